@@ -1,0 +1,217 @@
+package confirm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Storage errors. Classify with errors.Is.
+var (
+	// ErrNotFound: no such conversation, batch or call.
+	ErrNotFound = errors.New("not found")
+)
+
+// Conversation is one chat thread the bot talks in.
+type Conversation struct {
+	ID        int64     `db:"id"`
+	Platform  string    `db:"platform"`
+	Channel   string    `db:"channel"`
+	Thread    string    `db:"thread"`
+	CreatedAt time.Time `db:"created_at"`
+}
+
+// Message is one stored message of a conversation, in order. Body is opaque
+// to storage (the bot stores model messages as JSON, verbatim).
+type Message struct {
+	ConversationID int64           `db:"conversation_id"`
+	Seq            int             `db:"seq"` // 1, 2, 3... per conversation
+	Role           string          `db:"role"`
+	Body           json.RawMessage `db:"body"`
+	CreatedAt      time.Time       `db:"created_at"`
+}
+
+// BatchStatus is where a paused reply stands.
+type BatchStatus string
+
+const (
+	BatchPending BatchStatus = "pending" // some call waits for a decision
+	BatchDecided BatchStatus = "decided" // every call decided, not yet claimed to run
+	BatchRunning BatchStatus = "running" // claimed by one worker
+	BatchDone    BatchStatus = "done"    // results appended to the conversation
+)
+
+// DecisionStatus is the decision on one call.
+type DecisionStatus string
+
+const (
+	DecisionPending         DecisionStatus = "pending"
+	DecisionAllowed         DecisionStatus = "allowed"           // a person said yes
+	DecisionAllowedByPolicy DecisionStatus = "allowed_by_policy" // not flagged; decided at pause time
+	DecisionDenied          DecisionStatus = "denied"            // a person said no, or the pause was abandoned
+	DecisionExpired         DecisionStatus = "expired"           // nobody decided in time
+	DecisionInvalid         DecisionStatus = "invalid"           // arguments failed validation; answered to the model
+)
+
+// Allowed reports whether the call may run.
+func (d DecisionStatus) Allowed() bool {
+	return d == DecisionAllowed || d == DecisionAllowedByPolicy
+}
+
+// RunStatus is where the run of a call stands.
+type RunStatus string
+
+const (
+	RunNotStarted RunStatus = "not_started"
+	RunRunning    RunStatus = "running"
+	RunSucceeded  RunStatus = "succeeded"
+	RunFailed     RunStatus = "failed"
+	RunUnknown    RunStatus = "unknown" // the process died mid-run; never run again automatically
+)
+
+// Batch is a paused model reply: its calls wait for decisions.
+type Batch struct {
+	ID             string      `db:"id"` // opaque, random
+	ConversationID int64       `db:"conversation_id"`
+	MessageSeq     int         `db:"message_seq"`  // the stored assistant message holding the calls
+	RequestedBy    string      `db:"requested_by"` // platform user id of the turn's author
+	Status         BatchStatus `db:"status"`
+	CardRef        string      `db:"card_ref"` // the platform's reference of the posted card
+	ClaimedBy      string      `db:"claimed_by"`
+	CreatedAt      time.Time   `db:"created_at"`
+	ExpiresAt      time.Time   `db:"expires_at"`
+	Calls          []Call      `db:"-"` // in the model's order
+}
+
+// Call is one call of a batch.
+type Call struct {
+	BatchID        string          `db:"batch_id"`
+	Key            string          `db:"key"`
+	Position       int             `db:"position"`
+	CallID         string          `db:"call_id"` // as the model gave it
+	Tool           string          `db:"tool"`
+	Args           json.RawMessage `db:"args"`    // exact bytes from the model
+	Summary        string          `db:"summary"` // the read-back a person approves
+	Flagged        bool            `db:"flagged"` // flagged by policy
+	Decision       DecisionStatus  `db:"decision"`
+	DecidedBy      string          `db:"decided_by"`
+	DecidedAt      *time.Time      `db:"decided_at"`
+	DenyMessage    string          `db:"deny_message"`
+	Run            RunStatus       `db:"run_status"`
+	Result         string          `db:"result"`
+	IdempotencyKey string          `db:"idempotency_key"` // <batch id>/<call key>
+	ExpiresAt      time.Time       `db:"expires_at"`
+}
+
+// Decide is one person's decision on one call.
+type Decide struct {
+	BatchID string
+	Key     string
+	Status  DecisionStatus // DecisionAllowed or DecisionDenied
+	By      string         // platform user id
+	Message string         // deny message (may be empty)
+	Now     time.Time
+}
+
+// DecideResult says what a Decide did.
+type DecideResult struct {
+	Won          bool // this decision took the call from pending
+	BatchDecided bool // and with it every call of the batch is decided
+}
+
+// AuditKind names an audit event.
+type AuditKind string
+
+const (
+	AuditToolCall        AuditKind = "tool_call"
+	AuditApprovalRequest AuditKind = "approval_request"
+	AuditDecision        AuditKind = "decision"
+	AuditRejectedClick   AuditKind = "rejected_click"
+	AuditToolResult      AuditKind = "tool_result"
+)
+
+// AuditEvent is one append-only audit row.
+type AuditEvent struct {
+	ID             int64     `db:"id"`
+	At             time.Time `db:"at"`
+	Kind           AuditKind `db:"kind"`
+	ConversationID int64     `db:"conversation_id"`
+	BatchID        string    `db:"batch_id"`
+	CallKey        string    `db:"call_key"`
+	Tool           string    `db:"tool"`
+	Actor          string    `db:"actor"`  // platform user id, or "airlock"
+	Detail         string    `db:"detail"` // JSON: args, decision, outcome...
+}
+
+// AuditFilter selects audit events; zero fields select everything.
+type AuditFilter struct {
+	ConversationID int64
+	Since          time.Time
+}
+
+// Store is what the bot needs from storage. Every state change is one
+// conditional UPDATE; the affected-row count decides who won.
+type Store interface {
+	// Conversation returns the conversation of a thread, creating it.
+	Conversation(ctx context.Context, platform, channel, thread string) (Conversation, error)
+	ConversationByID(ctx context.Context, id int64) (Conversation, error)
+	// AppendMessages appends messages in order, assigning Seq.
+	AppendMessages(ctx context.Context, conversationID int64, msgs ...Message) error
+	Messages(ctx context.Context, conversationID int64) ([]Message, error)
+
+	// CreateBatch stores the assistant message holding the calls, the batch
+	// and its calls, and the tool_call and approval_request audit events,
+	// in one transaction. It sets b.MessageSeq.
+	CreateBatch(ctx context.Context, b *Batch, assistant Message) error
+	// Batch loads a batch with its calls; ErrNotFound when none.
+	Batch(ctx context.Context, id string) (*Batch, error)
+	// PendingBatch returns the conversation's batch in status pending;
+	// ErrNotFound when none.
+	PendingBatch(ctx context.Context, conversationID int64) (*Batch, error)
+	SetCardRef(ctx context.Context, batchID, ref string) error
+
+	// Decide takes one call from pending to d.Status, only while it is
+	// pending and d.Now is before its expiry, and records the decision in
+	// the audit. When it decides the last pending call, the batch goes from
+	// pending to decided.
+	Decide(ctx context.Context, d Decide) (DecideResult, error)
+	// ResolvePending decides every still-pending call of a pending batch
+	// with status (DecisionDenied for an abandoned pause, DecisionExpired)
+	// and message, whatever the expiry, and takes the batch to decided.
+	// With abandon, calls allowed earlier are denied too: an abandoned
+	// reply runs nothing. It returns how many calls it decided; zero
+	// when the batch was no longer pending.
+	ResolvePending(ctx context.Context, batchID string, status DecisionStatus, by, message string, abandon bool, now time.Time) (int, error)
+	// ExpiredBatches lists pending batches with a pending call past its expiry.
+	ExpiredBatches(ctx context.Context, now time.Time) ([]string, error)
+
+	// ClaimBatch takes a batch from decided to running for worker; only
+	// one caller wins.
+	ClaimBatch(ctx context.Context, batchID, worker string) (bool, error)
+	// StartRun takes a call's run from not_started to running; false when
+	// it was not in not_started (it ran, or is running elsewhere).
+	StartRun(ctx context.Context, batchID, key string) (bool, error)
+	// FinishRun takes a call's run from running to succeeded or failed,
+	// storing the result, and records the tool_result audit event.
+	FinishRun(ctx context.Context, batchID, key string, status RunStatus, result string) error
+	// CompleteBatch appends the tool-results message and takes the batch
+	// from running to done, in one transaction; false when not running.
+	CompleteBatch(ctx context.Context, batchID string, results Message) (bool, error)
+
+	// RecoverRunning marks every call whose run is running as unknown (the
+	// process died mid-run) and returns the batch ids touched.
+	RecoverRunning(ctx context.Context) ([]string, error)
+	// BatchesIn lists ids of batches in the status, oldest first.
+	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
+	// ReleaseBatch takes a batch from running back to decided (a worker
+	// that died); used at start-up recovery.
+	ReleaseBatch(ctx context.Context, batchID string) error
+
+	// Audit appends an audit event.
+	Audit(ctx context.Context, e AuditEvent) error
+	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
+
+	Ping(ctx context.Context) error
+	Close() error
+}

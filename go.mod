@@ -1,0 +1,3 @@
+module github.com/airlockhq/airlock
+
+go 1.26.0
