@@ -6,8 +6,14 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sync"
 	"time"
 
+	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 )
 
@@ -47,4 +53,152 @@ type Tool interface {
 	Summary(args json.RawMessage) (string, error)
 	// Run executes the tool once. idempotencyKey is "<batch id>/<call key>".
 	Run(ctx context.Context, args json.RawMessage, idempotencyKey string) (string, error)
+}
+
+// DefaultMaxOutput is the default number of bytes of a tool's output kept as
+// its result.
+const DefaultMaxOutput = 16 << 10
+
+// DefaultTimeout bounds a run when neither the context nor the config sets a
+// shorter limit.
+const DefaultTimeout = 60 * time.Second
+
+// Options are the settings shared by the configured tools.
+type Options struct {
+	// HTTPClient runs the http tools. Nil means a client that does not
+	// follow redirects (a 3xx is an error), so configured headers never go
+	// to another host.
+	HTTPClient *http.Client
+	// MaxOutput is the number of bytes of a result kept; <= 0 means
+	// DefaultMaxOutput.
+	MaxOutput int
+}
+
+// ConfigError is an error in one key of the tools config.
+type ConfigError struct {
+	Key string // e.g. "tools[2].http.url"
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Key + ": " + e.Err.Error() }
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ErrInvalidArgs is wrapped by every argument validation error.
+var ErrInvalidArgs = errors.New("invalid arguments")
+
+// namePattern is the tool name every provider accepts.
+var namePattern = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$`)
+
+// Set is the tools the bot carries, in config order. It is safe for
+// concurrent use.
+type Set struct {
+	mu    sync.RWMutex
+	order []Tool
+	byKey map[string]Tool
+}
+
+// New builds the configured tools. The first error found is returned as a
+// *ConfigError naming its key.
+func New(cfgs []Config, opts Options) (*Set, error) {
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	s := &Set{byKey: make(map[string]Tool, len(cfgs))}
+	for i, cfg := range cfgs {
+		key := fmt.Sprintf("tools[%d]", i)
+		t, err := newConfigTool(key, cfg, opts)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := s.byKey[t.name]; dup {
+			return nil, &ConfigError{Key: key + ".name", Err: fmt.Errorf("duplicate %q", t.name)}
+		}
+		s.byKey[t.name] = t
+		s.order = append(s.order, t)
+	}
+	return s, nil
+}
+
+// Add adds a tool, e.g. a built-in one. Its name must be valid and not yet
+// taken.
+func (s *Set) Add(t Tool) error {
+	if t == nil {
+		return errors.New("add tool: nil")
+	}
+	name := t.Spec().Name
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("add tool: invalid name %q: must match %s", name, namePattern)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.byKey[name]; dup {
+		return fmt.Errorf("add tool: duplicate %q", name)
+	}
+	if s.byKey == nil {
+		s.byKey = make(map[string]Tool)
+	}
+	s.byKey[name] = t
+	s.order = append(s.order, t)
+	return nil
+}
+
+// Get returns the tool of that name.
+func (s *Set) Get(name string) (Tool, bool) {
+	if s == nil {
+		return nil, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.byKey[name]
+	return t, ok
+}
+
+// Has reports whether the set carries a tool of that name.
+func (s *Set) Has(name string) bool {
+	_, ok := s.Get(name)
+	return ok
+}
+
+// Info is what the confirmation policy may know of the named tool.
+func (s *Set) Info(name string) (confirm.ToolInfo, bool) {
+	t, ok := s.Get(name)
+	if !ok {
+		return confirm.ToolInfo{}, false
+	}
+	return confirm.ToolInfo{Name: name, Confirm: t.Confirm()}, true
+}
+
+// Specs returns the tools as the model sees them, in config order (tools
+// added later follow).
+func (s *Set) Specs() []model.ToolSpec {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	specs := make([]model.ToolSpec, len(s.order))
+	for i, t := range s.order {
+		specs[i] = t.Spec()
+	}
+	return specs
+}
+
+// Names returns the tool names in the order of Specs.
+func (s *Set) Names() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	names := make([]string, len(s.order))
+	for i, t := range s.order {
+		names[i] = t.Spec().Name
+	}
+	return names
 }

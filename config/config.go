@@ -1,0 +1,355 @@
+// Package config owns Airlock's configuration file: the typed struct, ${ENV}
+// expansion, strict decoding that rejects unknown keys, defaults, and
+// validation errors that name the offending key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/airlockhq/airlock/tools"
+)
+
+// Config is the whole configuration file. The yaml key names are a contract:
+// other tools write such files.
+type Config struct {
+	Listen       string         `yaml:"listen"`
+	Storage      Storage        `yaml:"storage"`
+	Model        Model          `yaml:"model"`
+	Confirmation Confirmation   `yaml:"confirmation"`
+	Tools        []tools.Config `yaml:"tools"`
+	Channels     []Channel      `yaml:"channels"`
+}
+
+// Storage is the `storage` section.
+type Storage struct {
+	Driver string `yaml:"driver"` // sqlite | postgres
+	DSN    string `yaml:"dsn"`
+}
+
+// Model is the `model` section.
+type Model struct {
+	Provider      string `yaml:"provider"` // gemini | openai
+	Name          string `yaml:"name"`
+	APIKey        string `yaml:"api_key"`
+	BaseURL       string `yaml:"base_url"`
+	SystemPrompt  string `yaml:"system_prompt"`
+	MaxToolRounds int    `yaml:"max_tool_rounds"`
+}
+
+// Confirmation is the `confirmation` section.
+type Confirmation struct {
+	// Enabled honours the tools' confirm flag; false stops honouring the
+	// flag only (names in Tools still apply). Default true.
+	Enabled *bool         `yaml:"enabled"`
+	Tools   []string      `yaml:"tools"`
+	Timeout time.Duration `yaml:"timeout"` // default 30m
+}
+
+// FlagHonoured reports whether the tools' confirm flag is honoured.
+func (c Confirmation) FlagHonoured() bool { return c.Enabled == nil || *c.Enabled }
+
+// Channel is one `channels[]` entry: who may approve in a channel.
+type Channel struct {
+	Platform  string   `yaml:"platform"` // shell | slack | discord
+	ID        string   `yaml:"id"`       // channel id, or "*" for every channel of the platform
+	Approvers []string `yaml:"approvers"`
+}
+
+// Defaults.
+const (
+	DefaultListen        = ":8080"
+	DefaultSQLiteDSN     = "airlock.db"
+	DefaultTimeout       = 30 * time.Minute
+	DefaultMaxToolRounds = 8
+)
+
+// Platforms Airlock knows.
+var Platforms = []string{"shell", "slack", "discord"}
+
+// Error is a configuration error naming the key at fault.
+type Error struct {
+	Key string
+	Err error
+}
+
+func (e *Error) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func keyErr(key, format string, args ...any) error {
+	return &Error{Key: key, Err: fmt.Errorf(format, args...)}
+}
+
+// Load reads, expands, decodes and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data, os.LookupEnv)
+}
+
+// Parse expands ${ENV} references in the YAML's values with lookup, decodes
+// strictly (unknown keys are errors naming the key), applies defaults and
+// validates.
+func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("config: the file is empty")
+		}
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := expandNode(&root, "", lookup); err != nil {
+		return nil, err
+	}
+	doc := &root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind != yaml.MappingNode {
+		return nil, errors.New("config: the top level must be a mapping of keys")
+	}
+	if err := checkKeys(doc, reflect.TypeOf(Config{}), ""); err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := doc.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandNode replaces ${NAME} (and ${NAME:-default}) in scalar values. It
+// works on parsed values, so an environment value can never add YAML
+// structure or keys. An unset variable without a default is an error naming
+// the key and the variable (never its value).
+func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := expandNode(c, path, lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := expandNode(n.Content[i+1], join(path, n.Content[i].Value), lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return nil
+		}
+		var missing string
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+			m := envRef.FindStringSubmatch(ref)
+			if v, ok := lookup(m[1]); ok && v != "" {
+				return v
+			}
+			if m[2] != "" {
+				return m[3]
+			}
+			if missing == "" {
+				missing = m[1]
+			}
+			return ""
+		})
+		if missing != "" {
+			return keyErr(path, "environment variable %s is not set", missing)
+		}
+		if n.Style == 0 {
+			n.Tag = "" // a plain scalar: its expanded text decides its type
+		}
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// checkKeys walks the YAML mapping against the struct's yaml tags and
+// reports the first unknown key with its full path.
+func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() == reflect.Interface {
+		return nil // free-form (a JSON Schema, say)
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		if t.Kind() == reflect.Map {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if t.Kind() != reflect.Struct {
+			return nil // a type error; the decoder reports it
+		}
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = f.Type
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			ft, ok := fields[k.Value]
+			key := join(path, k.Value)
+			if !ok {
+				return keyErr(key, "unknown key (line %d)", k.Line)
+			}
+			if err := checkKeys(n.Content[i+1], ft, key); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		if t.Kind() != reflect.Slice {
+			return keyErr(path, "a list is not allowed here")
+		}
+		for i, c := range n.Content {
+			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		// Decode the value alone so a type error names its key.
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return keyErr(path, "%s", typeProblem(n, t))
+		}
+	}
+	return nil
+}
+
+func typeProblem(n *yaml.Node, t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		return fmt.Sprintf("%q is not a duration; write it with its unit: 90s, 30m, 2h", n.Value)
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
+		return "expected a mapping of keys"
+	case t.Kind() == reflect.Slice:
+		return "expected a list"
+	}
+	return fmt.Sprintf("%q is not a valid %s", n.Value, t.Kind())
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Storage.Driver == "" {
+		c.Storage.Driver = "sqlite"
+	}
+	if c.Storage.Driver == "sqlite" && c.Storage.DSN == "" {
+		c.Storage.DSN = DefaultSQLiteDSN
+	}
+	if c.Model.MaxToolRounds == 0 {
+		c.Model.MaxToolRounds = DefaultMaxToolRounds
+	}
+	if c.Confirmation.Timeout == 0 {
+		c.Confirmation.Timeout = DefaultTimeout
+	}
+}
+
+// Validate checks the values and names the first bad key.
+func (c *Config) Validate() error {
+	switch c.Storage.Driver {
+	case "sqlite":
+	case "postgres":
+		if c.Storage.DSN == "" {
+			return keyErr("storage.dsn", "required for the postgres driver")
+		}
+	default:
+		return keyErr("storage.driver", "%q is not one of sqlite, postgres", c.Storage.Driver)
+	}
+	switch c.Model.Provider {
+	case "gemini":
+		if c.Model.APIKey == "" {
+			return keyErr("model.api_key", "required for the gemini provider")
+		}
+	case "openai":
+	case "":
+		return keyErr("model.provider", "required: gemini or openai")
+	default:
+		return keyErr("model.provider", "%q is not one of gemini, openai", c.Model.Provider)
+	}
+	if c.Model.Name == "" {
+		return keyErr("model.name", "required")
+	}
+	if c.Model.BaseURL != "" && !strings.HasPrefix(c.Model.BaseURL, "http://") && !strings.HasPrefix(c.Model.BaseURL, "https://") {
+		return keyErr("model.base_url", "must be an http:// or https:// URL")
+	}
+	if c.Model.MaxToolRounds < 0 {
+		return keyErr("model.max_tool_rounds", "must be positive")
+	}
+	if c.Confirmation.Timeout < time.Second {
+		return keyErr("confirmation.timeout", "must be a duration of at least 1s, with its unit: 90s, 30m, 2h")
+	}
+	set, err := tools.New(c.Tools, tools.Options{})
+	if err != nil {
+		return err
+	}
+	for i, name := range c.Confirmation.Tools {
+		if _, ok := set.Get(name); !ok {
+			return keyErr(fmt.Sprintf("confirmation.tools[%d]", i), "no tool named %q", name)
+		}
+	}
+	for i, ch := range c.Channels {
+		key := fmt.Sprintf("channels[%d]", i)
+		if !contains(Platforms, ch.Platform) {
+			return keyErr(key+".platform", "%q is not one of %s", ch.Platform, strings.Join(Platforms, ", "))
+		}
+		if ch.ID == "" {
+			return keyErr(key+".id", `required (a channel id, or "*" for every channel)`)
+		}
+		for j, a := range ch.Approvers {
+			if strings.TrimSpace(a) == "" {
+				return keyErr(fmt.Sprintf("%s.approvers[%d]", key, j), "empty user id")
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

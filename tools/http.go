@@ -1,0 +1,375 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"unicode/utf8"
+)
+
+// errorExcerpt is how many bytes of a failed response's body an error keeps.
+const errorExcerpt = 500
+
+// HTTPError is a non-2xx answer of an http tool.
+type HTTPError struct {
+	StatusCode int
+	Body       string // an excerpt
+}
+
+func (e *HTTPError) Error() string {
+	body := e.Body
+	if body == "" {
+		body = http.StatusText(e.StatusCode)
+	}
+	return fmt.Sprintf("http %d: %s", e.StatusCode, body)
+}
+
+var validMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
+// httpExecutor is the `http` executor.
+type httpExecutor struct {
+	method    string
+	url       *template.Template
+	origin    *url.URL // scheme and host, literal in the config
+	headers   map[string]string
+	client    *http.Client
+	maxOutput int
+}
+
+func newHTTPExecutor(key string, cfg *HTTPConfig, opts Options) (*httpExecutor, error) {
+	cerr := func(sub string, err error) error { return &ConfigError{Key: key + sub, Err: err} }
+	h := &httpExecutor{
+		method:    strings.ToUpper(cfg.Method),
+		headers:   make(map[string]string, len(cfg.Headers)),
+		client:    opts.HTTPClient,
+		maxOutput: opts.MaxOutput,
+	}
+	if h.method == "" {
+		h.method = http.MethodPost
+	}
+	if !validMethods[h.method] {
+		return nil, cerr(".method", fmt.Errorf("invalid %q", cfg.Method))
+	}
+	if cfg.URL == "" {
+		return nil, cerr(".url", errors.New("required"))
+	}
+	tmpl, origin, err := parseURLTemplate(cfg.URL)
+	if err != nil {
+		return nil, cerr(".url", err)
+	}
+	h.url, h.origin = tmpl, origin
+	for name, value := range cfg.Headers {
+		if !validHeaderName(name) {
+			return nil, cerr(".headers", fmt.Errorf("invalid name %q", name))
+		}
+		if strings.ContainsAny(value, "\r\n\x00") {
+			return nil, cerr(".headers."+name, errors.New("invalid value: control character"))
+		}
+		h.headers[http.CanonicalHeaderKey(name)] = value
+	}
+	return h, nil
+}
+
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *httpExecutor) run(ctx context.Context, body []byte, data map[string]any, idempotencyKey string) (string, error) {
+	u, err := h.renderURL(data)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	withBody := h.method != http.MethodGet && h.method != http.MethodHead
+	var rd io.Reader
+	if withBody {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, h.method, u, rd)
+	if err != nil {
+		return "", fmt.Errorf("new request: %w", err)
+	}
+	for name, value := range h.headers {
+		if name == "Host" {
+			req.Host = value
+			continue
+		}
+		req.Header.Set(name, value)
+	}
+	if withBody && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("http request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, errorExcerpt))
+		return "", &HTTPError{StatusCode: resp.StatusCode, Body: strings.TrimSpace(cutUTF8(b, errorExcerpt))}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxOutput)+1))
+	if err != nil {
+		return "", fmt.Errorf("http response: %w", err)
+	}
+	total := int64(len(b))
+	if len(b) > h.maxOutput {
+		total = -1 // more than kept, size unknown
+	}
+	return truncateOutput(b, h.maxOutput, total), nil
+}
+
+// renderURL renders the URL template; every substituted value was escaped by
+// the functions parseURLTemplate appended to each action.
+func (h *httpExecutor) renderURL(data map[string]any) (string, error) {
+	var b strings.Builder
+	if err := h.url.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("url: %w", err)
+	}
+	u, err := url.Parse(b.String())
+	if err != nil {
+		return "", fmt.Errorf("url: %w", err)
+	}
+	if u.Scheme != h.origin.Scheme || u.Host != h.origin.Host || u.User != nil {
+		return "", fmt.Errorf("url: rendered %q leaves %s://%s", b.String(), h.origin.Scheme, h.origin.Host)
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return "", fmt.Errorf("url: dot segment in path %q", u.Path)
+		}
+	}
+	return b.String(), nil
+}
+
+// Names of the escaping functions appended to every action of a URL template.
+const (
+	urlPathFunc  = "airlock_url_path"
+	urlQueryFunc = "airlock_url_query"
+)
+
+// parseURLTemplate parses a URL template whose scheme and host are literal
+// text, and appends an escaping function to every action that prints: a
+// substituted value can't add a path segment, a query parameter or a
+// fragment. In the path, a value may not be empty, "." or "..".
+func parseURLTemplate(text string) (*template.Template, *url.URL, error) {
+	funcs := template.FuncMap{urlPathFunc: urlPathValue, urlQueryFunc: urlQueryValue}
+	for k, v := range templateFuncs {
+		funcs[k] = v
+	}
+	tmpl, err := template.New("url").Funcs(funcs).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(tmpl.Templates()) > 1 {
+		return nil, nil, errors.New("define and block are not supported")
+	}
+	origin, err := literalOrigin(tmpl.Tree.Root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := escapeActions(tmpl.Tree.Root, false); err != nil {
+		return nil, nil, err
+	}
+	return tmpl, origin, nil
+}
+
+// literalOrigin checks that the template starts with "http(s)://host" as
+// literal text, ended by "/", "?" or "#" (or the end of the template).
+func literalOrigin(root *parse.ListNode) (*url.URL, error) {
+	const msg = "must start with a literal http:// or https:// scheme and host"
+	if root == nil || len(root.Nodes) == 0 {
+		return nil, errors.New(msg)
+	}
+	first, ok := root.Nodes[0].(*parse.TextNode)
+	if !ok {
+		return nil, errors.New(msg)
+	}
+	text := string(first.Text)
+	lower := strings.ToLower(text)
+	if !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
+		return nil, errors.New(msg)
+	}
+	start := strings.Index(text, "://") + 3
+	end := strings.IndexAny(text[start:], "/?#")
+	switch {
+	case end >= 0:
+		end += start
+	case len(root.Nodes) == 1:
+		end = len(text)
+	default:
+		return nil, errors.New(msg)
+	}
+	u, err := url.Parse(text[:end])
+	if err != nil {
+		return nil, err
+	}
+	if u.Host == "" || u.User != nil {
+		return nil, errors.New(msg)
+	}
+	return u, nil
+}
+
+// escapeActions appends the escaping function to each printing action under
+// n, in order; inQuery is whether a "?" or "#" came before in literal text.
+// It returns whether one has come after n.
+func escapeActions(n parse.Node, inQuery bool) (bool, error) {
+	switch n := n.(type) {
+	case nil:
+		return inQuery, nil
+	case *parse.ListNode:
+		if n == nil {
+			return inQuery, nil
+		}
+		for _, c := range n.Nodes {
+			var err error
+			if inQuery, err = escapeActions(c, inQuery); err != nil {
+				return false, err
+			}
+		}
+		return inQuery, nil
+	case *parse.TextNode:
+		return inQuery || bytes.ContainsAny(n.Text, "?#"), nil
+	case *parse.ActionNode:
+		if len(n.Pipe.Decl) > 0 {
+			return inQuery, nil // an assignment prints nothing
+		}
+		fn := urlPathFunc
+		if inQuery {
+			fn = urlQueryFunc
+		}
+		n.Pipe.Cmds = append(n.Pipe.Cmds, &parse.CommandNode{
+			NodeType: parse.NodeCommand,
+			Pos:      n.Pos,
+			Args:     []parse.Node{parse.NewIdentifier(fn).SetPos(n.Pos)},
+		})
+		return inQuery, nil
+	case *parse.IfNode:
+		return escapeBranch(&n.BranchNode, inQuery)
+	case *parse.RangeNode:
+		return escapeBranch(&n.BranchNode, inQuery)
+	case *parse.WithNode:
+		return escapeBranch(&n.BranchNode, inQuery)
+	case *parse.TemplateNode:
+		return false, errors.New("template calls are not supported")
+	default: // comments, break, continue
+		return inQuery, nil
+	}
+}
+
+// escapeBranch escapes both branches; after it, a value counts as in the
+// query only when both branches end there.
+func escapeBranch(b *parse.BranchNode, inQuery bool) (bool, error) {
+	q1, err := escapeActions(b.List, inQuery)
+	if err != nil {
+		return false, err
+	}
+	q2, err := escapeActions(b.ElseList, inQuery)
+	if err != nil {
+		return false, err
+	}
+	return q1 && q2, nil
+}
+
+func urlPathValue(v any) (string, error) {
+	s := urlText(v)
+	switch s {
+	case "":
+		return "", errors.New("empty value in the URL path")
+	case ".", "..":
+		return "", fmt.Errorf("value %q not allowed in the URL path", s)
+	}
+	return escapeURLValue(s), nil
+}
+
+func urlQueryValue(v any) (string, error) { return escapeURLValue(urlText(v)), nil }
+
+// urlText is a value as text before escaping.
+func urlText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	case bool:
+		return strconv.FormatBool(v)
+	case fmt.Stringer:
+		return v.String()
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// escapeURLValue percent-encodes every byte but the unreserved characters of
+// RFC 3986, so the value is data wherever it stands in a URL: it can't add a
+// path segment ("/"), a query ("?", "&", "="), a fragment ("#") or change
+// userinfo or port ("@", ":").
+func escapeURLValue(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// truncateOutput keeps at most max bytes of out, cut at a rune boundary, and
+// notes a cut. total is the size of the whole output, -1 when unknown.
+func truncateOutput(out []byte, max int, total int64) string {
+	if total >= 0 && total == int64(len(out)) && len(out) <= max {
+		return string(out)
+	}
+	kept := cutUTF8(out, max)
+	if total < 0 {
+		return fmt.Sprintf("%s\n[output truncated to %d bytes]", kept, len(kept))
+	}
+	return fmt.Sprintf("%s\n[output truncated: kept %d of %d bytes]", kept, len(kept), total)
+}
+
+// cutUTF8 is at most max bytes of b, not cutting a rune in two.
+func cutUTF8(b []byte, max int) string {
+	if len(b) <= max {
+		return string(b)
+	}
+	cut := max
+	for cut > 0 && cut > max-utf8.UTFMax && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return string(b[:cut])
+}
