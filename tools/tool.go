@@ -38,6 +38,7 @@ type configTool struct {
 	schema      *jsonschema.Schema
 	confirm     bool
 	summary     *template.Template // nil: the default summary
+	declared    []string           // top-level properties the schema declares
 	exec        executor
 }
 
@@ -64,6 +65,11 @@ func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
 		return nil, cerr(".parameters", fmt.Errorf("invalid JSON Schema: %w", err))
 	}
 	t.params, t.schema = params, schema
+	if props, ok := cfg.Parameters["properties"].(map[string]any); ok {
+		for name := range props {
+			t.declared = append(t.declared, name)
+		}
+	}
 
 	if cfg.Summary != "" {
 		tmpl, err := parseTemplate("summary", cfg.Summary)
@@ -185,7 +191,13 @@ func (t *configTool) Summary(args json.RawMessage) (string, error) {
 		return capRunes(defaultSummary(t.name, obj), MaxSummaryRunes), nil
 	}
 	w := &limitWriter{max: 4*MaxSummaryRunes + 4}
-	if err := t.summary.Execute(w, templateData(obj)); err != nil && !errors.Is(err, errLimit) {
+	data := templateData(obj)
+	for _, name := range t.declared {
+		if _, ok := data[name]; !ok {
+			data[name] = nil // an optional argument left out: {{if .x}} works; a misspelt key still fails
+		}
+	}
+	if err := t.summary.Execute(w, data); err != nil && !errors.Is(err, errLimit) {
 		return "", fmt.Errorf("summary: %w", err)
 	}
 	return capRunes(w.buf.String(), MaxSummaryRunes), nil
