@@ -161,7 +161,8 @@ type Store interface {
 	Messages(ctx context.Context, conversationID int64) ([]Message, error)
 
 	// CreateBatch stores the assistant message holding the calls, the batch
-	// and its calls, and the tool_call and approval_request audit events,
+	// and its calls, and the tool_call audit events (approval_request too
+	// when the batch is pending),
 	// in one transaction. It sets b.MessageSeq.
 	CreateBatch(ctx context.Context, b *Batch, assistant Message) error
 	// Batch loads a batch with its calls; ErrNotFound when none.
@@ -170,6 +171,9 @@ type Store interface {
 	// ErrNotFound when none.
 	PendingBatch(ctx context.Context, conversationID int64) (*Batch, error)
 	SetCardRef(ctx context.Context, batchID, ref string) error
+	// OpenBatches lists the conversation's batches that are decided or
+	// running (not yet done), oldest first.
+	OpenBatches(ctx context.Context, conversationID int64) ([]string, error)
 
 	// Decide takes one call from pending to d.Status, only while it is
 	// pending and d.Now is before its expiry, and records the decision in

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -33,7 +34,9 @@ type Message struct {
 	Results []ToolResult `json:"results,omitempty"`
 	// Provider and Raw keep an assistant message exactly as the provider
 	// returned it (for Gemini, the Content with its thought signatures).
-	// A provider sends Raw back verbatim when Provider is its own name.
+	// Gemini sends Raw back verbatim when Provider is its own name (thought
+	// signatures must return); OpenAI rebuilds the message from Text and
+	// ToolCalls, since a response's extra fields are not valid in a request.
 	Provider string          `json:"provider,omitempty"`
 	Raw      json.RawMessage `json:"raw,omitempty"`
 }
@@ -73,13 +76,21 @@ type APIError struct {
 	Message string
 }
 
-func (e *APIError) Error() string { return fmt.Sprintf("model api: status %d: %s", e.Status, e.Message) }
+func (e *APIError) Error() string {
+	return fmt.Sprintf("model api: status %d: %s", e.Status, e.Message)
+}
 
-// Retryable reports whether the error is worth a retry: 429 and 5xx.
+// Retryable reports whether the error is worth a retry: 429, 5xx, and
+// network errors (a model request has no side effects). A cancelled or
+// expired context is not.
 func Retryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
 	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.Status == 429 || ae.Status >= 500
 	}
-	return false
+	var ne net.Error
+	return errors.As(err, &ne)
 }

@@ -1,0 +1,269 @@
+// Package shell is the terminal adapter: a person types as a chat user,
+// approval cards print with numbered calls and their read-back, and short
+// commands decide them. The local user is an approver.
+package shell
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Platform is the name of this platform in config (`channels[].platform`).
+const Platform = "shell"
+
+// Defaults for the one local conversation.
+const (
+	DefaultUser    = "local"
+	DefaultChannel = "terminal"
+	DefaultThread  = "main"
+)
+
+// Bot is what the shell needs from the bot.
+type Bot interface {
+	HandleTurn(ctx context.Context, t bot.Turn) error
+	Decide(ctx context.Context, c bot.Click) error
+	PendingCard(ctx context.Context, th bot.Thread) (*bot.Card, error)
+}
+
+// Shell reads commands from In and writes the conversation to Out.
+type Shell struct {
+	In      io.Reader
+	Out     io.Writer
+	User    string
+	Channel string
+	Thread  string
+
+	mu sync.Mutex // serialises writes to Out
+}
+
+var _ bot.Platform = (*Shell)(nil)
+
+// New returns a shell on in and out with the default local user.
+func New(in io.Reader, out io.Writer) *Shell {
+	return &Shell{In: in, Out: out, User: DefaultUser, Channel: DefaultChannel, Thread: DefaultThread}
+}
+
+func (s *Shell) thread() bot.Thread {
+	return bot.Thread{Platform: Platform, Channel: s.Channel, Thread: s.Thread}
+}
+
+func (s *Shell) printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(s.Out, format, args...)
+}
+
+// Help lists the commands.
+const Help = `Type a message to talk to the agent. Commands:
+  /allow N [N...]     allow call(s) N of the waiting card
+  /allow all          allow every waiting call
+  /deny N [reason]    deny call N, optionally telling the agent why
+  /deny all [reason]  deny every waiting call
+  /card               show the waiting card again
+  /help               show this help
+  /quit               leave (a waiting card stays waiting)
+`
+
+// Run reads lines until In ends, ctx ends, or /quit.
+func (s *Shell) Run(ctx context.Context, b Bot) error {
+	s.printf("airlock chat: you are %q. /help lists the commands.\n", s.User)
+	if card, err := b.PendingCard(ctx, s.thread()); err == nil {
+		s.printf("A card is still waiting from before:\n")
+		s.printCard(*card)
+	}
+	lines := make(chan string)
+	readErr := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(s.In)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+		readErr <- sc.Err()
+		close(lines)
+	}()
+	for {
+		s.printf("> ")
+		var line string
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case l, ok := <-lines:
+			if !ok {
+				s.printf("\n")
+				return <-readErr
+			}
+			line = strings.TrimSpace(l)
+		}
+		if line == "" {
+			continue
+		}
+		if quit := s.handle(ctx, b, line); quit {
+			return nil
+		}
+	}
+}
+
+func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
+	if !strings.HasPrefix(line, "/") {
+		if err := b.HandleTurn(ctx, bot.Turn{Platform: Platform, Channel: s.Channel, Thread: s.Thread, User: s.User, Text: line}); err != nil {
+			s.printf("error: %v\n", err)
+		}
+		return false
+	}
+	cmd, rest, _ := strings.Cut(line, " ")
+	rest = strings.TrimSpace(rest)
+	switch cmd {
+	case "/help":
+		s.printf("%s", Help)
+	case "/quit", "/exit":
+		return true
+	case "/card":
+		card, err := b.PendingCard(ctx, s.thread())
+		if err != nil {
+			s.printf("No card is waiting.\n")
+			return false
+		}
+		s.printCard(*card)
+	case "/allow", "/deny":
+		s.decide(ctx, b, cmd == "/allow", rest)
+	default:
+		s.printf("Unknown command %s. /help lists the commands.\n", cmd)
+	}
+	return false
+}
+
+// decide parses "N [N...]", "all", or for deny "N reason..." / "all reason...".
+func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
+	card, err := b.PendingCard(ctx, s.thread())
+	if errors.Is(err, confirm.ErrNotFound) {
+		s.printf("No card is waiting.\n")
+		return
+	} else if err != nil {
+		s.printf("error: %v\n", err)
+		return
+	}
+	fields := strings.Fields(args)
+	if len(fields) == 0 {
+		s.printf("Which call? For example: /allow 1, /deny 2 not today, /allow all\n")
+		return
+	}
+	var targets []bot.CardCall
+	reason := ""
+	if fields[0] == "all" {
+		for _, c := range card.Calls {
+			if c.Open() {
+				targets = append(targets, c)
+			}
+		}
+		reason = strings.TrimSpace(strings.TrimPrefix(args, "all"))
+	} else {
+		numbers := fields
+		if !allow { // /deny N reason...
+			numbers = fields[:1]
+			reason = strings.TrimSpace(strings.TrimPrefix(args, fields[0]))
+		}
+		for _, f := range numbers {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 || n > len(card.Calls) {
+				s.printf("%q is not a call number of the card (1-%d).\n", f, len(card.Calls))
+				return
+			}
+			targets = append(targets, card.Calls[n-1])
+		}
+	}
+	if allow && reason != "" {
+		s.printf("/allow takes call numbers only.\n")
+		return
+	}
+	for _, c := range targets {
+		if !c.Open() {
+			s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, c.Outcome())
+			continue
+		}
+		err := b.Decide(ctx, bot.Click{Platform: Platform, Channel: s.Channel, User: s.User, Ref: c.Ref, Allow: allow, Reason: reason})
+		if err != nil {
+			s.printf("Call %d: %s\n", c.Number, bot.UserMessage(err))
+		}
+	}
+}
+
+// PostCard prints a card.
+func (s *Shell) PostCard(_ context.Context, _ bot.Thread, card bot.Card) (string, error) {
+	s.printCard(card)
+	return card.BatchID, nil
+}
+
+// UpdateCard prints the card's new state.
+func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card bot.Card) error {
+	s.printCard(card)
+	return nil
+}
+
+// Post prints the bot's message.
+func (s *Shell) Post(_ context.Context, _ bot.Thread, text string) error {
+	s.printf("airlock: %s\n", text)
+	return nil
+}
+
+func (s *Shell) printCard(c bot.Card) {
+	s.printf("%s", Render(c))
+}
+
+// Render formats a card as plain text.
+func Render(c bot.Card) string {
+	var w strings.Builder
+	title := "APPROVAL NEEDED"
+	if c.Complete() {
+		title = "DECIDED"
+	}
+	fmt.Fprintf(&w, "+-- %s (request %s, asked by %s)\n", title, short(c.BatchID), c.RequestedBy)
+	if c.Intro != "" {
+		fmt.Fprintf(&w, "| The agent says: %s\n", oneLine(c.Intro))
+	}
+	for _, call := range c.Calls {
+		fmt.Fprintf(&w, "| [%d] %s: %s\n", call.Number, call.Tool, oneLine(call.Summary))
+		for _, l := range strings.Split(call.Args, "\n") {
+			fmt.Fprintf(&w, "|       %s\n", l)
+		}
+		state := call.Outcome()
+		if call.DecidedAt != nil && call.Decision != confirm.DecisionAllowedByPolicy {
+			state += " at " + call.DecidedAt.UTC().Format("15:04:05 UTC")
+		}
+		fmt.Fprintf(&w, "|     -> %s\n", state)
+	}
+	if !c.Complete() {
+		approvers := "none configured"
+		if len(c.Approvers) > 0 {
+			approvers = strings.Join(c.Approvers, ", ")
+		}
+		fmt.Fprintf(&w, "| Approvers: %s. Expires %s.\n", approvers, c.ExpiresAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&w, "+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]\n")
+	} else {
+		fmt.Fprintf(&w, "+--\n")
+	}
+	return w.String()
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

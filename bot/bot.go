@@ -1,0 +1,208 @@
+// Package bot owns the turn loop: it takes chat turns and approval clicks
+// from the platforms, pauses model replies whose calls need a person's yes,
+// records every decision once, runs what was allowed, and continues the
+// model in the same thread.
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// Thread names where a conversation happens.
+type Thread struct {
+	Platform string
+	Channel  string
+	Thread   string
+}
+
+// Platform is what the bot needs from a chat platform.
+type Platform interface {
+	// PostCard posts an approval card in the thread and returns the
+	// platform's reference to it, for updates.
+	PostCard(ctx context.Context, th Thread, card Card) (ref string, err error)
+	// UpdateCard replaces a posted card.
+	UpdateCard(ctx context.Context, th Thread, ref string, card Card) error
+	// Post posts text in the thread.
+	Post(ctx context.Context, th Thread, text string) error
+}
+
+// Tools is what the bot needs from the tool set.
+type Tools interface {
+	Get(name string) (tools.Tool, bool)
+	Specs() []model.ToolSpec
+}
+
+// Config wires a Bot.
+type Config struct {
+	Store         confirm.Store
+	Model         model.Provider
+	Tools         Tools
+	Policy        confirm.Policy
+	Approvers     *Approvers
+	SystemPrompt  string
+	MaxToolRounds int           // default 8
+	Timeout       time.Duration // how long a pause waits; default 30m
+	Now           func() time.Time
+	Logger        *slog.Logger
+	WorkerID      string // names this process in claims
+}
+
+// Bot runs conversations.
+type Bot struct {
+	cfg       Config
+	store     confirm.Store
+	now       func() time.Time
+	log       *slog.Logger
+	mu        sync.Mutex
+	platforms map[string]Platform
+	turns     keyedMutex
+}
+
+// New checks the config and returns a Bot. Register platforms before use.
+func New(cfg Config) (*Bot, error) {
+	if cfg.Store == nil || cfg.Model == nil || cfg.Tools == nil {
+		return nil, errors.New("bot: store, model and tools are required")
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = confirm.FromToolFlag()
+	}
+	if cfg.Approvers == nil {
+		cfg.Approvers = NewApprovers(nil)
+	}
+	if cfg.MaxToolRounds <= 0 {
+		cfg.MaxToolRounds = confirm.DefaultMaxToolRounds
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = "airlock"
+	}
+	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}}, nil
+}
+
+// Register makes a platform known under its name ("shell", "slack", ...).
+func (b *Bot) Register(name string, p Platform) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.platforms[name] = p
+}
+
+func (b *Bot) platform(name string) (Platform, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.platforms[name]
+	if !ok {
+		return nil, fmt.Errorf("bot: no platform %q registered", name)
+	}
+	return p, nil
+}
+
+func threadOf(c confirm.Conversation) Thread {
+	return Thread{Platform: c.Platform, Channel: c.Channel, Thread: c.Thread}
+}
+
+// keyedMutex serialises work per key: one turn at a time per thread.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[int64]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key int64) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[int64]*keyedEntry{}
+	}
+	e := k.locks[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.locks[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		e.refs--
+		if e.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// history loads the conversation's messages as model messages.
+func (b *Bot) history(ctx context.Context, convID int64) ([]model.Message, error) {
+	stored, err := b.store.Messages(ctx, convID)
+	if err != nil {
+		return nil, fmt.Errorf("load history: %w", err)
+	}
+	out := make([]model.Message, 0, len(stored))
+	for _, m := range stored {
+		var mm model.Message
+		if err := json.Unmarshal(m.Body, &mm); err != nil {
+			return nil, fmt.Errorf("decode message %d: %w", m.Seq, err)
+		}
+		out = append(out, mm)
+	}
+	return out, nil
+}
+
+func storedMessage(m model.Message) (confirm.Message, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return confirm.Message{}, fmt.Errorf("encode message: %w", err)
+	}
+	return confirm.Message{Role: string(m.Role), Body: body}, nil
+}
+
+func (b *Bot) append(ctx context.Context, convID int64, msgs ...model.Message) error {
+	stored := make([]confirm.Message, 0, len(msgs))
+	for _, m := range msgs {
+		sm, err := storedMessage(m)
+		if err != nil {
+			return err
+		}
+		stored = append(stored, sm)
+	}
+	if err := b.store.AppendMessages(ctx, convID, stored...); err != nil {
+		return fmt.Errorf("append messages: %w", err)
+	}
+	return nil
+}
+
+// roundsThisTurn counts the tool rounds since the last user message.
+func roundsThisTurn(h []model.Message) int {
+	n := 0
+	for i := len(h) - 1; i >= 0; i-- {
+		switch {
+		case h[i].Role == model.RoleUser:
+			return n
+		case h[i].Role == model.RoleAssistant && len(h[i].ToolCalls) > 0:
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,612 @@
+package bot_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// scripted is a model that answers from a queue and records what it saw.
+type scripted struct {
+	mu       sync.Mutex
+	replies  []model.Message
+	requests []model.Request
+}
+
+func (s *scripted) Generate(_ context.Context, req model.Request) (model.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, req)
+	if len(s.replies) == 0 {
+		return model.Message{}, &model.APIError{Status: 500, Message: "script exhausted"}
+	}
+	r := s.replies[0]
+	s.replies = s.replies[1:]
+	return r, nil
+}
+
+func (s *scripted) push(m ...model.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replies = append(s.replies, m...)
+}
+
+func (s *scripted) last() model.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[len(s.requests)-1]
+}
+
+func calls(cs ...confirm.ToolCall) model.Message {
+	return model.Message{Role: model.RoleAssistant, ToolCalls: cs}
+}
+
+func tc(id, name, args string) confirm.ToolCall {
+	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
+}
+
+func text(s string) model.Message { return model.Message{Role: model.RoleAssistant, Text: s} }
+
+// fakeTool counts its runs.
+type fakeTool struct {
+	name    string
+	confirm bool
+	runs    atomic.Int64
+	log     *[]string
+	mu      *sync.Mutex
+	block   chan struct{}
+}
+
+func (f *fakeTool) Spec() model.ToolSpec { return model.ToolSpec{Name: f.name} }
+func (f *fakeTool) Confirm() bool        { return f.confirm }
+func (f *fakeTool) Validate(args json.RawMessage) error {
+	var m map[string]any
+	if err := json.Unmarshal(args, &m); err != nil {
+		return fmt.Errorf("invalid arguments: not a JSON object")
+	}
+	if _, bad := m["bad"]; bad {
+		return errors.New("invalid arguments: /bad: not allowed")
+	}
+	return nil
+}
+func (f *fakeTool) Summary(args json.RawMessage) (string, error) {
+	return f.name + " " + string(args), nil
+}
+func (f *fakeTool) Run(_ context.Context, args json.RawMessage, key string) (string, error) {
+	if f.block != nil {
+		<-f.block
+	}
+	f.runs.Add(1)
+	f.mu.Lock()
+	*f.log = append(*f.log, f.name+":"+key)
+	f.mu.Unlock()
+	return f.name + " done", nil
+}
+
+type toolSet map[string]*fakeTool
+
+func (t toolSet) Get(name string) (tools.Tool, bool) {
+	f, ok := t[name]
+	if !ok {
+		return nil, false
+	}
+	return f, true
+}
+func (t toolSet) Specs() []model.ToolSpec {
+	var out []model.ToolSpec
+	for _, f := range t {
+		out = append(out, f.Spec())
+	}
+	return out
+}
+
+// platform records what the bot posted.
+type platform struct {
+	mu      sync.Mutex
+	cards   []bot.Card
+	updates []bot.Card
+	posts   []string
+}
+
+func (p *platform) PostCard(_ context.Context, _ bot.Thread, c bot.Card) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cards = append(p.cards, c)
+	return "card-" + c.BatchID, nil
+}
+func (p *platform) UpdateCard(_ context.Context, _ bot.Thread, ref string, c bot.Card) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ref != "card-"+c.BatchID {
+		return fmt.Errorf("wrong ref %q", ref)
+	}
+	p.updates = append(p.updates, c)
+	return nil
+}
+func (p *platform) Post(_ context.Context, _ bot.Thread, s string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.posts = append(p.posts, s)
+	return nil
+}
+func (p *platform) lastCard() bot.Card {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.updates) > 0 {
+		return p.updates[len(p.updates)-1]
+	}
+	return p.cards[len(p.cards)-1]
+}
+func (p *platform) lastPost() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.posts) == 0 {
+		return ""
+	}
+	return p.posts[len(p.posts)-1]
+}
+
+type harness struct {
+	t     *testing.T
+	bot   *bot.Bot
+	store *storage.DB
+	model *scripted
+	tools toolSet
+	plat  *platform
+	ran   *[]string
+	now   *atomic.Int64
+}
+
+func newHarness(t *testing.T, path string) *harness {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "airlock.db")
+	}
+	ctx := context.Background()
+	db, err := storage.Open(ctx, "sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var mu sync.Mutex
+	ran := &[]string{}
+	ts := toolSet{
+		"status": {name: "status", log: ran, mu: &mu},
+		"deploy": {name: "deploy", confirm: true, log: ran, mu: &mu},
+		"notify": {name: "notify", log: ran, mu: &mu},
+	}
+	now := &atomic.Int64{}
+	now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
+	m := &scripted{}
+	b, err := bot.New(bot.Config{
+		Store:     db,
+		Model:     m,
+		Tools:     ts,
+		Policy:    confirm.NewPolicy(true, []string{"notify"}),
+		Approvers: bot.NewApprovers([]bot.ChannelApprovers{{Platform: "test", ID: "C1", Users: []string{"alice"}}}),
+		Timeout:   10 * time.Minute,
+		Now:       func() time.Time { return time.Unix(0, now.Load()).UTC() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &platform{}
+	b.Register("test", p)
+	return &harness{t: t, bot: b, store: db, model: m, tools: ts, plat: p, ran: ran, now: now}
+}
+
+func (h *harness) turn(user, msg string) {
+	h.t.Helper()
+	if err := h.bot.HandleTurn(context.Background(), bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: user, Text: msg}); err != nil {
+		h.t.Fatalf("turn: %v", err)
+	}
+}
+
+func (h *harness) click(user string, n int, allow bool, reason string) error {
+	card := h.plat.lastCard()
+	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Allow: allow, Reason: reason})
+}
+
+func (h *harness) ranCalls() []string {
+	h.tools["status"].mu.Lock()
+	defer h.tools["status"].mu.Unlock()
+	return append([]string(nil), *h.ran...)
+}
+
+func lastToolResults(t *testing.T, req model.Request) []model.ToolResult {
+	t.Helper()
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == model.RoleTool {
+			return req.Messages[i].Results
+		}
+	}
+	t.Fatal("no tool results sent to the model")
+	return nil
+}
+
+func TestGatedReplyPausesWholeAndAllowRunsInOrder(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("", "status", `{"svc":"api"}`), tc("", "deploy", `{"svc":"api"}`)), text("Deployed."))
+	h.turn("bob", "deploy api")
+
+	if got := h.ranCalls(); len(got) != 0 {
+		t.Fatalf("ran %v before any decision", got)
+	}
+	if len(h.plat.cards) != 1 {
+		t.Fatalf("cards posted: %d", len(h.plat.cards))
+	}
+	card := h.plat.cards[0]
+	if card.Calls[0].Decision != confirm.DecisionAllowedByPolicy || card.Calls[0].Flagged {
+		t.Fatalf("ungated call: %+v", card.Calls[0])
+	}
+	if !card.Calls[1].Open() || !card.Calls[1].Flagged || card.Calls[1].Summary != `deploy {"svc":"api"}` {
+		t.Fatalf("gated call: %+v", card.Calls[1])
+	}
+
+	if err := h.click("alice", 2, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	b := *h.ran
+	if len(b) != 2 || !strings.HasPrefix(b[0], "status:") || !strings.HasPrefix(b[1], "deploy:") {
+		t.Fatalf("ran %v, want status then deploy", b)
+	}
+	if !strings.HasSuffix(b[1], "/#1") {
+		t.Fatalf("idempotency key %q, want <batch>/#1", b[1])
+	}
+	res := lastToolResults(t, h.model.last())
+	if len(res) != 2 || res[0].Name != "status" || res[1].Name != "deploy" || res[1].Content != "deploy done" {
+		t.Fatalf("results to model: %+v", res)
+	}
+	if h.plat.lastPost() != "Deployed." {
+		t.Fatalf("answer: %q", h.plat.lastPost())
+	}
+	final := h.plat.lastCard()
+	if !final.Complete() || final.Calls[1].Run != confirm.RunSucceeded || final.Calls[1].DecidedBy != "alice" {
+		t.Fatalf("final card: %+v", final.Calls[1])
+	}
+}
+
+func TestDenyWithReasonReachesModelAndNothingRuns(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("c1", "deploy", `{}`)), text("OK, not deploying."))
+	h.turn("bob", "deploy")
+	if err := h.click("alice", 1, false, "not on a Friday"); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].runs.Load(); n != 0 {
+		t.Fatalf("denied tool ran %d times", n)
+	}
+	res := lastToolResults(t, h.model.last())
+	if len(res) != 1 || !res[0].IsError || res[0].CallID != "c1" || !strings.Contains(res[0].Content, "not on a Friday") || !strings.Contains(res[0].Content, confirm.DefaultDenyMessage) {
+		t.Fatalf("result: %+v", res)
+	}
+	if h.plat.lastCard().Calls[0].Outcome() != "denied by alice" {
+		t.Fatalf("card: %q", h.plat.lastCard().Calls[0].Outcome())
+	}
+}
+
+func TestPartialDeny(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{"n":1}`), tc("b", "deploy", `{"n":2}`), tc("", "status", `{}`)), text("done"))
+	h.turn("bob", "two deploys")
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.ranCalls()) != 0 {
+		t.Fatal("ran before every call was decided")
+	}
+	if err := h.click("alice", 2, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	got := h.ranCalls()
+	if len(got) != 2 || !strings.HasSuffix(got[0], "/a") || !strings.HasSuffix(got[1], "/#2") {
+		t.Fatalf("ran %v", got)
+	}
+	res := lastToolResults(t, h.model.last())
+	if res[0].Content != "deploy done" || res[1].Content != confirm.DefaultDenyMessage || res[2].Content != "status done" {
+		t.Fatalf("results: %+v", res)
+	}
+}
+
+func TestSecondDecisionChangesNothing(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{}`), tc("b", "deploy", `{}`)), text("done"))
+	h.turn("bob", "x")
+	if err := h.click("alice", 1, false, "first"); err != nil {
+		t.Fatal(err)
+	}
+	err := h.click("alice", 1, true, "")
+	if !errors.Is(err, bot.ErrAlreadyClosed) {
+		t.Fatalf("second click: %v", err)
+	}
+	c := h.plat.lastCard().Calls[0]
+	if c.Decision != confirm.DecisionDenied {
+		t.Fatalf("decision changed to %s", c.Decision)
+	}
+}
+
+func TestNonApproverClickChangesNothingAndIsAudited(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "x")
+	if err := h.click("mallory", 1, true, ""); !errors.Is(err, bot.ErrNotApprover) {
+		t.Fatalf("err = %v", err)
+	}
+	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
+		t.Fatal("a non-approver's click changed something")
+	}
+	if !strings.Contains(bot.UserMessage(bot.ErrNotApprover), "can't approve") {
+		t.Fatal("user message")
+	}
+	events, err := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rejected int
+	for _, e := range events {
+		if e.Kind == confirm.AuditRejectedClick && e.Actor == "mallory" {
+			rejected++
+		}
+	}
+	if rejected != 1 {
+		t.Fatalf("rejected_click events: %d", rejected)
+	}
+}
+
+func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{}`)), text("withdrawn"))
+	h.turn("bob", "x")
+	if err := h.click("bob", 1, true, ""); !errors.Is(err, bot.ErrNotApprover) {
+		t.Fatalf("requester allow: %v", err)
+	}
+	if err := h.click("bob", 1, false, ""); err != nil {
+		t.Fatalf("requester withdraw: %v", err)
+	}
+	if h.tools["deploy"].runs.Load() != 0 || h.plat.lastPost() != "withdrawn" {
+		t.Fatal("withdraw did not deny")
+	}
+}
+
+func TestBadAndForeignReferences(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "x")
+	ref := h.plat.lastCard().Calls[0].Ref
+	batch, _, _ := bot.ParseRef(ref)
+	ctx := context.Background()
+	for _, r := range []string{"", "x", batch, batch + ".", batch + ".9", batch + ".-1", batch + ".01", "ZZZ.0", "aaaa.0", strings.Repeat("a", 200) + ".0"} {
+		err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: r, Allow: true})
+		if err == nil {
+			t.Fatalf("ref %q accepted", r)
+		}
+	}
+	if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C2", User: "alice", Ref: ref, Allow: true}); !errors.Is(err, bot.ErrWrongChannel) {
+		t.Fatalf("other channel: %v", err)
+	}
+	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
+		t.Fatal("a bad reference changed something")
+	}
+}
+
+func TestNewTurnAbandonsPendingPause(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{}`), tc("b", "status", `{}`)), text("fine, something else"))
+	h.turn("bob", "deploy")
+	firstRef := h.plat.lastCard().Calls[0].Ref
+	h.turn("bob", "actually, never mind")
+	if len(h.ranCalls()) != 0 {
+		t.Fatalf("an abandoned reply ran %v", h.ranCalls())
+	}
+	req := h.model.last()
+	res := lastToolResults(t, req)
+	if len(res) != 2 || res[0].Content != confirm.MovedOnMessage || res[1].Content != confirm.MovedOnMessage {
+		t.Fatalf("results: %+v", res)
+	}
+	if last := req.Messages[len(req.Messages)-1]; last.Role != model.RoleUser || last.Text != "actually, never mind" {
+		t.Fatalf("last message: %+v", last)
+	}
+	card := h.plat.lastCard()
+	if !card.Complete() {
+		t.Fatal("abandoned card not updated")
+	}
+	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: firstRef, Allow: true})
+	if !errors.Is(err, bot.ErrAlreadyClosed) || h.tools["deploy"].runs.Load() != 0 {
+		t.Fatalf("click on an abandoned card: %v", err)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{}`)), text("expired, sorry"))
+	h.turn("bob", "deploy")
+	ref := h.plat.lastCard().Calls[0].Ref
+	h.now.Add(int64(11 * time.Minute))
+	// A click after the deadline changes nothing, even before the sweep.
+	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+	if !errors.Is(err, bot.ErrAlreadyClosed) {
+		t.Fatalf("late click: %v", err)
+	}
+	if err := h.bot.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.tools["deploy"].runs.Load() != 0 {
+		t.Fatal("expired call ran")
+	}
+	res := lastToolResults(t, h.model.last())
+	if res[0].Content != confirm.ExpiredMessage {
+		t.Fatalf("result: %q", res[0].Content)
+	}
+	if h.plat.lastCard().Calls[0].Decision != confirm.DecisionExpired || h.plat.lastPost() != "expired, sorry" {
+		t.Fatal("card or answer missing after expiry")
+	}
+}
+
+func TestUngatedCallsRunWithoutPauseAndInvalidArgsAskNobody(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(
+		calls(tc("", "status", `{}`), tc("", "deploy", `{"bad":1}`)),
+		text("all good"),
+	)
+	h.turn("bob", "check")
+	if len(h.plat.cards) != 0 {
+		t.Fatal("a card was posted for a reply with no valid gated call")
+	}
+	res := lastToolResults(t, h.model.last())
+	if res[0].Content != "status done" || !res[1].IsError || !strings.Contains(res[1].Content, "/bad") {
+		t.Fatalf("results: %+v", res)
+	}
+	if h.tools["deploy"].runs.Load() != 0 {
+		t.Fatal("invalid call ran")
+	}
+}
+
+func TestConfigNamedToolIsGated(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("", "notify", `{}`)))
+	h.turn("bob", "tell everyone")
+	if len(h.plat.cards) != 1 || h.tools["notify"].runs.Load() != 0 {
+		t.Fatal("confirmation.tools did not gate notify")
+	}
+}
+
+func TestToolRoundLimit(t *testing.T) {
+	h := newHarness(t, "")
+	for i := 0; i < 10; i++ {
+		h.model.push(calls(tc("", "status", `{}`)))
+	}
+	h.turn("bob", "loop")
+	if n := h.tools["status"].runs.Load(); n != 8 {
+		t.Fatalf("ran %d rounds, want the default limit 8", n)
+	}
+	if !strings.Contains(h.plat.lastPost(), "limit of 8 tool rounds") {
+		t.Fatalf("post: %q", h.plat.lastPost())
+	}
+}
+
+func TestModelErrorIsReportedAndNothingLost(t *testing.T) {
+	h := newHarness(t, "")
+	h.turn("bob", "hello") // script empty: the model fails
+	if !strings.Contains(h.plat.lastPost(), "could not reach the model") {
+		t.Fatalf("post: %q", h.plat.lastPost())
+	}
+	h.model.push(text("hi"))
+	h.turn("bob", "hello again")
+	req := h.model.last()
+	if len(req.Messages) != 2 || req.Messages[0].Text != "hello" {
+		t.Fatalf("history lost: %+v", req.Messages)
+	}
+}
+
+func TestConcurrentClicksRunOnce(t *testing.T) {
+	h := newHarness(t, "")
+	h.model.push(calls(tc("a", "deploy", `{}`)), text("done"))
+	h.turn("bob", "deploy")
+	ref := h.plat.lastCard().Calls[0].Ref
+	var wg sync.WaitGroup
+	var won atomic.Int64
+	start := make(chan struct{})
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); err == nil {
+				won.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if won.Load() != 1 || h.tools["deploy"].runs.Load() != 1 {
+		t.Fatalf("won %d, runs %d; want 1 and 1", won.Load(), h.tools["deploy"].runs.Load())
+	}
+}
+
+func TestRestartBetweenPauseAndDecision(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	h.model.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	ref := h.plat.lastCard().Calls[0].Ref
+	h.store.Close()
+
+	h2 := newHarness(t, path)
+	h2.model.push(text("deployed after restart"))
+	card, err := h2.bot.PendingCard(context.Background(), bot.Thread{Platform: "test", Channel: "C1", Thread: "T1"})
+	if err != nil || card.Calls[0].Ref != ref {
+		t.Fatalf("pending card after restart: %v %+v", err, card)
+	}
+	h2.plat.cards = append(h2.plat.cards, *card)
+	if err := h2.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h2.tools["deploy"].runs.Load() != 1 || h2.plat.lastPost() != "deployed after restart" {
+		t.Fatalf("runs %d, post %q", h2.tools["deploy"].runs.Load(), h2.plat.lastPost())
+	}
+}
+
+func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	block := make(chan struct{})
+	h.tools["deploy"].block = block
+	h.model.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	ref := h.plat.lastCard().Calls[0].Ref
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+	}()
+	// Wait until the call is recorded as running, then "crash": the process
+	// (this bot) is abandoned without recording an outcome.
+	batchID, _, _ := bot.ParseRef(ref)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := h.store.Batch(context.Background(), batchID)
+		if err == nil && b.Calls[0].Run == confirm.RunRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("call never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h2 := newHarness(t, path)
+	h2.model.push(text("I could not confirm the deploy."))
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h2.tools["deploy"].runs.Load(); n != 0 {
+		t.Fatalf("recovery re-ran the call %d times", n)
+	}
+	res := lastToolResults(t, h2.model.last())
+	if res[0].Content != confirm.UnknownOutcomeMessage {
+		t.Fatalf("result: %q", res[0].Content)
+	}
+	var warned bool
+	for _, p := range h2.plat.posts {
+		warned = warned || strings.Contains(p, "unknown")
+	}
+	if !warned {
+		t.Fatalf("thread not told: %v", h2.plat.posts)
+	}
+	cancel()
+	close(block) // let the "dead" run finish; its outcome must not revive the call
+	<-done
+}

@@ -1,0 +1,183 @@
+package bot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Card is the platform-neutral approval card of a paused reply. Each
+// platform renders it its own way.
+type Card struct {
+	BatchID     string
+	Intro       string // the model's own words in the paused reply, if any
+	RequestedBy string // platform user id
+	Approvers   []string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	Status      confirm.BatchStatus
+	Calls       []CardCall
+}
+
+// CardCall is one call on a card.
+type CardCall struct {
+	Ref         string // opaque reference for buttons; see ParseRef
+	Number      int    // 1-based, for people
+	Key         string
+	Tool        string
+	Summary     string // the read-back, built from the validated arguments only
+	Args        string // pretty JSON of the exact arguments
+	Flagged     bool   // needs a person's decision
+	Decision    confirm.DecisionStatus
+	DecidedBy   string
+	DecidedAt   *time.Time
+	DenyMessage string
+	Run         confirm.RunStatus
+	Result      string
+}
+
+// Open reports whether the call still waits for a decision.
+func (c CardCall) Open() bool { return c.Decision == confirm.DecisionPending }
+
+// Complete reports whether no call of the card waits any more.
+func (c Card) Complete() bool {
+	for _, cc := range c.Calls {
+		if cc.Open() {
+			return false
+		}
+	}
+	return true
+}
+
+// Outcome is a short human description of where a call stands.
+func (c CardCall) Outcome() string {
+	switch c.Decision {
+	case confirm.DecisionPending:
+		return "waiting for a decision"
+	case confirm.DecisionDenied:
+		if c.DecidedBy == SystemActor {
+			return "not run: " + c.DenyMessage
+		}
+		return "denied by " + c.DecidedBy
+	case confirm.DecisionExpired:
+		return "expired: nobody decided in time"
+	case confirm.DecisionInvalid:
+		return "not run: " + c.DenyMessage
+	}
+	who := "allowed by " + c.DecidedBy
+	if c.Decision == confirm.DecisionAllowedByPolicy {
+		who = "runs with the batch (no approval needed)"
+	}
+	switch c.Run {
+	case confirm.RunRunning:
+		return who + "; running"
+	case confirm.RunSucceeded:
+		return who + "; succeeded"
+	case confirm.RunFailed:
+		return who + "; failed: " + excerpt(c.Result, 200)
+	case confirm.RunUnknown:
+		return who + "; OUTCOME UNKNOWN: Airlock stopped while it ran. A person must check it; it will not be retried."
+	}
+	return who
+}
+
+// SystemActor decides for nobody in particular: abandoned pauses, expiry.
+const SystemActor = "airlock"
+
+// PolicyActor records calls the policy let through at pause time.
+const PolicyActor = "policy"
+
+// refSep separates the batch id from the call position in a reference.
+const refSep = "."
+
+// Ref is the opaque reference a button carries: the batch and the call's
+// position. The server owns the request; the reference names it only.
+func Ref(batchID string, position int) string {
+	return batchID + refSep + strconv.Itoa(position)
+}
+
+// ErrBadRef: the reference is not one Airlock issued.
+var ErrBadRef = errors.New("unknown or malformed button reference")
+
+// ParseRef splits a reference made by Ref.
+func ParseRef(ref string) (batchID string, position int, err error) {
+	if len(ref) > 100 {
+		return "", 0, ErrBadRef
+	}
+	id, pos, ok := strings.Cut(ref, refSep)
+	if !ok || id == "" || pos == "" {
+		return "", 0, ErrBadRef
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return "", 0, ErrBadRef
+		}
+	}
+	n, err := strconv.Atoi(pos)
+	if err != nil || n < 0 || n > 10000 || strconv.Itoa(n) != pos {
+		return "", 0, ErrBadRef
+	}
+	return id, n, nil
+}
+
+// cardFor builds the card of a batch.
+func cardFor(b *confirm.Batch, intro string, approvers []string) Card {
+	c := Card{
+		BatchID:     b.ID,
+		Intro:       intro,
+		RequestedBy: b.RequestedBy,
+		Approvers:   approvers,
+		CreatedAt:   b.CreatedAt,
+		ExpiresAt:   b.ExpiresAt,
+		Status:      b.Status,
+	}
+	for _, call := range b.Calls {
+		c.Calls = append(c.Calls, CardCall{
+			Ref:         Ref(b.ID, call.Position),
+			Number:      call.Position + 1,
+			Key:         call.Key,
+			Tool:        call.Tool,
+			Summary:     call.Summary,
+			Args:        prettyJSON(call.Args),
+			Flagged:     call.Flagged,
+			Decision:    call.Decision,
+			DecidedBy:   call.DecidedBy,
+			DecidedAt:   call.DecidedAt,
+			DenyMessage: call.DenyMessage,
+			Run:         call.Run,
+			Result:      call.Result,
+		})
+	}
+	return c
+}
+
+func prettyJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func excerpt(s string, n int) string {
+	s = strings.TrimSpace(s)
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// describeApprovers is a footer line for cards.
+func describeApprovers(users []string) string {
+	if len(users) == 0 {
+		return "No approvers are configured for this channel."
+	}
+	return fmt.Sprintf("Approvers: %s", strings.Join(users, ", "))
+}

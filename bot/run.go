@@ -1,0 +1,260 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+)
+
+// resume runs a fully decided batch and continues the model in its thread.
+func (b *Bot) resume(ctx context.Context, conv confirm.Conversation, batchID string) error {
+	unlock := b.turns.lock(conv.ID)
+	defer unlock()
+	ran, err := b.finishBatch(ctx, conv, batchID)
+	if err != nil || !ran {
+		return err
+	}
+	// Continue only when this batch's results end the conversation: a newer
+	// turn may already have moved it on.
+	hist, err := b.history(ctx, conv.ID)
+	if err != nil {
+		return err
+	}
+	if len(hist) == 0 || hist[len(hist)-1].Role != model.RoleTool {
+		return nil
+	}
+	batch, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		return fmt.Errorf("reload batch: %w", err)
+	}
+	return b.converse(ctx, conv, batch.RequestedBy)
+}
+
+// finishBatch claims a decided batch, runs its allowed calls in the model's
+// order (run status written before and after each), and appends one result
+// per call to the conversation. It reports whether this worker completed
+// the batch; false when another worker had it or it was already done.
+// The caller holds the conversation's turn lock.
+func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string) (bool, error) {
+	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
+	if err != nil {
+		return false, fmt.Errorf("claim batch: %w", err)
+	}
+	if !won {
+		return false, nil
+	}
+	batch, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		return false, fmt.Errorf("load batch: %w", err)
+	}
+	calls := make([]confirm.ToolCall, len(batch.Calls))
+	decisions := make([]confirm.Decision, len(batch.Calls))
+	byKey := make(map[string]confirm.Call, len(batch.Calls))
+	for i, c := range batch.Calls {
+		calls[i] = confirm.ToolCall{ID: c.CallID, Name: c.Tool, Args: c.Args}
+		byKey[c.Key] = c
+		decisions[i] = b.decisionFor(c)
+	}
+	has := func(name string) bool { _, ok := b.cfg.Tools.Get(name); return ok }
+	results, err := confirm.Execute(ctx, calls, decisions, has, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
+		return b.runCall(ctx, byKey[key], tc)
+	})
+	if err != nil {
+		// The stored batch broke a rule (it cannot, short of tampering): run nothing.
+		b.log.Error("decisions rejected; nothing runs", "batch", batchID, "err", err)
+		return false, fmt.Errorf("execute batch: %w", err)
+	}
+	msg := model.Message{Role: model.RoleTool}
+	for _, r := range results {
+		msg.Results = append(msg.Results, model.ToolResult{CallID: r.CallID, Key: r.Key, Name: r.Name, Content: r.Content, IsError: r.IsError})
+	}
+	stored, err := storedMessage(msg)
+	if err != nil {
+		return false, err
+	}
+	done, err := b.store.CompleteBatch(ctx, batchID, stored)
+	if err != nil {
+		return false, fmt.Errorf("complete batch: %w", err)
+	}
+	b.refreshCard(ctx, conv, batchID)
+	b.noteUnknown(ctx, conv, batch)
+	return done, nil
+}
+
+// decisionFor turns a stored call into the decision confirm.Execute applies.
+// An allowed call whose tool the bot no longer carries is answered, not run.
+func (b *Bot) decisionFor(c confirm.Call) confirm.Decision {
+	switch {
+	case c.Decision.Allowed():
+		if _, ok := b.cfg.Tools.Get(c.Tool); !ok {
+			return confirm.Deny(c.Key, fmt.Sprintf("Not executed: the tool %q is no longer available.", c.Tool))
+		}
+		return confirm.Allow(c.Key)
+	case c.Decision == confirm.DecisionExpired:
+		return confirm.Deny(c.Key, confirm.ExpiredMessage)
+	default:
+		return confirm.Deny(c.Key, c.DenyMessage)
+	}
+}
+
+// runCall runs one allowed call exactly once. The run status goes to
+// running before the tool is called and to its outcome after; a call that
+// is not in not_started (it ran before a crash, or its outcome is unknown)
+// is never run again: its stored outcome answers the model.
+func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) (string, error) {
+	won, err := b.store.StartRun(ctx, c.BatchID, c.Key)
+	if err != nil {
+		return "", fmt.Errorf("not executed: could not record the run: %w", err)
+	}
+	if !won {
+		fresh, err := b.store.Batch(ctx, c.BatchID)
+		if err == nil {
+			for _, fc := range fresh.Calls {
+				if fc.Key == c.Key {
+					c = fc
+				}
+			}
+		}
+		switch c.Run {
+		case confirm.RunSucceeded:
+			return c.Result, nil
+		case confirm.RunUnknown:
+			return "", errors.New(confirm.UnknownOutcomeMessage)
+		default:
+			return "", errors.New(c.Result)
+		}
+	}
+	tool, ok := b.cfg.Tools.Get(tc.Name)
+	if !ok { // checked by Execute; kept for safety
+		_ = b.store.FinishRun(ctx, c.BatchID, c.Key, confirm.RunFailed, "tool not available")
+		return "", fmt.Errorf("tool %q is not available", tc.Name)
+	}
+	b.log.Info("tool run", "batch", c.BatchID, "call", c.Key, "tool", tc.Name)
+	out, runErr := tool.Run(ctx, tc.Args, c.IdempotencyKey)
+	status, result := confirm.RunSucceeded, out
+	if runErr != nil {
+		status, result = confirm.RunFailed, runErr.Error()
+	}
+	// The outcome must be written even when ctx ended while the tool ran.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := b.store.FinishRun(wctx, c.BatchID, c.Key, status, result); err != nil {
+		b.log.Error("record tool outcome", "batch", c.BatchID, "call", c.Key, "err", err)
+	}
+	if runErr != nil {
+		return "", runErr
+	}
+	return out, nil
+}
+
+// noteUnknown tells the thread about calls whose outcome is unknown.
+func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
+	fresh, err := b.store.Batch(ctx, batch.ID)
+	if err != nil {
+		return
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return
+	}
+	for _, c := range fresh.Calls {
+		if c.Run == confirm.RunUnknown {
+			msg := fmt.Sprintf("⚠ The outcome of call %d (%s: %s) is unknown: Airlock stopped while it was running. It was not retried. A person must check whether it took effect.", c.Position+1, c.Tool, c.Summary)
+			if err := p.Post(ctx, threadOf(conv), msg); err != nil {
+				b.log.Error("post unknown outcome", "err", err)
+			}
+		}
+	}
+}
+
+// Recover runs at start: calls that were running when the process died
+// become unknown (never run again), and batches decided but not run, or
+// left running by a dead worker, are finished and their conversations
+// continued.
+func (b *Bot) Recover(ctx context.Context) error {
+	if _, err := b.store.RecoverRunning(ctx); err != nil {
+		return fmt.Errorf("recover running calls: %w", err)
+	}
+	running, err := b.store.BatchesIn(ctx, confirm.BatchRunning)
+	if err != nil {
+		return fmt.Errorf("list running batches: %w", err)
+	}
+	for _, id := range running {
+		if err := b.store.ReleaseBatch(ctx, id); err != nil {
+			return fmt.Errorf("release batch: %w", err)
+		}
+	}
+	decided, err := b.store.BatchesIn(ctx, confirm.BatchDecided)
+	if err != nil {
+		return fmt.Errorf("list decided batches: %w", err)
+	}
+	for _, id := range decided {
+		batch, err := b.store.Batch(ctx, id)
+		if err != nil {
+			return fmt.Errorf("load batch: %w", err)
+		}
+		conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+		if err != nil {
+			return fmt.Errorf("load conversation: %w", err)
+		}
+		if err := b.resume(ctx, conv, id); err != nil {
+			b.log.Error("resume batch after restart", "batch", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// Sweep expires pending calls past their deadline, answers the model for
+// them and continues their conversations.
+func (b *Bot) Sweep(ctx context.Context) error {
+	ids, err := b.store.ExpiredBatches(ctx, b.now())
+	if err != nil {
+		return fmt.Errorf("list expired: %w", err)
+	}
+	for _, id := range ids {
+		n, err := b.store.ResolvePending(ctx, id, confirm.DecisionExpired, SystemActor, confirm.ExpiredMessage, false, b.now())
+		if err != nil {
+			return fmt.Errorf("expire batch: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		batch, err := b.store.Batch(ctx, id)
+		if err != nil {
+			return fmt.Errorf("load batch: %w", err)
+		}
+		conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+		if err != nil {
+			return fmt.Errorf("load conversation: %w", err)
+		}
+		b.log.Info("approval expired", "batch", id, "calls", n)
+		b.refreshCard(ctx, conv, id)
+		if err := b.resume(ctx, conv, id); err != nil {
+			b.log.Error("continue after expiry", "batch", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// Run sweeps for expired pauses every interval until ctx ends.
+func (b *Bot) Run(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := b.Sweep(ctx); err != nil && ctx.Err() == nil {
+				b.log.Error("sweep", "err", err)
+			}
+		}
+	}
+}

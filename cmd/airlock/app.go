@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/airlockhq/airlock/adapters/shell"
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/config"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/model/gemini"
+	"github.com/airlockhq/airlock/model/openai"
+	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/tools"
+)
+
+const usage = `airlock: an approval gate between an LLM agent and its tools.
+
+Usage:
+  airlock run          -config FILE   run the configured platforms and the HTTP endpoints
+  airlock chat         -config FILE   talk to the agent in this terminal (shell adapter)
+  airlock check-config -config FILE   validate the config; exits non-zero naming the bad key
+  airlock migrate      -config FILE   apply the database migrations
+`
+
+// run is the whole program; main only wires the process to it.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet("airlock "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if cmd == "chat" {
+		// The terminal belongs to the conversation; only warnings go to stderr.
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	switch cmd {
+	case "run", "chat", "check-config", "migrate":
+	default:
+		fmt.Fprintf(stderr, "airlock: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	var runErr error
+	switch cmd {
+	case "check-config":
+		fmt.Fprintf(stdout, "%s: ok\n", *cfgPath)
+		return 0
+	case "migrate":
+		runErr = migrate(ctx, cfg, stdout)
+	case "chat":
+		runErr = chat(ctx, cfg, logger, stdin, stdout)
+	case "run":
+		runErr = serve(ctx, cfg, logger)
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		fmt.Fprintf(stderr, "airlock: %v\n", runErr)
+		return 1
+	}
+	return 0
+}
+
+func migrate(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
+	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	fmt.Fprintf(stdout, "migrations applied (%s)\n", cfg.Storage.Driver)
+	return nil
+}
+
+// app is the wired program.
+type app struct {
+	store *storage.DB
+	bot   *bot.Bot
+}
+
+func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraApprovers ...bot.ChannelApprovers) (*app, error) {
+	if !cfg.Confirmation.FlagHonoured() {
+		logger.Warn("confirmation.enabled is false: the tools' confirm flag is not honoured; only confirmation.tools are gated")
+	}
+	set, err := tools.New(cfg.Tools, tools.Options{})
+	if err != nil {
+		return nil, err
+	}
+	provider, err := newProvider(ctx, cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	if err != nil {
+		return nil, err
+	}
+	var entries []bot.ChannelApprovers
+	for _, ch := range cfg.Channels {
+		entries = append(entries, bot.ChannelApprovers{Platform: ch.Platform, ID: ch.ID, Users: ch.Approvers})
+	}
+	entries = append(entries, extraApprovers...)
+	host, _ := os.Hostname()
+	b, err := bot.New(bot.Config{
+		Store:         db,
+		Model:         provider,
+		Tools:         set,
+		Policy:        confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools),
+		Approvers:     bot.NewApprovers(entries),
+		SystemPrompt:  cfg.Model.SystemPrompt,
+		MaxToolRounds: cfg.Model.MaxToolRounds,
+		Timeout:       cfg.Confirmation.Timeout,
+		Logger:        logger,
+		WorkerID:      fmt.Sprintf("%s/%d", host, os.Getpid()),
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &app{store: db, bot: b}, nil
+}
+
+func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
+	var (
+		p   model.Provider
+		err error
+	)
+	client := &http.Client{Timeout: 5 * time.Minute}
+	switch m.Provider {
+	case "gemini":
+		p, err = gemini.New(ctx, gemini.Config{APIKey: m.APIKey, BaseURL: m.BaseURL, Model: m.Name, HTTPClient: client})
+	case "openai":
+		p, err = openai.New(openai.Config{APIKey: m.APIKey, BaseURL: m.BaseURL, Model: m.Name, HTTPClient: client})
+	default:
+		err = fmt.Errorf("model.provider: %q is not one of gemini, openai", m.Provider)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return model.WithRetry(p, 4, 500*time.Millisecond, nil), nil
+}
+
+func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+	sh := shell.New(stdin, stdout)
+	a, err := build(ctx, cfg, logger, bot.ChannelApprovers{Platform: shell.Platform, ID: sh.Channel, Users: []string{sh.User}})
+	if err != nil {
+		return err
+	}
+	defer a.store.Close()
+	a.bot.Register(shell.Platform, sh)
+	if err := a.bot.Recover(ctx); err != nil {
+		return err
+	}
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go a.bot.Run(sweepCtx, time.Second)
+	return sh.Run(ctx, a.bot)
+}
+
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	a, err := build(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer a.store.Close()
+	if err := a.bot.Recover(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: httpHandler(a.store), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "err", err)
+		}
+	}()
+	logger.Info("airlock running", "listen", ln.Addr().String())
+	go a.bot.Run(ctx, time.Second)
+	<-ctx.Done()
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// pinger is what readiness needs from storage.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+func httpHandler(db pinger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := db.Ping(ctx); err != nil {
+			http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	return mux
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckConfig(t *testing.T) {
+	good := writeFile(t, "good.yaml", "model: {provider: openai, name: m, base_url: 'http://127.0.0.1:9/v1'}\n")
+	bad := writeFile(t, "bad.yaml", "model: {provider: openai, name: m}\nconfirmation: {tiemout: 5m}\n")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"check-config", "-config", good}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("good config: exit %d: %s", code, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	code := run(context.Background(), []string{"check-config", "-config", bad}, nil, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "confirmation.tiemout") {
+		t.Fatalf("bad config: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"frobnicate"}, nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "unknown command") {
+		t.Fatalf("exit %d, %q", code, errOut.String())
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "a.db")
+	cfg := writeFile(t, "c.yaml", "storage: {dsn: '"+dsn+"'}\nmodel: {provider: openai, name: m}\n")
+	var out, errOut bytes.Buffer
+	for i := 0; i < 2; i++ {
+		if code := run(context.Background(), []string{"migrate", "-config", cfg}, nil, &out, &errOut); code != 0 {
+			t.Fatalf("migrate #%d: exit %d: %s", i, code, errOut.String())
+		}
+	}
+	if _, err := os.Stat(dsn); err != nil {
+		t.Fatalf("no database file: %v", err)
+	}
+}
+
+type fakePinger struct{ err error }
+
+func (f fakePinger) Ping(context.Context) error { return f.err }
+
+func TestHealthAndReadiness(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		db        fakePinger
+		readyCode int
+	}{
+		{"database up", fakePinger{}, 200},
+		{"database down", fakePinger{errors.New("connection refused")}, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(httpHandler(tc.db))
+			defer srv.Close()
+			for path, want := range map[string]int{"/healthz": 200, "/readyz": tc.readyCode} {
+				resp, err := http.Get(srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Fatalf("%s: %d, want %d", path, resp.StatusCode, want)
+				}
+			}
+		})
+	}
+}

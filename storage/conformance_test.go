@@ -1,0 +1,1157 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// runConformance runs the confirm.Store contract against a fresh database
+// from open for every test.
+func runConformance(t *testing.T, open func(t *testing.T) *DB) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, db *DB)
+	}{
+		{"ConversationGetOrCreate", testConversationGetOrCreate},
+		{"MessagesOrderAndBytes", testMessagesOrderAndBytes},
+		{"ConcurrentAppend", testConcurrentAppend},
+		{"CreateBatchRoundTrip", testCreateBatchRoundTrip},
+		{"CreateBatchRollsBack", testCreateBatchRollsBack},
+		{"DecideWinsOnce", testDecideWinsOnce},
+		{"DecideAfterExpiry", testDecideAfterExpiry},
+		{"LastDecisionFlipsBatch", testLastDecisionFlipsBatch},
+		{"ResolvePendingExpiry", testResolvePendingExpiry},
+		{"ResolvePendingAbandon", testResolvePendingAbandon},
+		{"ClaimRunComplete", testClaimRunComplete},
+		{"RecoverRunning", testRecoverRunning},
+		{"AuditEvents", testAuditEvents},
+		{"AuditAppendOnly", testAuditAppendOnly},
+		{"PendingBatch", testPendingBatch},
+		{"BatchesInOrder", testBatchesInOrder},
+		{"SetCardRef", testSetCardRef},
+		{"OpenBatches", testOpenBatches},
+		{"MigrateIdempotent", testMigrateIdempotent},
+		{"TimeRoundTrip", testTimeRoundTrip},
+		{"RaceDecideSameCall", testRaceDecideSameCall},
+		{"RaceDecideAllCalls", testRaceDecideAllCalls},
+		{"RaceClaim", testRaceClaim},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, open(t))
+		})
+	}
+}
+
+var threadSeq atomic.Int64
+
+func newConversation(t *testing.T, db *DB) confirm.Conversation {
+	t.Helper()
+	c, err := db.Conversation(t.Context(), "slack", "C1", fmt.Sprintf("thread-%d", threadSeq.Add(1)))
+	if err != nil {
+		t.Fatalf("Conversation: %v", err)
+	}
+	return c
+}
+
+// newBatch stores a batch of one call per decision (key "k<i>", position i)
+// in a new conversation, expiring at expires.
+func newBatch(t *testing.T, db *DB, expires time.Time, decisions ...confirm.DecisionStatus) *confirm.Batch {
+	t.Helper()
+	conv := newConversation(t, db)
+	b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U-author", ExpiresAt: expires}
+	for i, d := range decisions {
+		b.Calls = append(b.Calls, confirm.Call{
+			Key:      fmt.Sprintf("k%d", i),
+			Position: i,
+			CallID:   fmt.Sprintf("call_%d", i),
+			Tool:     "deploy",
+			Args:     json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)),
+			Summary:  fmt.Sprintf("deploy %d", i),
+			Flagged:  d == confirm.DecisionPending,
+			Decision: d,
+		})
+	}
+	if err := db.CreateBatch(t.Context(), b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{"calls":[]}`)}); err != nil {
+		t.Fatalf("CreateBatch: %v", err)
+	}
+	return b
+}
+
+func loadBatch(t *testing.T, db *DB, id string) *confirm.Batch {
+	t.Helper()
+	b, err := db.Batch(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Batch(%s): %v", id, err)
+	}
+	return b
+}
+
+func callByKey(t *testing.T, b *confirm.Batch, key string) confirm.Call {
+	t.Helper()
+	for _, c := range b.Calls {
+		if c.Key == key {
+			return c
+		}
+	}
+	t.Fatalf("batch %s has no call %q", b.ID, key)
+	return confirm.Call{}
+}
+
+func decide(t *testing.T, db *DB, d confirm.Decide) confirm.DecideResult {
+	t.Helper()
+	if d.Now.IsZero() {
+		d.Now = time.Now()
+	}
+	res, err := db.Decide(t.Context(), d)
+	if err != nil {
+		t.Fatalf("Decide(%+v): %v", d, err)
+	}
+	return res
+}
+
+func auditKinds(t *testing.T, db *DB, convID int64) []string {
+	t.Helper()
+	evs, err := db.AuditEvents(t.Context(), confirm.AuditFilter{ConversationID: convID})
+	if err != nil {
+		t.Fatalf("AuditEvents: %v", err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, string(e.Kind)+":"+e.CallKey)
+	}
+	return kinds
+}
+
+func later() time.Time { return time.Now().Add(time.Hour) }
+
+func testConversationGetOrCreate(t *testing.T, db *DB) {
+	ctx := t.Context()
+	a, err := db.Conversation(ctx, "slack", "C1", "T1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.Conversation(ctx, "slack", "C1", "T1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID == 0 || a.ID != b.ID || !a.CreatedAt.Equal(b.CreatedAt) {
+		t.Fatalf("get-or-create not idempotent: %+v vs %+v", a, b)
+	}
+	if a.Platform != "slack" || a.Channel != "C1" || a.Thread != "T1" {
+		t.Fatalf("fields: %+v", a)
+	}
+	other, err := db.Conversation(ctx, "slack", "C1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.ID == a.ID {
+		t.Fatal("a different thread got the same conversation")
+	}
+	byID, err := db.ConversationByID(ctx, a.ID)
+	if err != nil || byID.ID != a.ID || byID.Thread != "T1" {
+		t.Fatalf("ConversationByID = %+v, %v", byID, err)
+	}
+	if _, err := db.ConversationByID(ctx, 987654); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("ConversationByID(missing) error = %v, want ErrNotFound", err)
+	}
+
+	// Concurrent get-or-create of one thread yields one row.
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	ids := make([]int64, 20)
+	errs := make([]error, 20)
+	for i := range ids {
+		wg.Go(func() {
+			<-start
+			c, err := db.Conversation(ctx, "discord", "G", "same")
+			ids[i], errs[i] = c.ID, err
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range ids {
+		if errs[i] != nil {
+			t.Fatalf("concurrent Conversation: %v", errs[i])
+		}
+		if ids[i] != ids[0] {
+			t.Fatalf("concurrent Conversation returned ids %v", ids)
+		}
+	}
+}
+
+func testMessagesOrderAndBytes(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	bodies := []string{
+		`{"role":"user","text":"hi"}`,
+		"{ \"text\" :\t\"caf\u00e9 \\u0000 \\\"q\\\"\",\n  \"n\": 1.50 }",
+		`"just a string"`,
+		`[1,  2 ,3]`,
+	}
+	msgs := []confirm.Message{
+		{Role: "user", Body: json.RawMessage(bodies[0])},
+		{Role: "assistant", Body: json.RawMessage(bodies[1])},
+	}
+	if err := db.AppendMessages(ctx, conv.ID, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if msgs[0].Seq != 1 || msgs[1].Seq != 2 {
+		t.Errorf("AppendMessages set seqs %d, %d; want 1, 2", msgs[0].Seq, msgs[1].Seq)
+	}
+	if err := db.AppendMessages(ctx, conv.ID, confirm.Message{Role: "tool", Body: json.RawMessage(bodies[2])}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendMessages(ctx, conv.ID, confirm.Message{Role: "user", Body: json.RawMessage(bodies[3])}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendMessages(ctx, conv.ID); err != nil {
+		t.Fatalf("AppendMessages with none: %v", err)
+	}
+	got, err := db.Messages(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := []string{"user", "assistant", "tool", "user"}
+	if len(got) != len(bodies) {
+		t.Fatalf("got %d messages, want %d", len(got), len(bodies))
+	}
+	for i, m := range got {
+		if m.Seq != i+1 || m.Role != roles[i] || m.ConversationID != conv.ID {
+			t.Errorf("message %d = seq %d role %q conv %d", i, m.Seq, m.Role, m.ConversationID)
+		}
+		if !bytes.Equal(m.Body, []byte(bodies[i])) {
+			t.Errorf("message %d body = %q, want %q", i, m.Body, bodies[i])
+		}
+		if m.CreatedAt.IsZero() || m.CreatedAt.Location() != time.UTC {
+			t.Errorf("message %d CreatedAt = %v, want set, UTC", i, m.CreatedAt)
+		}
+	}
+	other := newConversation(t, db)
+	if got, err := db.Messages(ctx, other.ID); err != nil || len(got) != 0 {
+		t.Fatalf("Messages(empty) = %v, %v", got, err)
+	}
+	if err := db.AppendMessages(ctx, 987654, confirm.Message{Role: "user", Body: json.RawMessage(`1`)}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("AppendMessages(missing conversation) error = %v, want ErrNotFound", err)
+	}
+}
+
+func testConcurrentAppend(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	const workers, each = 10, 3
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			<-start
+			for i := range each {
+				body := fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				if err := db.AppendMessages(ctx, conv.ID, confirm.Message{Role: "user", Body: json.RawMessage(body)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent AppendMessages: %v", err)
+	}
+	got, err := db.Messages(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != workers*each {
+		t.Fatalf("got %d messages, want %d", len(got), workers*each)
+	}
+	for i, m := range got {
+		if m.Seq != i+1 {
+			t.Fatalf("message %d has seq %d", i, m.Seq)
+		}
+	}
+}
+
+func testCreateBatchRoundTrip(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	if err := db.AppendMessages(ctx, conv.ID, confirm.Message{Role: "user", Body: json.RawMessage(`"deploy please"`)}); err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.FixedZone("X", 3600))
+	oddArgs := `{"b": 1, "a":2}`
+	b := &confirm.Batch{
+		ConversationID: conv.ID,
+		RequestedBy:    "U-alice",
+		ExpiresAt:      expires,
+		Calls: []confirm.Call{ // positions out of slice order: Batch orders by position
+			{Key: "#1", Position: 1, Tool: "restart", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowedByPolicy, Summary: "restart web"},
+			{Key: "call_a", Position: 0, CallID: "call_a", Tool: "deploy", Args: json.RawMessage(oddArgs), Flagged: true, Summary: "deploy v2 to prod"},
+			{Key: "#2", Position: 2, Tool: "bad", Args: json.RawMessage(`{not json`), Decision: confirm.DecisionInvalid, DenyMessage: "bad args"},
+		},
+	}
+	assistant := confirm.Message{Role: "assistant", Body: json.RawMessage(`{"tool_calls": [ 1,2 ]}`)}
+	if err := db.CreateBatch(ctx, b, assistant); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.ID) != 26 {
+		t.Errorf("generated id %q, want 26 characters", b.ID)
+	}
+	if b.MessageSeq != 2 {
+		t.Errorf("MessageSeq = %d, want 2", b.MessageSeq)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.ConversationID != conv.ID || got.MessageSeq != 2 || got.RequestedBy != "U-alice" || got.Status != confirm.BatchPending ||
+		got.CardRef != "" || got.ClaimedBy != "" {
+		t.Errorf("batch = %+v", got)
+	}
+	if !got.ExpiresAt.Equal(expires) || got.ExpiresAt.Location() != time.UTC {
+		t.Errorf("ExpiresAt = %v, want %v in UTC", got.ExpiresAt, expires)
+	}
+	if !got.CreatedAt.Equal(b.CreatedAt) {
+		t.Errorf("CreatedAt = %v, want %v", got.CreatedAt, b.CreatedAt)
+	}
+	if len(got.Calls) != 3 {
+		t.Fatalf("got %d calls", len(got.Calls))
+	}
+	for i, key := range []string{"call_a", "#1", "#2"} {
+		if got.Calls[i].Key != key || got.Calls[i].Position != i {
+			t.Errorf("call %d = %q at %d, want %q", i, got.Calls[i].Key, got.Calls[i].Position, key)
+		}
+	}
+	a := got.Calls[0]
+	if string(a.Args) != oddArgs {
+		t.Errorf("args = %q, want exactly %q", a.Args, oddArgs)
+	}
+	if a.BatchID != b.ID || a.CallID != "call_a" || a.Tool != "deploy" || !a.Flagged || a.Summary != "deploy v2 to prod" ||
+		a.Decision != confirm.DecisionPending || a.Run != confirm.RunNotStarted || a.DecidedAt != nil || a.DecidedBy != "" ||
+		a.IdempotencyKey != b.ID+"/call_a" || !a.ExpiresAt.Equal(expires) {
+		t.Errorf("call = %+v", a)
+	}
+	if got.Calls[1].Decision != confirm.DecisionAllowedByPolicy || got.Calls[1].Flagged {
+		t.Errorf("policy call = %+v", got.Calls[1])
+	}
+	if c := got.Calls[2]; c.Decision != confirm.DecisionInvalid || c.DenyMessage != "bad args" || string(c.Args) != `{not json` {
+		t.Errorf("invalid call = %+v", c)
+	}
+	msgs, err := db.Messages(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || msgs[1].Role != "assistant" || string(msgs[1].Body) != string(assistant.Body) {
+		t.Errorf("messages = %+v", msgs)
+	}
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"tool_call:#1", "tool_call:call_a", "tool_call:#2", "approval_request:"}
+	if len(evs) != len(want) {
+		t.Fatalf("audit = %v, want %v", auditKinds(t, db, conv.ID), want)
+	}
+	for i, e := range evs {
+		if string(e.Kind)+":"+e.CallKey != want[i] || e.BatchID != b.ID || e.ConversationID != conv.ID {
+			t.Errorf("audit %d = %+v, want %s", i, e, want[i])
+		}
+		if !json.Valid([]byte(e.Detail)) {
+			t.Errorf("audit %d detail not JSON: %s", i, e.Detail)
+		}
+	}
+	var detail struct {
+		Args    json.RawMessage `json:"args"`
+		Flagged bool            `json:"flagged"`
+	}
+	if err := json.Unmarshal([]byte(evs[1].Detail), &detail); err != nil || !detail.Flagged || !json.Valid(detail.Args) {
+		t.Errorf("tool_call detail = %s (%v)", evs[1].Detail, err)
+	}
+	if evs[3].Actor != "U-alice" {
+		t.Errorf("approval_request actor = %q, want U-alice", evs[3].Actor)
+	}
+
+	// A caller-chosen id is kept.
+	b2 := &confirm.Batch{ID: "my-id", ConversationID: conv.ID, Calls: []confirm.Call{{Key: "x", Tool: "t", Args: json.RawMessage(`1`)}}}
+	if err := db.CreateBatch(ctx, b2, confirm.Message{Role: "assistant", Body: json.RawMessage(`2`)}); err != nil {
+		t.Fatal(err)
+	}
+	if b2.ID != "my-id" || b2.MessageSeq != 3 {
+		t.Errorf("b2 = %+v", b2)
+	}
+	if c := loadBatch(t, db, "my-id").Calls[0]; !c.ExpiresAt.IsZero() {
+		t.Errorf("zero expiry stored as %v", c.ExpiresAt)
+	}
+}
+
+func testCreateBatchRollsBack(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	b := &confirm.Batch{ConversationID: conv.ID, Calls: []confirm.Call{
+		{Key: "a", Position: 0, Tool: "t", Args: json.RawMessage(`1`)},
+		{Key: "b", Position: 0, Tool: "t", Args: json.RawMessage(`2`)}, // duplicate position
+	}}
+	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err == nil {
+		t.Fatal("CreateBatch with duplicate positions succeeded")
+	}
+	if b.ID != "" || b.MessageSeq != 0 {
+		t.Errorf("failed CreateBatch changed the batch: %+v", b)
+	}
+	if msgs, _ := db.Messages(ctx, conv.ID); len(msgs) != 0 {
+		t.Errorf("failed CreateBatch left %d messages", len(msgs))
+	}
+	if evs, _ := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID}); len(evs) != 0 {
+		t.Errorf("failed CreateBatch left %d audit events", len(evs))
+	}
+	if err := db.CreateBatch(ctx, &confirm.Batch{ConversationID: conv.ID}, confirm.Message{}); err == nil {
+		t.Error("CreateBatch without calls succeeded")
+	}
+	bad := &confirm.Batch{ConversationID: 987654, Calls: []confirm.Call{{Key: "a", Tool: "t", Args: json.RawMessage(`1`)}}}
+	if err := db.CreateBatch(ctx, bad, confirm.Message{Role: "assistant"}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("CreateBatch(missing conversation) error = %v, want ErrNotFound", err)
+	}
+}
+
+func testDecideWinsOnce(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
+	res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-alice"})
+	if !res.Won || res.BatchDecided {
+		t.Fatalf("first Decide = %+v, want won, batch not decided", res)
+	}
+	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-bob", Message: "no"})
+	if res.Won || res.BatchDecided {
+		t.Fatalf("second Decide = %+v, want lost", res)
+	}
+	c := callByKey(t, loadBatch(t, db, b.ID), "k0")
+	if c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-alice" || c.DenyMessage != "" || c.DecidedAt == nil {
+		t.Fatalf("call after losing decision = %+v", c)
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: "nope", Key: "k0", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("Decide(missing batch) error = %v, want ErrNotFound", err)
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("Decide(missing call) error = %v, want ErrNotFound", err)
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionPending, Now: time.Now()}); err == nil {
+		t.Error("Decide with status pending succeeded")
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	if n := strings.Count(strings.Join(kinds, " "), "decision:k0"); n != 1 {
+		t.Errorf("audit has %d decision events for k0, want 1: %v", n, kinds)
+	}
+	// A denial with a message.
+	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionDenied, By: "U-bob", Message: "not now"})
+	if !res.Won || !res.BatchDecided {
+		t.Fatalf("deciding k1 = %+v", res)
+	}
+	c = callByKey(t, loadBatch(t, db, b.ID), "k1")
+	if c.Decision != confirm.DecisionDenied || c.DenyMessage != "not now" || c.DecidedBy != "U-bob" {
+		t.Fatalf("denied call = %+v", c)
+	}
+	// Decided batch: any further decision loses, missing call still not found.
+	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U-carol"}); res.Won {
+		t.Fatal("decision on a decided batch won")
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("Decide(missing call of decided batch) error = %v, want ErrNotFound", err)
+	}
+}
+
+func testDecideAfterExpiry(t *testing.T, db *DB) {
+	expires := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	b := newBatch(t, db, expires, confirm.DecisionPending, confirm.DecisionPending)
+	for _, now := range []time.Time{expires, expires.Add(time.Millisecond), expires.Add(time.Hour)} {
+		if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Now: now}); res.Won {
+			t.Fatalf("Decide at %v (expiry %v) won", now, expires)
+		}
+	}
+	got := loadBatch(t, db, b.ID)
+	if c := callByKey(t, got, "k0"); c.Decision != confirm.DecisionPending || c.DecidedBy != "" {
+		t.Fatalf("expired call changed: %+v", c)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U", Now: expires.Add(-time.Millisecond)}); !res.Won {
+		t.Fatal("Decide just before expiry lost")
+	}
+	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchPending {
+		t.Fatalf("batch with an expired pending call is %s", got.Status)
+	}
+}
+
+func testLastDecisionFlipsBatch(t *testing.T, db *DB) {
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending)
+	for i, key := range []string{"k3", "k0", "k2"} {
+		res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: key, Status: confirm.DecisionAllowed, By: "U"})
+		last := i == 2
+		if !res.Won || res.BatchDecided != last {
+			t.Fatalf("Decide(%s) = %+v, want won, BatchDecided=%v", key, res, last)
+		}
+		want := confirm.BatchPending
+		if last {
+			want = confirm.BatchDecided
+		}
+		if got := loadBatch(t, db, b.ID).Status; got != want {
+			t.Fatalf("after deciding %s batch is %s, want %s", key, got, want)
+		}
+	}
+}
+
+func testResolvePendingExpiry(t *testing.T, db *DB) {
+	ctx := t.Context()
+	expires := time.Now().Add(time.Minute)
+	b := newBatch(t, db, expires, confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U-alice"})
+
+	if ids, err := db.ExpiredBatches(ctx, expires.Add(-time.Second)); err != nil || len(ids) != 0 {
+		t.Fatalf("ExpiredBatches before expiry = %v, %v", ids, err)
+	}
+	after := expires.Add(time.Second)
+	ids, err := db.ExpiredBatches(ctx, after)
+	if err != nil || len(ids) != 1 || ids[0] != b.ID {
+		t.Fatalf("ExpiredBatches after expiry = %v, %v; want [%s]", ids, err, b.ID)
+	}
+	n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, after)
+	if err != nil || n != 1 {
+		t.Fatalf("ResolvePending = %d, %v; want 1", n, err)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchDecided {
+		t.Errorf("batch is %s, want decided", got.Status)
+	}
+	if c := callByKey(t, got, "k1"); c.Decision != confirm.DecisionExpired || c.DenyMessage != confirm.ExpiredMessage || c.DecidedBy != "airlock" {
+		t.Errorf("expired call = %+v", c)
+	}
+	if c := callByKey(t, got, "k2"); c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-alice" {
+		t.Errorf("allowed call changed by expiry: %+v", c)
+	}
+	if c := callByKey(t, got, "k0"); c.Decision != confirm.DecisionAllowedByPolicy {
+		t.Errorf("policy call changed by expiry: %+v", c)
+	}
+	if n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, after); err != nil || n != 0 {
+		t.Errorf("second ResolvePending = %d, %v; want 0", n, err)
+	}
+	if ids, err := db.ExpiredBatches(ctx, after.Add(time.Hour)); err != nil || len(ids) != 0 {
+		t.Errorf("ExpiredBatches after resolving = %v, %v", ids, err)
+	}
+	if n, err := db.ResolvePending(ctx, "missing", confirm.DecisionExpired, "airlock", "", false, after); err != nil || n != 0 {
+		t.Errorf("ResolvePending(missing) = %d, %v; want 0, nil", n, err)
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	if last := kinds[len(kinds)-1]; last != "decision:k1" {
+		t.Errorf("last audit event %q, want decision:k1 (all: %v)", last, kinds)
+	}
+}
+
+func testResolvePendingAbandon(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending, confirm.DecisionInvalid)
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U-alice"})
+	now := time.Now()
+	n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionDenied, "U-author", confirm.MovedOnMessage, true, now)
+	if err != nil || n != 3 {
+		t.Fatalf("ResolvePending(abandon) = %d, %v; want 3", n, err)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchDecided {
+		t.Errorf("batch is %s, want decided", got.Status)
+	}
+	for _, key := range []string{"k0", "k1", "k2"} {
+		c := callByKey(t, got, key)
+		if c.Decision != confirm.DecisionDenied || c.DenyMessage != confirm.MovedOnMessage || c.DecidedBy != "U-author" || c.Run != confirm.RunNotStarted {
+			t.Errorf("abandoned call %s = %+v", key, c)
+		}
+	}
+	if c := callByKey(t, got, "k3"); c.Decision != confirm.DecisionInvalid {
+		t.Errorf("invalid call changed: %+v", c)
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	tail := strings.Join(kinds[len(kinds)-3:], " ")
+	if tail != "decision:k0 decision:k1 decision:k2" {
+		t.Errorf("audit tail %q, want a decision per changed call in position order", tail)
+	}
+	// Nothing of an abandoned batch may start.
+	if ok, err := db.ClaimBatch(ctx, b.ID, "w"); err != nil || !ok {
+		t.Fatalf("ClaimBatch = %v, %v", ok, err)
+	}
+	for _, key := range []string{"k0", "k1", "k2", "k3"} {
+		if ok, err := db.StartRun(ctx, b.ID, key); err != nil || ok {
+			t.Errorf("StartRun(%s) of abandoned batch = %v, %v", key, ok, err)
+		}
+	}
+}
+
+func testClaimRunComplete(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending)
+	if ok, err := db.ClaimBatch(ctx, b.ID, "w1"); err != nil || ok {
+		t.Fatalf("ClaimBatch of pending batch = %v, %v", ok, err)
+	}
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U"})
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionDenied, By: "U"})
+	if ids, err := db.BatchesIn(ctx, confirm.BatchDecided); err != nil || len(ids) != 1 || ids[0] != b.ID {
+		t.Fatalf("BatchesIn(decided) = %v, %v", ids, err)
+	}
+	if ok, err := db.ClaimBatch(ctx, b.ID, "w1"); err != nil || !ok {
+		t.Fatalf("ClaimBatch = %v, %v", ok, err)
+	}
+	if ok, err := db.ClaimBatch(ctx, b.ID, "w2"); err != nil || ok {
+		t.Fatalf("second ClaimBatch = %v, %v", ok, err)
+	}
+	if _, err := db.ClaimBatch(ctx, "missing", "w"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("ClaimBatch(missing) error = %v, want ErrNotFound", err)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchRunning || got.ClaimedBy != "w1" {
+		t.Fatalf("claimed batch = %s by %q", got.Status, got.ClaimedBy)
+	}
+	if ok, err := db.StartRun(ctx, b.ID, "k2"); err != nil || ok {
+		t.Fatalf("StartRun(denied) = %v, %v", ok, err)
+	}
+	for _, key := range []string{"k0", "k1"} {
+		if ok, err := db.StartRun(ctx, b.ID, key); err != nil || !ok {
+			t.Fatalf("StartRun(%s) = %v, %v", key, ok, err)
+		}
+		if ok, err := db.StartRun(ctx, b.ID, key); err != nil || ok {
+			t.Fatalf("second StartRun(%s) = %v, %v", key, ok, err)
+		}
+	}
+	if _, err := db.StartRun(ctx, b.ID, "missing"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("StartRun(missing) error = %v, want ErrNotFound", err)
+	}
+	if err := db.FinishRun(ctx, b.ID, "k0", confirm.RunSucceeded, "deployed"); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 3000)
+	if err := db.FinishRun(ctx, b.ID, "k1", confirm.RunFailed, long); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.FinishRun(ctx, b.ID, "k0", confirm.RunFailed, "again"); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("second FinishRun error = %v, want ErrNotRunning", err)
+	}
+	if err := db.FinishRun(ctx, b.ID, "k2", confirm.RunSucceeded, "x"); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("FinishRun(not started) error = %v, want ErrNotRunning", err)
+	}
+	if err := db.FinishRun(ctx, b.ID, "missing", confirm.RunSucceeded, "x"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("FinishRun(missing) error = %v, want ErrNotFound", err)
+	}
+	if err := db.FinishRun(ctx, b.ID, "k0", confirm.RunRunning, "x"); err == nil {
+		t.Error("FinishRun to running succeeded")
+	}
+	got = loadBatch(t, db, b.ID)
+	if c := callByKey(t, got, "k0"); c.Run != confirm.RunSucceeded || c.Result != "deployed" {
+		t.Errorf("k0 = %+v", c)
+	}
+	if c := callByKey(t, got, "k1"); c.Run != confirm.RunFailed || c.Result != long {
+		t.Errorf("k1 run %s, result of %d bytes", c.Run, len(c.Result))
+	}
+	if c := callByKey(t, got, "k2"); c.Run != confirm.RunNotStarted {
+		t.Errorf("k2 = %+v", c)
+	}
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: b.ConversationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []confirm.AuditEvent
+	for _, e := range evs {
+		if e.Kind == confirm.AuditToolResult {
+			results = append(results, e)
+		}
+	}
+	if len(results) != 2 || results[0].CallKey != "k0" || results[1].CallKey != "k1" || results[0].Tool != "deploy" {
+		t.Fatalf("tool_result events = %+v", results)
+	}
+	var detail struct {
+		Status string `json:"status"`
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(results[1].Detail), &detail); err != nil || detail.Status != "failed" || len(detail.Result) >= len(long) || !strings.HasPrefix(long, detail.Result) {
+		t.Errorf("tool_result detail = %.80s... (%v)", results[1].Detail, err)
+	}
+
+	results0 := confirm.Message{Role: "tool", Body: json.RawMessage(`[{"id":"call_0","out":"deployed"}]`)}
+	if ok, err := db.CompleteBatch(ctx, b.ID, results0); err != nil || !ok {
+		t.Fatalf("CompleteBatch = %v, %v", ok, err)
+	}
+	if ok, err := db.CompleteBatch(ctx, b.ID, results0); err != nil || ok {
+		t.Fatalf("second CompleteBatch = %v, %v", ok, err)
+	}
+	if _, err := db.CompleteBatch(ctx, "missing", results0); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("CompleteBatch(missing) error = %v, want ErrNotFound", err)
+	}
+	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchDone {
+		t.Errorf("batch is %s, want done", got.Status)
+	}
+	msgs, err := db.Messages(ctx, b.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || msgs[1].Seq != b.MessageSeq+1 || string(msgs[1].Body) != string(results0.Body) {
+		t.Fatalf("messages after completion = %+v", msgs)
+	}
+	if err := db.ReleaseBatch(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchDone {
+		t.Errorf("ReleaseBatch moved a done batch to %s", got.Status)
+	}
+}
+
+func testRecoverRunning(t *testing.T, db *DB) {
+	ctx := t.Context()
+	var batches []*confirm.Batch
+	for range 2 {
+		b := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy, confirm.DecisionPending)
+		decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U"})
+		if ok, err := db.ClaimBatch(ctx, b.ID, "w-dead"); err != nil || !ok {
+			t.Fatalf("ClaimBatch = %v, %v", ok, err)
+		}
+		for _, key := range []string{"k0", "k1"} {
+			if ok, err := db.StartRun(ctx, b.ID, key); err != nil || !ok {
+				t.Fatalf("StartRun = %v, %v", ok, err)
+			}
+		}
+		batches = append(batches, b)
+	}
+	// One call finished before the crash.
+	if err := db.FinishRun(ctx, batches[0].ID, "k0", confirm.RunSucceeded, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := db.RecoverRunning(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || !((ids[0] == batches[0].ID && ids[1] == batches[1].ID) || (ids[0] == batches[1].ID && ids[1] == batches[0].ID)) {
+		t.Fatalf("RecoverRunning = %v, want both batches once", ids)
+	}
+	for _, b := range batches {
+		got := loadBatch(t, db, b.ID)
+		for _, c := range got.Calls {
+			if b == batches[0] && c.Key == "k0" {
+				if c.Run != confirm.RunSucceeded {
+					t.Errorf("finished call changed to %s", c.Run)
+				}
+				continue
+			}
+			if c.Run != confirm.RunUnknown || c.Result != confirm.UnknownOutcomeMessage {
+				t.Errorf("recovered call %s/%s = %s %q", b.ID, c.Key, c.Run, c.Result)
+			}
+			if ok, err := db.StartRun(ctx, b.ID, c.Key); err != nil || ok {
+				t.Errorf("StartRun of an unknown call = %v, %v", ok, err)
+			}
+		}
+		if got.Status != confirm.BatchRunning {
+			t.Errorf("batch status %s, want running until released", got.Status)
+		}
+		n := 0
+		for _, k := range auditKinds(t, db, b.ConversationID) {
+			if strings.HasPrefix(k, "tool_result:") {
+				n++
+			}
+		}
+		if want := 2; n != want {
+			t.Errorf("batch %s has %d tool_result events, want %d", b.ID, n, want)
+		}
+	}
+	if ids, err := db.RecoverRunning(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("second RecoverRunning = %v, %v", ids, err)
+	}
+	running, err := db.BatchesIn(ctx, confirm.BatchRunning)
+	if err != nil || len(running) != 2 {
+		t.Fatalf("BatchesIn(running) = %v, %v", running, err)
+	}
+	for _, id := range running {
+		if err := db.ReleaseBatch(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if got := loadBatch(t, db, id); got.Status != confirm.BatchDecided || got.ClaimedBy != "" {
+			t.Errorf("released batch = %s by %q", got.Status, got.ClaimedBy)
+		}
+		if ok, err := db.ClaimBatch(ctx, id, "w-new"); err != nil || !ok {
+			t.Errorf("reclaim = %v, %v", ok, err)
+		}
+		for _, key := range []string{"k0", "k1"} {
+			if ok, err := db.StartRun(ctx, id, key); err != nil || ok {
+				t.Errorf("StartRun after recovery = %v, %v", ok, err)
+			}
+		}
+	}
+	if err := db.ReleaseBatch(ctx, "missing"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("ReleaseBatch(missing) error = %v, want ErrNotFound", err)
+	}
+}
+
+func testAuditEvents(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	other := newConversation(t, db)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	events := []confirm.AuditEvent{
+		{At: t0.Add(2 * time.Second), Kind: confirm.AuditRejectedClick, ConversationID: conv.ID, BatchID: "b1", CallKey: "k", Actor: "U-mallory", Detail: `{"reason":"not allowed"}`},
+		{At: t0, Kind: confirm.AuditDecision, ConversationID: other.ID, Actor: "U"},
+		{At: t0.Add(time.Second), Kind: confirm.AuditToolResult, ConversationID: conv.ID, Tool: "deploy", Actor: "airlock", Detail: `{}`},
+		{Kind: confirm.AuditApprovalRequest, ConversationID: conv.ID}, // At now: before t0
+	}
+	before := time.Now().UTC()
+	for _, e := range events {
+		if err := db.Audit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Audit(ctx, confirm.AuditEvent{}); err == nil {
+		t.Error("Audit without kind succeeded")
+	}
+	all, err := db.AuditEvents(ctx, confirm.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 4 {
+		t.Fatalf("got %d events, want 4", len(all))
+	}
+	for i, e := range all {
+		if e.Kind != events[i].Kind || (i > 0 && e.ID <= all[i-1].ID) {
+			t.Errorf("event %d = %+v, want kind %s in id order", i, e, events[i].Kind)
+		}
+	}
+	if e := all[0]; !e.At.Equal(events[0].At) || e.BatchID != "b1" || e.CallKey != "k" || e.Actor != "U-mallory" || e.Detail != events[0].Detail {
+		t.Errorf("event 0 = %+v", e)
+	}
+	if at := all[3].At; at.Before(before.Add(-time.Second)) || at.Location() != time.UTC {
+		t.Errorf("zero At stored as %v, want now in UTC", at)
+	}
+	mine, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil || len(mine) != 3 {
+		t.Fatalf("filtered by conversation: %d events, %v", len(mine), err)
+	}
+	since, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID, Since: t0.Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []confirm.AuditKind
+	for _, e := range since {
+		kinds = append(kinds, e.Kind)
+	}
+	if fmt.Sprint(kinds) != fmt.Sprint([]confirm.AuditKind{confirm.AuditRejectedClick, confirm.AuditToolResult}) {
+		t.Errorf("since filter kinds = %v", kinds)
+	}
+}
+
+func testAuditAppendOnly(t *testing.T, db *DB) {
+	ctx := t.Context()
+	if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: "U"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.x.ExecContext(ctx, `UPDATE audit SET actor = 'someone else'`); err == nil {
+		t.Error("UPDATE of audit succeeded")
+	}
+	if _, err := db.x.ExecContext(ctx, `DELETE FROM audit`); err == nil {
+		t.Error("DELETE from audit succeeded")
+	}
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{})
+	if err != nil || len(evs) != 1 || evs[0].Actor != "U" {
+		t.Fatalf("audit after refused changes = %+v, %v", evs, err)
+	}
+}
+
+func testPendingBatch(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	if _, err := db.PendingBatch(ctx, conv.ID); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("PendingBatch(none) error = %v, want ErrNotFound", err)
+	}
+	if _, err := db.Batch(ctx, "missing"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("Batch(missing) error = %v, want ErrNotFound", err)
+	}
+	mk := func(created time.Time) *confirm.Batch {
+		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: created, ExpiresAt: later(), Calls: []confirm.Call{
+			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`), Flagged: true},
+		}}
+		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	old := mk(time.Now().Add(-time.Minute))
+	newer := mk(time.Now())
+	got, err := db.PendingBatch(ctx, conv.ID)
+	if err != nil || got.ID != newer.ID || len(got.Calls) != 1 {
+		t.Fatalf("PendingBatch = %+v, %v; want %s", got, err, newer.ID)
+	}
+	decide(t, db, confirm.Decide{BatchID: newer.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	if got, err := db.PendingBatch(ctx, conv.ID); err != nil || got.ID != old.ID {
+		t.Fatalf("PendingBatch after deciding the newer = %v, %v; want %s", got, err, old.ID)
+	}
+	decide(t, db, confirm.Decide{BatchID: old.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U"})
+	if _, err := db.PendingBatch(ctx, conv.ID); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("PendingBatch after deciding all error = %v, want ErrNotFound", err)
+	}
+}
+
+func testBatchesInOrder(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	base := time.Now().Add(-time.Hour)
+	var want []string
+	for _, offset := range []time.Duration{3, 1, 2} {
+		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: base.Add(offset * time.Minute), Calls: []confirm.Call{
+			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`)},
+		}}
+		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, b.ID)
+	}
+	want = []string{want[1], want[2], want[0]}
+	got, err := db.BatchesIn(ctx, confirm.BatchPending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("BatchesIn(pending) = %v, want oldest first %v", got, want)
+	}
+	if got, err := db.BatchesIn(ctx, confirm.BatchDone); err != nil || len(got) != 0 {
+		t.Fatalf("BatchesIn(done) = %v, %v", got, err)
+	}
+}
+
+func testSetCardRef(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	if err := db.SetCardRef(ctx, b.ID, "C1/1700000000.000100"); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadBatch(t, db, b.ID); got.CardRef != "C1/1700000000.000100" {
+		t.Fatalf("CardRef = %q", got.CardRef)
+	}
+	if err := db.SetCardRef(ctx, "missing", "x"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("SetCardRef(missing) error = %v, want ErrNotFound", err)
+	}
+}
+
+func testOpenBatches(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	mk := func(offset time.Duration) string {
+		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: time.Now().Add(offset), Calls: []confirm.Call{
+			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`)},
+		}}
+		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		return b.ID
+	}
+	running, decided, done, pending := mk(-4*time.Minute), mk(-3*time.Minute), mk(-2*time.Minute), mk(-time.Minute)
+	for _, id := range []string{running, decided, done} {
+		decide(t, db, confirm.Decide{BatchID: id, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	}
+	for _, id := range []string{running, done} {
+		if ok, err := db.ClaimBatch(ctx, id, "w"); err != nil || !ok {
+			t.Fatalf("ClaimBatch = %v, %v", ok, err)
+		}
+	}
+	if ok, err := db.CompleteBatch(ctx, done, confirm.Message{Role: "tool", Body: json.RawMessage(`[]`)}); err != nil || !ok {
+		t.Fatalf("CompleteBatch = %v, %v", ok, err)
+	}
+	newBatch(t, db, later(), confirm.DecisionPending) // another conversation
+	got, err := db.OpenBatches(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != running+","+decided {
+		t.Fatalf("OpenBatches = %v, want [running decided] = [%s %s] (pending %s, done %s excluded)", got, running, decided, pending, done)
+	}
+}
+
+func testMigrateIdempotent(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Go(func() { errs[i] = db.Migrate(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Migrate: %v", err)
+		}
+	}
+	ms, err := db.migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM schema_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ms) || n == 0 {
+		t.Fatalf("schema_migrations has %d rows, want %d", n, len(ms))
+	}
+	if got := loadBatch(t, db, b.ID); len(got.Calls) != 1 {
+		t.Fatal("data lost across Migrate")
+	}
+	if err := db.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testTimeRoundTrip(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	if d := time.Since(conv.CreatedAt); d < 0 || d > time.Minute || conv.CreatedAt.Location() != time.UTC {
+		t.Errorf("conversation CreatedAt = %v", conv.CreatedAt)
+	}
+	at := time.Date(2029, 12, 31, 23, 59, 59, 987654321, time.FixedZone("EST", -5*3600))
+	if err := db.AppendMessages(ctx, conv.ID, confirm.Message{Role: "user", Body: json.RawMessage(`1`), CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := db.Messages(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := msgs[0].CreatedAt
+	if want := at.Truncate(time.Microsecond); !got.Equal(want) || got.Location() != time.UTC {
+		t.Fatalf("CreatedAt round trip = %v, want %v (to the microsecond) in UTC", got, want)
+	}
+	// Expiry comparisons use time order, not text order, across zones.
+	expires := time.Date(2030, 1, 1, 0, 0, 0, 0, time.FixedZone("E", 9*3600)) // 2029-12-31T15:00Z
+	b := newBatch(t, db, expires, confirm.DecisionPending)
+	if ids, _ := db.ExpiredBatches(ctx, time.Date(2029, 12, 31, 14, 0, 0, 0, time.UTC)); len(ids) != 0 {
+		t.Errorf("expired an hour early: %v", ids)
+	}
+	if ids, _ := db.ExpiredBatches(ctx, time.Date(2029, 12, 31, 10, 0, 1, 0, time.FixedZone("W", -5*3600))); len(ids) != 1 || ids[0] != b.ID {
+		t.Errorf("not expired a second after expiry: %v", ids)
+	}
+}
+
+// The races below start every goroutine at once on a barrier.
+
+func testRaceDecideSameCall(t *testing.T, db *DB) {
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
+	const n = 50
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]confirm.DecideResult, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
+				BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i), Now: time.Now(),
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	won, winner := 0, ""
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Decide %d: %v", i, errs[i])
+		}
+		if results[i].Won {
+			won++
+			winner = fmt.Sprintf("U%d", i)
+		}
+		if results[i].BatchDecided {
+			t.Errorf("Decide %d decided the batch with k1 pending", i)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent decisions won, want exactly 1", won, n)
+	}
+	if c := callByKey(t, loadBatch(t, db, b.ID), "k0"); c.DecidedBy != winner {
+		t.Errorf("decided_by = %q, want the winner %q", c.DecidedBy, winner)
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	if got := strings.Count(strings.Join(kinds, " "), "decision:k0"); got != 1 {
+		t.Errorf("%d decision events, want 1", got)
+	}
+}
+
+func testRaceDecideAllCalls(t *testing.T, db *DB) {
+	const n = 12
+	decisions := make([]confirm.DecisionStatus, n)
+	for i := range decisions {
+		decisions[i] = confirm.DecisionPending
+	}
+	for round := range 3 {
+		b := newBatch(t, db, later(), decisions...)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		results := make([]confirm.DecideResult, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
+					BatchID: b.ID, Key: fmt.Sprintf("k%d", i), Status: confirm.DecisionAllowed, By: "U", Now: time.Now(),
+				})
+			})
+		}
+		close(start)
+		wg.Wait()
+		decided := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d Decide %d: %v", round, i, errs[i])
+			}
+			if !results[i].Won {
+				t.Errorf("round %d: decision on its own call %d lost", round, i)
+			}
+			if results[i].BatchDecided {
+				decided++
+			}
+		}
+		if decided != 1 {
+			t.Fatalf("round %d: %d results had BatchDecided, want exactly 1", round, decided)
+		}
+		if got := loadBatch(t, db, b.ID).Status; got != confirm.BatchDecided {
+			t.Fatalf("round %d: batch is %s", round, got)
+		}
+	}
+}
+
+func testRaceClaim(t *testing.T, db *DB) {
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	const n = 20
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	wins := make([]bool, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			wins[i], errs[i] = db.ClaimBatch(t.Context(), b.ID, fmt.Sprintf("w%d", i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	won, winner := 0, ""
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("ClaimBatch %d: %v", i, errs[i])
+		}
+		if wins[i] {
+			won++
+			winner = fmt.Sprintf("w%d", i)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent claims won, want exactly 1", won, n)
+	}
+	if got := loadBatch(t, db, b.ID); got.ClaimedBy != winner || got.Status != confirm.BatchRunning {
+		t.Fatalf("batch = %s claimed by %q, want running by %q", got.Status, got.ClaimedBy, winner)
+	}
+}

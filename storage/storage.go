@@ -1,0 +1,367 @@
+// Package storage owns Airlock's durable state: conversations, messages,
+// paused batches with their calls, and the append-only audit log, in SQLite
+// or PostgreSQL. It implements confirm.Store; every state change is one
+// conditional UPDATE whose affected-row count decides who won.
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3" // registers "sqlite3"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Driver names accepted by Open.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// ErrNotRunning is returned by FinishRun when the call's run is not running.
+var ErrNotRunning = errors.New("call is not running")
+
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+var migrationFS embed.FS
+
+// migrationLockKey is the pg_advisory_xact_lock key serialising migrations
+// of processes starting at once.
+const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
+
+// DB is the SQL store. It is safe for concurrent use.
+type DB struct {
+	x      *sqlx.DB
+	driver string // DriverSQLite or DriverPostgres
+}
+
+var _ confirm.Store = (*DB)(nil)
+
+// Open connects to the database and applies pending migrations. driver is
+// "sqlite" (the default when empty; dsn is a file path or a "file:" URI) or
+// "postgres" (dsn is a libpq URL or key=value string, opened with pgx).
+func Open(ctx context.Context, driver, dsn string) (*DB, error) {
+	var (
+		name string
+		err  error
+	)
+	switch strings.ToLower(strings.TrimSpace(driver)) {
+	case "", "sqlite", "sqlite3":
+		driver, name = DriverSQLite, "sqlite3"
+		dsn, err = sqliteDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+	case "postgres", "postgresql", "pgx":
+		driver, name = DriverPostgres, "pgx"
+		if dsn == "" {
+			return nil, errors.New("open postgres: empty dsn")
+		}
+	default:
+		return nil, fmt.Errorf("open: unknown storage driver %q (want %q or %q)", driver, DriverSQLite, DriverPostgres)
+	}
+	x, err := sqlx.Open(name, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", driver, err)
+	}
+	if driver == DriverSQLite {
+		// Writers serialise on the file lock anyway; a small pool queues
+		// them in Go instead of in SQLite's busy handler.
+		x.SetMaxOpenConns(8)
+		x.SetMaxIdleConns(8)
+	}
+	db := &DB{x: x, driver: driver}
+	if err := db.connect(ctx); err != nil {
+		x.Close()
+		return nil, fmt.Errorf("open %s: %w", driver, err)
+	}
+	if err := db.Migrate(ctx); err != nil {
+		x.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// sqliteDSN turns a plain path (or a DSN that already has "file:" or
+// parameters) into a go-sqlite3 DSN with WAL, a busy timeout, foreign keys
+// and immediate write transactions, keeping parameters already given.
+func sqliteDSN(dsn string) (string, error) {
+	if strings.TrimSpace(dsn) == "" {
+		return "", errors.New("open sqlite: empty dsn (want a file path)")
+	}
+	base, rawQuery, _ := strings.Cut(dsn, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", fmt.Errorf("open sqlite: parse dsn parameters: %w", err)
+	}
+	set := func(value string, keys ...string) {
+		for _, k := range keys {
+			if q.Has(k) {
+				return
+			}
+		}
+		q.Set(keys[0], value)
+	}
+	set("WAL", "_journal_mode", "_journal")
+	set("10000", "_busy_timeout", "_timeout")
+	set("on", "_foreign_keys", "_fk")
+	set("immediate", "_txlock")
+	set("NORMAL", "_synchronous", "_sync")
+	return base + "?" + q.Encode(), nil
+}
+
+// connect makes the first connection. Several processes creating one new
+// SQLite file at once can find it locked while one of them switches it to
+// WAL, which SQLite reports at once rather than through the busy timeout;
+// that is retried for a while.
+func (db *DB) connect(ctx context.Context) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := db.x.PingContext(ctx)
+		if err == nil || db.driver != DriverSQLite || !sqliteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+func sqliteBusy(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
+}
+
+// Driver returns "sqlite" or "postgres".
+func (db *DB) Driver() string { return db.driver }
+
+// Ping checks the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.x.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connection pool.
+func (db *DB) Close() error { return db.x.Close() }
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func (db *DB) migrations() ([]migration, error) {
+	dir := "migrations/" + db.driver
+	entries, err := fs.ReadDir(migrationFS, dir)
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	seen := map[int]string{}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		digits, _, _ := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(digits)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", e.Name())
+		}
+		if other, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", other, e.Name(), v)
+		}
+		seen[v] = e.Name()
+		b, err := migrationFS.ReadFile(path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// Migrate applies the embedded migrations not yet recorded in
+// schema_migrations, in order, in one transaction. It is idempotent, and on
+// PostgreSQL it holds an advisory lock so concurrent starters don't race.
+func (db *DB) Migrate(ctx context.Context) error {
+	ms, err := db.migrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	err = db.tx(ctx, func(tx *sqlx.Tx) error {
+		if db.driver == DriverPostgres {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
+				return fmt.Errorf("lock: %w", err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    INTEGER PRIMARY KEY,
+			name       TEXT NOT NULL,
+			applied_at TEXT NOT NULL
+		)`); err != nil {
+			return fmt.Errorf("create schema_migrations: %w", err)
+		}
+		var applied []int
+		if err := tx.SelectContext(ctx, &applied, `SELECT version FROM schema_migrations`); err != nil {
+			return fmt.Errorf("read schema_migrations: %w", err)
+		}
+		done := map[int]bool{}
+		for _, v := range applied {
+			done[v] = true
+		}
+		for _, m := range ms {
+			if done[m.version] {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("apply %s: %w", m.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+				m.version, m.name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+				return fmt.Errorf("record %s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", db.driver, err)
+	}
+	return nil
+}
+
+// tx runs fn in a transaction, committing when it returns nil.
+func (db *DB) tx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+	tx, err := db.x.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// q rewrites ? placeholders for the driver.
+func (db *DB) q(query string) string { return db.x.Rebind(query) }
+
+// sqliteTimeLayout is fixed width in UTC so text comparison is time order.
+const sqliteTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// timePrecision is what both dialects keep of a time (PostgreSQL's
+// timestamptz resolution), so a time reads back the same from either.
+const timePrecision = time.Microsecond
+
+// utc normalises a time as stored: UTC, truncated to timePrecision.
+func utc(t time.Time) time.Time { return t.UTC().Truncate(timePrecision) }
+
+// ts converts a time for binding: fixed-width UTC text on SQLite, UTC
+// time.Time on PostgreSQL.
+func (db *DB) ts(t time.Time) any {
+	t = utc(t)
+	if db.driver == DriverSQLite {
+		return t.Format(sqliteTimeLayout)
+	}
+	return t
+}
+
+// nts is ts with the zero time stored as NULL.
+func (db *DB) nts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return db.ts(t)
+}
+
+// dbTime scans a stored time from either dialect; NULL scans as zero.
+type dbTime struct{ t time.Time }
+
+func (d *dbTime) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		d.t = time.Time{}
+	case time.Time:
+		d.t = x.UTC()
+	case string:
+		return d.parse(x)
+	case []byte:
+		return d.parse(string(x))
+	default:
+		return fmt.Errorf("scan time: unsupported type %T", v)
+	}
+	return nil
+}
+
+func (d *dbTime) parse(s string) error {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("scan time: %w", err)
+	}
+	d.t = t.UTC()
+	return nil
+}
+
+// ptr returns nil for the zero time.
+func (d dbTime) ptr() *time.Time {
+	if d.t.IsZero() {
+		return nil
+	}
+	t := d.t
+	return &t
+}
+
+// newID returns a random opaque id: 16 bytes from crypto/rand, base32
+// lowercase without padding (26 characters).
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("storage: crypto/rand: " + err.Error())
+	}
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// notFound maps sql.ErrNoRows to confirm.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return confirm.ErrNotFound
+	}
+	return err
+}
+
+func affected(res sql.Result) (int64, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	return n, nil
+}

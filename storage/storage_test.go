@@ -1,0 +1,238 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jmoiron/sqlx"
+)
+
+const postgresDSNEnv = "AIRLOCK_TEST_POSTGRES_DSN"
+
+func openSQLite(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), "sqlite", filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatalf("open sqlite: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestSQLite(t *testing.T) {
+	runConformance(t, openSQLite)
+}
+
+// TestPostgres runs the suite against a real server; each test gets its own
+// schema, dropped afterwards.
+func TestPostgres(t *testing.T) {
+	dsn := os.Getenv(postgresDSNEnv)
+	if dsn == "" {
+		t.Skipf("%s not set; skipping the PostgreSQL conformance suite (start a server with .ci/postgres.sh)", postgresDSNEnv)
+	}
+	admin, err := sqlx.Open("pgx", dsn)
+	if err != nil {
+		t.Fatalf("open admin connection: %v", err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.PingContext(t.Context()); err != nil {
+		t.Fatalf("ping postgres: %v", err)
+	}
+	runConformance(t, func(t *testing.T) *DB {
+		t.Helper()
+		schema := "airlock_test_" + newID()[:12]
+		if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
+			t.Fatalf("create schema: %v", err)
+		}
+		t.Cleanup(func() {
+			if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+				t.Errorf("drop schema %s: %v", schema, err)
+			}
+		})
+		db, err := Open(t.Context(), "postgres", withSearchPath(t, dsn, schema))
+		if err != nil {
+			t.Fatalf("open postgres: %v", err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	})
+	t.Run("ConcurrentOpen", func(t *testing.T) {
+		schema := "airlock_test_" + newID()[:12]
+		if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
+			t.Fatalf("create schema: %v", err)
+		}
+		t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+		testConcurrentOpen(t, "postgres", withSearchPath(t, dsn, schema))
+	})
+}
+
+func TestSQLiteConcurrentOpen(t *testing.T) {
+	testConcurrentOpen(t, "sqlite", filepath.Join(t.TempDir(), "shared.db"))
+}
+
+// testConcurrentOpen opens one fresh database from several "processes" at
+// once: every Open succeeds and the migrations are applied once.
+func testConcurrentOpen(t *testing.T, driver, dsn string) {
+	const n = 6
+	dbs := make([]*DB, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			dbs[i], errs[i] = Open(t.Context(), driver, dsn)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("concurrent Open %d: %v", i, errs[i])
+		}
+		defer dbs[i].Close()
+	}
+	ms, err := dbs[0].migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied int
+	if err := dbs[0].x.GetContext(t.Context(), &applied, `SELECT COUNT(*) FROM schema_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(ms) {
+		t.Fatalf("schema_migrations has %d rows, want %d", applied, len(ms))
+	}
+	if _, err := dbs[n-1].Conversation(t.Context(), "p", "c", "t"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withSearchPath adds a search_path runtime parameter to a URL or
+// key=value DSN.
+func withSearchPath(t *testing.T, dsn, schema string) string {
+	t.Helper()
+	if !strings.Contains(dsn, "://") {
+		return dsn + " search_path=" + schema
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parse %s: %v", postgresDSNEnv, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func TestOpenUnknownDriver(t *testing.T) {
+	_, err := Open(t.Context(), "mysql", "whatever")
+	if err == nil || !strings.Contains(err.Error(), `"mysql"`) {
+		t.Fatalf("Open(mysql) error = %v, want one naming the driver", err)
+	}
+}
+
+func TestOpenDefaultDriverIsSQLite(t *testing.T) {
+	db, err := Open(t.Context(), "", filepath.Join(t.TempDir(), "default.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.Driver() != DriverSQLite {
+		t.Fatalf("Driver() = %q, want %q", db.Driver(), DriverSQLite)
+	}
+	var mode string
+	if err := db.x.GetContext(t.Context(), &mode, `PRAGMA journal_mode`); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+	var fk int
+	if err := db.x.GetContext(t.Context(), &fk, `PRAGMA foreign_keys`); err != nil {
+		t.Fatal(err)
+	}
+	if fk != 1 {
+		t.Errorf("foreign_keys = %d, want 1", fk)
+	}
+}
+
+func TestOpenSQLiteFileURI(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "uri.db")
+	db, err := Open(t.Context(), "sqlite", "file:"+p+"?_busy_timeout=2000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var timeout int
+	if err := db.x.GetContext(t.Context(), &timeout, `PRAGMA busy_timeout`); err != nil {
+		t.Fatal(err)
+	}
+	if timeout != 2000 {
+		t.Errorf("busy_timeout = %d, want the given 2000", timeout)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Errorf("database file not created at %s: %v", p, err)
+	}
+}
+
+func TestSQLiteDSN(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		not  []string
+	}{
+		{in: "/data/airlock.db", want: []string{"/data/airlock.db?", "_journal_mode=WAL", "_busy_timeout=10000", "_foreign_keys=on", "_txlock=immediate"}},
+		{in: "file:/data/a.db?_timeout=5", want: []string{"file:/data/a.db?", "_timeout=5", "_txlock=immediate"}, not: []string{"_busy_timeout"}},
+		{in: "a.db?_txlock=exclusive&mode=rwc", want: []string{"_txlock=exclusive", "mode=rwc", "_foreign_keys=on"}, not: []string{"immediate"}},
+	} {
+		got, err := sqliteDSN(tc.in)
+		if err != nil {
+			t.Errorf("sqliteDSN(%q): %v", tc.in, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("sqliteDSN(%q) = %q, want it to contain %q", tc.in, got, w)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("sqliteDSN(%q) = %q, want no %q", tc.in, got, n)
+			}
+		}
+	}
+	if _, err := sqliteDSN(""); err == nil {
+		t.Error("sqliteDSN(\"\") = nil error, want one")
+	}
+}
+
+func TestOpenBadPostgresFails(t *testing.T) {
+	_, err := Open(t.Context(), "postgres", "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	if err == nil {
+		t.Fatal("Open on a closed port succeeded")
+	}
+	if errors.Is(err, context.Canceled) {
+		t.Fatalf("unexpected cancel: %v", err)
+	}
+}
+
+func TestNewID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newID()
+		if len(id) != 26 || strings.ToLower(id) != id || strings.Contains(id, "=") {
+			t.Fatalf("newID() = %q, want 26 lowercase unpadded base32 characters", id)
+		}
+		if seen[id] {
+			t.Fatalf("newID() repeated %q", id)
+		}
+		seen[id] = true
+	}
+}
