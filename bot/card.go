@@ -57,6 +57,10 @@ func (c Card) Complete() bool {
 
 // Outcome is a short human description of where a call stands.
 func (c CardCall) Outcome() string {
+	at := ""
+	if c.DecidedAt != nil {
+		at = " at " + c.DecidedAt.UTC().Format("15:04:05 UTC")
+	}
 	switch c.Decision {
 	case confirm.DecisionPending:
 		return "waiting for a decision"
@@ -64,13 +68,17 @@ func (c CardCall) Outcome() string {
 		if c.DecidedBy == SystemActor {
 			return "not run: " + c.DenyMessage
 		}
-		return "denied by " + c.DecidedBy
+		out := "denied by " + c.DecidedBy + at
+		if reason := strings.TrimPrefix(c.DenyMessage, confirm.DefaultDenyMessage); strings.TrimSpace(reason) != "" {
+			out += ". " + strings.TrimSpace(reason)
+		}
+		return out
 	case confirm.DecisionExpired:
-		return "expired: nobody decided in time"
+		return "expired: nobody decided in time; not run"
 	case confirm.DecisionInvalid:
 		return "not run: " + c.DenyMessage
 	}
-	who := "allowed by " + c.DecidedBy
+	who := "allowed by " + c.DecidedBy + at
 	if c.Decision == confirm.DecisionAllowedByPolicy {
 		who = "runs with the batch (no approval needed)"
 	}

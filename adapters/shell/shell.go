@@ -43,7 +43,8 @@ type Shell struct {
 	Channel string
 	Thread  string
 
-	mu sync.Mutex // serialises writes to Out
+	mu    sync.Mutex          // serialises writes to Out
+	shown map[string][]string // batch id -> outcome per call, as last printed
 }
 
 var _ bot.Platform = (*Shell)(nil)
@@ -208,10 +209,32 @@ func (s *Shell) PostCard(_ context.Context, _ bot.Thread, card bot.Card) (string
 	return card.BatchID, nil
 }
 
-// UpdateCard prints the card's new state.
+// UpdateCard prints the calls whose state changed since the card was last
+// printed.
 func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card bot.Card) error {
-	s.printCard(card)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.shown[card.BatchID]
+	for i, c := range card.Calls {
+		if i < len(prev) && prev[i] == c.Outcome() {
+			continue
+		}
+		fmt.Fprintf(s.Out, "  request %s [%d] %s: %s\n", short(card.BatchID), c.Number, c.Tool, c.Outcome())
+	}
+	s.remember(card)
 	return nil
+}
+
+// remember records what was printed of a card. The caller holds s.mu.
+func (s *Shell) remember(card bot.Card) {
+	if s.shown == nil {
+		s.shown = map[string][]string{}
+	}
+	outcomes := make([]string, len(card.Calls))
+	for i, c := range card.Calls {
+		outcomes[i] = c.Outcome()
+	}
+	s.shown[card.BatchID] = outcomes
 }
 
 // Post prints the bot's message.
@@ -221,7 +244,10 @@ func (s *Shell) Post(_ context.Context, _ bot.Thread, text string) error {
 }
 
 func (s *Shell) printCard(c bot.Card) {
-	s.printf("%s", Render(c))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprint(s.Out, Render(c))
+	s.remember(c)
 }
 
 // Render formats a card as plain text.
@@ -240,11 +266,7 @@ func Render(c bot.Card) string {
 		for _, l := range strings.Split(call.Args, "\n") {
 			fmt.Fprintf(&w, "|       %s\n", l)
 		}
-		state := call.Outcome()
-		if call.DecidedAt != nil && call.Decision != confirm.DecisionAllowedByPolicy {
-			state += " at " + call.DecidedAt.UTC().Format("15:04:05 UTC")
-		}
-		fmt.Fprintf(&w, "|     -> %s\n", state)
+		fmt.Fprintf(&w, "|     -> %s\n", call.Outcome())
 	}
 	if !c.Complete() {
 		approvers := "none configured"

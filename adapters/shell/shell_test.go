@@ -1,0 +1,173 @@
+package shell
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func sampleCard() bot.Card {
+	at := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
+	return bot.Card{
+		BatchID:     "abcdefghijklmnop",
+		Intro:       "I'll check the status,\nthen restart the API.",
+		RequestedBy: "local",
+		Approvers:   []string{"local", "oncall"},
+		ExpiresAt:   at.Add(30 * time.Minute),
+		Calls: []bot.CardCall{
+			{Ref: "abcdefghijklmnop.0", Number: 1, Key: "#0", Tool: "service_status", Summary: "Read the status of api", Args: "{\n  \"service\": \"api\"\n}", Decision: confirm.DecisionAllowedByPolicy, DecidedBy: "policy", DecidedAt: &at},
+			{Ref: "abcdefghijklmnop.1", Number: 2, Key: "#1", Tool: "restart_service", Summary: "Restart api in production", Args: "{\n  \"environment\": \"production\",\n  \"service\": \"api\"\n}", Flagged: true, Decision: confirm.DecisionPending},
+		},
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	c := sampleCard()
+	golden(t, "card_pending.txt", Render(c))
+
+	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
+	c.Calls[0].Run = confirm.RunSucceeded
+	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionDenied, "local", &at
+	c.Calls[1].DenyMessage = confirm.DefaultDenyMessage + ` Reason given by the approver (local): "not during the incident"`
+	golden(t, "card_decided.txt", Render(c))
+}
+
+// fakeBot records what the shell asked of it.
+type fakeBot struct {
+	mu     sync.Mutex
+	card   *bot.Card
+	turns  []string
+	clicks []bot.Click
+}
+
+func (f *fakeBot) HandleTurn(_ context.Context, t bot.Turn) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.turns = append(f.turns, t.Text)
+	return nil
+}
+
+func (f *fakeBot) Decide(_ context.Context, c bot.Click) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clicks = append(f.clicks, c)
+	return nil
+}
+
+func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*bot.Card, error) {
+	if f.card == nil {
+		return nil, confirm.ErrNotFound
+	}
+	c := *f.card
+	return &c, nil
+}
+
+func runShell(t *testing.T, b Bot, input string) string {
+	t.Helper()
+	var out strings.Builder
+	s := New(strings.NewReader(input), &out)
+	if err := s.Run(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+func TestCommands(t *testing.T) {
+	card := sampleCard()
+	b := &fakeBot{card: &card}
+	out := runShell(t, b, "hello there\n/allow 2\n/deny 2 not now please\n/deny all off hours\n/allow 1\n/allow 9\n/allow x\n/frob\n/help\n/quit\nnever read\n")
+	if len(b.turns) != 1 || b.turns[0] != "hello there" {
+		t.Fatalf("turns: %v", b.turns)
+	}
+	want := []bot.Click{
+		{Platform: Platform, Channel: DefaultChannel, User: DefaultUser, Ref: "abcdefghijklmnop.1", Allow: true},
+		{Platform: Platform, Channel: DefaultChannel, User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "not now please"},
+		{Platform: Platform, Channel: DefaultChannel, User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "off hours"},
+	}
+	if len(b.clicks) != len(want) {
+		t.Fatalf("clicks: %+v", b.clicks)
+	}
+	for i := range want {
+		if b.clicks[i] != want[i] {
+			t.Fatalf("click %d: %+v, want %+v", i, b.clicks[i], want[i])
+		}
+	}
+	for _, s := range []string{
+		"A card is still waiting from before",
+		"Call 1 is not waiting for a decision",
+		`"9" is not a call number of the card (1-2)`,
+		`"x" is not a call number`,
+		"Unknown command /frob",
+		"/deny N [reason]    deny call N",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+func TestNoCardWaiting(t *testing.T) {
+	b := &fakeBot{}
+	out := runShell(t, b, "/allow 1\n/card\n")
+	if strings.Count(out, "No card is waiting.") != 2 || len(b.clicks) != 0 {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+type failingBot struct{ fakeBot }
+
+func (f *failingBot) Decide(context.Context, bot.Click) error { return bot.ErrAlreadyClosed }
+
+func TestDecideErrorsShowSafeMessage(t *testing.T) {
+	card := sampleCard()
+	b := &failingBot{fakeBot{card: &card}}
+	out := runShell(t, b, "/allow 2\n")
+	if !strings.Contains(out, "Call 2: "+bot.UserMessage(bot.ErrAlreadyClosed)) {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestUpdatePrintsOnlyChanges(t *testing.T) {
+	var out strings.Builder
+	s := New(strings.NewReader(""), &out)
+	c := sampleCard()
+	if _, err := s.PostCard(context.Background(), bot.Thread{}, c); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
+	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionAllowed, "local", &at
+	if err := s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "  request abcdefgh [2] restart_service: allowed by local at 16:06:00 UTC\n"; got != want {
+		t.Fatalf("update printed %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model/modeltest"
+	"github.com/airlockhq/airlock/storage"
+)
+
+// buildBinary builds the real airlock binary once per test run.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func airlockBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "airlock-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "airlock")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// toolServer is a fake service the HTTP tools call; it records each hit.
+type toolServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	hits []toolHit
+}
+
+type toolHit struct {
+	Path, IdempotencyKey, Body string
+}
+
+func newToolServer(t *testing.T) *toolServer {
+	ts := &toolServer{}
+	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ts.mu.Lock()
+		ts.hits = append(ts.hits, toolHit{Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: string(body)})
+		ts.mu.Unlock()
+		fmt.Fprintf(w, `{"ok":true,"path":%q}`, r.URL.Path)
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func (ts *toolServer) calls() []toolHit {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]toolHit(nil), ts.hits...)
+}
+
+// agent answers like a model would, from the conversation it is sent.
+func agent(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case last.Role == "tool":
+		var seen []string
+		for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role == "tool"; i-- {
+			seen = append([]string{req.Messages[i].Content}, seen...)
+		}
+		return modeltest.TextReply("model saw: " + strings.Join(seen, " | "))
+	case strings.Contains(last.Content, "deploy api"):
+		return modeltest.CallsReply(
+			modeltest.OpenAIToolCall{ID: "call_status", Name: "service_status", Arguments: `{"service": "api"}`},
+			modeltest.OpenAIToolCall{ID: "call_deploy", Name: "deploy", Arguments: `{"service":"api","environment":"production"}`},
+		)
+	case strings.Contains(last.Content, "deploy web"):
+		return modeltest.CallsReply(
+			modeltest.OpenAIToolCall{ID: "call_web", Name: "deploy", Arguments: `{"service":"web","environment":"staging"}`},
+		)
+	}
+	return modeltest.TextReply("hello")
+}
+
+const e2eConfig = `
+storage:
+  driver: sqlite
+  dsn: %s
+model:
+  provider: openai
+  name: fake-model
+  api_key: sk-test
+  base_url: %s
+confirmation:
+  timeout: 1h
+tools:
+  - name: service_status
+    description: Status of a service.
+    parameters:
+      type: object
+      properties: {service: {type: string}}
+      required: [service]
+    summary: "Read the status of {{.service}}"
+    http: {method: POST, url: "%s/status/{{.service}}"}
+  - name: deploy
+    description: Deploy a service.
+    confirm: true
+    parameters:
+      type: object
+      properties:
+        service: {type: string}
+        environment: {type: string, enum: [staging, production]}
+      required: [service, environment]
+    summary: "Deploy {{.service}} to {{.environment}}"
+    http: {method: POST, url: "%s/deploy/{{.service}}"}
+`
+
+// chatProcess is a running `airlock chat` driven through stdin/stdout.
+type chatProcess struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *syncBuffer
+	errb  *syncBuffer
+	seen  int
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startChat(t *testing.T, cfgPath string) *chatProcess {
+	t.Helper()
+	cmd := exec.Command(airlockBinary(t), "chat", "-config", cfgPath)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &chatProcess{t: t, cmd: cmd, stdin: stdin, out: &syncBuffer{}, errb: &syncBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	p.waitFor("/help lists the commands")
+	return p
+}
+
+func (p *chatProcess) send(line string) {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// waitFor waits until s appears in output not yet consumed, and returns
+// the output up to and including it.
+func (p *chatProcess) waitFor(s string) string {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		all := p.out.String()
+		if i := strings.Index(all[p.seen:], s); i >= 0 {
+			chunk := all[p.seen : p.seen+i+len(s)]
+			p.seen += i + len(s)
+			return chunk
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.t.Fatalf("timed out waiting for %q\nstdout:\n%s\nstderr:\n%s", s, p.out.String()[p.seen:], p.errb.String())
+	return ""
+}
+
+// kill ends the process with SIGKILL: no cleanup runs.
+func (p *chatProcess) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+// TestEndToEndShell drives the real binary's terminal adapter against a fake
+// OpenAI-compatible model server, a fake tool service and a real SQLite file.
+func TestEndToEndShell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	model := modeltest.NewOpenAIServer(t, agent)
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf(e2eConfig, filepath.Join(dir, "airlock.db"), model.BaseURL(), tools.URL, tools.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. A reply with one ungated and one gated call pauses: nothing runs.
+	p := startChat(t, cfgPath)
+	p.send("please deploy api")
+	card := p.waitFor("/allow N")
+	for _, want := range []string{"APPROVAL NEEDED", "[1] service_status: Read the status of api", "[2] deploy: Deploy api to production", "runs with the batch", "waiting for a decision"} {
+		if !strings.Contains(card, want) {
+			t.Fatalf("card lacks %q:\n%s", want, card)
+		}
+	}
+	if hits := tools.calls(); len(hits) != 0 {
+		t.Fatalf("tools ran before any decision: %+v", hits)
+	}
+
+	// 2. Kill the process between pause and decision; reopen on the same file.
+	p.kill()
+	p = startChat(t, cfgPath)
+	if again := p.waitFor("/allow N"); !strings.Contains(again, "still waiting") || !strings.Contains(again, "Deploy api to production") {
+		t.Fatalf("the waiting card did not come back after the restart:\n%s", again)
+	}
+
+	// 3. Allow: both calls run, in the model's order, once each.
+	p.send("/allow 2")
+	p.waitFor("model saw:")
+	line := p.waitFor("\n")
+	hits := tools.calls()
+	if len(hits) != 2 || hits[0].Path != "/status/api" || hits[1].Path != "/deploy/api" {
+		t.Fatalf("tool calls: %+v", hits)
+	}
+	if hits[1].Body != `{"service":"api","environment":"production"}` || !strings.HasSuffix(hits[1].IdempotencyKey, "/call_deploy") {
+		t.Fatalf("deploy call: %+v", hits[1])
+	}
+	if !strings.Contains(line, `"path":"/status/api"`) || !strings.Contains(line, `"path":"/deploy/api"`) ||
+		strings.Index(line, "/status/api") > strings.Index(line, "/deploy/api") {
+		t.Fatalf("results did not reach the model in order: %q", line)
+	}
+
+	// 4. A second decision on the same call changes nothing.
+	p.send("/allow 2")
+	if out := p.waitFor("No card is waiting."); strings.Contains(out, "model saw") {
+		t.Fatalf("second decision did something: %s", out)
+	}
+	if n := len(tools.calls()); n != 2 {
+		t.Fatalf("a second decision ran tools again: %d calls", n)
+	}
+
+	// 5. Deny with a reason: the reason reaches the model; nothing runs.
+	p.send("deploy web please")
+	p.waitFor("/allow N")
+	p.waitFor("\n> ")
+	p.send("/deny 1 change freeze until Monday")
+	denied := p.waitFor("model saw:")
+	denied += p.waitFor("\n")
+	if !strings.Contains(denied, "denied by local") || !strings.Contains(denied, "change freeze until Monday") {
+		t.Fatalf("deny output:\n%s", denied)
+	}
+	if n := len(tools.calls()); n != 2 {
+		t.Fatalf("a denied call ran: %d calls", n)
+	}
+	reqs := model.Requests()
+	last := reqs[len(reqs)-1].Messages
+	toolMsg := last[len(last)-1]
+	if toolMsg.Role != "tool" || toolMsg.ToolCallID != "call_web" || !strings.Contains(toolMsg.Content, "change freeze until Monday") {
+		t.Fatalf("model got %+v", toolMsg)
+	}
+
+	t.Logf("transcript:\n%s", p.out.String())
+	// The audit holds the story.
+	p.send("/quit")
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("/quit: %v\n%s", err, p.errb.String())
+	}
+	db, err := storage.Open(context.Background(), "sqlite", filepath.Join(dir, "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	events, err := db.AuditEvents(context.Background(), confirm.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[confirm.AuditKind]int{}
+	for _, e := range events {
+		count[e.Kind]++
+	}
+	// 3 calls asked for; 2 approval requests; 2 decisions by a person; 2 runs.
+	want := map[confirm.AuditKind]int{confirm.AuditToolCall: 3, confirm.AuditApprovalRequest: 2, confirm.AuditDecision: 2, confirm.AuditToolResult: 2}
+	for k, n := range want {
+		if count[k] != n {
+			t.Errorf("audit %s: %d events, want %d (all: %v)", k, count[k], n, count)
+		}
+	}
+}
