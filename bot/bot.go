@@ -97,6 +97,10 @@ func New(cfg Config) (*Bot, error) {
 	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}}, nil
 }
 
+// Approvers returns the approver lookup, for platforms to install their
+// group resolvers.
+func (b *Bot) Approvers() *Approvers { return b.cfg.Approvers }
+
 // Register makes a platform known under its name ("shell", "slack", ...).
 func (b *Bot) Register(name string, p Platform) {
 	b.mu.Lock()
@@ -167,7 +171,36 @@ func (b *Bot) history(ctx context.Context, convID int64) ([]model.Message, error
 		}
 		out = append(out, mm)
 	}
-	return out, nil
+	return arrange(out), nil
+}
+
+// arrange moves asides said while a reply's tool calls waited for their
+// results to just after those results, so every tool call is directly
+// followed by its results as providers require, and labels asides for
+// the model.
+func arrange(h []model.Message) []model.Message {
+	out := make([]model.Message, 0, len(h))
+	var held []model.Message
+	waiting := false
+	for _, m := range h {
+		if m.Role == model.RoleUser && m.Aside {
+			m.Text = fmt.Sprintf("[said in the thread by %s, not addressed to you] %s", m.Author, m.Text)
+			if waiting {
+				held = append(held, m)
+				continue
+			}
+		}
+		out = append(out, m)
+		switch {
+		case m.Role == model.RoleAssistant && len(m.ToolCalls) > 0:
+			waiting = true
+		case m.Role == model.RoleTool:
+			waiting = false
+			out = append(out, held...)
+			held = nil
+		}
+	}
+	return append(out, held...)
 }
 
 func storedMessage(m model.Message) (confirm.Message, error) {
@@ -198,7 +231,7 @@ func roundsThisTurn(h []model.Message) int {
 	n := 0
 	for i := len(h) - 1; i >= 0; i-- {
 		switch {
-		case h[i].Role == model.RoleUser:
+		case h[i].Role == model.RoleUser && !h[i].Aside:
 			return n
 		case h[i].Role == model.RoleAssistant && len(h[i].ToolCalls) > 0:
 			n++

@@ -610,3 +610,115 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 	close(block) // let the "dead" run finish; its outcome must not revive the call
 	<-done
 }
+
+func TestAsidesAreContextAndNeverSupersedeACard(t *testing.T) {
+	h := newHarness(t, "")
+	ctx := context.Background()
+	// A thread without a conversation keeps nothing.
+	if err := h.bot.Note(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T9", User: "carol", Text: "lunch?"}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := h.bot.HasConversation(ctx, bot.Thread{Platform: "test", Channel: "C1", Thread: "T9"}); ok {
+		t.Fatal("an aside created a conversation")
+	}
+	h.model.push(calls(tc("a", "deploy", `{}`)), text("deployed"))
+	h.turn("bob", "deploy")
+	if err := h.bot.Note(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "carol", Text: "wait, is the migration done?"}); err != nil {
+		t.Fatal(err)
+	}
+	if !h.plat.lastCard().Calls[0].Open() {
+		t.Fatal("an aside superseded the pending card")
+	}
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	msgs := h.model.last().Messages
+	// user, assistant(calls), tool results, then the aside: calls and their
+	// results stay adjacent.
+	if len(msgs) != 4 || msgs[1].Role != model.RoleAssistant || msgs[2].Role != model.RoleTool || msgs[3].Role != model.RoleUser {
+		t.Fatalf("history order: %+v", msgs)
+	}
+	if !strings.Contains(msgs[3].Text, "carol") || !strings.Contains(msgs[3].Text, "not addressed to you") || !strings.Contains(msgs[3].Text, "migration") {
+		t.Fatalf("aside: %q", msgs[3].Text)
+	}
+}
+
+func TestApproverGroupsRolesAndBots(t *testing.T) {
+	a := bot.NewApprovers([]bot.ChannelApprovers{
+		{Platform: "slack", ID: "*", Groups: []string{"S1"}},
+		{Platform: "slack", ID: "C2", Users: []string{"U9"}},
+		{Platform: "discord", ID: "D1", Roles: []string{"R-mod"}},
+	})
+	ctx := context.Background()
+	lookups := 0
+	a.SetGroupResolver("slack", func(_ context.Context, g string) ([]string, error) {
+		lookups++
+		if g == "S1" {
+			return []string{"U1", "U2"}, nil
+		}
+		return nil, errors.New("no such group")
+	})
+	cases := []struct {
+		c    bot.Click
+		want bool
+	}{
+		{bot.Click{Platform: "slack", Channel: "C1", User: "U1"}, true},               // group member, wildcard channel
+		{bot.Click{Platform: "slack", Channel: "C1", User: "U3"}, false},              // not in the group
+		{bot.Click{Platform: "slack", Channel: "C2", User: "U1"}, false},              // the exact channel's entry wins
+		{bot.Click{Platform: "slack", Channel: "C2", User: "U9"}, true},               // listed user
+		{bot.Click{Platform: "slack", Channel: "C2", User: "U9", IsBot: true}, false}, // a bot
+		{bot.Click{Platform: "discord", Channel: "D1", User: "X", Roles: []string{"R-mod"}}, true},
+		{bot.Click{Platform: "discord", Channel: "D1", User: "X", Roles: []string{"R-other"}}, false},
+		{bot.Click{Platform: "discord", Channel: "D2", User: "X", Roles: []string{"R-mod"}}, false}, // no entry
+	}
+	for i, tc := range cases {
+		if got := a.CanApprove(ctx, tc.c); got != tc.want {
+			t.Errorf("case %d %+v: CanApprove = %v", i, tc.c, got)
+		}
+	}
+	if lookups == 0 {
+		t.Fatal("groups were never resolved")
+	}
+}
+
+type infoTool struct {
+	fakeTool
+	got confirm.RunInfo
+}
+
+func (f *infoTool) Run(ctx context.Context, args json.RawMessage, key string) (string, error) {
+	f.got, _ = confirm.RunInfoFrom(ctx)
+	return "ok", nil
+}
+
+func TestToolsSeeWhoDecided(t *testing.T) {
+	h := newHarness(t, "")
+	it := &infoTool{}
+	h.bot = mustBot(t, h, toolSetWith{"ban": it})
+	h.model.push(calls(tc("a", "ban", `{}`)), text("banned"))
+	h.turn("bob", "ban spammer")
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if it.got.DecidedBy != "alice" || it.got.RequestedBy != "bob" || it.got.Channel != "C1" || it.got.Platform != "test" {
+		t.Fatalf("run info: %+v", it.got)
+	}
+}
+
+type toolSetWith map[string]tools.Tool
+
+func (t toolSetWith) Get(name string) (tools.Tool, bool) { x, ok := t[name]; return x, ok }
+func (t toolSetWith) Specs() []model.ToolSpec            { return nil }
+
+func mustBot(t *testing.T, h *harness, ts bot.Tools) *bot.Bot {
+	t.Helper()
+	b, err := bot.New(bot.Config{
+		Store: h.store, Model: h.model, Tools: ts, Policy: confirm.ForTools("ban"),
+		Approvers: bot.NewApprovers([]bot.ChannelApprovers{{Platform: "test", ID: "C1", Users: []string{"alice"}}}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Register("test", h.plat)
+	return b
+}

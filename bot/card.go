@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +17,7 @@ type Card struct {
 	BatchID     string
 	Intro       string // the model's own words in the paused reply, if any
 	RequestedBy string // platform user id
-	Approvers   []string
+	Approvers   ApproverSet
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	Status      confirm.BatchStatus
@@ -135,7 +134,7 @@ func ParseRef(ref string) (batchID string, position int, err error) {
 }
 
 // cardFor builds the card of a batch.
-func cardFor(b *confirm.Batch, intro string, approvers []string) Card {
+func cardFor(b *confirm.Batch, intro string, approvers ApproverSet) Card {
 	c := Card{
 		BatchID:     b.ID,
 		Intro:       intro,
@@ -180,12 +179,4 @@ func excerpt(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
-}
-
-// describeApprovers is a footer line for cards.
-func describeApprovers(users []string) string {
-	if len(users) == 0 {
-		return "No approvers are configured for this channel."
-	}
-	return fmt.Sprintf("Approvers: %s", strings.Join(users, ", "))
 }

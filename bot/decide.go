@@ -19,7 +19,9 @@ type Click struct {
 	User     string // platform user id of the clicker
 	Ref      string // the opaque reference the button carried
 	Allow    bool
-	Reason   string // a deny reason, optional
+	Reason   string   // a deny reason, optional
+	Roles    []string // the clicker's roles where the platform has them (Discord)
+	IsBot    bool     // clicks by bots are refused
 }
 
 // MaxReasonLen caps a deny reason, in runes.
@@ -76,9 +78,9 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "button from another channel")
 		return ErrWrongChannel
 	}
-	approver := b.cfg.Approvers.CanApprove(ctx, c.Platform, c.Channel, c.User)
+	approver := b.cfg.Approvers.CanApprove(ctx, c)
 	// The requester may withdraw (deny) their own calls: it can only stop things.
-	withdraw := !c.Allow && c.User != "" && c.User == batch.RequestedBy
+	withdraw := !c.Allow && !c.IsBot && c.User != "" && c.User == batch.RequestedBy
 	if !approver && !withdraw {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "not an approver")
 		return ErrNotApprover

@@ -24,7 +24,7 @@ func (b *Bot) resume(ctx context.Context, conv confirm.Conversation, batchID str
 	if err != nil {
 		return err
 	}
-	if len(hist) == 0 || hist[len(hist)-1].Role != model.RoleTool {
+	if !endsWithResults(hist) {
 		return nil
 	}
 	batch, err := b.store.Batch(ctx, batchID)
@@ -32,6 +32,18 @@ func (b *Bot) resume(ctx context.Context, conv confirm.Conversation, batchID str
 		return fmt.Errorf("reload batch: %w", err)
 	}
 	return b.converse(ctx, conv, batch.RequestedBy)
+}
+
+// endsWithResults reports whether the newest message other than asides is
+// a tool-results message: the model has not answered it yet.
+func endsWithResults(h []model.Message) bool {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Role == model.RoleUser && h[i].Aside {
+			continue
+		}
+		return h[i].Role == model.RoleTool
+	}
+	return false
 }
 
 // finishBatch claims a decided batch, runs its allowed calls in the model's
@@ -61,7 +73,10 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	}
 	has := func(name string) bool { _, ok := b.cfg.Tools.Get(name); return ok }
 	results, err := confirm.Execute(ctx, calls, decisions, has, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
-		return b.runCall(ctx, byKey[key], tc)
+		c := byKey[key]
+		info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread,
+			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
+		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc)
 	})
 	if err != nil {
 		// The stored batch broke a rule (it cannot, short of tampering): run nothing.

@@ -39,6 +39,28 @@ func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
 	return b.converse(ctx, conv, t.User)
 }
 
+// Note keeps a message said in a thread that holds a conversation, without
+// making it a turn: the model sees it as context on the next turn. It never
+// supersedes a pending card. A thread without a conversation keeps nothing.
+func (b *Bot) Note(ctx context.Context, t Turn) error {
+	conv, err := b.store.FindConversation(ctx, t.Platform, t.Channel, t.Thread)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("load conversation: %w", err)
+	}
+	return b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true})
+}
+
+// HasConversation reports whether the thread holds a conversation.
+func (b *Bot) HasConversation(ctx context.Context, th Thread) (bool, error) {
+	_, err := b.store.FindConversation(ctx, th.Platform, th.Channel, th.Thread)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // settle brings a conversation to a state where a new user message may
 // follow: a pending pause is abandoned (every call denied with "The user
 // moved on."), and batches decided but not yet run are run, so the history

@@ -28,7 +28,29 @@ type Config struct {
 	Confirmation Confirmation   `yaml:"confirmation"`
 	Tools        []tools.Config `yaml:"tools"`
 	Channels     []Channel      `yaml:"channels"`
+	Slack        *Slack         `yaml:"slack"`
+	Discord      *Discord       `yaml:"discord"`
 }
+
+// Slack is the `slack` section; present means `airlock run` connects to Slack.
+type Slack struct {
+	Mode          string `yaml:"mode"`           // socket (default) | http
+	BotToken      string `yaml:"bot_token"`      // xoxb-...
+	AppToken      string `yaml:"app_token"`      // xapp-..., socket mode
+	SigningSecret string `yaml:"signing_secret"` // http mode
+	APIURL        string `yaml:"api_url"`        // Web API base; default https://slack.com/api/
+}
+
+// Discord is the `discord` section; present means `airlock run` connects
+// to Discord.
+type Discord struct {
+	Token           string   `yaml:"token"`            // the bare bot token, without "Bot "
+	APIURL          string   `yaml:"api_url"`          // REST base; default https://discord.com/api/v9/
+	ModerationTools []string `yaml:"moderation_tools"` // built-in tools to enable: timeout_member, kick_member, ban_member, delete_message
+}
+
+// DiscordModerationTools are the built-in moderation tools.
+var DiscordModerationTools = []string{"timeout_member", "kick_member", "ban_member", "delete_message"}
 
 // Storage is the `storage` section.
 type Storage struct {
@@ -60,9 +82,11 @@ func (c Confirmation) FlagHonoured() bool { return c.Enabled == nil || *c.Enable
 
 // Channel is one `channels[]` entry: who may approve in a channel.
 type Channel struct {
-	Platform  string   `yaml:"platform"` // shell | slack | discord
-	ID        string   `yaml:"id"`       // channel id, or "*" for every channel of the platform
-	Approvers []string `yaml:"approvers"`
+	Platform       string   `yaml:"platform"` // shell | slack | discord
+	ID             string   `yaml:"id"`       // channel id, or "*" for every channel of the platform
+	Approvers      []string `yaml:"approvers"`
+	ApproverGroups []string `yaml:"approver_groups"` // Slack user group ids
+	ApproverRoles  []string `yaml:"approver_roles"`  // Discord role ids
 }
 
 // Defaults.
@@ -277,6 +301,17 @@ func (c *Config) applyDefaults() {
 	if c.Storage.Driver == "sqlite" && c.Storage.DSN == "" {
 		c.Storage.DSN = DefaultSQLiteDSN
 	}
+	if c.Slack != nil {
+		if c.Slack.Mode == "" {
+			c.Slack.Mode = "socket"
+		}
+		if c.Slack.APIURL == "" {
+			c.Slack.APIURL = "https://slack.com/api/"
+		}
+	}
+	if c.Discord != nil && c.Discord.APIURL == "" {
+		c.Discord.APIURL = "https://discord.com/api/v9/"
+	}
 	if c.Model.MaxToolRounds == 0 {
 		c.Model.MaxToolRounds = DefaultMaxToolRounds
 	}
@@ -319,12 +354,21 @@ func (c *Config) Validate() error {
 	if c.Confirmation.Timeout < time.Second {
 		return keyErr("confirmation.timeout", "must be a duration of at least 1s, with its unit: 90s, 30m, 2h")
 	}
+	if err := c.validatePlatforms(); err != nil {
+		return err
+	}
 	set, err := tools.New(c.Tools, tools.Options{})
 	if err != nil {
 		return err
 	}
+	builtin := map[string]bool{}
+	if c.Discord != nil {
+		for _, n := range c.Discord.ModerationTools {
+			builtin[n] = true
+		}
+	}
 	for i, name := range c.Confirmation.Tools {
-		if _, ok := set.Get(name); !ok {
+		if _, ok := set.Get(name); !ok && !builtin[name] {
 			return keyErr(fmt.Sprintf("confirmation.tools[%d]", i), "no tool named %q", name)
 		}
 	}
@@ -335,6 +379,12 @@ func (c *Config) Validate() error {
 		}
 		if ch.ID == "" {
 			return keyErr(key+".id", `required (a channel id, or "*" for every channel)`)
+		}
+		if len(ch.ApproverGroups) > 0 && ch.Platform != "slack" {
+			return keyErr(key+".approver_groups", "only for platform slack")
+		}
+		if len(ch.ApproverRoles) > 0 && ch.Platform != "discord" {
+			return keyErr(key+".approver_roles", "only for platform discord")
 		}
 		for j, a := range ch.Approvers {
 			if strings.TrimSpace(a) == "" {
@@ -352,4 +402,44 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func (c *Config) validatePlatforms() error {
+	if s := c.Slack; s != nil {
+		if s.BotToken == "" {
+			return keyErr("slack.bot_token", "required (xoxb-...)")
+		}
+		switch s.Mode {
+		case "socket":
+			if s.AppToken == "" {
+				return keyErr("slack.app_token", "required in socket mode (xapp-...)")
+			}
+		case "http":
+			if s.SigningSecret == "" {
+				return keyErr("slack.signing_secret", "required in http mode")
+			}
+		default:
+			return keyErr("slack.mode", "%q is not one of socket, http", s.Mode)
+		}
+		if !strings.HasPrefix(s.APIURL, "http://") && !strings.HasPrefix(s.APIURL, "https://") {
+			return keyErr("slack.api_url", "must be an http:// or https:// URL")
+		}
+	}
+	if d := c.Discord; d != nil {
+		if d.Token == "" {
+			return keyErr("discord.token", "required")
+		}
+		if strings.HasPrefix(d.Token, "Bot ") {
+			return keyErr("discord.token", `write the bare token, without the "Bot " prefix`)
+		}
+		if !strings.HasPrefix(d.APIURL, "http://") && !strings.HasPrefix(d.APIURL, "https://") {
+			return keyErr("discord.api_url", "must be an http:// or https:// URL")
+		}
+		for i, n := range d.ModerationTools {
+			if !contains(DiscordModerationTools, n) {
+				return keyErr(fmt.Sprintf("discord.moderation_tools[%d]", i), "%q is not one of %s", n, strings.Join(DiscordModerationTools, ", "))
+			}
+		}
+	}
+	return nil
 }

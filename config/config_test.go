@@ -91,6 +91,14 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"unset env", minimal + "  api_key: ${NOPE}\n", "model.api_key"},
 		{"wrong type", minimal + "  max_tool_rounds: lots\n", "model.max_tool_rounds"},
 		{"list for a mapping", "model: [a]\n", "model"},
+		{"slack without bot token", minimal + "slack: {app_token: x}\n", "slack.bot_token"},
+		{"slack socket needs app token", minimal + "slack: {bot_token: x}\n", "slack.app_token"},
+		{"slack http needs secret", minimal + "slack: {bot_token: x, mode: http}\n", "slack.signing_secret"},
+		{"slack bad mode", minimal + "slack: {bot_token: x, mode: rtm}\n", "slack.mode"},
+		{"discord token prefix", minimal + "discord: {token: 'Bot abc'}\n", "discord.token"},
+		{"discord bad moderation tool", minimal + "discord: {token: abc, moderation_tools: [nuke_server]}\n", "discord.moderation_tools[0]"},
+		{"groups only on slack", minimal + "channels: [{platform: discord, id: x, approver_groups: [S1]}]\n", "channels[0].approver_groups"},
+		{"roles only on discord", minimal + "channels: [{platform: slack, id: x, approver_roles: [R1]}]\n", "channels[0].approver_roles"},
 		{"tool without executor", minimal + "tools: [{name: a}]\n", "tools[0]"},
 	}
 	for _, tc := range cases {
@@ -131,5 +139,29 @@ func TestMalformedYAML(t *testing.T) {
 		if _, err := Parse([]byte(src), env(nil)); err == nil {
 			t.Errorf("%q: want an error", src)
 		}
+	}
+}
+
+func TestPlatformSections(t *testing.T) {
+	src := minimal + `slack:
+  bot_token: ${SLACK_BOT_TOKEN}
+  app_token: ${SLACK_APP_TOKEN}
+discord:
+  token: ${DISCORD_BOT_TOKEN}
+  moderation_tools: [ban_member]
+confirmation: {tools: [ban_member]}
+channels:
+  - {platform: slack, id: C1, approvers: [U1], approver_groups: [S1]}
+  - {platform: discord, id: "*", approver_roles: ["123"]}
+`
+	c, err := Parse([]byte(src), env(map[string]string{"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "DISCORD_BOT_TOKEN": "abc"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Slack.Mode != "socket" || c.Slack.APIURL != "https://slack.com/api/" || c.Discord.APIURL != "https://discord.com/api/v9/" {
+		t.Fatalf("defaults: %+v %+v", c.Slack, c.Discord)
+	}
+	if c.Channels[0].ApproverGroups[0] != "S1" || c.Channels[1].ApproverRoles[0] != "123" {
+		t.Fatalf("channels: %+v", c.Channels)
 	}
 }

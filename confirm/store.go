@@ -155,6 +155,9 @@ type AuditFilter struct {
 type Store interface {
 	// Conversation returns the conversation of a thread, creating it.
 	Conversation(ctx context.Context, platform, channel, thread string) (Conversation, error)
+	// FindConversation returns the conversation of a thread; ErrNotFound
+	// when the thread holds none.
+	FindConversation(ctx context.Context, platform, channel, thread string) (Conversation, error)
 	ConversationByID(ctx context.Context, id int64) (Conversation, error)
 	// AppendMessages appends messages in order, assigning Seq.
 	AppendMessages(ctx context.Context, conversationID int64, msgs ...Message) error
@@ -216,6 +219,35 @@ type Store interface {
 	Audit(ctx context.Context, e AuditEvent) error
 	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
 
+	// MarkEvent records a platform event id and reports whether this is
+	// the first time it was seen (retried deliveries start no second turn).
+	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error)
+
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// RunInfo tells a tool which conversation and decision a run belongs to
+// (built-in platform tools need the channel and the approver).
+type RunInfo struct {
+	Platform    string
+	Channel     string
+	Thread      string
+	BatchID     string
+	Key         string
+	RequestedBy string
+	DecidedBy   string // platform user id, or "policy"
+}
+
+type runInfoKey struct{}
+
+// WithRunInfo returns a context carrying info.
+func WithRunInfo(ctx context.Context, info RunInfo) context.Context {
+	return context.WithValue(ctx, runInfoKey{}, info)
+}
+
+// RunInfoFrom returns the RunInfo of a run's context.
+func RunInfoFrom(ctx context.Context) (RunInfo, bool) {
+	info, ok := ctx.Value(runInfoKey{}).(RunInfo)
+	return info, ok
 }

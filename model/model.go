@@ -27,7 +27,10 @@ type Message struct {
 	Role Role `json:"role"`
 	// Author is the platform user id of a user message.
 	Author string `json:"author,omitempty"`
-	Text   string `json:"text,omitempty"`
+	// Aside marks a user message said in the thread but not addressed to
+	// the bot: kept as context for the next turn.
+	Aside bool   `json:"aside,omitempty"`
+	Text  string `json:"text,omitempty"`
 	// ToolCalls of an assistant message, in the model's order.
 	ToolCalls []confirm.ToolCall `json:"tool_calls,omitempty"`
 	// Results of a tool message, one per call, in the model's order.

@@ -44,6 +44,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"RaceDecideSameCall", testRaceDecideSameCall},
 		{"RaceDecideAllCalls", testRaceDecideAllCalls},
 		{"RaceClaim", testRaceClaim},
+		{"MarkEventOnce", testMarkEventOnce},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,6 +157,13 @@ func testConversationGetOrCreate(t *testing.T, db *DB) {
 	}
 	if other.ID == a.ID {
 		t.Fatal("a different thread got the same conversation")
+	}
+	found, err := db.FindConversation(ctx, "slack", "C1", "T1")
+	if err != nil || found.ID != a.ID {
+		t.Fatalf("FindConversation = %+v, %v", found, err)
+	}
+	if _, err := db.FindConversation(ctx, "slack", "C1", "no-such-thread"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("FindConversation of a thread without one: %v", err)
 	}
 	byID, err := db.ConversationByID(ctx, a.ID)
 	if err != nil || byID.ID != a.ID || byID.Thread != "T1" {
@@ -1153,5 +1161,37 @@ func testRaceClaim(t *testing.T, db *DB) {
 	}
 	if got := loadBatch(t, db, b.ID); got.ClaimedBy != winner || got.Status != confirm.BatchRunning {
 		t.Fatalf("batch = %s claimed by %q, want running by %q", got.Status, got.ClaimedBy, winner)
+	}
+}
+
+func testMarkEventOnce(t *testing.T, db *DB) {
+	ctx := t.Context()
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			first, err := db.MarkEvent(ctx, "slack", "Ev123", time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			if first {
+				wins.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Fatalf("%d deliveries of one event were taken as first, want 1", wins.Load())
+	}
+	if first, err := db.MarkEvent(ctx, "discord", "Ev123", time.Now()); err != nil || !first {
+		t.Fatalf("the same id on another platform: %v %v", first, err)
+	}
+	if _, err := db.MarkEvent(ctx, "slack", "", time.Now()); err == nil {
+		t.Fatal("an empty event id must be refused")
 	}
 }

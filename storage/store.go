@@ -172,8 +172,14 @@ func (db *DB) Conversation(ctx context.Context, platform, channel, thread string
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("create conversation: %w", err)
 	}
+	return db.FindConversation(ctx, platform, channel, thread)
+}
+
+// FindConversation returns the conversation of a thread; ErrNotFound when
+// the thread holds none.
+func (db *DB) FindConversation(ctx context.Context, platform, channel, thread string) (confirm.Conversation, error) {
 	var r conversationRow
-	err = db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, created_at FROM conversations
+	err := db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, created_at FROM conversations
 		WHERE platform = ? AND channel = ? AND thread = ?`), platform, channel, thread)
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("load conversation: %w", notFound(err))
@@ -939,4 +945,22 @@ func (db *DB) AuditEvents(ctx context.Context, f confirm.AuditFilter) ([]confirm
 		}
 	}
 	return out, nil
+}
+
+// MarkEvent records a platform event id; it reports true only the first
+// time the id is seen, so a retried delivery never starts a second turn.
+func (db *DB) MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error) {
+	if eventID == "" {
+		return false, errors.New("mark event: empty event id")
+	}
+	r, err := db.x.ExecContext(ctx, db.q(`INSERT INTO events (platform, event_id, seen_at) VALUES (?, ?, ?)
+		ON CONFLICT (platform, event_id) DO NOTHING`), platform, eventID, db.ts(nowOr(at)))
+	if err != nil {
+		return false, fmt.Errorf("mark event: %w", err)
+	}
+	n, err := affected(r)
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
 }

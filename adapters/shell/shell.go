@@ -270,8 +270,16 @@ func Render(c bot.Card) string {
 	}
 	if !c.Complete() {
 		approvers := "none configured"
-		if len(c.Approvers) > 0 {
-			approvers = strings.Join(c.Approvers, ", ")
+		if !c.Approvers.Empty() {
+			var who []string
+			who = append(who, c.Approvers.Users...)
+			for _, g := range c.Approvers.Groups {
+				who = append(who, "group "+g)
+			}
+			for _, r := range c.Approvers.Roles {
+				who = append(who, "role "+r)
+			}
+			approvers = strings.Join(who, ", ")
 		}
 		fmt.Fprintf(&w, "| Approvers: %s. Expires %s.\n", approvers, c.ExpiresAt.UTC().Format(time.RFC3339))
 		fmt.Fprintf(&w, "+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]\n")

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +40,7 @@ func sampleCard() bot.Card {
 		BatchID:     "abcdefghijklmnop",
 		Intro:       "I'll check the status,\nthen restart the API.",
 		RequestedBy: "local",
-		Approvers:   []string{"local", "oncall"},
+		Approvers:   bot.ApproverSet{Users: []string{"local", "oncall"}},
 		ExpiresAt:   at.Add(30 * time.Minute),
 		Calls: []bot.CardCall{
 			{Ref: "abcdefghijklmnop.0", Number: 1, Key: "#0", Tool: "service_status", Summary: "Read the status of api", Args: "{\n  \"service\": \"api\"\n}", Decision: confirm.DecisionAllowedByPolicy, DecidedBy: "policy", DecidedAt: &at},
@@ -115,7 +116,7 @@ func TestCommands(t *testing.T) {
 		t.Fatalf("clicks: %+v", b.clicks)
 	}
 	for i := range want {
-		if b.clicks[i] != want[i] {
+		if !reflect.DeepEqual(b.clicks[i], want[i]) {
 			t.Fatalf("click %d: %+v, want %+v", i, b.clicks[i], want[i])
 		}
 	}
