@@ -52,6 +52,7 @@ type Config struct {
 	SystemPrompt  string
 	MaxToolRounds int           // default 8
 	Timeout       time.Duration // how long a pause waits; default 30m
+	RemindBefore  time.Duration // remind approvers this long before expiry; 0: never
 	Now           func() time.Time
 	Logger        *slog.Logger
 	WorkerID      string // names this process in claims
@@ -120,41 +121,6 @@ func (b *Bot) platform(name string) (Platform, error) {
 
 func threadOf(c confirm.Conversation) Thread {
 	return Thread{Platform: c.Platform, Channel: c.Channel, Thread: c.Thread}
-}
-
-// keyedMutex serialises work per key: one turn at a time per thread.
-type keyedMutex struct {
-	mu    sync.Mutex
-	locks map[int64]*keyedEntry
-}
-
-type keyedEntry struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func (k *keyedMutex) lock(key int64) func() {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[int64]*keyedEntry{}
-	}
-	e := k.locks[key]
-	if e == nil {
-		e = &keyedEntry{}
-		k.locks[key] = e
-	}
-	e.refs++
-	k.mu.Unlock()
-	e.mu.Lock()
-	return func() {
-		e.mu.Unlock()
-		k.mu.Lock()
-		e.refs--
-		if e.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 }
 
 // history loads the conversation's messages as model messages.

@@ -159,6 +159,8 @@ func (p *platform) lastPost() string {
 	return p.posts[len(p.posts)-1]
 }
 
+var workerSeq atomic.Int64
+
 type harness struct {
 	t     *testing.T
 	bot   *bot.Bot
@@ -171,6 +173,11 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, path string) *harness {
+	t.Helper()
+	return newHarnessWith(t, path, nil)
+}
+
+func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "airlock.db")
@@ -191,7 +198,7 @@ func newHarness(t *testing.T, path string) *harness {
 	now := &atomic.Int64{}
 	now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
 	m := &scripted{}
-	b, err := bot.New(bot.Config{
+	cfg := bot.Config{
 		Store:     db,
 		Model:     m,
 		Tools:     ts,
@@ -199,7 +206,12 @@ func newHarness(t *testing.T, path string) *harness {
 		Approvers: bot.NewApprovers([]bot.ChannelApprovers{{Platform: "test", ID: "C1", Users: []string{"alice"}}}),
 		Timeout:   10 * time.Minute,
 		Now:       func() time.Time { return time.Unix(0, now.Load()).UTC() },
-	})
+		WorkerID:  fmt.Sprintf("worker-%d", workerSeq.Add(1)),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	b, err := bot.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,6 +601,16 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 	}
 	h2 := newHarness(t, path)
 	h2.model.push(text("I could not confirm the deploy."))
+	// While the first worker's lease is live, a second worker leaves the
+	// conversation alone.
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := h2.store.Batch(context.Background(), batchID); b.Calls[0].Run != confirm.RunRunning {
+		t.Fatalf("recovered a batch whose worker still holds the lease: %s", b.Calls[0].Run)
+	}
+	// The first worker is dead: its lease lapses.
+	h2.now.Add(int64(bot.LeaseTTL + time.Second))
 	if err := h2.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -721,4 +743,54 @@ func mustBot(t *testing.T, h *harness, ts bot.Tools) *bot.Bot {
 	}
 	b.Register("test", h.plat)
 	return b
+}
+
+func TestReminderBeforeExpiry(t *testing.T) {
+	for _, rc := range []struct {
+		name  string
+		lead  time.Duration
+		posts int
+	}{
+		{"two minutes ahead", 2 * time.Minute, 1},
+		{"disabled", 0, 0},
+		{"longer than the timeout", 15 * time.Minute, 0},
+	} {
+		t.Run(rc.name, func(t *testing.T) {
+			h := newHarnessWith(t, "", func(c *bot.Config) { c.RemindBefore = rc.lead })
+			h.model.push(calls(tc("a", "deploy", `{"svc":"api"}`)), text("expired"))
+			h.turn("bob", "deploy")
+			ctx := context.Background()
+			reminders := func() int {
+				n := 0
+				for _, p := range h.plat.posts {
+					if strings.Contains(p, "still needs a decision") {
+						n++
+					}
+				}
+				return n
+			}
+			h.now.Add(int64(7 * time.Minute))
+			if err := h.bot.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if reminders() != 0 {
+				t.Fatal("reminded too early")
+			}
+			h.now.Add(int64(time.Minute + time.Second))
+			for i := 0; i < 3; i++ {
+				if err := h.bot.Sweep(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := reminders(); got != rc.posts {
+				t.Fatalf("%d reminders, want %d: %v", got, rc.posts, h.plat.posts)
+			}
+			if rc.posts > 0 {
+				p := h.plat.posts[len(h.plat.posts)-1]
+				if !strings.Contains(p, "alice") || !strings.Contains(p, `deploy {"svc":"api"}`) || !strings.Contains(p, "1m59s") {
+					t.Fatalf("reminder: %q", p)
+				}
+			}
+		})
+	}
 }

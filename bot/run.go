@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -12,8 +13,16 @@ import (
 
 // resume runs a fully decided batch and continues the model in its thread.
 func (b *Bot) resume(ctx context.Context, conv confirm.Conversation, batchID string) error {
-	unlock := b.turns.lock(conv.ID)
+	unlock, err := b.lockConversation(ctx, conv.ID)
+	if err != nil {
+		return err
+	}
 	defer unlock()
+	return b.resumeLocked(ctx, conv, batchID)
+}
+
+// resumeLocked is resume for a caller holding the conversation.
+func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batchID string) error {
 	ran, err := b.finishBatch(ctx, conv, batchID)
 	if err != nil || !ran {
 		return err
@@ -186,46 +195,69 @@ func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch 
 	}
 }
 
-// Recover runs at start: calls that were running when the process died
-// become unknown (never run again), and batches decided but not run, or
-// left running by a dead worker, are finished and their conversations
-// continued.
+// Recover finishes work a dead worker left: batches decided but never run,
+// and batches left running, whose calls that were running become unknown
+// (never run again) before the batch is finished and the conversation
+// continued. A conversation another live worker holds is left to it. It
+// runs at start and from the sweep.
 func (b *Bot) Recover(ctx context.Context) error {
-	if _, err := b.store.RecoverRunning(ctx); err != nil {
-		return fmt.Errorf("recover running calls: %w", err)
-	}
-	running, err := b.store.BatchesIn(ctx, confirm.BatchRunning)
-	if err != nil {
-		return fmt.Errorf("list running batches: %w", err)
-	}
-	for _, id := range running {
-		if err := b.store.ReleaseBatch(ctx, id); err != nil {
-			return fmt.Errorf("release batch: %w", err)
-		}
-	}
-	decided, err := b.store.BatchesIn(ctx, confirm.BatchDecided)
-	if err != nil {
-		return fmt.Errorf("list decided batches: %w", err)
-	}
-	for _, id := range decided {
-		batch, err := b.store.Batch(ctx, id)
+	var ids []string
+	for _, st := range []confirm.BatchStatus{confirm.BatchRunning, confirm.BatchDecided} {
+		some, err := b.store.BatchesIn(ctx, st)
 		if err != nil {
-			return fmt.Errorf("load batch: %w", err)
+			return fmt.Errorf("list %s batches: %w", st, err)
 		}
-		conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
-		if err != nil {
-			return fmt.Errorf("load conversation: %w", err)
-		}
-		if err := b.resume(ctx, conv, id); err != nil {
-			b.log.Error("resume batch after restart", "batch", id, "err", err)
+		ids = append(ids, some...)
+	}
+	for _, id := range ids {
+		if err := b.recoverBatch(ctx, id); err != nil {
+			b.log.Error("recover batch", "batch", id, "err", err)
 		}
 	}
 	return nil
 }
 
-// Sweep expires pending calls past their deadline, answers the model for
-// them and continues their conversations.
+func (b *Bot) recoverBatch(ctx context.Context, id string) error {
+	batch, err := b.store.Batch(ctx, id)
+	if err != nil {
+		return fmt.Errorf("load batch: %w", err)
+	}
+	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+	if err != nil {
+		return fmt.Errorf("load conversation: %w", err)
+	}
+	unlock, ok, err := b.tryLockConversation(ctx, conv.ID)
+	if err != nil || !ok {
+		return err // a live worker holds the conversation
+	}
+	defer unlock()
+	// Reload under the lock: the holder may have finished meanwhile.
+	if batch, err = b.store.Batch(ctx, id); err != nil {
+		return fmt.Errorf("reload batch: %w", err)
+	}
+	switch batch.Status {
+	case confirm.BatchRunning:
+		if _, err := b.store.RecoverRunning(ctx, id); err != nil {
+			return fmt.Errorf("mark running calls unknown: %w", err)
+		}
+		if err := b.store.ReleaseBatch(ctx, id); err != nil {
+			return fmt.Errorf("release batch: %w", err)
+		}
+		b.log.Warn("recovered a batch a dead worker left running", "batch", id, "claimed_by", batch.ClaimedBy)
+	case confirm.BatchDecided:
+	default:
+		return nil
+	}
+	return b.resumeLocked(ctx, conv, id)
+}
+
+// Sweep expires pending calls past their deadline (answering the model
+// for them and continuing their conversations) and posts reminders before
+// expiry.
 func (b *Bot) Sweep(ctx context.Context) error {
+	if err := b.remind(ctx); err != nil {
+		b.log.Error("reminders", "err", err)
+	}
 	ids, err := b.store.ExpiredBatches(ctx, b.now())
 	if err != nil {
 		return fmt.Errorf("list expired: %w", err)
@@ -255,20 +287,88 @@ func (b *Bot) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// Run sweeps for expired pauses every interval until ctx ends.
+// Mentioner is implemented by platforms that can mention approvers.
+type Mentioner interface {
+	Mention(approvers ApproverSet) string
+}
+
+// remind posts, once per batch, a reminder mentioning the approvers
+// RemindBefore ahead of expiry. A lead not shorter than the timeout sends
+// none.
+func (b *Bot) remind(ctx context.Context) error {
+	lead := b.cfg.RemindBefore
+	if lead <= 0 || lead >= b.cfg.Timeout {
+		return nil
+	}
+	now := b.now()
+	ids, err := b.store.DueReminders(ctx, now, now.Add(lead))
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		won, err := b.store.MarkReminded(ctx, id, now)
+		if err != nil || !won {
+			if err != nil {
+				b.log.Error("mark reminded", "batch", id, "err", err)
+			}
+			continue
+		}
+		batch, err := b.store.Batch(ctx, id)
+		if err != nil {
+			return fmt.Errorf("load batch: %w", err)
+		}
+		conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+		if err != nil {
+			return fmt.Errorf("load conversation: %w", err)
+		}
+		p, err := b.platform(conv.Platform)
+		if err != nil {
+			return err
+		}
+		approvers := b.cfg.Approvers.For(conv.Platform, conv.Channel)
+		who := strings.Join(approvers.Users, ", ")
+		if m, ok := p.(Mentioner); ok {
+			who = m.Mention(approvers)
+		}
+		if who == "" {
+			who = "Approvers"
+		}
+		var waiting []string
+		for _, c := range batch.Calls {
+			if c.Decision == confirm.DecisionPending {
+				waiting = append(waiting, fmt.Sprintf("%d. %s", c.Position+1, c.Summary))
+			}
+		}
+		left := batch.ExpiresAt.Sub(now).Round(time.Second)
+		msg := fmt.Sprintf("%s: a request here still needs a decision and expires in %s (%s): %s",
+			who, left, batch.ExpiresAt.UTC().Format("15:04:05 UTC"), strings.Join(waiting, "; "))
+		if err := p.Post(ctx, threadOf(conv), msg); err != nil {
+			b.log.Error("post reminder", "batch", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// Run sweeps for expiry and reminders every interval, and for work dead
+// workers left every ten intervals, until ctx ends.
 func (b *Bot) Run(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Second
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			if err := b.Sweep(ctx); err != nil && ctx.Err() == nil {
 				b.log.Error("sweep", "err", err)
+			}
+			if n%10 == 0 {
+				if err := b.Recover(ctx); err != nil && ctx.Err() == nil {
+					b.log.Error("recover", "err", err)
+				}
 			}
 		}
 	}

@@ -27,7 +27,10 @@ func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}
-	unlock := b.turns.lock(conv.ID)
+	unlock, err := b.lockConversation(ctx, conv.ID)
+	if err != nil {
+		return err
+	}
 	defer unlock()
 
 	if err := b.settle(ctx, conv); err != nil {

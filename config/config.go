@@ -75,6 +75,18 @@ type Confirmation struct {
 	Enabled *bool         `yaml:"enabled"`
 	Tools   []string      `yaml:"tools"`
 	Timeout time.Duration `yaml:"timeout"` // default 30m
+	// RemindBefore posts a reminder mentioning the approvers this long
+	// before expiry; default 5m, 0 disables, one not shorter than the
+	// timeout sends none.
+	RemindBefore *time.Duration `yaml:"remind_before"`
+}
+
+// Reminder is the reminder lead, with its default.
+func (c Confirmation) Reminder() time.Duration {
+	if c.RemindBefore == nil {
+		return DefaultRemindBefore
+	}
+	return *c.RemindBefore
 }
 
 // FlagHonoured reports whether the tools' confirm flag is honoured.
@@ -94,6 +106,7 @@ const (
 	DefaultListen        = ":8080"
 	DefaultSQLiteDSN     = "airlock.db"
 	DefaultTimeout       = 30 * time.Minute
+	DefaultRemindBefore  = 5 * time.Minute
 	DefaultMaxToolRounds = 8
 )
 
@@ -356,6 +369,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.validatePlatforms(); err != nil {
 		return err
+	}
+	if c.Confirmation.RemindBefore != nil && *c.Confirmation.RemindBefore < 0 {
+		return keyErr("confirmation.remind_before", "must not be negative (0 disables reminders)")
 	}
 	set, err := tools.New(c.Tools, tools.Options{})
 	if err != nil {

@@ -206,9 +206,10 @@ type Store interface {
 	// from running to done, in one transaction; false when not running.
 	CompleteBatch(ctx context.Context, batchID string, results Message) (bool, error)
 
-	// RecoverRunning marks every call whose run is running as unknown (the
-	// process died mid-run) and returns the batch ids touched.
-	RecoverRunning(ctx context.Context) ([]string, error)
+	// RecoverRunning marks calls whose run is running as unknown (the
+	// process running them died) — every such call, or only those of the
+	// given batches — and returns the batch ids touched.
+	RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error)
 	// BatchesIn lists ids of batches in the status, oldest first.
 	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
 	// ReleaseBatch takes a batch from running back to decided (a worker
@@ -218,6 +219,17 @@ type Store interface {
 	// Audit appends an audit event.
 	Audit(ctx context.Context, e AuditEvent) error
 	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
+
+	// AcquireLease takes or renews holder's lease on key until now+ttl;
+	// false while another holder's lease is live. Several replicas use it
+	// so a conversation's turns never run on two at once.
+	AcquireLease(ctx context.Context, key, holder string, ttl time.Duration, now time.Time) (bool, error)
+	ReleaseLease(ctx context.Context, key, holder string) error
+
+	// DueReminders lists pending batches not yet reminded that expire in
+	// (now, due]; MarkReminded records the reminder once (first caller wins).
+	DueReminders(ctx context.Context, now, due time.Time) ([]string, error)
+	MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error)
 
 	// MarkEvent records a platform event id and reports whether this is
 	// the first time it was seen (retried deliveries start no second turn).

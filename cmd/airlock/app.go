@@ -130,6 +130,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraAp
 		SystemPrompt:  cfg.Model.SystemPrompt,
 		MaxToolRounds: cfg.Model.MaxToolRounds,
 		Timeout:       cfg.Confirmation.Timeout,
+		RemindBefore:  cfg.Confirmation.Reminder(),
 		Logger:        logger,
 		WorkerID:      fmt.Sprintf("%s/%d", host, os.Getpid()),
 	})
