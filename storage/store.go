@@ -1029,3 +1029,13 @@ func (db *DB) MarkReminded(ctx context.Context, batchID string, now time.Time) (
 	}
 	return n == 1, nil
 }
+
+// ClearLeases drops every lease. SQLite serves one process, so at its start
+// no other holder can be alive; leases left by a killed process go at once
+// instead of lapsing.
+func (db *DB) ClearLeases(ctx context.Context) error {
+	if _, err := db.x.ExecContext(ctx, `DELETE FROM leases`); err != nil {
+		return fmt.Errorf("clear leases: %w", err)
+	}
+	return nil
+}

@@ -30,6 +30,10 @@ Usage:
   airlock chat         -config FILE   talk to the agent in this terminal (shell adapter)
   airlock check-config -config FILE   validate the config; exits non-zero naming the bad key
   airlock migrate      -config FILE   apply the database migrations
+  airlock audit        -config FILE [-conversation ID] [-since DURATION] [-json]
+                                      who asked, the exact arguments, who decided, when, and the outcome of every call
+  airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
+                                      repeat a storm of concurrent clicks on one button; every storm must run the tool once
 `
 
 // run is the whole program; main only wires the process to it.
@@ -42,6 +46,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}
 	cmd := args[0]
+	switch cmd {
+	case "audit":
+		return audit(ctx, args[1:], stdout, stderr)
+	case "soak":
+		return soak(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("airlock "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
@@ -114,6 +124,12 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraAp
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
 	if err != nil {
 		return nil, err
+	}
+	if db.Driver() == storage.DriverSQLite {
+		if err := db.ClearLeases(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	var entries []bot.ChannelApprovers
 	for _, ch := range cfg.Channels {

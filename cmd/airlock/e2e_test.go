@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -314,5 +315,40 @@ func TestEndToEndShell(t *testing.T) {
 		if count[k] != n {
 			t.Errorf("audit %s: %d events, want %d (all: %v)", k, count[k], n, count)
 		}
+	}
+
+	// airlock audit tells who asked, the exact arguments, who decided, when
+	// and the outcome of every call.
+	out, err := exec.Command(airlockBinary(t), "audit", "-config", cfgPath, "-json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("audit: %v\n%s", err, out)
+	}
+	var records []struct {
+		Tool        string          `json:"tool"`
+		AskedBy     string          `json:"asked_by"`
+		Decision    string          `json:"decision"`
+		DecidedBy   string          `json:"decided_by"`
+		DecidedAt   *time.Time      `json:"decided_at"`
+		Outcome     string          `json:"outcome"`
+		DenyMessage string          `json:"deny_message"`
+		Args        json.RawMessage `json:"args"`
+	}
+	if err := json.Unmarshal(out, &records); err != nil {
+		t.Fatalf("audit -json: %v\n%s", err, out)
+	}
+	if len(records) != 3 {
+		t.Fatalf("audit records: %d\n%s", len(records), out)
+	}
+	r := records[1]
+	if r.Tool != "deploy" || r.AskedBy != "local" || r.Decision != "allowed" || r.DecidedBy != "local" || r.DecidedAt == nil ||
+		r.Outcome != "succeeded" || string(r.Args) != `{"service":"api","environment":"production"}` {
+		t.Fatalf("deploy record: %+v\n%s", r, out)
+	}
+	if r := records[2]; r.Decision != "denied" || r.Outcome != "not run" || !strings.Contains(r.DenyMessage, "change freeze") {
+		t.Fatalf("denied record: %+v", r)
+	}
+	text, err := exec.Command(airlockBinary(t), "audit", "-config", cfgPath, "-since", "1h").CombinedOutput()
+	if err != nil || !strings.Contains(string(text), "DECIDED BY") || strings.Count(string(text), "deploy") < 2 {
+		t.Fatalf("audit text: %v\n%s", err, text)
 	}
 }

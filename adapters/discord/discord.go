@@ -1,0 +1,520 @@
+// Package discord is the Discord adapter of Airlock, on
+// github.com/bwmarrin/discordgo.
+//
+// A message that mentions the bot in a guild text channel starts a
+// conversation in a public thread created from that message. In a thread
+// holding a conversation, messages that mention the bot or reply to it are
+// turns; the others are kept as context (bot.Note) and never supersede a
+// pending card. In direct messages every message is a turn, without a
+// thread. The bot ignores other bots and itself.
+//
+// Conversations are keyed (Platform "discord", Channel = the parent text
+// channel, Thread = the thread) so that config `channels[].id` names the
+// parent channel and clicks in a thread are checked against the parent's
+// approvers. A DM conversation is (discord, DM channel, "").
+//
+// A paused reply is posted as a card (see Render): an embed per call and,
+// per call waiting for a decision, a row with Allow (success style), Deny
+// (danger style) and "Deny with reason…" (secondary style, opens a modal).
+// A click is acknowledged at once (deferred message update), then decided
+// with bot.Decide; a click that changes nothing gets an ephemeral answer.
+//
+// REST requests go to Config.APIURL: the session's http.Client carries a
+// transport that rewrites requests discordgo builds for
+// https://discord.com/api/v9/ to that base, so discordgo's package-level
+// endpoint variables are never changed and several adapters with different
+// bases can live in one process. The gateway address is whatever
+// GET {api_url}gateway returns.
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/airlockhq/airlock/bot"
+)
+
+// Platform is the name of this platform in config (`channels[].platform`)
+// and in stored conversations.
+const Platform = "discord"
+
+// DefaultAPIURL is Discord's REST base.
+const DefaultAPIURL = "https://discord.com/api/v9/"
+
+// Intents are the gateway intents the adapter identifies with. Message
+// Content is privileged: enable it for the application in the Developer
+// Portal (Bot → Privileged Gateway Intents).
+const Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildMessages |
+	discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent
+
+// ThreadAutoArchive is the auto archive duration, in minutes, of the
+// threads the bot starts.
+const ThreadAutoArchive = 1440
+
+// shutdownGrace is how long Run lets work in flight finish after its
+// context ends before cancelling it.
+const shutdownGrace = 10 * time.Second
+
+// Bot is what the adapter needs from the bot (*bot.Bot).
+type Bot interface {
+	HandleTurn(ctx context.Context, t bot.Turn) error
+	Note(ctx context.Context, t bot.Turn) error
+	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
+	Decide(ctx context.Context, c bot.Click) error
+}
+
+// EventStore de-duplicates gateway events across restarts and replicas
+// (confirm.Store's MarkEvent; *storage.DB has it).
+type EventStore interface {
+	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error)
+}
+
+// Config wires an Adapter.
+type Config struct {
+	// Token is the bare bot token, without the "Bot " prefix.
+	Token string
+	// APIURL is the REST base; empty means DefaultAPIURL. A rate-limit
+	// proxy (nirn-proxy, say) or a test fake goes here.
+	APIURL string
+	// HTTPClient makes the REST requests; nil means a client with a 20s
+	// timeout. It is copied, never changed: the copy's transport routes
+	// requests to APIURL.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// Events, when set, records message ids so a redelivered message
+	// starts no second turn even after a restart. An in-memory set of
+	// recent ids is always kept.
+	Events EventStore
+}
+
+// Adapter connects the bot to Discord. It implements bot.Platform.
+type Adapter struct {
+	cfg Config
+	s   *discordgo.Session
+	b   Bot
+	log *slog.Logger
+	now func() time.Time
+
+	botID    atomic.Pointer[string]
+	botName  atomic.Pointer[string]
+	channels channelCache
+	seen     *recentSet
+	mentions *recentSet // user and role ids Mention produced: Post may ping them
+
+	mu       sync.Mutex // guards the fields below
+	running  bool
+	stopping bool
+	workCtx  context.Context
+	queues   map[string][]func(context.Context)
+	botRoles map[string]string // guild id -> the bot's managed role id
+	wg       sync.WaitGroup
+}
+
+var (
+	_ bot.Platform  = (*Adapter)(nil)
+	_ bot.Mentioner = (*Adapter)(nil)
+)
+
+// New checks the config, builds the discordgo session (not yet connected;
+// see Run) and returns the adapter. Register it with the bot under Platform.
+func New(cfg Config, b Bot) (*Adapter, error) {
+	if b == nil {
+		return nil, errors.New("discord: a bot is required")
+	}
+	s, err := NewSession(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &Adapter{
+		cfg:      cfg,
+		s:        s,
+		b:        b,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		seen:     newRecentSet(8192),
+		mentions: newRecentSet(4096),
+		queues:   map[string][]func(context.Context){},
+		botRoles: map[string]string{},
+	}
+	if id, err := ApplicationID(cfg.Token); err == nil {
+		a.botID.Store(&id) // READY confirms it
+	}
+	s.AddHandler(a.onReady)
+	s.AddHandler(a.onGuildCreate)
+	s.AddHandler(a.onChannelCreate)
+	s.AddHandler(a.onChannelUpdate)
+	s.AddHandler(a.onThreadCreate)
+	s.AddHandler(a.onThreadUpdate)
+	s.AddHandler(a.onMessageCreate)
+	s.AddHandler(a.onInteractionCreate)
+	return a, nil
+}
+
+// NewSession returns a discordgo session for the config, not connected:
+// bot token auth, the adapter's intents, state tracking off, and an
+// http.Client whose transport sends REST requests to cfg.APIURL.
+func NewSession(cfg Config) (*discordgo.Session, error) {
+	token := strings.TrimSpace(cfg.Token)
+	if token == "" {
+		return nil, errors.New("discord: token is required")
+	}
+	if strings.HasPrefix(token, "Bot ") {
+		return nil, errors.New(`discord: write the bare token, without the "Bot " prefix`)
+	}
+	apiURL := cfg.APIURL
+	if apiURL == "" {
+		apiURL = DefaultAPIURL
+	}
+	client, err := routedClient(cfg.HTTPClient, apiURL)
+	if err != nil {
+		return nil, err
+	}
+	s, err := discordgo.New("Bot " + token)
+	if err != nil {
+		return nil, fmt.Errorf("discord: new session: %w", err)
+	}
+	s.Client = client
+	s.Identify.Intents = Intents
+	s.StateEnabled = false
+	// Handlers run in the gateway reader, in order; they only queue work
+	// (messages per channel, in order; interactions at once).
+	s.SyncEvents = true
+	return s, nil
+}
+
+// Session returns the adapter's discordgo session (for ModerationTools).
+func (a *Adapter) Session() *discordgo.Session { return a.s }
+
+// Run connects to the gateway, handles events until ctx ends, then
+// disconnects and lets work in flight finish (a grace period, then its
+// context is cancelled). It returns nil after a clean shutdown.
+func (a *Adapter) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.running {
+		a.mu.Unlock()
+		return errors.New("discord: Run was already called")
+	}
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	a.running, a.workCtx = true, workCtx
+	a.mu.Unlock()
+
+	if err := a.s.Open(); err != nil {
+		return fmt.Errorf("discord: connect to the gateway: %w", err)
+	}
+	a.log.Info("discord: connected", "user", a.userID())
+	<-ctx.Done()
+
+	a.mu.Lock()
+	a.stopping = true
+	a.mu.Unlock()
+	if err := a.s.Close(); err != nil {
+		a.log.Warn("discord: close gateway", "err", err)
+	}
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		cancelWork()
+		<-done
+	}
+	return nil
+}
+
+// spawn runs f in a goroutine counted for shutdown; false when stopping.
+func (a *Adapter) spawn(f func(ctx context.Context)) bool {
+	a.mu.Lock()
+	if a.stopping || a.workCtx == nil {
+		a.mu.Unlock()
+		return false
+	}
+	ctx := a.workCtx
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		f(ctx)
+	}()
+	return true
+}
+
+// enqueue runs job after the jobs queued before it under the same key
+// (a Discord channel): messages of a channel are handled in order.
+func (a *Adapter) enqueue(key string, job func(ctx context.Context)) {
+	a.mu.Lock()
+	q, draining := a.queues[key]
+	a.queues[key] = append(q, job)
+	a.mu.Unlock()
+	if draining {
+		return
+	}
+	if !a.spawn(func(ctx context.Context) { a.drain(ctx, key) }) {
+		a.mu.Lock()
+		delete(a.queues, key)
+		a.mu.Unlock()
+		a.log.Warn("discord: shutting down; message dropped", "channel", key)
+	}
+}
+
+func (a *Adapter) drain(ctx context.Context, key string) {
+	for {
+		a.mu.Lock()
+		q := a.queues[key]
+		if len(q) == 0 {
+			delete(a.queues, key)
+			a.mu.Unlock()
+			return
+		}
+		job := q[0]
+		a.queues[key] = q[1:]
+		a.mu.Unlock()
+		job(ctx)
+	}
+}
+
+func (a *Adapter) userID() string {
+	if p := a.botID.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// target is the Discord channel a conversation's messages go to.
+func target(th bot.Thread) string {
+	if th.Thread != "" {
+		return th.Thread
+	}
+	return th.Channel
+}
+
+// noMentions allows no pings: text from the model or the arguments never
+// notifies anyone.
+func noMentions() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+// PostCard implements bot.Platform: it posts the card in the thread (in
+// several messages when it does not fit in one; see RenderMessages) and
+// returns the message ids, comma-separated, as the card's reference.
+func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, card bot.Card) (string, error) {
+	ch := target(th)
+	var ids []string
+	for _, m := range RenderMessages(card) {
+		sent, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
+			Content:         m.Content,
+			Embeds:          m.Embeds,
+			Components:      m.Components,
+			AllowedMentions: noMentions(),
+		}, discordgo.WithContext(ctx))
+		if err != nil {
+			return strings.Join(ids, ","), fmt.Errorf("discord: post card: %w", err)
+		}
+		ids = append(ids, sent.ID)
+	}
+	return strings.Join(ids, ","), nil
+}
+
+// UpdateCard implements bot.Platform: it edits the card's messages in
+// place; a complete card loses its buttons.
+func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, card bot.Card) error {
+	ids := strings.Split(ref, ",")
+	msgs := RenderMessages(card)
+	if len(msgs) != len(ids) {
+		a.log.Warn("discord: card reference and rendering differ in size", "ref", ref, "messages", len(msgs))
+	}
+	ch := target(th)
+	var errs []error
+	for i, id := range ids {
+		if i >= len(msgs) || id == "" {
+			break
+		}
+		m := msgs[i]
+		content := m.Content
+		embeds := m.Embeds
+		components := m.Components
+		if components == nil {
+			components = []discordgo.MessageComponent{}
+		}
+		edit := &discordgo.MessageEdit{
+			ID: id, Channel: ch,
+			Content:         &content,
+			Embeds:          &embeds,
+			Components:      &components,
+			AllowedMentions: noMentions(),
+		}
+		if _, err := a.s.ChannelMessageEditComplex(edit, discordgo.WithContext(ctx)); err != nil {
+			errs = append(errs, fmt.Errorf("discord: update card message %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Post implements bot.Platform: text in the thread, split in messages of
+// at most 2000 characters. It pings nobody, except approvers named the
+// way Mention names them (reminders).
+func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
+	ch := target(th)
+	for _, part := range splitText(text, maxContent) {
+		_, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
+			Content:         part,
+			AllowedMentions: a.allowedMentions(part),
+		}, discordgo.WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("discord: post: %w", err)
+		}
+	}
+	return nil
+}
+
+// Mention implements bot.Mentioner: the approvers as Discord mentions
+// (<@user>, <@&role>). Post lets exactly these ping.
+func (a *Adapter) Mention(s bot.ApproverSet) string {
+	var out []string
+	for _, u := range s.Users {
+		if isSnowflake(u) {
+			a.mentions.add("u" + u)
+			out = append(out, "<@"+u+">")
+		}
+	}
+	for _, r := range s.Roles {
+		if isSnowflake(r) {
+			a.mentions.add("r" + r)
+			out = append(out, "<@&"+r+">")
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+var (
+	userMentionRE = regexp.MustCompile(`<@!?(\d+)>`)
+	roleMentionRE = regexp.MustCompile(`<@&(\d+)>`)
+)
+
+func (a *Adapter) allowedMentions(text string) *discordgo.MessageAllowedMentions {
+	am := noMentions()
+	for _, m := range userMentionRE.FindAllStringSubmatch(text, -1) {
+		if a.mentions.has("u"+m[1]) && !slices.Contains(am.Users, m[1]) && len(am.Users) < 100 {
+			am.Users = append(am.Users, m[1])
+		}
+	}
+	for _, m := range roleMentionRE.FindAllStringSubmatch(text, -1) {
+		if a.mentions.has("r"+m[1]) && !slices.Contains(am.Roles, m[1]) && len(am.Roles) < 100 {
+			am.Roles = append(am.Roles, m[1])
+		}
+	}
+	return am
+}
+
+// routedClient copies c (or a default client) with a transport that sends
+// discordgo's REST requests to apiURL.
+func routedClient(c *http.Client, apiURL string) (*http.Client, error) {
+	to, err := url.Parse(apiURL)
+	if err != nil || (to.Scheme != "http" && to.Scheme != "https") || to.Host == "" {
+		return nil, fmt.Errorf("discord: api_url %q must be an http:// or https:// URL", apiURL)
+	}
+	if !strings.HasSuffix(to.Path, "/") {
+		to.Path += "/"
+	}
+	to.RawPath, to.RawQuery, to.Fragment = "", "", ""
+	from, err := url.Parse(discordgo.EndpointAPI)
+	if err != nil {
+		return nil, fmt.Errorf("discord: discordgo's API endpoint: %w", err)
+	}
+	var out http.Client
+	if c != nil {
+		out = *c
+	} else {
+		out.Timeout = 20 * time.Second
+	}
+	base := out.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	out.Transport = &routeTransport{from: from, to: to, base: base}
+	return &out, nil
+}
+
+// routeTransport rewrites requests for discordgo's REST base (by default
+// https://discord.com/api/v9/) to the configured base, keeping the rest of
+// the path and the query. Other requests (the CDN) pass unchanged.
+type routeTransport struct {
+	from, to *url.URL
+	base     http.RoundTripper
+}
+
+func (t *routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	u := req.URL
+	path := u.EscapedPath()
+	if u.Scheme != t.from.Scheme || u.Host != t.from.Host || !strings.HasPrefix(path, t.from.Path) {
+		return t.base.RoundTrip(req)
+	}
+	if t.to.Scheme == t.from.Scheme && t.to.Host == t.from.Host && t.to.Path == t.from.Path {
+		return t.base.RoundTrip(req)
+	}
+	raw := t.to.EscapedPath() + strings.TrimPrefix(path, t.from.Path)
+	dec, err := url.PathUnescape(raw)
+	if err != nil {
+		return nil, fmt.Errorf("discord: route request: %w", err)
+	}
+	nu := *t.to
+	nu.Path, nu.RawPath, nu.RawQuery = dec, raw, u.RawQuery
+	r2 := req.Clone(req.Context())
+	r2.URL = &nu
+	r2.Host = ""
+	return t.base.RoundTrip(r2)
+}
+
+// recentSet remembers the last n keys added.
+type recentSet struct {
+	mu   sync.Mutex
+	keys map[string]struct{}
+	ring []string
+	next int
+}
+
+func newRecentSet(n int) *recentSet {
+	return &recentSet{keys: make(map[string]struct{}, n), ring: make([]string, n)}
+}
+
+// add records key and reports whether it was new.
+func (r *recentSet) add(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.keys[key]; ok {
+		return false
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.keys, old)
+	}
+	r.ring[r.next] = key
+	r.next = (r.next + 1) % len(r.ring)
+	r.keys[key] = struct{}{}
+	return true
+}
+
+func (r *recentSet) has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.keys[key]
+	return ok
+}

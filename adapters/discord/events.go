@@ -1,0 +1,469 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// chanInfo is what the adapter keeps of a channel.
+type chanInfo struct {
+	guild  string
+	parent string
+	typ    discordgo.ChannelType
+}
+
+func (c chanInfo) isThread() bool {
+	switch c.typ {
+	case discordgo.ChannelTypeGuildPublicThread, discordgo.ChannelTypeGuildPrivateThread, discordgo.ChannelTypeGuildNewsThread:
+		return true
+	}
+	return false
+}
+
+// maxCachedChannels bounds the channel cache; past it the cache starts over.
+const maxCachedChannels = 50000
+
+// channelCache maps channel ids to their guild, parent and type, from
+// gateway events and REST lookups. The zero value is ready.
+type channelCache struct {
+	mu sync.Mutex
+	m  map[string]chanInfo
+}
+
+func (c *channelCache) put(ch *discordgo.Channel, guild string) {
+	if ch == nil || ch.ID == "" {
+		return
+	}
+	info := chanInfo{guild: ch.GuildID, parent: ch.ParentID, typ: ch.Type}
+	if info.guild == "" {
+		info.guild = guild
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedChannels {
+		c.m = map[string]chanInfo{}
+	}
+	c.m[ch.ID] = info
+}
+
+func (c *channelCache) get(id string) (chanInfo, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	info, ok := c.m[id]
+	return info, ok
+}
+
+// channel returns what is known of a channel, asking REST
+// (GET /channels/{id}) when it is not cached.
+func (a *Adapter) channel(ctx context.Context, id string) (chanInfo, error) {
+	if info, ok := a.channels.get(id); ok {
+		return info, nil
+	}
+	ch, err := a.s.Channel(id, discordgo.WithContext(ctx))
+	if err != nil {
+		return chanInfo{}, fmt.Errorf("discord: look up channel %s: %w", id, err)
+	}
+	a.channels.put(ch, "")
+	info, _ := a.channels.get(id)
+	return info, nil
+}
+
+func (a *Adapter) onReady(_ *discordgo.Session, r *discordgo.Ready) {
+	if r.User != nil && r.User.ID != "" {
+		id, name := r.User.ID, r.User.Username
+		a.botID.Store(&id)
+		a.botName.Store(&name)
+	}
+	for _, g := range r.Guilds {
+		a.noteGuild(g)
+	}
+}
+
+func (a *Adapter) onGuildCreate(_ *discordgo.Session, g *discordgo.GuildCreate) { a.noteGuild(g.Guild) }
+
+func (a *Adapter) noteGuild(g *discordgo.Guild) {
+	if g == nil {
+		return
+	}
+	for _, ch := range g.Channels {
+		a.channels.put(ch, g.ID)
+	}
+	for _, ch := range g.Threads {
+		a.channels.put(ch, g.ID)
+	}
+	// A bot gets a managed role named after it; people often pick that
+	// role in the mention list, so a mention of it counts as the bot's.
+	var name string
+	if p := a.botName.Load(); p != nil {
+		name = *p
+	}
+	for _, r := range g.Roles {
+		if r != nil && r.Managed && name != "" && r.Name == name {
+			a.mu.Lock()
+			a.botRoles[g.ID] = r.ID
+			a.mu.Unlock()
+		}
+	}
+}
+
+func (a *Adapter) onChannelCreate(_ *discordgo.Session, c *discordgo.ChannelCreate) {
+	a.channels.put(c.Channel, "")
+}
+
+func (a *Adapter) onChannelUpdate(_ *discordgo.Session, c *discordgo.ChannelUpdate) {
+	a.channels.put(c.Channel, "")
+}
+
+func (a *Adapter) onThreadCreate(_ *discordgo.Session, c *discordgo.ThreadCreate) {
+	a.channels.put(c.Channel, "")
+}
+
+func (a *Adapter) onThreadUpdate(_ *discordgo.Session, c *discordgo.ThreadUpdate) {
+	a.channels.put(c.Channel, "")
+}
+
+// onMessageCreate runs in the gateway reader: it filters and queues the
+// message behind the earlier ones of its channel.
+func (a *Adapter) onMessageCreate(_ *discordgo.Session, mc *discordgo.MessageCreate) {
+	m := mc.Message
+	if m == nil || m.Author == nil {
+		return
+	}
+	if m.Author.Bot || m.Author.System || m.WebhookID != "" || m.Author.ID == a.userID() {
+		return // other bots, webhooks and the bot itself (its own posts come back)
+	}
+	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
+		return // system messages: thread created, pins, joins...
+	}
+	if !a.seen.add("message:" + m.ID) {
+		return // a redelivery
+	}
+	a.enqueue(m.ChannelID, func(ctx context.Context) { a.handleMessage(ctx, m) })
+}
+
+func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
+	if a.cfg.Events != nil {
+		first, err := a.cfg.Events.MarkEvent(ctx, Platform, "message:"+m.ID, a.now())
+		if err != nil {
+			a.log.Error("discord: record message event", "message", m.ID, "err", err)
+		} else if !first {
+			return
+		}
+	}
+	botID := a.userID()
+	addressed := a.mentionsBot(m, botID) ||
+		(m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && botID != "" && m.ReferencedMessage.Author.ID == botID)
+	turn := bot.Turn{Platform: Platform, User: m.Author.ID, Text: a.stripBotMention(m.Content, m.GuildID, botID)}
+
+	if m.GuildID == "" { // a direct message: every message is a turn
+		turn.Channel = m.ChannelID
+		a.turn(ctx, turn, m.ChannelID)
+		return
+	}
+	info, err := a.channel(ctx, m.ChannelID)
+	if err != nil {
+		a.log.Error("discord: message in an unknown channel", "channel", m.ChannelID, "err", err)
+		return
+	}
+	if info.isThread() {
+		turn.Channel, turn.Thread = info.parent, m.ChannelID
+		if addressed {
+			a.turn(ctx, turn, m.ChannelID)
+			return
+		}
+		th := bot.Thread{Platform: Platform, Channel: info.parent, Thread: m.ChannelID}
+		has, err := a.b.HasConversation(ctx, th)
+		if err != nil {
+			a.log.Error("discord: look up conversation", "thread", m.ChannelID, "err", err)
+			return
+		}
+		if has && strings.TrimSpace(m.Content) != "" {
+			turn.Text = m.Content
+			if err := a.b.Note(ctx, turn); err != nil {
+				a.log.Error("discord: keep aside", "thread", m.ChannelID, "err", err)
+			}
+		}
+		return
+	}
+	if !a.mentionsBot(m, botID) {
+		return
+	}
+	if info.typ != discordgo.ChannelTypeGuildText && info.typ != discordgo.ChannelTypeGuildNews {
+		a.log.Debug("discord: mention outside a text channel ignored", "channel", m.ChannelID, "type", info.typ)
+		return
+	}
+	th, err := a.s.MessageThreadStartComplex(m.ChannelID, m.ID, &discordgo.ThreadStart{
+		Name:                threadName(turn.Text),
+		AutoArchiveDuration: ThreadAutoArchive,
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Error("discord: start a thread (does the bot have Create Public Threads here?)", "channel", m.ChannelID, "message", m.ID, "err", err)
+		return
+	}
+	if th.ParentID == "" {
+		th.ParentID = m.ChannelID
+	}
+	if th.Type == 0 {
+		th.Type = discordgo.ChannelTypeGuildPublicThread
+	}
+	a.channels.put(th, m.GuildID)
+	turn.Channel, turn.Thread = m.ChannelID, th.ID
+	// The turn runs in the thread's queue: the parent channel stays free
+	// for the next mention.
+	a.enqueue(th.ID, func(ctx context.Context) { a.turn(ctx, turn, th.ID) })
+}
+
+func (a *Adapter) turn(ctx context.Context, t bot.Turn, where string) {
+	if strings.TrimSpace(t.Text) == "" {
+		t.Text = "(mentioned you without a message)"
+	}
+	if err := a.b.HandleTurn(ctx, t); err != nil {
+		a.log.Error("discord: turn failed", "channel", t.Channel, "thread", t.Thread, "err", err)
+		if ctx.Err() != nil {
+			return
+		}
+		if _, perr := a.s.ChannelMessageSendComplex(where, &discordgo.MessageSend{
+			Content:         "Something went wrong with that message; nothing more was done. The operators have the details in the logs.",
+			AllowedMentions: noMentions(),
+		}, discordgo.WithContext(ctx)); perr != nil {
+			a.log.Error("discord: post failure notice", "err", perr)
+		}
+	}
+}
+
+func (a *Adapter) mentionsBot(m *discordgo.Message, botID string) bool {
+	if botID == "" {
+		return false
+	}
+	for _, u := range m.Mentions {
+		if u != nil && u.ID == botID {
+			return true
+		}
+	}
+	if strings.Contains(m.Content, "<@"+botID+">") || strings.Contains(m.Content, "<@!"+botID+">") {
+		return true
+	}
+	a.mu.Lock()
+	role := a.botRoles[m.GuildID]
+	a.mu.Unlock()
+	return role != "" && slices.Contains(m.MentionRoles, role)
+}
+
+func (a *Adapter) stripBotMention(text, guild, botID string) string {
+	if botID != "" {
+		text = strings.ReplaceAll(text, "<@"+botID+">", "")
+		text = strings.ReplaceAll(text, "<@!"+botID+">", "")
+	}
+	a.mu.Lock()
+	role := a.botRoles[guild]
+	a.mu.Unlock()
+	if role != "" {
+		text = strings.ReplaceAll(text, "<@&"+role+">", "")
+	}
+	return strings.TrimSpace(text)
+}
+
+var mentionRE = regexp.MustCompile(`<(?:@[!&]?|#)\d+>`)
+
+// threadName derives a thread name (1 to 100 characters) from a message.
+func threadName(text string) string {
+	text = mentionRE.ReplaceAllString(text, "")
+	for _, line := range strings.Split(text, "\n") {
+		if line = strings.Join(strings.Fields(line), " "); line != "" {
+			return truncate(line, 100)
+		}
+	}
+	return "Airlock"
+}
+
+// onInteractionCreate runs in the gateway reader: it hands the
+// interaction to a goroutine that answers it at once.
+func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.InteractionCreate) {
+	i := ic.Interaction
+	if i == nil || !a.seen.add("interaction:"+i.ID) {
+		return
+	}
+	if !a.spawn(func(ctx context.Context) { a.handleInteraction(ctx, i) }) {
+		a.log.Warn("discord: shutting down; interaction dropped", "interaction", i.ID)
+	}
+}
+
+// unknownButton is the answer to a custom id Airlock did not issue.
+var unknownButton = bot.UserMessage(bot.ErrBadRef)
+
+func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interaction) {
+	switch i.Type {
+	case discordgo.InteractionMessageComponent:
+		data, _ := i.Data.(discordgo.MessageComponentInteractionData)
+		action, ref, ok := parseCustomID(data.CustomID)
+		switch {
+		case !ok || action == actionModal:
+			a.respondEphemeral(ctx, i, unknownButton)
+		case action == actionReason:
+			_, pos, _ := bot.ParseRef(ref)
+			if err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+				Type: discordgo.InteractionResponseModal,
+				Data: ReasonModal(ref, pos+1),
+			}, discordgo.WithContext(ctx)); err != nil {
+				a.log.Error("discord: open the reason modal", "interaction", i.ID, "err", err)
+			}
+		default:
+			if !a.deferUpdate(ctx, i) {
+				return
+			}
+			a.decide(ctx, i, ref, action == actionAllow, "")
+		}
+	case discordgo.InteractionModalSubmit:
+		data, _ := i.Data.(discordgo.ModalSubmitInteractionData)
+		action, ref, ok := parseCustomID(data.CustomID)
+		if !ok || action != actionModal {
+			a.respondEphemeral(ctx, i, unknownButton)
+			return
+		}
+		if !a.deferUpdate(ctx, i) {
+			return
+		}
+		a.decide(ctx, i, ref, false, textInputValue(data.Components, ReasonInputID))
+	default:
+		// Slash commands and the like: Airlock registers none.
+		a.respondEphemeral(ctx, i, "I have no commands. Mention me in a channel to start a conversation.")
+	}
+}
+
+// deferUpdate acknowledges a click within Discord's 3 seconds without
+// changing the message (the card is edited once the click is decided).
+func (a *Adapter) deferUpdate(ctx context.Context, i *discordgo.Interaction) bool {
+	err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Error("discord: acknowledge interaction", "interaction", i.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+func (a *Adapter) respondEphemeral(ctx context.Context, i *discordgo.Interaction, text string) {
+	err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{
+			Content:         text,
+			Flags:           discordgo.MessageFlagsEphemeral,
+			AllowedMentions: noMentions(),
+		},
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Error("discord: answer interaction", "interaction", i.ID, "err", err)
+	}
+}
+
+// followUp sends an ephemeral message to the clicker after the deferral.
+func (a *Adapter) followUp(ctx context.Context, i *discordgo.Interaction, text string) {
+	_, err := a.s.FollowupMessageCreate(i, false, &discordgo.WebhookParams{
+		Content:         text,
+		Flags:           discordgo.MessageFlagsEphemeral,
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Error("discord: ephemeral follow-up", "interaction", i.ID, "err", err)
+	}
+}
+
+// decide maps the interaction to a bot.Click and decides it. A click that
+// changes nothing is told why, ephemerally.
+func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, ref string, allow bool, reason string) {
+	user := i.User
+	var roles []string
+	if i.Member != nil {
+		roles = i.Member.Roles
+		if i.Member.User != nil {
+			user = i.Member.User
+		}
+	}
+	if user == nil || user.ID == "" {
+		a.followUp(ctx, i, unknownButton)
+		return
+	}
+	channel, err := a.clickChannel(ctx, i)
+	if err != nil {
+		a.log.Error("discord: click in an unknown channel", "channel", i.ChannelID, "err", err)
+		a.followUp(ctx, i, bot.UserMessage(err))
+		return
+	}
+	click := bot.Click{
+		Platform: Platform,
+		Channel:  channel,
+		User:     user.ID,
+		Ref:      ref,
+		Allow:    allow,
+		Reason:   reason,
+		Roles:    roles,
+		IsBot:    user.Bot,
+	}
+	if err := a.b.Decide(ctx, click); err != nil {
+		if knownClickError(err) {
+			a.log.Info("discord: click changed nothing", "user", user.ID, "channel", i.ChannelID, "err", err)
+		} else {
+			a.log.Error("discord: decide", "user", user.ID, "channel", i.ChannelID, "err", err)
+		}
+		a.followUp(ctx, i, bot.UserMessage(err))
+	}
+}
+
+func knownClickError(err error) bool {
+	for _, e := range []error{bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel, bot.ErrBadRef, confirm.ErrNotFound} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// clickChannel is the conversation channel of a click: the parent channel
+// for a click in a thread, the channel itself otherwise (DMs included).
+func (a *Adapter) clickChannel(ctx context.Context, i *discordgo.Interaction) (string, error) {
+	if i.GuildID == "" {
+		return i.ChannelID, nil
+	}
+	info, err := a.channel(ctx, i.ChannelID)
+	if err != nil {
+		return "", err
+	}
+	if info.isThread() && info.parent != "" {
+		return info.parent, nil
+	}
+	return i.ChannelID, nil
+}
+
+// textInputValue finds a modal's text input by custom id.
+func textInputValue(components []discordgo.MessageComponent, id string) string {
+	for _, c := range components {
+		switch v := c.(type) {
+		case *discordgo.ActionsRow:
+			if s := textInputValue(v.Components, id); s != "" {
+				return s
+			}
+		case discordgo.ActionsRow:
+			if s := textInputValue(v.Components, id); s != "" {
+				return s
+			}
+		case *discordgo.TextInput:
+			if v.CustomID == id {
+				return v.Value
+			}
+		case discordgo.TextInput:
+			if v.CustomID == id {
+				return v.Value
+			}
+		}
+	}
+	return ""
+}

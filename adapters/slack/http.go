@@ -1,0 +1,180 @@
+package slack
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Request signing (https://api.slack.com/authentication/verifying-requests-from-slack).
+const (
+	headerSignature = "X-Slack-Signature"
+	headerTimestamp = "X-Slack-Request-Timestamp"
+	headerRetryNum  = "X-Slack-Retry-Num"
+	headerRetryWhy  = "X-Slack-Retry-Reason"
+
+	// MaxSignatureAge is how far a request's timestamp may be from now.
+	MaxSignatureAge = 5 * time.Minute
+)
+
+// Signature errors.
+var (
+	ErrNoSignature    = errors.New("slack: request not signed")
+	ErrStaleSignature = errors.New("slack: request timestamp too old or in the future")
+	ErrBadSignature   = errors.New("slack: request signature does not match")
+)
+
+// VerifySignature checks Slack's v0 signature of a request: an HMAC-SHA256
+// with the signing secret over "v0:<timestamp>:<raw body>", the timestamp
+// within MaxSignatureAge of now. An empty secret verifies nothing.
+func VerifySignature(secret string, h http.Header, body []byte, now time.Time) error {
+	if secret == "" {
+		return errors.New("slack: no signing secret configured")
+	}
+	ts, sig := h.Get(headerTimestamp), h.Get(headerSignature)
+	if ts == "" || sig == "" {
+		return ErrNoSignature
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: malformed timestamp", ErrBadSignature)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > MaxSignatureAge || d < -MaxSignatureAge {
+		return ErrStaleSignature
+	}
+	hexSig, ok := strings.CutPrefix(sig, "v0=")
+	if !ok {
+		return fmt.Errorf("%w: unknown version", ErrBadSignature)
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return fmt.Errorf("%w: malformed", ErrBadSignature)
+	}
+	if !hmac.Equal(got, Sign(secret, ts, body)) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// Sign computes the v0 signature bytes of a body at a timestamp.
+func Sign(secret, timestamp string, body []byte) []byte {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte("v0:" + timestamp + ":"))
+	mac.Write(body)
+	return mac.Sum(nil)
+}
+
+// Handler serves POST /slack/events in http mode: Events API callbacks
+// (JSON) and interactivity payloads (form field "payload") on one URL, as
+// Bolt does. Every request is verified against the signing secret before
+// anything in it is parsed (401 otherwise); url_verification is answered;
+// events and clicks are acknowledged with 200 at once and worked on in the
+// background. A malformed or unknown payload gets 400 and changes nothing.
+// Mount it at "/slack/events".
+func (a *Adapter) Handler() http.Handler {
+	return http.HandlerFunc(a.serveHTTP)
+}
+
+func (a *Adapter) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "request too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "could not read the request", http.StatusBadRequest)
+		return
+	}
+	if err := VerifySignature(a.cfg.SigningSecret, r.Header, body, a.now()); err != nil {
+		a.log.Warn("slack: request rejected", "why", err, "remote", r.RemoteAddr)
+		http.Error(w, "invalid signature", http.StatusUnauthorized)
+		return
+	}
+	retry, _ := strconv.Atoi(r.Header.Get(headerRetryNum))
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch mediaType {
+	case "application/x-www-form-urlencoded":
+		a.serveInteraction(w, body)
+	case "application/json":
+		a.serveEvent(w, body, retry, r.Header.Get(headerRetryWhy))
+	default:
+		http.Error(w, "unsupported content type", http.StatusUnsupportedMediaType)
+	}
+}
+
+func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retryWhy string) {
+	req, err := parseEvent(body)
+	if err != nil {
+		a.log.Warn("slack: event rejected", "err", err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if req.Type == envelopeURLVerification {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": req.Challenge})
+		return
+	}
+	self := a.identity()
+	if self.UserID == "" {
+		http.Error(w, "not started", http.StatusServiceUnavailable) // Slack retries
+		return
+	}
+	act, err := classify(req, self)
+	if err != nil {
+		a.log.Warn("slack: event rejected", "err", err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if retry > 0 {
+		a.log.Info("slack: retried delivery", "event", req.EventID, "retry", retry, "reason", retryWhy)
+	}
+	w.WriteHeader(http.StatusOK)
+	if act.Kind == actIgnore {
+		return
+	}
+	a.spawn("event "+req.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, retry) })
+}
+
+func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		http.Error(w, "malformed form body", http.StatusBadRequest)
+		return
+	}
+	payload := form.Get("payload")
+	if payload == "" {
+		// Slash commands and other form posts are not Airlock's.
+		http.Error(w, "no interaction payload", http.StatusBadRequest)
+		return
+	}
+	if a.identity().UserID == "" {
+		http.Error(w, "not started", http.StatusServiceUnavailable)
+		return
+	}
+	in, err := parseInteraction([]byte(payload))
+	if err != nil {
+		a.log.Warn("slack: interaction rejected", "err", err)
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// An empty 200 acknowledges a click and closes a submitted modal.
+	w.WriteHeader(http.StatusOK)
+	a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
+}

@@ -1,0 +1,439 @@
+// Package slack is Airlock's Slack adapter. It owns everything between
+// Slack and the bot: receiving events and interactivity over Socket Mode or
+// over HTTP (one signed URL, POST /slack/events), mapping mentions and
+// direct messages to turns and thread chatter to asides, de-duplicating
+// retried events in SQL, rendering approval cards as Block Kit and
+// updating them, turning button clicks and the deny-reason modal into
+// bot.Click decisions, answering refused clicks ephemerally, and resolving
+// Slack user groups for the approver check.
+//
+// Conversations: a mention in a channel starts (or continues) the
+// conversation of that message's thread: thread_ts when the mention is a
+// reply, else the mention's own ts. In a channel thread holding a
+// conversation, only messages that mention the bot are turns; the others
+// are kept as asides (context for the next turn) and never supersede a
+// pending card. In a direct message every message is a turn; a DM message
+// outside a thread belongs to the DM's one running conversation (thread
+// ""), and a reply in a DM thread to that thread's own conversation.
+// Channel in bot.Thread is always the plain Slack channel id, so
+// `channels[].id` in the config matches it.
+//
+// The adapter reads no environment variables: everything comes from
+// Config, which cmd/airlock fills from the config file.
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/airlockhq/airlock/bot"
+)
+
+// Platform is this platform's name in config (`channels[].platform`) and
+// in stored conversations.
+const Platform = "slack"
+
+// Connection modes (config `slack.mode`).
+const (
+	ModeSocket = "socket"
+	ModeHTTP   = "http"
+)
+
+// DefaultAPIURL is the Slack Web API base.
+const DefaultAPIURL = "https://slack.com/api/"
+
+// Defaults.
+const (
+	DefaultGroupTTL    = 60 * time.Second // how long a user group's members are cached
+	DefaultConcurrency = 16               // events and clicks worked on at once
+	maxBodyBytes       = 4 << 20          // largest HTTP request accepted
+)
+
+// Config wires an Adapter. Secrets come from the config file (which may
+// reference ${ENV}); the adapter never reads the environment itself.
+type Config struct {
+	Mode          string // socket (default) | http
+	BotToken      string // xoxb-…, every Web API call
+	AppToken      string // xapp-…, Socket Mode only
+	SigningSecret string // HTTP mode only: verifies every request
+	APIURL        string // Web API base; default https://slack.com/api/
+	HTTPClient    *http.Client
+	Now           func() time.Time
+	Logger        *slog.Logger
+}
+
+// Bot is what the adapter needs from *bot.Bot.
+type Bot interface {
+	HandleTurn(ctx context.Context, t bot.Turn) error
+	Note(ctx context.Context, t bot.Turn) error
+	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
+	Decide(ctx context.Context, c bot.Click) error
+	PendingCard(ctx context.Context, th bot.Thread) (*bot.Card, error)
+	Approvers() *bot.Approvers
+}
+
+// EventStore is what the adapter needs from storage: recording event ids
+// so a retried delivery starts no second turn.
+type EventStore interface {
+	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (first bool, err error)
+}
+
+// Adapter connects Airlock to one Slack workspace.
+type Adapter struct {
+	cfg    Config
+	bot    Bot
+	store  EventStore
+	api    *slack.Client
+	log    *slog.Logger
+	now    func() time.Time
+	groups *groupCache
+
+	mu      sync.RWMutex
+	self    identity
+	baseCtx context.Context
+
+	wg  sync.WaitGroup
+	sem chan struct{}
+}
+
+// identity is who the bot is in the workspace, from auth.test.
+type identity struct {
+	UserID string
+	BotID  string
+	TeamID string
+}
+
+var _ bot.Platform = (*Adapter)(nil)
+
+// New checks the config and returns an adapter. It installs the Slack user
+// group resolver on the bot's approvers. Call Start before Run or Handler.
+func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
+	if b == nil || store == nil {
+		return nil, errors.New("slack: a bot and an event store are required")
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModeSocket
+	}
+	if cfg.BotToken == "" {
+		return nil, errors.New("slack: bot_token is required (xoxb-...)")
+	}
+	switch cfg.Mode {
+	case ModeSocket:
+		if cfg.AppToken == "" {
+			return nil, errors.New("slack: app_token is required in socket mode (xapp-...)")
+		}
+	case ModeHTTP:
+		if cfg.SigningSecret == "" {
+			return nil, errors.New("slack: signing_secret is required in http mode")
+		}
+	default:
+		return nil, fmt.Errorf("slack: mode %q is not one of socket, http", cfg.Mode)
+	}
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	if !strings.HasPrefix(cfg.APIURL, "http://") && !strings.HasPrefix(cfg.APIURL, "https://") {
+		return nil, fmt.Errorf("slack: api_url %q must be an http:// or https:// URL", cfg.APIURL)
+	}
+	if !strings.HasSuffix(cfg.APIURL, "/") {
+		cfg.APIURL += "/" // slack-go appends the method name
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts := []slack.Option{
+		slack.OptionAPIURL(cfg.APIURL),
+		slack.OptionHTTPClient(cfg.HTTPClient),
+		slack.OptionRetry(3), // after the client: retries 429 with Retry-After
+	}
+	if cfg.AppToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(cfg.AppToken))
+	}
+	a := &Adapter{
+		cfg:     cfg,
+		bot:     b,
+		store:   store,
+		api:     slack.New(cfg.BotToken, opts...),
+		log:     cfg.Logger.With("platform", Platform),
+		now:     cfg.Now,
+		baseCtx: context.Background(),
+		sem:     make(chan struct{}, DefaultConcurrency),
+	}
+	a.groups = newGroupCache(a.fetchGroup, cfg.Now, DefaultGroupTTL)
+	if ap := b.Approvers(); ap != nil {
+		ap.SetGroupResolver(Platform, a.groups.members)
+	}
+	return a, nil
+}
+
+// Start learns the bot's own user id with auth.test (checking the bot
+// token) and keeps ctx as the lifetime of the work the adapter starts.
+func (a *Adapter) Start(ctx context.Context) error {
+	resp, err := a.api.AuthTestContext(ctx)
+	if err != nil {
+		return fmt.Errorf("slack: auth.test (check slack.bot_token): %w", err)
+	}
+	if resp.UserID == "" {
+		return errors.New("slack: auth.test returned no user id: is slack.bot_token a bot token (xoxb-...)?")
+	}
+	a.mu.Lock()
+	a.self = identity{UserID: resp.UserID, BotID: resp.BotID, TeamID: resp.TeamID}
+	a.baseCtx = ctx
+	a.mu.Unlock()
+	a.log.Info("slack: signed in", "team", resp.TeamID, "bot_user", resp.UserID, "mode", a.cfg.Mode)
+	return nil
+}
+
+// Run serves Slack until ctx ends: in socket mode it holds the Socket
+// Mode connection (reconnecting as Slack asks); in http mode it only waits,
+// the work arriving through Handler. It returns after the work in flight
+// is done.
+func (a *Adapter) Run(ctx context.Context) error {
+	if a.identity().UserID == "" {
+		return errors.New("slack: Run before Start")
+	}
+	defer a.wg.Wait()
+	if a.cfg.Mode == ModeSocket {
+		return a.runSocket(ctx)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Wait blocks until the events and clicks received so far are worked off.
+func (a *Adapter) Wait() { a.wg.Wait() }
+
+// BotUserID is the bot's own Slack user id, known after Start.
+func (a *Adapter) BotUserID() string { return a.identity().UserID }
+
+func (a *Adapter) identity() identity {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.self
+}
+
+func (a *Adapter) context() context.Context {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.baseCtx
+}
+
+// spawn works fn in the background after the delivery was acked, with at
+// most DefaultConcurrency at once.
+func (a *Adapter) spawn(what string, fn func(ctx context.Context)) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		ctx := a.context()
+		select {
+		case a.sem <- struct{}{}:
+		case <-ctx.Done():
+			a.log.Warn("slack: shutting down; dropped work", "work", what)
+			return
+		}
+		defer func() { <-a.sem }()
+		defer func() {
+			if p := recover(); p != nil {
+				a.log.Error("slack: panic while working", "work", what, "panic", fmt.Sprint(p))
+			}
+		}()
+		fn(ctx)
+	}()
+}
+
+// --- bot.Platform ---
+
+// PostCard posts the card in the thread and returns "<channel>/<ts>".
+func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, card bot.Card) (string, error) {
+	opts := []slack.MsgOption{
+		slack.MsgOptionBlocks(Render(card)...),
+		slack.MsgOptionText(FallbackText(card), false),
+		slack.MsgOptionDisableLinkUnfurl(),
+		slack.MsgOptionDisableMediaUnfurl(),
+	}
+	if th.Thread != "" {
+		opts = append(opts, slack.MsgOptionTS(th.Thread))
+	}
+	ch, ts, err := a.api.PostMessageContext(ctx, th.Channel, opts...)
+	if err != nil {
+		return "", fmt.Errorf("slack: chat.postMessage (card): %w", err)
+	}
+	if ch == "" {
+		ch = th.Channel
+	}
+	return CardRef(ch, ts), nil
+}
+
+// UpdateCard replaces the posted card (chat.update).
+func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, card bot.Card) error {
+	ch, ts, err := ParseCardRef(ref)
+	if err != nil {
+		return err
+	}
+	_, _, _, err = a.api.UpdateMessageContext(ctx, ch, ts,
+		slack.MsgOptionBlocks(Render(card)...),
+		slack.MsgOptionText(FallbackText(card), false),
+	)
+	if err != nil {
+		return fmt.Errorf("slack: chat.update (card): %w", err)
+	}
+	return nil
+}
+
+// maxPostChars is the longest text posted as one message; longer answers
+// are split, at line breaks where possible.
+const maxPostChars = 3800
+
+// Post posts text in the thread. The text is escaped: a model cannot
+// mention people, @channel or make links.
+func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
+	for _, part := range splitText(text, maxPostChars) {
+		opts := []slack.MsgOption{slack.MsgOptionText(part, true), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
+		if th.Thread != "" {
+			opts = append(opts, slack.MsgOptionTS(th.Thread))
+		}
+		if _, _, err := a.api.PostMessageContext(ctx, th.Channel, opts...); err != nil {
+			return fmt.Errorf("slack: chat.postMessage: %w", err)
+		}
+	}
+	return nil
+}
+
+// ephemeral tells one person something only they see, in the thread.
+func (a *Adapter) ephemeral(ctx context.Context, channel, thread, user, text string) {
+	if channel == "" || user == "" {
+		return
+	}
+	opts := []slack.MsgOption{slack.MsgOptionText(text, true)}
+	if thread != "" {
+		opts = append(opts, slack.MsgOptionTS(thread))
+	}
+	if _, err := a.api.PostEphemeralContext(ctx, channel, user, opts...); err != nil {
+		a.log.Error("slack: chat.postEphemeral", "channel", channel, "user", user, "err", err)
+	}
+}
+
+// splitText cuts text into parts of at most n characters, at a line break
+// in the second half of a part when there is one.
+func splitText(text string, n int) []string {
+	r := []rune(text)
+	if len(r) <= n {
+		return []string{text}
+	}
+	var out []string
+	for len(r) > n {
+		cut := n
+		for i := n; i > n/2; i-- {
+			if r[i-1] == '\n' {
+				cut = i
+				break
+			}
+		}
+		out = append(out, string(r[:cut]))
+		r = r[cut:]
+	}
+	if len(r) > 0 {
+		out = append(out, string(r))
+	}
+	return out
+}
+
+// --- card references ---
+
+var (
+	channelIDPattern = regexp.MustCompile(`^[CDGZ][A-Z0-9]{2,40}$`)
+	tsPattern        = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
+)
+
+// CardRef is the reference PostCard returns: "<channel id>/<message ts>".
+func CardRef(channel, ts string) string { return channel + "/" + ts }
+
+// ParseCardRef splits a reference made by CardRef.
+func ParseCardRef(ref string) (channel, ts string, err error) {
+	channel, ts, ok := strings.Cut(ref, "/")
+	if !ok || !channelIDPattern.MatchString(channel) || !tsPattern.MatchString(ts) {
+		return "", "", fmt.Errorf("slack: malformed card reference %q", clip(ref, 80))
+	}
+	return channel, ts, nil
+}
+
+// --- user groups ---
+
+func (a *Adapter) fetchGroup(ctx context.Context, group string) ([]string, error) {
+	users, err := a.api.GetUserGroupMembersContext(ctx, group)
+	if err != nil {
+		a.log.Warn("slack: usergroups.users.list failed; the group grants nothing until it resolves", "group", group, "err", err)
+		return nil, fmt.Errorf("slack: usergroups.users.list %s: %w", group, err)
+	}
+	return users, nil
+}
+
+// groupCache keeps a user group's members for ttl. Concurrent lookups of
+// one group share one request; failures are not kept.
+type groupCache struct {
+	fetch func(ctx context.Context, group string) ([]string, error)
+	now   func() time.Time
+	ttl   time.Duration
+
+	mu      sync.Mutex
+	entries map[string]*groupEntry
+}
+
+type groupEntry struct {
+	done    chan struct{}
+	users   []string
+	err     error
+	expires time.Time
+}
+
+func newGroupCache(fetch func(context.Context, string) ([]string, error), now func() time.Time, ttl time.Duration) *groupCache {
+	return &groupCache{fetch: fetch, now: now, ttl: ttl, entries: map[string]*groupEntry{}}
+}
+
+// members is a bot.GroupResolver.
+func (g *groupCache) members(ctx context.Context, group string) ([]string, error) {
+	g.mu.Lock()
+	e := g.entries[group]
+	if e != nil {
+		select {
+		case <-e.done:
+			if e.err != nil || !g.now().Before(e.expires) {
+				e = nil // failed or stale: fetch again
+			}
+		default: // in flight: share it
+		}
+	}
+	if e == nil {
+		e = &groupEntry{done: make(chan struct{})}
+		g.entries[group] = e
+		g.mu.Unlock()
+		users, err := g.fetch(ctx, group)
+		g.mu.Lock()
+		e.users, e.err, e.expires = users, err, g.now().Add(g.ttl)
+		close(e.done)
+		g.mu.Unlock()
+		return users, err
+	}
+	g.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.users, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

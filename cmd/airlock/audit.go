@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlockhq/airlock/config"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/storage"
+)
+
+// callRecord is the story of one tool call, told from the audit table.
+type callRecord struct {
+	ConversationID int64           `json:"conversation_id"`
+	BatchID        string          `json:"batch_id"`
+	Key            string          `json:"call_key"`
+	Tool           string          `json:"tool"`
+	AskedBy        string          `json:"asked_by"`
+	AskedAt        time.Time       `json:"asked_at"`
+	Args           json.RawMessage `json:"args"`
+	Summary        string          `json:"summary,omitempty"`
+	NeedsApproval  bool            `json:"needs_approval"`
+	Decision       string          `json:"decision"`
+	DecidedBy      string          `json:"decided_by,omitempty"`
+	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
+	DenyMessage    string          `json:"deny_message,omitempty"`
+	Outcome        string          `json:"outcome"`
+	Result         string          `json:"result,omitempty"`
+	RejectedClicks []rejectedClick `json:"rejected_clicks,omitempty"`
+}
+
+type rejectedClick struct {
+	By  string    `json:"by"`
+	At  time.Time `json:"at"`
+	Why string    `json:"why"`
+}
+
+// auditRecords folds audit events into one record per call, in the order
+// the calls were asked for.
+func auditRecords(events []confirm.AuditEvent) []*callRecord {
+	byCall := map[string]*callRecord{}
+	var order []*callRecord
+	get := func(e confirm.AuditEvent) *callRecord {
+		k := e.BatchID + "\x00" + e.CallKey
+		r := byCall[k]
+		if r == nil {
+			r = &callRecord{ConversationID: e.ConversationID, BatchID: e.BatchID, Key: e.CallKey, Tool: e.Tool, Decision: "pending", Outcome: "not run"}
+			byCall[k] = r
+			order = append(order, r)
+		}
+		return r
+	}
+	for _, e := range events {
+		switch e.Kind {
+		case confirm.AuditToolCall:
+			var d struct {
+				Args     json.RawMessage `json:"args"`
+				Flagged  bool            `json:"flagged"`
+				Decision string          `json:"decision"`
+				Summary  string          `json:"summary"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
+			r := get(e)
+			r.AskedBy, r.AskedAt, r.Args, r.NeedsApproval, r.Summary = e.Actor, e.At, d.Args, d.Flagged, d.Summary
+			if d.Decision != "" {
+				r.Decision = d.Decision
+			}
+		case confirm.AuditDecision:
+			var d struct {
+				Status  string `json:"status"`
+				Message string `json:"message"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
+			r := get(e)
+			at := e.At
+			r.Decision, r.DecidedBy, r.DecidedAt, r.DenyMessage = d.Status, e.Actor, &at, d.Message
+		case confirm.AuditToolResult:
+			var d struct {
+				Status string `json:"status"`
+				Result string `json:"result"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
+			r := get(e)
+			r.Outcome, r.Result = d.Status, d.Result
+		case confirm.AuditRejectedClick:
+			if e.CallKey == "" {
+				continue // a button that named no call
+			}
+			var d struct {
+				Why string `json:"why"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
+			r := get(e)
+			r.RejectedClicks = append(r.RejectedClicks, rejectedClick{By: e.Actor, At: e.At, Why: d.Why})
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return order[i].AskedAt.Before(order[j].AskedAt) })
+	return order
+}
+
+func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock audit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	conv := fs.Int64("conversation", 0, "only this conversation id")
+	since := fs.Duration("since", 0, "only events newer than this (e.g. 24h)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+	f := confirm.AuditFilter{ConversationID: *conv}
+	if *since > 0 {
+		f.Since = time.Now().Add(-*since)
+	}
+	events, err := db.AuditEvents(ctx, f)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	records := auditRecords(events)
+	if *asJSON {
+		// Compact, so each call's arguments are the exact bytes the model sent.
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false)
+		if records == nil {
+			records = []*callRecord{}
+		}
+		if err := enc.Encode(records); err != nil {
+			fmt.Fprintf(stderr, "airlock: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	printRecords(stdout, records)
+	return 0
+}
+
+func printRecords(w io.Writer, records []*callRecord) {
+	if len(records) == 0 {
+		fmt.Fprintln(w, "no tool calls recorded")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ASKED (UTC)\tCONV\tCALL\tTOOL\tASKED BY\tDECISION\tDECIDED BY\tDECIDED (UTC)\tOUTCOME\tARGS")
+	for _, r := range records {
+		decided := "-"
+		if r.DecidedAt != nil {
+			decided = r.DecidedAt.UTC().Format(time.DateTime)
+		}
+		by := r.DecidedBy
+		if by == "" {
+			by = "-"
+		}
+		outcome := r.Outcome
+		if r.Outcome == "failed" || r.Outcome == "unknown" {
+			outcome += ": " + oneLine(r.Result, 60)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			r.AskedAt.UTC().Format(time.DateTime), r.ConversationID, shortID(r.BatchID), r.Key, r.Tool, r.AskedBy,
+			r.Decision, by, decided, outcome, oneLine(string(r.Args), 200))
+		for _, c := range r.RejectedClicks {
+			fmt.Fprintf(tw, "\t\t\t\t  rejected click\t%s\t%s\t%s\t\t\n", c.Why, c.By, c.At.UTC().Format(time.DateTime))
+		}
+	}
+	tw.Flush()
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// soak repeats the double-click storm: one gated call, many concurrent
+// Allow clicks on its button, and counts how often the tool ran. Every
+// storm must run it exactly once.
+func soak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	storms := fs.Int("storms", 1000, "how many storms")
+	clicks := fs.Int("clicks", 20, "concurrent clicks per storm")
+	driver := fs.String("driver", "sqlite", "sqlite or postgres")
+	dsn := fs.String("dsn", "", "database (default: a new SQLite file in a temporary folder)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *storms < 1 || *clicks < 1 {
+		fmt.Fprintln(stderr, "airlock soak: -storms and -clicks must be positive")
+		return 2
+	}
+	if *dsn == "" {
+		if *driver != "sqlite" {
+			fmt.Fprintln(stderr, "airlock soak: -dsn is required for postgres")
+			return 2
+		}
+		dir, err := os.MkdirTemp("", "airlock-soak")
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock soak: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		*dsn = filepath.Join(dir, "soak.db")
+	}
+	runs, elapsed, err := runSoak(ctx, *driver, *dsn, *storms, *clicks)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock soak: %v\n", err)
+		return 1
+	}
+	hist := map[int64]int{}
+	for _, n := range runs {
+		hist[n]++
+	}
+	var keys []int64
+	for k := range hist {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	fmt.Fprintf(stdout, "storms: %d, concurrent clicks per storm: %d, driver: %s, %s (%.1f storms/s)\n",
+		len(runs), *clicks, *driver, elapsed.Round(time.Millisecond), float64(len(runs))/elapsed.Seconds())
+	fmt.Fprintln(stdout, "tool runs per storm:")
+	for _, k := range keys {
+		fmt.Fprintf(stdout, "  %d run(s): %d storms\n", k, hist[k])
+	}
+	if len(hist) != 1 || hist[1] != len(runs) {
+		fmt.Fprintln(stdout, "FAIL: some storm did not run the tool exactly once")
+		return 1
+	}
+	fmt.Fprintln(stdout, "ok: every storm ran the tool exactly once")
+	return 0
+}
+
+func runSoak(ctx context.Context, driver, dsn string, storms, clicks int) ([]int64, time.Duration, error) {
+	db, err := storage.Open(ctx, driver, dsn)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer db.Close()
+	tool := &soakTool{}
+	b, err := bot.New(bot.Config{
+		Store:     db,
+		Model:     soakModel{},
+		Tools:     soakTools{tool},
+		Policy:    confirm.FromToolFlag(),
+		Approvers: bot.NewApprovers([]bot.ChannelApprovers{{Platform: "soak", ID: "*", Users: []string{"approver"}}}),
+		Logger:    slog.New(slog.DiscardHandler),
+		WorkerID:  fmt.Sprintf("soak/%d", os.Getpid()),
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	plat := &soakPlatform{}
+	b.Register("soak", plat)
+	run := fmt.Sprintf("%d", time.Now().UnixNano())
+	results := make([]int64, 0, storms)
+	start := time.Now()
+	for i := 0; i < storms; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		before := tool.runs.Load()
+		thread := fmt.Sprintf("%s-%d", run, i)
+		if err := b.HandleTurn(ctx, bot.Turn{Platform: "soak", Channel: "C", Thread: thread, User: "requester", Text: "go"}); err != nil {
+			return nil, 0, fmt.Errorf("storm %d: turn: %w", i, err)
+		}
+		ref := plat.lastRef()
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for c := 0; c < clicks; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				_ = b.Decide(ctx, bot.Click{Platform: "soak", Channel: "C", User: "approver", Ref: ref, Allow: true})
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		results = append(results, tool.runs.Load()-before)
+	}
+	return results, time.Since(start), nil
+}
+
+// soakModel asks for the gated tool on a user message and answers in text
+// after the results.
+type soakModel struct{}
+
+func (soakModel) Generate(_ context.Context, req model.Request) (model.Message, error) {
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == model.RoleTool {
+		return model.Message{Role: model.RoleAssistant, Text: "done"}, nil
+	}
+	return model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{{ID: "c1", Name: "storm", Args: json.RawMessage(`{}`)}}}, nil
+}
+
+type soakTool struct{ runs atomic.Int64 }
+
+func (t *soakTool) Spec() model.ToolSpec                    { return model.ToolSpec{Name: "storm"} }
+func (t *soakTool) Confirm() bool                           { return true }
+func (t *soakTool) Validate(json.RawMessage) error          { return nil }
+func (t *soakTool) Summary(json.RawMessage) (string, error) { return "storm", nil }
+func (t *soakTool) Run(context.Context, json.RawMessage, string) (string, error) {
+	t.runs.Add(1)
+	return "ran", nil
+}
+
+type soakTools struct{ t *soakTool }
+
+func (s soakTools) Get(name string) (tools.Tool, bool) { return s.t, name == "storm" }
+func (s soakTools) Specs() []model.ToolSpec            { return []model.ToolSpec{s.t.Spec()} }
+
+type soakPlatform struct {
+	mu  sync.Mutex
+	ref string
+}
+
+func (p *soakPlatform) PostCard(_ context.Context, _ bot.Thread, c bot.Card) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ref = c.Calls[0].Ref
+	return c.BatchID, nil
+}
+func (p *soakPlatform) UpdateCard(context.Context, bot.Thread, string, bot.Card) error { return nil }
+func (p *soakPlatform) Post(context.Context, bot.Thread, string) error                 { return nil }
+func (p *soakPlatform) lastRef() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ref
+}
