@@ -83,6 +83,12 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		// them in Go instead of in SQLite's busy handler.
 		x.SetMaxOpenConns(8)
 		x.SetMaxIdleConns(8)
+	} else {
+		// Keep connections for bursts of clicks instead of dialling anew
+		// (database/sql keeps only 2 idle by default).
+		x.SetMaxOpenConns(32)
+		x.SetMaxIdleConns(32)
+		x.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	db := &DB{x: x, driver: driver}
 	if err := db.connect(ctx); err != nil {

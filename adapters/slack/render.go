@@ -46,9 +46,9 @@ const (
 	ArgsPreviewLines = 20
 
 	maxIntroChars   = 1200
-	maxSummaryChars = 500
+	maxSummaryChars = 400
 	maxResultChars  = 300
-	maxReasonChars  = 600
+	maxReasonChars  = 520
 	maxToolChars    = 80
 	maxModalArgs    = 2800 // characters of arguments per modal section
 )
@@ -134,7 +134,7 @@ func introSection(card bot.Card) slack.Block {
 	}
 	if intro := strings.TrimSpace(card.Intro); intro != "" {
 		b.WriteString("\n")
-		b.WriteString(quote(escapeClip(intro, maxIntroChars)))
+		b.WriteString(quote(escapeClip(limitLines(intro, 15), maxIntroChars)))
 	}
 	return slack.NewSectionBlock(mrkdwn(clipSection(b.String())), nil, nil, slack.SectionBlockOptionBlockID("intro"))
 }
@@ -149,17 +149,16 @@ func callSection(c bot.CardCall, requester string, complete bool) slack.Block {
 	}
 	fmt.Fprintf(&b, "*%d. `%s`*  ·  _%s_\n", c.Number, codeSafe(escapeClip(c.Tool, maxToolChars)), gate)
 	if s := strings.TrimSpace(c.Summary); s != "" {
-		b.WriteString(quote(escapeClip(s, maxSummaryChars)))
+		b.WriteString(quote(escapeClip(limitLines(s, 6), maxSummaryChars)))
 		b.WriteString("\n")
 	}
-	preview, truncated := argsPreview(c.Args)
+	preview, shownChars, truncated := argsPreview(c.Args)
 	b.WriteString("```\n")
 	b.WriteString(codeSafe(preview))
 	b.WriteString("\n```\n")
 	var accessory *slack.Accessory
 	if truncated {
-		total := utf8.RuneCountInString(c.Args)
-		shownChars := utf8.RuneCountInString(preview)
+		total := utf8.RuneCountInString(strings.TrimSpace(c.Args))
 		if complete {
 			fmt.Fprintf(&b, "_Arguments cut: %s of %s characters shown._\n", thousands(shownChars), thousands(total))
 		} else {
@@ -326,28 +325,37 @@ func slackDate(t time.Time, format string) string {
 	return fmt.Sprintf("<!date^%d^%s|%s>", t.Unix(), format, t.UTC().Format("2006-01-02 15:04:05 UTC"))
 }
 
-// argsPreview returns the arguments cut to the preview size, and whether
-// they were cut.
-func argsPreview(args string) (string, bool) {
+// argsPreview returns the arguments cut to the preview size and escaped,
+// how many of their characters it shows, and whether they were cut.
+func argsPreview(args string) (preview string, shown int, cut bool) {
 	args = strings.TrimSpace(args)
 	if args == "" {
-		return "(no arguments)", false
+		return "(no arguments)", 0, false
 	}
 	lines := strings.Split(args, "\n")
-	cut := false
 	if len(lines) > ArgsPreviewLines {
 		lines = lines[:ArgsPreviewLines]
 		cut = true
 	}
 	s := strings.Join(lines, "\n")
-	if r := []rune(s); len(r) > ArgsPreviewChars {
-		s = string(r[:ArgsPreviewChars])
-		cut = true
+	// Bound the escaped text: "&" takes five characters once escaped.
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		p := escape(string(r))
+		if n+utf8.RuneCountInString(p) > ArgsPreviewChars {
+			cut = true
+			break
+		}
+		b.WriteString(p)
+		n += utf8.RuneCountInString(p)
+		shown++
 	}
+	preview = b.String()
 	if cut {
-		s += "\n…"
+		preview += "\n…"
 	}
-	return escapeClip(s, ArgsPreviewChars*5), cut
+	return preview, shown, cut
 }
 
 // DenyReasonModal is the modal "Deny with reason…" opens. Its private
@@ -506,6 +514,15 @@ func quote(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		lines[i] = "> " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// limitLines keeps at most n lines of s, joining the rest into the last.
+func limitLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n)
+	if len(lines) == n {
+		lines[n-1] = oneLine(lines[n-1])
 	}
 	return strings.Join(lines, "\n")
 }
