@@ -56,6 +56,9 @@ type Config struct {
 	Now           func() time.Time
 	Logger        *slog.Logger
 	WorkerID      string // names this process in claims
+	// Trace, when set, is called at named points of the confirmation path
+	// ("decided", "ran"); crash tests use it to stop the process there.
+	Trace func(point string)
 }
 
 // Bot runs conversations.

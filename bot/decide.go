@@ -102,9 +102,16 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", c.User)
 	b.refreshCard(ctx, conv, batchID)
 	if res.BatchDecided {
+		b.trace("decided")
 		return b.resume(ctx, conv, batchID)
 	}
 	return nil
+}
+
+func (b *Bot) trace(point string) {
+	if b.cfg.Trace != nil {
+		b.cfg.Trace(point)
+	}
 }
 
 // denyMessage is what the model is told for a person's deny: the default

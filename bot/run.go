@@ -43,6 +43,16 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 	return b.converse(ctx, conv, batch.RequestedBy)
 }
 
+// lastAuthor is the author of the newest message addressed to the bot.
+func lastAuthor(h []model.Message) string {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Role == model.RoleUser && !h[i].Aside {
+			return h[i].Author
+		}
+	}
+	return ""
+}
+
 // endsWithResults reports whether the newest message other than asides is
 // a tool-results message: the model has not answered it yet.
 func endsWithResults(h []model.Message) bool {
@@ -92,6 +102,7 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 		b.log.Error("decisions rejected; nothing runs", "batch", batchID, "err", err)
 		return false, fmt.Errorf("execute batch: %w", err)
 	}
+	b.trace("ran")
 	msg := model.Message{Role: model.RoleTool}
 	for _, r := range results {
 		msg.Results = append(msg.Results, model.ToolResult{CallID: r.CallID, Key: r.Key, Name: r.Name, Content: r.Content, IsError: r.IsError})
@@ -195,12 +206,43 @@ func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch 
 	}
 }
 
-// Recover finishes work a dead worker left: batches decided but never run,
-// and batches left running, whose calls that were running become unknown
-// (never run again) before the batch is finished and the conversation
-// continued. A conversation another live worker holds is left to it. It
-// runs at start and from the sweep.
+// Recover runs at start: it finishes work a dead worker left (see
+// RecoverBatches) and asks the model to answer tool results it never saw.
 func (b *Bot) Recover(ctx context.Context) error {
+	if err := b.RecoverBatches(ctx); err != nil {
+		return err
+	}
+	convs, err := b.store.UnansweredConversations(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range convs {
+		conv, err := b.store.ConversationByID(ctx, id)
+		if err != nil {
+			return fmt.Errorf("load conversation: %w", err)
+		}
+		unlock, ok, err := b.tryLockConversation(ctx, id)
+		if err != nil || !ok {
+			continue // a live worker has it
+		}
+		hist, err := b.history(ctx, id)
+		if err == nil && endsWithResults(hist) {
+			b.log.Warn("continuing a conversation left without an answer", "conversation", id)
+			err = b.converse(ctx, conv, lastAuthor(hist))
+		}
+		unlock()
+		if err != nil {
+			b.log.Error("continue conversation", "conversation", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// RecoverBatches finishes batches a dead worker left: decided but never
+// run, or left running, whose calls that were running become unknown
+// (never run again) before the batch is finished and the conversation
+// continued. A conversation a live worker holds is left to it.
+func (b *Bot) RecoverBatches(ctx context.Context) error {
 	var ids []string
 	for _, st := range []confirm.BatchStatus{confirm.BatchRunning, confirm.BatchDecided} {
 		some, err := b.store.BatchesIn(ctx, st)
@@ -366,7 +408,7 @@ func (b *Bot) Run(ctx context.Context, interval time.Duration) {
 				b.log.Error("sweep", "err", err)
 			}
 			if n%10 == 0 {
-				if err := b.Recover(ctx); err != nil && ctx.Err() == nil {
+				if err := b.RecoverBatches(ctx); err != nil && ctx.Err() == nil {
 					b.log.Error("recover", "err", err)
 				}
 			}

@@ -210,6 +210,9 @@ type Store interface {
 	// process running them died) — every such call, or only those of the
 	// given batches — and returns the batch ids touched.
 	RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error)
+	// UnansweredConversations lists conversations whose newest message is
+	// tool results the model never answered.
+	UnansweredConversations(ctx context.Context) ([]int64, error)
 	// BatchesIn lists ids of batches in the status, oldest first.
 	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
 	// ReleaseBatch takes a batch from running back to decided (a worker

@@ -49,6 +49,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"RaceLease", testRaceLease},
 		{"Reminders", testReminders},
 		{"RecoverOneBatch", testRecoverOneBatch},
+		{"UnansweredConversations", testUnanswered},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1315,5 +1316,21 @@ func testRecoverOneBatch(t *testing.T, db *DB) {
 	other, _ := db.Batch(ctx, ids[1])
 	if other.Calls[0].Run != confirm.RunRunning {
 		t.Fatalf("another batch's running call became %s", other.Calls[0].Run)
+	}
+}
+
+func testUnanswered(t *testing.T, db *DB) {
+	ctx := t.Context()
+	a, b := newConversation(t, db), newConversation(t, db)
+	msg := func(role string) confirm.Message { return confirm.Message{Role: role, Body: json.RawMessage(`{}`)} }
+	if err := db.AppendMessages(ctx, a.ID, msg("user"), msg("assistant"), msg("tool")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendMessages(ctx, b.ID, msg("user"), msg("assistant"), msg("tool"), msg("assistant")); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := db.UnansweredConversations(ctx)
+	if err != nil || len(ids) != 1 || ids[0] != a.ID {
+		t.Fatalf("unanswered = %v, %v; want only %d", ids, err, a.ID)
 	}
 }

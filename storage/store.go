@@ -1039,3 +1039,16 @@ func (db *DB) ClearLeases(ctx context.Context) error {
 	}
 	return nil
 }
+
+// UnansweredConversations lists conversations whose newest message is a
+// tool-results message: the model was never asked to answer it (the
+// process died in between).
+func (db *DB) UnansweredConversations(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	if err := db.x.SelectContext(ctx, &ids, `SELECT m.conversation_id FROM messages m
+		WHERE m.role = 'tool' AND m.seq = (SELECT MAX(seq) FROM messages WHERE conversation_id = m.conversation_id)
+		ORDER BY m.conversation_id`); err != nil {
+		return nil, fmt.Errorf("unanswered conversations: %w", err)
+	}
+	return ids, nil
+}

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
 
 	"github.com/airlockhq/airlock/bot"
 )
@@ -219,7 +220,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	a.mu.Unlock()
 
 	if err := a.s.Open(); err != nil {
-		return fmt.Errorf("discord: connect to the gateway: %w", err)
+		return fmt.Errorf("discord: connect to the gateway%s: %w", closeHint(err), err)
 	}
 	a.log.Info("discord: connected", "user", a.userID())
 	<-ctx.Done()
@@ -239,6 +240,21 @@ func (a *Adapter) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// closeHint explains the gateway close codes a misconfigured bot meets.
+func closeHint(err error) string {
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	switch ce.Code {
+	case 4004:
+		return " (authentication failed: check discord.token, the bare bot token)"
+	case 4013, 4014:
+		return " (intents refused: enable the Message Content intent under Bot → Privileged Gateway Intents in the Developer Portal)"
+	}
+	return ""
 }
 
 // spawn runs f in a goroutine counted for shutdown; false when stopping.

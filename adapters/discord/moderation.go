@@ -231,10 +231,15 @@ func (t *moderationTool) parse(raw json.RawMessage) (modArgs, error) {
 		}
 	}
 	if v, ok := obj["delete_message_days"]; ok {
-		var n json.Number
+		var x any
 		d := json.NewDecoder(bytes.NewReader(v))
 		d.UseNumber()
-		if err := d.Decode(&n); err != nil {
+		var n json.Number
+		isNumber := d.Decode(&x) == nil
+		if isNumber {
+			n, isNumber = x.(json.Number)
+		}
+		if !isNumber {
 			return a, invalid("/delete_message_days: must be an integer from 0 to 7")
 		}
 		days, err := strconv.Atoi(n.String())

@@ -43,8 +43,9 @@ type Shell struct {
 	Channel string
 	Thread  string
 
-	mu    sync.Mutex          // serialises writes to Out
-	shown map[string][]string // batch id -> outcome per call, as last printed
+	mu      sync.Mutex          // serialises writes to Out
+	shown   map[string][]string // batch id -> outcome per call, as last printed
+	greeted bool
 }
 
 var _ bot.Platform = (*Shell)(nil)
@@ -75,9 +76,19 @@ const Help = `Type a message to talk to the agent. Commands:
   /quit               leave (a waiting card stays waiting)
 `
 
+// Greet prints the banner; Run does it when nobody did before.
+func (s *Shell) Greet() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.greeted {
+		fmt.Fprintf(s.Out, "airlock chat: you are %q. /help lists the commands.\n", s.User)
+		s.greeted = true
+	}
+}
+
 // Run reads lines until In ends, ctx ends, or /quit.
 func (s *Shell) Run(ctx context.Context, b Bot) error {
-	s.printf("airlock chat: you are %q. /help lists the commands.\n", s.User)
+	s.Greet()
 	if card, err := b.PendingCard(ctx, s.thread()); err == nil {
 		s.printf("A card is still waiting from before:\n")
 		s.printCard(*card)

@@ -24,6 +24,7 @@ package slack
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,6 +104,8 @@ type Adapter struct {
 
 	wg  sync.WaitGroup
 	sem chan struct{}
+
+	mentionNonce string // marks mentions made by Mention; see Post
 }
 
 // identity is who the bot is in the workspace, from auth.test.
@@ -112,7 +115,10 @@ type identity struct {
 	TeamID string
 }
 
-var _ bot.Platform = (*Adapter)(nil)
+var (
+	_ bot.Platform  = (*Adapter)(nil)
+	_ bot.Mentioner = (*Adapter)(nil)
+)
 
 // New checks the config and returns an adapter. It installs the Slack user
 // group resolver on the bot's approvers. Call Start before Run or Handler.
@@ -173,6 +179,8 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 		now:     cfg.Now,
 		baseCtx: context.Background(),
 		sem:     make(chan struct{}, DefaultConcurrency),
+
+		mentionNonce: rand.Text(),
 	}
 	a.groups = newGroupCache(a.fetchGroup, cfg.Now, DefaultGroupTTL)
 	if ap := b.Approvers(); ap != nil {
@@ -299,11 +307,13 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, car
 // are split, at line breaks where possible.
 const maxPostChars = 3800
 
-// Post posts text in the thread. The text is escaped: a model cannot
-// mention people, @channel or make links.
+// Post posts text in the thread. The text is escaped, so a model cannot
+// mention people, @channel or make links; only mentions made by Mention
+// (the bot's reminders to approvers) become real mentions.
 func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
+	text = a.restoreMentions(escape(text))
 	for _, part := range splitText(text, maxPostChars) {
-		opts := []slack.MsgOption{slack.MsgOptionText(part, true), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
+		opts := []slack.MsgOption{slack.MsgOptionText(part, false), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
 		if th.Thread != "" {
 			opts = append(opts, slack.MsgOptionTS(th.Thread))
 		}
@@ -312,6 +322,51 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 		}
 	}
 	return nil
+}
+
+// Mention implements bot.Mentioner: the approvers of a set, for a
+// reminder the bot then posts with Post. It returns markers carrying a
+// secret nonce that Post turns into <@U…> and <!subteam^S…>; the same
+// characters written by a model stay inert text.
+func (a *Adapter) Mention(s bot.ApproverSet) string {
+	var out []string
+	for _, u := range s.Users {
+		if userIDPattern.MatchString(u) {
+			out = append(out, mentionOpen+a.mentionNonce+":"+u+mentionClose)
+		}
+	}
+	for _, g := range s.Groups {
+		if groupIDPattern.MatchString(g) {
+			out = append(out, mentionOpen+a.mentionNonce+":"+g+mentionClose)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// Mention markers: private-use characters around "<nonce>:<id>".
+const (
+	mentionOpen  = "\uE000"
+	mentionClose = "\uE001"
+)
+
+var mentionMarker = regexp.MustCompile("\uE000([A-Z0-9]+):([A-Z0-9]+)\uE001")
+
+func (a *Adapter) restoreMentions(escaped string) string {
+	if !strings.Contains(escaped, mentionOpen) {
+		return escaped
+	}
+	return mentionMarker.ReplaceAllStringFunc(escaped, func(m string) string {
+		sub := mentionMarker.FindStringSubmatch(m)
+		switch {
+		case sub[1] != a.mentionNonce:
+			return ""
+		case userIDPattern.MatchString(sub[2]):
+			return "<@" + sub[2] + ">"
+		case groupIDPattern.MatchString(sub[2]):
+			return "<!subteam^" + sub[2] + ">"
+		}
+		return ""
+	})
 }
 
 // ephemeral tells one person something only they see, in the thread.

@@ -149,6 +149,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraAp
 		RemindBefore:  cfg.Confirmation.Reminder(),
 		Logger:        logger,
 		WorkerID:      fmt.Sprintf("%s/%d", host, os.Getpid()),
+		Trace:         crashTrace,
 	})
 	if err != nil {
 		db.Close()
@@ -185,6 +186,7 @@ func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io
 	}
 	defer a.store.Close()
 	a.bot.Register(shell.Platform, sh)
+	sh.Greet() // before recovery, which may already talk in the thread
 	if err := a.bot.Recover(ctx); err != nil {
 		return err
 	}
@@ -220,6 +222,10 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	defer cancel()
 	return srv.Shutdown(shutdown)
 }
+
+// crashTrace is nil in real builds; the crashtest build tag sets it so
+// tests can kill the process at a named point of the confirmation path.
+var crashTrace func(point string)
 
 // pinger is what readiness needs from storage.
 type pinger interface {

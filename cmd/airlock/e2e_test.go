@@ -22,38 +22,48 @@ import (
 	"github.com/airlockhq/airlock/storage"
 )
 
-// buildBinary builds the real airlock binary once per test run.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// binaries builds the real airlock binary once per set of build tags.
+var binaries sync.Map // tags -> *builtBinary
 
-func airlockBinary(t *testing.T) string {
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func airlockBinary(t *testing.T, tags ...string) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	key := strings.Join(tags, ",")
+	v, _ := binaries.LoadOrStore(key, &builtBinary{})
+	b := v.(*builtBinary)
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "airlock-bin")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "airlock")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		b.path = filepath.Join(dir, "airlock")
+		args := []string{"build", "-o", b.path}
+		if key != "" {
+			args = append(args, "-tags", key)
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binPath
+	return b.path
 }
 
 // toolServer is a fake service the HTTP tools call; it records each hit.
 type toolServer struct {
 	*httptest.Server
-	mu   sync.Mutex
-	hits []toolHit
+	mu    sync.Mutex
+	hits  []toolHit
+	block chan struct{} // when set, deploy requests wait on it after being counted
 }
 
 type toolHit struct {
@@ -66,7 +76,15 @@ func newToolServer(t *testing.T) *toolServer {
 		body, _ := io.ReadAll(r.Body)
 		ts.mu.Lock()
 		ts.hits = append(ts.hits, toolHit{Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: string(body)})
+		block := ts.block
 		ts.mu.Unlock()
+		if block != nil && strings.HasPrefix(r.URL.Path, "/deploy/") {
+			select {
+			case <-block:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		fmt.Fprintf(w, `{"ok":true,"path":%q}`, r.URL.Path)
 	}))
 	t.Cleanup(ts.Close)
@@ -164,7 +182,13 @@ func (b *syncBuffer) String() string {
 
 func startChat(t *testing.T, cfgPath string) *chatProcess {
 	t.Helper()
-	cmd := exec.Command(airlockBinary(t), "chat", "-config", cfgPath)
+	return startChatWith(t, airlockBinary(t), cfgPath)
+}
+
+func startChatWith(t *testing.T, bin, cfgPath string, env ...string) *chatProcess {
+	t.Helper()
+	cmd := exec.Command(bin, "chat", "-config", cfgPath)
+	cmd.Env = append(os.Environ(), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,763 @@
+package discord
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/model/modeltest"
+	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// countTool is a gated tool that counts its runs.
+type countTool struct{ runs atomic.Int64 }
+
+func (c *countTool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: "restart_service", Description: "Restart a service.", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+func (c *countTool) Confirm() bool { return true }
+func (c *countTool) Validate(args json.RawMessage) error {
+	var m map[string]any
+	if err := json.Unmarshal(args, &m); err != nil {
+		return fmt.Errorf("%w: must be a JSON object", tools.ErrInvalidArgs)
+	}
+	return nil
+}
+func (c *countTool) Summary(args json.RawMessage) (string, error) {
+	var m map[string]any
+	json.Unmarshal(args, &m)
+	return fmt.Sprintf("Restart %v in production", m["service"]), nil
+}
+func (c *countTool) Run(context.Context, json.RawMessage, string) (string, error) {
+	c.runs.Add(1)
+	return "restarted", nil
+}
+
+type harness struct {
+	t     *testing.T
+	fd    *fakeDiscord
+	db    *storage.DB
+	model *modeltest.Scripted
+	tool  *countTool
+	set   *tools.Set
+	bot   *bot.Bot
+	a     *Adapter
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx := context.Background()
+	db, err := storage.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	set, err := tools.New(nil, tools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := &countTool{}
+	if err := set.Add(tool); err != nil {
+		t.Fatal(err)
+	}
+	m := modeltest.NewScripted()
+	b, err := bot.New(bot.Config{
+		Store: db,
+		Model: m,
+		Tools: set,
+		Approvers: bot.NewApprovers([]bot.ChannelApprovers{
+			{Platform: Platform, ID: channelID, Roles: []string{modRole}},
+			{Platform: Platform, ID: "*", Users: []string{dmUser}},
+		}),
+		Timeout: 10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := newFakeDiscord(t, true)
+	a, err := New(Config{Token: testToken, APIURL: fd.apiURL(), Events: db}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Register(Platform, a)
+	return &harness{t: t, fd: fd, db: db, model: m, tool: tool, set: set, bot: b, a: a}
+}
+
+// start runs the adapter until the test ends and checks the IDENTIFY.
+func (h *harness) start() {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.a.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				h.t.Errorf("Run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			h.t.Error("Run did not return after cancel")
+		}
+	})
+	select {
+	case ident := <-h.fd.identify:
+		intents, _ := ident["intents"].(float64)
+		want := int64(discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent)
+		if int64(intents) != want || int64(intents)&(1<<15) == 0 {
+			h.t.Fatalf("intents %v, want %d (with MessageContent 1<<15)", ident["intents"], want)
+		}
+		if tok, _ := ident["token"].(string); tok != "Bot "+testToken {
+			h.t.Fatal("IDENTIFY did not carry the bot token")
+		}
+	case err := <-done:
+		h.t.Fatalf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("no IDENTIFY")
+	}
+	// The first REST call was the gateway lookup at the configured base.
+	if got := h.fd.recorded("GET", "/gateway"); len(got) != 1 || !strings.HasPrefix(got[0].Header.Get("Authorization"), "Bot ") {
+		h.t.Fatalf("gateway lookup: %+v", got)
+	}
+}
+
+// postedCard is a card message the bot posted.
+type postedCard struct {
+	id         string
+	content    string
+	embeds     []map[string]any
+	components []map[string]any
+}
+
+func decodeMessage(t *testing.T, c apiCall) postedCard {
+	t.Helper()
+	var body struct {
+		Content    string           `json:"content"`
+		Embeds     []map[string]any `json:"embeds"`
+		Components []map[string]any `json:"components"`
+	}
+	if err := json.Unmarshal(c.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	return postedCard{id: c.id(), content: body.Content, embeds: body.Embeds, components: body.Components}
+}
+
+// card waits for the n-th message with buttons posted in channel.
+func (h *harness) card(channel string, n int) postedCard {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var found []apiCall
+		for _, c := range h.fd.recorded("POST", "/channels/"+channel+"/messages") {
+			if strings.Contains(string(c.Body), `"components":[{`) {
+				found = append(found, c)
+			}
+		}
+		if len(found) >= n {
+			return decodeMessage(h.t, found[n-1])
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no card %d in channel %s", n, channel)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lastEdit is the newest edit of a message.
+func (h *harness) lastEdit(channel, id string) postedCard {
+	h.t.Helper()
+	edits := h.fd.waitFor("PATCH", "/channels/"+channel+"/messages/"+id, 1)
+	return decodeMessage(h.t, edits[len(edits)-1])
+}
+
+func buttonIDs(t *testing.T, components []map[string]any) (allow, deny, reason []string) {
+	t.Helper()
+	for _, row := range components {
+		if row["type"].(float64) != 1 {
+			t.Fatalf("top-level component of type %v", row["type"])
+		}
+		for _, c := range row["components"].([]any) {
+			b := c.(map[string]any)
+			id := b["custom_id"].(string)
+			if len(id) > 100 {
+				t.Fatalf("custom_id %q longer than 100", id)
+			}
+			switch b["style"].(float64) {
+			case float64(discordgo.SuccessButton):
+				allow = append(allow, id)
+			case float64(discordgo.DangerButton):
+				deny = append(deny, id)
+			case float64(discordgo.SecondaryButton):
+				reason = append(reason, id)
+			default:
+				t.Fatalf("button style %v", b["style"])
+			}
+		}
+	}
+	return
+}
+
+// answers are the messages without buttons the bot posted in channel.
+func (h *harness) answers(channel string) []string {
+	var out []string
+	for _, c := range h.fd.recorded("POST", "/channels/"+channel+"/messages") {
+		var m struct {
+			Content    string `json:"content"`
+			Components []any  `json:"components"`
+		}
+		json.Unmarshal(c.Body, &m)
+		if len(m.Components) == 0 {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+func (h *harness) waitAnswer(channel, want string) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(h.answers(channel), want) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no answer %q in %s; answers: %q", want, channel, h.answers(channel))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// threadFor waits for the thread started from a message and returns its id.
+func (h *harness) threadFor(messageID string) string {
+	h.t.Helper()
+	c := h.fd.waitFor("POST", "/channels/"+channelID+"/messages/"+messageID+"/threads", 1)[0]
+	return c.id()
+}
+
+// callbacks returns the interaction callbacks sent for interaction id.
+func (h *harness) callback(id string) map[string]any {
+	h.t.Helper()
+	c := h.fd.waitFor("POST", "/interactions/"+id+"/token-"+id+"/callback", 1)
+	return c[0].json(h.t)
+}
+
+func (h *harness) lastRequest() model.Request {
+	h.t.Helper()
+	reqs := h.model.Requests()
+	if len(reqs) == 0 {
+		h.t.Fatal("the model got no request")
+	}
+	return reqs[len(reqs)-1]
+}
+
+func toolResults(t *testing.T, req model.Request) []model.ToolResult {
+	t.Helper()
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == model.RoleTool {
+			return req.Messages[i].Results
+		}
+	}
+	t.Fatal("no tool results sent to the model")
+	return nil
+}
+
+func tc(id, name, args string) confirm.ToolCall {
+	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
+}
+
+func mentionText(s string) string { return "<@" + botID + "> " + s }
+
+// TestMentionThreadCardRolesAndAnswer is the whole guild flow: a mention
+// starts a thread, the paused reply is a card there, a member without the
+// approver role changes nothing, a moderator's Allow runs the tool once,
+// the card loses its buttons and says who decided, the answer follows.
+func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
+	h := newHarness(t)
+	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
+	h.model.PushText("Restarted api.")
+	h.start()
+
+	msg := guildMessage("7001", channelID, requester, mentionText("restart api please"), true)
+	h.fd.send("MESSAGE_CREATE", msg)
+	h.fd.send("MESSAGE_CREATE", msg) // a redelivery starts nothing more
+	thread := h.threadFor("7001")
+	tcall := h.fd.recorded("POST", "/channels/"+channelID+"/messages/7001/threads")[0].json(t)
+	if tcall["name"] != "restart api please" || tcall["auto_archive_duration"] != float64(1440) {
+		t.Fatalf("thread start: %v", tcall)
+	}
+
+	card := h.card(thread, 1)
+	if !strings.Contains(card.content, "<@"+requester+">") || !strings.Contains(card.content, "<@&"+modRole+">") || !strings.Contains(card.content, "<t:") {
+		t.Fatalf("card content: %q", card.content)
+	}
+	if len(card.embeds) != 1 || card.embeds[0]["title"] != "[1] restart_service" || card.embeds[0]["description"] != "Restart api in production" {
+		t.Fatalf("card embeds: %v", card.embeds)
+	}
+	allow, deny, reason := buttonIDs(t, card.components)
+	if len(allow) != 1 || len(deny) != 1 || len(reason) != 1 || !strings.HasPrefix(allow[0], "al:a:") || !strings.HasPrefix(deny[0], "al:d:") || !strings.HasPrefix(reason[0], "al:r:") {
+		t.Fatalf("buttons: %v %v %v", allow, deny, reason)
+	}
+	posted := h.fd.recorded("POST", "/channels/"+thread+"/messages")
+	if am := posted[0].json(t)["allowed_mentions"].(map[string]any); len(am["parse"].([]any)) != 0 {
+		t.Fatalf("the card may ping: %v", am)
+	}
+
+	// A member without the approver role: ephemeral answer, nothing runs.
+	h.fd.send("INTERACTION_CREATE", click("8001", thread, outsider, []string{otherRole}, allow[0], card.id))
+	if cb := h.callback("8001"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
+		t.Fatalf("callback: %v", cb)
+	}
+	fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8001", 1)[0].json(t)
+	if fu["content"] != bot.UserMessage(bot.ErrNotApprover) || fu["flags"] != float64(discordgo.MessageFlagsEphemeral) {
+		t.Fatalf("follow-up: %v", fu)
+	}
+	if n := h.tool.runs.Load(); n != 0 {
+		t.Fatalf("a non-approver's click ran the tool %d times", n)
+	}
+	events, err := h.db.AuditEvents(context.Background(), confirm.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(events, func(e confirm.AuditEvent) bool { return e.Kind == confirm.AuditRejectedClick && e.Actor == outsider }) {
+		t.Fatalf("no rejected_click audited for %s: %+v", outsider, events)
+	}
+
+	// A moderator: the tool runs once, the card shows who decided, the answer follows.
+	h.fd.send("INTERACTION_CREATE", click("8002", thread, moderator, []string{otherRole, modRole}, allow[0], card.id))
+	h.waitAnswer(thread, "Restarted api.")
+	if cb := h.callback("8002"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
+		t.Fatalf("callback: %v", cb)
+	}
+	if n := h.tool.runs.Load(); n != 1 {
+		t.Fatalf("tool ran %d times, want 1", n)
+	}
+	if fus := h.fd.recorded("POST", "/webhooks/"+botID+"/token-8002"); len(fus) != 0 {
+		t.Fatalf("a successful click got a follow-up: %s", fus[0].Body)
+	}
+	final := h.lastEdit(thread, card.id)
+	if len(final.components) != 0 {
+		t.Fatalf("decided card still has buttons: %v", final.components)
+	}
+	status := final.embeds[0]["fields"].([]any)[1].(map[string]any)["value"].(string)
+	if !strings.Contains(status, "allowed by <@"+moderator+">") || !strings.Contains(status, "succeeded") {
+		t.Fatalf("status: %q", status)
+	}
+	// The same click again changes nothing.
+	h.fd.send("INTERACTION_CREATE", click("8003", thread, moderator, []string{modRole}, allow[0], card.id))
+	fu = h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8003", 1)[0].json(t)
+	if fu["content"] != bot.UserMessage(bot.ErrAlreadyClosed) || h.tool.runs.Load() != 1 {
+		t.Fatalf("second click: %v, runs %d", fu, h.tool.runs.Load())
+	}
+	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages/7001/threads")); n != 1 {
+		t.Fatalf("threads started: %d", n)
+	}
+	if n := len(h.model.Requests()); n != 2 {
+		t.Fatalf("model requests: %d, want 2", n)
+	}
+	// The bot's own messages come back over the gateway and are ignored.
+	for _, c := range h.fd.allCalls() {
+		if strings.Contains(c.Header.Get("Authorization"), "secret") && c.Header.Get("Authorization") != "Bot "+testToken {
+			t.Fatalf("odd authorization header on %s", c.Path)
+		}
+	}
+}
+
+// TestDenyWithReasonViaModal: the reason button opens a modal; its submit
+// denies with the reason, which reaches the model; nothing runs.
+func TestDenyWithReasonViaModal(t *testing.T) {
+	h := newHarness(t)
+	h.model.PushCalls(tc("c1", "restart_service", `{"service":"web"}`))
+	h.model.PushText("OK, I will not restart web.")
+	h.start()
+
+	h.fd.send("MESSAGE_CREATE", guildMessage("7101", channelID, requester, mentionText("restart web"), true))
+	thread := h.threadFor("7101")
+	card := h.card(thread, 1)
+	_, _, reason := buttonIDs(t, card.components)
+
+	h.fd.send("INTERACTION_CREATE", click("8101", thread, moderator, []string{modRole}, reason[0], card.id))
+	cb := h.callback("8101")
+	if cb["type"] != float64(discordgo.InteractionResponseModal) {
+		t.Fatalf("callback: %v", cb)
+	}
+	data := cb["data"].(map[string]any)
+	modalID := data["custom_id"].(string)
+	if modalID != "al:m:"+strings.TrimPrefix(reason[0], "al:r:") || len(modalID) > 100 {
+		t.Fatalf("modal custom_id %q", modalID)
+	}
+	input := data["components"].([]any)[0].(map[string]any)["components"].([]any)[0].(map[string]any)
+	if input["type"] != float64(discordgo.TextInputComponent) || input["custom_id"] != ReasonInputID {
+		t.Fatalf("modal input: %v", input)
+	}
+	if h.tool.runs.Load() != 0 || len(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/*")) != 0 {
+		t.Fatal("opening the modal changed something")
+	}
+
+	h.fd.send("INTERACTION_CREATE", modalSubmit("8102", thread, moderator, []string{modRole}, modalID, "not during the incident", card.id))
+	h.waitAnswer(thread, "OK, I will not restart web.")
+	if cb := h.callback("8102"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
+		t.Fatalf("modal callback: %v", cb)
+	}
+	if h.tool.runs.Load() != 0 {
+		t.Fatal("a denied call ran")
+	}
+	res := toolResults(t, h.lastRequest())
+	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, "not during the incident") || !strings.Contains(res[0].Content, moderator) {
+		t.Fatalf("result to the model: %+v", res)
+	}
+	final := h.lastEdit(thread, card.id)
+	status := final.embeds[0]["fields"].([]any)[1].(map[string]any)["value"].(string)
+	if len(final.components) != 0 || !strings.Contains(status, "denied by <@"+moderator+">") || !strings.Contains(status, "not during the incident") {
+		t.Fatalf("final card: %q %v", status, final.components)
+	}
+}
+
+// TestAsidesRepliesAndBots: in a conversation's thread, a message without
+// a mention is context only; a reply to the bot is a turn; bots, the bot
+// itself and system messages are ignored.
+func TestAsidesRepliesAndBots(t *testing.T) {
+	h := newHarness(t)
+	h.model.PushText("Hello, what should I look at?")
+	h.model.PushText("The web is fine.")
+	h.start()
+
+	h.fd.send("MESSAGE_CREATE", guildMessage("7201", channelID, requester, mentionText("hi"), true))
+	thread := h.threadFor("7201")
+	h.waitAnswer(thread, "Hello, what should I look at?")
+
+	h.fd.send("MESSAGE_CREATE", guildMessage("7202", thread, "2100", "is the migration done?", false))
+	own := guildMessage("7203", thread, botID, mentionText("my own words"), true)
+	own["author"] = map[string]any{"id": botID, "username": "Airlock", "bot": true}
+	h.fd.send("MESSAGE_CREATE", own)
+	other := guildMessage("7204", thread, "2200", mentionText("I am another bot"), true)
+	other["author"] = map[string]any{"id": "2200", "username": "otherbot", "bot": true}
+	h.fd.send("MESSAGE_CREATE", other)
+	system := guildMessage("7205", thread, requester, mentionText("pinned a message"), true)
+	system["type"] = 6
+	h.fd.send("MESSAGE_CREATE", system)
+	// Messages outside any conversation: a channel message without a
+	// mention, and a thread the bot is not in.
+	h.fd.send("MESSAGE_CREATE", guildMessage("7206", channelID, requester, "just chatting", false))
+
+	reply := guildMessage("7207", thread, requester, "and the web?", false)
+	reply["type"] = 19
+	reply["message_reference"] = map[string]any{"message_id": "999", "channel_id": thread, "guild_id": guildID}
+	reply["referenced_message"] = map[string]any{"id": "999", "channel_id": thread, "content": "Hello", "type": 0,
+		"author": map[string]any{"id": botID, "username": "Airlock", "bot": true}}
+	h.fd.send("MESSAGE_CREATE", reply)
+	h.waitAnswer(thread, "The web is fine.")
+
+	reqs := h.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model requests: %d, want 2 (asides, bots and system messages are no turns)", len(reqs))
+	}
+	msgs := reqs[1].Messages
+	last := msgs[len(msgs)-1]
+	if last.Role != model.RoleUser || last.Text != "and the web?" || last.Author != requester {
+		t.Fatalf("last message: %+v", last)
+	}
+	var aside bool
+	for _, m := range msgs {
+		if m.Role == model.RoleUser && strings.Contains(m.Text, "is the migration done?") && strings.Contains(m.Text, "not addressed to you") {
+			aside = true
+		}
+		if strings.Contains(m.Text, "my own words") || strings.Contains(m.Text, "another bot") || strings.Contains(m.Text, "pinned") || strings.Contains(m.Text, "just chatting") {
+			t.Fatalf("ignored message reached the model: %+v", m)
+		}
+	}
+	if !aside {
+		t.Fatalf("the aside is not in the context: %+v", msgs)
+	}
+	if first := reqs[0].Messages[0]; first.Text != "hi" {
+		t.Fatalf("the mention was not stripped: %q", first.Text)
+	}
+	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages/*")); n != 1 {
+		t.Fatalf("threads started: %d, want 1", n)
+	}
+}
+
+// TestDirectMessages: in a DM every message is a turn, without a thread;
+// the approver is listed by user id; the click carries a user, no member.
+func TestDirectMessages(t *testing.T) {
+	h := newHarness(t)
+	h.model.PushText("Hi there.")
+	h.model.PushCalls(tc("c1", "restart_service", `{"service":"worker"}`))
+	h.model.PushText("Worker restarted.")
+	h.start()
+
+	h.fd.send("MESSAGE_CREATE", dmMessage("7301", dmUser, "hello"))
+	h.waitAnswer(dmChannel, "Hi there.")
+	h.fd.send("MESSAGE_CREATE", dmMessage("7302", dmUser, "restart the worker"))
+	card := h.card(dmChannel, 1)
+	allow, _, _ := buttonIDs(t, card.components)
+	h.fd.send("INTERACTION_CREATE", dmClick("8301", dmUser, allow[0], card.id))
+	h.waitAnswer(dmChannel, "Worker restarted.")
+	if h.tool.runs.Load() != 1 {
+		t.Fatalf("runs: %d", h.tool.runs.Load())
+	}
+	if n := len(h.fd.recorded("POST", "/channels/*")) - len(h.fd.recorded("POST", "/channels/"+dmChannel+"/messages")); n != 0 {
+		t.Fatalf("%d posts outside the DM (threads?)", n)
+	}
+	if ok, _ := h.bot.HasConversation(context.Background(), bot.Thread{Platform: Platform, Channel: dmChannel}); !ok {
+		t.Fatal("no DM conversation")
+	}
+}
+
+// TestUnknownCustomIDs: custom ids Airlock did not issue change nothing.
+func TestUnknownCustomIDs(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	h.fd.send("INTERACTION_CREATE", click("8401", channelID, moderator, []string{modRole}, "someone-elses-button", "1"))
+	cb := h.callback("8401")
+	data := cb["data"].(map[string]any)
+	if cb["type"] != float64(discordgo.InteractionResponseChannelMessageWithSource) || data["flags"] != float64(discordgo.MessageFlagsEphemeral) || !strings.Contains(data["content"].(string), "not one I know") {
+		t.Fatalf("callback: %v", cb)
+	}
+	h.fd.send("INTERACTION_CREATE", click("8402", channelID, moderator, []string{modRole}, "al:a:nosuchbatch.0", "1"))
+	fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8402", 1)[0].json(t)
+	if !strings.Contains(fu["content"].(string), "not one I know") || fu["flags"] != float64(discordgo.MessageFlagsEphemeral) {
+		t.Fatalf("follow-up: %v", fu)
+	}
+	if h.tool.runs.Load() != 0 || len(h.model.Requests()) != 0 {
+		t.Fatal("an unknown button did something")
+	}
+}
+
+// TestModerationToolEndToEnd: a moderator approves timeout_member; the
+// REST call names the approver in X-Audit-Log-Reason.
+func TestModerationToolEndToEnd(t *testing.T) {
+	h := newHarness(t)
+	mods, err := ModerationTools([]string{ToolTimeoutMember}, h.a.Session())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mods {
+		if err := h.set.Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.model.PushCalls(tc("c1", ToolTimeoutMember, `{"user":"`+spammer+`","duration":"10m","reason":"spamming links"}`))
+	h.model.PushText("Done: timed out for 10 minutes.")
+	h.start()
+
+	h.fd.send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("time out the spammer"), true))
+	thread := h.threadFor("7501")
+	card := h.card(thread, 1)
+	if d := card.embeds[0]["description"]; d != "Time out <@"+spammer+"> for 10 minutes. Reason: spamming links" {
+		t.Fatalf("read-back: %v", d)
+	}
+	allow, _, _ := buttonIDs(t, card.components)
+	before := time.Now()
+	h.fd.send("INTERACTION_CREATE", click("8501", thread, moderator, []string{modRole}, allow[0], card.id))
+	h.waitAnswer(thread, "Done: timed out for 10 minutes.")
+	calls := h.fd.recorded("PATCH", "/guilds/"+guildID+"/members/"+spammer)
+	if len(calls) != 1 {
+		t.Fatalf("timeout calls: %d", len(calls))
+	}
+	reason, err := url.PathUnescape(calls[0].Header.Get("X-Audit-Log-Reason"))
+	if err != nil || reason != "Approved by "+moderator+" via Airlock: spamming links" {
+		t.Fatalf("audit reason %q (%v), raw %q", reason, err, calls[0].Header.Get("X-Audit-Log-Reason"))
+	}
+	until, err := time.Parse(time.RFC3339, calls[0].json(t)["communication_disabled_until"].(string))
+	if err != nil || until.Before(before.Add(9*time.Minute)) || until.After(time.Now().Add(11*time.Minute)) {
+		t.Fatalf("until %v (%v)", until, err)
+	}
+}
+
+// TestTwoAdaptersDoNotInterfere: two adapters with different api_urls in
+// one process each reach their own base, and discordgo's globals stay.
+func TestTwoAdaptersDoNotInterfere(t *testing.T) {
+	before := discordgo.EndpointAPI
+	f1, f2 := newFakeDiscord(t, false), newFakeDiscord(t, false)
+	a1, err := New(Config{Token: testToken, APIURL: f1.apiURL()}, nopBot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := New(Config{Token: testToken, APIURL: f2.apiURL()}, nopBot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	done := make(chan error, 2)
+	go func() {
+		done <- a1.Post(ctx, bot.Thread{Platform: Platform, Channel: channelID, Thread: "3101"}, "one")
+	}()
+	go func() {
+		done <- a2.Post(ctx, bot.Thread{Platform: Platform, Channel: channelID, Thread: "3102"}, "two")
+	}()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f1.allCalls(); len(got) != 1 || got[0].Path != "/channels/3101/messages" || got[0].json(t)["content"] != "one" {
+		t.Fatalf("first base got %+v", got)
+	}
+	if got := f2.allCalls(); len(got) != 1 || got[0].Path != "/channels/3102/messages" || got[0].json(t)["content"] != "two" {
+		t.Fatalf("second base got %+v", got)
+	}
+	if discordgo.EndpointAPI != before || before != DefaultAPIURL {
+		t.Fatalf("discordgo's endpoint changed: %q", discordgo.EndpointAPI)
+	}
+}
+
+// TestPostSplitsAndPingsOnlyApprovers: long answers are split under 2000
+// characters; only approvers named by Mention (reminders) may be pinged.
+func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := bot.Thread{Platform: Platform, Channel: channelID, Thread: "3101"}
+	long := strings.Repeat("a line of text\n", 300)
+	if err := a.Post(context.Background(), th, long); err != nil {
+		t.Fatal(err)
+	}
+	posts := f.recorded("POST", "/channels/3101/messages")
+	if len(posts) < 3 {
+		t.Fatalf("posts: %d", len(posts))
+	}
+	for _, p := range posts {
+		if n := runes(p.json(t)["content"].(string)); n > 2000 {
+			t.Fatalf("a part of %d characters", n)
+		}
+	}
+	who := a.Mention(bot.ApproverSet{Users: []string{moderator}, Roles: []string{modRole}})
+	if who != "<@"+moderator+">, <@&"+modRole+">" {
+		t.Fatalf("mention: %q", who)
+	}
+	if err := a.Post(context.Background(), th, who+": a request waits. @everyone <@"+outsider+"> <@&"+otherRole+">"); err != nil {
+		t.Fatal(err)
+	}
+	posts = f.recorded("POST", "/channels/3101/messages")
+	var am struct {
+		AllowedMentions struct {
+			Parse []string `json:"parse"`
+			Users []string `json:"users"`
+			Roles []string `json:"roles"`
+		} `json:"allowed_mentions"`
+	}
+	json.Unmarshal(posts[len(posts)-1].Body, &am)
+	if len(am.AllowedMentions.Parse) != 0 || !slices.Equal(am.AllowedMentions.Users, []string{moderator}) || !slices.Equal(am.AllowedMentions.Roles, []string{modRole}) {
+		t.Fatalf("allowed mentions: %+v", am.AllowedMentions)
+	}
+}
+
+// TestTransportRewrite: paths, escapes and queries keep; others pass.
+func TestTransportRewrite(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	s, err := NewSession(Config{Token: testToken, APIURL: f.apiURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RequestWithBucketID("GET", discordgo.EndpointAPI+"channels/"+channelID+"?with_x=1", nil, "b"); err != nil {
+		t.Fatal(err)
+	}
+	got := f.recorded("GET", "/channels/"+channelID)
+	if len(got) != 1 || got[0].Query != "with_x=1" || got[0].Header.Get("Authorization") != "Bot "+testToken {
+		t.Fatalf("calls: %+v", got)
+	}
+	for _, bad := range []string{"", "ftp://x/", "not a url", "http://"} {
+		if _, err := NewSession(Config{Token: testToken, APIURL: bad}); bad != "" && err == nil {
+			t.Errorf("api_url %q accepted", bad)
+		}
+	}
+	if _, err := NewSession(Config{Token: "Bot " + testToken}); err == nil {
+		t.Error(`a token with "Bot " accepted`)
+	}
+}
+
+type nopBot struct{}
+
+func (nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
+func (nopBot) Note(context.Context, bot.Turn) error                      { return nil }
+func (nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
+func (nopBot) Decide(context.Context, bot.Click) error                   { return nil }
+
+// TestGuildCreateThreadsAndRoleMention: channels and threads come from
+// GUILD_CREATE (no REST lookups); a mention of the bot's managed role
+// counts as a mention; a mention in a thread someone else started holds
+// the conversation there, keyed by the parent channel.
+func TestGuildCreateThreadsAndRoleMention(t *testing.T) {
+	h := newHarness(t)
+	h.model.PushText("Looking at it.")
+	h.start()
+	const userThread, botRole = "3600", "5999"
+	h.fd.send("GUILD_CREATE", map[string]any{
+		"id": guildID, "name": "ops",
+		"channels": []any{map[string]any{"id": channelID, "type": 0, "name": "ops"}},
+		"threads":  []any{map[string]any{"id": userThread, "type": 11, "parent_id": channelID, "guild_id": guildID, "name": "incident"}},
+		"roles": []any{
+			map[string]any{"id": botRole, "name": "Airlock", "managed": true, "permissions": "0"},
+			map[string]any{"id": modRole, "name": "Moderators", "permissions": "8"},
+		},
+	})
+	m := guildMessage("7601", userThread, requester, "<@&"+botRole+"> what broke?", false)
+	m["mention_roles"] = []string{botRole}
+	h.fd.send("MESSAGE_CREATE", m)
+	h.waitAnswer(userThread, "Looking at it.")
+	if got := h.lastRequest().Messages[0].Text; got != "what broke?" {
+		t.Fatalf("turn text %q", got)
+	}
+	if n := len(h.fd.recorded("GET", "/channels/*")); n != 0 {
+		t.Fatalf("%d channel lookups despite GUILD_CREATE", n)
+	}
+	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages/*")); n != 0 {
+		t.Fatal("started a thread inside a thread")
+	}
+	if ok, _ := h.bot.HasConversation(context.Background(), bot.Thread{Platform: Platform, Channel: channelID, Thread: userThread}); !ok {
+		t.Fatal("the conversation is not keyed (discord, parent, thread)")
+	}
+}
+
+// TestRunFailsWithoutGateway: an unreachable gateway is Run's error.
+func TestRunFailsWithoutGateway(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = a.Run(ctx)
+	var rest *discordgo.RESTError
+	if err == nil || !errors.As(err, &rest) || rest.Response.StatusCode != 404 {
+		t.Fatalf("Run: %v", err)
+	}
+	if strings.Contains(err.Error(), "secret-part") {
+		t.Fatal("the error shows the token")
+	}
+	if err := a.Run(ctx); err == nil {
+		t.Fatal("a second Run was accepted")
+	}
+}
+
+// TestRunExplainsDisallowedIntents: a gateway refusing the Message Content
+// intent (close 4014) makes Run fail with a hint.
+func TestRunExplainsDisallowedIntents(t *testing.T) {
+	f := newFakeDiscord(t, true)
+	f.refuse = 4014
+	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Session().ShouldReconnectOnError = false
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = a.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "Message Content intent") {
+		t.Fatalf("Run: %v", err)
+	}
+}

@@ -1,0 +1,426 @@
+package discord
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+)
+
+// Ids of the fake world: all snowflakes, as Discord's are.
+const (
+	botID     = "1000000000000000001"
+	guildID   = "4001"
+	channelID = "3001" // a guild text channel
+	otherCh   = "3999" // a text channel of another guild
+	dmChannel = "3500"
+	requester = "2001"
+	outsider  = "2002" // a member without the approver role
+	moderator = "2003" // a member with the approver role
+	dmUser    = "2009" // approver by user id (the "*" entry)
+	modRole   = "5001"
+	otherRole = "5002"
+	spammer   = "2777" // a member to moderate
+)
+
+// testToken is a bot token whose first segment is botID in base64.
+var testToken = base64.RawStdEncoding.EncodeToString([]byte(botID)) + ".Gabcde.secret-part-never-logged"
+
+// apiCall is one request the fake REST API received.
+type apiCall struct {
+	Method string
+	Path   string // without the /api/v9 prefix
+	Query  string
+	Header http.Header
+	Body   []byte
+	Status int
+	Resp   []byte // the response body
+}
+
+// id is the id in the response (a created message or thread).
+func (c apiCall) id() string {
+	var m struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(c.Resp, &m)
+	return m.ID
+}
+
+func (c apiCall) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(c.Body, &m); err != nil {
+		t.Fatalf("%s %s: body %q: %v", c.Method, c.Path, c.Body, err)
+	}
+	return m
+}
+
+// fakeDiscord is a fake Discord: a REST API and a gateway websocket on
+// 127.0.0.1. It records every REST call.
+type fakeDiscord struct {
+	t    *testing.T
+	rest *httptest.Server
+	gw   *httptest.Server
+
+	mu       sync.Mutex
+	calls    []apiCall
+	next     int64
+	channels map[string]*discordgo.Channel
+
+	wsMu     sync.Mutex // serialises gateway writes
+	conn     *websocket.Conn
+	seq      int64
+	identify chan map[string]any
+	refuse   int // a close code to answer IDENTIFY with, e.g. 4014
+}
+
+func newFakeDiscord(t *testing.T, withGateway bool) *fakeDiscord {
+	t.Helper()
+	f := &fakeDiscord{
+		t:        t,
+		next:     9000000000000000000,
+		identify: make(chan map[string]any, 4),
+		channels: map[string]*discordgo.Channel{
+			channelID: {ID: channelID, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "ops"},
+			otherCh:   {ID: otherCh, GuildID: "4999", Type: discordgo.ChannelTypeGuildText, Name: "elsewhere"},
+			dmChannel: {ID: dmChannel, Type: discordgo.ChannelTypeDM},
+		},
+	}
+	f.rest = httptest.NewServer(f.restHandler())
+	t.Cleanup(f.rest.Close)
+	if withGateway {
+		f.gw = httptest.NewServer(http.HandlerFunc(f.gateway))
+		t.Cleanup(func() {
+			f.wsMu.Lock()
+			if f.conn != nil {
+				f.conn.Close()
+			}
+			f.wsMu.Unlock()
+			f.gw.Close()
+		})
+	}
+	return f
+}
+
+// apiURL is the REST base to configure.
+func (f *fakeDiscord) apiURL() string { return f.rest.URL + "/api/v9/" }
+
+func (f *fakeDiscord) newID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	return strconv.FormatInt(f.next, 10)
+}
+
+func (f *fakeDiscord) restHandler() http.Handler {
+	mux := http.NewServeMux()
+	writeJSON := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	}
+	message := func(w http.ResponseWriter, r *http.Request, id string) {
+		var m map[string]any
+		body, _ := io.ReadAll(r.Body)
+		json.Unmarshal(body, &m)
+		if m == nil {
+			m = map[string]any{}
+		}
+		m["id"] = id
+		m["channel_id"] = r.PathValue("channel")
+		m["author"] = map[string]any{"id": botID, "username": "Airlock", "bot": true}
+		m["type"] = 0
+		writeJSON(w, m)
+	}
+	mux.HandleFunc("GET /api/v9/gateway", func(w http.ResponseWriter, r *http.Request) {
+		if f.gw == nil {
+			http.Error(w, "no gateway", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, map[string]any{"url": "ws://" + f.gw.Listener.Addr().String()})
+	})
+	mux.HandleFunc("GET /api/v9/gateway/bot", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"url": "ws://" + f.gw.Listener.Addr().String(), "shards": 1})
+	})
+	mux.HandleFunc("GET /api/v9/users/@me", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"id": botID, "username": "Airlock", "bot": true})
+	})
+	mux.HandleFunc("GET /api/v9/channels/{channel}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		ch := f.channels[r.PathValue("channel")]
+		f.mu.Unlock()
+		if ch == nil {
+			w.WriteHeader(http.StatusNotFound)
+			writeJSON(w, map[string]any{"message": "Unknown Channel", "code": 10003})
+			return
+		}
+		writeJSON(w, ch)
+	})
+	mux.HandleFunc("POST /api/v9/channels/{channel}/messages", func(w http.ResponseWriter, r *http.Request) {
+		message(w, r, f.newID())
+	})
+	mux.HandleFunc("PATCH /api/v9/channels/{channel}/messages/{message}", func(w http.ResponseWriter, r *http.Request) {
+		message(w, r, r.PathValue("message"))
+	})
+	mux.HandleFunc("DELETE /api/v9/channels/{channel}/messages/{message}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /api/v9/channels/{channel}/messages/{message}/threads", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Name string `json:"name"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		parent := r.PathValue("channel")
+		f.mu.Lock()
+		p := f.channels[parent]
+		f.mu.Unlock()
+		if p == nil {
+			w.WriteHeader(http.StatusNotFound)
+			writeJSON(w, map[string]any{"message": "Unknown Channel", "code": 10003})
+			return
+		}
+		th := &discordgo.Channel{ID: f.newID(), GuildID: p.GuildID, ParentID: parent, Type: discordgo.ChannelTypeGuildPublicThread, Name: req.Name}
+		f.mu.Lock()
+		f.channels[th.ID] = th
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		writeJSON(w, th)
+	})
+	mux.HandleFunc("POST /api/v9/interactions/{id}/{token}/callback", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /api/v9/webhooks/{app}/{token}", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") == "true" {
+			message(w, r, f.newID())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("PATCH /api/v9/webhooks/{app}/{token}/messages/{message}", func(w http.ResponseWriter, r *http.Request) {
+		message(w, r, f.newID())
+	})
+	mux.HandleFunc("PATCH /api/v9/guilds/{guild}/members/{user}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"user": map[string]any{"id": r.PathValue("user")}, "roles": []string{}})
+	})
+	mux.HandleFunc("DELETE /api/v9/guilds/{guild}/members/{user}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("PUT /api/v9/guilds/{guild}/bans/{user}", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, r)
+		f.mu.Lock()
+		f.calls = append(f.calls, apiCall{
+			Method: r.Method, Path: strings.TrimPrefix(r.URL.EscapedPath(), "/api/v9"), Query: r.URL.RawQuery,
+			Header: r.Header.Clone(), Body: body, Status: rec.Code, Resp: rec.Body.Bytes(),
+		})
+		f.mu.Unlock()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+	})
+}
+
+// recorded returns the calls so far matching method and path (path may
+// end in "*" to match a prefix).
+func (f *fakeDiscord) recorded(method, path string) []apiCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []apiCall
+	for _, c := range f.calls {
+		if c.Method != method {
+			continue
+		}
+		if p, ok := strings.CutSuffix(path, "*"); ok {
+			if !strings.HasPrefix(c.Path, p) {
+				continue
+			}
+		} else if c.Path != path {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (f *fakeDiscord) allCalls() []apiCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]apiCall(nil), f.calls...)
+}
+
+// waitFor polls until at least n calls match, and returns them.
+func (f *fakeDiscord) waitFor(method, path string, n int) []apiCall {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := f.recorded(method, path)
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			var seen []string
+			for _, c := range f.allCalls() {
+				seen = append(seen, c.Method+" "+c.Path)
+			}
+			f.t.Fatalf("waited for %d× %s %s; got %d. Calls: %s", n, method, path, len(got), strings.Join(seen, ", "))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+
+// gateway speaks the gateway protocol: HELLO, IDENTIFY, READY, and
+// heartbeat ACKs; dispatches come from dispatch.
+func (f *fakeDiscord) gateway(w http.ResponseWriter, r *http.Request) {
+	conn, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	f.wsMu.Lock()
+	f.conn = conn
+	f.seq = 0
+	err = conn.WriteJSON(map[string]any{"op": 10, "d": map[string]any{"heartbeat_interval": 41250}})
+	f.wsMu.Unlock()
+	if err != nil {
+		return
+	}
+	var ident struct {
+		Op int            `json:"op"`
+		D  map[string]any `json:"d"`
+	}
+	if err := conn.ReadJSON(&ident); err != nil || ident.Op != 2 {
+		f.t.Errorf("gateway: expected IDENTIFY (op 2), got op %d, err %v", ident.Op, err)
+		return
+	}
+	f.identify <- ident.D
+	if f.refuse != 0 {
+		f.wsMu.Lock()
+		conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.refuse, "Disallowed intent(s)."))
+		f.wsMu.Unlock()
+		return
+	}
+	f.send("READY", map[string]any{
+		"v":                  9,
+		"session_id":         "session-1",
+		"resume_gateway_url": "ws://" + f.gw.Listener.Addr().String(),
+		"user":               map[string]any{"id": botID, "username": "Airlock", "bot": true},
+		"guilds":             []any{map[string]any{"id": guildID, "unavailable": true}},
+		"application":        map[string]any{"id": botID, "flags": 0},
+	})
+	for {
+		var msg struct {
+			Op int `json:"op"`
+		}
+		if err := conn.ReadJSON(&msg); err != nil {
+			return
+		}
+		if msg.Op == 1 {
+			f.wsMu.Lock()
+			err := conn.WriteJSON(map[string]any{"op": 11})
+			f.wsMu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}
+}
+
+// send writes a dispatch (op 0) with the next sequence number.
+func (f *fakeDiscord) send(typ string, d any) {
+	f.wsMu.Lock()
+	defer f.wsMu.Unlock()
+	if f.conn == nil {
+		f.t.Errorf("gateway: no connection for %s", typ)
+		return
+	}
+	f.seq++
+	if err := f.conn.WriteJSON(map[string]any{"op": 0, "t": typ, "s": f.seq, "d": d}); err != nil {
+		f.t.Errorf("gateway: send %s: %v", typ, err)
+	}
+}
+
+// guildMessage is a MESSAGE_CREATE payload in a guild channel.
+func guildMessage(id, channel, author, content string, mentionsBot bool) map[string]any {
+	m := map[string]any{
+		"id": id, "channel_id": channel, "guild_id": guildID, "type": 0,
+		"content":  content,
+		"author":   map[string]any{"id": author, "username": "user" + author},
+		"member":   map[string]any{"roles": []string{}},
+		"mentions": []any{},
+	}
+	if mentionsBot {
+		m["mentions"] = []any{map[string]any{"id": botID, "username": "Airlock", "bot": true}}
+	}
+	return m
+}
+
+// dmMessage is a MESSAGE_CREATE payload in a DM.
+func dmMessage(id, author, content string) map[string]any {
+	return map[string]any{
+		"id": id, "channel_id": dmChannel, "type": 0, "content": content,
+		"author": map[string]any{"id": author, "username": "user" + author}, "mentions": []any{},
+	}
+}
+
+// click is an INTERACTION_CREATE payload for a button in a guild thread,
+// with the member's permissions as a string, as Discord sends them.
+func click(id, channel, user string, roles []string, customID, messageID string) map[string]any {
+	return map[string]any{
+		"id": id, "application_id": botID, "type": 3, "token": "token-" + id, "version": 1,
+		"guild_id": guildID, "channel_id": channel,
+		"member": map[string]any{
+			"user":        map[string]any{"id": user, "username": "user" + user},
+			"roles":       roles,
+			"permissions": "2147483647",
+			"joined_at":   "2025-01-01T00:00:00.000000+00:00",
+		},
+		"app_permissions": "309237730304",
+		"data":            map[string]any{"custom_id": customID, "component_type": 2},
+		"message":         map[string]any{"id": messageID, "channel_id": channel, "content": "", "type": 0},
+	}
+}
+
+// dmClick is a button INTERACTION_CREATE in a DM: user, no member.
+func dmClick(id, user, customID, messageID string) map[string]any {
+	return map[string]any{
+		"id": id, "application_id": botID, "type": 3, "token": "token-" + id, "version": 1,
+		"channel_id": dmChannel,
+		"user":       map[string]any{"id": user, "username": "user" + user},
+		"data":       map[string]any{"custom_id": customID, "component_type": 2},
+		"message":    map[string]any{"id": messageID, "channel_id": dmChannel, "content": "", "type": 0},
+	}
+}
+
+// modalSubmit is an INTERACTION_CREATE payload for the reason modal.
+func modalSubmit(id, channel, user string, roles []string, customID, reason, messageID string) map[string]any {
+	m := click(id, channel, user, roles, customID, messageID)
+	m["type"] = 5
+	m["data"] = map[string]any{
+		"custom_id": customID,
+		"components": []any{map[string]any{"type": 1, "components": []any{
+			map[string]any{"type": 4, "custom_id": ReasonInputID, "value": reason},
+		}}},
+	}
+	return m
+}
+
+func (f *fakeDiscord) String() string { return fmt.Sprintf("fake discord at %s", f.rest.URL) }

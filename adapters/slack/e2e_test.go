@@ -1,0 +1,860 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/model/modeltest"
+	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// People and places of the tests.
+const (
+	chanOps   = "C0OPS"
+	chanOther = "C0OTHER"
+	dmBob     = "D0BOB"
+	alice     = "UALICE"   // approver of #ops
+	bob       = "UBOB"     // asks
+	carol     = "UCAROL"   // approver through the group SOPS
+	mallory   = "UMALLORY" // nobody
+	groupOps  = "SOPS"
+	mentionTS = "1700000000.000100"
+)
+
+// countTool is a test tool that counts its runs.
+type countTool struct {
+	name    string
+	confirm bool
+	runs    atomic.Int64
+}
+
+func (c *countTool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: c.name, Description: "test tool", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+func (c *countTool) Confirm() bool { return c.confirm }
+func (c *countTool) Validate(args json.RawMessage) error {
+	var m map[string]any
+	if err := json.Unmarshal(args, &m); err != nil {
+		return fmt.Errorf("invalid arguments: not a JSON object")
+	}
+	return nil
+}
+func (c *countTool) Summary(args json.RawMessage) (string, error) {
+	var m map[string]any
+	_ = json.Unmarshal(args, &m)
+	return fmt.Sprintf("%s %v", c.name, m["service"]), nil
+}
+func (c *countTool) Run(context.Context, json.RawMessage, string) (string, error) {
+	c.runs.Add(1)
+	return c.name + " done", nil
+}
+
+type toolSet map[string]*countTool
+
+func (t toolSet) Get(name string) (tools.Tool, bool) {
+	c, ok := t[name]
+	if !ok {
+		return nil, false
+	}
+	return c, true
+}
+
+func (t toolSet) Specs() []model.ToolSpec {
+	var out []model.ToolSpec
+	for _, c := range t {
+		out = append(out, c.Spec())
+	}
+	return out
+}
+
+// world is a real bot on real SQLite, a scripted model, the adapter under
+// test and the fake Slack.
+type world struct {
+	t      *testing.T
+	mode   string
+	fake   *fakeSlack
+	db     *storage.DB
+	model  *modeltest.Scripted
+	tools  toolSet
+	bot    *bot.Bot
+	ad     *Adapter
+	events *httptest.Server // http mode: the adapter's Handler
+	seq    atomic.Int64
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newWorld(t *testing.T, mode string) *world {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &world{t: t, mode: mode, fake: newFakeSlack(t), model: modeltest.NewScripted(), logs: &syncBuffer{}}
+	db, err := storage.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.db = db
+	w.tools = toolSet{
+		"service_status": {name: "service_status"},
+		"deploy":         {name: "deploy", confirm: true},
+	}
+	w.fake.setGroup(groupOps, carol)
+	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	b, err := bot.New(bot.Config{
+		Store: db,
+		Model: w.model,
+		Tools: w.tools,
+		Approvers: bot.NewApprovers([]bot.ChannelApprovers{
+			{Platform: Platform, ID: chanOps, Users: []string{alice}, Groups: []string{groupOps}},
+			{Platform: Platform, ID: "*", Users: []string{bob}},
+		}),
+		Timeout:  30 * time.Minute,
+		Logger:   logger,
+		WorkerID: "test-" + mode,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.bot = b
+	cfg := Config{
+		Mode:       mode,
+		BotToken:   testBotToken,
+		APIURL:     w.fake.apiURL(),
+		HTTPClient: &http.Client{Timeout: 10 * time.Second},
+		Logger:     logger,
+	}
+	if mode == ModeSocket {
+		cfg.AppToken = testAppToken
+	} else {
+		cfg.SigningSecret = testSecret
+	}
+	ad, err := New(cfg, b, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.ad = ad
+	b.Register(Platform, ad)
+	if err := ad.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- ad.Run(ctx) }()
+	if mode == ModeHTTP {
+		mux := http.NewServeMux()
+		mux.Handle("/slack/events", ad.Handler())
+		w.events = httptest.NewServer(mux)
+	} else {
+		waitFor(t, "socket mode connection", func() bool { return w.fake.connections() > 0 })
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-runErr:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after its context ended")
+		}
+		if w.events != nil {
+			w.events.Close()
+		}
+		db.Close()
+		if t.Failed() {
+			t.Logf("logs:\n%s", w.logs.String())
+		}
+		if strings.Contains(w.logs.String(), testBotToken) || strings.Contains(w.logs.String(), testAppToken) || strings.Contains(w.logs.String(), testSecret) {
+			t.Error("a secret reached the logs")
+		}
+	})
+	return w
+}
+
+// --- payloads, as Slack sends them ---
+
+func (w *world) eventID() string { return fmt.Sprintf("Ev%08d", w.seq.Add(1)) }
+
+func eventCallback(id string, event map[string]any) map[string]any {
+	return map[string]any{
+		"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "team_id": "T0TEST", "api_app_id": "A0TEST", "type": "event_callback",
+		"event_id": id, "event_time": 1700000000, "event": event,
+		"authorizations": []any{map[string]any{"team_id": "T0TEST", "user_id": botUser, "is_bot": true}},
+	}
+}
+
+func mention(id, channel, user, ts, threadTS, text string) map[string]any {
+	ev := map[string]any{"type": "app_mention", "user": user, "text": text, "ts": ts, "channel": channel, "event_ts": ts, "team": "T0TEST"}
+	if threadTS != "" {
+		ev["thread_ts"] = threadTS
+	}
+	return eventCallback(id, ev)
+}
+
+func message(id, channel, channelType, user, ts, threadTS, text string) map[string]any {
+	ev := map[string]any{"type": "message", "user": user, "text": text, "ts": ts, "channel": channel, "channel_type": channelType, "event_ts": ts, "team": "T0TEST"}
+	if threadTS != "" {
+		ev["thread_ts"] = threadTS
+	}
+	return eventCallback(id, ev)
+}
+
+func blockAction(user, channel, threadTS, actionID, ref string) map[string]any {
+	msg := map[string]any{"type": "message", "ts": "1800000000.000001", "user": botUser, "bot_id": "BBOT", "text": "Approval needed"}
+	container := map[string]any{"type": "message", "message_ts": "1800000000.000001", "channel_id": channel, "is_ephemeral": false}
+	if threadTS != "" {
+		msg["thread_ts"] = threadTS
+		container["thread_ts"] = threadTS
+	}
+	return map[string]any{
+		"type": "block_actions", "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "trigger_id": "12345.98765.abcd2358fdea",
+		"user":  map[string]any{"id": user, "username": strings.ToLower(user), "name": strings.ToLower(user), "team_id": "T0TEST"},
+		"team":  map[string]any{"id": "T0TEST", "domain": "airlock-test"},
+		"api_app_id": "A0TEST", "container": container,
+		"channel": map[string]any{"id": channel, "name": "ops"},
+		"message": msg,
+		"actions": []any{map[string]any{"action_id": actionID, "block_id": "actions_1", "value": ref, "type": "button", "action_ts": "1800000001.000001",
+			"text": map[string]any{"type": "plain_text", "text": "Allow", "emoji": true}}},
+		"response_url": "https://hooks.slack.com/actions/T0TEST/1/xyz",
+	}
+}
+
+func viewSubmission(user, privateMetadata, reason string) map[string]any {
+	return map[string]any{
+		"type": "view_submission", "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "trigger_id": "12345.98765.ffff",
+		"user": map[string]any{"id": user, "username": strings.ToLower(user), "team_id": "T0TEST"},
+		"team": map[string]any{"id": "T0TEST"}, "api_app_id": "A0TEST",
+		"view": map[string]any{
+			"id": "V0001", "type": "modal", "callback_id": CallbackDenyReason, "private_metadata": privateMetadata,
+			"state": map[string]any{"values": map[string]any{
+				reasonBlockID: map[string]any{reasonActionID: map[string]any{"type": "plain_text_input", "value": reason}},
+			}},
+		},
+	}
+}
+
+// --- delivery ---
+
+// deliverEvent sends an Events API payload the mode's way and waits for
+// the delivery to be acknowledged.
+func (w *world) deliverEvent(payload map[string]any, retry int) {
+	w.t.Helper()
+	if w.mode == ModeSocket {
+		id := w.fake.sendEnvelope("events_api", payload, retry)
+		waitFor(w.t, "ack of "+id, func() bool { return w.fake.acked(id) })
+		return
+	}
+	body, _ := json.Marshal(payload)
+	h := http.Header{"Content-Type": {"application/json"}}
+	if retry > 0 {
+		h.Set(headerRetryNum, strconv.Itoa(retry))
+		h.Set(headerRetryWhy, "http_timeout")
+	}
+	if code, resp := w.post(body, h, true, time.Now()); code != http.StatusOK {
+		w.t.Fatalf("event: HTTP %d %s", code, resp)
+	}
+}
+
+// deliverInteraction sends an interactivity payload the mode's way.
+func (w *world) deliverInteraction(payload map[string]any) {
+	w.t.Helper()
+	if w.mode == ModeSocket {
+		id := w.fake.sendEnvelope("interactive", payload, 0)
+		waitFor(w.t, "ack of "+id, func() bool { return w.fake.acked(id) })
+		return
+	}
+	raw, _ := json.Marshal(payload)
+	body := []byte(url.Values{"payload": {string(raw)}}.Encode())
+	if code, resp := w.post(body, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, true, time.Now()); code != http.StatusOK {
+		w.t.Fatalf("interaction: HTTP %d %s", code, resp)
+	}
+}
+
+// post sends a body to /slack/events, signed (or not) at a time.
+func (w *world) post(body []byte, h http.Header, sign bool, at time.Time) (int, string) {
+	w.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, w.events.URL+"/slack/events", bytes.NewReader(body))
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	if sign {
+		ts := strconv.FormatInt(at.Unix(), 10)
+		req.Header.Set(headerTimestamp, ts)
+		req.Header.Set(headerSignature, "v0="+fmt.Sprintf("%x", Sign(testSecret, ts, body)))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// --- what Slack saw ---
+
+type button struct {
+	Type, ActionID, Value, Style string
+}
+
+// cardButtons parses the blocks of a chat.postMessage or chat.update.
+func cardButtons(t *testing.T, c apiCall) []button {
+	t.Helper()
+	var blocks []struct {
+		Type      string   `json:"type"`
+		Elements  []button `json:"elements"`
+		Accessory *button  `json:"accessory"`
+	}
+	if err := json.Unmarshal([]byte(c.param("blocks")), &blocks); err != nil {
+		t.Fatalf("%s blocks: %v", c.Method, err)
+	}
+	var out []button
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			if e.Type == "button" {
+				out = append(out, e)
+			}
+		}
+		if b.Accessory != nil && b.Accessory.Type == "button" {
+			out = append(out, *b.Accessory)
+		}
+	}
+	return out
+}
+
+// blocksText is the blocks of a call as JSON without HTML escaping, so
+// "<@U…>" reads as Slack will see it.
+func blocksText(t *testing.T, c apiCall) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(c.param("blocks")), &v); err != nil {
+		t.Fatalf("%s blocks: %v", c.Method, err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return buf.String()
+}
+
+func (b *button) UnmarshalJSON(p []byte) error {
+	var raw struct {
+		Type     string `json:"type"`
+		ActionID string `json:"action_id"`
+		Value    string `json:"value"`
+		Style    string `json:"style"`
+	}
+	if err := json.Unmarshal(p, &raw); err != nil {
+		return err
+	}
+	*b = button{Type: raw.Type, ActionID: raw.ActionID, Value: raw.Value, Style: raw.Style}
+	return nil
+}
+
+// cards are the chat.postMessage calls that carry blocks.
+func (w *world) cards() []apiCall {
+	var out []apiCall
+	for _, c := range w.fake.callsTo("chat.postMessage") {
+		if c.param("blocks") != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// waitCard waits for the n-th card (1-based) and returns it.
+func (w *world) waitCard(n int) apiCall {
+	w.t.Helper()
+	waitFor(w.t, fmt.Sprintf("card %d", n), func() bool { return len(w.cards()) >= n })
+	return w.cards()[n-1]
+}
+
+// refByStyle finds the reference on the card's first button of a style:
+// Allow is the primary button, Deny the danger one.
+func refByStyle(t *testing.T, card apiCall, style string) string {
+	t.Helper()
+	for _, b := range cardButtons(t, card) {
+		if b.Style == style {
+			return b.Value
+		}
+	}
+	t.Fatalf("no %s button on the card", style)
+	return ""
+}
+
+// texts are the plain chat.postMessage texts (no blocks) in a channel.
+func (w *world) texts(channel string) []apiCall {
+	var out []apiCall
+	for _, c := range w.fake.callsTo("chat.postMessage") {
+		if c.param("blocks") == "" && c.param("channel") == channel {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (w *world) waitText(channel, contains string) apiCall {
+	w.t.Helper()
+	var found apiCall
+	waitFor(w.t, fmt.Sprintf("%q posted in %s", contains, channel), func() bool {
+		for _, c := range w.texts(channel) {
+			if strings.Contains(c.param("text"), contains) {
+				found = c
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func (w *world) ephemerals(user string) []apiCall {
+	var out []apiCall
+	for _, c := range w.fake.callsTo("chat.postEphemeral") {
+		if c.param("user") == user {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (w *world) waitEphemeral(user, contains string) apiCall {
+	w.t.Helper()
+	var found apiCall
+	waitFor(w.t, fmt.Sprintf("ephemeral %q to %s", contains, user), func() bool {
+		for _, c := range w.ephemerals(user) {
+			if strings.Contains(c.param("text"), contains) {
+				found = c
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func (w *world) audit(kind confirm.AuditKind) []confirm.AuditEvent {
+	evs, err := w.db.AuditEvents(context.Background(), confirm.AuditFilter{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []confirm.AuditEvent
+	for _, e := range evs {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func lastToolResults(t *testing.T, req model.Request) []model.ToolResult {
+	t.Helper()
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == model.RoleTool {
+			return req.Messages[i].Results
+		}
+	}
+	t.Fatal("no tool results sent to the model")
+	return nil
+}
+
+func tc(id, name, args string) confirm.ToolCall {
+	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
+}
+
+// scriptDeploy queues a paused reply (status ungated + deploy gated) and
+// the answer after it.
+func (w *world) scriptDeploy(answer string) {
+	w.model.Push(model.Message{Text: "I'll check api, then deploy it.", ToolCalls: []confirm.ToolCall{
+		tc("call_status", "service_status", `{"service":"api"}`),
+		tc("call_deploy", "deploy", `{"service":"api","environment":"production"}`),
+	}})
+	w.model.PushText(answer)
+}
+
+// --- the tests ---
+
+// The whole story in socket mode: mention → card in the thread →
+// non-approver click changes nothing → approver Allow → the tool runs
+// once → the answer in the thread, the card updated without buttons.
+func TestSocketModeMentionCardApproveAnswer(t *testing.T) {
+	w := newWorld(t, ModeSocket)
+	w.scriptDeploy("Deployed api to production.")
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api please"), 0)
+
+	card := w.waitCard(1)
+	if card.param("channel") != chanOps || card.param("thread_ts") != mentionTS {
+		t.Fatalf("card posted in %s/%s, want the mention's thread %s/%s", card.param("channel"), card.param("thread_ts"), chanOps, mentionTS)
+	}
+	if got := w.model.Requests(); len(got) != 1 || got[0].Messages[len(got[0].Messages)-1].Text != "deploy api please" {
+		t.Fatalf("model saw %+v, want the mention text without the bot mention", got)
+	}
+	allowRef := refByStyle(t, card, "primary")
+	if w.tools["service_status"].runs.Load() != 0 || w.tools["deploy"].runs.Load() != 0 {
+		t.Fatal("something ran before the decision")
+	}
+
+	// Mallory may not approve: ephemeral, audited, nothing runs.
+	w.deliverInteraction(blockAction(mallory, chanOps, mentionTS, ActionAllow, allowRef))
+	eph := w.waitEphemeral(mallory, "can't approve")
+	if eph.param("channel") != chanOps || eph.param("thread_ts") != mentionTS {
+		t.Errorf("ephemeral in %s/%s", eph.param("channel"), eph.param("thread_ts"))
+	}
+	w.ad.Wait()
+	if n := len(w.audit(confirm.AuditRejectedClick)); n != 1 {
+		t.Fatalf("%d rejected_click audit events, want 1", n)
+	}
+	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != 0 {
+		t.Fatal("a non-approver's click changed something")
+	}
+
+	// Alice allows: the batch runs once and the model answers in the thread.
+	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allowRef))
+	answer := w.waitText(chanOps, "Deployed api to production.")
+	if answer.param("thread_ts") != mentionTS {
+		t.Errorf("answer in thread %q, want %q", answer.param("thread_ts"), mentionTS)
+	}
+	w.ad.Wait()
+	if d, s := w.tools["deploy"].runs.Load(), w.tools["service_status"].runs.Load(); d != 1 || s != 1 {
+		t.Fatalf("deploy ran %d times, status %d; want once each", d, s)
+	}
+	updates := w.fake.callsTo("chat.update")
+	if len(updates) == 0 {
+		t.Fatal("the card was never updated")
+	}
+	final := updates[len(updates)-1]
+	if final.param("channel") != chanOps || final.param("ts") != card.TS {
+		t.Errorf("chat.update of %s/%s, want the card %s/%s", final.param("channel"), final.param("ts"), chanOps, card.TS)
+	}
+	if b := cardButtons(t, final); len(b) != 0 {
+		t.Errorf("the complete card still has buttons: %+v", b)
+	}
+	if txt := blocksText(t, final); !strings.Contains(txt, "Allowed by <@"+alice+">") || !strings.Contains(txt, "succeeded") {
+		t.Errorf("final card does not say who allowed and the outcome:\n%s", txt)
+	}
+	if len(w.model.Requests()) != 2 {
+		t.Errorf("model got %d requests, want 2", len(w.model.Requests()))
+	}
+}
+
+// A message in the thread without a mention is an aside: no model call,
+// no card superseded, and the model sees it on the next turn.
+func TestAsideKeptAsContextAndNeverSupersedes(t *testing.T) {
+	for _, mode := range []string{ModeSocket, ModeHTTP} {
+		t.Run(mode, func(t *testing.T) {
+			w := newWorld(t, mode)
+			w.scriptDeploy("Deployed.")
+			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+			card := w.waitCard(1)
+			w.ad.Wait()
+
+			w.deliverEvent(message(w.eventID(), chanOps, "channel", alice, "1700000000.000200", mentionTS, "is the freeze over?"), 0)
+			// Chatter in a thread without a conversation is not kept.
+			w.deliverEvent(message(w.eventID(), chanOps, "channel", alice, "1700000000.000300", "1699999999.000001", "unrelated"), 0)
+			// The bot's own message and edits are ignored.
+			own := message(w.eventID(), chanOps, "channel", botUser, "1700000000.000400", mentionTS, "mine")
+			own["event"].(map[string]any)["bot_id"] = "BBOT"
+			w.deliverEvent(own, 0)
+			edit := message(w.eventID(), chanOps, "channel", alice, "1700000000.000500", mentionTS, "edited")
+			edit["event"].(map[string]any)["subtype"] = "message_changed"
+			w.deliverEvent(edit, 0)
+			w.ad.Wait()
+			if n := len(w.model.Requests()); n != 1 {
+				t.Fatalf("model called %d times after an aside, want 1", n)
+			}
+			if n := len(w.fake.callsTo("chat.update")); n != 0 {
+				t.Fatalf("the aside touched the card (%d updates)", n)
+			}
+
+			w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
+			w.waitText(chanOps, "Deployed.")
+			w.ad.Wait()
+			reqs := w.model.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("model got %d requests, want 2", len(reqs))
+			}
+			var saw []string
+			for _, m := range reqs[1].Messages {
+				if m.Role == model.RoleUser {
+					saw = append(saw, m.Text)
+				}
+			}
+			joined := strings.Join(saw, "\n")
+			if !strings.Contains(joined, "is the freeze over?") || strings.Contains(joined, "unrelated") || strings.Contains(joined, "mine") || strings.Contains(joined, "edited") {
+				t.Fatalf("model's user messages: %q", saw)
+			}
+		})
+	}
+}
+
+// "Deny with reason…" opens a modal; its submission denies with the text,
+// which reaches the model.
+func TestDenyWithReasonReachesModel(t *testing.T) {
+	for _, mode := range []string{ModeSocket, ModeHTTP} {
+		t.Run(mode, func(t *testing.T) {
+			w := newWorld(t, mode)
+			w.scriptDeploy("Understood, not deploying.")
+			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+			card := w.waitCard(1)
+			ref := refByStyle(t, card, "danger")
+
+			w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionDenyReason, ref))
+			waitFor(t, "views.open", func() bool { return len(w.fake.callsTo("views.open")) == 1 })
+			open := w.fake.callsTo("views.open")[0]
+			if open.param("trigger_id") != "12345.98765.abcd2358fdea" {
+				t.Errorf("views.open trigger_id %q", open.param("trigger_id"))
+			}
+			view := open.JSON["view"].(map[string]any)
+			meta, _ := view["private_metadata"].(string)
+			if view["callback_id"] != CallbackDenyReason || !strings.Contains(meta, ref) || !strings.Contains(meta, chanOps) {
+				t.Fatalf("modal: callback %v metadata %q", view["callback_id"], meta)
+			}
+			if js, _ := json.Marshal(view); !strings.Contains(string(js), "deploy") {
+				t.Errorf("the modal does not say which call is denied: %s", js)
+			}
+			if w.tools["deploy"].runs.Load() != 0 || len(w.model.Requests()) != 1 {
+				t.Fatal("opening the modal decided something")
+			}
+
+			w.deliverInteraction(viewSubmission(alice, meta, "  change freeze until Monday  "))
+			w.waitText(chanOps, "Understood, not deploying.")
+			w.ad.Wait()
+			results := lastToolResults(t, w.model.Requests()[1])
+			var deployResult string
+			for _, r := range results {
+				if r.Name == "deploy" {
+					deployResult = r.Content
+				}
+			}
+			if !strings.Contains(deployResult, "change freeze until Monday") {
+				t.Fatalf("deploy result %q does not carry the reason", deployResult)
+			}
+			if w.tools["deploy"].runs.Load() != 0 {
+				t.Fatal("the denied call ran")
+			}
+			updates := w.fake.callsTo("chat.update")
+			last := blocksText(t, updates[len(updates)-1])
+			if !strings.Contains(last, "Denied by <@"+alice+">") || !strings.Contains(last, "change freeze until Monday") {
+				t.Errorf("final card: %s", last)
+			}
+		})
+	}
+}
+
+// The requester may withdraw (deny) their own call without being an
+// approver, but not allow it.
+func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
+	w := newWorld(t, ModeSocket)
+	w.scriptDeploy("Withdrawn.")
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+	card := w.waitCard(1)
+	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
+	w.waitEphemeral(bob, "can't approve")
+	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionDeny, refByStyle(t, card, "danger")))
+	w.waitText(chanOps, "Withdrawn.")
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 0 {
+		t.Fatal("withdrawn call ran")
+	}
+	// A click on the decided call: ephemeral, nothing changes.
+	before := len(w.fake.callsTo("chat.update"))
+	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
+	w.waitEphemeral(alice, "already decided")
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != before {
+		t.Fatal("a click on a decided call changed something")
+	}
+}
+
+// A member of an approver user group may approve; the group is resolved
+// with usergroups.users.list and cached.
+func TestApproverThroughUserGroup(t *testing.T) {
+	w := newWorld(t, ModeSocket)
+	w.scriptDeploy("Done.")
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+	card := w.waitCard(1)
+	if !strings.Contains(blocksText(t, card), "<!subteam^"+groupOps+">") {
+		t.Errorf("the footer does not name the group")
+	}
+	w.deliverInteraction(blockAction(mallory, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
+	w.waitEphemeral(mallory, "can't approve")
+	w.deliverInteraction(blockAction(carol, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
+	w.waitText(chanOps, "Done.")
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 1 {
+		t.Fatalf("deploy ran %d times", w.tools["deploy"].runs.Load())
+	}
+	lists := w.fake.callsTo("usergroups.users.list")
+	if len(lists) != 1 || lists[0].param("usergroup") != groupOps {
+		t.Fatalf("usergroups.users.list calls: %+v (want one, cached)", lists)
+	}
+}
+
+// Twenty concurrent clicks on one Allow run the tool once.
+func TestConcurrentClicksRunOnce(t *testing.T) {
+	for _, mode := range []string{ModeSocket, ModeHTTP} {
+		t.Run(mode, func(t *testing.T) {
+			w := newWorld(t, mode)
+			w.model.PushCalls(tc("call_deploy", "deploy", `{"service":"api"}`)).PushText("Deployed once.")
+			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+			ref := refByStyle(t, w.waitCard(1), "primary")
+			var wg sync.WaitGroup
+			for i := 0; i < 20; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, ref))
+				}()
+			}
+			wg.Wait()
+			w.waitText(chanOps, "Deployed once.")
+			w.ad.Wait()
+			if n := w.tools["deploy"].runs.Load(); n != 1 {
+				t.Fatalf("deploy ran %d times, want 1", n)
+			}
+			if n := len(w.ephemerals(alice)); n != 19 {
+				t.Errorf("%d ephemeral replies to the losing clicks, want 19", n)
+			}
+			if n := len(w.model.Requests()); n != 2 {
+				t.Errorf("model got %d requests, want 2", n)
+			}
+		})
+	}
+}
+
+// A retried event (same event_id) starts no second turn.
+func TestRetriedEventStartsNoSecondTurn(t *testing.T) {
+	for _, mode := range []string{ModeSocket, ModeHTTP} {
+		t.Run(mode, func(t *testing.T) {
+			w := newWorld(t, mode)
+			w.model.PushText("Hello once.").PushText("Hello twice?")
+			ev := mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> hi")
+			w.deliverEvent(ev, 0)
+			w.deliverEvent(ev, 1)
+			w.deliverEvent(ev, 2)
+			w.waitText(chanOps, "Hello once.")
+			w.ad.Wait()
+			if n := len(w.model.Requests()); n != 1 {
+				t.Fatalf("model got %d requests for one event delivered three times", n)
+			}
+			if n := len(w.texts(chanOps)); n != 1 {
+				t.Fatalf("%d answers posted", n)
+			}
+		})
+	}
+}
+
+// In a DM every message is a turn; outside a thread they share the DM's
+// one conversation and the bot answers at the top of the DM.
+func TestDirectMessagesAreTurns(t *testing.T) {
+	w := newWorld(t, ModeSocket)
+	w.model.PushText("First answer.").PushText("Second answer.")
+	w.deliverEvent(message(w.eventID(), dmBob, "im", bob, "1700000001.000100", "", "what's up?"), 0)
+	first := w.waitText(dmBob, "First answer.")
+	if first.param("thread_ts") != "" {
+		t.Errorf("DM answer in thread %q, want the top of the DM", first.param("thread_ts"))
+	}
+	w.ad.Wait()
+	w.deliverEvent(message(w.eventID(), dmBob, "im", bob, "1700000002.000100", "", "and now?"), 0)
+	w.waitText(dmBob, "Second answer.")
+	w.ad.Wait()
+	reqs := w.model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model requests", len(reqs))
+	}
+	var users int
+	for _, m := range reqs[1].Messages {
+		if m.Role == model.RoleUser {
+			users++
+		}
+	}
+	if users != 2 {
+		t.Errorf("the second DM turn saw %d user messages, want both (one conversation per DM)", users)
+	}
+	ok, err := w.bot.HasConversation(context.Background(), bot.Thread{Platform: Platform, Channel: dmBob, Thread: ""})
+	if err != nil || !ok {
+		t.Errorf("no DM conversation under thread \"\": %v %v", ok, err)
+	}
+}
+
+// The model's text is escaped: it cannot ping @channel or people.
+func TestAnswerIsEscaped(t *testing.T) {
+	w := newWorld(t, ModeSocket)
+	w.model.PushText("Done <!channel> & <@UALICE> <https://evil.example|click>")
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> hi"), 0)
+	got := w.waitText(chanOps, "Done").param("text")
+	if strings.Contains(got, "<") || !strings.Contains(got, "&lt;!channel&gt; &amp; &lt;@UALICE&gt;") {
+		t.Fatalf("posted %q", got)
+	}
+}
+
+// "Show full arguments" opens a modal holding the whole arguments.
+func TestShowFullArguments(t *testing.T) {
+	w := newWorld(t, ModeHTTP)
+	long := `{"service":"api","notes":"` + strings.Repeat("n", 3000) + `"}`
+	w.model.PushCalls(tc("call_deploy", "deploy", long))
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy"), 0)
+	card := w.waitCard(1)
+	var ref string
+	for _, b := range cardButtons(t, card) {
+		if b.ActionID == ActionShowArgs {
+			ref = b.Value
+		}
+	}
+	if ref == "" {
+		t.Fatal("no Show full arguments button")
+	}
+	w.deliverInteraction(blockAction(mallory, chanOps, mentionTS, ActionShowArgs, ref))
+	waitFor(t, "views.open", func() bool { return len(w.fake.callsTo("views.open")) == 1 })
+	js, _ := json.Marshal(w.fake.callsTo("views.open")[0].JSON["view"])
+	if n := strings.Count(string(js), "n"); n < 3000 {
+		t.Errorf("the modal holds %d of the 3000 n's", n)
+	}
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 0 {
+		t.Fatal("showing arguments ran something")
+	}
+}
+
+// A mention with nothing else gets a hint, and no turn.
+func TestEmptyMentionGetsHint(t *testing.T) {
+	w := newWorld(t, ModeSocket)
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+">   "), 0)
+	w.waitText(chanOps, "Mention me with what you need")
+	w.ad.Wait()
+	if n := len(w.model.Requests()); n != 0 {
+		t.Fatalf("%d model requests", n)
+	}
+}

@@ -1,0 +1,452 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+var self = identity{UserID: botUser, BotID: "BBOT", TeamID: "T0TEST"}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestClassify(t *testing.T) {
+	withSubtype := func(p map[string]any, k string, v any) map[string]any {
+		p["event"].(map[string]any)[k] = v
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		body   map[string]any
+		kind   actionKind
+		thread string
+		text   string
+	}{
+		{"mention at top level: its own ts", mention("Ev1", chanOps, bob, "1.000100", "", "<@UBOT> deploy api"), actTurn, "1.000100", "deploy api"},
+		{"mention in a thread: the thread", mention("Ev1", chanOps, bob, "2.000200", "1.000100", "hey <@UBOT|airlock> deploy"), actTurn, "1.000100", "hey deploy"},
+		{"other mentions kept", mention("Ev1", chanOps, bob, "1.1", "", "<@UBOT> ask <@UALICE>"), actTurn, "1.1", "ask <@UALICE>"},
+		{"DM top level: the DM's conversation", message("Ev1", dmBob, "im", bob, "3.1", "", "hi"), actTurn, "", "hi"},
+		{"DM thread", message("Ev1", dmBob, "im", bob, "3.2", "3.1", "<@UBOT> hi"), actTurn, "3.1", "hi"},
+		{"thread chatter: aside", message("Ev1", chanOps, "channel", alice, "4.2", "4.1", "wait <@UALICE>"), actNote, "4.1", "wait <@UALICE>"},
+		{"private channel chatter: aside", message("Ev1", "G0PRIV", "group", alice, "4.2", "4.1", "hm"), actNote, "4.1", "hm"},
+		{"channel mention message: app_mention handles it", message("Ev1", chanOps, "channel", alice, "4.2", "4.1", "<@UBOT> go"), actIgnore, "", ""},
+		{"channel top level: ignored", message("Ev1", chanOps, "channel", alice, "4.1", "", "lunch?"), actIgnore, "", ""},
+		{"bot message", withSubtype(message("Ev1", chanOps, "channel", alice, "4.2", "4.1", "x"), "bot_id", "B2"), actIgnore, "", ""},
+		{"own message", message("Ev1", dmBob, "im", botUser, "4.2", "", "x"), actIgnore, "", ""},
+		{"edit", withSubtype(message("Ev1", dmBob, "im", bob, "4.2", "", "x"), "subtype", "message_changed"), actIgnore, "", ""},
+		{"delete", withSubtype(message("Ev1", dmBob, "im", bob, "4.2", "", "x"), "subtype", "message_deleted"), actIgnore, "", ""},
+		{"broadcast reply is a person's", withSubtype(message("Ev1", chanOps, "channel", alice, "4.2", "4.1", "x"), "subtype", "thread_broadcast"), actNote, "4.1", "x"},
+		{"reaction", eventCallback("Ev1", map[string]any{"type": "reaction_added", "user": alice}), actIgnore, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := parseEvent(mustJSON(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			act, err := classify(req, self)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if act.Kind != tc.kind {
+				t.Fatalf("kind %d (%s), want %d", act.Kind, act.Why, tc.kind)
+			}
+			if tc.kind == actIgnore {
+				return
+			}
+			ev := tc.body["event"].(map[string]any)
+			want := bot.Turn{Platform: Platform, Channel: ev["channel"].(string), Thread: tc.thread, User: ev["user"].(string), Text: tc.text}
+			if act.Turn != want {
+				t.Errorf("turn %+v, want %+v", act.Turn, want)
+			}
+			if act.EventID != "Ev1" {
+				t.Errorf("event id %q", act.EventID)
+			}
+		})
+	}
+}
+
+func TestParseEventErrors(t *testing.T) {
+	for name, body := range map[string]string{
+		"not JSON":         `{`,
+		"array":            `[]`,
+		"no type":          `{}`,
+		"no challenge":     `{"type":"url_verification"}`,
+		"no event id":      `{"type":"event_callback","event":{"type":"app_mention"}}`,
+		"no event":         `{"type":"event_callback","event_id":"Ev1"}`,
+		"null event":       `{"type":"event_callback","event_id":"Ev1","event":null}`,
+		"event not object": `{"type":"event_callback","event_id":"Ev1","event":"x"}`,
+		"event no type":    `{"type":"event_callback","event_id":"Ev1","event":{}}`,
+	} {
+		if _, err := parseEvent([]byte(body)); !errors.Is(err, errBadEvent) {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+	for name, body := range map[string]map[string]any{
+		"no channel":      mention("Ev1", "", bob, "1.1", "", "<@UBOT> x"),
+		"bad channel":     mention("Ev1", "#ops", bob, "1.1", "", "<@UBOT> x"),
+		"no ts":           mention("Ev1", chanOps, bob, "", "", "<@UBOT> x"),
+		"bad thread":      mention("Ev1", chanOps, bob, "1.1", "yesterday", "<@UBOT> x"),
+		"DM without ts":   message("Ev1", dmBob, "im", bob, "", "", "x"),
+		"chatter bad chn": message("Ev1", "x", "channel", bob, "1.1", "1.0", "x"),
+	} {
+		req, err := parseEvent(mustJSON(body))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := classify(req, self); !errors.Is(err, errBadEvent) {
+			t.Errorf("%s: classify err %v", name, err)
+		}
+	}
+}
+
+func TestParseInteraction(t *testing.T) {
+	ref := "abcdefgh.1"
+	in, err := parseInteraction(mustJSON(blockAction(alice, chanOps, mentionTS, ActionAllow, ref)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in != (interaction{Kind: kindDecide, User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Allow: true, TriggerID: "12345.98765.abcd2358fdea"}) {
+		t.Errorf("allow: %+v", in)
+	}
+	in, _ = parseInteraction(mustJSON(blockAction(alice, dmBob, "", ActionDeny, ref)))
+	if in.Kind != kindDecide || in.Allow || in.Channel != dmBob || in.Thread != "" {
+		t.Errorf("deny in a DM: %+v", in)
+	}
+	meta := ModalMeta{Ref: ref, Channel: chanOps, Thread: mentionTS}.encode()
+	in, err = parseInteraction(mustJSON(viewSubmission(alice, meta, " because \n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in != (interaction{Kind: kindSubmitReason, User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Reason: "because", TriggerID: "12345.98765.ffff"}) {
+		t.Errorf("submission: %+v", in)
+	}
+	noTrigger := blockAction(alice, chanOps, mentionTS, ActionDenyReason, ref)
+	delete(noTrigger, "trigger_id")
+	otherView := viewSubmission(alice, meta, "x")
+	otherView["view"].(map[string]any)["callback_id"] = "someone_elses_modal"
+	for name, p := range map[string]map[string]any{
+		"no trigger for the modal": noTrigger,
+		"someone else's modal":     otherView,
+		"no actions":               {"type": "block_actions", "user": map[string]any{"id": alice}, "channel": map[string]any{"id": chanOps}, "actions": []any{}},
+		"no view":                  {"type": "view_submission", "user": map[string]any{"id": alice}},
+	} {
+		if _, err := parseInteraction(mustJSON(p)); !errors.Is(err, errBadInteraction) {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}
+
+func TestCardRef(t *testing.T) {
+	ch, ts, err := ParseCardRef(CardRef("C123ABC", "1700000000.000100"))
+	if err != nil || ch != "C123ABC" || ts != "1700000000.000100" {
+		t.Fatalf("%q %q %v", ch, ts, err)
+	}
+	for _, bad := range []string{"", "C123", "C123/", "/1.2", "C123/abc", "c123/1.2", "C1/2/3", "C123/1.2/x"} {
+		if _, _, err := ParseCardRef(bad); err == nil {
+			t.Errorf("ParseCardRef(%q) accepted", bad)
+		}
+	}
+}
+
+func TestVerifySignature(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	body := []byte(`{"type":"event_callback"}`)
+	h := func(ts, sig string) http.Header {
+		return http.Header{headerTimestamp: {ts}, headerSignature: {sig}}
+	}
+	good := fmt.Sprintf("v0=%x", Sign(testSecret, "1700000000", body))
+	if err := VerifySignature(testSecret, h("1700000000", good), body, now); err != nil {
+		t.Fatalf("good signature: %v", err)
+	}
+	if err := VerifySignature(testSecret, h("1700000000", good), body, now.Add(5*time.Minute)); err != nil {
+		t.Errorf("at the edge of the window: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		secret string
+		h      http.Header
+		now    time.Time
+		want   error
+	}{
+		"no headers":     {testSecret, http.Header{}, now, ErrNoSignature},
+		"stale":          {testSecret, h("1700000000", good), now.Add(5*time.Minute + time.Second), ErrStaleSignature},
+		"future":         {testSecret, h("1700000000", good), now.Add(-6 * time.Minute), ErrStaleSignature},
+		"other secret":   {"other", h("1700000000", good), now, ErrBadSignature},
+		"v1":             {testSecret, h("1700000000", "v1="+good[3:]), now, ErrBadSignature},
+		"not hex":        {testSecret, h("1700000000", "v0=zz"), now, ErrBadSignature},
+		"short":          {testSecret, h("1700000000", "v0=abcd"), now, ErrBadSignature},
+		"bad timestamp":  {testSecret, h("soon", good), now, ErrBadSignature},
+		"other ts":       {testSecret, h("1700000001", good), now, ErrBadSignature},
+		"no secret":      {"", h("1700000000", fmt.Sprintf("v0=%x", Sign("", "1700000000", body))), now, nil},
+		"missing header": {testSecret, http.Header{headerSignature: {good}}, now, ErrNoSignature},
+	} {
+		err := VerifySignature(tc.secret, tc.h, body, tc.now)
+		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s: err %v, want %v", name, err, tc.want)
+		}
+	}
+}
+
+func TestGroupCacheExpiresAndSharesFetches(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Unix(1700000000, 0).UnixNano())
+	var fetches atomic.Int64
+	release := make(chan struct{})
+	fail := atomic.Bool{}
+	g := newGroupCache(func(ctx context.Context, group string) ([]string, error) {
+		fetches.Add(1)
+		<-release
+		if fail.Load() {
+			return nil, errors.New("usergroups.users.list: ratelimited")
+		}
+		return []string{carol}, nil
+	}, func() time.Time { return time.Unix(0, now.Load()) }, time.Minute)
+
+	var wg sync.WaitGroup
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if users, err := g.members(context.Background(), groupOps); err != nil || len(users) != 1 {
+				t.Errorf("members: %v %v", users, err)
+			}
+		}()
+	}
+	time.Sleep(10 * time.Millisecond) // let them pile up on the one fetch
+	close(release)
+	wg.Wait()
+	if n := fetches.Load(); n != 1 {
+		t.Fatalf("%d fetches for concurrent lookups, want 1", n)
+	}
+	g.members(context.Background(), groupOps)
+	now.Add(int64(59 * time.Second))
+	g.members(context.Background(), groupOps)
+	if n := fetches.Load(); n != 1 {
+		t.Fatalf("%d fetches within the ttl, want 1", n)
+	}
+	now.Add(int64(2 * time.Second))
+	g.members(context.Background(), groupOps)
+	if n := fetches.Load(); n != 2 {
+		t.Fatalf("%d fetches after the ttl, want 2", n)
+	}
+	// Failures are not kept.
+	now.Add(int64(2 * time.Minute))
+	fail.Store(true)
+	if _, err := g.members(context.Background(), groupOps); err == nil {
+		t.Fatal("failure not reported")
+	}
+	fail.Store(false)
+	if users, err := g.members(context.Background(), groupOps); err != nil || len(users) != 1 {
+		t.Fatalf("after a failure: %v %v", users, err)
+	}
+	if n := fetches.Load(); n != 4 {
+		t.Fatalf("%d fetches, want 4", n)
+	}
+}
+
+func TestMentionOnlyThroughMention(t *testing.T) {
+	a := &Adapter{mentionNonce: "NONCE1"}
+	who := a.Mention(bot.ApproverSet{Users: []string{alice, "not an id"}, Groups: []string{groupOps}})
+	text := escape(who + ": a request still needs a decision. <!channel> <@UMALLORY>")
+	got := a.restoreMentions(text)
+	want := "<@UALICE>, <!subteam^SOPS>: a request still needs a decision. &lt;!channel&gt; &lt;@UMALLORY&gt;"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	// A marker with another nonce (a model guessing) turns into nothing.
+	forged := escape("\uE000GUESS:UMALLORY\uE001 hi")
+	if got := a.restoreMentions(forged); strings.Contains(got, "<@") {
+		t.Fatalf("forged marker became %q", got)
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	b := &nopBot{}
+	st := nopStore{}
+	for name, cfg := range map[string]Config{
+		"no bot token":       {AppToken: "xapp"},
+		"socket w/o app tok": {BotToken: "xoxb", Mode: ModeSocket},
+		"http w/o secret":    {BotToken: "xoxb", Mode: ModeHTTP},
+		"unknown mode":       {BotToken: "xoxb", Mode: "rtm", AppToken: "x"},
+		"bad api url":        {BotToken: "xoxb", AppToken: "xapp", APIURL: "slack.com/api"},
+	} {
+		if _, err := New(cfg, b, st); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if strings.Contains(err.Error(), "xoxb") && name != "no bot token" {
+			t.Errorf("%s: the error shows a token: %v", name, err)
+		}
+	}
+	a, err := New(Config{BotToken: "xoxb", AppToken: "xapp", APIURL: "http://127.0.0.1:1/api"}, b, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.cfg.Mode != ModeSocket || a.cfg.APIURL != "http://127.0.0.1:1/api/" {
+		t.Errorf("defaults: mode %q api %q", a.cfg.Mode, a.cfg.APIURL)
+	}
+	if !b.resolverSet {
+		t.Error("no group resolver installed")
+	}
+	if err := a.Run(context.Background()); err == nil {
+		t.Error("Run before Start succeeded")
+	}
+}
+
+type nopBot struct{ resolverSet bool }
+
+func (*nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
+func (*nopBot) Note(context.Context, bot.Turn) error                      { return nil }
+func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
+func (*nopBot) Decide(context.Context, bot.Click) error                   { return nil }
+func (*nopBot) PendingCard(context.Context, bot.Thread) (*bot.Card, error) {
+	return nil, errors.New("none")
+}
+func (n *nopBot) Approvers() *bot.Approvers {
+	n.resolverSet = true // New installs the resolver on what this returns
+	return bot.NewApprovers(nil)
+}
+
+type nopStore struct{}
+
+func (nopStore) MarkEvent(context.Context, string, string, time.Time) (bool, error) { return true, nil }
+
+func TestSplitText(t *testing.T) {
+	text := strings.Repeat("line of text\n", 1000)
+	parts := splitText(text, maxPostChars)
+	if strings.Join(parts, "") != text {
+		t.Fatal("split lost text")
+	}
+	for _, p := range parts {
+		if utf8.RuneCountInString(p) > maxPostChars {
+			t.Fatalf("part of %d characters", utf8.RuneCountInString(p))
+		}
+		if !strings.HasSuffix(p, "\n") {
+			t.Errorf("part not cut at a line break")
+		}
+	}
+}
+
+// --- fuzzing ---
+
+func FuzzEventPayload(f *testing.F) {
+	f.Add(mustJSON(mention("Ev1", chanOps, bob, mentionTS, "", "<@UBOT> deploy")))
+	f.Add(mustJSON(message("Ev2", dmBob, "im", bob, "1.1", "", "hi")))
+	f.Add(mustJSON(message("Ev3", chanOps, "channel", alice, "1.2", "1.1", "aside <@UBOT|x>")))
+	f.Add([]byte(`{"type":"url_verification","challenge":"abc"}`))
+	f.Add([]byte(`{"type":"event_callback","event_id":"E","event":{"type":"message","subtype":"message_changed"}}`))
+	f.Add([]byte(`{"type":"event_callback","event_id":"E","event":null}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := parseEvent(body)
+		if err != nil {
+			if !errors.Is(err, errBadEvent) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		act, err := classify(req, self)
+		if err != nil {
+			if !errors.Is(err, errBadEvent) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		if act.Kind != actIgnore {
+			if act.EventID == "" || !channelIDPattern.MatchString(act.Turn.Channel) || act.Turn.User == "" || act.Turn.User == botUser {
+				t.Fatalf("turn from a bad event: %+v", act)
+			}
+			if act.Turn.Thread != "" && !tsPattern.MatchString(act.Turn.Thread) {
+				t.Fatalf("bad thread %q", act.Turn.Thread)
+			}
+			if act.Kind == actNote && act.Turn.Thread == "" {
+				t.Fatal("aside outside a thread")
+			}
+		}
+	})
+}
+
+func FuzzInteractionPayload(f *testing.F) {
+	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionAllow, "abc.0")))
+	f.Add(mustJSON(blockAction(alice, dmBob, "", ActionDenyReason, "abc.12")))
+	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionShowArgs, "abc.1")))
+	f.Add(mustJSON(viewSubmission(alice, ModalMeta{Ref: "abc.0", Channel: chanOps}.encode(), "no")))
+	f.Add([]byte(`{"type":"block_actions","actions":[{}]}`))
+	f.Add([]byte(`{"type":"view_submission","view":{"state":{"values":{"a":{"b":{}}}}}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		in, err := parseInteraction(payload)
+		if err != nil {
+			if !errors.Is(err, errBadInteraction) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		if in.Kind == 0 || !userIDPattern.MatchString(in.User) || !channelIDPattern.MatchString(in.Channel) {
+			t.Fatalf("accepted a bad interaction: %+v", in)
+		}
+		if _, _, err := bot.ParseRef(in.Ref); err != nil {
+			t.Fatalf("accepted a bad reference %q", in.Ref)
+		}
+		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs) && in.TriggerID == "" {
+			t.Fatal("modal without a trigger")
+		}
+	})
+}
+
+// FuzzRender: any card renders within Slack's limits without panicking.
+func FuzzRender(f *testing.F) {
+	f.Add("deploy", "Deploy <api> & co", "{\n  \"a\": \"```\"\n}", "intro & <!channel>", 2)
+	f.Add("", "", "", "", 0)
+	f.Add(strings.Repeat("t", 300), strings.Repeat("&", 2000), strings.Repeat("<\n", 3000), strings.Repeat("é", 5000), 30)
+	f.Fuzz(func(t *testing.T, tool, summary, args, intro string, n int) {
+		card := baseCard()
+		card.Intro = intro
+		card.Calls = nil
+		n = n % 60
+		if n < 0 {
+			n = -n
+		}
+		for i := 0; i < n; i++ {
+			decision := []confirm.DecisionStatus{confirm.DecisionPending, confirm.DecisionAllowedByPolicy, confirm.DecisionDenied}[i%3]
+			card.Calls = append(card.Calls, bot.CardCall{Ref: bot.Ref("abc", i), Number: i + 1, Tool: tool, Summary: summary, Args: args,
+				Flagged: decision != confirm.DecisionAllowedByPolicy, Decision: decision, DecidedBy: summary})
+		}
+		for i := range card.Calls {
+			card.Calls[i].DenyMessage = summary
+		}
+		blocks := Render(card)
+		if len(blocks) > maxMessageBlock {
+			t.Fatalf("%d blocks", len(blocks))
+		}
+		js := string(mustJSON(blocks))
+		if strings.Contains(js, "\\u003c!channel") {
+			t.Fatal("unescaped @channel")
+		}
+		for _, b := range blocks {
+			if s, ok := b.(*slack.SectionBlock); ok && utf8.RuneCountInString(s.Text.Text) > maxSectionText {
+				t.Fatalf("section of %d characters", utf8.RuneCountInString(s.Text.Text))
+			}
+		}
+		_ = FallbackText(card)
+		if len(card.Calls) > 0 {
+			_ = ArgsModal(card.Calls[0])
+		}
+	})
+}
