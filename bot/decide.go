@@ -103,7 +103,11 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	b.refreshCard(ctx, conv, batchID)
 	if res.BatchDecided {
 		b.trace("decided")
-		return b.resume(ctx, conv, batchID)
+		// The click counted; what follows is the bot's work, not the
+		// clicker's problem: failures are logged and told in the thread.
+		if err := b.resume(ctx, conv, batchID); err != nil {
+			b.log.Error("run decided batch", "batch", batchID, "err", err)
+		}
 	}
 	return nil
 }

@@ -67,7 +67,15 @@ type toolServer struct {
 }
 
 type toolHit struct {
-	Path, IdempotencyKey, Body string
+	Path, IdempotencyKey, Body, Auth string
+}
+
+func (ts *toolServer) lastAuth() string {
+	hits := ts.calls()
+	if len(hits) == 0 {
+		return ""
+	}
+	return hits[len(hits)-1].Auth
 }
 
 func newToolServer(t *testing.T) *toolServer {
@@ -75,7 +83,7 @@ func newToolServer(t *testing.T) *toolServer {
 	ts.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		ts.mu.Lock()
-		ts.hits = append(ts.hits, toolHit{Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: string(body)})
+		ts.hits = append(ts.hits, toolHit{Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: string(body), Auth: r.Header.Get("Authorization")})
 		block := ts.block
 		ts.mu.Unlock()
 		if block != nil && strings.HasPrefix(r.URL.Path, "/deploy/") {
@@ -127,7 +135,7 @@ storage:
 model:
   provider: openai
   name: fake-model
-  api_key: sk-test
+  api_key: ${AIRLOCK_E2E_MODEL_KEY:-sk-test}
   base_url: %s
 confirmation:
   timeout: 1h
@@ -150,7 +158,10 @@ tools:
         environment: {type: string, enum: [staging, production]}
       required: [service, environment]
     summary: "Deploy {{.service}} to {{.environment}}"
-    http: {method: POST, url: "%s/deploy/{{.service}}"}
+    http:
+      method: POST
+      url: "%s/deploy/{{.service}}"
+      headers: {Authorization: "Bearer ${AIRLOCK_E2E_TOOL_TOKEN:-none}"}
 `
 
 // chatProcess is a running `airlock chat` driven through stdin/stdout.
@@ -242,6 +253,9 @@ func TestEndToEndShell(t *testing.T) {
 	}
 	model := modeltest.NewOpenAIServer(t, agent)
 	tools := newToolServer(t)
+	const modelKey, toolToken = "sk-live-MODELSECRET123", "tok-TOOLSECRET456"
+	t.Setenv("AIRLOCK_E2E_MODEL_KEY", modelKey)
+	t.Setenv("AIRLOCK_E2E_TOOL_TOKEN", toolToken)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "airlock.yaml")
 	cfg := fmt.Sprintf(e2eConfig, filepath.Join(dir, "airlock.db"), model.BaseURL(), tools.URL, tools.URL)
@@ -374,5 +388,23 @@ func TestEndToEndShell(t *testing.T) {
 	text, err := exec.Command(airlockBinary(t), "audit", "-config", cfgPath, "-since", "1h").CombinedOutput()
 	if err != nil || !strings.Contains(string(text), "DECIDED BY") || strings.Count(string(text), "deploy") < 2 {
 		t.Fatalf("audit text: %v\n%s", err, text)
+	}
+
+	// The secrets reached the services they are for, and nowhere else:
+	// not the logs, the terminal, the audit, or the database file.
+	if reqs[0].APIKey != modelKey || !strings.Contains(tools.lastAuth(), toolToken) {
+		t.Fatalf("secrets did not reach their services: %q %q", reqs[0].APIKey, tools.lastAuth())
+	}
+	dbBytes, _ := os.ReadFile(filepath.Join(dir, "airlock.db"))
+	wal, _ := os.ReadFile(filepath.Join(dir, "airlock.db-wal"))
+	for name, data := range map[string]string{
+		"stderr": p.errb.String(), "stdout": p.out.String(), "audit -json": string(out), "audit": string(text),
+		"database": string(dbBytes) + string(wal),
+	} {
+		for _, secret := range []string{modelKey, toolToken} {
+			if strings.Contains(data, secret) {
+				t.Errorf("a secret appears in %s", name)
+			}
+		}
 	}
 }
