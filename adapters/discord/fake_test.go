@@ -166,7 +166,23 @@ func (f *fakeDiscord) restHandler() http.Handler {
 		writeJSON(w, ch)
 	})
 	mux.HandleFunc("POST /api/v9/channels/{channel}/messages", func(w http.ResponseWriter, r *http.Request) {
-		message(w, r, f.newID())
+		id := f.newID()
+		message(w, r, id)
+		// Like Discord, the gateway delivers the bot's own message too.
+		f.wsMu.Lock()
+		connected := f.conn != nil
+		f.wsMu.Unlock()
+		if connected {
+			f.mu.Lock()
+			ch := f.channels[r.PathValue("channel")]
+			f.mu.Unlock()
+			echo := map[string]any{"id": id, "channel_id": r.PathValue("channel"), "type": 0, "content": "echo <@" + botID + ">",
+				"author": map[string]any{"id": botID, "username": "Airlock", "bot": true}, "mentions": []any{}}
+			if ch != nil && ch.GuildID != "" {
+				echo["guild_id"] = ch.GuildID
+			}
+			f.trySend("MESSAGE_CREATE", echo)
+		}
 	})
 	mux.HandleFunc("PATCH /api/v9/channels/{channel}/messages/{message}", func(w http.ResponseWriter, r *http.Request) {
 		message(w, r, r.PathValue("message"))
@@ -312,9 +328,12 @@ func (f *fakeDiscord) gateway(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.identify <- ident.D
-	if f.refuse != 0 {
+	f.mu.Lock()
+	refuse := f.refuse
+	f.mu.Unlock()
+	if refuse != 0 {
 		f.wsMu.Lock()
-		conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(f.refuse, "Disallowed intent(s)."))
+		conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(refuse, "Disallowed intent(s)."))
 		f.wsMu.Unlock()
 		return
 	}
@@ -356,6 +375,18 @@ func (f *fakeDiscord) send(typ string, d any) {
 	if err := f.conn.WriteJSON(map[string]any{"op": 0, "t": typ, "s": f.seq, "d": d}); err != nil {
 		f.t.Errorf("gateway: send %s: %v", typ, err)
 	}
+}
+
+// trySend is send for the fake's own echoes: a closing connection is
+// no failure.
+func (f *fakeDiscord) trySend(typ string, d any) {
+	f.wsMu.Lock()
+	defer f.wsMu.Unlock()
+	if f.conn == nil {
+		return
+	}
+	f.seq++
+	f.conn.WriteJSON(map[string]any{"op": 0, "t": typ, "s": f.seq, "d": d})
 }
 
 // guildMessage is a MESSAGE_CREATE payload in a guild channel.

@@ -10,9 +10,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/airlockhq/airlock/adapters/discord"
 	"github.com/airlockhq/airlock/adapters/shell"
+	"github.com/airlockhq/airlock/adapters/slack"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
@@ -30,6 +33,7 @@ Usage:
   airlock chat         -config FILE   talk to the agent in this terminal (shell adapter)
   airlock check-config -config FILE   validate the config; exits non-zero naming the bad key
   airlock migrate      -config FILE   apply the database migrations
+  airlock discord-invite -config FILE print the Discord install URL with the permissions the bot needs
   airlock audit        -config FILE [-conversation ID] [-since DURATION] [-json]
                                       who asked, the exact arguments, who decided, when, and the outcome of every call
   airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
@@ -64,7 +68,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	switch cmd {
-	case "run", "chat", "check-config", "migrate":
+	case "run", "chat", "check-config", "migrate", "discord-invite":
 	default:
 		fmt.Fprintf(stderr, "airlock: unknown command %q\n\n%s", cmd, usage)
 		return 2
@@ -81,6 +85,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	case "migrate":
 		runErr = migrate(ctx, cfg, stdout)
+	case "discord-invite":
+		if cfg.Discord == nil {
+			fmt.Fprintln(stderr, "airlock: discord: the config has no discord section")
+			return 1
+		}
+		u, err := discord.InviteURL(cfg.Discord.Token, cfg.Discord.ModerationTools)
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock: discord.token: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, u)
+		return 0
 	case "chat":
 		runErr = chat(ctx, cfg, logger, stdin, stdout)
 	case "run":
@@ -107,6 +123,7 @@ func migrate(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
 type app struct {
 	store *storage.DB
 	bot   *bot.Bot
+	tools *tools.Set
 }
 
 func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraApprovers ...bot.ChannelApprovers) (*app, error) {
@@ -133,7 +150,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraAp
 	}
 	var entries []bot.ChannelApprovers
 	for _, ch := range cfg.Channels {
-		entries = append(entries, bot.ChannelApprovers{Platform: ch.Platform, ID: ch.ID, Users: ch.Approvers})
+		entries = append(entries, bot.ChannelApprovers{Platform: ch.Platform, ID: ch.ID, Users: ch.Approvers, Groups: ch.ApproverGroups, Roles: ch.ApproverRoles})
 	}
 	entries = append(entries, extraApprovers...)
 	host, _ := os.Hostname()
@@ -155,7 +172,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraAp
 		db.Close()
 		return nil, err
 	}
-	return &app{store: db, bot: b}, nil
+	return &app{store: db, bot: b, tools: set}, nil
 }
 
 func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
@@ -202,6 +219,26 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer a.store.Close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// A platform that stops on its own stops the process, with its error.
+	run := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				cancel(fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
+	routes := map[string]http.Handler{}
+	if err := startPlatforms(ctx, cfg, a, logger, routes, run); err != nil {
+		return err
+	}
+	// Platforms are registered (and their tools added) before recovery,
+	// so recovered work can post and run.
 	if err := a.bot.Recover(ctx); err != nil {
 		return err
 	}
@@ -209,18 +246,62 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: httpHandler(a.store), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpHandler(a.store, routes), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server", "err", err)
+			cancel(fmt.Errorf("http server: %w", err))
 		}
 	}()
-	logger.Info("airlock running", "listen", ln.Addr().String())
-	go a.bot.Run(ctx, time.Second)
+	logger.Info("airlock running", "listen", ln.Addr().String(), "slack", cfg.Slack != nil, "discord", cfg.Discord != nil)
+	wg.Add(1)
+	go func() { defer wg.Done(); a.bot.Run(ctx, time.Second) }()
 	<-ctx.Done()
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
+	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	_ = srv.Shutdown(shutdown)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// startPlatforms connects the configured chat platforms, registers them
+// with the bot, adds their built-in tools and HTTP routes, and starts them
+// with run.
+func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slog.Logger, routes map[string]http.Handler, run func(string, func(context.Context) error)) error {
+	if s := cfg.Slack; s != nil {
+		sa, err := slack.New(slack.Config{
+			Mode: s.Mode, BotToken: s.BotToken, AppToken: s.AppToken, SigningSecret: s.SigningSecret,
+			APIURL: s.APIURL, Logger: logger.With("platform", "slack"),
+		}, a.bot, a.store)
+		if err != nil {
+			return fmt.Errorf("slack: %w", err)
+		}
+		if err := sa.Start(ctx); err != nil {
+			return fmt.Errorf("slack: %w", err)
+		}
+		a.bot.Register(slack.Platform, sa)
+		routes["/slack/events"] = sa.Handler()
+		run("slack", sa.Run)
+	}
+	if d := cfg.Discord; d != nil {
+		da, err := discord.New(discord.Config{Token: d.Token, APIURL: d.APIURL, Logger: logger.With("platform", "discord"), Events: a.store}, a.bot)
+		if err != nil {
+			return fmt.Errorf("discord: %w", err)
+		}
+		a.bot.Register(discord.Platform, da)
+		mods, err := discord.ModerationTools(d.ModerationTools, da.Session())
+		if err != nil {
+			return fmt.Errorf("discord: %w", err)
+		}
+		for _, t := range mods {
+			if err := a.tools.Add(t); err != nil {
+				return fmt.Errorf("discord.moderation_tools: %w", err)
+			}
+		}
+		run("discord", da.Run)
+	}
+	return nil
 }
 
 // crashTrace is nil in real builds; the crashtest build tag sets it so
@@ -232,8 +313,11 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
-func httpHandler(db pinger) http.Handler {
+func httpHandler(db pinger, routes map[string]http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	for pattern, h := range routes {
+		mux.Handle(pattern, h)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -71,7 +71,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		{"database down", fakePinger{errors.New("connection refused")}, 503},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(httpHandler(tc.db))
+			srv := httptest.NewServer(httpHandler(tc.db, nil))
 			defer srv.Close()
 			for path, want := range map[string]int{"/healthz": 200, "/readyz": tc.readyCode} {
 				resp, err := http.Get(srv.URL + path)
@@ -109,5 +109,25 @@ func TestSoakRejectsBadFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"soak", "-storms", "0"}, nil, &out, &errOut); code != 2 {
 		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestDiscordInvite(t *testing.T) {
+	cfg := writeFile(t, "d.yaml", "model: {provider: openai, name: m}\ndiscord: {token: 'MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.secretpart', moderation_tools: [ban_member]}\n")
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"discord-invite", "-config", cfg}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	u := strings.TrimSpace(out.String())
+	// Base permissions plus Ban Members (1<<2).
+	if !strings.Contains(u, "client_id=123456789012345678") || !strings.Contains(u, "permissions=309237730308") || !strings.Contains(u, "scope=bot") {
+		t.Fatalf("invite URL: %s", u)
+	}
+	if strings.Contains(u, "secretpart") {
+		t.Fatal("the invite URL leaks the token")
+	}
+	noDiscord := writeFile(t, "n.yaml", "model: {provider: openai, name: m}\n")
+	if code := run(context.Background(), []string{"discord-invite", "-config", noDiscord}, nil, &out, &errOut); code == 0 {
+		t.Fatal("discord-invite without a discord section succeeded")
 	}
 }
