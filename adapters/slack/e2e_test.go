@@ -120,6 +120,11 @@ func (s *syncBuffer) String() string {
 
 func newWorld(t *testing.T, mode string) *world {
 	t.Helper()
+	return newWorldWith(t, mode, nil)
+}
+
+func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &world{t: t, mode: mode, fake: newFakeSlack(t), model: modeltest.NewScripted(), logs: &syncBuffer{}}
 	db, err := storage.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "a.db"))
@@ -133,7 +138,7 @@ func newWorld(t *testing.T, mode string) *world {
 	}
 	w.fake.setGroup(groupOps, carol)
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b, err := bot.New(bot.Config{
+	cfg0 := bot.Config{
 		Store: db,
 		Model: w.model,
 		Tools: w.tools,
@@ -144,7 +149,11 @@ func newWorld(t *testing.T, mode string) *world {
 		Timeout:  30 * time.Minute,
 		Logger:   logger,
 		WorkerID: "test-" + mode,
-	})
+	}
+	if edit != nil {
+		edit(&cfg0)
+	}
+	b, err := bot.New(cfg0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +249,8 @@ func blockAction(user, channel, threadTS, actionID, ref string) map[string]any {
 	}
 	return map[string]any{
 		"type": "block_actions", "token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "trigger_id": "12345.98765.abcd2358fdea",
-		"user":  map[string]any{"id": user, "username": strings.ToLower(user), "name": strings.ToLower(user), "team_id": "T0TEST"},
-		"team":  map[string]any{"id": "T0TEST", "domain": "airlock-test"},
+		"user":       map[string]any{"id": user, "username": strings.ToLower(user), "name": strings.ToLower(user), "team_id": "T0TEST"},
+		"team":       map[string]any{"id": "T0TEST", "domain": "airlock-test"},
 		"api_app_id": "A0TEST", "container": container,
 		"channel": map[string]any{"id": channel, "name": "ops"},
 		"message": msg,
@@ -856,5 +865,64 @@ func TestEmptyMentionGetsHint(t *testing.T) {
 	w.ad.Wait()
 	if n := len(w.model.Requests()); n != 0 {
 		t.Fatalf("%d model requests", n)
+	}
+}
+
+// A reminder before expiry mentions the approvers for real; a click on a
+// superseded or an expired card gets an ephemeral reply and changes
+// nothing.
+func TestReminderSupersededAndExpired(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	w := newWorldWith(t, ModeSocket, func(c *bot.Config) {
+		c.Now = clock
+		c.RemindBefore = 5 * time.Minute
+	})
+	ctx := context.Background()
+
+	// Superseded: a new mention in the thread abandons the waiting card.
+	w.model.PushCalls(tc("call_deploy", "deploy", `{"service":"api"}`)).PushText("OK, something else then.")
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+	old := refByStyle(t, w.waitCard(1), "primary")
+	w.ad.Wait()
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, "1700000000.000200", mentionTS, "<@"+botUser+"> never mind"), 0)
+	w.waitText(chanOps, "OK, something else then.")
+	w.ad.Wait()
+	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, old))
+	w.waitEphemeral(alice, "superseded")
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 0 {
+		t.Fatal("a superseded call ran")
+	}
+
+	// Reminder, then expiry.
+	const other = "1700000001.000100"
+	w.model.PushCalls(tc("call_deploy2", "deploy", `{"service":"web"}`)).PushText("It expired.")
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, other, "", "<@"+botUser+"> deploy web"), 0)
+	ref := refByStyle(t, w.waitCard(2), "primary")
+	w.ad.Wait()
+	now.Add(int64(26 * time.Minute))
+	if err := w.bot.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reminder := w.waitText(chanOps, "still needs a decision")
+	if got := reminder.param("text"); !strings.HasPrefix(got, "<@"+alice+">, <!subteam^"+groupOps+">: ") || reminder.param("thread_ts") != other {
+		t.Fatalf("reminder %q in thread %q", got, reminder.param("thread_ts"))
+	}
+	now.Add(int64(5 * time.Minute))
+	if err := w.bot.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.waitText(chanOps, "It expired.")
+	w.deliverInteraction(blockAction(alice, chanOps, other, ActionAllow, ref))
+	waitFor(t, "second ephemeral", func() bool { return len(w.ephemerals(alice)) == 2 })
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 0 {
+		t.Fatal("an expired call ran")
+	}
+	updates := w.fake.callsTo("chat.update")
+	if last := blocksText(t, updates[len(updates)-1]); !strings.Contains(last, "Expired") || len(cardButtons(t, updates[len(updates)-1])) != 0 {
+		t.Errorf("expired card: %s", last)
 	}
 }

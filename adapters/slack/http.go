@@ -145,11 +145,10 @@ func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retr
 	if retry > 0 {
 		a.log.Info("slack: retried delivery", "event", req.EventID, "retry", retry, "reason", retryWhy)
 	}
-	w.WriteHeader(http.StatusOK)
-	if act.Kind == actIgnore {
-		return
+	if act.Kind != actIgnore {
+		a.spawn("event "+req.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, retry) })
 	}
-	a.spawn("event "+req.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, retry) })
+	w.WriteHeader(http.StatusOK)
 }
 
 func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte) {
@@ -174,7 +173,7 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
 	// An empty 200 acknowledges a click and closes a submitted modal.
 	w.WriteHeader(http.StatusOK)
-	a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
 }

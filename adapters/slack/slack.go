@@ -16,7 +16,16 @@
 // outside a thread belongs to the DM's one running conversation (thread
 // ""), and a reply in a DM thread to that thread's own conversation.
 // Channel in bot.Thread is always the plain Slack channel id, so
-// `channels[].id` in the config matches it.
+// `channels[].id` in the config matches it (one workspace per bot token,
+// so the team id is not part of the key).
+//
+// Cards (render.go): a call's arguments longer than the preview are cut
+// on the card; while the card waits, a "Show full arguments" button (no
+// style) opens them whole in a read-only modal for the clicker alone.
+// Allow is the only primary button and Deny the only danger button.
+// "Deny with reason…" opens a modal whose submission denies with the text.
+// Refused clicks (not an approver, already decided, expired, superseded)
+// get bot.UserMessage as an ephemeral reply; logs get the detail.
 //
 // The adapter reads no environment variables: everything comes from
 // Config, which cmd/airlock fills from the config file.

@@ -97,6 +97,10 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 	if req.EnvelopeID == "" {
 		return
 	}
+	// Held from before the ack until the work is spawned, so Wait after
+	// an ack always covers that envelope's work.
+	a.wg.Add(1)
+	defer a.wg.Done()
 	if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil && !errors.Is(err, context.Canceled) {
 		a.log.Error("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
 	}

@@ -281,7 +281,9 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 			return fmt.Errorf("slack: %w", err)
 		}
 		a.bot.Register(slack.Platform, sa)
-		routes["/slack/events"] = sa.Handler()
+		if s.Mode == "http" {
+			routes["/slack/events"] = sa.Handler()
+		}
 		run("slack", sa.Run)
 	}
 	if d := cfg.Discord; d != nil {
