@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/airlockhq/airlock/adapters/slack"
+	"github.com/airlockhq/airlock/model/modeltest"
+)
+
+const replicaSecret = "replica-signing-secret"
+
+// slackAPI is a minimal fake of the Slack Web API for the replica test.
+type slackAPI struct {
+	*httptest.Server
+	mu    sync.Mutex
+	posts []url.Values // chat.postMessage calls
+}
+
+func newSlackAPI(t *testing.T) *slackAPI {
+	s := &slackAPI{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		params, _ := url.ParseQuery(string(body))
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+			var m map[string]any
+			_ = json.Unmarshal(body, &m)
+			params = url.Values{}
+			for k, v := range m {
+				if sv, ok := v.(string); ok {
+					params.Set(k, sv)
+				} else {
+					b, _ := json.Marshal(v)
+					params.Set(k, string(b))
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch strings.TrimPrefix(r.URL.Path, "/api/") {
+		case "auth.test":
+			fmt.Fprint(w, `{"ok":true,"user":"airlock","user_id":"UBOT","bot_id":"BBOT","team_id":"T1","team":"T"}`)
+		case "chat.postMessage":
+			s.mu.Lock()
+			s.posts = append(s.posts, params)
+			n := len(s.posts)
+			s.mu.Unlock()
+			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":"1900000000.%06d"}`, params.Get("channel"), n)
+		case "chat.update":
+			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, params.Get("channel"), params.Get("ts"))
+		case "chat.postEphemeral":
+			fmt.Fprint(w, `{"ok":true,"message_ts":"1900000000.999999"}`)
+		case "usergroups.users.list":
+			fmt.Fprint(w, `{"ok":true,"users":[]}`)
+		default:
+			fmt.Fprint(w, `{"ok":false,"error":"unknown_method"}`)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// allowValue returns the value of the first Allow button posted.
+func (s *slackAPI) allowValue() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.posts {
+		var blocks []map[string]any
+		if json.Unmarshal([]byte(p.Get("blocks")), &blocks) != nil {
+			continue
+		}
+		for _, b := range blocks {
+			els, _ := b["elements"].([]any)
+			for _, e := range els {
+				m, _ := e.(map[string]any)
+				if m["action_id"] == slack.ActionAllow {
+					v, _ := m["value"].(string)
+					return v
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// texts returns the text of every message posted.
+func (s *slackAPI) texts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, p := range s.posts {
+		out = append(out, p.Get("text"))
+	}
+	return out
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// postSigned delivers a payload to a replica's /slack/events as Slack does.
+func postSigned(addr string, body []byte, contentType string) (int, error) {
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/slack/events", bytes.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", fmt.Sprintf("v0=%x", slack.Sign(replicaSecret, ts, body)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func mentionBody(eventID, ts, threadTS, text string) []byte {
+	ev := map[string]any{"type": "app_mention", "user": "UREQ", "text": "<@UBOT> " + text, "ts": ts, "channel": "COPS", "event_ts": ts}
+	if threadTS != "" {
+		ev["thread_ts"] = threadTS
+	}
+	b, _ := json.Marshal(map[string]any{"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": eventID, "event_time": time.Now().Unix(), "event": ev})
+	return b
+}
+
+func clickBody(user, value string) []byte {
+	p, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "trigger_id": "1.2.3", "api_app_id": "A1",
+		"user":      map[string]any{"id": user, "username": "u", "team_id": "T1"},
+		"team":      map[string]any{"id": "T1"},
+		"channel":   map[string]any{"id": "COPS", "name": "ops"},
+		"container": map[string]any{"type": "message", "message_ts": "1900000000.000001", "channel_id": "COPS", "thread_ts": "1800000000.000100"},
+		"message":   map[string]any{"type": "message", "ts": "1900000000.000001", "user": "UBOT", "thread_ts": "1800000000.000100"},
+		"actions":   []any{map[string]any{"action_id": slack.ActionAllow, "block_id": "b", "value": value, "type": "button", "action_ts": "1"}},
+	})
+	return []byte(url.Values{"payload": {string(p)}}.Encode())
+}
+
+// freshSchema makes an empty schema in the test database and returns a
+// DSN whose search_path points at it.
+func freshSchema(t *testing.T, dsn string) string {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	schema := fmt.Sprintf("replica_%d", time.Now().UnixNano())
+	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", dsn)
+		if err == nil {
+			_, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE")
+			db.Close()
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestTwoReplicas runs two real `airlock run` processes on one PostgreSQL
+// in Slack HTTP mode: clicks for one card delivered to both at once run the
+// tool exactly once, and two turns of one thread delivered to both at once
+// never reach the model concurrently.
+func TestTwoReplicas(t *testing.T) {
+	pg := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+	if pg == "" || testing.Short() {
+		t.Skip("set AIRLOCK_TEST_POSTGRES_DSN (CI does) to run the replica test")
+	}
+	dsn := freshSchema(t, pg)
+	api := newSlackAPI(t)
+	tools := newToolServer(t)
+
+	var inFlight, maxInFlight atomic.Int64
+	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		last := req.Messages[len(req.Messages)-1]
+		if strings.Contains(last.Content, "slow") {
+			time.Sleep(400 * time.Millisecond) // a long model call, so a second turn would overlap
+			return modeltest.TextReply("slow answer")
+		}
+		return agent(req)
+	})
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`
+storage: {driver: postgres, dsn: %q}
+model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
+slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+  - name: service_status
+    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
+    http: {method: POST, url: "%s/status/{{.service}}"}
+  - name: deploy
+    confirm: true
+    parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
+    http: {method: POST, url: "%s/deploy/{{.service}}"}
+`, dsn, model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL, tools.URL)
+
+	var addrs []string
+	for i := 0; i < 2; i++ {
+		addr := freeAddr(t)
+		path := filepath.Join(dir, fmt.Sprintf("replica%d.yaml", i))
+		if err := os.WriteFile(path, []byte("listen: "+addr+"\n"+cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(airlockBinary(t), "run", "-config", path)
+		var logs syncBuffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("replica %d logs:\n%s", i, logs.String())
+			}
+		})
+		waitUntil(t, "replica ready", func() bool {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		})
+		addrs = append(addrs, addr)
+	}
+
+	// A mention reaches replica 0; the card is posted.
+	if code, err := postSigned(addrs[0], mentionBody("Ev1", "1800000000.000100", "", "deploy api"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("mention: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
+	value := api.allowValue()
+
+	// Ten clicks on Allow delivered to each replica at once.
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if code, err := postSigned(addrs[i%2], clickBody("UALICE", value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+				t.Errorf("click: %d %v", code, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	waitUntil(t, "the answer", func() bool {
+		for _, s := range api.texts() {
+			if strings.Contains(s, "model saw:") {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond) // a second run would arrive now
+	var status, deploy int
+	for _, h := range tools.calls() {
+		switch h.Path {
+		case "/status/api":
+			status++
+		case "/deploy/api":
+			deploy++
+		}
+	}
+	if status != 1 || deploy != 1 {
+		t.Fatalf("20 clicks on two replicas ran status %d and deploy %d times; want 1 and 1", status, deploy)
+	}
+
+	// Two turns in one thread, one to each replica, at once: the model
+	// never sees them concurrently.
+	maxInFlight.Store(0)
+	var wg2 sync.WaitGroup
+	for i, id := range []string{"Ev2", "Ev3"} {
+		wg2.Add(1)
+		go func() {
+			defer wg2.Done()
+			body := mentionBody(id, fmt.Sprintf("1800000000.00020%d", i), "1800000000.000100", "slow question")
+			if code, err := postSigned(addrs[i], body, "application/json"); err != nil || code != 200 {
+				t.Errorf("turn: %d %v", code, err)
+			}
+		}()
+	}
+	wg2.Wait()
+	waitUntil(t, "both slow answers", func() bool {
+		n := 0
+		for _, s := range api.texts() {
+			if strings.Contains(s, "slow answer") {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if m := maxInFlight.Load(); m != 1 {
+		t.Fatalf("two replicas ran turns of one thread concurrently (%d model calls in flight)", m)
+	}
+}
