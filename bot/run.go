@@ -412,6 +412,12 @@ func (b *Bot) Run(ctx context.Context, interval time.Duration) {
 					b.log.Error("recover", "err", err)
 				}
 			}
+			if n%3600 == 1 {
+				// Platforms retry deliveries within minutes; a day is plenty.
+				if _, err := b.store.PruneEvents(ctx, b.now().Add(-24*time.Hour)); err != nil && ctx.Err() == nil {
+					b.log.Error("prune events", "err", err)
+				}
+			}
 		}
 	}
 }

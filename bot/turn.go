@@ -260,17 +260,13 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 // introOf returns the model's words in the stored assistant message of a
 // batch, for the card.
 func (b *Bot) introOf(ctx context.Context, batch *confirm.Batch) string {
-	msgs, err := b.store.Messages(ctx, batch.ConversationID)
+	m, err := b.store.Message(ctx, batch.ConversationID, batch.MessageSeq)
 	if err != nil {
 		return ""
 	}
-	for _, m := range msgs {
-		if m.Seq == batch.MessageSeq {
-			var mm model.Message
-			if json.Unmarshal(m.Body, &mm) == nil {
-				return mm.Text
-			}
-		}
+	var mm model.Message
+	if json.Unmarshal(m.Body, &mm) != nil {
+		return ""
 	}
-	return ""
+	return mm.Text
 }

@@ -162,6 +162,8 @@ type Store interface {
 	// AppendMessages appends messages in order, assigning Seq.
 	AppendMessages(ctx context.Context, conversationID int64, msgs ...Message) error
 	Messages(ctx context.Context, conversationID int64) ([]Message, error)
+	// Message loads one message; ErrNotFound when none.
+	Message(ctx context.Context, conversationID int64, seq int) (Message, error)
 
 	// CreateBatch stores the assistant message holding the calls, the batch
 	// and its calls, and the tool_call audit events (approval_request too
@@ -237,6 +239,8 @@ type Store interface {
 	// MarkEvent records a platform event id and reports whether this is
 	// the first time it was seen (retried deliveries start no second turn).
 	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error)
+	// PruneEvents forgets event ids seen before the time.
+	PruneEvents(ctx context.Context, before time.Time) (int64, error)
 
 	Ping(ctx context.Context) error
 	Close() error

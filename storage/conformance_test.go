@@ -163,6 +163,15 @@ func testConversationGetOrCreate(t *testing.T, db *DB) {
 	if other.ID == a.ID {
 		t.Fatal("a different thread got the same conversation")
 	}
+	if err := db.AppendMessages(ctx, a.ID, confirm.Message{Role: "user", Body: json.RawMessage(`{"x":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := db.Message(ctx, a.ID, 1); err != nil || string(m.Body) != `{"x":1}` {
+		t.Fatalf("Message = %+v, %v", m, err)
+	}
+	if _, err := db.Message(ctx, a.ID, 2); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("Message of a missing seq: %v", err)
+	}
 	found, err := db.FindConversation(ctx, "slack", "C1", "T1")
 	if err != nil || found.ID != a.ID {
 		t.Fatalf("FindConversation = %+v, %v", found, err)
@@ -1198,6 +1207,15 @@ func testMarkEventOnce(t *testing.T, db *DB) {
 	}
 	if _, err := db.MarkEvent(ctx, "slack", "", time.Now()); err == nil {
 		t.Fatal("an empty event id must be refused")
+	}
+	if n, err := db.PruneEvents(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruned fresh events: %d %v", n, err)
+	}
+	if n, err := db.PruneEvents(ctx, time.Now().Add(time.Hour)); err != nil || n != 2 {
+		t.Fatalf("prune: %d %v, want 2", n, err)
+	}
+	if first, _ := db.MarkEvent(ctx, "slack", "Ev123", time.Now()); !first {
+		t.Fatal("a pruned id should count as new")
 	}
 }
 

@@ -259,6 +259,27 @@ func (db *DB) Messages(ctx context.Context, conversationID int64) ([]confirm.Mes
 	return out, nil
 }
 
+// Message loads one message of a conversation; ErrNotFound when none.
+func (db *DB) Message(ctx context.Context, conversationID int64, seq int) (confirm.Message, error) {
+	var r messageRow
+	err := db.x.GetContext(ctx, &r, db.q(`SELECT conversation_id, seq, role, body, created_at FROM messages
+		WHERE conversation_id = ? AND seq = ?`), conversationID, seq)
+	if err != nil {
+		return confirm.Message{}, fmt.Errorf("load message %d: %w", seq, notFound(err))
+	}
+	return confirm.Message{ConversationID: r.ConversationID, Seq: r.Seq, Role: r.Role, Body: rawBytes(r.Body), CreatedAt: r.CreatedAt.t}, nil
+}
+
+// PruneEvents forgets platform event ids seen before the time: platforms
+// retry within minutes, so old ids only take space.
+func (db *DB) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
+	r, err := db.x.ExecContext(ctx, db.q(`DELETE FROM events WHERE seen_at < ?`), db.ts(before))
+	if err != nil {
+		return 0, fmt.Errorf("prune events: %w", err)
+	}
+	return affected(r)
+}
+
 // CreateBatch stores the assistant message, the batch and its calls, and
 // the tool_call and approval_request audit events in one transaction. It
 // fills in b: ID (random when empty), MessageSeq, Status (pending when
