@@ -408,3 +408,39 @@ func TestEndToEndShell(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiryInRealTime: with a short timeout, the real binary reminds the
+// approvers, then expires the call and continues, with nobody typing.
+func TestExpiryInRealTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	model := modeltest.NewOpenAIServer(t, agent)
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf(e2eConfig, filepath.Join(dir, "airlock.db"), model.BaseURL(), tools.URL, tools.URL)
+	cfg = strings.Replace(cfg, "timeout: 1h", "timeout: 3s\n  remind_before: 2s", 1)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startChat(t, cfgPath)
+	p.send("deploy web")
+	p.waitFor("/allow N")
+	paused := time.Now()
+	reminder := p.waitFor("still needs a decision")
+	if !strings.Contains(reminder, "local") {
+		t.Fatalf("the reminder does not mention the approver: %q", reminder)
+	}
+	expired := p.waitFor("model saw:") + p.waitFor("\n")
+	lag := time.Since(paused) - 3*time.Second
+	t.Logf("expiry acted on %v after the deadline (the sweep runs every second)", lag.Round(10*time.Millisecond))
+	if !strings.Contains(expired, "expired") || !strings.Contains(expired, "Approval expired: nobody decided in time") {
+		t.Fatalf("expiry output:\n%s", expired)
+	}
+	if n := len(tools.calls()); n != 0 {
+		t.Fatalf("an expired call ran: %d", n)
+	}
+	p.send("/allow 1")
+	p.waitFor("No card is waiting.")
+}
