@@ -23,6 +23,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/airlockhq/airlock/adapters/slack"
+	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -98,6 +99,19 @@ func (s *slackAPI) allowValue() string {
 		}
 	}
 	return ""
+}
+
+// cards counts the posted messages that carry an Allow button.
+func (s *slackAPI) cards() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.posts {
+		if strings.Contains(p.Get("blocks"), slack.ActionAllow) {
+			n++
+		}
+	}
+	return n
 }
 
 // texts returns the text of every message posted.
@@ -200,6 +214,8 @@ func TestTwoReplicas(t *testing.T) {
 	tools := newToolServer(t)
 
 	var inFlight, maxInFlight atomic.Int64
+	hung := make(chan struct{}, 1)
+	release := make(chan struct{})
 	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
@@ -214,8 +230,14 @@ func TestTwoReplicas(t *testing.T) {
 			time.Sleep(400 * time.Millisecond) // a long model call, so a second turn would overlap
 			return modeltest.TextReply("slow answer")
 		}
+		if strings.Contains(last.Content, "hang") {
+			hung <- struct{}{}
+			<-release
+			return modeltest.TextReply("never delivered")
+		}
 		return agent(req)
 	})
+	t.Cleanup(func() { close(release) }) // runs before the model server closes
 
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`
@@ -234,6 +256,7 @@ tools:
 `, dsn, model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL, tools.URL)
 
 	var addrs []string
+	var procs []*exec.Cmd
 	for i := 0; i < 2; i++ {
 		addr := freeAddr(t)
 		path := filepath.Join(dir, fmt.Sprintf("replica%d.yaml", i))
@@ -262,6 +285,7 @@ tools:
 			return resp.StatusCode == 200
 		})
 		addrs = append(addrs, addr)
+		procs = append(procs, cmd)
 	}
 
 	// A mention reaches replica 0; the card is posted.
@@ -335,4 +359,29 @@ tools:
 	if m := maxInFlight.Load(); m != 1 {
 		t.Fatalf("two replicas ran turns of one thread concurrently (%d model calls in flight)", m)
 	}
+
+	// Replica 0 dies while it holds the thread (its model call hangs). A
+	// turn delivered to replica 1 waits for the lease, which lapses since
+	// nobody renews it, and is then answered.
+	if code, err := postSigned(addrs[0], mentionBody("Ev4", "1800000000.000300", "1800000000.000100", "hang on"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("turn: %d %v", code, err)
+	}
+	select {
+	case <-hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("replica 0 never called the model")
+	}
+	_ = procs[0].Process.Kill()
+	killed := time.Now()
+	if code, err := postSigned(addrs[1], mentionBody("Ev5", "1800000000.000400", "1800000000.000100", "deploy web"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("turn: %d %v", code, err)
+	}
+	deadline := time.Now().Add(bot.LeaseTTL + 30*time.Second)
+	for api.cards() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("replica 1 never took over the thread of the dead replica")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("replica 1 took the thread over %v after replica 0 died (lease TTL %v)", time.Since(killed).Round(100*time.Millisecond), bot.LeaseTTL)
 }
