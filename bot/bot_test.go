@@ -815,3 +815,44 @@ func TestDenyReasonIsCappedAndQuotedAsTheApprovers(t *testing.T) {
 		t.Fatal("a deny reason reached the system prompt")
 	}
 }
+
+type ctxTool struct {
+	fakeTool
+	started chan struct{}
+	release chan struct{}
+	ctxErr  error
+}
+
+func (f *ctxTool) Run(ctx context.Context, args json.RawMessage, key string) (string, error) {
+	close(f.started)
+	<-f.release
+	f.ctxErr = ctx.Err()
+	return "deployed", nil
+}
+
+func TestARunIsNotCancelledWithTheTurn(t *testing.T) {
+	h := newHarness(t, "")
+	ct := &ctxTool{started: make(chan struct{}), release: make(chan struct{})}
+	h.bot = mustBot(t, h, toolSetWith{"ban": ct})
+	h.model.push(calls(tc("a", "ban", `{}`)), text("done"))
+	h.turn("bob", "ban")
+	ref := h.plat.lastCard().Calls[0].Ref
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+	}()
+	<-ct.started
+	cancel() // e.g. the process is shutting down
+	close(ct.release)
+	<-done
+	if ct.ctxErr != nil {
+		t.Fatalf("the tool's context was cancelled mid-run: %v", ct.ctxErr)
+	}
+	batchID, _, _ := bot.ParseRef(ref)
+	b, err := h.store.Batch(context.Background(), batchID)
+	if err != nil || b.Calls[0].Run != confirm.RunSucceeded {
+		t.Fatalf("run status %v, %v; want succeeded", b.Calls[0].Run, err)
+	}
+}

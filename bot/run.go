@@ -169,7 +169,11 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 		return "", fmt.Errorf("tool %q is not available", tc.Name)
 	}
 	b.log.Info("tool run", "batch", c.BatchID, "call", c.Key, "tool", tc.Name)
-	out, runErr := tool.Run(ctx, tc.Args, c.IdempotencyKey)
+	// A run, once started, is not cancelled with the turn (a shutdown, a
+	// closed connection): cutting it off would report "failed" for an
+	// action that may have happened. The tool's own timeout bounds it; a
+	// process that exits meanwhile leaves it running, hence unknown.
+	out, runErr := tool.Run(context.WithoutCancel(ctx), tc.Args, c.IdempotencyKey)
 	status, result := confirm.RunSucceeded, out
 	if runErr != nil {
 		status, result = confirm.RunFailed, runErr.Error()

@@ -233,6 +233,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 			}
 		}()
 	}
+	if cfg.Slack == nil && cfg.Discord == nil {
+		logger.Warn("no chat platform is configured (slack, discord): only the HTTP endpoints run; use airlock chat for the terminal")
+	}
 	routes := map[string]http.Handler{}
 	if err := startPlatforms(ctx, cfg, a, logger, routes, run); err != nil {
 		return err
