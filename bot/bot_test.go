@@ -856,3 +856,34 @@ func TestARunIsNotCancelledWithTheTurn(t *testing.T) {
 		t.Fatalf("run status %v, %v; want succeeded", b.Calls[0].Run, err)
 	}
 }
+
+func TestRecoverLeavesOtherPlatformsAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	h.model.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	ref := h.plat.lastCard().Calls[0].Ref
+	batchID, _, _ := bot.ParseRef(ref)
+	// Decided by someone, then the process died before running it.
+	if _, err := h.store.Decide(context.Background(), confirm.Decide{BatchID: batchID, Key: "a", Status: confirm.DecisionAllowed, By: "alice", Now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := bot.New(bot.Config{Store: h.store, Model: h.model, Tools: h.tools, WorkerID: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Register("shell", &platform{}) // serves another platform only
+	if err := other.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].runs.Load(); n != 0 {
+		t.Fatalf("a process not serving the conversation's platform ran its call")
+	}
+	h.model.push(text("deployed"))
+	if err := h.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].runs.Load(); n != 1 || h.plat.lastPost() != "deployed" {
+		t.Fatalf("runs %d, post %q", n, h.plat.lastPost())
+	}
+}

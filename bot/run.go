@@ -212,6 +212,7 @@ func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch 
 
 // Recover runs at start: it finishes work a dead worker left (see
 // RecoverBatches) and asks the model to answer tool results it never saw.
+// Only conversations of platforms this process serves are touched.
 func (b *Bot) Recover(ctx context.Context) error {
 	if err := b.RecoverBatches(ctx); err != nil {
 		return err
@@ -224,6 +225,9 @@ func (b *Bot) Recover(ctx context.Context) error {
 		conv, err := b.store.ConversationByID(ctx, id)
 		if err != nil {
 			return fmt.Errorf("load conversation: %w", err)
+		}
+		if _, err := b.platform(conv.Platform); err != nil {
+			continue // a process serving that platform will answer it
 		}
 		unlock, ok, err := b.tryLockConversation(ctx, id)
 		if err != nil || !ok {
@@ -271,6 +275,9 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
+	}
+	if _, err := b.platform(conv.Platform); err != nil {
+		return nil // a process serving that platform will finish it
 	}
 	unlock, ok, err := b.tryLockConversation(ctx, conv.ID)
 	if err != nil || !ok {
