@@ -887,3 +887,30 @@ func TestRecoverLeavesOtherPlatformsAlone(t *testing.T) {
 		t.Fatalf("runs %d, post %q", n, h.plat.lastPost())
 	}
 }
+
+func TestAToolGoneWhileTheCardWaitedRunsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	h.model.push(calls(tc("", "status", `{}`), tc("", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	ref := h.plat.lastCard().Calls[1].Ref
+	h.store.Close()
+
+	// Restarted with a config that no longer has the deploy tool.
+	h2 := newHarness(t, path)
+	delete(h2.tools, "deploy")
+	h2.model.push(text("The deploy tool is gone."))
+	if err := h2.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h2.tools["status"].runs.Load(); n != 0 {
+		t.Fatalf("the ungated call ran although the batch broke a rule")
+	}
+	res := lastToolResults(t, h2.model.last())
+	if len(res) != 2 || !strings.Contains(res[0].Content, "none of its calls ran") || !strings.Contains(res[1].Content, "none of its calls ran") {
+		t.Fatalf("results: %+v", res)
+	}
+	if h2.plat.lastPost() != "The deploy tool is gone." {
+		t.Fatalf("post: %q", h2.plat.lastPost())
+	}
+}

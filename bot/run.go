@@ -97,8 +97,14 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
 		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc)
 	})
-	if err != nil {
-		// The stored batch broke a rule (it cannot, short of tampering): run nothing.
+	if errors.Is(err, confirm.ErrToolUnavailable) {
+		// An allowed call names a tool the bot no longer carries (the
+		// config changed while the card waited): nothing of the request
+		// runs, and the model is told why.
+		b.log.Warn("an allowed call's tool is gone; nothing of the batch runs", "batch", batchID, "err", err)
+		results = b.refuseBatch(batch, err)
+	} else if err != nil {
+		// The stored batch broke another rule (it cannot, short of tampering).
 		b.log.Error("decisions rejected; nothing runs", "batch", batchID, "err", err)
 		return false, fmt.Errorf("execute batch: %w", err)
 	}
@@ -120,14 +126,34 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	return done, nil
 }
 
+// refuseBatch answers every call of a batch that may not run: calls that
+// ran before (a crash in between) keep their outcome, the others are not
+// executed.
+func (b *Bot) refuseBatch(batch *confirm.Batch, why error) []confirm.Result {
+	out := make([]confirm.Result, len(batch.Calls))
+	for i, c := range batch.Calls {
+		r := confirm.Result{Key: c.Key, CallID: c.CallID, Name: c.Tool, IsError: true}
+		switch {
+		case c.Run == confirm.RunSucceeded:
+			r.Content, r.IsError = c.Result, false
+		case c.Run == confirm.RunFailed:
+			r.Content = c.Result
+		case c.Run == confirm.RunUnknown || c.Run == confirm.RunRunning:
+			r.Content = confirm.UnknownOutcomeMessage
+		case c.Decision.Allowed():
+			r.Content = fmt.Sprintf("Not executed: a tool this request needs is no longer available (%v), so none of its calls ran.", why)
+		default:
+			r.Content, r.Denied = b.decisionFor(c).DenyMessage(), true
+		}
+		out[i] = r
+	}
+	return out
+}
+
 // decisionFor turns a stored call into the decision confirm.Execute applies.
-// An allowed call whose tool the bot no longer carries is answered, not run.
 func (b *Bot) decisionFor(c confirm.Call) confirm.Decision {
 	switch {
 	case c.Decision.Allowed():
-		if _, ok := b.cfg.Tools.Get(c.Tool); !ok {
-			return confirm.Deny(c.Key, fmt.Sprintf("Not executed: the tool %q is no longer available.", c.Tool))
-		}
 		return confirm.Allow(c.Key)
 	case c.Decision == confirm.DecisionExpired:
 		return confirm.Deny(c.Key, confirm.ExpiredMessage)
