@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/airlockhq/airlock/adapters/slack"
@@ -32,13 +33,19 @@ const replicaSecret = "replica-signing-secret"
 // slackAPI is a minimal fake of the Slack Web API for the replica test.
 type slackAPI struct {
 	*httptest.Server
-	mu    sync.Mutex
-	posts []url.Values // chat.postMessage calls
+	mu     sync.Mutex
+	posts  []url.Values // chat.postMessage calls
+	outbox chan []byte  // Socket Mode envelopes to send
+	acks   []string
 }
 
 func newSlackAPI(t *testing.T) *slackAPI {
-	s := &slackAPI{}
+	s := &slackAPI{outbox: make(chan []byte, 16)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/link" {
+			s.serveSocket(w, r)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		params, _ := url.ParseQuery(string(body))
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -70,12 +77,69 @@ func newSlackAPI(t *testing.T) *slackAPI {
 			fmt.Fprint(w, `{"ok":true,"message_ts":"1900000000.999999"}`)
 		case "usergroups.users.list":
 			fmt.Fprint(w, `{"ok":true,"users":[]}`)
+		case "apps.connections.open":
+			if r.Header.Get("Authorization") != "Bearer xapp-test" {
+				fmt.Fprint(w, `{"ok":false,"error":"invalid_auth"}`)
+				return
+			}
+			fmt.Fprintf(w, `{"ok":true,"url":"ws://%s/link"}`, r.Host)
 		default:
 			fmt.Fprint(w, `{"ok":false,"error":"unknown_method"}`)
 		}
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// serveSocket is a Socket Mode connection: hello, then queued envelopes;
+// acks are recorded.
+func (s *slackAPI) serveSocket(w http.ResponseWriter, r *http.Request) {
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","num_connections":1,"connection_info":{"app_id":"A1"}}`)) != nil {
+		return
+	}
+	go func() {
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			var ack struct {
+				EnvelopeID string `json:"envelope_id"`
+			}
+			if json.Unmarshal(msg, &ack) == nil && ack.EnvelopeID != "" {
+				s.mu.Lock()
+				s.acks = append(s.acks, ack.EnvelopeID)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case msg := <-s.outbox:
+			if conn.WriteMessage(websocket.TextMessage, msg) != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *slackAPI) acked(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.acks {
+		if a == id {
+			return true
+		}
+	}
+	return false
 }
 
 // allowValue returns the value of the first Allow button posted.
@@ -384,4 +448,52 @@ tools:
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("replica 1 took the thread over %v after replica 0 died (lease TTL %v)", time.Since(killed).Round(100*time.Millisecond), bot.LeaseTTL)
+}
+
+// TestRunOverSocketMode checks the wiring of `airlock run` in Slack's
+// default mode: it opens a Socket Mode connection with the app token, acks
+// an envelope, and the mention gets the model's answer in its thread.
+func TestRunOverSocketMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	api := newSlackAPI(t)
+	model := modeltest.NewOpenAIServer(t, agent)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf(`listen: %s
+storage: {dsn: %q}
+model: {provider: openai, name: fake, base_url: %q}
+slack: {bot_token: xoxb-test, app_token: xapp-test, api_url: %q}
+`, freeAddr(t), filepath.Join(dir, "a.db"), model.BaseURL(), api.URL+"/api/")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	}()
+	env, _ := json.Marshal(map[string]any{"envelope_id": "env-1", "type": "events_api", "accepts_response_payload": false, "retry_attempt": 0,
+		"payload": json.RawMessage(mentionBody("EvSock1", "1800000000.000500", "", "hello there"))})
+	api.outbox <- env
+	waitUntil(t, "the envelope's ack", func() bool { return api.acked("env-1") })
+	waitUntil(t, "the answer in the thread", func() bool {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		for _, p := range api.posts {
+			if p.Get("thread_ts") == "1800000000.000500" && strings.Contains(p.Get("text"), "hello") {
+				return true
+			}
+		}
+		return false
+	})
 }
