@@ -4,6 +4,8 @@
 # the server runs as the postgres user. Usage: eval "$(.ci/postgres.sh)"
 set -euo pipefail
 port="${PGPORT_TEST:-55432}"
+# Take the next free port if that one is in use.
+while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 if [ -z "$bindir" ]; then
   if command -v apt-get >/dev/null; then
