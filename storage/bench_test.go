@@ -1,0 +1,81 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// BenchmarkDecideStorm measures one double-click storm in storage: a batch
+// of one gated call, then 20 concurrent Decides on it (exactly one wins).
+// Run both drivers in one go to compare them on the same machine:
+//
+//	AIRLOCK_TEST_POSTGRES_DSN=... go test -run '^$' -bench DecideStorm ./storage/
+func BenchmarkDecideStorm(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		db, err := Open(context.Background(), "sqlite", filepath.Join(b.TempDir(), "bench.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchStorm(b, db)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		dsn := os.Getenv(postgresDSNEnv)
+		if dsn == "" {
+			b.Skipf("%s not set", postgresDSNEnv)
+		}
+		db, err := Open(context.Background(), "postgres", dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchStorm(b, db)
+	})
+}
+
+func benchStorm(b *testing.B, db *DB) {
+	ctx := context.Background()
+	conv, err := db.Conversation(ctx, "bench", "C", time.Now().Format(time.RFC3339Nano))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now := time.Now()
+		batch := &confirm.Batch{ConversationID: conv.ID, Status: confirm.BatchPending, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+			Calls: []confirm.Call{{Key: "c1", Tool: "t", Args: json.RawMessage(`{}`), Flagged: true, Decision: confirm.DecisionPending}}}
+		if err := db.CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for c := 0; c < 20; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := db.Decide(ctx, confirm.Decide{BatchID: batch.ID, Key: "c1", Status: confirm.DecisionAllowed, By: "u", Now: time.Now()})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if res.Won {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if wins != 1 {
+			b.Fatalf("storm %d: %d winners", i, wins)
+		}
+	}
+}
