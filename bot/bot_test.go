@@ -398,7 +398,7 @@ func TestBadAndForeignReferences(t *testing.T) {
 	h.model.push(calls(tc("a", "deploy", `{}`)))
 	h.turn("bob", "x")
 	ref := h.plat.lastCard().Calls[0].Ref
-	batch, _, _ := bot.ParseRef(ref)
+	batch, _, _ := confirm.ParseRef(ref)
 	ctx := context.Background()
 	for _, r := range []string{"", "x", batch, batch + ".", batch + ".9", batch + ".-1", batch + ".01", "ZZZ.0", "aaaa.0", strings.Repeat("a", 200) + ".0"} {
 		err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: r, Allow: true})
@@ -587,7 +587,7 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 	}()
 	// Wait until the call is recorded as running, then "crash": the process
 	// (this bot) is abandoned without recording an outcome.
-	batchID, _, _ := bot.ParseRef(ref)
+	batchID, _, _ := confirm.ParseRef(ref)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		b, err := h.store.Batch(context.Background(), batchID)
@@ -850,7 +850,7 @@ func TestARunIsNotCancelledWithTheTurn(t *testing.T) {
 	if ct.ctxErr != nil {
 		t.Fatalf("the tool's context was cancelled mid-run: %v", ct.ctxErr)
 	}
-	batchID, _, _ := bot.ParseRef(ref)
+	batchID, _, _ := confirm.ParseRef(ref)
 	b, err := h.store.Batch(context.Background(), batchID)
 	if err != nil || b.Calls[0].Run != confirm.RunSucceeded {
 		t.Fatalf("run status %v, %v; want succeeded", b.Calls[0].Run, err)
@@ -863,7 +863,7 @@ func TestRecoverLeavesOtherPlatformsAlone(t *testing.T) {
 	h.model.push(calls(tc("a", "deploy", `{}`)))
 	h.turn("bob", "deploy")
 	ref := h.plat.lastCard().Calls[0].Ref
-	batchID, _, _ := bot.ParseRef(ref)
+	batchID, _, _ := confirm.ParseRef(ref)
 	// Decided by someone, then the process died before running it.
 	if _, err := h.store.Decide(context.Background(), confirm.Decide{BatchID: batchID, Key: "a", Status: confirm.DecisionAllowed, By: "alice", Now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}); err != nil {
 		t.Fatal(err)

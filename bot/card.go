@@ -3,8 +3,6 @@ package bot
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,7 +24,7 @@ type Card struct {
 
 // CardCall is one call on a card.
 type CardCall struct {
-	Ref         string // opaque reference for buttons; see ParseRef
+	Ref         string // opaque reference for buttons; see confirm.ParseRef
 	Number      int    // 1-based, for people
 	Key         string
 	Tool        string
@@ -100,39 +98,6 @@ const SystemActor = "airlock"
 // PolicyActor records calls the policy let through at pause time.
 const PolicyActor = "policy"
 
-// refSep separates the batch id from the call position in a reference.
-const refSep = "."
-
-// Ref is the opaque reference a button carries: the batch and the call's
-// position. The server owns the request; the reference names it only.
-func Ref(batchID string, position int) string {
-	return batchID + refSep + strconv.Itoa(position)
-}
-
-// ErrBadRef: the reference is not one Airlock issued.
-var ErrBadRef = errors.New("unknown or malformed button reference")
-
-// ParseRef splits a reference made by Ref.
-func ParseRef(ref string) (batchID string, position int, err error) {
-	if len(ref) > 100 {
-		return "", 0, ErrBadRef
-	}
-	id, pos, ok := strings.Cut(ref, refSep)
-	if !ok || id == "" || pos == "" {
-		return "", 0, ErrBadRef
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return "", 0, ErrBadRef
-		}
-	}
-	n, err := strconv.Atoi(pos)
-	if err != nil || n < 0 || n > 10000 || strconv.Itoa(n) != pos {
-		return "", 0, ErrBadRef
-	}
-	return id, n, nil
-}
-
 // cardFor builds the card of a batch.
 func cardFor(b *confirm.Batch, intro string, approvers ApproverSet) Card {
 	c := Card{
@@ -146,7 +111,7 @@ func cardFor(b *confirm.Batch, intro string, approvers ApproverSet) Card {
 	}
 	for _, call := range b.Calls {
 		c.Calls = append(c.Calls, CardCall{
-			Ref:         Ref(b.ID, call.Position),
+			Ref:         confirm.Ref(b.ID, call.Position),
 			Number:      call.Position + 1,
 			Key:         call.Key,
 			Tool:        call.Tool,

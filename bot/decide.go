@@ -42,7 +42,7 @@ func UserMessage(err error) string {
 		return "You can't approve tool calls in this channel. Nothing changed."
 	case errors.Is(err, ErrAlreadyClosed):
 		return "This call was already decided, has expired, or was superseded. Nothing changed."
-	case errors.Is(err, ErrBadRef), errors.Is(err, ErrWrongChannel), errors.Is(err, confirm.ErrNotFound):
+	case errors.Is(err, confirm.ErrBadRef), errors.Is(err, ErrWrongChannel), errors.Is(err, confirm.ErrNotFound):
 		return "This button is not one I know. Nothing changed."
 	case err == nil:
 		return ""
@@ -55,7 +55,7 @@ func UserMessage(err error) string {
 // batch is fully decided runs it and continues the conversation. A click
 // that changes nothing returns an error for UserMessage and is audited.
 func (b *Bot) Decide(ctx context.Context, c Click) error {
-	batchID, pos, err := ParseRef(c.Ref)
+	batchID, pos, err := confirm.ParseRef(c.Ref)
 	if err != nil {
 		b.rejectClick(ctx, c, 0, "", "", "malformed reference")
 		return err
@@ -67,7 +67,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	}
 	if pos >= len(batch.Calls) {
 		b.rejectClick(ctx, c, batch.ConversationID, batchID, "", "unknown call position")
-		return ErrBadRef
+		return confirm.ErrBadRef
 	}
 	call := batch.Calls[pos]
 	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)

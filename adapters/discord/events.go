@@ -299,7 +299,7 @@ func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.Intera
 }
 
 // unknownButton is the answer to a custom id Airlock did not issue.
-var unknownButton = bot.UserMessage(bot.ErrBadRef)
+var unknownButton = bot.UserMessage(confirm.ErrBadRef)
 
 func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interaction) {
 	switch i.Type {
@@ -310,7 +310,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 		case !ok || action == actionModal:
 			a.respondEphemeral(ctx, i, unknownButton)
 		case action == actionReason:
-			_, pos, _ := bot.ParseRef(ref)
+			_, pos, _ := confirm.ParseRef(ref)
 			if err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
 				Type: discordgo.InteractionResponseModal,
 				Data: ReasonModal(ref, pos+1),
@@ -419,7 +419,7 @@ func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, ref stri
 }
 
 func knownClickError(err error) bool {
-	for _, e := range []error{bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel, bot.ErrBadRef, confirm.ErrNotFound} {
+	for _, e := range []error{bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel, confirm.ErrBadRef, confirm.ErrNotFound} {
 		if errors.Is(err, e) {
 			return true
 		}

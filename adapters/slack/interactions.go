@@ -128,7 +128,7 @@ func parseInteraction(payload []byte) (interaction, error) {
 		default:
 			return interaction{}, badInteraction("unknown action_id %q", clip(act.ActionID, 60))
 		}
-		if _, _, err := bot.ParseRef(act.Value); err != nil {
+		if _, _, err := confirm.ParseRef(act.Value); err != nil {
 			return interaction{}, badInteraction("%s: button value is not a call reference", act.ActionID)
 		}
 		in.Ref = act.Value
@@ -161,7 +161,7 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if err := json.Unmarshal([]byte(p.View.PrivateMetadata), &meta); err != nil {
 			return interaction{}, badInteraction("view_submission: malformed private_metadata")
 		}
-		if _, _, err := bot.ParseRef(meta.Ref); err != nil {
+		if _, _, err := confirm.ParseRef(meta.Ref); err != nil {
 			return interaction{}, badInteraction("view_submission: private_metadata holds no call reference")
 		}
 		if !channelIDPattern.MatchString(meta.Channel) {
@@ -237,7 +237,7 @@ func (a *Adapter) refused(ctx context.Context, in interaction, err error) {
 	log := a.log.With("user", in.User, "channel", in.Channel, "ref", in.Ref)
 	switch {
 	case errors.Is(err, bot.ErrNotApprover), errors.Is(err, bot.ErrAlreadyClosed),
-		errors.Is(err, bot.ErrBadRef), errors.Is(err, bot.ErrWrongChannel), errors.Is(err, confirm.ErrNotFound):
+		errors.Is(err, confirm.ErrBadRef), errors.Is(err, bot.ErrWrongChannel), errors.Is(err, confirm.ErrNotFound):
 		log.Info("slack: click changed nothing", "why", err)
 	default:
 		log.Error("slack: click failed", "err", err)

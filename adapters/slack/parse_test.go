@@ -401,7 +401,7 @@ func FuzzInteractionPayload(f *testing.F) {
 		if in.Kind == 0 || !userIDPattern.MatchString(in.User) || !channelIDPattern.MatchString(in.Channel) {
 			t.Fatalf("accepted a bad interaction: %+v", in)
 		}
-		if _, _, err := bot.ParseRef(in.Ref); err != nil {
+		if _, _, err := confirm.ParseRef(in.Ref); err != nil {
 			t.Fatalf("accepted a bad reference %q", in.Ref)
 		}
 		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs) && in.TriggerID == "" {
@@ -425,7 +425,7 @@ func FuzzRender(f *testing.F) {
 		}
 		for i := 0; i < n; i++ {
 			decision := []confirm.DecisionStatus{confirm.DecisionPending, confirm.DecisionAllowedByPolicy, confirm.DecisionDenied}[i%3]
-			card.Calls = append(card.Calls, bot.CardCall{Ref: bot.Ref("abc", i), Number: i + 1, Tool: tool, Summary: summary, Args: args,
+			card.Calls = append(card.Calls, bot.CardCall{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: tool, Summary: summary, Args: args,
 				Flagged: decision != confirm.DecisionAllowedByPolicy, Decision: decision, DecidedBy: summary})
 		}
 		for i := range card.Calls {

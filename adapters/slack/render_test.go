@@ -167,7 +167,7 @@ func TestRenderRules(t *testing.T) {
 			if len(btn.Value) > 2000 || len(btn.ActionID) > 255 {
 				t.Errorf("%s: button %s beyond Slack's limits", name, btn.ActionID)
 			}
-			if _, _, err := bot.ParseRef(btn.Value); err != nil {
+			if _, _, err := confirm.ParseRef(btn.Value); err != nil {
 				t.Errorf("%s: button %s value %q is not an opaque reference", name, btn.ActionID, btn.Value)
 			}
 			switch btn.Style {
@@ -219,7 +219,7 @@ func TestRenderManyCallsStaysWithinBlockLimit(t *testing.T) {
 	card := baseCard()
 	card.Calls = nil
 	for i := 0; i < 40; i++ {
-		card.Calls = append(card.Calls, bot.CardCall{Ref: bot.Ref("abc", i), Number: i + 1, Tool: "deploy", Args: "{}", Flagged: true, Decision: confirm.DecisionPending})
+		card.Calls = append(card.Calls, bot.CardCall{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: "deploy", Args: "{}", Flagged: true, Decision: confirm.DecisionPending})
 	}
 	blocks := Render(card)
 	if len(blocks) > maxMessageBlock {

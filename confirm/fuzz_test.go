@@ -1,4 +1,4 @@
-package bot
+package confirm
 
 import (
 	"strings"
