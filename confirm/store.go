@@ -208,9 +208,9 @@ type Store interface {
 	// from running to done, in one transaction; false when not running.
 	CompleteBatch(ctx context.Context, batchID string, results Message) (bool, error)
 
-	// RecoverRunning marks calls whose run is running as unknown (the
-	// process running them died) — every such call, or only those of the
-	// given batches — and returns the batch ids touched.
+	// RecoverRunning marks the running calls of the given batches as
+	// unknown (the worker running them died) and returns the batch ids
+	// touched.
 	RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error)
 	// UnansweredConversations lists conversations whose newest message is
 	// tool results the model never answered.

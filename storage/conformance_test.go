@@ -747,7 +747,7 @@ func testRecoverRunning(t *testing.T, db *DB) {
 	if err := db.FinishRun(ctx, batches[0].ID, "k0", confirm.RunSucceeded, "ok"); err != nil {
 		t.Fatal(err)
 	}
-	ids, err := db.RecoverRunning(ctx)
+	ids, err := db.RecoverRunning(ctx, batches[0].ID, batches[1].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -783,7 +783,7 @@ func testRecoverRunning(t *testing.T, db *DB) {
 			t.Errorf("batch %s has %d tool_result events, want %d", b.ID, n, want)
 		}
 	}
-	if ids, err := db.RecoverRunning(ctx); err != nil || len(ids) != 0 {
+	if ids, err := db.RecoverRunning(ctx, batches[0].ID, batches[1].ID); err != nil || len(ids) != 0 {
 		t.Fatalf("second RecoverRunning = %v, %v", ids, err)
 	}
 	running, err := db.BatchesIn(ctx, confirm.BatchRunning)

@@ -850,21 +850,15 @@ func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm
 	return won, nil
 }
 
-// RecoverRunning marks every call whose run is running as unknown (result
-// confirm.UnknownOutcomeMessage), audits each, and returns the distinct
-// batch ids touched, sorted.
+// RecoverRunning marks the running calls of the given batches as unknown
+// (result UnknownOutcomeMessage, a tool_result audit event each): the
+// worker running them died. It returns the batch ids it touched.
 func (db *DB) RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error) {
 	now := utc(time.Now())
 	var ids []string
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		ids = nil
 		var calls []changedCall
-		if len(batchIDs) == 0 {
-			if err := tx.SelectContext(ctx, &calls, db.q(`UPDATE calls SET run_status = 'unknown', result = ?
-				WHERE run_status = 'running' RETURNING batch_id, key, tool, position`), confirm.UnknownOutcomeMessage); err != nil {
-				return fmt.Errorf("update calls: %w", err)
-			}
-		}
 		for _, id := range batchIDs {
 			var some []changedCall
 			if err := tx.SelectContext(ctx, &some, db.q(`UPDATE calls SET run_status = 'unknown', result = ?
