@@ -166,9 +166,9 @@ func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchI
 // PendingCard returns the card of the thread's pending pause, or
 // confirm.ErrNotFound when nothing waits.
 func (b *Bot) PendingCard(ctx context.Context, th Thread) (*Card, error) {
-	conv, err := b.store.Conversation(ctx, th.Platform, th.Channel, th.Thread)
+	conv, err := b.store.FindConversation(ctx, th.Platform, th.Channel, th.Thread)
 	if err != nil {
-		return nil, fmt.Errorf("load conversation: %w", err)
+		return nil, err // ErrNotFound: a thread without a conversation waits on nothing
 	}
 	batch, err := b.store.PendingBatch(ctx, conv.ID)
 	if err != nil {

@@ -23,8 +23,8 @@ func (b *Bot) resume(ctx context.Context, conv confirm.Conversation, batchID str
 
 // resumeLocked is resume for a caller holding the conversation.
 func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batchID string) error {
-	ran, err := b.finishBatch(ctx, conv, batchID)
-	if err != nil || !ran {
+	batch, err := b.finishBatch(ctx, conv, batchID)
+	if err != nil || batch == nil {
 		return err
 	}
 	// Continue only when this batch's results end the conversation: a newer
@@ -35,10 +35,6 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 	}
 	if !endsWithResults(hist) {
 		return nil
-	}
-	batch, err := b.store.Batch(ctx, batchID)
-	if err != nil {
-		return fmt.Errorf("reload batch: %w", err)
 	}
 	return b.converse(ctx, conv, batch.RequestedBy)
 }
@@ -67,20 +63,20 @@ func endsWithResults(h []model.Message) bool {
 
 // finishBatch claims a decided batch, runs its allowed calls in the model's
 // order (run status written before and after each), and appends one result
-// per call to the conversation. It reports whether this worker completed
-// the batch; false when another worker had it or it was already done.
+// per call to the conversation. It returns the batch when this worker
+// completed it; nil when another worker had it or it was already done.
 // The caller holds the conversation's turn lock.
-func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string) (bool, error) {
+func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string) (*confirm.Batch, error) {
 	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
 	if err != nil {
-		return false, fmt.Errorf("claim batch: %w", err)
+		return nil, fmt.Errorf("claim batch: %w", err)
 	}
 	if !won {
-		return false, nil
+		return nil, nil
 	}
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil {
-		return false, fmt.Errorf("load batch: %w", err)
+		return nil, fmt.Errorf("load batch: %w", err)
 	}
 	calls := make([]confirm.ToolCall, len(batch.Calls))
 	decisions := make([]confirm.Decision, len(batch.Calls))
@@ -106,7 +102,7 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	} else if err != nil {
 		// The stored batch broke another rule (it cannot, short of tampering).
 		b.log.Error("decisions rejected; nothing runs", "batch", batchID, "err", err)
-		return false, fmt.Errorf("execute batch: %w", err)
+		return nil, fmt.Errorf("execute batch: %w", err)
 	}
 	b.trace("ran")
 	msg := model.Message{Role: model.RoleTool}
@@ -115,15 +111,18 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	}
 	stored, err := storedMessage(msg)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	done, err := b.store.CompleteBatch(ctx, batchID, stored)
 	if err != nil {
-		return false, fmt.Errorf("complete batch: %w", err)
+		return nil, fmt.Errorf("complete batch: %w", err)
+	}
+	if !done {
+		return nil, nil
 	}
 	b.refreshCard(ctx, conv, batchID)
 	b.noteUnknown(ctx, conv, batch)
-	return done, nil
+	return batch, nil
 }
 
 // refuseBatch answers every call of a batch that may not run: calls that
@@ -216,17 +215,14 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 	return out, nil
 }
 
-// noteUnknown tells the thread about calls whose outcome is unknown.
+// noteUnknown tells the thread about calls whose outcome is unknown. The
+// batch as claimed has them: recovery marks them before the claim.
 func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
-	fresh, err := b.store.Batch(ctx, batch.ID)
-	if err != nil {
-		return
-	}
 	p, err := b.platform(conv.Platform)
 	if err != nil {
 		return
 	}
-	for _, c := range fresh.Calls {
+	for _, c := range batch.Calls {
 		if c.Run == confirm.RunUnknown {
 			msg := fmt.Sprintf("⚠ The outcome of call %d (%s: %s) is unknown: Airlock stopped while it was running. It was not retried. A person must check whether it took effect.", c.Position+1, c.Tool, c.Summary)
 			if err := p.Post(ctx, threadOf(conv), msg); err != nil {
