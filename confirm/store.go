@@ -19,6 +19,7 @@ type Conversation struct {
 	Platform  string    `db:"platform"`
 	Channel   string    `db:"channel"`
 	Thread    string    `db:"thread"`
+	DM        bool      `db:"dm"` // a direct message: served only by a "dm" channels entry
 	CreatedAt time.Time `db:"created_at"`
 }
 
@@ -91,9 +92,10 @@ type Call struct {
 	Position       int             `db:"position"`
 	CallID         string          `db:"call_id"` // as the model gave it
 	Tool           string          `db:"tool"`
-	Args           json.RawMessage `db:"args"`    // exact bytes from the model
-	Summary        string          `db:"summary"` // the read-back a person approves
-	Flagged        bool            `db:"flagged"` // flagged by policy
+	Args           json.RawMessage `db:"args"`        // exact bytes from the model
+	Summary        string          `db:"summary"`     // the read-back a person approves
+	Flagged        bool            `db:"flagged"`     // flagged by policy
+	FlagReason     string          `db:"flag_reason"` // why a person is asked, when not the tool's own flag (e.g. an earlier unknown outcome)
 	Decision       DecisionStatus  `db:"decision"`
 	DecidedBy      string          `db:"decided_by"`
 	DecidedAt      *time.Time      `db:"decided_at"`
@@ -153,8 +155,9 @@ type AuditFilter struct {
 // Store is what the bot needs from storage. Every state change is one
 // conditional UPDATE; the affected-row count decides who won.
 type Store interface {
-	// Conversation returns the conversation of a thread, creating it.
-	Conversation(ctx context.Context, platform, channel, thread string) (Conversation, error)
+	// Conversation returns the conversation of a thread, creating it
+	// (with dm recorded at creation; an existing conversation keeps its own).
+	Conversation(ctx context.Context, platform, channel, thread string, dm bool) (Conversation, error)
 	// FindConversation returns the conversation of a thread; ErrNotFound
 	// when the thread holds none.
 	FindConversation(ctx context.Context, platform, channel, thread string) (Conversation, error)
@@ -192,6 +195,12 @@ type Store interface {
 	// reply runs nothing. It returns how many calls it decided; zero
 	// when the batch was no longer pending.
 	ResolvePending(ctx context.Context, batchID string, status DecisionStatus, by, message string, abandon bool, now time.Time) (int, error)
+	// PendingInChannel counts the pending batches of the conversations in
+	// a channel of a platform (all its threads).
+	PendingInChannel(ctx context.Context, platform, channel string) (int, error)
+	// UnknownCalls lists the conversation's calls whose run outcome is
+	// unknown, oldest first.
+	UnknownCalls(ctx context.Context, conversationID int64) ([]Call, error)
 	// ExpiredBatches lists pending batches with a pending call past its expiry.
 	ExpiredBatches(ctx context.Context, now time.Time) ([]string, error)
 
@@ -235,6 +244,12 @@ type Store interface {
 	// (now, due]; MarkReminded records the reminder once (first caller wins).
 	DueReminders(ctx context.Context, now, due time.Time) ([]string, error)
 	MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error)
+
+	// CountTurn records one turn of a user of a platform at now and returns
+	// how many of that user's turns fall in (now-window, now], this one
+	// included. Rows older than the window may be pruned. Replicas share
+	// the count.
+	CountTurn(ctx context.Context, platform, user string, now time.Time, window time.Duration) (int, error)
 
 	// MarkEvent records a platform event id and reports whether this is
 	// the first time it was seen (retried deliveries start no second turn).

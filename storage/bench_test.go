@@ -42,7 +42,7 @@ func BenchmarkDecideStorm(b *testing.B) {
 
 func benchStorm(b *testing.B, db *DB) {
 	ctx := context.Background()
-	conv, err := db.Conversation(ctx, "bench", "C", time.Now().Format(time.RFC3339Nano))
+	conv, err := db.Conversation(ctx, "bench", "C", time.Now().Format(time.RFC3339Nano), false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,6 +50,14 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"Reminders", testReminders},
 		{"RecoverOneBatch", testRecoverOneBatch},
 		{"UnansweredConversations", testUnanswered},
+		{"ConversationDM", testConversationDM},
+		{"FlagReason", testFlagReason},
+		{"ExactArgsInAudit", testExactArgsInAudit},
+		{"PendingInChannel", testPendingInChannel},
+		{"UnknownCalls", testUnknownCalls},
+		{"CountTurn", testCountTurn},
+		{"RaceCountTurn", testRaceCountTurn},
+		{"ClockSync", testClockSync},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +70,7 @@ var threadSeq atomic.Int64
 
 func newConversation(t *testing.T, db *DB) confirm.Conversation {
 	t.Helper()
-	c, err := db.Conversation(t.Context(), "slack", "C1", fmt.Sprintf("thread-%d", threadSeq.Add(1)))
+	c, err := db.Conversation(t.Context(), "slack", "C1", fmt.Sprintf("thread-%d", threadSeq.Add(1)), false)
 	if err != nil {
 		t.Fatalf("Conversation: %v", err)
 	}
@@ -73,8 +81,13 @@ func newConversation(t *testing.T, db *DB) confirm.Conversation {
 // in a new conversation, expiring at expires.
 func newBatch(t *testing.T, db *DB, expires time.Time, decisions ...confirm.DecisionStatus) *confirm.Batch {
 	t.Helper()
-	conv := newConversation(t, db)
-	b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U-author", ExpiresAt: expires}
+	return batchIn(t, db, newConversation(t, db).ID, expires, decisions...)
+}
+
+// batchIn is newBatch in an existing conversation.
+func batchIn(t *testing.T, db *DB, convID int64, expires time.Time, decisions ...confirm.DecisionStatus) *confirm.Batch {
+	t.Helper()
+	b := &confirm.Batch{ConversationID: convID, RequestedBy: "U-author", ExpiresAt: expires}
 	for i, d := range decisions {
 		b.Calls = append(b.Calls, confirm.Call{
 			Key:      fmt.Sprintf("k%d", i),
@@ -142,11 +155,11 @@ func later() time.Time { return time.Now().Add(time.Hour) }
 
 func testConversationGetOrCreate(t *testing.T, db *DB) {
 	ctx := t.Context()
-	a, err := db.Conversation(ctx, "slack", "C1", "T1")
+	a, err := db.Conversation(ctx, "slack", "C1", "T1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := db.Conversation(ctx, "slack", "C1", "T1")
+	b, err := db.Conversation(ctx, "slack", "C1", "T1", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +169,7 @@ func testConversationGetOrCreate(t *testing.T, db *DB) {
 	if a.Platform != "slack" || a.Channel != "C1" || a.Thread != "T1" {
 		t.Fatalf("fields: %+v", a)
 	}
-	other, err := db.Conversation(ctx, "slack", "C1", "")
+	other, err := db.Conversation(ctx, "slack", "C1", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +208,7 @@ func testConversationGetOrCreate(t *testing.T, db *DB) {
 	for i := range ids {
 		wg.Go(func() {
 			<-start
-			c, err := db.Conversation(ctx, "discord", "G", "same")
+			c, err := db.Conversation(ctx, "discord", "G", "same", false)
 			ids[i], errs[i] = c.ID, err
 		})
 	}
@@ -1350,5 +1363,398 @@ func testUnanswered(t *testing.T, db *DB) {
 	ids, err := db.UnansweredConversations(ctx)
 	if err != nil || len(ids) != 1 || ids[0] != a.ID {
 		t.Fatalf("unanswered = %v, %v; want only %d", ids, err, a.ID)
+	}
+}
+
+func testConversationDM(t *testing.T, db *DB) {
+	ctx := t.Context()
+	dm, err := db.Conversation(ctx, "slack", "D1", "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dm.DM {
+		t.Fatalf("created with dm: %+v", dm)
+	}
+	// An existing conversation keeps its own dm, whatever later callers say.
+	again, err := db.Conversation(ctx, "slack", "D1", "", false)
+	if err != nil || again.ID != dm.ID || !again.DM {
+		t.Fatalf("Conversation(dm=false) of a dm = %+v, %v", again, err)
+	}
+	ch, err := db.Conversation(ctx, "slack", "C1", "T1", false)
+	if err != nil || ch.DM {
+		t.Fatalf("Conversation(dm=false) = %+v, %v", ch, err)
+	}
+	if again, err := db.Conversation(ctx, "slack", "C1", "T1", true); err != nil || again.ID != ch.ID || again.DM {
+		t.Fatalf("Conversation(dm=true) of a channel thread = %+v, %v", again, err)
+	}
+	if found, err := db.FindConversation(ctx, "slack", "D1", ""); err != nil || found.ID != dm.ID || !found.DM {
+		t.Fatalf("FindConversation = %+v, %v", found, err)
+	}
+	if found, err := db.FindConversation(ctx, "slack", "C1", "T1"); err != nil || found.DM {
+		t.Fatalf("FindConversation = %+v, %v", found, err)
+	}
+	if byID, err := db.ConversationByID(ctx, dm.ID); err != nil || !byID.DM || byID.Channel != "D1" {
+		t.Fatalf("ConversationByID = %+v, %v", byID, err)
+	}
+	if byID, err := db.ConversationByID(ctx, ch.ID); err != nil || byID.DM {
+		t.Fatalf("ConversationByID = %+v, %v", byID, err)
+	}
+}
+
+func testFlagReason(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	const reason = "an earlier run of this call has an unknown outcome"
+	b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U", ExpiresAt: later(), Calls: []confirm.Call{
+		{Key: "a", Position: 0, Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true, FlagReason: reason},
+		{Key: "b", Position: 1, Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true},
+	}}
+	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(from string, got *confirm.Batch) {
+		t.Helper()
+		if r := callByKey(t, got, "a").FlagReason; r != reason {
+			t.Errorf("%s: call a FlagReason = %q, want %q", from, r, reason)
+		}
+		if r := callByKey(t, got, "b").FlagReason; r != "" {
+			t.Errorf("%s: call b FlagReason = %q, want empty", from, r)
+		}
+	}
+	check("Batch", loadBatch(t, db, b.ID))
+	pending, err := db.PendingBatch(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("PendingBatch", pending)
+
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind != confirm.AuditToolCall {
+			continue
+		}
+		var d map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
+			t.Fatalf("tool_call detail %s: %v", e.Detail, err)
+		}
+		r, has := d["flag_reason"]
+		switch e.CallKey {
+		case "a":
+			var s string
+			if err := json.Unmarshal(r, &s); err != nil || s != reason {
+				t.Errorf("call a detail flag_reason = %s (%v), want %q", r, err, reason)
+			}
+		case "b":
+			if has {
+				t.Errorf("call b detail has flag_reason %s; want none when empty", r)
+			}
+		}
+		seen[e.CallKey] = true
+	}
+	if !seen["a"] || !seen["b"] {
+		t.Fatalf("tool_call events for %v, want a and b", seen)
+	}
+}
+
+func testExactArgsInAudit(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	const args = `{"cmd": "a && b <c>",  "n": 1}` // two spaces, and <>& json.Marshal would escape
+	b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U", ExpiresAt: later(), Calls: []confirm.Call{
+		{Key: "exact", Position: 0, CallID: "c1", Tool: "shell", Args: json.RawMessage(args), Flagged: true, Summary: "run <it> & see"},
+		{Key: "bad", Position: 1, Tool: "shell", Args: json.RawMessage(`{not json`), Decision: confirm.DecisionInvalid},
+		{Key: "empty", Position: 2, Tool: "shell", Decision: confirm.DecisionAllowedByPolicy},
+	}}
+	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := callByKey(t, loadBatch(t, db, b.ID), "exact").Args; string(got) != args {
+		t.Errorf("Batch args = %q, want exactly %q", got, args)
+	}
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Parsed the way `airlock audit` parses a tool_call detail.
+	type toolCallDetail struct {
+		CallID   string          `json:"call_id"`
+		Args     json.RawMessage `json:"args"`
+		Flagged  bool            `json:"flagged"`
+		Decision string          `json:"decision"`
+		Summary  string          `json:"summary"`
+	}
+	details := map[string]toolCallDetail{}
+	for _, e := range evs {
+		if e.Kind != confirm.AuditToolCall {
+			continue
+		}
+		var d toolCallDetail
+		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
+			t.Fatalf("tool_call detail of %s is not a JSON object: %s (%v)", e.CallKey, e.Detail, err)
+		}
+		details[e.CallKey] = d
+		if e.CallKey == "exact" && !strings.Contains(e.Detail, `"args":`+args) {
+			t.Errorf("detail = %s, want the args spliced in verbatim", e.Detail)
+		}
+	}
+	if d := details["exact"]; string(d.Args) != args || d.CallID != "c1" || !d.Flagged || d.Decision != "pending" || d.Summary != "run <it> & see" {
+		t.Errorf("exact detail = %+v (args %q, want %q)", d, d.Args, args)
+	}
+	var s string
+	if err := json.Unmarshal(details["bad"].Args, &s); err != nil || s != `{not json` {
+		t.Errorf("invalid args in detail = %s (%v), want the JSON string of the bytes", details["bad"].Args, err)
+	}
+	if err := json.Unmarshal(details["empty"].Args, &s); err != nil || s != "" {
+		t.Errorf("empty args in detail = %s (%v), want \"\"", details["empty"].Args, err)
+	}
+}
+
+func testPendingInChannel(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := func(platform, channel, thread string) int64 {
+		t.Helper()
+		c, err := db.Conversation(ctx, platform, channel, thread, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ID
+	}
+	count := func(platform, channel string) int {
+		t.Helper()
+		n, err := db.PendingInChannel(ctx, platform, channel)
+		if err != nil {
+			t.Fatalf("PendingInChannel(%s, %s): %v", platform, channel, err)
+		}
+		return n
+	}
+	if n := count("slack", "C1"); n != 0 {
+		t.Fatalf("empty channel: %d pending", n)
+	}
+	t1, t2, top := conv("slack", "C1", "T1"), conv("slack", "C1", "T2"), conv("slack", "C1", "")
+	p1 := batchIn(t, db, t1, later(), confirm.DecisionPending)
+	batchIn(t, db, t2, later(), confirm.DecisionPending, confirm.DecisionAllowedByPolicy)
+	batchIn(t, db, top, later(), confirm.DecisionPending)
+	// Not counted: another status, another channel, another platform.
+	decided := batchIn(t, db, t1, later(), confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: decided.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	batchIn(t, db, conv("slack", "C2", "T1"), later(), confirm.DecisionPending)
+	batchIn(t, db, conv("discord", "C1", "T1"), later(), confirm.DecisionPending)
+
+	if n := count("slack", "C1"); n != 3 {
+		t.Fatalf("slack/C1: %d pending, want 3 (one per thread)", n)
+	}
+	if n := count("slack", "C2"); n != 1 {
+		t.Fatalf("slack/C2: %d pending, want 1", n)
+	}
+	if n := count("discord", "C1"); n != 1 {
+		t.Fatalf("discord/C1: %d pending, want 1", n)
+	}
+	if n := count("slack", "C3"); n != 0 {
+		t.Fatalf("slack/C3: %d pending, want 0", n)
+	}
+	if n, err := db.ResolvePending(ctx, p1.ID, confirm.DecisionExpired, "airlock", "", false, time.Now()); err != nil || n != 1 {
+		t.Fatalf("ResolvePending = %d, %v", n, err)
+	}
+	if n := count("slack", "C1"); n != 2 {
+		t.Fatalf("slack/C1 after one resolved: %d pending, want 2", n)
+	}
+}
+
+func testUnknownCalls(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	// makeUnknown runs the batch's calls and loses their outcome, except
+	// the keys in finished, which succeed first.
+	makeUnknown := func(b *confirm.Batch, finished ...string) {
+		t.Helper()
+		for _, c := range b.Calls {
+			if ok, err := db.StartRun(ctx, b.ID, c.Key); err != nil || !ok {
+				t.Fatalf("StartRun(%s) = %v, %v", c.Key, ok, err)
+			}
+		}
+		for _, key := range finished {
+			if err := db.FinishRun(ctx, b.ID, key, confirm.RunSucceeded, "ok"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := db.RecoverRunning(ctx, b.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls, err := db.UnknownCalls(ctx, conv.ID); err != nil || len(calls) != 0 {
+		t.Fatalf("UnknownCalls of a fresh conversation = %v, %v", calls, err)
+	}
+	now := time.Now()
+	create := func(createdAt time.Time, keys ...string) *confirm.Batch {
+		t.Helper()
+		b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U", CreatedAt: createdAt, Status: confirm.BatchDecided}
+		for i := len(keys) - 1; i >= 0; i-- { // positions out of slice order
+			b.Calls = append(b.Calls, confirm.Call{Key: keys[i], Position: i, Tool: "deploy", Args: json.RawMessage(`{}`),
+				Decision: confirm.DecisionAllowedByPolicy, FlagReason: "r-" + keys[i]})
+		}
+		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	newer := create(now, "n0", "n1")
+	older := create(now.Add(-time.Minute), "o0", "o1", "o2") // created second, but older
+	makeUnknown(newer)
+	makeUnknown(older, "o1")
+	// Another conversation's unknown call is not listed.
+	makeUnknown(decidedBatchElsewhere(t, db))
+
+	calls, err := db.UnknownCalls(ctx, conv.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range calls {
+		got = append(got, c.Key)
+		if c.Run != confirm.RunUnknown || c.Result != confirm.UnknownOutcomeMessage || c.FlagReason != "r-"+c.Key || c.Tool != "deploy" {
+			t.Errorf("call %s = %+v", c.Key, c)
+		}
+	}
+	if want := "o0 o2 n0 n1"; strings.Join(got, " ") != want {
+		t.Fatalf("UnknownCalls = %v, want %s (oldest batch first, then position)", got, want)
+	}
+}
+
+// decidedBatchElsewhere stores a decided batch of one allowed call in a new conversation.
+func decidedBatchElsewhere(t *testing.T, db *DB) *confirm.Batch {
+	t.Helper()
+	b := &confirm.Batch{ConversationID: newConversation(t, db).ID, Status: confirm.BatchDecided, Calls: []confirm.Call{
+		{Key: "x", Tool: "deploy", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowedByPolicy},
+	}}
+	if err := db.CreateBatch(t.Context(), b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func testCountTurn(t *testing.T, db *DB) {
+	ctx := t.Context()
+	t0 := time.Date(2030, 3, 4, 5, 6, 7, 0, time.UTC)
+	const window = time.Hour
+	count := func(platform, user string, at time.Time) int {
+		t.Helper()
+		n, err := db.CountTurn(ctx, platform, user, at, window)
+		if err != nil {
+			t.Fatalf("CountTurn(%s, %s, %v): %v", platform, user, at, err)
+		}
+		return n
+	}
+	rows := func(user string) int {
+		t.Helper()
+		var n int
+		if err := db.x.GetContext(ctx, &n, db.q(`SELECT COUNT(*) FROM turn_log WHERE user_id = ?`), user); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	steps := []struct {
+		at   time.Duration
+		want int
+	}{
+		{0, 1},
+		{10 * time.Minute, 2},
+		{10 * time.Minute, 3}, // two turns at one instant both count
+		{30 * time.Minute, 4},
+		{65 * time.Minute, 4},  // t0 left the window
+		{70 * time.Minute, 3},  // (t0+10m, t0+70m]: both t0+10m turns are out (the window is open at its start)
+		{200 * time.Minute, 1}, // everything earlier left
+	}
+	for _, s := range steps {
+		if got := count("slack", "U1", t0.Add(s.at)); got != s.want {
+			t.Fatalf("CountTurn at t0+%v = %d, want %d", s.at, got, s.want)
+		}
+	}
+	if n := rows("U1"); n != 1 {
+		t.Errorf("turn_log keeps %d rows of U1, want 1: rows outside the window are pruned", n)
+	}
+	// Users and platforms count apart.
+	if got := count("slack", "U2", t0.Add(200*time.Minute)); got != 1 {
+		t.Errorf("another user: %d, want 1", got)
+	}
+	if got := count("discord", "U1", t0.Add(200*time.Minute)); got != 1 {
+		t.Errorf("another platform: %d, want 1", got)
+	}
+	if got := count("slack", "U1", t0.Add(201*time.Minute)); got != 2 {
+		t.Errorf("U1 after the others: %d, want 2", got)
+	}
+	// A zero now is the database clock's now.
+	if got, err := db.CountTurn(ctx, "slack", "U3", time.Time{}, window); err != nil || got != 1 {
+		t.Errorf("CountTurn(zero now) = %d, %v", got, err)
+	}
+	if got := count("slack", "U3", time.Now().Add(time.Second)); got != 2 {
+		t.Errorf("CountTurn after a zero-now turn = %d, want 2", got)
+	}
+	if _, err := db.CountTurn(ctx, "slack", "U1", t0, 0); err == nil {
+		t.Error("CountTurn with a zero window succeeded")
+	}
+}
+
+// testRaceCountTurn: concurrent turns of one user each get a different
+// count, and none is missed.
+func testRaceCountTurn(t *testing.T, db *DB) {
+	ctx := t.Context()
+	const n = 24
+	now := time.Now()
+	counts := make([]int, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			counts[i], errs[i] = db.CountTurn(ctx, "slack", "U-race", now, time.Minute)
+		})
+	}
+	close(start)
+	wg.Wait()
+	seen := make([]bool, n+1)
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("CountTurn: %v", errs[i])
+		}
+		if c := counts[i]; c < 1 || c > n || seen[c] {
+			t.Fatalf("counts %v: want each of 1..%d once", counts, n)
+		}
+		seen[counts[i]] = true
+	}
+	if got, err := db.CountTurn(ctx, "slack", "U-race", now, time.Minute); err != nil || got != n+1 {
+		t.Fatalf("CountTurn after the race = %d, %v; want %d", got, err, n+1)
+	}
+}
+
+// testClockSync: with the local clock an hour fast, Clock gives the
+// database's time after SyncClock (on PostgreSQL the server's clock, which
+// here is the real one; on SQLite the local clock itself).
+func testClockSync(t *testing.T, db *DB) {
+	ctx := t.Context()
+	if d := db.Clock()().Sub(time.Now()); d < -time.Second || d > time.Second {
+		t.Fatalf("Clock before any sync or skew is off the local clock by %v", d)
+	}
+	const skew = time.Hour
+	db.setLocalClock(func() time.Time { return time.Now().Add(skew) })
+	if err := db.SyncClock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := db.Clock()()
+	want := time.Now() // the server's clock: the real one
+	if db.Driver() == DriverSQLite {
+		want = want.Add(skew) // the database is on this machine: its clock is the local one
+	}
+	if d := got.Sub(want); d < -2*time.Second || d > 2*time.Second {
+		t.Fatalf("Clock after SyncClock = %v, want %v (±2s; off by %v)", got, want, d)
+	}
+	// The database's clock is what storage stamps rows with.
+	conv := newConversation(t, db)
+	if d := conv.CreatedAt.Sub(want); d < -2*time.Second || d > 2*time.Second {
+		t.Errorf("conversation CreatedAt = %v, want about %v", conv.CreatedAt, want)
 	}
 }

@@ -47,6 +47,7 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 type DB struct {
 	x      *sqlx.DB
 	driver string // DriverSQLite or DriverPostgres
+	clock  clock  // the database's clock, as measured by SyncClock
 }
 
 var _ confirm.Store = (*DB)(nil)
@@ -208,7 +209,11 @@ func (db *DB) migrations() ([]migration, error) {
 // Migrate applies the embedded migrations not yet recorded in
 // schema_migrations, in order, in one transaction. It is idempotent, and on
 // PostgreSQL it holds an advisory lock so concurrent starters don't race.
-func (db *DB) Migrate(ctx context.Context) error {
+func (db *DB) Migrate(ctx context.Context) error { return db.migrateTo(ctx, 0) }
+
+// migrateTo is Migrate applying only versions up to last (all when 0);
+// tests use it to build a database as an older release left it.
+func (db *DB) migrateTo(ctx context.Context, last int) error {
 	ms, err := db.migrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -235,7 +240,7 @@ func (db *DB) Migrate(ctx context.Context) error {
 			done[v] = true
 		}
 		for _, m := range ms {
-			if done[m.version] {
+			if done[m.version] || (last > 0 && m.version > last) {
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {

@@ -62,13 +62,24 @@ func TestPostgres(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		return db
 	})
-	t.Run("ConcurrentOpen", func(t *testing.T) {
+	// freshSchema returns the DSN of a new empty schema, dropped afterwards.
+	freshSchema := func(t *testing.T) string {
+		t.Helper()
 		schema := "airlock_test_" + newID()[:12]
 		if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
 			t.Fatalf("create schema: %v", err)
 		}
 		t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-		testConcurrentOpen(t, "postgres", withSearchPath(t, dsn, schema))
+		return withSearchPath(t, dsn, schema)
+	}
+	t.Run("ConcurrentOpen", func(t *testing.T) {
+		testConcurrentOpen(t, "postgres", freshSchema(t))
+	})
+	t.Run("MigrateUpgrade", func(t *testing.T) {
+		testMigrateUpgrade(t, "postgres", freshSchema(t))
+	})
+	t.Run("ClockReplicas", func(t *testing.T) {
+		testClockReplicas(t, "postgres", freshSchema(t))
 	})
 }
 
@@ -109,7 +120,7 @@ func testConcurrentOpen(t *testing.T, driver, dsn string) {
 	if applied != len(ms) {
 		t.Fatalf("schema_migrations has %d rows, want %d", applied, len(ms))
 	}
-	if _, err := dbs[n-1].Conversation(t.Context(), "p", "c", "t"); err != nil {
+	if _, err := dbs[n-1].Conversation(t.Context(), "p", "c", "t", false); err != nil {
 		t.Fatal(err)
 	}
 }

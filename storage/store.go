@@ -30,11 +30,12 @@ type conversationRow struct {
 	Platform  string `db:"platform"`
 	Channel   string `db:"channel"`
 	Thread    string `db:"thread"`
+	DM        bool   `db:"dm"`
 	CreatedAt dbTime `db:"created_at"`
 }
 
 func (r conversationRow) conversation() confirm.Conversation {
-	return confirm.Conversation{ID: r.ID, Platform: r.Platform, Channel: r.Channel, Thread: r.Thread, CreatedAt: r.CreatedAt.t}
+	return confirm.Conversation{ID: r.ID, Platform: r.Platform, Channel: r.Channel, Thread: r.Thread, DM: r.DM, CreatedAt: r.CreatedAt.t}
 }
 
 type messageRow struct {
@@ -68,6 +69,7 @@ type callRow struct {
 	Args           string `db:"args"`
 	Summary        string `db:"summary"`
 	Flagged        bool   `db:"flagged"`
+	FlagReason     string `db:"flag_reason"`
 	Decision       string `db:"decision"`
 	DecidedBy      string `db:"decided_by"`
 	DecidedAt      dbTime `db:"decided_at"`
@@ -78,7 +80,7 @@ type callRow struct {
 	ExpiresAt      dbTime `db:"expires_at"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, flag_reason`
 
 func (r callRow) call() confirm.Call {
 	return confirm.Call{
@@ -90,6 +92,7 @@ func (r callRow) call() confirm.Call {
 		Args:           rawBytes(r.Args),
 		Summary:        r.Summary,
 		Flagged:        r.Flagged,
+		FlagReason:     r.FlagReason,
 		Decision:       confirm.DecisionStatus(r.Decision),
 		DecidedBy:      r.DecidedBy,
 		DecidedAt:      r.DecidedAt.ptr(),
@@ -137,12 +140,65 @@ func jsonDetail(v any) string {
 	return string(b)
 }
 
-// jsonValue embeds raw JSON verbatim when valid, as a string otherwise.
-func jsonValue(raw []byte) any {
-	if len(raw) > 0 && json.Valid(raw) {
-		return json.RawMessage(raw)
+// toolCallDetail renders a tool_call audit detail: a JSON object with the
+// call's arguments spliced in as the exact bytes the model sent
+// (json.Marshal would compact them and escape <, > and &).
+func toolCallDetail(c confirm.Call) string {
+	var o rawObject
+	if c.CallID != "" {
+		o.add("call_id", c.CallID)
 	}
-	return string(raw)
+	o.addRaw("args", c.Args)
+	o.add("flagged", c.Flagged)
+	o.add("decision", string(c.Decision))
+	if c.Summary != "" {
+		o.add("summary", c.Summary)
+	}
+	if c.FlagReason != "" {
+		o.add("flag_reason", c.FlagReason)
+	}
+	return o.String()
+}
+
+// rawObject builds a JSON object field by field, in order.
+type rawObject struct{ b []byte }
+
+// add appends a field whose value json.Marshal renders.
+func (o *rawObject) add(key string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(err.Error())
+	}
+	o.field(key, b)
+}
+
+// addRaw appends a field holding raw verbatim when it is valid JSON, and
+// as a JSON string otherwise.
+func (o *rawObject) addRaw(key string, raw []byte) {
+	if len(raw) > 0 && json.Valid(raw) {
+		o.field(key, raw)
+		return
+	}
+	o.add(key, string(raw))
+}
+
+func (o *rawObject) field(key string, value []byte) {
+	if len(o.b) == 0 {
+		o.b = append(o.b, '{')
+	} else {
+		o.b = append(o.b, ',')
+	}
+	k, _ := json.Marshal(key)
+	o.b = append(o.b, k...)
+	o.b = append(o.b, ':')
+	o.b = append(o.b, value...)
+}
+
+func (o *rawObject) String() string {
+	if len(o.b) == 0 {
+		return "{}"
+	}
+	return string(o.b) + "}"
 }
 
 // excerpt cuts s to at most n bytes on a rune boundary.
@@ -156,19 +212,21 @@ func excerpt(s string, n int) (string, bool) {
 	return s[:n], true
 }
 
-// nowOr returns t, or now when t is zero, normalised as stored.
-func nowOr(t time.Time) time.Time {
+// nowOr returns t, or the database clock's now when t is zero, normalised
+// as stored.
+func (db *DB) nowOr(t time.Time) time.Time {
 	if t.IsZero() {
-		return utc(time.Now())
+		return utc(db.now())
 	}
 	return utc(t)
 }
 
-// Conversation returns the conversation of a thread, creating it. Concurrent
+// Conversation returns the conversation of a thread, creating it with dm
+// (a direct message); an existing conversation keeps its own dm. Concurrent
 // callers for one thread get the same row.
-func (db *DB) Conversation(ctx context.Context, platform, channel, thread string) (confirm.Conversation, error) {
-	_, err := db.x.ExecContext(ctx, db.q(`INSERT INTO conversations (platform, channel, thread, created_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (platform, channel, thread) DO NOTHING`), platform, channel, thread, db.ts(time.Now()))
+func (db *DB) Conversation(ctx context.Context, platform, channel, thread string, dm bool) (confirm.Conversation, error) {
+	_, err := db.x.ExecContext(ctx, db.q(`INSERT INTO conversations (platform, channel, thread, dm, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (platform, channel, thread) DO NOTHING`), platform, channel, thread, dm, db.ts(db.now()))
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("create conversation: %w", err)
 	}
@@ -179,7 +237,7 @@ func (db *DB) Conversation(ctx context.Context, platform, channel, thread string
 // the thread holds none.
 func (db *DB) FindConversation(ctx context.Context, platform, channel, thread string) (confirm.Conversation, error) {
 	var r conversationRow
-	err := db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, created_at FROM conversations
+	err := db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, dm, created_at FROM conversations
 		WHERE platform = ? AND channel = ? AND thread = ?`), platform, channel, thread)
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("load conversation: %w", notFound(err))
@@ -190,7 +248,7 @@ func (db *DB) FindConversation(ctx context.Context, platform, channel, thread st
 // ConversationByID loads a conversation; ErrNotFound when none.
 func (db *DB) ConversationByID(ctx context.Context, id int64) (confirm.Conversation, error) {
 	var r conversationRow
-	err := db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, created_at FROM conversations WHERE id = ?`), id)
+	err := db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, dm, created_at FROM conversations WHERE id = ?`), id)
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("load conversation %d: %w", id, notFound(err))
 	}
@@ -236,7 +294,7 @@ func (db *DB) appendMessages(ctx context.Context, tx *sqlx.Tx, conversationID in
 		m := &msgs[i]
 		m.ConversationID = conversationID
 		m.Seq = last + 1 + i
-		m.CreatedAt = nowOr(m.CreatedAt)
+		m.CreatedAt = db.nowOr(m.CreatedAt)
 		if _, err := tx.ExecContext(ctx, insert, conversationID, m.Seq, m.Role, string(m.Body), db.ts(m.CreatedAt)); err != nil {
 			return fmt.Errorf("insert message %d: %w", m.Seq, err)
 		}
@@ -302,8 +360,8 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	if nb.Status == "" {
 		nb.Status = confirm.BatchPending
 	}
-	now := utc(time.Now())
-	nb.CreatedAt = nowOr(nb.CreatedAt)
+	now := utc(db.now())
+	nb.CreatedAt = db.nowOr(nb.CreatedAt)
 	if !nb.ExpiresAt.IsZero() {
 		nb.ExpiresAt = utc(nb.ExpiresAt)
 	}
@@ -338,14 +396,14 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {
 				decidedAt = db.ts(*c.DecidedAt)
 			}
 			_, err := tx.ExecContext(ctx, insert, c.BatchID, c.Key, c.Position, c.CallID, c.Tool, string(c.Args), c.Summary, c.Flagged,
-				string(c.Decision), c.DecidedBy, decidedAt, c.DenyMessage, string(c.Run), c.Result, c.IdempotencyKey, db.nts(c.ExpiresAt))
+				string(c.Decision), c.DecidedBy, decidedAt, c.DenyMessage, string(c.Run), c.Result, c.IdempotencyKey, db.nts(c.ExpiresAt), c.FlagReason)
 			if err != nil {
 				return fmt.Errorf("insert call %q: %w", c.Key, err)
 			}
@@ -354,13 +412,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			err := db.insertAudit(ctx, tx, confirm.AuditEvent{
 				At: now, Kind: confirm.AuditToolCall, ConversationID: nb.ConversationID, BatchID: nb.ID,
 				CallKey: c.Key, Tool: c.Tool, Actor: nb.RequestedBy,
-				Detail: jsonDetail(struct {
-					CallID   string `json:"call_id,omitempty"`
-					Args     any    `json:"args"`
-					Flagged  bool   `json:"flagged"`
-					Decision string `json:"decision"`
-					Summary  string `json:"summary,omitempty"`
-				}{c.CallID, jsonValue(c.Args), c.Flagged, string(c.Decision), c.Summary}),
+				Detail: toolCallDetail(c),
 			})
 			if err != nil {
 				return err
@@ -443,7 +495,7 @@ func (db *DB) withCalls(ctx context.Context, r batchRow) (*confirm.Batch, error)
 
 // SetCardRef stores the platform's reference of the batch's card.
 func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
-	res, err := db.x.ExecContext(ctx, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(time.Now()), batchID)
+	res, err := db.x.ExecContext(ctx, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
 	if err != nil {
 		return fmt.Errorf("set card ref: %w", err)
 	}
@@ -509,7 +561,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 	if d.Status == "" || d.Status == confirm.DecisionPending {
 		return confirm.DecideResult{}, fmt.Errorf("decide: invalid decision status %q", d.Status)
 	}
-	now := nowOr(d.Now)
+	now := db.nowOr(d.Now)
 	var res confirm.DecideResult
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		res = confirm.DecideResult{}
@@ -604,7 +656,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 	if status == "" || status == confirm.DecisionPending {
 		return 0, fmt.Errorf("resolve pending: invalid decision status %q", status)
 	}
-	now = nowOr(now)
+	now = db.nowOr(now)
 	var changed int
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		changed = 0
@@ -672,13 +724,49 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 	return changed, nil
 }
 
+// PendingInChannel counts the pending batches of the conversations in a
+// channel of a platform, whatever their thread.
+func (db *DB) PendingInChannel(ctx context.Context, platform, channel string) (int, error) {
+	var n int
+	if err := db.x.GetContext(ctx, &n, db.q(`SELECT COUNT(*) FROM batches b JOIN conversations c ON c.id = b.conversation_id
+		WHERE c.platform = ? AND c.channel = ? AND b.status = 'pending'`), platform, channel); err != nil {
+		return 0, fmt.Errorf("pending in channel: %w", err)
+	}
+	return n, nil
+}
+
+// UnknownCalls lists the conversation's calls whose run outcome is unknown,
+// oldest first (by batch creation, then position).
+func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm.Call, error) {
+	var rows []callRow
+	if err := db.x.SelectContext(ctx, &rows, db.q(`SELECT `+prefixed("c.", callColumns)+` FROM calls c JOIN batches b ON b.id = c.batch_id
+		WHERE b.conversation_id = ? AND c.run_status = 'unknown'
+		ORDER BY b.created_at, b.id, c.position`), conversationID); err != nil {
+		return nil, fmt.Errorf("unknown calls: %w", err)
+	}
+	out := make([]confirm.Call, len(rows))
+	for i, r := range rows {
+		out[i] = r.call()
+	}
+	return out, nil
+}
+
+// prefixed qualifies each column of a comma-separated list with prefix.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ", ")
+	for i, c := range cols {
+		cols[i] = prefix + c
+	}
+	return strings.Join(cols, ", ")
+}
+
 // ExpiredBatches lists pending batches with a pending call whose expiry is
 // at or before now, oldest first.
 func (db *DB) ExpiredBatches(ctx context.Context, now time.Time) ([]string, error) {
 	var ids []string
 	err := db.x.SelectContext(ctx, &ids, db.q(`SELECT b.id FROM batches b WHERE b.status = 'pending' AND EXISTS (
 			SELECT 1 FROM calls c WHERE c.batch_id = b.id AND c.decision = 'pending' AND c.expires_at <= ?)
-		ORDER BY b.created_at, b.id`), db.ts(nowOr(now)))
+		ORDER BY b.created_at, b.id`), db.ts(db.nowOr(now)))
 	if err != nil {
 		return nil, fmt.Errorf("expired batches: %w", err)
 	}
@@ -713,7 +801,7 @@ func (db *DB) batchTransition(ctx context.Context, query string, batchID string,
 // caller wins.
 func (db *DB) ClaimBatch(ctx context.Context, batchID, worker string) (bool, error) {
 	won, err := db.batchTransition(ctx, `UPDATE batches SET status = 'running', claimed_by = ?, updated_at = ? WHERE id = ? AND status = 'decided'`,
-		batchID, worker, db.ts(time.Now()), batchID)
+		batchID, worker, db.ts(db.now()), batchID)
 	if err != nil {
 		return false, fmt.Errorf("claim batch: %w", err)
 	}
@@ -724,7 +812,7 @@ func (db *DB) ClaimBatch(ctx context.Context, batchID, worker string) (bool, err
 // claim. A batch not running is left alone.
 func (db *DB) ReleaseBatch(ctx context.Context, batchID string) error {
 	_, err := db.batchTransition(ctx, `UPDATE batches SET status = 'decided', claimed_by = '', updated_at = ? WHERE id = ? AND status = 'running'`,
-		batchID, db.ts(time.Now()), batchID)
+		batchID, db.ts(db.now()), batchID)
 	if err != nil {
 		return fmt.Errorf("release batch: %w", err)
 	}
@@ -761,7 +849,7 @@ func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm
 	default:
 		return fmt.Errorf("finish run: invalid run status %q", status)
 	}
-	now := utc(time.Now())
+	now := utc(db.now())
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, db.q(`UPDATE calls SET run_status = ?, result = ?
 			WHERE batch_id = ? AND key = ? AND run_status = 'running'`), string(status), result, batchID, key)
@@ -809,7 +897,7 @@ func resultDetail(status confirm.RunStatus, result string) string {
 // CompleteBatch takes the batch from running to done and appends the
 // tool-results message, in one transaction; false when it was not running.
 func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm.Message) (bool, error) {
-	now := utc(time.Now())
+	now := utc(db.now())
 	won := false
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		won = false
@@ -854,7 +942,7 @@ func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm
 // (result UnknownOutcomeMessage, a tool_result audit event each): the
 // worker running them died. It returns the batch ids it touched.
 func (db *DB) RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error) {
-	now := utc(time.Now())
+	now := utc(db.now())
 	var ids []string
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		ids = nil
@@ -934,7 +1022,7 @@ func (db *DB) insertAudit(ctx context.Context, ex sqlx.ExecerContext, e confirm.
 	}
 	_, err := ex.ExecContext(ctx, db.q(`INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		db.ts(nowOr(e.At)), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail)
+		db.ts(db.nowOr(e.At)), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail)
 	if err != nil {
 		return fmt.Errorf("insert audit %s: %w", e.Kind, err)
 	}
@@ -979,7 +1067,7 @@ func (db *DB) MarkEvent(ctx context.Context, platform, eventID string, at time.T
 		return false, errors.New("mark event: empty event id")
 	}
 	r, err := db.x.ExecContext(ctx, db.q(`INSERT INTO events (platform, event_id, seen_at) VALUES (?, ?, ?)
-		ON CONFLICT (platform, event_id) DO NOTHING`), platform, eventID, db.ts(nowOr(at)))
+		ON CONFLICT (platform, event_id) DO NOTHING`), platform, eventID, db.ts(db.nowOr(at)))
 	if err != nil {
 		return false, fmt.Errorf("mark event: %w", err)
 	}
@@ -994,7 +1082,7 @@ func (db *DB) MarkEvent(ctx context.Context, platform, eventID string, at time.T
 // It succeeds when nobody holds the key, the holder is the same, or the
 // previous lease has lapsed; one conditional write decides.
 func (db *DB) AcquireLease(ctx context.Context, key, holder string, ttl time.Duration, now time.Time) (bool, error) {
-	now = nowOr(now)
+	now = db.nowOr(now)
 	r, err := db.x.ExecContext(ctx, db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`),
@@ -1034,7 +1122,7 @@ func (db *DB) DueReminders(ctx context.Context, now, due time.Time) ([]string, e
 // the first caller.
 func (db *DB) MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error) {
 	r, err := db.x.ExecContext(ctx, db.q(`UPDATE batches SET reminded_at = ? WHERE id = ? AND reminded_at IS NULL AND status = 'pending'`),
-		db.ts(nowOr(now)), batchID)
+		db.ts(db.nowOr(now)), batchID)
 	if err != nil {
 		return false, fmt.Errorf("mark reminded: %w", err)
 	}

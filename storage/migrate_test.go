@@ -1,0 +1,75 @@
+package storage
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+func TestSQLiteMigrateUpgrade(t *testing.T) {
+	testMigrateUpgrade(t, "sqlite", filepath.Join(t.TempDir(), "old.db"))
+}
+
+// testMigrateUpgrade builds a database as the release before migration 004
+// left it, with data, and checks Open upgrades it in place: old rows read
+// back with the new columns' defaults.
+func testMigrateUpgrade(t *testing.T, driver, dsn string) {
+	ctx := t.Context()
+	name, raw := "pgx", dsn
+	if driver == DriverSQLite {
+		var err error
+		if raw, err = sqliteDSN(dsn); err != nil {
+			t.Fatal(err)
+		}
+		name = "sqlite3"
+	}
+	x, err := sqlx.Open(name, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &DB{x: x, driver: driver}
+	defer old.Close()
+	if err := old.migrateTo(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	now := old.ts(time.Now())
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO conversations (id, platform, channel, thread, created_at) VALUES (7, 'slack', 'D1', '', ?)`, []any{now}},
+		{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (7, 1, 'assistant', '{}', ?)`, []any{now}},
+		{`INSERT INTO batches (id, conversation_id, message_seq, status, created_at, updated_at) VALUES ('b1', 7, 1, 'pending', ?, ?)`, []any{now, now}},
+		{`INSERT INTO calls (batch_id, key, position, tool, args, flagged, decision, run_status, idempotency_key)
+			VALUES ('b1', 'k', 0, 'deploy', '{"a": 1}', TRUE, 'pending', 'not_started', 'b1/k')`, nil},
+	} {
+		if _, err := old.x.ExecContext(ctx, old.q(q.sql), q.args...); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+	}
+
+	db, err := Open(ctx, driver, dsn)
+	if err != nil {
+		t.Fatalf("Open of a database at migration 3: %v", err)
+	}
+	defer db.Close()
+	conv, err := db.Conversation(ctx, "slack", "D1", "", true)
+	if err != nil || conv.ID != 7 || conv.DM {
+		t.Fatalf("old conversation = %+v, %v; want id 7, not dm (kept)", conv, err)
+	}
+	b, err := db.Batch(ctx, "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := b.Calls[0]; c.FlagReason != "" || !c.Flagged || string(c.Args) != `{"a": 1}` {
+		t.Fatalf("old call = %+v", c)
+	}
+	if n, err := db.PendingInChannel(ctx, "slack", "D1"); err != nil || n != 1 {
+		t.Fatalf("PendingInChannel = %d, %v", n, err)
+	}
+	if n, err := db.CountTurn(ctx, "slack", "U", time.Time{}, time.Minute); err != nil || n != 1 {
+		t.Fatalf("CountTurn = %d, %v", n, err)
+	}
+}
