@@ -5,6 +5,7 @@
 package gemini
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -235,13 +236,9 @@ func fromResponse(resp *genai.GenerateContentResponse) (model.Message, error) {
 			text.WriteString(part.Text)
 		}
 		if fc := part.FunctionCall; fc != nil {
-			args := []byte("{}")
-			if fc.Args != nil {
-				b, err := json.Marshal(fc.Args)
-				if err != nil {
-					return model.Message{}, fmt.Errorf("gemini: encode args of %q: %w", fc.Name, err)
-				}
-				args = b
+			args, err := encodeArgs(fc.Args)
+			if err != nil {
+				return model.Message{}, fmt.Errorf("gemini: encode args of %q: %w", fc.Name, err)
 			}
 			msg.ToolCalls = append(msg.ToolCalls, confirm.ToolCall{ID: fc.ID, Name: fc.Name, Args: args})
 		}
@@ -256,6 +253,23 @@ func fromResponse(resp *genai.GenerateContentResponse) (model.Message, error) {
 	}
 	msg.Raw = raw
 	return msg, nil
+}
+
+// encodeArgs is the one encoding of a call's decoded args kept as its
+// Args: "{}" for none, else encoding/json's, without HTML escaping (so
+// approvers see "a && b <c>", not "a \u0026\u0026 b \u003cc\u003e") and
+// without the encoder's trailing newline.
+func encodeArgs(args map[string]any) (json.RawMessage, error) {
+	if args == nil {
+		return json.RawMessage("{}"), nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(args); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 func finishReason(c *genai.Candidate) string {

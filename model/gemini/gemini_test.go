@@ -211,6 +211,60 @@ func TestFunctionCalls(t *testing.T) {
 	}
 }
 
+// Args are one encoding of the call's args without HTML escaping, and the
+// args sent back are the same object: from Raw as the reply came, after
+// storage as JSON, and rebuilt from Args when there is no Raw.
+func TestFunctionCallArgsNotEscaped(t *testing.T) {
+	const args = `{"cmd":"a && b <c>"}`
+	done := reply(`{"role":"model","parts":[{"text":"Done."}]}`)
+	f := newFake(t, reply(`{"role":"model","parts":[{"functionCall":{"id":"c1","name":"run","args":{"cmd": "a && b <c>"}}}]}`), done, done, done)
+	p := f.provider(t)
+	user := model.Message{Role: model.RoleUser, Text: "run it"}
+	first, err := p.Generate(context.Background(), model.Request{Messages: []model.Message{user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.ToolCalls) != 1 {
+		t.Fatalf("calls %+v", first.ToolCalls)
+	}
+	if got := string(first.ToolCalls[0].Args); got != args {
+		t.Errorf("args %s, want %s", got, args)
+	}
+	stored, err := json.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loaded model.Message
+	if err := json.Unmarshal(stored, &loaded); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := first
+	rebuilt.Raw = nil
+	results := model.Message{Role: model.RoleTool, Results: []model.ToolResult{{CallID: "c1", Key: "c1", Name: "run", Content: "ok"}}}
+	sentBack := []struct {
+		name string
+		msg  model.Message
+	}{{"fresh", first}, {"stored", loaded}, {"rebuilt", rebuilt}}
+	for _, s := range sentBack {
+		if _, err := p.Generate(context.Background(), model.Request{Messages: []model.Message{user, s.msg, results}}); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	reqs := f.requests()
+	if len(reqs) != 1+len(sentBack) {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for i, s := range sentBack {
+		call := get(t, reqs[1+i].body, "contents", 1, "parts", 0, "functionCall")
+		if get(t, call, "id") != "c1" || get(t, call, "name") != "run" {
+			t.Errorf("%s: call %v", s.name, call)
+		}
+		if got := get(t, call, "args"); !reflect.DeepEqual(got, decode(t, args)) {
+			t.Errorf("%s: args sent back %v, want %s", s.name, got, args)
+		}
+	}
+}
+
 func TestThoughtSignatureRoundTrip(t *testing.T) {
 	content := `{"role":"model","parts":[
 		{"text":"I should check first.","thought":true,"thoughtSignature":"dGhvdWdodC1zaWc="},

@@ -4,6 +4,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -143,13 +144,15 @@ func toParams(modelName string, req model.Request) (oai.ChatCompletionNewParams,
 
 // assistantMessage rebuilds an assistant message from its text and calls.
 // Raw is not sent back: a reply carries response-only fields that some
-// compatible servers reject in a request.
+// compatible servers reject in a request. Only the calls' arguments strings
+// are taken from it (sentArguments).
 func assistantMessage(m model.Message) oai.ChatCompletionMessageParamUnion {
 	var a oai.ChatCompletionAssistantMessageParam
 	if m.Text != "" || len(m.ToolCalls) == 0 {
 		a.Content.OfString = param.NewOpt(m.Text)
 	}
 	keys := confirm.Keys(m.ToolCalls)
+	sent := sentArguments(m)
 	for i, c := range m.ToolCalls {
 		id := c.ID
 		if id == "" {
@@ -159,6 +162,9 @@ func assistantMessage(m model.Message) oai.ChatCompletionMessageParamUnion {
 		if len(c.Args) == 0 || args == "null" {
 			args = "{}"
 		}
+		if sent[i] != "" {
+			args = sent[i]
+		}
 		a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
 			OfFunction: &oai.ChatCompletionMessageFunctionToolCallParam{
 				ID:       id,
@@ -167,6 +173,58 @@ func assistantMessage(m model.Message) oai.ChatCompletionMessageParamUnion {
 		})
 	}
 	return oai.ChatCompletionMessageParamUnion{OfAssistant: &a}
+}
+
+// sentArguments returns, for each call of an OpenAI reply, the arguments
+// string exactly as the server sent it, taken from Raw; "" where Raw has
+// none that matches the call. Args alone cannot give it back once the
+// message has been stored: encoding/json compacts a json.RawMessage and
+// escapes <, > and & in it, and arguments that are not JSON are kept in
+// Args as a JSON string. Raw keeps them as string values, which survive.
+// A Raw call is used only when its id and name are the call's and its
+// arguments read as the call's Args (up to that re-encoding).
+func sentArguments(m model.Message) []string {
+	out := make([]string, len(m.ToolCalls))
+	if m.Provider != Name || len(m.Raw) == 0 {
+		return out
+	}
+	var raw struct {
+		ToolCalls []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
+	}
+	if err := json.Unmarshal(m.Raw, &raw); err != nil || len(raw.ToolCalls) != len(m.ToolCalls) {
+		return out
+	}
+	for i, rc := range raw.ToolCalls {
+		c := m.ToolCalls[i]
+		s := rc.Function.Arguments
+		if rc.ID == c.ID && rc.Function.Name == c.Name && strings.TrimSpace(s) != "" && sameJSON(args(s), c.Args) {
+			out[i] = s
+		}
+	}
+	return out
+}
+
+// sameJSON reports whether a and b are the same JSON text once compacted
+// and HTML-escaped, which is all json.Marshal changes in a json.RawMessage.
+func sameJSON(a, b []byte) bool {
+	ca, okA := canonical(a)
+	cb, okB := canonical(b)
+	return okA && okB && bytes.Equal(ca, cb)
+}
+
+func canonical(b []byte) ([]byte, bool) {
+	var compact, escaped bytes.Buffer
+	if err := json.Compact(&compact, b); err != nil {
+		return nil, false
+	}
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return escaped.Bytes(), true
 }
 
 // resultID is the tool_call_id answering a call: the model's id, or the
@@ -224,8 +282,9 @@ func fromResponse(resp *oai.ChatCompletion) (model.Message, error) {
 
 // args keeps the model's argument bytes exactly, as long as they are JSON
 // (confirm.ToolCall.Args must be, to be stored). An empty string becomes
-// "{}"; text that is not JSON is kept as a JSON string, which argument
-// validation then rejects.
+// "{}"; text that is not JSON is kept as a JSON string (<, > and & not
+// escaped), which argument validation then rejects. Either way the exact
+// text goes back to the server in the history (sentArguments).
 func args(s string) json.RawMessage {
 	if strings.TrimSpace(s) == "" {
 		return json.RawMessage("{}")
@@ -233,6 +292,9 @@ func args(s string) json.RawMessage {
 	if json.Valid([]byte(s)) {
 		return json.RawMessage(s)
 	}
-	b, _ := json.Marshal(s)
-	return b
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/model/openai"
 )
 
@@ -175,6 +176,77 @@ func TestOddArguments(t *testing.T) {
 	}
 	if _, err := json.Marshal(msg); err != nil {
 		t.Errorf("message does not encode: %v", err)
+	}
+}
+
+// Args are the arguments string exactly as the server sent it, and the
+// history sends that same string back, also once the message has been
+// stored as JSON (which compacts Args and escapes <, > and & in them).
+func TestArgumentsExactBytes(t *testing.T) {
+	const exact = `{"cmd":  "a && b <c>",   "n": 1}`
+	const broken = `{"cmd": "a && b <c>"` // not JSON: validation answers the model
+	srv := modeltest.NewOpenAIServer(t, modeltest.OpenAIScript(t,
+		modeltest.CallsReply(
+			modeltest.OpenAIToolCall{ID: "call_1", Name: "run", Arguments: exact},
+			modeltest.OpenAIToolCall{ID: "call_2", Name: "run", Arguments: broken},
+		),
+		modeltest.TextReply("Done."),
+		modeltest.TextReply("Done."),
+	))
+	p, err := openai.New(openai.Config{BaseURL: srv.BaseURL(), Model: "gpt-fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	user := model.Message{Role: model.RoleUser, Text: "run it"}
+	first, err := p.Generate(ctx, model.Request{Messages: []model.Message{user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.ToolCalls) != 2 {
+		t.Fatalf("calls %+v", first.ToolCalls)
+	}
+	if got := string(first.ToolCalls[0].Args); got != exact {
+		t.Errorf("args %s\nwant %s", got, exact)
+	}
+	if got, want := string(first.ToolCalls[1].Args), `"{\"cmd\": \"a && b <c>\""`; got != want {
+		t.Errorf("broken args %s, want %s", got, want)
+	}
+	stored, err := json.Marshal(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loaded model.Message
+	if err := json.Unmarshal(stored, &loaded); err != nil {
+		t.Fatal(err)
+	}
+	results := model.Message{Role: model.RoleTool, Results: []model.ToolResult{
+		{CallID: "call_1", Key: "call_1", Name: "run", Content: "ok"},
+		{CallID: "call_2", Key: "call_2", Name: "run", Content: "invalid arguments", IsError: true},
+	}}
+	sentBack := []struct {
+		name string
+		msg  model.Message
+	}{{"fresh", first}, {"stored", loaded}}
+	for _, s := range sentBack {
+		if _, err := p.Generate(ctx, model.Request{Messages: []model.Message{user, s.msg, results}}); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1+len(sentBack) {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for i, s := range sentBack {
+		m := reqs[1+i].Messages
+		if len(m) != 4 || m[1].Role != "assistant" || len(m[1].ToolCalls) != 2 {
+			t.Fatalf("%s: messages %+v", s.name, m)
+		}
+		for j, want := range []string{exact, broken} {
+			if got := m[1].ToolCalls[j].Arguments; got != want {
+				t.Errorf("%s: call %d arguments sent back %q, want %q", s.name, j, got, want)
+			}
+		}
 	}
 }
 
