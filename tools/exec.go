@@ -14,6 +14,8 @@ import (
 	"text/template"
 	"text/template/parse"
 	"time"
+
+	"github.com/airlockhq/airlock/redact"
 )
 
 // waitDelay bounds the wait for a killed process's output pipes to close.
@@ -23,6 +25,7 @@ const waitDelay = 2 * time.Second
 // timeout that kills the process group.
 type execExecutor struct {
 	command   []*template.Template
+	option    []bool // whether command[i] starts with "-" in the config
 	timeout   time.Duration
 	env       map[string]string
 	maxOutput int
@@ -49,6 +52,7 @@ func newExecExecutor(key string, cfg *ExecConfig, opts Options) (*execExecutor, 
 			}
 		}
 		e.command = append(e.command, t)
+		e.option = append(e.option, strings.HasPrefix(arg, "-"))
 	}
 	switch {
 	case cfg.Timeout < 0:
@@ -81,14 +85,41 @@ func literal(root *parse.ListNode) bool {
 	return true
 }
 
-func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any, idempotencyKey string) (string, error) {
+// maxQuoted is how many characters of a refused value an error quotes.
+const maxQuoted = 40
+
+func (e *execExecutor) check(data map[string]any) error {
+	_, err := e.argv(data)
+	return err
+}
+
+// argv renders the command. An element whose template does not start with
+// "-" may not render to a value that does: an argument can't become an
+// option of the program. Every error wraps ErrInvalidArgs.
+func (e *execExecutor) argv(data map[string]any) ([]string, error) {
 	argv := make([]string, len(e.command))
 	for i, t := range e.command {
 		var b strings.Builder
 		if err := t.Execute(&b, data); err != nil {
-			return "", fmt.Errorf("command[%d]: %w", i, err)
+			return nil, fmt.Errorf("%w: command[%d]: %w", ErrInvalidArgs, i, err)
 		}
-		argv[i] = b.String()
+		v := b.String()
+		switch {
+		case !e.option[i] && strings.HasPrefix(v, "-"):
+			return nil, fmt.Errorf(`%w: command[%d] would be %q, which starts with "-" and would be read as an option; pass a value that does not start with "-"`,
+				ErrInvalidArgs, i, capRunes(v, maxQuoted))
+		case strings.IndexByte(v, 0) >= 0:
+			return nil, fmt.Errorf("%w: command[%d] would contain a NUL byte", ErrInvalidArgs, i)
+		}
+		argv[i] = v
+	}
+	return argv, nil
+}
+
+func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any, idempotencyKey string) (string, error) {
+	argv, err := e.argv(data)
+	if err != nil {
+		return "", err
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, e.timeout)
@@ -103,20 +134,25 @@ func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any
 	cmd.WaitDelay = waitDelay
 	setProcessGroup(cmd)
 
-	err := cmd.Run()
+	err = cmd.Run()
+	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
 		return truncateOutput(stdout.bytes(), e.maxOutput, stdout.size()), nil
+	case cmd.Process == nil: // never started: nothing ran
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("canceled: %w", ctx.Err())
+		}
+		return "", fmt.Errorf("start: %w", err)
 	case ctx.Err() != nil:
-		return "", fmt.Errorf("canceled: %w", ctx.Err())
+		return "", withOutput(fmt.Errorf("%w: canceled while running, the process was killed: %w", ErrOutcomeUnknown, ctx.Err()), combined, e.maxOutput)
 	case runCtx.Err() != nil:
-		return "", withOutput(fmt.Errorf("timed out after %s", e.timeout), combined, e.maxOutput)
-	}
-	var exitErr *exec.ExitError
-	if errors.As(err, &exitErr) {
+		return "", withOutput(fmt.Errorf("%w: timed out after %s, the process was killed", ErrOutcomeUnknown, e.timeout), combined, e.maxOutput)
+	case errors.As(err, &exitErr):
 		return "", withOutput(err, combined, e.maxOutput)
+	default: // e.g. its output stayed open after it exited
+		return "", withOutput(fmt.Errorf("%w: wait: %w", ErrOutcomeUnknown, err), combined, e.maxOutput)
 	}
-	return "", fmt.Errorf("start: %w", err)
 }
 
 // environ is the child's whole environment: PATH and HOME of this process,
@@ -141,12 +177,13 @@ func (e *execExecutor) environ(args []byte, idempotencyKey string) []string {
 	return out
 }
 
-// withOutput appends the process's output, if any, to err.
+// withOutput appends the process's output, if any, to err, without the
+// userinfo and query strings of URLs in it.
 func withOutput(err error, out *capBuffer, max int) error {
 	if out.size() == 0 {
 		return err
 	}
-	return fmt.Errorf("%w: %s", err, strings.TrimSpace(truncateOutput(out.bytes(), max, out.size())))
+	return fmt.Errorf("%w: %s", err, redact.URLs(strings.TrimSpace(truncateOutput(out.bytes(), max, out.size()))))
 }
 
 // capBuffer keeps the first max bytes written to it and counts the rest.

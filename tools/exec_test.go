@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -105,6 +106,15 @@ func TestExecExitStatus(t *testing.T) {
 	if _, err := missing.Run(context.Background(), json.RawMessage(`{}`), "k"); err == nil || !strings.HasPrefix(err.Error(), "start: ") {
 		t.Errorf("missing program: %v", err)
 	}
+	if _, err := missing.Run(canceledContext(), json.RawMessage(`{}`), "k"); !errors.Is(err, context.Canceled) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("canceled before start: %v; want a plain failure", err)
+	}
+}
+
+func canceledContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
 
 func TestExecStderrNotInResult(t *testing.T) {
@@ -135,9 +145,86 @@ func TestExecRefusesInvalidArgs(t *testing.T) {
 }
 
 func TestExecMissingKey(t *testing.T) {
-	tool := execTool(t, ExecConfig{Command: []string{"echo", "{{.y}}"}}, Options{})
-	if _, err := tool.Run(context.Background(), json.RawMessage(`{"x":"1"}`), "k"); err == nil || !strings.HasPrefix(err.Error(), "command[1]: ") {
-		t.Errorf("missing key: %v", err)
+	// A template that fails on schema-valid arguments is an invalid-arguments
+	// error at validation: the call goes back to the model.
+	dir := t.TempDir()
+	tool := execTool(t, ExecConfig{Command: []string{"touch", dir + "/ran", "{{.y}}"}}, Options{})
+	args := json.RawMessage(`{"x":"1"}`)
+	if err := tool.Validate(args); !errors.Is(err, ErrInvalidArgs) || !strings.HasPrefix(err.Error(), "invalid arguments: command[2]: ") {
+		t.Errorf("Validate: %v", err)
+	}
+	if _, err := tool.Run(context.Background(), args, "k"); !errors.Is(err, ErrInvalidArgs) {
+		t.Errorf("Run: %v", err)
+	}
+	if _, err := os.Stat(dir + "/ran"); err == nil {
+		t.Error("command ran with a key missing")
+	}
+}
+
+func TestExecArgumentCannotBecomeOption(t *testing.T) {
+	dir := t.TempDir()
+	// touch "$1": the argument is the file name; "-{{.x}}" and
+	// "--name={{.x}}" are options by the config's choice.
+	tool := execTool(t, ExecConfig{Command: []string{"sh", "-c", `touch "$1"`, "sh", dir + "/{{.x}}", "{{.x}}", "--name={{.x}}", "-{{.y}}", "{{.n}}"}}, Options{})
+	refused := []struct{ args, elem string }{
+		{`{"x":"-rf","y":"v","n":1}`, "command[5]"},
+		{`{"x":"--help","y":"v","n":1}`, "command[5]"},
+		{`{"x":"ok","y":"v","n":-1}`, "command[8]"},
+		{`{"x":"a\u0000b","y":"v","n":1}`, "command[4]"},
+	}
+	for _, tc := range refused {
+		err := tool.Validate(json.RawMessage(tc.args))
+		if !errors.Is(err, ErrInvalidArgs) || !strings.Contains(err.Error(), tc.elem) {
+			t.Errorf("Validate(%s) = %v; want invalid arguments naming %s", tc.args, err, tc.elem)
+			continue
+		}
+		if strings.Contains(tc.args, `-`) && !strings.Contains(err.Error(), `pass a value that does not start with "-"`) {
+			t.Errorf("Validate(%s) = %q gives no advice", tc.args, err)
+		}
+		if _, err := tool.Run(context.Background(), json.RawMessage(tc.args), "k"); !errors.Is(err, ErrInvalidArgs) {
+			t.Errorf("Run(%s) = %v; want invalid arguments", tc.args, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("refused calls ran: %v", entries)
+	}
+	// A value that starts with "-" only after other text, or in an element
+	// the config made an option, is fine.
+	ok := `{"x":"a-b","y":"-v","n":3}`
+	if err := tool.Validate(json.RawMessage(ok)); err != nil {
+		t.Fatalf("Validate(%s): %v", ok, err)
+	}
+	if _, err := tool.Run(context.Background(), json.RawMessage(ok), "k"); err != nil {
+		t.Fatalf("Run(%s): %v", ok, err)
+	}
+	if _, err := os.Stat(dir + "/a-b"); err != nil {
+		t.Errorf("command did not run: %v", err)
+	}
+}
+
+func TestExecNonzeroExitIsAFailure(t *testing.T) {
+	tool := execTool(t, ExecConfig{Command: []string{"false"}}, Options{})
+	_, err := tool.Run(context.Background(), json.RawMessage(`{}`), "k")
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("false: %v; want a plain exit error", err)
+	}
+	missing := execTool(t, ExecConfig{Command: []string{"airlock-no-such-program"}}, Options{})
+	if _, err := missing.Run(context.Background(), json.RawMessage(`{}`), "k"); err == nil || errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("missing program: %v; want a plain failure", err)
+	}
+}
+
+func TestExecErrorOutputHidesURLSecrets(t *testing.T) {
+	tool := execTool(t, ExecConfig{Command: []string{"sh", "-c", `echo "curl: (22) https://bot:hunter22@api.example/v1?token=sk-live-123456 returned 500" >&2; exit 22`}}, Options{})
+	_, err := tool.Run(context.Background(), json.RawMessage(`{}`), "k")
+	if err == nil || !strings.Contains(err.Error(), "https://api.example/v1 returned 500") {
+		t.Fatalf("error %v", err)
+	}
+	for _, secret := range []string{"hunter22", "sk-live-123456", "token="} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q contains %q", err, secret)
+		}
 	}
 }
 
@@ -148,7 +235,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	start := time.Now()
 	_, err := tool.Run(context.Background(), json.RawMessage(`{}`), "k")
 	elapsed := time.Since(start)
-	if err == nil || !strings.HasPrefix(err.Error(), "timed out after 200ms") {
+	if !errors.Is(err, ErrOutcomeUnknown) || !strings.HasPrefix(err.Error(), "outcome unknown: timed out after 200ms") {
 		t.Fatalf("error %v", err)
 	}
 	if elapsed > 1500*time.Millisecond {
@@ -169,11 +256,11 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 }
 
 func TestExecSleepTimeout(t *testing.T) {
-	tool := execTool(t, ExecConfig{Command: []string{"sleep", "30"}, Timeout: 200 * time.Millisecond}, Options{})
-	start := time.Now()
+	// Killed by its timeout, the process may have acted: unknown, not failed.
+	tool := execTool(t, ExecConfig{Command: []string{"sleep", "5"}, Timeout: 200 * time.Millisecond}, Options{})
 	_, err := tool.Run(context.Background(), json.RawMessage(`{}`), "k")
-	if err == nil || err.Error() != "timed out after 200ms" || time.Since(start) > 1500*time.Millisecond {
-		t.Errorf("Run: %v after %s", err, time.Since(start))
+	if !errors.Is(err, ErrOutcomeUnknown) || err.Error() != "outcome unknown: timed out after 200ms, the process was killed" {
+		t.Errorf("Run: %v", err)
 	}
 }
 
@@ -183,7 +270,7 @@ func TestExecParentCancel(t *testing.T) {
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
 	_, err := tool.Run(ctx, json.RawMessage(`{}`), "k")
-	if !errors.Is(err, context.Canceled) || time.Since(start) > 1500*time.Millisecond {
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrOutcomeUnknown) || time.Since(start) > 1500*time.Millisecond {
 		t.Errorf("Run: %v after %s", err, time.Since(start))
 	}
 }

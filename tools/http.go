@@ -8,12 +8,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"text/template"
 	"text/template/parse"
+	"time"
 	"unicode/utf8"
+
+	"github.com/airlockhq/airlock/redact"
 )
 
 // errorExcerpt is how many bytes of a failed response's body an error keeps.
@@ -42,8 +48,9 @@ var validMethods = map[string]bool{
 type httpExecutor struct {
 	method    string
 	url       *template.Template
-	origin    *url.URL // scheme and host, literal in the config
+	origin    *url.URL // scheme, userinfo and host, literal in the config
 	headers   map[string]string
+	timeout   time.Duration
 	client    *http.Client
 	maxOutput int
 }
@@ -53,6 +60,7 @@ func newHTTPExecutor(key string, cfg *HTTPConfig, opts Options) (*httpExecutor, 
 	h := &httpExecutor{
 		method:    strings.ToUpper(cfg.Method),
 		headers:   make(map[string]string, len(cfg.Headers)),
+		timeout:   cfg.Timeout,
 		client:    opts.HTTPClient,
 		maxOutput: opts.MaxOutput,
 	}
@@ -70,6 +78,12 @@ func newHTTPExecutor(key string, cfg *HTTPConfig, opts Options) (*httpExecutor, 
 		return nil, cerr(".url", err)
 	}
 	h.url, h.origin = tmpl, origin
+	switch {
+	case cfg.Timeout < 0:
+		return nil, cerr(".timeout", errors.New("must not be negative"))
+	case cfg.Timeout == 0:
+		h.timeout = DefaultTimeout
+	}
 	for name, value := range cfg.Headers {
 		if !validHeaderName(name) {
 			return nil, cerr(".headers", fmt.Errorf("invalid name %q", name))
@@ -95,24 +109,37 @@ func validHeaderName(name string) bool {
 	return true
 }
 
+func (h *httpExecutor) check(data map[string]any) error {
+	_, err := h.renderURL(data)
+	return err
+}
+
 func (h *httpExecutor) run(ctx context.Context, body []byte, data map[string]any, idempotencyKey string) (string, error) {
 	u, err := h.renderURL(data)
 	if err != nil {
 		return "", err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
+	runCtx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	// sent is set once any of the request may have left: from then on a
+	// failure leaves the outcome unknown. Retries inside the transport
+	// (e.g. on a reused connection) keep it set.
+	var sent atomic.Bool
+	mark := func() { sent.Store(true) }
+	trace := &httptrace.ClientTrace{
+		WroteHeaderField:     func(string, []string) { mark() },
+		WroteHeaders:         mark,
+		WroteRequest:         func(httptrace.WroteRequestInfo) { mark() },
+		GotFirstResponseByte: mark,
 	}
 	withBody := h.method != http.MethodGet && h.method != http.MethodHead
 	var rd io.Reader
 	if withBody {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, h.method, u, rd)
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(runCtx, trace), h.method, u, rd)
 	if err != nil {
-		return "", fmt.Errorf("new request: %w", err)
+		return "", fmt.Errorf("new request: %w", stripErrorURLs(err))
 	}
 	for name, value := range h.headers {
 		if name == "Host" {
@@ -129,16 +156,16 @@ func (h *httpExecutor) run(ctx context.Context, body []byte, data map[string]any
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("http request: %w", err)
+		return "", h.failure(ctx, runCtx, sent.Load(), "http request", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, errorExcerpt))
-		return "", &HTTPError{StatusCode: resp.StatusCode, Body: strings.TrimSpace(cutUTF8(b, errorExcerpt))}
+		return "", &HTTPError{StatusCode: resp.StatusCode, Body: redact.URLs(strings.TrimSpace(cutUTF8(b, errorExcerpt)))}
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxOutput)+1))
 	if err != nil {
-		return "", fmt.Errorf("http response: %w", err)
+		return "", h.failure(ctx, runCtx, true, "http response", err)
 	}
 	total := int64(len(b))
 	if len(b) > h.maxOutput {
@@ -147,26 +174,96 @@ func (h *httpExecutor) run(ctx context.Context, body []byte, data map[string]any
 	return truncateOutput(b, h.maxOutput, total), nil
 }
 
+// failure is the error of a run that failed in op: an ordinary error while
+// nothing was sent, else one wrapping ErrOutcomeUnknown. ctx is the caller's
+// context, runCtx the one bounded by the tool's timeout.
+func (h *httpExecutor) failure(ctx, runCtx context.Context, sent bool, op string, err error) error {
+	err = stripErrorURLs(err)
+	timedOut := ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded)
+	if !sent {
+		if timedOut {
+			return fmt.Errorf("%s: nothing sent within %s: %w", op, h.timeout, err)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	var what string
+	switch {
+	case timedOut:
+		what = fmt.Sprintf("no complete answer within %s", h.timeout)
+	case ctx.Err() != nil:
+		what = "context ended after the request was sent"
+	case errors.Is(err, syscall.ECONNRESET):
+		what = "connection reset after the request was sent"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		what = "connection closed after the request was sent"
+	default:
+		what = "failed after the request was sent"
+	}
+	return fmt.Errorf("%w: %s: %s: %w", ErrOutcomeUnknown, op, what, err)
+}
+
+// stripErrorURLs removes the userinfo, query and fragment from the URL of
+// every *url.Error in err's chain, in place, and returns err.
+func stripErrorURLs(err error) error {
+	switch e := err.(type) {
+	case *url.Error:
+		e.URL = safeURL(e.URL)
+		stripErrorURLs(e.Err)
+	case interface{ Unwrap() error }:
+		stripErrorURLs(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range e.Unwrap() {
+			stripErrorURLs(e)
+		}
+	}
+	return err
+}
+
+// safeURL is raw without its userinfo, query and fragment, for messages.
+func safeURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.IndexAny(raw, "?#"); i >= 0 {
+			raw = raw[:i]
+		}
+		return redact.URLs(raw)
+	}
+	u.User = nil
+	u.RawQuery, u.ForceQuery = "", false
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
+// urlValueError is a value an escaping function refuses.
+type urlValueError struct{ msg string }
+
+func (e *urlValueError) Error() string { return e.msg }
+
 // renderURL renders the URL template; every substituted value was escaped by
-// the functions parseURLTemplate appended to each action.
+// the functions parseURLTemplate appended to each action. Every error wraps
+// ErrInvalidArgs and quotes no userinfo, query or fragment.
 func (h *httpExecutor) renderURL(data map[string]any) (string, error) {
 	var b strings.Builder
 	if err := h.url.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("url: %w", err)
+		if ve := (*urlValueError)(nil); errors.As(err, &ve) {
+			return "", fmt.Errorf("%w: url: %w", ErrInvalidArgs, ve)
+		}
+		return "", fmt.Errorf("%w: url: %w", ErrInvalidArgs, err)
 	}
-	u, err := url.Parse(b.String())
+	rendered := b.String()
+	u, err := url.Parse(rendered)
 	if err != nil {
-		return "", fmt.Errorf("url: %w", err)
+		return "", fmt.Errorf("%w: url: %w", ErrInvalidArgs, stripErrorURLs(err))
 	}
-	if u.Scheme != h.origin.Scheme || u.Host != h.origin.Host || u.User != nil {
-		return "", fmt.Errorf("url: rendered %q leaves %s://%s", b.String(), h.origin.Scheme, h.origin.Host)
+	if u.Scheme != h.origin.Scheme || u.Host != h.origin.Host || u.User.String() != h.origin.User.String() {
+		return "", fmt.Errorf("%w: url: rendered %q leaves %s://%s", ErrInvalidArgs, safeURL(rendered), h.origin.Scheme, h.origin.Host)
 	}
 	for _, seg := range strings.Split(u.Path, "/") {
 		if seg == "." || seg == ".." {
-			return "", fmt.Errorf("url: dot segment in path %q", u.Path)
+			return "", fmt.Errorf("%w: url: dot segment in path %q", ErrInvalidArgs, u.Path)
 		}
 	}
-	return b.String(), nil
+	return rendered, nil
 }
 
 // Names of the escaping functions appended to every action of a URL template.
@@ -201,8 +298,9 @@ func parseURLTemplate(text string) (*template.Template, *url.URL, error) {
 	return tmpl, origin, nil
 }
 
-// literalOrigin checks that the template starts with "http(s)://host" as
-// literal text, ended by "/", "?" or "#" (or the end of the template).
+// literalOrigin checks that the template starts with "http(s)://host" (or
+// "http(s)://userinfo@host") as literal text, ended by "/", "?" or "#" (or
+// the end of the template).
 func literalOrigin(root *parse.ListNode) (*url.URL, error) {
 	const msg = "must start with a literal http:// or https:// scheme and host"
 	if root == nil || len(root.Nodes) == 0 {
@@ -231,7 +329,7 @@ func literalOrigin(root *parse.ListNode) (*url.URL, error) {
 	if err != nil {
 		return nil, err
 	}
-	if u.Host == "" || u.User != nil {
+	if u.Host == "" {
 		return nil, errors.New(msg)
 	}
 	return u, nil
@@ -302,9 +400,9 @@ func urlPathValue(v any) (string, error) {
 	s := urlText(v)
 	switch s {
 	case "":
-		return "", errors.New("empty value in the URL path")
+		return "", &urlValueError{"empty value in the URL path"}
 	case ".", "..":
-		return "", fmt.Errorf("value %q not allowed in the URL path", s)
+		return "", &urlValueError{fmt.Sprintf("value %q not allowed in the URL path", s)}
 	}
 	return escapeURLValue(s), nil
 }

@@ -25,8 +25,13 @@ const MaxSummaryRunes = 1000
 const emptySchema = `{"type":"object"}`
 
 // executor runs a tool with validated arguments: body is the arguments as the
-// model sent them, data the same decoded.
+// model sent them, data the same decoded for templates.
 type executor interface {
+	// check renders the executor's templates (URL, argv) from data as run
+	// would and returns the invalid-arguments error run would return.
+	check(data map[string]any) error
+	// run renders the templates again, refusing what check refuses, then
+	// runs the tool.
 	run(ctx context.Context, body []byte, data map[string]any, idempotencyKey string) (string, error)
 }
 
@@ -163,10 +168,15 @@ func (t *configTool) Spec() model.ToolSpec {
 // Confirm implements Tool.
 func (t *configTool) Confirm() bool { return t.confirm }
 
-// Validate implements Tool.
+// Validate implements Tool: the arguments must match the schema, and the
+// executor's templates (URL, argv) must render from them into a request or a
+// command run would accept. Every error wraps ErrInvalidArgs.
 func (t *configTool) Validate(args json.RawMessage) error {
-	_, err := t.decode(args)
-	return err
+	obj, err := t.decode(args)
+	if err != nil {
+		return err
+	}
+	return t.exec.check(templateData(obj))
 }
 
 // decode validates the arguments and returns them decoded.

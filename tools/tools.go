@@ -33,6 +33,9 @@ type HTTPConfig struct {
 	Method  string            `yaml:"method"`
 	URL     string            `yaml:"url"` // text/template over the arguments
 	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds a whole run, from connecting to the end of the answer's
+	// body, whatever the context allows; 0 means DefaultTimeout.
+	Timeout time.Duration `yaml:"timeout"`
 }
 
 // ExecConfig is the `exec` executor.
@@ -59,8 +62,8 @@ type Tool interface {
 // its result.
 const DefaultMaxOutput = 16 << 10
 
-// DefaultTimeout bounds a run when neither the context nor the config sets a
-// shorter limit.
+// DefaultTimeout is the timeout of a run (tools[].http.timeout and
+// tools[].exec.timeout) when the config sets none.
 const DefaultTimeout = 60 * time.Second
 
 // Options are the settings shared by the configured tools.
@@ -86,6 +89,14 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 
 // ErrInvalidArgs is wrapped by every argument validation error.
 var ErrInvalidArgs = errors.New("invalid arguments")
+
+// ErrOutcomeUnknown is wrapped by the error of a run that may have taken
+// effect: the request may have reached the server (a timeout or a broken
+// connection after it was sent) or the process was killed while running. A
+// person must check; such a run is never retried. A failure before anything
+// was sent (DNS, connection refused, TLS handshake) or a clear answer (a
+// non-2xx status, a nonzero exit) is an ordinary error.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
 
 // namePattern is the tool name every provider accepts.
 var namePattern = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$`)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/model"
 )
@@ -81,6 +82,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"command[0] templated", []Config{{Name: "a", Exec: &ExecConfig{Command: []string{"{{.prog}}"}}}}, "tools[0].exec.command[0]", "tools[0].exec.command[0]: must be literal"},
 		{"command template", []Config{{Name: "a", Exec: &ExecConfig{Command: []string{"echo", "{{if}}"}}}}, "tools[0].exec.command[1]", "tools[0].exec.command[1]: template: "},
 		{"timeout", []Config{{Name: "a", Exec: &ExecConfig{Command: []string{"true"}, Timeout: -1}}}, "tools[0].exec.timeout", "tools[0].exec.timeout: must not be negative"},
+		{"http timeout", []Config{ok, {Name: "a", HTTP: &HTTPConfig{URL: "http://h/", Timeout: -time.Second}}}, "tools[1].http.timeout", "tools[1].http.timeout: must not be negative"},
 		{"env name", []Config{{Name: "a", Exec: &ExecConfig{Command: []string{"true"}, Env: map[string]string{"A=B": "x"}}}}, "tools[0].exec.env", `tools[0].exec.env: invalid name "A=B"`},
 	}
 	for _, tc := range cases {
