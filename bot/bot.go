@@ -48,7 +48,7 @@ type Config struct {
 	Model         model.Provider
 	Tools         Tools
 	Policy        confirm.Policy
-	Approvers     *Approvers
+	Channels      *Channels // served channels, requesters, approvers, tools
 	SystemPrompt  string
 	MaxToolRounds int           // default 8
 	Timeout       time.Duration // how long a pause waits; default 30m
@@ -56,10 +56,28 @@ type Config struct {
 	Now           func() time.Time
 	Logger        *slog.Logger
 	WorkerID      string // names this process in claims
+	// Redact scrubs secrets from text before it is stored, audited, shown
+	// or sent to the model (tool results and errors, model answers); nil
+	// leaves text as it is.
+	Redact func(string) string
+	// TurnsPerMinute limits each user's turns; 0: no limit.
+	TurnsPerMinute int
+	// PendingPerChannel limits the waiting cards of a channel; 0: no limit.
+	PendingPerChannel int
+	// MaxHistoryMessages bounds the messages sent to the model; default 100.
+	MaxHistoryMessages int
+	// MaxMessageChars cuts longer messages sent to the model; default 8000.
+	MaxMessageChars int
 	// Trace, when set, is called at named points of the confirmation path
 	// ("decided", "ran"); crash tests use it to stop the process there.
 	Trace func(point string)
 }
+
+// Defaults of the history bounds.
+const (
+	DefaultMaxHistoryMessages = 100
+	DefaultMaxMessageChars    = 8000
+)
 
 // Bot runs conversations.
 type Bot struct {
@@ -80,8 +98,8 @@ func New(cfg Config) (*Bot, error) {
 	if cfg.Policy == nil {
 		cfg.Policy = confirm.FromToolFlag()
 	}
-	if cfg.Approvers == nil {
-		cfg.Approvers = NewApprovers(nil)
+	if cfg.Channels == nil {
+		cfg.Channels = NewChannels(nil)
 	}
 	if cfg.MaxToolRounds <= 0 {
 		cfg.MaxToolRounds = confirm.DefaultMaxToolRounds
@@ -95,15 +113,24 @@ func New(cfg Config) (*Bot, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Redact == nil {
+		cfg.Redact = func(s string) string { return s }
+	}
+	if cfg.MaxHistoryMessages <= 0 {
+		cfg.MaxHistoryMessages = DefaultMaxHistoryMessages
+	}
+	if cfg.MaxMessageChars <= 0 {
+		cfg.MaxMessageChars = DefaultMaxMessageChars
+	}
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "airlock"
 	}
 	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}}, nil
 }
 
-// Approvers returns the approver lookup, for platforms to install their
+// Channels returns the channel lookup, for platforms to install their
 // group resolvers.
-func (b *Bot) Approvers() *Approvers { return b.cfg.Approvers }
+func (b *Bot) Channels() *Channels { return b.cfg.Channels }
 
 // Register makes a platform known under its name ("shell", "slack", ...).
 func (b *Bot) Register(name string, p Platform) {
@@ -120,6 +147,11 @@ func (b *Bot) platform(name string) (Platform, error) {
 		return nil, fmt.Errorf("bot: no platform %q registered", name)
 	}
 	return p, nil
+}
+
+// approversOf is who may approve in the conversation's channel.
+func (b *Bot) approversOf(conv confirm.Conversation) ApproverSet {
+	return b.cfg.Channels.For(conv.Platform, conv.Channel, conv.DM)
 }
 
 func threadOf(c confirm.Conversation) Thread {
@@ -140,7 +172,54 @@ func (b *Bot) history(ctx context.Context, convID int64) ([]model.Message, error
 		}
 		out = append(out, mm)
 	}
-	return arrange(out), nil
+	return b.bound(arrange(out)), nil
+}
+
+// bound keeps the history within MaxHistoryMessages, dropping the oldest
+// messages first. The kept part starts at a user message (or, when no
+// user message is late enough, at a reply with tool calls), so a tool call
+// is never separated from its results. Any text longer than
+// MaxMessageChars is cut with a note.
+func (b *Bot) bound(h []model.Message) []model.Message {
+	if over := len(h) - b.cfg.MaxHistoryMessages; over > 0 {
+		cut := -1
+		for i := over; i < len(h) && cut < 0; i++ {
+			if h[i].Role == model.RoleUser {
+				cut = i
+			}
+		}
+		for i := over; i < len(h) && cut < 0; i++ {
+			if h[i].Role == model.RoleAssistant && len(h[i].ToolCalls) > 0 {
+				cut = i
+			}
+		}
+		if cut > 0 {
+			h = h[cut:]
+		}
+	}
+	max := b.cfg.MaxMessageChars
+	for i := range h {
+		m := &h[i]
+		m.Text = cutText(m.Text, max)
+		if len(m.Results) > 0 {
+			rs := make([]model.ToolResult, len(m.Results))
+			copy(rs, m.Results)
+			for j := range rs {
+				rs[j].Content = cutText(rs[j].Content, max)
+			}
+			m.Results = rs
+		}
+	}
+	return h
+}
+
+// cutText cuts s to max runes with a note saying how much was left out.
+func cutText(s string, max int) string {
+	r := []rune(s)
+	if len(r) <= max {
+		return s
+	}
+	return string(r[:max]) + fmt.Sprintf("\n[cut by Airlock: %d more characters not shown]", len(r)-max)
 }
 
 // arrange moves asides said while a reply's tool calls waited for their

@@ -31,6 +31,7 @@ type CardCall struct {
 	Summary     string // the read-back, built from the validated arguments only
 	Args        string // pretty JSON of the exact arguments
 	Flagged     bool   // needs a person's decision
+	FlagReason  string // why a person is asked when not for the tool's own flag (empty otherwise); show it
 	Decision    confirm.DecisionStatus
 	DecidedBy   string
 	DecidedAt   *time.Time
@@ -87,7 +88,7 @@ func (c CardCall) Outcome() string {
 	case confirm.RunFailed:
 		return who + "; failed: " + excerpt(c.Result, 200)
 	case confirm.RunUnknown:
-		return who + "; OUTCOME UNKNOWN: Airlock stopped while it ran. A person must check it; it will not be retried."
+		return who + "; outcome unknown — check before retrying (it may have taken effect; Airlock will not retry it)"
 	}
 	return who
 }
@@ -118,6 +119,7 @@ func cardFor(b *confirm.Batch, intro string, approvers ApproverSet) Card {
 			Summary:     call.Summary,
 			Args:        prettyJSON(call.Args),
 			Flagged:     call.Flagged,
+			FlagReason:  call.FlagReason,
 			Decision:    call.Decision,
 			DecidedBy:   call.DecidedBy,
 			DecidedAt:   call.DecidedAt,

@@ -6,14 +6,31 @@ import (
 	"sync"
 )
 
-// ChannelApprovers says who may approve in one channel of a platform
-// (config `channels[]`). ID "*" covers every channel of the platform.
-type ChannelApprovers struct {
+// DMChannel is the channel id of the entry that serves direct messages.
+// "*" never covers them: a DM reaches the bot from anyone in the workspace,
+// so serving DMs is a separate, explicit choice.
+const DMChannel = "dm"
+
+// Channel is one `channels[]` entry: a channel of a platform the bot serves,
+// who may ask there, who may approve there, and which tools are offered.
+// ID "*" covers every channel of the platform except direct messages; ID
+// DMChannel covers direct messages.
+type Channel struct {
 	Platform string
 	ID       string
-	Users    []string // platform user ids
-	Groups   []string // Slack user group ids, resolved with a GroupResolver
-	Roles    []string // Discord role ids, matched against the clicker's roles
+
+	Approvers      []string // platform user ids
+	ApproverGroups []string // Slack user group ids, resolved with a GroupResolver
+	ApproverRoles  []string // Discord role ids, matched against the clicker's roles
+
+	// Requesters, RequesterGroups and RequesterRoles, when any is set,
+	// are the only people whose messages are turns (or context) there.
+	Requesters      []string
+	RequesterGroups []string
+	RequesterRoles  []string
+
+	// Tools, when not nil, are the only tools offered to the model there.
+	Tools []string
 }
 
 // ApproverSet is who may approve in a channel, for display on a card.
@@ -31,22 +48,24 @@ func (s ApproverSet) Empty() bool {
 // GroupResolver lists the user ids of a platform's user group.
 type GroupResolver func(ctx context.Context, groupID string) ([]string, error)
 
-// Approvers answers whether a user may decide calls in a channel.
-type Approvers struct {
-	entries []ChannelApprovers
+// Channels answers, per channel, whether the bot serves it, who may ask
+// and approve there, and which tools are offered. A channel without an
+// entry is not served and has no approvers.
+type Channels struct {
+	entries []Channel
 
 	mu        sync.Mutex
 	resolvers map[string]GroupResolver
 }
 
-// NewApprovers builds the lookup from config entries.
-func NewApprovers(entries []ChannelApprovers) *Approvers {
-	return &Approvers{entries: entries}
+// NewChannels builds the lookup from config entries.
+func NewChannels(entries []Channel) *Channels {
+	return &Channels{entries: entries}
 }
 
 // SetGroupResolver installs the platform's user group lookup (Slack's
 // usergroups.users.list, cached by the adapter).
-func (a *Approvers) SetGroupResolver(platform string, r GroupResolver) {
+func (a *Channels) SetGroupResolver(platform string, r GroupResolver) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.resolvers == nil {
@@ -55,13 +74,22 @@ func (a *Approvers) SetGroupResolver(platform string, r GroupResolver) {
 	a.resolvers[platform] = r
 }
 
-func (a *Approvers) entry(platform, channel string) (ChannelApprovers, bool) {
-	var wildcard *ChannelApprovers
+// entry returns the entry for a channel: the exact channel's entry wins
+// over the platform's "*" entry; a direct message has only the DMChannel
+// entry.
+func (a *Channels) entry(platform, channel string, dm bool) (Channel, bool) {
+	var wildcard *Channel
 	for i, e := range a.entries {
 		if e.Platform != platform {
 			continue
 		}
-		if e.ID == channel {
+		if dm {
+			if e.ID == DMChannel {
+				return e, true
+			}
+			continue
+		}
+		if e.ID == channel && e.ID != DMChannel {
 			return e, true
 		}
 		if e.ID == "*" && wildcard == nil {
@@ -71,44 +99,79 @@ func (a *Approvers) entry(platform, channel string) (ChannelApprovers, bool) {
 	if wildcard != nil {
 		return *wildcard, true
 	}
-	return ChannelApprovers{}, false
+	return Channel{}, false
 }
 
-// For returns who may approve in the channel: an entry for the exact
-// channel wins over the platform's "*" entry.
-func (a *Approvers) For(platform, channel string) ApproverSet {
-	e, _ := a.entry(platform, channel)
-	return ApproverSet{Users: e.Users, Groups: e.Groups, Roles: e.Roles}
+// Serves reports whether an entry covers the channel.
+func (a *Channels) Serves(platform, channel string, dm bool) bool {
+	_, ok := a.entry(platform, channel, dm)
+	return ok
 }
 
-// CanApprove reports whether the clicker may decide calls in the click's
-// channel: listed as a user, holding a listed role, or a member of a
-// listed group. A group that cannot be resolved grants nothing.
-func (a *Approvers) CanApprove(ctx context.Context, c Click) bool {
-	if c.User == "" || c.IsBot {
-		return false
-	}
-	e, ok := a.entry(c.Platform, c.Channel)
+// For returns who may approve in the channel.
+func (a *Channels) For(platform, channel string, dm bool) ApproverSet {
+	e, _ := a.entry(platform, channel, dm)
+	return ApproverSet{Users: e.Approvers, Groups: e.ApproverGroups, Roles: e.ApproverRoles}
+}
+
+// ToolAllowed reports whether the tool is offered in the channel.
+func (a *Channels) ToolAllowed(platform, channel string, dm bool, tool string) bool {
+	e, ok := a.entry(platform, channel, dm)
 	if !ok {
 		return false
 	}
-	if slices.Contains(e.Users, c.User) {
+	return e.Tools == nil || slices.Contains(e.Tools, tool)
+}
+
+// MayAsk reports whether the user's messages are turns in the channel:
+// the channel is served and either it lists no requesters or the user is
+// one (by id, role or group membership).
+func (a *Channels) MayAsk(ctx context.Context, platform, channel string, dm bool, user string, roles []string) bool {
+	e, ok := a.entry(platform, channel, dm)
+	if !ok || user == "" {
+		return false
+	}
+	if len(e.Requesters) == 0 && len(e.RequesterGroups) == 0 && len(e.RequesterRoles) == 0 {
 		return true
 	}
-	for _, r := range c.Roles {
-		if slices.Contains(e.Roles, r) {
+	return a.member(ctx, platform, user, roles, e.Requesters, e.RequesterGroups, e.RequesterRoles)
+}
+
+// CanApprove reports whether the user may decide calls in the channel:
+// listed as a user, holding a listed role, or a member of a listed group.
+// A group that cannot be resolved grants nothing.
+func (a *Channels) CanApprove(ctx context.Context, platform, channel string, dm bool, user string, roles []string) bool {
+	if user == "" {
+		return false
+	}
+	e, ok := a.entry(platform, channel, dm)
+	if !ok {
+		return false
+	}
+	return a.member(ctx, platform, user, roles, e.Approvers, e.ApproverGroups, e.ApproverRoles)
+}
+
+func (a *Channels) member(ctx context.Context, platform, user string, roles, users, groups, listedRoles []string) bool {
+	if slices.Contains(users, user) {
+		return true
+	}
+	for _, r := range roles {
+		if slices.Contains(listedRoles, r) {
 			return true
 		}
 	}
+	if len(groups) == 0 {
+		return false
+	}
 	a.mu.Lock()
-	resolve := a.resolvers[c.Platform]
+	resolve := a.resolvers[platform]
 	a.mu.Unlock()
 	if resolve == nil {
 		return false
 	}
-	for _, g := range e.Groups {
+	for _, g := range groups {
 		members, err := resolve(ctx, g)
-		if err == nil && slices.Contains(members, c.User) {
+		if err == nil && slices.Contains(members, user) {
 			return true
 		}
 	}

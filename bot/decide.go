@@ -78,7 +78,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "button from another channel")
 		return ErrWrongChannel
 	}
-	approver := b.cfg.Approvers.CanApprove(ctx, c)
+	approver := !c.IsBot && b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, c.User, c.Roles)
 	// The requester may withdraw (deny) their own calls: it can only stop things.
 	withdraw := !c.Allow && !c.IsBot && c.User != "" && c.User == batch.RequestedBy
 	if !approver && !withdraw {
@@ -157,7 +157,7 @@ func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchI
 		b.log.Error("update card", "err", err)
 		return
 	}
-	card := cardFor(batch, b.introOf(ctx, batch), b.cfg.Approvers.For(conv.Platform, conv.Channel))
+	card := cardFor(batch, b.introOf(ctx, batch), b.approversOf(conv))
 	if err := p.UpdateCard(ctx, threadOf(conv), batch.CardRef, card); err != nil {
 		b.log.Error("update card", "batch", batchID, "err", err)
 	}
@@ -174,7 +174,7 @@ func (b *Bot) PendingCard(ctx context.Context, th Thread) (*Card, error) {
 	if err != nil {
 		return nil, err
 	}
-	card := cardFor(batch, b.introOf(ctx, batch), b.cfg.Approvers.For(conv.Platform, conv.Channel))
+	card := cardFor(batch, b.introOf(ctx, batch), b.approversOf(conv))
 	return &card, nil
 }
 

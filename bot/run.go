@@ -9,6 +9,8 @@ import (
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/redact"
+	"github.com/airlockhq/airlock/tools"
 )
 
 // resume runs a fully decided batch and continues the model in its thread.
@@ -183,6 +185,9 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 		case confirm.RunSucceeded:
 			return c.Result, nil
 		case confirm.RunUnknown:
+			if c.Result != "" {
+				return "", errors.New(c.Result)
+			}
 			return "", errors.New(confirm.UnknownOutcomeMessage)
 		default:
 			return "", errors.New(c.Result)
@@ -199,9 +204,16 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 	// action that may have happened. The tool's own timeout bounds it; a
 	// process that exits meanwhile leaves it running, hence unknown.
 	out, runErr := tool.Run(context.WithoutCancel(ctx), tc.Args, c.IdempotencyKey)
-	status, result := confirm.RunSucceeded, out
-	if runErr != nil {
-		status, result = confirm.RunFailed, runErr.Error()
+	status, result := confirm.RunSucceeded, b.scrub(out)
+	switch {
+	case errors.Is(runErr, tools.ErrOutcomeUnknown):
+		// The request may have reached the service (a timeout, a cut
+		// connection): the outcome is unknown, never "failed", and the
+		// call is not repeated without a person's yes.
+		b.log.Warn("tool outcome unknown", "batch", c.BatchID, "call", c.Key, "tool", tc.Name, "err", b.scrub(runErr.Error()))
+		status, result = confirm.RunUnknown, confirm.UncertainOutcomeMessage+" ("+b.scrub(runErr.Error())+")"
+	case runErr != nil:
+		status, result = confirm.RunFailed, b.scrub(runErr.Error())
 	}
 	// The outcome must be written even when ctx ended while the tool ran.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -210,24 +222,36 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 		b.log.Error("record tool outcome", "batch", c.BatchID, "call", c.Key, "err", err)
 	}
 	if runErr != nil {
-		return "", runErr
+		return "", errors.New(result)
 	}
-	return out, nil
+	return result, nil
 }
 
-// noteUnknown tells the thread about calls whose outcome is unknown. The
-// batch as claimed has them: recovery marks them before the claim.
+// scrub removes secrets and URL credentials and queries from text a tool
+// produced before it is stored, shown or sent to the model.
+func (b *Bot) scrub(s string) string {
+	return b.cfg.Redact(redact.URLs(s))
+}
+
+// noteUnknown tells the thread about calls whose outcome is unknown and
+// that no card shows (calls that ran without approval); a gated call's
+// card says it. The batch as claimed has the calls recovery marked; calls
+// that became unknown while running are reloaded.
 func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
 	p, err := b.platform(conv.Platform)
 	if err != nil {
 		return
 	}
+	if fresh, err := b.store.Batch(ctx, batch.ID); err == nil {
+		batch = fresh
+	}
 	for _, c := range batch.Calls {
-		if c.Run == confirm.RunUnknown {
-			msg := fmt.Sprintf("⚠ The outcome of call %d (%s: %s) is unknown: Airlock stopped while it was running. It was not retried. A person must check whether it took effect.", c.Position+1, c.Tool, c.Summary)
-			if err := p.Post(ctx, threadOf(conv), msg); err != nil {
-				b.log.Error("post unknown outcome", "err", err)
-			}
+		if c.Run != confirm.RunUnknown || (c.Flagged && batch.CardRef != "") {
+			continue
+		}
+		msg := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): it may or may not have taken effect. It was not retried; check before retrying.", c.Position+1, c.Tool, c.Summary)
+		if err := p.Post(ctx, threadOf(conv), msg); err != nil {
+			b.log.Error("post unknown outcome", "err", err)
 		}
 	}
 }
@@ -400,7 +424,7 @@ func (b *Bot) remind(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		approvers := b.cfg.Approvers.For(conv.Platform, conv.Channel)
+		approvers := b.approversOf(conv)
 		who := strings.Join(approvers.Users, ", ")
 		if m, ok := p.(Mentioner); ok {
 			who = m.Mention(approvers)

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/tools"
 )
 
 // Turn is one message a person addressed to the bot.
@@ -17,13 +21,60 @@ type Turn struct {
 	Thread   string
 	User     string // platform user id
 	Text     string
+	DM       bool     // a direct message (served only by a "dm" channels entry)
+	Roles    []string // the author's roles where the platform has them (Discord)
 }
 
-// HandleTurn runs one turn: it resolves a pending pause of the thread as
-// abandoned, runs decided work that is still open, then asks the model and
-// runs its calls until it answers or pauses. One turn at a time per thread.
+// Admission says whether a message may reach the model.
+type Admission int
+
+const (
+	// Admitted: the channel is served and the author may ask there.
+	Admitted Admission = iota
+	// NotServed: no channels entry covers the channel (or, for a direct
+	// message, no "dm" entry). A mention gets NotServedMessage once;
+	// other messages are ignored.
+	NotServed
+	// NotRequester: the channel lists requesters and the author is not
+	// one. Their messages are neither turns nor context.
+	NotRequester
+)
+
+// NotServedMessage answers a mention in a channel the bot does not serve.
+const NotServedMessage = "I'm not enabled in this channel; an operator can add it to the config."
+
+// Admit says whether the turn's author may talk to the bot where they
+// wrote. Adapters may call it before doing platform work (starting a
+// thread); HandleTurn and Note check it again.
+func (b *Bot) Admit(ctx context.Context, t Turn) Admission {
+	if !b.cfg.Channels.Serves(t.Platform, t.Channel, t.DM) {
+		return NotServed
+	}
+	if !b.cfg.Channels.MayAsk(ctx, t.Platform, t.Channel, t.DM, t.User, t.Roles) {
+		return NotRequester
+	}
+	return Admitted
+}
+
+// HandleTurn runs one turn: it checks that the author may ask there and
+// is within the limits, resolves a pending pause of the thread as
+// abandoned (when the author is its requester or an approver), runs
+// decided work that is still open, then asks the model and runs its calls
+// until it answers or pauses. One turn at a time per thread.
 func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
-	conv, err := b.store.Conversation(ctx, t.Platform, t.Channel, t.Thread)
+	switch b.Admit(ctx, t) {
+	case NotServed:
+		b.log.Info("mention in a channel that is not served", "platform", t.Platform, "channel", t.Channel, "dm", t.DM, "user", t.User)
+		return b.postIn(ctx, Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}, NotServedMessage)
+	case NotRequester:
+		b.log.Info("message from someone who may not ask here; dropped", "platform", t.Platform, "channel", t.Channel, "user", t.User)
+		return nil
+	}
+	th := Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}
+	if over, err := b.overTurnLimit(ctx, t); err != nil || over {
+		return err
+	}
+	conv, err := b.store.Conversation(ctx, t.Platform, t.Channel, t.Thread, t.DM)
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}
@@ -33,7 +84,21 @@ func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
 	}
 	defer unlock()
 
+	if pending, err := b.store.PendingBatch(ctx, conv.ID); err == nil && !b.mayMoveOn(ctx, conv, pending, t) {
+		// A bystander cannot abandon someone else's card: their words are
+		// kept as context and the card keeps waiting.
+		b.log.Info("bystander wrote while a card waits; kept as an aside", "conversation", conv.ID, "user", t.User)
+		if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true}); err != nil {
+			return err
+		}
+		return b.postIn(ctx, th, "A request in this thread is waiting for a decision; only the person who asked or an approver can move on from it. Your message is kept as context.")
+	} else if err != nil && !errors.Is(err, confirm.ErrNotFound) {
+		return fmt.Errorf("load pending pause: %w", err)
+	}
 	if err := b.settle(ctx, conv); err != nil {
+		return err
+	}
+	if full, err := b.channelFull(ctx, conv); err != nil || full {
 		return err
 	}
 	if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text}); err != nil {
@@ -42,10 +107,75 @@ func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
 	return b.converse(ctx, conv, t.User)
 }
 
+// mayMoveOn reports whether the author of a turn may abandon the thread's
+// waiting card: its requester or an approver of the channel.
+func (b *Bot) mayMoveOn(ctx context.Context, conv confirm.Conversation, pending *confirm.Batch, t Turn) bool {
+	if t.User != "" && t.User == pending.RequestedBy {
+		return true
+	}
+	return b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, t.User, t.Roles)
+}
+
+// overTurnLimit counts the turn against its author's rate and tells them,
+// once per minute, when they are over it. Nothing of an over-limit turn
+// reaches the model or the history.
+func (b *Bot) overTurnLimit(ctx context.Context, t Turn) (bool, error) {
+	limit := b.cfg.TurnsPerMinute
+	if limit <= 0 {
+		return false, nil
+	}
+	n, err := b.store.CountTurn(ctx, t.Platform, t.User, b.now(), time.Minute)
+	if err != nil {
+		return false, fmt.Errorf("count turns: %w", err)
+	}
+	if n <= limit {
+		return false, nil
+	}
+	b.log.Warn("turn rate limit reached; turn dropped", "platform", t.Platform, "user", t.User, "turns_last_minute", n)
+	if n == limit+1 {
+		msg := fmt.Sprintf("You've sent more than %d requests in a minute (limits.turns_per_minute). I ignored this one; wait a minute and ask again.", limit)
+		return true, b.postIn(ctx, Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}, msg)
+	}
+	return true, nil
+}
+
+// channelFull tells the author when the channel already holds as many
+// waiting cards as allowed; then nothing reaches the model.
+func (b *Bot) channelFull(ctx context.Context, conv confirm.Conversation) (bool, error) {
+	limit := b.cfg.PendingPerChannel
+	if limit <= 0 {
+		return false, nil
+	}
+	n, err := b.store.PendingInChannel(ctx, conv.Platform, conv.Channel)
+	if err != nil {
+		return false, fmt.Errorf("count waiting cards: %w", err)
+	}
+	if n < limit {
+		return false, nil
+	}
+	b.log.Warn("waiting cards per channel limit reached; turn dropped", "platform", conv.Platform, "channel", conv.Channel, "waiting", n)
+	msg := fmt.Sprintf("This channel already has %d requests waiting for a decision (limits.pending_per_channel). Decide some of them, then ask again.", n)
+	return true, b.postIn(ctx, threadOf(conv), msg)
+}
+
+// postIn posts the bot's own text in a thread.
+func (b *Bot) postIn(ctx context.Context, th Thread, text string) error {
+	p, err := b.platform(th.Platform)
+	if err != nil {
+		return err
+	}
+	return p.Post(ctx, th, text)
+}
+
 // Note keeps a message said in a thread that holds a conversation, without
 // making it a turn: the model sees it as context on the next turn. It never
-// supersedes a pending card. A thread without a conversation keeps nothing.
+// supersedes a pending card. A thread without a conversation keeps nothing,
+// and neither does a channel that is not served or a person who may not ask
+// there.
 func (b *Bot) Note(ctx context.Context, t Turn) error {
+	if b.Admit(ctx, t) != Admitted {
+		return nil
+	}
 	conv, err := b.store.FindConversation(ctx, t.Platform, t.Channel, t.Thread)
 	if errors.Is(err, confirm.ErrNotFound) {
 		return nil
@@ -105,7 +235,7 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 		if err != nil {
 			return err
 		}
-		reply, err := b.cfg.Model.Generate(ctx, model.Request{System: b.cfg.SystemPrompt, Messages: hist, Tools: b.cfg.Tools.Specs()})
+		reply, err := b.cfg.Model.Generate(ctx, model.Request{System: b.cfg.SystemPrompt, Messages: hist, Tools: b.specsFor(conv)})
 		if err != nil {
 			b.log.Error("model request failed", "conversation", conv.ID, "err", err)
 			msg := "I could not reach the model, so I stopped here. Nothing was lost: write again to retry."
@@ -119,7 +249,7 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 			if err := b.append(ctx, conv.ID, reply); err != nil {
 				return err
 			}
-			text := reply.Text
+			text := b.cfg.Redact(reply.Text)
 			if text == "" {
 				text = "(the model returned an empty answer)"
 			}
@@ -152,31 +282,48 @@ func (b *Bot) stopForRounds(ctx context.Context, conv confirm.Conversation, p Pl
 			Content: fmt.Sprintf("Not executed: this turn reached its limit of %d tool rounds.", b.cfg.MaxToolRounds),
 		})
 	}
-	if err := b.append(ctx, conv.ID, reply, results); err != nil {
+	notice := fmt.Sprintf("I stopped: this turn reached its limit of %d tool rounds (model.max_tool_rounds). Nothing more was run.", b.cfg.MaxToolRounds)
+	// The notice ends the turn in the history too, so a restart finds
+	// nothing left to answer and never asks the model again.
+	if err := b.append(ctx, conv.ID, reply, results, model.Message{Role: model.RoleAssistant, Text: notice}); err != nil {
 		return err
 	}
-	return p.Post(ctx, threadOf(conv), fmt.Sprintf("I stopped: this turn reached its limit of %d tool rounds (model.max_tool_rounds). Nothing more was run.", b.cfg.MaxToolRounds))
+	return p.Post(ctx, threadOf(conv), notice)
 }
 
 // pause stores a reply with tool calls as a batch. When the policy flags a
 // call, the batch waits for decisions (paused); otherwise every call is
-// allowed by policy and the batch is ready to run.
+// allowed by policy and the batch is ready to run. A call of a tool not
+// offered in the channel is refused like an unknown tool; a call whose
+// read-back cannot be built is invalid; a call equal to an earlier call
+// whose outcome is unknown needs a person's yes.
 func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester string, reply model.Message) (*confirm.Batch, bool, error) {
 	lookup := func(name string) (confirm.ToolInfo, bool) {
-		t, ok := b.cfg.Tools.Get(name)
+		t, ok := b.offered(conv, name)
 		if !ok {
 			return confirm.ToolInfo{}, false
 		}
 		return confirm.ToolInfo{Name: name, Confirm: t.Confirm()}, true
 	}
 	validate := func(c confirm.ToolCall) error {
-		t, ok := b.cfg.Tools.Get(c.Name)
+		t, ok := b.offered(conv, c.Name)
 		if !ok {
 			return fmt.Errorf("unknown tool %q", c.Name)
 		}
-		return t.Validate(c.Args)
+		if err := t.Validate(c.Args); err != nil {
+			return err
+		}
+		if _, err := t.Summary(c.Args); err != nil {
+			return fmt.Errorf("the read-back a person would approve could not be built from these arguments: %w", err)
+		}
+		return nil
 	}
-	planned, paused := confirm.Plan(reply.ToolCalls, lookup, b.cfg.Policy, validate)
+	unknown, err := b.store.UnknownCalls(ctx, conv.ID)
+	if err != nil {
+		return nil, false, fmt.Errorf("load calls with unknown outcomes: %w", err)
+	}
+	repeats := repeatPolicy(unknown)
+	planned, paused := confirm.Plan(reply.ToolCalls, lookup, confirm.Or(b.cfg.Policy, repeats), validate)
 	now := b.now().UTC()
 	batch := &confirm.Batch{
 		ID:             newBatchID(),
@@ -202,11 +349,17 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 			IdempotencyKey: batch.ID + "/" + pc.Key,
 			ExpiresAt:      batch.ExpiresAt,
 		}
+		if pc.Flagged && repeats.NeedsConfirmation(pc.Call, nil) {
+			c.FlagReason = RepeatUnknownReason
+		}
 		switch {
 		case pc.Invalid != nil:
 			c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionInvalid, SystemActor, &now
-			c.DenyMessage = "Not executed: " + pc.Invalid.Error()
+			c.DenyMessage = b.cfg.Redact("Not executed: " + pc.Invalid.Error())
 			c.Summary = pc.Call.Name + " (invalid arguments)"
+		case pc.Blocked:
+			c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionDenied, SystemActor, &now
+			c.DenyMessage = confirm.SiblingInvalidMessage
 		case pc.Flagged:
 			c.Decision = confirm.DecisionPending
 		default:
@@ -225,6 +378,73 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		return nil, false, fmt.Errorf("store batch: %w", err)
 	}
 	return batch, paused, nil
+}
+
+// RepeatUnknownReason is shown on a card for a call that needs a person's
+// yes because an equal earlier call's outcome is unknown.
+const RepeatUnknownReason = "An earlier call of this tool with the same arguments has an unknown outcome: check whether it took effect before allowing it again."
+
+// repeatPolicy flags calls equal (same tool, arguments equal as decoded
+// JSON) to a call whose outcome is unknown.
+func repeatPolicy(unknown []confirm.Call) confirm.Policy {
+	type seen struct {
+		tool string
+		args any
+	}
+	var list []seen
+	for _, u := range unknown {
+		var v any
+		if json.Unmarshal(u.Args, &v) == nil {
+			list = append(list, seen{u.Tool, v})
+		}
+	}
+	return confirm.PolicyFunc(func(c confirm.ToolCall, _ *confirm.ToolInfo) bool {
+		if len(list) == 0 {
+			return false
+		}
+		var v any
+		if json.Unmarshal(c.Args, &v) != nil {
+			return false
+		}
+		for _, s := range list {
+			if s.tool == c.Name && reflect.DeepEqual(s.args, v) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// offered returns the tool when the bot carries it and the conversation's
+// channel offers it.
+func (b *Bot) offered(conv confirm.Conversation, name string) (tools.Tool, bool) {
+	if !b.cfg.Channels.ToolAllowed(conv.Platform, conv.Channel, conv.DM, name) {
+		return nil, false
+	}
+	return b.cfg.Tools.Get(name)
+}
+
+// ApprovalNote is added to the description of a tool whose calls need a
+// person's yes, so the model says a call waits instead of claiming success.
+const ApprovalNote = "Calls of this tool wait for a person's approval before they run: when you call it, tell the user it is waiting for approval, never that it is done."
+
+// specsFor returns the tools offered in the conversation's channel as the
+// model sees them, each gated tool's description saying so.
+func (b *Bot) specsFor(conv confirm.Conversation) []model.ToolSpec {
+	all := b.cfg.Tools.Specs()
+	out := make([]model.ToolSpec, 0, len(all))
+	for _, s := range all {
+		t, ok := b.offered(conv, s.Name)
+		if !ok {
+			continue
+		}
+		info := confirm.ToolInfo{Name: s.Name, Confirm: t.Confirm()}
+		if b.cfg.Policy.NeedsConfirmation(confirm.ToolCall{Name: s.Name, Args: json.RawMessage("{}")}, &info) {
+			s.Description = strings.TrimSpace(s.Description + " " + ApprovalNote)
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // summary renders a call's read-back from its validated arguments.
@@ -246,7 +466,7 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 	if err != nil {
 		return fmt.Errorf("reload batch: %w", err)
 	}
-	card := cardFor(stored, intro, b.cfg.Approvers.For(conv.Platform, conv.Channel))
+	card := cardFor(stored, intro, b.approversOf(conv))
 	ref, err := p.PostCard(ctx, threadOf(conv), card)
 	if err != nil {
 		return fmt.Errorf("post card: %w", err)

@@ -28,8 +28,37 @@ type Config struct {
 	Confirmation Confirmation   `yaml:"confirmation"`
 	Tools        []tools.Config `yaml:"tools"`
 	Channels     []Channel      `yaml:"channels"`
+	Limits       Limits         `yaml:"limits"`
 	Slack        *Slack         `yaml:"slack"`
 	Discord      *Discord       `yaml:"discord"`
+
+	// secrets are the values that came into the file through ${NAME} or
+	// ${NAME:-default}: tokens, keys, header values. They are scrubbed
+	// from everything Airlock writes or says.
+	secrets []string
+}
+
+// Secrets returns the values that came into the config through ${NAME}
+// or ${NAME:-default}, for redaction.
+func (c *Config) Secrets() []string { return c.secrets }
+
+// Limits is the `limits` section: guards against floods. 0 disables a limit.
+type Limits struct {
+	TurnsPerMinute    *int `yaml:"turns_per_minute"`    // per user; default 6
+	PendingPerChannel *int `yaml:"pending_per_channel"` // waiting cards per channel; default 20
+}
+
+// Turns is the per-user turn limit per minute, with its default; 0: none.
+func (l Limits) Turns() int { return intOr(l.TurnsPerMinute, DefaultTurnsPerMinute) }
+
+// Pending is the limit of waiting cards per channel, with its default; 0: none.
+func (l Limits) Pending() int { return intOr(l.PendingPerChannel, DefaultPendingPerChannel) }
+
+func intOr(p *int, def int) int {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // Slack is the `slack` section; present means `airlock run` connects to Slack.
@@ -66,6 +95,11 @@ type Model struct {
 	BaseURL       string `yaml:"base_url"`
 	SystemPrompt  string `yaml:"system_prompt"`
 	MaxToolRounds int    `yaml:"max_tool_rounds"`
+	// MaxHistoryMessages bounds the messages of a thread sent to the
+	// model (the oldest drop first); default 100.
+	MaxHistoryMessages int `yaml:"max_history_messages"`
+	// MaxMessageChars cuts a longer message, with a note; default 8000.
+	MaxMessageChars int `yaml:"max_message_chars"`
 }
 
 // Confirmation is the `confirmation` section.
@@ -92,13 +126,18 @@ func (c Confirmation) Reminder() time.Duration {
 // FlagHonoured reports whether the tools' confirm flag is honoured.
 func (c Confirmation) FlagHonoured() bool { return c.Enabled == nil || *c.Enabled }
 
-// Channel is one `channels[]` entry: who may approve in a channel.
+// Channel is one `channels[]` entry: a channel the bot serves, who may ask
+// and approve there, and the tools offered there.
 type Channel struct {
-	Platform       string   `yaml:"platform"` // shell | slack | discord
-	ID             string   `yaml:"id"`       // channel id, or "*" for every channel of the platform
-	Approvers      []string `yaml:"approvers"`
-	ApproverGroups []string `yaml:"approver_groups"` // Slack user group ids
-	ApproverRoles  []string `yaml:"approver_roles"`  // Discord role ids
+	Platform        string   `yaml:"platform"` // shell | slack | discord
+	ID              string   `yaml:"id"`       // channel id, "*" for every channel of the platform (not DMs), or "dm" for direct messages
+	Approvers       []string `yaml:"approvers"`
+	ApproverGroups  []string `yaml:"approver_groups"`  // Slack user group ids
+	ApproverRoles   []string `yaml:"approver_roles"`   // Discord role ids
+	Requesters      []string `yaml:"requesters"`       // when any requester key is set, only these people may ask
+	RequesterGroups []string `yaml:"requester_groups"` // Slack user group ids
+	RequesterRoles  []string `yaml:"requester_roles"`  // Discord role ids
+	Tools           []string `yaml:"tools"`            // tools offered there; absent: all
 }
 
 // Defaults.
@@ -108,6 +147,15 @@ const (
 	DefaultTimeout       = 30 * time.Minute
 	DefaultRemindBefore  = 5 * time.Minute
 	DefaultMaxToolRounds = 8
+
+	DefaultTurnsPerMinute     = 6
+	DefaultPendingPerChannel  = 20
+	DefaultMaxHistoryMessages = 100
+	DefaultMaxMessageChars    = 8000
+
+	// minSecretLen is the shortest ${ENV} value treated as a secret;
+	// shorter values (ports, flags) would redact ordinary words.
+	minSecretLen = 6
 )
 
 // Platforms Airlock knows.
@@ -147,7 +195,8 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := expandNode(&root, "", lookup); err != nil {
+	var secrets []string
+	if err := expandNode(&root, "", lookup, &secrets); err != nil {
 		return nil, err
 	}
 	doc := &root
@@ -164,6 +213,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err := doc.Decode(&c); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	c.secrets = secrets
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -177,23 +227,23 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 // works on parsed values, so an environment value can never add YAML
 // structure or keys. An unset variable without a default is an error naming
 // the key and the variable (never its value).
-func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool)) error {
+func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool), secrets *[]string) error {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := expandNode(c, path, lookup); err != nil {
+			if err := expandNode(c, path, lookup, secrets); err != nil {
 				return err
 			}
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := expandNode(n.Content[i+1], join(path, n.Content[i].Value), lookup); err != nil {
+			if err := expandNode(n.Content[i+1], join(path, n.Content[i].Value), lookup, secrets); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), lookup); err != nil {
+			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), lookup, secrets); err != nil {
 				return err
 			}
 		}
@@ -205,9 +255,15 @@ func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool)) e
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			m := envRef.FindStringSubmatch(ref)
 			if v, ok := lookup(m[1]); ok && v != "" {
+				if len(v) >= minSecretLen {
+					*secrets = append(*secrets, v)
+				}
 				return v
 			}
 			if m[2] != "" {
+				if len(m[3]) >= minSecretLen {
+					*secrets = append(*secrets, m[3])
+				}
 				return m[3]
 			}
 			if missing == "" {
@@ -328,6 +384,12 @@ func (c *Config) applyDefaults() {
 	if c.Model.MaxToolRounds == 0 {
 		c.Model.MaxToolRounds = DefaultMaxToolRounds
 	}
+	if c.Model.MaxHistoryMessages == 0 {
+		c.Model.MaxHistoryMessages = DefaultMaxHistoryMessages
+	}
+	if c.Model.MaxMessageChars == 0 {
+		c.Model.MaxMessageChars = DefaultMaxMessageChars
+	}
 	if c.Confirmation.Timeout == 0 {
 		c.Confirmation.Timeout = DefaultTimeout
 	}
@@ -364,6 +426,18 @@ func (c *Config) Validate() error {
 	if c.Model.MaxToolRounds < 0 {
 		return keyErr("model.max_tool_rounds", "must be positive")
 	}
+	if c.Model.MaxHistoryMessages < 2 {
+		return keyErr("model.max_history_messages", "must be at least 2")
+	}
+	if c.Model.MaxMessageChars < 100 {
+		return keyErr("model.max_message_chars", "must be at least 100")
+	}
+	if c.Limits.Turns() < 0 {
+		return keyErr("limits.turns_per_minute", "must not be negative (0 disables the limit)")
+	}
+	if c.Limits.Pending() < 0 {
+		return keyErr("limits.pending_per_channel", "must not be negative (0 disables the limit)")
+	}
 	if c.Confirmation.Timeout < time.Second {
 		return keyErr("confirmation.timeout", "must be a duration of at least 1s, with its unit: 90s, 30m, 2h")
 	}
@@ -388,24 +462,60 @@ func (c *Config) Validate() error {
 			return keyErr(fmt.Sprintf("confirmation.tools[%d]", i), "no tool named %q", name)
 		}
 	}
+	seen := map[string]int{}
 	for i, ch := range c.Channels {
 		key := fmt.Sprintf("channels[%d]", i)
-		if !contains(Platforms, ch.Platform) {
-			return keyErr(key+".platform", "%q is not one of %s", ch.Platform, strings.Join(Platforms, ", "))
+		if err := ch.validate(key, func(name string) bool { _, ok := set.Get(name); return ok || builtin[name] }); err != nil {
+			return err
 		}
-		if ch.ID == "" {
-			return keyErr(key+".id", `required (a channel id, or "*" for every channel)`)
+		id := ch.Platform + "/" + ch.ID
+		if j, dup := seen[id]; dup {
+			return keyErr(key+".id", "%q is already configured for %s in channels[%d]", ch.ID, ch.Platform, j)
 		}
-		if len(ch.ApproverGroups) > 0 && ch.Platform != "slack" {
-			return keyErr(key+".approver_groups", "only for platform slack")
+		seen[id] = i
+	}
+	return nil
+}
+
+// validate checks one channels[] entry; has says whether a tool exists.
+func (ch Channel) validate(key string, has func(string) bool) error {
+	if !contains(Platforms, ch.Platform) {
+		return keyErr(key+".platform", "%q is not one of %s", ch.Platform, strings.Join(Platforms, ", "))
+	}
+	if ch.ID == "" {
+		return keyErr(key+".id", `required (a channel id, "*" for every channel, or "dm" for direct messages)`)
+	}
+	onlyFor := map[string]struct {
+		n        int
+		platform string
+	}{
+		"approver_groups":  {len(ch.ApproverGroups), "slack"},
+		"requester_groups": {len(ch.RequesterGroups), "slack"},
+		"approver_roles":   {len(ch.ApproverRoles), "discord"},
+		"requester_roles":  {len(ch.RequesterRoles), "discord"},
+	}
+	for _, k := range []string{"approver_groups", "requester_groups", "approver_roles", "requester_roles"} {
+		if o := onlyFor[k]; o.n > 0 && ch.Platform != o.platform {
+			return keyErr(key+"."+k, "only for platform %s", o.platform)
 		}
-		if len(ch.ApproverRoles) > 0 && ch.Platform != "discord" {
-			return keyErr(key+".approver_roles", "only for platform discord")
-		}
-		for j, a := range ch.Approvers {
-			if strings.TrimSpace(a) == "" {
-				return keyErr(fmt.Sprintf("%s.approvers[%d]", key, j), "empty user id")
+	}
+	lists := []struct {
+		name string
+		ids  []string
+	}{
+		{"approvers", ch.Approvers}, {"approver_groups", ch.ApproverGroups}, {"approver_roles", ch.ApproverRoles},
+		{"requesters", ch.Requesters}, {"requester_groups", ch.RequesterGroups}, {"requester_roles", ch.RequesterRoles},
+	}
+	for _, l := range lists {
+		for j, id := range l.ids {
+			if strings.TrimSpace(id) == "" {
+				return keyErr(fmt.Sprintf("%s.%s[%d]", key, l.name, j), "empty id")
 			}
+		}
+	}
+	for j, name := range ch.Tools {
+		if !has(name) {
+			return keyErr(fmt.Sprintf("%s.tools[%d]", key, j), "no tool named %q", name)
 		}
 	}
 	return nil

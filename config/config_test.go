@@ -100,6 +100,16 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"groups only on slack", minimal + "channels: [{platform: discord, id: x, approver_groups: [S1]}]\n", "channels[0].approver_groups"},
 		{"roles only on discord", minimal + "channels: [{platform: slack, id: x, approver_roles: [R1]}]\n", "channels[0].approver_roles"},
 		{"tool without executor", minimal + "tools: [{name: a}]\n", "tools[0]"},
+		{"requester groups only on slack", minimal + "channels: [{platform: discord, id: x, requester_groups: [S1]}]\n", "channels[0].requester_groups"},
+		{"requester roles only on discord", minimal + "channels: [{platform: slack, id: x, requester_roles: [R1]}]\n", "channels[0].requester_roles"},
+		{"empty requester", minimal + "channels: [{platform: slack, id: x, requesters: ['']}]\n", "channels[0].requesters[0]"},
+		{"channel tool unknown", minimal + "channels: [{platform: slack, id: x, tools: [delte]}]\n", "channels[0].tools[0]"},
+		{"channel twice", minimal + "channels: [{platform: slack, id: C1}, {platform: slack, id: C1}]\n", "channels[1].id"},
+		{"negative turn limit", minimal + "limits: {turns_per_minute: -1}\n", "limits.turns_per_minute"},
+		{"negative pending limit", minimal + "limits: {pending_per_channel: -2}\n", "limits.pending_per_channel"},
+		{"unknown limit", minimal + "limits: {turns_per_hour: 3}\n", "limits.turns_per_hour"},
+		{"tiny history", minimal + "  max_history_messages: 1\n", "model.max_history_messages"},
+		{"tiny messages", minimal + "  max_message_chars: 10\n", "model.max_message_chars"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,6 +121,64 @@ func TestErrorsNameTheKey(t *testing.T) {
 				t.Fatalf("error %q does not name %s", err, tc.key)
 			}
 		})
+	}
+}
+
+func TestLimitsAndHistoryDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.Turns() != 6 || c.Limits.Pending() != 20 || c.Model.MaxHistoryMessages != 100 || c.Model.MaxMessageChars != 8000 {
+		t.Fatalf("defaults: limits %d/%d, history %d/%d", c.Limits.Turns(), c.Limits.Pending(), c.Model.MaxHistoryMessages, c.Model.MaxMessageChars)
+	}
+	c, err = Parse([]byte(minimal+"limits: {turns_per_minute: 0, pending_per_channel: 0}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.Turns() != 0 || c.Limits.Pending() != 0 {
+		t.Fatal("0 must disable the limits")
+	}
+}
+
+func TestChannelEntries(t *testing.T) {
+	src := minimal + `tools:
+  - {name: status, http: {url: "http://127.0.0.1:9/s"}}
+channels:
+  - {platform: slack, id: dm, approvers: [U1]}
+  - {platform: slack, id: "*", requesters: [U2], requester_groups: [S1], tools: [status]}
+  - {platform: discord, id: "1", requester_roles: ["2"], tools: []}
+`
+	c, err := Parse([]byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Channels[0].Tools != nil {
+		t.Fatal("absent tools must mean all tools (nil)")
+	}
+	if c.Channels[2].Tools == nil || len(c.Channels[2].Tools) != 0 {
+		t.Fatal("tools: [] must mean no tools")
+	}
+	if c.Channels[1].Requesters[0] != "U2" || c.Channels[1].RequesterGroups[0] != "S1" || c.Channels[2].RequesterRoles[0] != "2" {
+		t.Fatalf("requesters: %+v", c.Channels)
+	}
+}
+
+func TestSecretsAreTheExpandedValues(t *testing.T) {
+	src := minimal + `  api_key: ${KEY}
+  system_prompt: "${PROMPT:-default-prompt-text}"
+listen: ":${PORT}"
+`
+	c, err := Parse([]byte(src), env(map[string]string{"KEY": "sk-live-abcdef", "PORT": "8080"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.Secrets(), ",")
+	if !strings.Contains(got, "sk-live-abcdef") || !strings.Contains(got, "default-prompt-text") {
+		t.Fatalf("secrets %q", got)
+	}
+	if strings.Contains(got, "8080") {
+		t.Fatalf("a short value (under 6 characters) counted as a secret: %q", got)
 	}
 }
 

@@ -31,6 +31,11 @@ const ExpiredMessage = "Approval expired: nobody decided in time. The tool call 
 // (the process died while it ran). It is never run again automatically.
 const UnknownOutcomeMessage = "The outcome of this tool call is unknown: Airlock stopped while it was running. It was not retried; a person must check whether it took effect."
 
+// UncertainOutcomeMessage answers the model for a call whose run ended
+// without a clear answer (a timeout or a cut connection after the request
+// may have reached the service). It is never run again automatically.
+const UncertainOutcomeMessage = "The outcome of this tool call is unknown: the request may have reached the service, but no answer came back. Do not retry it; a person must check whether it took effect."
+
 // ToolCall is one tool call as the model gave it. Args are the exact bytes
 // the model sent; they are never rewritten.
 type ToolCall struct {
@@ -127,6 +132,10 @@ func NewPolicy(honourFlag bool, names []string) Policy {
 	return ForTools(names...)
 }
 
+// SiblingInvalidMessage answers the other calls of a reply in which a call
+// that needs confirmation had invalid arguments: nothing of it runs.
+const SiblingInvalidMessage = "Not run: another call of this reply had invalid arguments; call again."
+
 // PlannedCall is one call of a reply with the policy's verdict.
 type PlannedCall struct {
 	Key      string
@@ -134,29 +143,47 @@ type PlannedCall struct {
 	Call     ToolCall
 	Flagged  bool  // the policy asks a person
 	Invalid  error // the arguments failed validation: answered to the model, never run, nobody asked
+	// Blocked: another call of the reply that needs confirmation had
+	// invalid arguments, so this one is not run either (answered with
+	// SiblingInvalidMessage) and nobody is asked.
+	Blocked bool
 }
 
-// Plan keys the calls of a reply and asks the policy about each valid one.
-// validate may be nil; a call it rejects is not flagged and goes back to the
-// model as an error. paused is true when any call is flagged: then nothing of
-// the reply may run before every call has a decision.
+// Plan keys the calls of a reply and asks the policy about each one.
+// validate may be nil; a call it rejects is not flagged and goes back to
+// the model as an error. When a call the policy would flag has invalid
+// arguments, the reply runs nothing: every other call is Blocked and
+// nobody is asked. Otherwise paused is true when any call is flagged: then
+// nothing of the reply may run before every call has a decision.
 func Plan(calls []ToolCall, lookup func(name string) (ToolInfo, bool), policy Policy, validate func(ToolCall) error) (planned []PlannedCall, paused bool) {
 	keys := Keys(calls)
 	planned = make([]PlannedCall, len(calls))
+	gatedInvalid := false
 	for i, c := range calls {
 		p := PlannedCall{Key: keys[i], Position: i, Call: c}
 		if validate != nil {
 			p.Invalid = validate(c)
 		}
-		if p.Invalid == nil && policy != nil {
+		if policy != nil {
 			var info *ToolInfo
 			if t, ok := lookup(c.Name); ok {
 				info = &t
 			}
-			p.Flagged = policy.NeedsConfirmation(c, info)
+			flagged := policy.NeedsConfirmation(c, info)
+			if p.Invalid != nil {
+				gatedInvalid = gatedInvalid || flagged
+			} else {
+				p.Flagged = flagged
+			}
+		}
+		planned[i] = p
+	}
+	for i := range planned {
+		p := &planned[i]
+		if gatedInvalid && p.Invalid == nil {
+			p.Flagged, p.Blocked = false, true
 		}
 		paused = paused || p.Flagged
-		planned[i] = p
 	}
 	return planned, paused
 }

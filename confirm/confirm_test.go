@@ -128,6 +128,36 @@ func TestPlanInvalidArgumentsAreNotFlagged(t *testing.T) {
 	}
 }
 
+func TestPlanGatedInvalidCallBlocksTheWholeReply(t *testing.T) {
+	tools := lookup(map[string]bool{"deploy": true, "status": false})
+	bad := errors.New("invalid arguments: /env: required")
+	calls := []ToolCall{call("a", "status"), call("b", "deploy"), call("c", "deploy")}
+	invalidB := func(c ToolCall) error {
+		if c.ID == "b" {
+			return bad
+		}
+		return nil
+	}
+	planned, paused := Plan(calls, tools, FromToolFlag(), invalidB)
+	if paused {
+		t.Fatal("a reply whose gated call is invalid asks nobody")
+	}
+	if !planned[0].Blocked || planned[1].Blocked || !planned[2].Blocked || planned[2].Flagged {
+		t.Fatalf("planned: %+v", planned)
+	}
+	// An invalid ungated call blocks nothing.
+	invalidA := func(c ToolCall) error {
+		if c.ID == "a" {
+			return bad
+		}
+		return nil
+	}
+	planned, paused = Plan(calls, tools, FromToolFlag(), invalidA)
+	if !paused || planned[1].Blocked || !planned[1].Flagged {
+		t.Fatalf("planned: %+v", planned)
+	}
+}
+
 func has(names ...string) func(string) bool {
 	set := map[string]bool{}
 	for _, n := range names {

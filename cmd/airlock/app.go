@@ -22,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/gemini"
 	"github.com/airlockhq/airlock/model/openai"
+	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/storage"
 	"github.com/airlockhq/airlock/tools"
 )
@@ -126,7 +127,7 @@ type app struct {
 	tools *tools.Set
 }
 
-func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraApprovers ...bot.ChannelApprovers) (*app, error) {
+func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraChannels ...bot.Channel) (*app, error) {
 	if !cfg.Confirmation.FlagHonoured() {
 		logger.Warn("confirmation.enabled is false: the tools' confirm flag is not honoured; only confirmation.tools are gated")
 	}
@@ -148,25 +149,43 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraAp
 			return nil, err
 		}
 	}
-	var entries []bot.ChannelApprovers
+	var entries []bot.Channel
 	for _, ch := range cfg.Channels {
-		entries = append(entries, bot.ChannelApprovers{Platform: ch.Platform, ID: ch.ID, Users: ch.Approvers, Groups: ch.ApproverGroups, Roles: ch.ApproverRoles})
+		entries = append(entries, bot.Channel{
+			Platform: ch.Platform, ID: ch.ID,
+			Approvers: ch.Approvers, ApproverGroups: ch.ApproverGroups, ApproverRoles: ch.ApproverRoles,
+			Requesters: ch.Requesters, RequesterGroups: ch.RequesterGroups, RequesterRoles: ch.RequesterRoles,
+			Tools: ch.Tools,
+		})
 	}
-	entries = append(entries, extraApprovers...)
+	entries = append(entries, extraChannels...)
+	// Every expiry, claim and lease compares against the database's clock,
+	// so replicas with skewed clocks agree.
+	if err := db.SyncClock(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	secrets := redact.New(cfg.Secrets())
 	host, _ := os.Hostname()
 	b, err := bot.New(bot.Config{
 		Store:         db,
 		Model:         provider,
 		Tools:         set,
 		Policy:        confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools),
-		Approvers:     bot.NewApprovers(entries),
-		SystemPrompt:  cfg.Model.SystemPrompt,
-		MaxToolRounds: cfg.Model.MaxToolRounds,
-		Timeout:       cfg.Confirmation.Timeout,
-		RemindBefore:  cfg.Confirmation.Reminder(),
-		Logger:        logger,
-		WorkerID:      fmt.Sprintf("%s/%d", host, os.Getpid()),
-		Trace:         crashTrace,
+		Channels:           bot.NewChannels(entries),
+		SystemPrompt:       cfg.Model.SystemPrompt,
+		MaxToolRounds:      cfg.Model.MaxToolRounds,
+		MaxHistoryMessages: cfg.Model.MaxHistoryMessages,
+		MaxMessageChars:    cfg.Model.MaxMessageChars,
+		Timeout:            cfg.Confirmation.Timeout,
+		RemindBefore:       cfg.Confirmation.Reminder(),
+		TurnsPerMinute:     cfg.Limits.Turns(),
+		PendingPerChannel:  cfg.Limits.Pending(),
+		Redact:             secrets.String,
+		Now:                db.Clock(),
+		Logger:             logger,
+		WorkerID:           fmt.Sprintf("%s/%d", host, os.Getpid()),
+		Trace:              crashTrace,
 	})
 	if err != nil {
 		db.Close()
@@ -197,7 +216,11 @@ func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
 
 func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	sh := shell.New(stdin, stdout)
-	a, err := build(ctx, cfg, logger, bot.ChannelApprovers{Platform: shell.Platform, ID: sh.Channel, Users: []string{sh.User}})
+	// One local person types here: no per-user turn rate applies.
+	local := *cfg
+	noLimit := 0
+	local.Limits.TurnsPerMinute = &noLimit
+	a, err := build(ctx, &local, logger, bot.Channel{Platform: shell.Platform, ID: sh.Channel, Approvers: []string{sh.User}})
 	if err != nil {
 		return err
 	}
@@ -249,7 +272,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: httpHandler(a.store, routes), ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(httpHandler(a.store, routes), defaultHTTPLimits)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cancel(fmt.Errorf("http server: %w", err))
@@ -258,6 +281,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	logger.Info("airlock running", "listen", ln.Addr().String(), "slack", cfg.Slack != nil, "discord", cfg.Discord != nil)
 	wg.Add(1)
 	go func() { defer wg.Done(); a.bot.Run(ctx, time.Second) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.syncClock(ctx, logger, time.Minute) }()
 	<-ctx.Done()
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
@@ -307,6 +332,50 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 		run("discord", da.Run)
 	}
 	return nil
+}
+
+// syncClock is the job that re-measures the database clock's offset every
+// interval, so a drifting local clock never shifts expiry or leases.
+func (a *app) syncClock(ctx context.Context, logger *slog.Logger, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.store.SyncClock(ctx); err != nil && ctx.Err() == nil {
+				logger.Warn("sync with the database clock", "err", err)
+			}
+		}
+	}
+}
+
+// httpLimits bound what one client can hold: a slow or endless client
+// cannot keep a connection or grow memory (Slack posts small JSON bodies,
+// probes are tiny).
+type httpLimits struct {
+	ReadHeader, Read, Write, Idle time.Duration
+	MaxHeaderBytes                int
+}
+
+var defaultHTTPLimits = httpLimits{
+	ReadHeader:     10 * time.Second,
+	Read:           30 * time.Second,
+	Write:          30 * time.Second,
+	Idle:           120 * time.Second,
+	MaxHeaderBytes: 64 << 10,
+}
+
+func newHTTPServer(h http.Handler, l httpLimits) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeader,
+		ReadTimeout:       l.Read,
+		WriteTimeout:      l.Write,
+		IdleTimeout:       l.Idle,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
 }
 
 // crashTrace is nil in real builds; the crashtest build tag sets it so

@@ -133,7 +133,7 @@ func TestCrashRecovery(t *testing.T) {
 		p.kill()
 		p = startChatWith(t, r.bin, r.cfgPath)
 		out := p.waitFor("model saw:") + p.waitFor("\n")
-		if !strings.Contains(out, "OUTCOME UNKNOWN") && !strings.Contains(out, "is unknown") {
+		if !strings.Contains(strings.ToLower(out), "outcome unknown") && !strings.Contains(out, "is unknown") {
 			t.Fatalf("the thread was not told the outcome is unknown:\n%s", out)
 		}
 		if !strings.Contains(out, "outcome of this tool call is unknown") {

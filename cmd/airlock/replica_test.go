@@ -465,6 +465,7 @@ func TestRunOverSocketMode(t *testing.T) {
 storage: {dsn: %q}
 model: {provider: openai, name: fake, base_url: %q}
 slack: {bot_token: xoxb-test, app_token: xapp-test, api_url: %q}
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
 `, freeAddr(t), filepath.Join(dir, "a.db"), model.BaseURL(), api.URL+"/api/")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -87,13 +87,13 @@ func runSoak(ctx context.Context, driver, dsn string, storms, clicks int) ([]int
 	defer db.Close()
 	tool := &soakTool{}
 	b, err := bot.New(bot.Config{
-		Store:     db,
-		Model:     soakModel{},
-		Tools:     soakTools{tool},
-		Policy:    confirm.FromToolFlag(),
-		Approvers: bot.NewApprovers([]bot.ChannelApprovers{{Platform: "soak", ID: "*", Users: []string{"approver"}}}),
-		Logger:    slog.New(slog.DiscardHandler),
-		WorkerID:  fmt.Sprintf("soak/%d", os.Getpid()),
+		Store:    db,
+		Model:    soakModel{},
+		Tools:    soakTools{tool},
+		Policy:   confirm.FromToolFlag(),
+		Channels: bot.NewChannels([]bot.Channel{{Platform: "soak", ID: "*", Approvers: []string{"approver"}}}),
+		Logger:   slog.New(slog.DiscardHandler),
+		WorkerID: fmt.Sprintf("soak/%d", os.Getpid()),
 	})
 	if err != nil {
 		return nil, 0, err

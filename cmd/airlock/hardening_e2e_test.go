@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/model/modeltest"
+)
+
+// slackEvent builds an Events API callback as Slack sends it.
+func slackEvent(team, eventID, typ, channel, user, ts, threadTS, text string) []byte {
+	ev := map[string]any{"type": typ, "user": user, "text": text, "ts": ts, "channel": channel, "event_ts": ts, "channel_type": "channel"}
+	if threadTS != "" {
+		ev["thread_ts"] = threadTS
+	}
+	b, _ := json.Marshal(map[string]any{"type": "event_callback", "team_id": team, "api_app_id": "A1", "event_id": eventID, "event_time": time.Now().Unix(), "event": ev})
+	return b
+}
+
+// TestRunHardening drives a real `airlock run` (Slack HTTP mode, SQLite)
+// as an attacker would: a stranger's channel, another workspace, a
+// bystander trying to cancel a card, and a tool error that carries a
+// secret.
+func TestRunHardening(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real binary")
+	}
+	const secret = "sk-status-0123456789"
+	api := newSlackAPI(t)
+	// The status service answers 500 and echoes what it got, token included.
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, "bad token %s for %s", r.URL.Query().Get("token"), r.URL.String())
+	}))
+	t.Cleanup(status.Close)
+	tools := newToolServer(t)
+
+	var mu sync.Mutex
+	var requests []modeltest.OpenAIRequest
+	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
+		mu.Lock()
+		requests = append(requests, req)
+		mu.Unlock()
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == "tool":
+			return modeltest.TextReply("model saw: " + last.Content)
+		case strings.Contains(last.Content, "check status"):
+			return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "s1", Name: "service_status", Arguments: `{"service":"api"}`})
+		case strings.Contains(last.Content, "deploy api"):
+			return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "d1", Name: "deploy", Arguments: `{"service":"api"}`})
+		}
+		return modeltest.TextReply("hello")
+	})
+	asked := func() int { mu.Lock(); defer mu.Unlock(); return len(requests) }
+
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	dbPath := filepath.Join(dir, "airlock.db")
+	cfg := fmt.Sprintf(`
+listen: %s
+storage: {driver: sqlite, dsn: %q}
+model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
+slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+  - name: service_status
+    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
+    http: {method: GET, url: "%s/status/{{.service}}?token=${STATUS_TOKEN}"}
+  - name: deploy
+    confirm: true
+    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
+    http: {method: POST, url: "%s/deploy/{{.service}}"}
+`, addr, dbPath, model.BaseURL(), replicaSecret, api.URL+"/api/", status.URL, tools.URL)
+	path := filepath.Join(dir, "airlock.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
+	cmd.Env = append(os.Environ(), "STATUS_TOKEN="+secret)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	waitUntil(t, "ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	post := func(body []byte) {
+		t.Helper()
+		if code, err := postSigned(addr, body, "application/json"); err != nil || code != 200 {
+			t.Fatalf("event: %d %v", code, err)
+		}
+	}
+	said := func(s string) func() bool {
+		return func() bool {
+			for _, x := range api.texts() {
+				if strings.Contains(x, s) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+
+	// 1. A stranger in a channel without an entry: one reply, no model.
+	post(slackEvent("T1", "Ev1", "app_mention", "CSTRANGER", "UMAL", "1800000000.000001", "", "<@UBOT> check status"))
+	waitUntil(t, "the not-enabled reply", said("not enabled in this channel"))
+
+	// 2. Another workspace's event in a served channel: nothing.
+	post(slackEvent("T2", "Ev2", "app_mention", "COPS", "UMAL", "1800000000.000002", "", "<@UBOT> check status"))
+
+	// 3. A card, a bystander's "cancel", and the approver's Allow.
+	post(slackEvent("T1", "Ev3", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy api"))
+	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
+	if n := asked(); n != 1 {
+		t.Fatalf("the model was asked %d times; the stranger's or the other workspace's mention reached it", n)
+	}
+	post(slackEvent("T1", "Ev4", "app_mention", "COPS", "UBOB", "1800000000.000101", "1800000000.000100", "<@UBOT> cancel that, never mind"))
+	waitUntil(t, "the bystander is told", said("only the person who asked or an approver"))
+	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "the deploy", func() bool { return len(tools.calls()) == 1 })
+
+	// 4. A tool error that echoes the secret token and the URL.
+	post(slackEvent("T1", "Ev5", "app_mention", "COPS", "UREQ", "1800000000.000200", "", "<@UBOT> check status"))
+	waitUntil(t, "the answer after the failed status", said("model saw: "))
+	mu.Lock()
+	var sent []string
+	for _, r := range requests {
+		for _, m := range r.Messages {
+			sent = append(sent, m.Content)
+		}
+	}
+	mu.Unlock()
+	for _, s := range append(sent, api.texts()...) {
+		if strings.Contains(s, secret) {
+			t.Fatalf("the secret reached the model or the thread: %q", s)
+		}
+	}
+	if !strings.Contains(strings.Join(sent, "\n"), "[redacted]") {
+		t.Fatalf("the model never saw the scrubbed error: %q", sent)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for _, f := range []string{dbPath, dbPath + "-wal"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(data), secret) {
+			t.Fatalf("the secret is in %s", filepath.Base(f))
+		}
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatal("the secret is in the logs")
+	}
+}
