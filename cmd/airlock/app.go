@@ -168,10 +168,10 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	secrets := redact.New(cfg.Secrets())
 	host, _ := os.Hostname()
 	b, err := bot.New(bot.Config{
-		Store:         db,
-		Model:         provider,
-		Tools:         set,
-		Policy:        confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools),
+		Store:              db,
+		Model:              provider,
+		Tools:              set,
+		Policy:             confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools),
 		Channels:           bot.NewChannels(entries),
 		SystemPrompt:       cfg.Model.SystemPrompt,
 		MaxToolRounds:      cfg.Model.MaxToolRounds,

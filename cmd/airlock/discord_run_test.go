@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -84,14 +83,7 @@ channels: [{platform: discord, id: "*", approver_roles: ["700000000000000001"]}]
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
-	cmd.Env = append(os.Environ(), "DISCORD_BOT_TOKEN=OTAwMDAwMDAwMDAwMDAwMDAx.Gh.run-test-token")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	_, logs := startRun(t, path, "DISCORD_BOT_TOKEN=OTAwMDAwMDAwMDAwMDAwMDAx.Gh.run-test-token")
 	var ident map[string]any
 	waitUntil(t, "IDENTIFY on the gateway from the api_url", func() bool {
 		select {

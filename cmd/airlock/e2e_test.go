@@ -239,6 +239,40 @@ func (p *chatProcess) waitFor(s string) string {
 	return ""
 }
 
+// startRun starts `airlock run` with the config at path; its output is
+// logged when the test fails, and it is killed at cleanup.
+func startRun(t *testing.T, path string, env ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
+	cmd.Env = append(os.Environ(), env...)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s logs:\n%s", filepath.Base(path), logs.String())
+		}
+	})
+	return cmd, logs
+}
+
+// waitReady waits until the process listening on addr answers /readyz.
+func waitReady(t *testing.T, addr string) {
+	t.Helper()
+	waitUntil(t, "ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
 // kill ends the process with SIGKILL: no cleanup runs.
 func (p *chatProcess) kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -85,28 +84,8 @@ tools:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
-	cmd.Env = append(os.Environ(), "STATUS_TOKEN="+secret)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("logs:\n%s", logs.String())
-		}
-	})
-	waitUntil(t, "ready", func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	cmd, logs := startRun(t, path, "STATUS_TOKEN="+secret)
+	waitReady(t, addr)
 	post := func(body []byte) {
 		t.Helper()
 		if code, err := postSigned(addr, body, "application/json"); err != nil || code != 200 {

@@ -327,27 +327,8 @@ tools:
 		if err := os.WriteFile(path, []byte("listen: "+addr+"\n"+cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(airlockBinary(t), "run", "-config", path)
-		var logs syncBuffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("replica %d logs:\n%s", i, logs.String())
-			}
-		})
-		waitUntil(t, "replica ready", func() bool {
-			resp, err := http.Get("http://" + addr + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == 200
-		})
+		cmd, _ := startRun(t, path)
+		waitReady(t, addr)
 		addrs = append(addrs, addr)
 		procs = append(procs, cmd)
 	}
@@ -470,19 +451,7 @@ channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("logs:\n%s", logs.String())
-		}
-	}()
+	startRun(t, path)
 	env, _ := json.Marshal(map[string]any{"envelope_id": "env-1", "type": "events_api", "accepts_response_payload": false, "retry_attempt": 0,
 		"payload": json.RawMessage(mentionBody("EvSock1", "1800000000.000500", "", "hello there"))})
 	api.outbox <- env
