@@ -119,7 +119,7 @@ func cardFor(b *confirm.Batch, intro string, approvers ApproverSet) Card {
 			Summary:     call.Summary,
 			Args:        prettyJSON(call.Args),
 			Flagged:     call.Flagged,
-			FlagReason:  call.FlagReason,
+			FlagReason:  flagReason(call),
 			Decision:    call.Decision,
 			DecidedBy:   call.DecidedBy,
 			DecidedAt:   call.DecidedAt,
@@ -146,4 +146,14 @@ func excerpt(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// flagReason is why a person is asked when it is not the tool's own flag.
+func flagReason(c confirm.Call) string {
+	for _, r := range c.Reasons {
+		if r.Kind == confirm.ReasonUnknownOutcome {
+			return RepeatUnknownReason
+		}
+	}
+	return ""
 }

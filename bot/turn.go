@@ -350,7 +350,7 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 			ExpiresAt:      batch.ExpiresAt,
 		}
 		if pc.Flagged && repeats.NeedsConfirmation(pc.Call, nil) {
-			c.FlagReason = RepeatUnknownReason
+			c.Reasons = []confirm.Reason{{Kind: confirm.ReasonUnknownOutcome}}
 		}
 		switch {
 		case pc.Invalid != nil:

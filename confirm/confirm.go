@@ -77,8 +77,9 @@ func isPositionKey(id string) bool {
 
 // ToolInfo is what the policy may know of the tool a call would run with.
 type ToolInfo struct {
-	Name    string
-	Confirm bool // the tool's own "confirm" flag
+	Name      string
+	Confirm   bool // the tool's own "confirm" flag
+	Approvals int  // distinct approvals the tool asks for (tools[].approvals); 0: the default
 }
 
 // Policy says whether a call needs a person's confirmation. tool is nil when

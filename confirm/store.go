@@ -53,11 +53,13 @@ const (
 	DecisionDenied          DecisionStatus = "denied"            // a person said no, or the pause was abandoned
 	DecisionExpired         DecisionStatus = "expired"           // nobody decided in time
 	DecisionInvalid         DecisionStatus = "invalid"           // arguments failed validation; answered to the model
+	DecisionAllowedByGrant  DecisionStatus = "allowed_by_grant"  // a grant covered it; decided at pause time
+	DecisionDeniedByRule    DecisionStatus = "denied_by_rule"    // a rule refused it; decided at pause time
 )
 
 // Allowed reports whether the call may run.
 func (d DecisionStatus) Allowed() bool {
-	return d == DecisionAllowed || d == DecisionAllowedByPolicy
+	return d == DecisionAllowed || d == DecisionAllowedByPolicy || d == DecisionAllowedByGrant
 }
 
 // RunStatus is where the run of a call stands.
@@ -87,23 +89,46 @@ type Batch struct {
 
 // Call is one call of a batch.
 type Call struct {
-	BatchID        string          `db:"batch_id"`
-	Key            string          `db:"key"`
-	Position       int             `db:"position"`
-	CallID         string          `db:"call_id"` // as the model gave it
-	Tool           string          `db:"tool"`
-	Args           json.RawMessage `db:"args"`        // exact bytes from the model
-	Summary        string          `db:"summary"`     // the read-back a person approves
-	Flagged        bool            `db:"flagged"`     // flagged by policy
-	FlagReason     string          `db:"flag_reason"` // why a person is asked, when not the tool's own flag (e.g. an earlier unknown outcome)
-	Decision       DecisionStatus  `db:"decision"`
-	DecidedBy      string          `db:"decided_by"`
-	DecidedAt      *time.Time      `db:"decided_at"`
-	DenyMessage    string          `db:"deny_message"`
-	Run            RunStatus       `db:"run_status"`
-	Result         string          `db:"result"`
-	IdempotencyKey string          `db:"idempotency_key"` // <batch id>/<call key>
-	ExpiresAt      time.Time       `db:"expires_at"`
+	BatchID  string          `db:"batch_id"`
+	Key      string          `db:"key"`
+	Position int             `db:"position"`
+	CallID   string          `db:"call_id"` // as the model gave it
+	Tool     string          `db:"tool"`
+	Args     json.RawMessage `db:"args"`    // exact bytes from the model
+	Summary  string          `db:"summary"` // the read-back a person approves
+	Flagged  bool            `db:"flagged"` // a person must decide (the policy asked)
+	// Reasons say why a person is asked, or which rule refused the call
+	// (stored as JSON).
+	Reasons []Reason `db:"-"`
+	// Approvals is how many distinct people must allow a flagged call.
+	Approvals int `db:"approvals"`
+	// Restrict narrows who may decide: a decider must belong to every set
+	// (stored as JSON). Empty: the channel's approvers.
+	Restrict []Approvers `db:"-"`
+	// Grantable: an "Allow for <duration>" may allow it and grant later
+	// equal-tool calls.
+	Grantable   bool           `db:"grantable"`
+	Decision    DecisionStatus `db:"decision"`
+	DecidedBy   string         `db:"decided_by"` // platform user id; "airlock", "policy", "rule:<name>", "grant:<id>"
+	DecidedAt   *time.Time     `db:"decided_at"`
+	DenyMessage string         `db:"deny_message"` // what the model is told for a deny not made by a person (moved on, rule, invalid...)
+	// DenyReason is a person's own words with a deny, as data (capped); the
+	// model's message is built from it.
+	DenyReason string `db:"deny_reason"`
+	// GrantID is the grant that allowed the call (allowed_by_grant).
+	GrantID string `db:"grant_id"`
+	// Votes are the approvals recorded so far, oldest first.
+	Votes          []Vote    `db:"-"`
+	Run            RunStatus `db:"run_status"`
+	Result         string    `db:"result"`
+	IdempotencyKey string    `db:"idempotency_key"` // <batch id>/<call key>
+	ExpiresAt      time.Time `db:"expires_at"`
+}
+
+// Vote is one person's approval of a call.
+type Vote struct {
+	By string    `db:"approver"`
+	At time.Time `db:"at"`
 }
 
 // Decide is one person's decision on one call.
@@ -112,14 +137,48 @@ type Decide struct {
 	Key     string
 	Status  DecisionStatus // DecisionAllowed or DecisionDenied
 	By      string         // platform user id
-	Message string         // deny message (may be empty)
+	Message string         // deny message for the model (may be empty: DefaultDenyMessage)
+	Reason  string         // a deny's reason in the person's words (may be empty)
 	Now     time.Time
+	// Grant, with an allow that decides the call, is created in the same
+	// transaction (ConversationID comes from the batch; the caller sets
+	// ID, Tool, CreatedBy, CreatedAt, ExpiresAt).
+	Grant *Grant
 }
 
 // DecideResult says what a Decide did.
 type DecideResult struct {
-	Won          bool // this decision took the call from pending
+	Won          bool // this decision counted: it decided the call, or added a new approval
+	Decided      bool // the call left pending (allowed at its last needed approval, or denied)
 	BatchDecided bool // and with it every call of the batch is decided
+	Votes        int  // distinct approvals recorded (after this one)
+	Required     int  // approvals the call needs
+	AlreadyVoted bool // this person had approved before; nothing changed
+}
+
+// Grant lets later calls of one tool in one conversation run without a
+// card until it expires or is revoked.
+type Grant struct {
+	ID             string     `db:"id"`
+	ConversationID int64      `db:"conversation_id"`
+	Tool           string     `db:"tool"`
+	CreatedBy      string     `db:"created_by"`
+	CreatedAt      time.Time  `db:"created_at"`
+	ExpiresAt      time.Time  `db:"expires_at"`
+	RevokedBy      string     `db:"revoked_by"`
+	RevokedAt      *time.Time `db:"revoked_at"`
+	BatchID        string     `db:"batch_id"` // the call whose "Allow for" created it
+	CallKey        string     `db:"call_key"`
+	NoticeRef      string     `db:"notice_ref"` // the platform's reference of the grant's notice (with Revoke)
+}
+
+// Active reports whether the grant covers calls at now.
+func (g Grant) Active(now time.Time) bool { return g.RevokedAt == nil && now.Before(g.ExpiresAt) }
+
+// GrantFilter selects grants; zero fields select everything.
+type GrantFilter struct {
+	ConversationID int64
+	ActiveAt       time.Time // non-zero: only grants active then
 }
 
 // AuditKind names an audit event.
@@ -131,6 +190,10 @@ const (
 	AuditDecision        AuditKind = "decision"
 	AuditRejectedClick   AuditKind = "rejected_click"
 	AuditToolResult      AuditKind = "tool_result"
+	AuditApproval        AuditKind = "approval" // one person's allow of a call that needs more than one
+	AuditGrantCreated    AuditKind = "grant_created"
+	AuditGrantUsed       AuditKind = "grant_used"
+	AuditGrantRevoked    AuditKind = "grant_revoked"
 )
 
 // AuditEvent is one append-only audit row.
@@ -169,9 +232,11 @@ type Store interface {
 	Message(ctx context.Context, conversationID int64, seq int) (Message, error)
 
 	// CreateBatch stores the assistant message holding the calls, the batch
-	// and its calls, and the tool_call audit events (approval_request too
-	// when the batch is pending),
-	// in one transaction. It sets b.MessageSeq.
+	// and its calls, and the audit events, in one transaction: tool_call
+	// per call (with its reasons), approval_request when the batch is
+	// pending, a decision event for each call decided at pause time by a
+	// rule (denied_by_rule) and grant_used for each call a grant allowed.
+	// It sets b.MessageSeq.
 	CreateBatch(ctx context.Context, b *Batch, assistant Message) error
 	// Batch loads a batch with its calls; ErrNotFound when none.
 	Batch(ctx context.Context, id string) (*Batch, error)
@@ -183,10 +248,14 @@ type Store interface {
 	// running (not yet done), oldest first.
 	OpenBatches(ctx context.Context, conversationID int64) ([]string, error)
 
-	// Decide takes one call from pending to d.Status, only while it is
-	// pending and d.Now is before its expiry, and records the decision in
-	// the audit. When it decides the last pending call, the batch goes from
-	// pending to decided.
+	// Decide applies one person's decision to a call, only while it is
+	// pending and d.Now is before its expiry, and records it in the audit.
+	// A deny decides the call at once. An allow is recorded as a vote per
+	// (call, person), unique; the call becomes allowed in the same
+	// transaction as its Approvals-th distinct vote (a call needing one is
+	// allowed by its first). When it decides the last pending call, the
+	// batch goes from pending to decided. With d.Grant, an allow that
+	// decides the call also stores the grant (audited grant_created).
 	Decide(ctx context.Context, d Decide) (DecideResult, error)
 	// ResolvePending decides every still-pending call of a pending batch
 	// with status (DecisionDenied for an abandoned pause, DecisionExpired)
@@ -244,6 +313,19 @@ type Store interface {
 	// (now, due]; MarkReminded records the reminder once (first caller wins).
 	DueReminders(ctx context.Context, now, due time.Time) ([]string, error)
 	MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error)
+
+	// ActiveGrant returns the newest grant of the conversation for the tool
+	// that is active at now; ErrNotFound when none.
+	ActiveGrant(ctx context.Context, conversationID int64, tool string, now time.Time) (*Grant, error)
+	// Grant loads one grant; ErrNotFound when none.
+	Grant(ctx context.Context, id string) (*Grant, error)
+	// Grants lists grants, newest first.
+	Grants(ctx context.Context, f GrantFilter) ([]Grant, error)
+	// RevokeGrant revokes a grant not yet revoked (audited grant_revoked);
+	// false when it was already revoked or does not exist.
+	RevokeGrant(ctx context.Context, id, by string, now time.Time) (bool, error)
+	// SetGrantNoticeRef records where the grant's notice was posted.
+	SetGrantNoticeRef(ctx context.Context, id, ref string) error
 
 	// CountTurn records one turn of a user of a platform at now and returns
 	// how many of that user's turns fall in (now-window, now], this one

@@ -51,7 +51,15 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"RecoverOneBatch", testRecoverOneBatch},
 		{"UnansweredConversations", testUnanswered},
 		{"ConversationDM", testConversationDM},
-		{"FlagReason", testFlagReason},
+		{"Reasons", testReasons},
+		{"Quorum", testQuorum},
+		{"QuorumDeny", testQuorumDeny},
+		{"QuorumExpiry", testQuorumExpiry},
+		{"RaceQuorum", testRaceQuorum},
+		{"RaceSameApprover", testRaceSameApprover},
+		{"Grants", testGrants},
+		{"PauseDecisions", testPauseDecisions},
+		{"AbandonGranted", testAbandonGranted},
 		{"ExactArgsInAudit", testExactArgsInAudit},
 		{"PendingInChannel", testPendingInChannel},
 		{"UnknownCalls", testUnknownCalls},
@@ -1401,12 +1409,12 @@ func testConversationDM(t *testing.T, db *DB) {
 	}
 }
 
-func testFlagReason(t *testing.T, db *DB) {
+func testReasons(t *testing.T, db *DB) {
 	ctx := t.Context()
 	conv := newConversation(t, db)
-	const reason = "an earlier run of this call has an unknown outcome"
+	unknown := []confirm.Reason{{Kind: confirm.ReasonToolFlag}, {Kind: confirm.ReasonUnknownOutcome}}
 	b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U", ExpiresAt: later(), Calls: []confirm.Call{
-		{Key: "a", Position: 0, Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true, FlagReason: reason},
+		{Key: "a", Position: 0, Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true, Reasons: unknown},
 		{Key: "b", Position: 1, Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true},
 	}}
 	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
@@ -1414,11 +1422,11 @@ func testFlagReason(t *testing.T, db *DB) {
 	}
 	check := func(from string, got *confirm.Batch) {
 		t.Helper()
-		if r := callByKey(t, got, "a").FlagReason; r != reason {
-			t.Errorf("%s: call a FlagReason = %q, want %q", from, r, reason)
+		if r := callByKey(t, got, "a").Reasons; fmt.Sprint(r) != fmt.Sprint(unknown) {
+			t.Errorf("%s: call a Reasons = %v, want %v", from, r, unknown)
 		}
-		if r := callByKey(t, got, "b").FlagReason; r != "" {
-			t.Errorf("%s: call b FlagReason = %q, want empty", from, r)
+		if r := callByKey(t, got, "b").Reasons; r != nil {
+			t.Errorf("%s: call b Reasons = %#v, want nil", from, r)
 		}
 	}
 	check("Batch", loadBatch(t, db, b.ID))
@@ -1441,17 +1449,20 @@ func testFlagReason(t *testing.T, db *DB) {
 		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
 			t.Fatalf("tool_call detail %s: %v", e.Detail, err)
 		}
-		r, has := d["flag_reason"]
+		r, has := d["reasons"]
 		switch e.CallKey {
 		case "a":
-			var s string
-			if err := json.Unmarshal(r, &s); err != nil || s != reason {
-				t.Errorf("call a detail flag_reason = %s (%v), want %q", r, err, reason)
+			var rs []confirm.Reason
+			if err := json.Unmarshal(r, &rs); err != nil || fmt.Sprint(rs) != fmt.Sprint(unknown) {
+				t.Errorf("call a detail reasons = %s (%v), want %v", r, err, unknown)
 			}
 		case "b":
 			if has {
-				t.Errorf("call b detail has flag_reason %s; want none when empty", r)
+				t.Errorf("call b detail has reasons %s; want none when empty", r)
 			}
+		}
+		if string(d["approvals"]) != "1" {
+			t.Errorf("call %s detail approvals = %s, want 1", e.CallKey, d["approvals"])
 		}
 		seen[e.CallKey] = true
 	}
@@ -1594,7 +1605,7 @@ func testUnknownCalls(t *testing.T, db *DB) {
 		b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U", CreatedAt: createdAt, Status: confirm.BatchDecided}
 		for i := len(keys) - 1; i >= 0; i-- { // positions out of slice order
 			b.Calls = append(b.Calls, confirm.Call{Key: keys[i], Position: i, Tool: "deploy", Args: json.RawMessage(`{}`),
-				Decision: confirm.DecisionAllowedByPolicy, FlagReason: "r-" + keys[i]})
+				Decision: confirm.DecisionAllowedByPolicy, Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "r-" + keys[i]}}})
 		}
 		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 			t.Fatal(err)
@@ -1615,7 +1626,7 @@ func testUnknownCalls(t *testing.T, db *DB) {
 	var got []string
 	for _, c := range calls {
 		got = append(got, c.Key)
-		if c.Run != confirm.RunUnknown || c.Result != confirm.UnknownOutcomeMessage || c.FlagReason != "r-"+c.Key || c.Tool != "deploy" {
+		if c.Run != confirm.RunUnknown || c.Result != confirm.UnknownOutcomeMessage || len(c.Reasons) != 1 || c.Reasons[0].Rule != "r-"+c.Key || c.Tool != "deploy" {
 			t.Errorf("call %s = %+v", c.Key, c)
 		}
 	}

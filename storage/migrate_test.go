@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
 )
 
 func TestSQLiteMigrateUpgrade(t *testing.T) {
@@ -63,13 +65,26 @@ func testMigrateUpgrade(t *testing.T, driver, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := b.Calls[0]; c.FlagReason != "" || !c.Flagged || string(c.Args) != `{"a": 1}` {
-		t.Fatalf("old call = %+v", c)
+	if c := b.Calls[0]; c.Reasons != nil || c.Restrict != nil || c.Approvals != 1 || c.Grantable || c.DenyReason != "" || c.GrantID != "" ||
+		c.Votes != nil || !c.Flagged || string(c.Args) != `{"a": 1}` {
+		t.Fatalf("old call = %+v; want the new columns' defaults, approvals 1 for a flagged call", c)
 	}
 	if n, err := db.PendingInChannel(ctx, "slack", "D1"); err != nil || n != 1 {
 		t.Fatalf("PendingInChannel = %d, %v", n, err)
 	}
 	if n, err := db.CountTurn(ctx, "slack", "U", time.Time{}, time.Minute); err != nil || n != 1 {
 		t.Fatalf("CountTurn = %d, %v", n, err)
+	}
+	// The rebuilt calls table takes votes and the new decisions.
+	res, err := db.Decide(ctx, confirm.Decide{BatchID: "b1", Key: "k", Status: confirm.DecisionAllowed, By: "U-a",
+		Grant: &confirm.Grant{ExpiresAt: time.Now().Add(time.Hour)}})
+	if err != nil || !res.Decided || !res.BatchDecided {
+		t.Fatalf("Decide on the old call = %+v, %v", res, err)
+	}
+	if c := loadBatch(t, db, "b1").Calls[0]; c.Decision != confirm.DecisionAllowed || len(c.Votes) != 1 || c.Votes[0].By != "U-a" {
+		t.Fatalf("old call after Decide = %+v", c)
+	}
+	if _, err := db.ActiveGrant(ctx, 7, "deploy", time.Time{}); err != nil {
+		t.Fatalf("ActiveGrant after upgrade: %v", err)
 	}
 }

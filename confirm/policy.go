@@ -1,0 +1,120 @@
+package confirm
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Request is what a policy may know of one call: the call, its tool, where
+// and by whom it was asked, and when.
+type Request struct {
+	Call      ToolCall
+	Tool      *ToolInfo // nil when the bot carries (or the channel offers) no tool of that name
+	Platform  string
+	Channel   string
+	Requester string // platform user id of the turn's author
+	Now       time.Time
+}
+
+// ReasonKind says why a call needs a person's yes, or was refused.
+type ReasonKind string
+
+const (
+	ReasonToolFlag          ReasonKind = "tool_flag"          // the tool says confirm: true
+	ReasonConfirmationTools ReasonKind = "confirmation_tools" // the tool is listed in confirmation.tools
+	ReasonRule              ReasonKind = "rule"               // a confirmation.rules entry matched
+	ReasonRuleError         ReasonKind = "rule_error"         // a rule could not be evaluated: counts as ask
+	ReasonUnknownOutcome    ReasonKind = "unknown_outcome"    // an equal earlier call's outcome is unknown
+)
+
+// Reason is one reason of a verdict.
+type Reason struct {
+	Kind ReasonKind `json:"kind"`
+	Rule string     `json:"rule,omitempty"` // the rule's name, for rule kinds
+}
+
+// String is the reason in a person's words.
+func (r Reason) String() string {
+	switch r.Kind {
+	case ReasonToolFlag:
+		return "the tool needs approval"
+	case ReasonConfirmationTools:
+		return "listed in confirmation.tools"
+	case ReasonRule:
+		return "rule " + r.Rule
+	case ReasonRuleError:
+		return "rule " + r.Rule + " could not be evaluated"
+	case ReasonUnknownOutcome:
+		return "an earlier equal call's outcome is unknown: check whether it took effect"
+	}
+	return string(r.Kind)
+}
+
+// Approvers is a set of people: user ids, members of groups (Slack user
+// groups) and holders of roles (Discord roles).
+type Approvers struct {
+	Users  []string `json:"users,omitempty"`
+	Groups []string `json:"groups,omitempty"`
+	Roles  []string `json:"roles,omitempty"`
+}
+
+// Empty reports whether the set names nobody.
+func (a Approvers) Empty() bool { return len(a.Users) == 0 && len(a.Groups) == 0 && len(a.Roles) == 0 }
+
+// Verdict is a policy's answer for one call. The zero Verdict lets the call
+// run without asking anyone.
+type Verdict struct {
+	Ask         bool   // a person must allow the call
+	Deny        bool   // refused when the reply pauses; nobody is asked
+	DenyRule    string // the rule that refused it
+	DenyMessage string // what the model is told for a Deny
+	// Approvals is how many distinct people must allow an Ask; 0 means the
+	// configured default.
+	Approvals int
+	// Restrict narrows who may decide: a decider must belong to every
+	// set (restrictions intersect).
+	Restrict []Approvers
+	// NotGrantable: no grant may ever cover the call.
+	NotGrantable bool
+	Reasons      []Reason
+}
+
+// Merge combines verdicts on one call: a deny wins (the first one's rule
+// and message); otherwise any ask asks, with the largest approvals; approver
+// restrictions intersect; one not-grantable verdict makes the call not
+// grantable; reasons add up.
+func Merge(vs ...Verdict) Verdict {
+	var out Verdict
+	for _, v := range vs {
+		if v.Deny && !out.Deny {
+			out.Deny, out.DenyRule, out.DenyMessage = true, v.DenyRule, v.DenyMessage
+		}
+		out.Ask = out.Ask || v.Ask
+		out.Approvals = max(out.Approvals, v.Approvals)
+		out.Restrict = append(out.Restrict, v.Restrict...)
+		out.NotGrantable = out.NotGrantable || v.NotGrantable
+		for _, r := range v.Reasons {
+			if !slices.Contains(out.Reasons, r) {
+				out.Reasons = append(out.Reasons, r)
+			}
+		}
+	}
+	return out
+}
+
+// DefaultRuleDenyMessage is what the model is told for a call a rule
+// refused without a message of its own.
+func DefaultRuleDenyMessage(rule string) string {
+	return fmt.Sprintf("A policy rule (%s) refused this call. It was not executed.", rule)
+}
+
+// ReasonsText joins reasons in a person's words.
+func ReasonsText(rs []Reason) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,79 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// auditSystemActor is the actor of events Airlock itself causes.
+const auditSystemActor = "airlock"
+
+type auditRow struct {
+	ID             int64  `db:"id"`
+	At             dbTime `db:"at"`
+	Kind           string `db:"kind"`
+	ConversationID int64  `db:"conversation_id"`
+	BatchID        string `db:"batch_id"`
+	CallKey        string `db:"call_key"`
+	Tool           string `db:"tool"`
+	Actor          string `db:"actor"`
+	Detail         string `db:"detail"`
+}
+
+// Audit appends an audit event; a zero At is now.
+func (db *DB) Audit(ctx context.Context, e confirm.AuditEvent) error {
+	if err := db.insertAudit(ctx, db.x, e); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) insertAudit(ctx context.Context, ex sqlx.ExecerContext, e confirm.AuditEvent) error {
+	if e.Kind == "" {
+		return errors.New("audit event without kind")
+	}
+	_, err := ex.ExecContext(ctx, db.q(`INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		db.ts(db.nowOr(e.At)), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail)
+	if err != nil {
+		return fmt.Errorf("insert audit %s: %w", e.Kind, err)
+	}
+	return nil
+}
+
+// AuditEvents returns the events the filter selects, in id order.
+func (db *DB) AuditEvents(ctx context.Context, f confirm.AuditFilter) ([]confirm.AuditEvent, error) {
+	var where []string
+	var args []any
+	if f.ConversationID != 0 {
+		where = append(where, "conversation_id = ?")
+		args = append(args, f.ConversationID)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "at >= ?")
+		args = append(args, db.ts(f.Since))
+	}
+	query := `SELECT id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail FROM audit`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY id"
+	var rows []auditRow
+	if err := db.x.SelectContext(ctx, &rows, db.q(query), args...); err != nil {
+		return nil, fmt.Errorf("load audit: %w", err)
+	}
+	out := make([]confirm.AuditEvent, len(rows))
+	for i, r := range rows {
+		out[i] = confirm.AuditEvent{
+			ID: r.ID, At: r.At.t, Kind: confirm.AuditKind(r.Kind), ConversationID: r.ConversationID,
+			BatchID: r.BatchID, CallKey: r.CallKey, Tool: r.Tool, Actor: r.Actor, Detail: r.Detail,
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,387 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// toolCallDetail renders a tool_call audit detail: a JSON object with the
+// call's arguments spliced in as the exact bytes the model sent
+// (json.Marshal would compact them and escape <, > and &).
+func toolCallDetail(c confirm.Call) string {
+	var o rawObject
+	if c.CallID != "" {
+		o.add("call_id", c.CallID)
+	}
+	o.addRaw("args", c.Args)
+	o.add("flagged", c.Flagged)
+	o.add("decision", string(c.Decision))
+	if c.Summary != "" {
+		o.add("summary", c.Summary)
+	}
+	if len(c.Reasons) > 0 {
+		o.add("reasons", c.Reasons)
+	}
+	if c.Flagged {
+		o.add("approvals", c.Approvals)
+	}
+	if len(c.Restrict) > 0 {
+		o.add("restrict", c.Restrict)
+	}
+	return o.String()
+}
+
+// CreateBatch stores the assistant message, the batch and its calls, and
+// the audit events in one transaction: tool_call per call, approval_request
+// when the batch is pending, decision for each call a rule refused
+// (denied_by_rule) and grant_used for each call a grant allowed
+// (allowed_by_grant). It fills in b: ID (random when empty), MessageSeq,
+// Status (pending when empty), CreatedAt (now when zero), and per call
+// BatchID, Decision (pending when empty), Run (not_started when empty),
+// IdempotencyKey (<batch id>/<key> when empty), ExpiresAt (the batch's when
+// zero) and Approvals (at least 1 for a flagged call). A zero expiry is
+// stored as NULL: the call never expires.
+func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confirm.Message) error {
+	if b == nil {
+		return errors.New("create batch: nil batch")
+	}
+	if len(b.Calls) == 0 {
+		return errors.New("create batch: no calls")
+	}
+	nb := *b
+	nb.Calls = append([]confirm.Call(nil), b.Calls...)
+	if nb.ID == "" {
+		nb.ID = newID()
+	}
+	if nb.Status == "" {
+		nb.Status = confirm.BatchPending
+	}
+	now := utc(db.now())
+	nb.CreatedAt = db.nowOr(nb.CreatedAt)
+	if !nb.ExpiresAt.IsZero() {
+		nb.ExpiresAt = utc(nb.ExpiresAt)
+	}
+	for i := range nb.Calls {
+		c := &nb.Calls[i]
+		c.BatchID = nb.ID
+		if c.Decision == "" {
+			c.Decision = confirm.DecisionPending
+		}
+		if c.Run == "" {
+			c.Run = confirm.RunNotStarted
+		}
+		if c.IdempotencyKey == "" {
+			c.IdempotencyKey = nb.ID + "/" + c.Key
+		}
+		if c.ExpiresAt.IsZero() {
+			c.ExpiresAt = nb.ExpiresAt
+		} else {
+			c.ExpiresAt = utc(c.ExpiresAt)
+		}
+		if c.Approvals < 0 {
+			return fmt.Errorf("create batch: call %q: negative approvals %d", c.Key, c.Approvals)
+		}
+		if c.Flagged && c.Approvals < 1 {
+			c.Approvals = 1
+		}
+	}
+	msgs := []confirm.Message{assistant}
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		if err := db.appendMessages(ctx, tx, nb.ConversationID, msgs); err != nil {
+			return fmt.Errorf("append assistant message: %w", err)
+		}
+		nb.MessageSeq = msgs[0].Seq
+		_, err := tx.ExecContext(ctx, db.q(`INSERT INTO batches (id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			nb.ID, nb.ConversationID, nb.MessageSeq, nb.RequestedBy, string(nb.Status), nb.CardRef, nb.ClaimedBy,
+			db.ts(nb.CreatedAt), db.nts(nb.ExpiresAt), db.ts(now))
+		if err != nil {
+			return fmt.Errorf("insert batch: %w", err)
+		}
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		for _, c := range nb.Calls {
+			var decidedAt any
+			if c.DecidedAt != nil {
+				decidedAt = db.ts(*c.DecidedAt)
+			}
+			reasons, err := marshalList(c.Reasons)
+			if err != nil {
+				return fmt.Errorf("call %q reasons: %w", c.Key, err)
+			}
+			restrict, err := marshalList(c.Restrict)
+			if err != nil {
+				return fmt.Errorf("call %q restrict: %w", c.Key, err)
+			}
+			_, err = tx.ExecContext(ctx, insert, c.BatchID, c.Key, c.Position, c.CallID, c.Tool, string(c.Args), c.Summary, c.Flagged,
+				string(c.Decision), c.DecidedBy, decidedAt, c.DenyMessage, string(c.Run), c.Result, c.IdempotencyKey, db.nts(c.ExpiresAt),
+				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID)
+			if err != nil {
+				return fmt.Errorf("insert call %q: %w", c.Key, err)
+			}
+		}
+		for _, c := range nb.Calls {
+			err := db.insertAudit(ctx, tx, confirm.AuditEvent{
+				At: now, Kind: confirm.AuditToolCall, ConversationID: nb.ConversationID, BatchID: nb.ID,
+				CallKey: c.Key, Tool: c.Tool, Actor: nb.RequestedBy,
+				Detail: toolCallDetail(c),
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, c := range nb.Calls {
+			if err := db.auditPauseDecision(ctx, tx, &nb, c, now); err != nil {
+				return err
+			}
+		}
+		var pending []string
+		for _, c := range nb.Calls {
+			if c.Decision == confirm.DecisionPending {
+				pending = append(pending, c.Key)
+			}
+		}
+		var expires *time.Time
+		if !nb.ExpiresAt.IsZero() {
+			expires = &nb.ExpiresAt
+		}
+		if nb.Status != confirm.BatchPending {
+			return nil // nothing gated: no person is asked
+		}
+		return db.insertAudit(ctx, tx, confirm.AuditEvent{
+			At: now, Kind: confirm.AuditApprovalRequest, ConversationID: nb.ConversationID, BatchID: nb.ID,
+			Actor: nb.RequestedBy,
+			Detail: jsonDetail(struct {
+				MessageSeq int        `json:"message_seq"`
+				Calls      int        `json:"calls"`
+				Pending    []string   `json:"pending"`
+				ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+			}{nb.MessageSeq, len(nb.Calls), pending, expires}),
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("create batch: %w", err)
+	}
+	*b = nb
+	return nil
+}
+
+// auditPauseDecision audits a call decided at pause time by a rule (a
+// decision event naming the rule) or by a grant (grant_used); other calls
+// need nothing beyond their tool_call event.
+func (db *DB) auditPauseDecision(ctx context.Context, tx *sqlx.Tx, b *confirm.Batch, c confirm.Call, now time.Time) error {
+	actor := c.DecidedBy
+	if actor == "" {
+		actor = auditSystemActor
+	}
+	e := confirm.AuditEvent{At: now, ConversationID: b.ConversationID, BatchID: b.ID, CallKey: c.Key, Tool: c.Tool, Actor: actor}
+	switch c.Decision {
+	case confirm.DecisionDeniedByRule:
+		e.Kind = confirm.AuditDecision
+		e.Detail = jsonDetail(struct {
+			Status  string `json:"status"`
+			Message string `json:"message"`
+			Rule    string `json:"rule,omitempty"`
+		}{string(c.Decision), c.DenyMessage, ruleOf(c.Reasons)})
+	case confirm.DecisionAllowedByGrant:
+		e.Kind = confirm.AuditGrantUsed
+		e.Detail = jsonDetail(struct {
+			GrantID string `json:"grant_id"`
+		}{c.GrantID})
+	default:
+		return nil
+	}
+	return db.insertAudit(ctx, tx, e)
+}
+
+// ruleOf names the rule among reasons: the first of kind rule, else the
+// first naming any rule.
+func ruleOf(rs []confirm.Reason) string {
+	for _, r := range rs {
+		if r.Kind == confirm.ReasonRule && r.Rule != "" {
+			return r.Rule
+		}
+	}
+	for _, r := range rs {
+		if r.Rule != "" {
+			return r.Rule
+		}
+	}
+	return ""
+}
+
+// Batch loads a batch with its calls in position order; ErrNotFound when none.
+func (db *DB) Batch(ctx context.Context, id string) (*confirm.Batch, error) {
+	var r batchRow
+	if err := db.x.GetContext(ctx, &r, db.q(`SELECT `+batchColumns+` FROM batches WHERE id = ?`), id); err != nil {
+		return nil, fmt.Errorf("load batch %s: %w", id, notFound(err))
+	}
+	return db.withCalls(ctx, r)
+}
+
+// PendingBatch returns the conversation's newest batch in status pending;
+// ErrNotFound when none.
+func (db *DB) PendingBatch(ctx context.Context, conversationID int64) (*confirm.Batch, error) {
+	var r batchRow
+	err := db.x.GetContext(ctx, &r, db.q(`SELECT `+batchColumns+` FROM batches
+		WHERE conversation_id = ? AND status = 'pending' ORDER BY created_at DESC, id DESC LIMIT 1`), conversationID)
+	if err != nil {
+		return nil, fmt.Errorf("load pending batch: %w", notFound(err))
+	}
+	return db.withCalls(ctx, r)
+}
+
+func (db *DB) withCalls(ctx context.Context, r batchRow) (*confirm.Batch, error) {
+	var rows []callRow
+	if err := db.x.SelectContext(ctx, &rows, db.q(`SELECT `+callColumns+` FROM calls WHERE batch_id = ? ORDER BY position`), r.ID); err != nil {
+		return nil, fmt.Errorf("load calls of batch %s: %w", r.ID, err)
+	}
+	b := &confirm.Batch{
+		ID:             r.ID,
+		ConversationID: r.ConversationID,
+		MessageSeq:     r.MessageSeq,
+		RequestedBy:    r.RequestedBy,
+		Status:         confirm.BatchStatus(r.Status),
+		CardRef:        r.CardRef,
+		ClaimedBy:      r.ClaimedBy,
+		CreatedAt:      r.CreatedAt.t,
+		ExpiresAt:      r.ExpiresAt.t,
+	}
+	cs, err := calls(rows)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.attachVotes(ctx, cs, `SELECT batch_id, key, approver, at FROM votes WHERE batch_id = ? ORDER BY at, id`, r.ID); err != nil {
+		return nil, fmt.Errorf("load votes of batch %s: %w", r.ID, err)
+	}
+	b.Calls = cs
+	return b, nil
+}
+
+// SetCardRef stores the platform's reference of the batch's card.
+func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
+	res, err := db.x.ExecContext(ctx, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
+	if err != nil {
+		return fmt.Errorf("set card ref: %w", err)
+	}
+	n, err := affected(res)
+	if err != nil {
+		return fmt.Errorf("set card ref: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("set card ref: batch %s: %w", batchID, confirm.ErrNotFound)
+	}
+	return nil
+}
+
+// batchExists reports whether the batch exists.
+func (db *DB) batchExists(ctx context.Context, ex sqlx.QueryerContext, batchID string) (bool, error) {
+	var n int
+	if err := sqlx.GetContext(ctx, ex, &n, db.q(`SELECT COUNT(*) FROM batches WHERE id = ?`), batchID); err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// callExists reports whether the call exists.
+func (db *DB) callExists(ctx context.Context, ex sqlx.QueryerContext, batchID, key string) (bool, error) {
+	var n int
+	if err := sqlx.GetContext(ctx, ex, &n, db.q(`SELECT COUNT(*) FROM calls WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// lostOrMissing explains a conditional UPDATE on a call that changed no
+// row: ErrNotFound when the call does not exist, errLost otherwise.
+func (db *DB) lostOrMissing(ctx context.Context, ex sqlx.QueryerContext, batchID, key string) error {
+	ok, err := db.callExists(ctx, ex, batchID, key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("call %s/%s: %w", batchID, key, confirm.ErrNotFound)
+	}
+	return errLost
+}
+
+// PendingInChannel counts the pending batches of the conversations in a
+// channel of a platform, whatever their thread.
+func (db *DB) PendingInChannel(ctx context.Context, platform, channel string) (int, error) {
+	var n int
+	if err := db.x.GetContext(ctx, &n, db.q(`SELECT COUNT(*) FROM batches b JOIN conversations c ON c.id = b.conversation_id
+		WHERE c.platform = ? AND c.channel = ? AND b.status = 'pending'`), platform, channel); err != nil {
+		return 0, fmt.Errorf("pending in channel: %w", err)
+	}
+	return n, nil
+}
+
+// UnknownCalls lists the conversation's calls whose run outcome is unknown,
+// oldest first (by batch creation, then position).
+func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm.Call, error) {
+	var rows []callRow
+	if err := db.x.SelectContext(ctx, &rows, db.q(`SELECT `+prefixed("c.", callColumns)+` FROM calls c JOIN batches b ON b.id = c.batch_id
+		WHERE b.conversation_id = ? AND c.run_status = 'unknown'
+		ORDER BY b.created_at, b.id, c.position`), conversationID); err != nil {
+		return nil, fmt.Errorf("unknown calls: %w", err)
+	}
+	out, err := calls(rows)
+	if err != nil {
+		return nil, fmt.Errorf("unknown calls: %w", err)
+	}
+	if err := db.attachVotes(ctx, out, `SELECT v.batch_id, v.key, v.approver, v.at FROM votes v
+		JOIN calls c ON c.batch_id = v.batch_id AND c.key = v.key JOIN batches b ON b.id = v.batch_id
+		WHERE b.conversation_id = ? AND c.run_status = 'unknown' ORDER BY v.at, v.id`, conversationID); err != nil {
+		return nil, fmt.Errorf("unknown calls: votes: %w", err)
+	}
+	return out, nil
+}
+
+// BatchesIn lists ids of batches in the status, oldest first.
+func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]string, error) {
+	var ids []string
+	if err := db.x.SelectContext(ctx, &ids, db.q(`SELECT id FROM batches WHERE status = ? ORDER BY created_at, id`), string(status)); err != nil {
+		return nil, fmt.Errorf("batches in %s: %w", status, err)
+	}
+	return ids, nil
+}
+
+// OpenBatches lists ids of the conversation's batches that are decided or
+// running (decided but not yet done), oldest first. It is not part of
+// confirm.Store.
+func (db *DB) OpenBatches(ctx context.Context, conversationID int64) ([]string, error) {
+	var ids []string
+	if err := db.x.SelectContext(ctx, &ids, db.q(`SELECT id FROM batches
+		WHERE conversation_id = ? AND status IN ('decided', 'running') ORDER BY created_at, id`), conversationID); err != nil {
+		return nil, fmt.Errorf("open batches: %w", err)
+	}
+	return ids, nil
+}
+
+// attachVotes loads the votes query selects (batch_id, key, approver, at;
+// oldest first) and sets each call's Votes.
+func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, args ...any) error {
+	var rows []voteRow
+	if err := db.x.SelectContext(ctx, &rows, db.q(query), args...); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	type callKey struct{ batch, key string }
+	at := make(map[callKey]int, len(cs))
+	for i, c := range cs {
+		at[callKey{c.BatchID, c.Key}] = i
+	}
+	for _, v := range rows {
+		if i, ok := at[callKey{v.BatchID, v.Key}]; ok {
+			cs[i].Votes = append(cs[i].Votes, confirm.Vote{By: v.Approver, At: v.At.t})
+		}
+	}
+	return nil
+}

@@ -1,0 +1,303 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// lockPendingBatch takes the batch row's write lock while it is pending
+// (on PostgreSQL the UPDATE's row lock serialises deciders of one batch).
+// It returns false when the batch is not pending.
+func (db *DB) lockPendingBatch(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending'`), db.ts(now), batchID)
+	if err != nil {
+		return false, fmt.Errorf("lock batch: %w", err)
+	}
+	n, err := affected(res)
+	return n == 1, err
+}
+
+// Decide applies one person's decision to a call while the call is pending
+// and d.Now is before its expiry, audits it, and takes the batch to decided
+// when no call is left pending, all in one transaction. A deny (any status
+// but allowed) decides the call at once, storing d.Message and d.Reason. An
+// allow is a vote, unique per call and person: a repeat returns
+// AlreadyVoted and changes nothing; otherwise the call becomes allowed by
+// its Approvals-th distinct vote (DecidedBy is that last voter), and with
+// d.Grant that decision also stores the grant (audited grant_created).
+// Votes of a call needing more than one approval are audited as approval
+// events; the deciding one also as a decision event. Lost races and
+// decisions on calls no longer pending (or expired) return Won=false and no
+// error; a missing batch or call returns ErrNotFound.
+//
+// Deciders of one batch queue: the batch row's conditional UPDATE and then
+// the call row's lock (SELECT ... FOR UPDATE on PostgreSQL; SQLite's write
+// lock) are taken before the vote is inserted and counted, so each counts
+// the votes committed before it and concurrent approvers of a call needing
+// two allow it exactly once.
+func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResult, error) {
+	if d.Status == "" || d.Status == confirm.DecisionPending {
+		return confirm.DecideResult{}, fmt.Errorf("decide: invalid decision status %q", d.Status)
+	}
+	allow := d.Status == confirm.DecisionAllowed
+	if allow && d.Grant != nil && d.Grant.ExpiresAt.IsZero() {
+		return confirm.DecideResult{}, errors.New("decide: grant without expiry")
+	}
+	now := db.nowOr(d.Now)
+	var (
+		res   confirm.DecideResult
+		grant *confirm.Grant
+	)
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		res, grant = confirm.DecideResult{}, nil
+		ok, err := db.lockPendingBatch(ctx, tx, d.BatchID, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			exists, err := db.batchExists(ctx, tx, d.BatchID)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("batch %s: %w", d.BatchID, confirm.ErrNotFound)
+			}
+			return db.lostOrMissing(ctx, tx, d.BatchID, d.Key)
+		}
+		lock := `SELECT b.conversation_id, c.tool, c.approvals FROM calls c JOIN batches b ON b.id = c.batch_id
+			WHERE c.batch_id = ? AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`
+		if db.driver == DriverPostgres {
+			lock += ` FOR UPDATE OF c`
+		}
+		var info struct {
+			ConversationID int64  `db:"conversation_id"`
+			Tool           string `db:"tool"`
+			Approvals      int    `db:"approvals"`
+		}
+		if err := tx.GetContext(ctx, &info, db.q(lock), d.BatchID, d.Key, db.ts(now)); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return db.lostOrMissing(ctx, tx, d.BatchID, d.Key)
+			}
+			return fmt.Errorf("lock call: %w", err)
+		}
+		res.Required = max(info.Approvals, 1)
+		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
+
+		if allow {
+			r, err := tx.ExecContext(ctx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
+				ON CONFLICT (batch_id, key, approver) DO NOTHING`), d.BatchID, d.Key, d.By, db.ts(now))
+			if err != nil {
+				return fmt.Errorf("insert vote: %w", err)
+			}
+			n, err := affected(r)
+			if err != nil {
+				return err
+			}
+			if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
+				return err
+			}
+			if n == 0 {
+				res.AlreadyVoted = true
+				return errAlreadyVoted
+			}
+			res.Won = true
+			if res.Required > 1 {
+				e := event
+				e.Kind = confirm.AuditApproval
+				e.Detail = jsonDetail(struct {
+					Votes    int `json:"votes"`
+					Required int `json:"required"`
+				}{res.Votes, res.Required})
+				if err := db.insertAudit(ctx, tx, e); err != nil {
+					return err
+				}
+			}
+			if res.Votes < res.Required {
+				return nil
+			}
+		} else if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
+			return err
+		}
+
+		r, err := tx.ExecContext(ctx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
+			WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
+			string(d.Status), d.By, db.ts(now), d.Message, d.Reason, d.BatchID, d.Key, db.ts(now))
+		if err != nil {
+			return fmt.Errorf("update call: %w", err)
+		}
+		n, err := affected(r)
+		if err != nil {
+			return err
+		}
+		if n == 0 { // cannot happen under the row lock; lose rather than count twice
+			return errLost
+		}
+		res.Won, res.Decided = true, true
+		e := event
+		e.Kind = confirm.AuditDecision
+		e.Detail = decisionDetail(d.Status, d.Message, d.Reason, false)
+		if err := db.insertAudit(ctx, tx, e); err != nil {
+			return err
+		}
+		if allow && d.Grant != nil {
+			g := *d.Grant
+			if err := db.insertGrant(ctx, tx, &g, info.ConversationID, d, info.Tool, now); err != nil {
+				return err
+			}
+			grant = &g
+		}
+		decided, err := db.finishDeciding(ctx, tx, d.BatchID, now)
+		res.BatchDecided = decided
+		return err
+	})
+	if errors.Is(err, errLost) {
+		return confirm.DecideResult{}, nil
+	}
+	if errors.Is(err, errAlreadyVoted) {
+		return res, nil
+	}
+	if err != nil {
+		return confirm.DecideResult{}, fmt.Errorf("decide %s/%s: %w", d.BatchID, d.Key, err)
+	}
+	if grant != nil {
+		*d.Grant = *grant
+	}
+	return res, nil
+}
+
+// errAlreadyVoted rolls back a Decide whose voter had voted before.
+var errAlreadyVoted = errors.New("already voted")
+
+// countVotes counts a call's votes.
+func (db *DB) countVotes(ctx context.Context, tx *sqlx.Tx, batchID, key string) (int, error) {
+	var n int
+	if err := tx.GetContext(ctx, &n, db.q(`SELECT COUNT(*) FROM votes WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
+		return 0, fmt.Errorf("count votes: %w", err)
+	}
+	return n, nil
+}
+
+// finishDeciding takes the batch from pending to decided when none of its
+// calls is pending any more.
+func (db *DB) finishDeciding(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (bool, error) {
+	var left int
+	if err := tx.GetContext(ctx, &left, db.q(`SELECT COUNT(*) FROM calls WHERE batch_id = ? AND decision = 'pending'`), batchID); err != nil {
+		return false, fmt.Errorf("count pending calls: %w", err)
+	}
+	if left > 0 {
+		return false, nil
+	}
+	r, err := tx.ExecContext(ctx, db.q(`UPDATE batches SET status = 'decided', updated_at = ? WHERE id = ? AND status = 'pending'`), db.ts(now), batchID)
+	if err != nil {
+		return false, fmt.Errorf("mark batch decided: %w", err)
+	}
+	n, err := affected(r)
+	return n == 1, err
+}
+
+func decisionDetail(status confirm.DecisionStatus, message, reason string, abandoned bool) string {
+	return jsonDetail(struct {
+		Status    string `json:"status"`
+		Message   string `json:"message"`
+		Reason    string `json:"reason,omitempty"`
+		Abandoned bool   `json:"abandoned,omitempty"`
+	}{string(status), message, reason, abandoned})
+}
+
+// ResolvePending decides every still-pending call of a pending batch with
+// status and message whatever the expiry, and with abandon also denies calls
+// allowed earlier that have not started; it audits each changed call and
+// takes the batch to decided, in one transaction. It returns how many calls
+// it changed; zero when the batch was not pending.
+func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm.DecisionStatus, by, message string, abandon bool, now time.Time) (int, error) {
+	if status == "" || status == confirm.DecisionPending {
+		return 0, fmt.Errorf("resolve pending: invalid decision status %q", status)
+	}
+	now = db.nowOr(now)
+	var changed int
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		changed = 0
+		ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errLost
+		}
+		var calls []changedCall
+		if err := tx.SelectContext(ctx, &calls, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?
+			WHERE batch_id = ? AND decision = 'pending' RETURNING batch_id, key, tool, position`),
+			string(status), by, db.ts(now), message, batchID); err != nil {
+			return fmt.Errorf("decide pending calls: %w", err)
+		}
+		var allowed []changedCall
+		if abandon {
+			if err := tx.SelectContext(ctx, &allowed, db.q(`UPDATE calls SET decision = 'denied', decided_by = ?, decided_at = ?, deny_message = ?
+				WHERE batch_id = ? AND decision IN ('allowed', 'allowed_by_policy', 'allowed_by_grant') AND run_status = 'not_started'
+				RETURNING batch_id, key, tool, position`),
+				by, db.ts(now), message, batchID); err != nil {
+				return fmt.Errorf("deny allowed calls: %w", err)
+			}
+		}
+		type change struct {
+			changedCall
+			status confirm.DecisionStatus
+		}
+		all := make([]change, 0, len(calls)+len(allowed))
+		for _, c := range calls {
+			all = append(all, change{c, status})
+		}
+		for _, c := range allowed {
+			all = append(all, change{c, confirm.DecisionDenied})
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i].Position < all[j].Position })
+		if len(all) > 0 {
+			var convID int64
+			if err := tx.GetContext(ctx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), batchID); err != nil {
+				return fmt.Errorf("load batch: %w", err)
+			}
+			for _, c := range all {
+				if err := db.insertAudit(ctx, tx, confirm.AuditEvent{
+					At: now, Kind: confirm.AuditDecision, ConversationID: convID, BatchID: batchID,
+					CallKey: c.Key, Tool: c.Tool, Actor: by,
+					Detail: decisionDetail(c.status, message, "", abandon),
+				}); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := db.finishDeciding(ctx, tx, batchID, now); err != nil {
+			return err
+		}
+		changed = len(all)
+		return nil
+	})
+	if errors.Is(err, errLost) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("resolve pending %s: %w", batchID, err)
+	}
+	return changed, nil
+}
+
+// ExpiredBatches lists pending batches with a pending call whose expiry is
+// at or before now, oldest first.
+func (db *DB) ExpiredBatches(ctx context.Context, now time.Time) ([]string, error) {
+	var ids []string
+	err := db.x.SelectContext(ctx, &ids, db.q(`SELECT b.id FROM batches b WHERE b.status = 'pending' AND EXISTS (
+			SELECT 1 FROM calls c WHERE c.batch_id = b.id AND c.decision = 'pending' AND c.expires_at <= ?)
+		ORDER BY b.created_at, b.id`), db.ts(db.nowOr(now)))
+	if err != nil {
+		return nil, fmt.Errorf("expired batches: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,159 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// insertGrant stores g, created by the allow d that decided the call
+// (batch d.BatchID, key d.Key, of tool in conversation convID), and audits
+// grant_created. It fills in g: ID (random when empty), ConversationID,
+// Tool (the call's when empty), CreatedBy (d.By when empty), CreatedAt (now
+// when zero), BatchID and CallKey; a grant is stored not revoked.
+func (db *DB) insertGrant(ctx context.Context, tx *sqlx.Tx, g *confirm.Grant, convID int64, d confirm.Decide, tool string, now time.Time) error {
+	if g.ID == "" {
+		g.ID = newID()
+	}
+	g.ConversationID = convID
+	if g.Tool == "" {
+		g.Tool = tool
+	}
+	if g.CreatedBy == "" {
+		g.CreatedBy = d.By
+	}
+	if g.CreatedAt.IsZero() {
+		g.CreatedAt = now
+	} else {
+		g.CreatedAt = utc(g.CreatedAt)
+	}
+	g.ExpiresAt = utc(g.ExpiresAt)
+	g.RevokedBy, g.RevokedAt = "", nil
+	g.BatchID, g.CallKey = d.BatchID, d.Key
+	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', NULL, ?, ?, ?)`),
+		g.ID, g.ConversationID, g.Tool, g.CreatedBy, db.ts(g.CreatedAt), db.ts(g.ExpiresAt), g.BatchID, g.CallKey, g.NoticeRef)
+	if err != nil {
+		return fmt.Errorf("insert grant: %w", err)
+	}
+	return db.insertAudit(ctx, tx, confirm.AuditEvent{
+		At: now, Kind: confirm.AuditGrantCreated, ConversationID: convID, BatchID: d.BatchID, CallKey: d.Key,
+		Tool: g.Tool, Actor: g.CreatedBy,
+		Detail: jsonDetail(struct {
+			GrantID   string    `json:"grant_id"`
+			Tool      string    `json:"tool"`
+			ExpiresAt time.Time `json:"expires_at"`
+		}{g.ID, g.Tool, g.ExpiresAt}),
+	})
+}
+
+// ActiveGrant returns the conversation's newest grant for the tool that is
+// active at now (the database clock's now when zero): not revoked and
+// expiring after now. ErrNotFound when none.
+func (db *DB) ActiveGrant(ctx context.Context, conversationID int64, tool string, now time.Time) (*confirm.Grant, error) {
+	var r grantRow
+	err := db.x.GetContext(ctx, &r, db.q(`SELECT `+grantColumns+` FROM grants
+		WHERE conversation_id = ? AND tool = ? AND revoked_at IS NULL AND expires_at > ?
+		ORDER BY created_at DESC, id DESC LIMIT 1`), conversationID, tool, db.ts(db.nowOr(now)))
+	if err != nil {
+		return nil, fmt.Errorf("active grant: %w", notFound(err))
+	}
+	g := r.grant()
+	return &g, nil
+}
+
+// Grant loads one grant; ErrNotFound when none.
+func (db *DB) Grant(ctx context.Context, id string) (*confirm.Grant, error) {
+	var r grantRow
+	if err := db.x.GetContext(ctx, &r, db.q(`SELECT `+grantColumns+` FROM grants WHERE id = ?`), id); err != nil {
+		return nil, fmt.Errorf("load grant %s: %w", id, notFound(err))
+	}
+	g := r.grant()
+	return &g, nil
+}
+
+// Grants lists the grants the filter selects, newest first.
+func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Grant, error) {
+	var where []string
+	var args []any
+	if f.ConversationID != 0 {
+		where = append(where, "conversation_id = ?")
+		args = append(args, f.ConversationID)
+	}
+	if !f.ActiveAt.IsZero() {
+		where = append(where, "revoked_at IS NULL AND expires_at > ?")
+		args = append(args, db.ts(f.ActiveAt))
+	}
+	query := `SELECT ` + grantColumns + ` FROM grants`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY created_at DESC, id DESC"
+	var rows []grantRow
+	if err := db.x.SelectContext(ctx, &rows, db.q(query), args...); err != nil {
+		return nil, fmt.Errorf("load grants: %w", err)
+	}
+	out := make([]confirm.Grant, len(rows))
+	for i, r := range rows {
+		out[i] = r.grant()
+	}
+	return out, nil
+}
+
+// RevokeGrant revokes a grant not yet revoked, by one conditional UPDATE,
+// and audits grant_revoked, in one transaction; false when the grant was
+// already revoked or does not exist. now is the database clock's when zero.
+func (db *DB) RevokeGrant(ctx context.Context, id, by string, now time.Time) (bool, error) {
+	now = db.nowOr(now)
+	won := false
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		won = false
+		var g grantRow
+		err := tx.GetContext(ctx, &g, db.q(`UPDATE grants SET revoked_by = ?, revoked_at = ? WHERE id = ? AND revoked_at IS NULL
+			RETURNING `+grantColumns), by, db.ts(now), id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errLost
+		}
+		if err != nil {
+			return fmt.Errorf("update grant: %w", err)
+		}
+		won = true
+		return db.insertAudit(ctx, tx, confirm.AuditEvent{
+			At: now, Kind: confirm.AuditGrantRevoked, ConversationID: g.ConversationID, BatchID: g.BatchID, CallKey: g.CallKey,
+			Tool: g.Tool, Actor: by,
+			Detail: jsonDetail(struct {
+				GrantID string `json:"grant_id"`
+			}{g.ID}),
+		})
+	})
+	if errors.Is(err, errLost) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("revoke grant %s: %w", id, err)
+	}
+	return won, nil
+}
+
+// SetGrantNoticeRef records the platform's reference of the grant's notice;
+// ErrNotFound when the grant does not exist.
+func (db *DB) SetGrantNoticeRef(ctx context.Context, id, ref string) error {
+	res, err := db.x.ExecContext(ctx, db.q(`UPDATE grants SET notice_ref = ? WHERE id = ?`), ref, id)
+	if err != nil {
+		return fmt.Errorf("set grant notice ref: %w", err)
+	}
+	n, err := affected(res)
+	if err != nil {
+		return fmt.Errorf("set grant notice ref: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("set grant notice ref: grant %s: %w", id, confirm.ErrNotFound)
+	}
+	return nil
+}

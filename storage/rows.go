@@ -1,0 +1,258 @@
+package storage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// errLost rolls back a transaction whose conditional UPDATE lost; callers
+// turn it into a plain "not won".
+var errLost = errors.New("lost")
+
+type batchRow struct {
+	ID             string `db:"id"`
+	ConversationID int64  `db:"conversation_id"`
+	MessageSeq     int    `db:"message_seq"`
+	RequestedBy    string `db:"requested_by"`
+	Status         string `db:"status"`
+	CardRef        string `db:"card_ref"`
+	ClaimedBy      string `db:"claimed_by"`
+	CreatedAt      dbTime `db:"created_at"`
+	ExpiresAt      dbTime `db:"expires_at"`
+}
+
+const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at`
+
+type callRow struct {
+	BatchID        string `db:"batch_id"`
+	Key            string `db:"key"`
+	Position       int    `db:"position"`
+	CallID         string `db:"call_id"`
+	Tool           string `db:"tool"`
+	Args           string `db:"args"`
+	Summary        string `db:"summary"`
+	Flagged        bool   `db:"flagged"`
+	Decision       string `db:"decision"`
+	DecidedBy      string `db:"decided_by"`
+	DecidedAt      dbTime `db:"decided_at"`
+	DenyMessage    string `db:"deny_message"`
+	Run            string `db:"run_status"`
+	Result         string `db:"result"`
+	IdempotencyKey string `db:"idempotency_key"`
+	ExpiresAt      dbTime `db:"expires_at"`
+	Reasons        string `db:"reasons"`     // JSON array
+	Approvals      int    `db:"approvals"`   // distinct allows needed
+	Restrict       string `db:"restrict_to"` // JSON array
+	Grantable      bool   `db:"grantable"`
+	DenyReason     string `db:"deny_reason"`
+	GrantID        string `db:"grant_id"`
+}
+
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id`
+
+// call converts the row; Votes are loaded separately (see attachVotes).
+func (r callRow) call() (confirm.Call, error) {
+	var reasons []confirm.Reason
+	if err := unmarshalList(r.Reasons, &reasons); err != nil {
+		return confirm.Call{}, fmt.Errorf("call %s/%s reasons: %w", r.BatchID, r.Key, err)
+	}
+	var restrict []confirm.Approvers
+	if err := unmarshalList(r.Restrict, &restrict); err != nil {
+		return confirm.Call{}, fmt.Errorf("call %s/%s restrict: %w", r.BatchID, r.Key, err)
+	}
+	return confirm.Call{
+		BatchID:        r.BatchID,
+		Key:            r.Key,
+		Position:       r.Position,
+		CallID:         r.CallID,
+		Tool:           r.Tool,
+		Args:           rawBytes(r.Args),
+		Summary:        r.Summary,
+		Flagged:        r.Flagged,
+		Reasons:        reasons,
+		Approvals:      r.Approvals,
+		Restrict:       restrict,
+		Grantable:      r.Grantable,
+		Decision:       confirm.DecisionStatus(r.Decision),
+		DecidedBy:      r.DecidedBy,
+		DecidedAt:      r.DecidedAt.ptr(),
+		DenyMessage:    r.DenyMessage,
+		DenyReason:     r.DenyReason,
+		GrantID:        r.GrantID,
+		Run:            confirm.RunStatus(r.Run),
+		Result:         r.Result,
+		IdempotencyKey: r.IdempotencyKey,
+		ExpiresAt:      r.ExpiresAt.t,
+	}, nil
+}
+
+// calls converts rows in order.
+func calls(rows []callRow) ([]confirm.Call, error) {
+	out := make([]confirm.Call, len(rows))
+	for i, r := range rows {
+		c, err := r.call()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// marshalList renders a slice for a JSON list column; nil and empty are "[]".
+func marshalList[T any](v []T) (string, error) {
+	if len(v) == 0 {
+		return "[]", nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// unmarshalList reads a JSON list column; "[]" and "" read as nil.
+func unmarshalList[T any](s string, v *[]T) error {
+	*v = nil
+	if s == "" || s == "[]" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		return err
+	}
+	if len(*v) == 0 {
+		*v = nil
+	}
+	return nil
+}
+
+// voteRow is one row of votes.
+type voteRow struct {
+	BatchID  string `db:"batch_id"`
+	Key      string `db:"key"`
+	Approver string `db:"approver"`
+	At       dbTime `db:"at"`
+}
+
+type grantRow struct {
+	ID             string `db:"id"`
+	ConversationID int64  `db:"conversation_id"`
+	Tool           string `db:"tool"`
+	CreatedBy      string `db:"created_by"`
+	CreatedAt      dbTime `db:"created_at"`
+	ExpiresAt      dbTime `db:"expires_at"`
+	RevokedBy      string `db:"revoked_by"`
+	RevokedAt      dbTime `db:"revoked_at"`
+	BatchID        string `db:"batch_id"`
+	CallKey        string `db:"call_key"`
+	NoticeRef      string `db:"notice_ref"`
+}
+
+const grantColumns = `id, conversation_id, tool, created_by, created_at, expires_at, revoked_by, revoked_at, batch_id, call_key, notice_ref`
+
+func (r grantRow) grant() confirm.Grant {
+	return confirm.Grant{
+		ID: r.ID, ConversationID: r.ConversationID, Tool: r.Tool, CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt.t, ExpiresAt: r.ExpiresAt.t, RevokedBy: r.RevokedBy, RevokedAt: r.RevokedAt.ptr(),
+		BatchID: r.BatchID, CallKey: r.CallKey, NoticeRef: r.NoticeRef,
+	}
+}
+
+type changedCall struct {
+	BatchID  string `db:"batch_id"`
+	Key      string `db:"key"`
+	Tool     string `db:"tool"`
+	Position int    `db:"position"`
+}
+
+func rawBytes(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// jsonDetail renders an audit detail object.
+func jsonDetail(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf(`{"error":%q}`, err.Error())
+	}
+	return string(b)
+}
+
+// rawObject builds a JSON object field by field, in order.
+type rawObject struct{ b []byte }
+
+// add appends a field whose value json.Marshal renders.
+func (o *rawObject) add(key string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(err.Error())
+	}
+	o.field(key, b)
+}
+
+// addRaw appends a field holding raw verbatim when it is valid JSON, and
+// as a JSON string otherwise.
+func (o *rawObject) addRaw(key string, raw []byte) {
+	if len(raw) > 0 && json.Valid(raw) {
+		o.field(key, raw)
+		return
+	}
+	o.add(key, string(raw))
+}
+
+func (o *rawObject) field(key string, value []byte) {
+	if len(o.b) == 0 {
+		o.b = append(o.b, '{')
+	} else {
+		o.b = append(o.b, ',')
+	}
+	k, _ := json.Marshal(key)
+	o.b = append(o.b, k...)
+	o.b = append(o.b, ':')
+	o.b = append(o.b, value...)
+}
+
+func (o *rawObject) String() string {
+	if len(o.b) == 0 {
+		return "{}"
+	}
+	return string(o.b) + "}"
+}
+
+// excerpt cuts s to at most n bytes on a rune boundary.
+func excerpt(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
+
+// nowOr returns t, or the database clock's now when t is zero, normalised
+// as stored.
+func (db *DB) nowOr(t time.Time) time.Time {
+	if t.IsZero() {
+		return utc(db.now())
+	}
+	return utc(t)
+}
+
+// prefixed qualifies each column of a comma-separated list with prefix.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ", ")
+	for i, c := range cols {
+		cols[i] = prefix + c
+	}
+	return strings.Join(cols, ", ")
+}

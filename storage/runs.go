@@ -1,0 +1,229 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// resultExcerptLen bounds the result text copied into a tool_result event.
+const resultExcerptLen = 2000
+
+// batchTransition runs one conditional UPDATE on a batch and reports whether
+// it changed the row; ErrNotFound when the batch does not exist.
+func (db *DB) batchTransition(ctx context.Context, query string, batchID string, args ...any) (bool, error) {
+	res, err := db.x.ExecContext(ctx, db.q(query), args...)
+	if err != nil {
+		return false, err
+	}
+	n, err := affected(res)
+	if err != nil {
+		return false, err
+	}
+	if n == 1 {
+		return true, nil
+	}
+	exists, err := db.batchExists(ctx, db.x, batchID)
+	if err != nil {
+		return false, err
+	}
+	if !exists {
+		return false, fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
+	}
+	return false, nil
+}
+
+// ClaimBatch takes a batch from decided to running for worker; only one
+// caller wins.
+func (db *DB) ClaimBatch(ctx context.Context, batchID, worker string) (bool, error) {
+	won, err := db.batchTransition(ctx, `UPDATE batches SET status = 'running', claimed_by = ?, updated_at = ? WHERE id = ? AND status = 'decided'`,
+		batchID, worker, db.ts(db.now()), batchID)
+	if err != nil {
+		return false, fmt.Errorf("claim batch: %w", err)
+	}
+	return won, nil
+}
+
+// ReleaseBatch takes a batch from running back to decided, clearing the
+// claim. A batch not running is left alone.
+func (db *DB) ReleaseBatch(ctx context.Context, batchID string) error {
+	_, err := db.batchTransition(ctx, `UPDATE batches SET status = 'decided', claimed_by = '', updated_at = ? WHERE id = ? AND status = 'running'`,
+		batchID, db.ts(db.now()), batchID)
+	if err != nil {
+		return fmt.Errorf("release batch: %w", err)
+	}
+	return nil
+}
+
+// StartRun takes an allowed call's run from not_started to running; false
+// when it was not in not_started or the call is not allowed.
+func (db *DB) StartRun(ctx context.Context, batchID, key string) (bool, error) {
+	res, err := db.x.ExecContext(ctx, db.q(`UPDATE calls SET run_status = 'running'
+		WHERE batch_id = ? AND key = ? AND run_status = 'not_started' AND decision IN ('allowed', 'allowed_by_policy', 'allowed_by_grant')`), batchID, key)
+	if err != nil {
+		return false, fmt.Errorf("start run: %w", err)
+	}
+	n, err := affected(res)
+	if err != nil {
+		return false, fmt.Errorf("start run: %w", err)
+	}
+	if n == 1 {
+		return true, nil
+	}
+	if err := db.lostOrMissing(ctx, db.x, batchID, key); !errors.Is(err, errLost) {
+		return false, fmt.Errorf("start run: %w", err)
+	}
+	return false, nil
+}
+
+// FinishRun takes a call's run from running to status (succeeded or
+// failed), storing result, and records the tool_result audit event, in one
+// transaction. It returns ErrNotRunning when the run was not running.
+func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm.RunStatus, result string) error {
+	switch status {
+	case confirm.RunSucceeded, confirm.RunFailed, confirm.RunUnknown:
+	default:
+		return fmt.Errorf("finish run: invalid run status %q", status)
+	}
+	now := utc(db.now())
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, db.q(`UPDATE calls SET run_status = ?, result = ?
+			WHERE batch_id = ? AND key = ? AND run_status = 'running'`), string(status), result, batchID, key)
+		if err != nil {
+			return fmt.Errorf("update call: %w", err)
+		}
+		n, err := affected(res)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if err := db.lostOrMissing(ctx, tx, batchID, key); !errors.Is(err, errLost) {
+				return err
+			}
+			return fmt.Errorf("call %s/%s: %w", batchID, key, ErrNotRunning)
+		}
+		var info struct {
+			ConversationID int64  `db:"conversation_id"`
+			Tool           string `db:"tool"`
+		}
+		if err := tx.GetContext(ctx, &info, db.q(`SELECT b.conversation_id, c.tool FROM calls c JOIN batches b ON b.id = c.batch_id
+			WHERE c.batch_id = ? AND c.key = ?`), batchID, key); err != nil {
+			return fmt.Errorf("load call: %w", err)
+		}
+		return db.insertAudit(ctx, tx, confirm.AuditEvent{
+			At: now, Kind: confirm.AuditToolResult, ConversationID: info.ConversationID, BatchID: batchID,
+			CallKey: key, Tool: info.Tool, Actor: auditSystemActor, Detail: resultDetail(status, result),
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("finish run %s/%s: %w", batchID, key, err)
+	}
+	return nil
+}
+
+func resultDetail(status confirm.RunStatus, result string) string {
+	ex, cut := excerpt(result, resultExcerptLen)
+	return jsonDetail(struct {
+		Status    string `json:"status"`
+		Result    string `json:"result"`
+		Truncated bool   `json:"truncated,omitempty"`
+	}{string(status), ex, cut})
+}
+
+// CompleteBatch takes the batch from running to done and appends the
+// tool-results message, in one transaction; false when it was not running.
+func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm.Message) (bool, error) {
+	now := utc(db.now())
+	won := false
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		won = false
+		res, err := tx.ExecContext(ctx, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'`), db.ts(now), batchID)
+		if err != nil {
+			return fmt.Errorf("update batch: %w", err)
+		}
+		n, err := affected(res)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			exists, err := db.batchExists(ctx, tx, batchID)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
+			}
+			return errLost
+		}
+		var convID int64
+		if err := tx.GetContext(ctx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), batchID); err != nil {
+			return fmt.Errorf("load batch: %w", err)
+		}
+		if err := db.appendMessages(ctx, tx, convID, []confirm.Message{results}); err != nil {
+			return fmt.Errorf("append results: %w", err)
+		}
+		won = true
+		return nil
+	})
+	if errors.Is(err, errLost) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("complete batch %s: %w", batchID, err)
+	}
+	return won, nil
+}
+
+// RecoverRunning marks the running calls of the given batches as unknown
+// (result UnknownOutcomeMessage, a tool_result audit event each): the
+// worker running them died. It returns the batch ids it touched.
+func (db *DB) RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error) {
+	now := utc(db.now())
+	var ids []string
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		ids = nil
+		var calls []changedCall
+		for _, id := range batchIDs {
+			var some []changedCall
+			if err := tx.SelectContext(ctx, &some, db.q(`UPDATE calls SET run_status = 'unknown', result = ?
+				WHERE run_status = 'running' AND batch_id = ? RETURNING batch_id, key, tool, position`), confirm.UnknownOutcomeMessage, id); err != nil {
+				return fmt.Errorf("update calls: %w", err)
+			}
+			calls = append(calls, some...)
+		}
+		sort.Slice(calls, func(i, j int) bool {
+			if calls[i].BatchID != calls[j].BatchID {
+				return calls[i].BatchID < calls[j].BatchID
+			}
+			return calls[i].Position < calls[j].Position
+		})
+		conv := map[string]int64{}
+		for _, c := range calls {
+			convID, ok := conv[c.BatchID]
+			if !ok {
+				if err := tx.GetContext(ctx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), c.BatchID); err != nil {
+					return fmt.Errorf("load batch %s: %w", c.BatchID, err)
+				}
+				conv[c.BatchID] = convID
+				ids = append(ids, c.BatchID)
+			}
+			if err := db.insertAudit(ctx, tx, confirm.AuditEvent{
+				At: now, Kind: confirm.AuditToolResult, ConversationID: convID, BatchID: c.BatchID,
+				CallKey: c.Key, Tool: c.Tool, Actor: auditSystemActor,
+				Detail: resultDetail(confirm.RunUnknown, confirm.UnknownOutcomeMessage),
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recover running: %w", err)
+	}
+	return ids, nil
+}
