@@ -18,6 +18,18 @@
 // (danger style) and "Deny with reason…" (secondary style, opens a modal).
 // A click is acknowledged at once (deferred message update), then decided
 // with bot.Decide; a click that changes nothing gets an ephemeral answer.
+// Arguments the card cut get "Show full arguments" (secondary style):
+// whoever clicks it gets the whole arguments in an ephemeral reply.
+//
+// Nothing the model, a tool or a chat message wrote can ping or hide:
+// cards escape every such text (escape.go) and every message goes out
+// with allowed_mentions allowing nobody, except the reminder: Mention
+// returns markers carrying a secret nonce, and only a Post holding them
+// pings, exactly the approvers they name.
+//
+// Who may talk to the bot is the bot's call (bot.Admit): a mention in a
+// channel nobody configured gets bot.NotServedMessage as a reply, without
+// a thread; a mention by someone who may not ask there gets nothing.
 //
 // REST requests go to Config.APIURL: the session's http.Client carries a
 // transport that rewrites requests discordgo builds for
@@ -29,6 +41,7 @@ package discord
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +57,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 )
 
@@ -70,10 +84,12 @@ const shutdownGrace = 10 * time.Second
 
 // Bot is what the adapter needs from the bot (*bot.Bot).
 type Bot interface {
+	Admit(ctx context.Context, t bot.Turn) bot.Admission
 	HandleTurn(ctx context.Context, t bot.Turn) error
 	Note(ctx context.Context, t bot.Turn) error
 	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
 	Decide(ctx context.Context, c bot.Click) error
+	PendingCard(ctx context.Context, th bot.Thread) (*bot.Card, error)
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas
@@ -113,7 +129,7 @@ type Adapter struct {
 	botName  atomic.Pointer[string]
 	channels channelCache
 	seen     *recentSet
-	mentions *recentSet // user and role ids Mention produced: Post may ping them
+	nonce    string // marks mentions made by Mention; see Post
 
 	mu       sync.Mutex // guards the fields below
 	running  bool
@@ -152,7 +168,7 @@ func New(cfg Config, b Bot) (*Adapter, error) {
 		log:      cfg.Logger,
 		now:      cfg.Now,
 		seen:     newRecentSet(8192),
-		mentions: newRecentSet(4096),
+		nonce:    rand.Text(),
 		queues:   map[string][]func(context.Context){},
 		botRoles: map[string]string{},
 	}
@@ -386,14 +402,21 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, car
 }
 
 // Post implements bot.Platform: text in the thread, split in messages of
-// at most 2000 characters. It pings nobody, except approvers named the
-// way Mention names them (reminders).
+// at most 2000 characters, pinging nobody. A reminder, text holding the
+// markers Mention made, is the one exception: the markers become
+// mentions of exactly those approvers, allowed to ping, and the rest of
+// its text is escaped inert (it quotes the calls' read-backs). Other
+// texts (the model's answers, notices) keep their markdown, with bidi and
+// invisible characters shown escaped.
 func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 	ch := target(th)
-	for _, part := range splitText(text, maxContent) {
+	content, users, roles := a.renderPost(text)
+	for _, part := range splitText(content, maxContent) {
+		am := noMentions()
+		am.Users, am.Roles = users, roles
 		_, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
 			Content:         part,
-			AllowedMentions: a.allowedMentions(part),
+			AllowedMentions: am,
 		}, discordgo.WithContext(ctx))
 		if err != nil {
 			return fmt.Errorf("discord: post: %w", err)
@@ -402,43 +425,69 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 	return nil
 }
 
-// Mention implements bot.Mentioner: the approvers as Discord mentions
-// (<@user>, <@&role>). Post lets exactly these ping.
+// Mention implements bot.Mentioner: the approvers of a set, for a
+// reminder the bot then posts with Post. It returns markers carrying the
+// adapter's secret nonce, which Post turns into <@user> and <@&role>
+// allowed to ping; the same characters written by a model stay inert.
 func (a *Adapter) Mention(s bot.ApproverSet) string {
 	var out []string
 	for _, u := range s.Users {
 		if isSnowflake(u) {
-			a.mentions.add("u" + u)
-			out = append(out, "<@"+u+">")
+			out = append(out, mentionOpen+a.nonce+":u"+u+mentionClose)
 		}
 	}
 	for _, r := range s.Roles {
 		if isSnowflake(r) {
-			a.mentions.add("r" + r)
-			out = append(out, "<@&"+r+">")
+			out = append(out, mentionOpen+a.nonce+":r"+r+mentionClose)
 		}
 	}
 	return strings.Join(out, ", ")
 }
 
-var (
-	userMentionRE = regexp.MustCompile(`<@!?(\d+)>`)
-	roleMentionRE = regexp.MustCompile(`<@&(\d+)>`)
+// Mention markers: private-use characters around "<nonce>:<u|r><id>".
+const (
+	mentionOpen  = "\uE000"
+	mentionClose = "\uE001"
 )
 
-func (a *Adapter) allowedMentions(text string) *discordgo.MessageAllowedMentions {
-	am := noMentions()
-	for _, m := range userMentionRE.FindAllStringSubmatch(text, -1) {
-		if a.mentions.has("u"+m[1]) && !slices.Contains(am.Users, m[1]) && len(am.Users) < 100 {
-			am.Users = append(am.Users, m[1])
+var mentionMarker = regexp.MustCompile("\uE000([A-Z0-9]+):([ur])([0-9]{1,20})\uE001")
+
+// renderPost is the content of a Post and who may be pinged: nobody
+// unless text holds markers of this adapter's nonce.
+func (a *Adapter) renderPost(text string) (content string, users, roles []string) {
+	marks := mentionMarker.FindAllStringSubmatchIndex(text, -1)
+	ours := false
+	for _, m := range marks {
+		if text[m[2]:m[3]] == a.nonce {
+			ours = true
 		}
 	}
-	for _, m := range roleMentionRE.FindAllStringSubmatch(text, -1) {
-		if a.mentions.has("r"+m[1]) && !slices.Contains(am.Roles, m[1]) && len(am.Roles) < 100 {
-			am.Roles = append(am.Roles, m[1])
+	if !ours {
+		return visible.RevealProse(mentionMarker.ReplaceAllString(text, "")), nil, nil
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range marks {
+		b.WriteString(escapeMarkdown(text[last:m[0]]))
+		last = m[1]
+		if text[m[2]:m[3]] != a.nonce {
+			continue // a guess at the nonce: dropped
+		}
+		id := text[m[6]:m[7]]
+		if text[m[4]:m[5]] == "u" {
+			b.WriteString("<@" + id + ">")
+			if !slices.Contains(users, id) && len(users) < 100 {
+				users = append(users, id)
+			}
+		} else {
+			b.WriteString("<@&" + id + ">")
+			if !slices.Contains(roles, id) && len(roles) < 100 {
+				roles = append(roles, id)
+			}
 		}
 	}
-	return am
+	b.WriteString(escapeMarkdown(text[last:]))
+	return b.String(), users, roles
 }
 
 // routedClient copies c (or a default client) with a transport that sends
@@ -526,11 +575,4 @@ func (r *recentSet) add(key string) bool {
 	r.next = (r.next + 1) % len(r.ring)
 	r.keys[key] = struct{}{}
 	return true
-}
-
-func (r *recentSet) has(key string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.keys[key]
-	return ok
 }

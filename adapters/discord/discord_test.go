@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,10 +56,53 @@ type harness struct {
 	tool  *countTool
 	set   *tools.Set
 	bot   *bot.Bot
+	spy   *spyBot
 	a     *Adapter
 }
 
+// spyBot is the real bot, recording the turns the adapter hands it.
+type spyBot struct {
+	*bot.Bot
+	mu    sync.Mutex
+	turns []bot.Turn
+}
+
+func (s *spyBot) Admit(ctx context.Context, t bot.Turn) bot.Admission {
+	s.mu.Lock()
+	s.turns = append(s.turns, t)
+	s.mu.Unlock()
+	return s.Bot.Admit(ctx, t)
+}
+
+func (s *spyBot) HandleTurn(ctx context.Context, t bot.Turn) error {
+	s.mu.Lock()
+	s.turns = append(s.turns, t)
+	s.mu.Unlock()
+	return s.Bot.HandleTurn(ctx, t)
+}
+
+func (s *spyBot) seen() []bot.Turn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]bot.Turn(nil), s.turns...)
+}
+
+// defaultChannels: the ops channel (approvers by role), every other
+// channel of the platform and direct messages (approver by user id).
+func defaultChannels() []bot.Channel {
+	return []bot.Channel{
+		{Platform: Platform, ID: channelID, ApproverRoles: []string{modRole}},
+		{Platform: Platform, ID: "*", Approvers: []string{dmUser}},
+		{Platform: Platform, ID: bot.DMChannel, Approvers: []string{dmUser}},
+	}
+}
+
 func newHarness(t *testing.T) *harness {
+	t.Helper()
+	return newHarnessWith(t, defaultChannels(), nil)
+}
+
+func newHarnessWith(t *testing.T, channels []bot.Channel, edit func(*bot.Config)) *harness {
 	t.Helper()
 	ctx := context.Background()
 	db, err := storage.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "airlock.db"))
@@ -75,26 +119,28 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	m := modeltest.NewScripted()
-	b, err := bot.New(bot.Config{
-		Store: db,
-		Model: m,
-		Tools: set,
-		Approvers: bot.NewApprovers([]bot.ChannelApprovers{
-			{Platform: Platform, ID: channelID, Roles: []string{modRole}},
-			{Platform: Platform, ID: "*", Users: []string{dmUser}},
-		}),
-		Timeout: 10 * time.Minute,
-	})
+	cfg := bot.Config{
+		Store:    db,
+		Model:    m,
+		Tools:    set,
+		Channels: bot.NewChannels(channels),
+		Timeout:  10 * time.Minute,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	b, err := bot.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fd := newFakeDiscord(t, true)
-	a, err := New(Config{Token: testToken, APIURL: fd.apiURL(), Events: db}, b)
+	spy := &spyBot{Bot: b}
+	a, err := New(Config{Token: testToken, APIURL: fd.apiURL(), Events: db}, spy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Register(Platform, a)
-	return &harness{t: t, fd: fd, db: db, model: m, tool: tool, set: set, bot: b, a: a}
+	return &harness{t: t, fd: fd, db: db, model: m, tool: tool, set: set, bot: b, spy: spy, a: a}
 }
 
 // start runs the adapter until the test ends and checks the IDENTIFY.
@@ -184,7 +230,14 @@ func (h *harness) lastEdit(channel, id string) postedCard {
 	return decodeMessage(h.t, edits[len(edits)-1])
 }
 
+// buttonIDs sorts a card's buttons by style, secondary ones by purpose.
 func buttonIDs(t *testing.T, components []map[string]any) (allow, deny, reason []string) {
+	t.Helper()
+	allow, deny, reason, _ = buttonIDsAll(t, components)
+	return
+}
+
+func buttonIDsAll(t *testing.T, components []map[string]any) (allow, deny, reason, show []string) {
 	t.Helper()
 	for _, row := range components {
 		if row["type"].(float64) != 1 {
@@ -202,7 +255,11 @@ func buttonIDs(t *testing.T, components []map[string]any) (allow, deny, reason [
 			case float64(discordgo.DangerButton):
 				deny = append(deny, id)
 			case float64(discordgo.SecondaryButton):
-				reason = append(reason, id)
+				if strings.HasPrefix(id, "al:s:") {
+					show = append(show, id)
+				} else {
+					reason = append(reason, id)
+				}
 			default:
 				t.Fatalf("button style %v", b["style"])
 			}
@@ -301,7 +358,7 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	if !strings.Contains(card.content, "<@"+requester+">") || !strings.Contains(card.content, "<@&"+modRole+">") || !strings.Contains(card.content, "<t:") {
 		t.Fatalf("card content: %q", card.content)
 	}
-	if len(card.embeds) != 1 || card.embeds[0]["title"] != "[1] restart_service" || card.embeds[0]["description"] != "Restart api in production" {
+	if len(card.embeds) != 1 || shown(card.embeds[0]["title"]) != "[1] restart_service" || shown(card.embeds[0]["description"]) != "Restart api in production" {
 		t.Fatalf("card embeds: %v", card.embeds)
 	}
 	allow, deny, reason := buttonIDs(t, card.components)
@@ -349,7 +406,7 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	if len(final.components) != 0 {
 		t.Fatalf("decided card still has buttons: %v", final.components)
 	}
-	status := final.embeds[0]["fields"].([]any)[1].(map[string]any)["value"].(string)
+	status := field(final.embeds[0], "Status")
 	if !strings.Contains(status, "allowed by <@"+moderator+">") || !strings.Contains(status, "succeeded") {
 		t.Fatalf("status: %q", status)
 	}
@@ -416,8 +473,8 @@ func TestDenyWithReasonViaModal(t *testing.T) {
 		t.Fatalf("result to the model: %+v", res)
 	}
 	final := h.lastEdit(thread, card.id)
-	status := final.embeds[0]["fields"].([]any)[1].(map[string]any)["value"].(string)
-	if len(final.components) != 0 || !strings.Contains(status, "denied by <@"+moderator+">") || !strings.Contains(status, "not during the incident") {
+	status := field(final.embeds[0], "Status")
+	if len(final.components) != 0 || !strings.Contains(status, "denied by <@"+moderator+">") || !strings.Contains(shown(status), "not during the incident") {
 		t.Fatalf("final card: %q %v", status, final.components)
 	}
 }
@@ -553,7 +610,8 @@ func TestModerationToolEndToEnd(t *testing.T) {
 	h.fd.send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("time out the spammer"), true))
 	thread := h.threadFor("7501")
 	card := h.card(thread, 1)
-	if d := card.embeds[0]["description"]; d != "Time out <@"+spammer+"> for 10 minutes. Reason: spamming links" {
+	// The read-back is inert: the id shows as written, no mention pill.
+	if d := card.embeds[0]["description"].(string); shown(d) != "Time out <@"+spammer+"> for 10 minutes. Reason: spamming links" || strings.Contains(unescapedText(d), "<@") {
 		t.Fatalf("read-back: %v", d)
 	}
 	allow, _, _ := buttonIDs(t, card.components)
@@ -611,17 +669,42 @@ func TestTwoAdaptersDoNotInterfere(t *testing.T) {
 	}
 }
 
+// allowedMentions decodes a posted message's allowed_mentions.
+type allowedMentions struct {
+	Parse       []string `json:"parse"`
+	Users       []string `json:"users"`
+	Roles       []string `json:"roles"`
+	RepliedUser bool     `json:"replied_user"`
+}
+
+func postedMentions(t *testing.T, c apiCall) (content string, am allowedMentions) {
+	t.Helper()
+	var m struct {
+		Content         string           `json:"content"`
+		AllowedMentions *allowedMentions `json:"allowed_mentions"`
+	}
+	if err := json.Unmarshal(c.Body, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.AllowedMentions == nil || m.AllowedMentions.Parse == nil {
+		t.Fatalf("a message without allowed_mentions.parse (Discord would ping every mention in it): %s", c.Body)
+	}
+	return m.Content, *m.AllowedMentions
+}
+
 // TestPostSplitsAndPingsOnlyApprovers: long answers are split under 2000
-// characters; only approvers named by Mention (reminders) may be pinged.
+// characters; only the reminder pings, exactly the approvers Mention
+// named, and a later answer quoting their mentions pings nobody.
 func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 	f := newFakeDiscord(t, false)
 	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
 	th := bot.Thread{Platform: Platform, Channel: channelID, Thread: "3101"}
 	long := strings.Repeat("a line of text\n", 300)
-	if err := a.Post(context.Background(), th, long); err != nil {
+	if err := a.Post(ctx, th, long); err != nil {
 		t.Fatal(err)
 	}
 	posts := f.recorded("POST", "/channels/3101/messages")
@@ -633,24 +716,49 @@ func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 			t.Fatalf("a part of %d characters", n)
 		}
 	}
-	who := a.Mention(bot.ApproverSet{Users: []string{moderator}, Roles: []string{modRole}})
-	if who != "<@"+moderator+">, <@&"+modRole+">" {
-		t.Fatalf("mention: %q", who)
+
+	who := a.Mention(bot.ApproverSet{Users: []string{moderator, "not-an-id"}, Roles: []string{modRole}})
+	if strings.Contains(who, "<@") {
+		t.Fatalf("Mention returned live mentions %q: anyone could paste them", who)
 	}
-	if err := a.Post(context.Background(), th, who+": a request waits. @everyone <@"+outsider+"> <@&"+otherRole+">"); err != nil {
+	summaries := "1. Restart <@" + outsider + "> @everyone <@&" + otherRole + "> ||x|| [x](http://evil) :skull: \u202e"
+	if err := a.Post(ctx, th, who+": a request here still needs a decision: "+summaries); err != nil {
 		t.Fatal(err)
 	}
 	posts = f.recorded("POST", "/channels/3101/messages")
-	var am struct {
-		AllowedMentions struct {
-			Parse []string `json:"parse"`
-			Users []string `json:"users"`
-			Roles []string `json:"roles"`
-		} `json:"allowed_mentions"`
+	content, am := postedMentions(t, posts[len(posts)-1])
+	if !strings.HasPrefix(content, "<@"+moderator+">") || !strings.HasPrefix(shown(content), "<@"+moderator+">, <@&"+modRole+">: ") {
+		t.Fatalf("reminder %q does not start with the approvers' mentions", content)
 	}
-	json.Unmarshal(posts[len(posts)-1].Body, &am)
-	if len(am.AllowedMentions.Parse) != 0 || !slices.Equal(am.AllowedMentions.Users, []string{moderator}) || !slices.Equal(am.AllowedMentions.Roles, []string{modRole}) {
-		t.Fatalf("allowed mentions: %+v", am.AllowedMentions)
+	if len(am.Parse) != 0 || !slices.Equal(am.Users, []string{moderator}) || !slices.Equal(am.Roles, []string{modRole}) {
+		t.Fatalf("reminder allowed mentions: %+v", am)
+	}
+	rest := strings.NewReplacer("<@"+moderator+">", "", "<@&"+modRole+">", "").Replace(unescapedText(content))
+	for _, live := range []string{"<@", "@everyone", "||", "](", ":skull:", "\u202e"} {
+		if strings.Contains(rest, live) {
+			t.Errorf("the reminder's quoted read-backs hold live %q: %q", live, content)
+		}
+	}
+	if shown(content) != "<@"+moderator+">, <@&"+modRole+">: a request here still needs a decision: "+strings.ReplaceAll(summaries, "\u202e", `\u202e`) {
+		t.Errorf("reminder reads %q", shown(content))
+	}
+
+	// A model's answer (or a guessed marker) naming the approvers pings nobody.
+	for _, text := range []string{
+		"Done <@" + moderator + "> <@&" + modRole + "> @everyone @here",
+		"\uE000GUESS:u" + moderator + "\uE001 hi",
+	} {
+		if err := a.Post(ctx, th, text); err != nil {
+			t.Fatal(err)
+		}
+		posts = f.recorded("POST", "/channels/3101/messages")
+		content, am := postedMentions(t, posts[len(posts)-1])
+		if len(am.Parse) != 0 || len(am.Users) != 0 || len(am.Roles) != 0 {
+			t.Fatalf("answer %q may ping: %+v", content, am)
+		}
+		if strings.Contains(content, "\uE000") {
+			t.Fatalf("a guessed marker reached the channel: %q", content)
+		}
 	}
 }
 
@@ -680,6 +788,10 @@ func TestTransportRewrite(t *testing.T) {
 
 type nopBot struct{}
 
+func (nopBot) Admit(context.Context, bot.Turn) bot.Admission { return bot.Admitted }
+func (nopBot) PendingCard(context.Context, bot.Thread) (*bot.Card, error) {
+	return nil, confirm.ErrNotFound
+}
 func (nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
 func (nopBot) Note(context.Context, bot.Turn) error                      { return nil }
 func (nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }

@@ -163,9 +163,12 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 	botID := a.userID()
 	addressed := a.mentionsBot(m, botID) ||
 		(m.ReferencedMessage != nil && m.ReferencedMessage.Author != nil && botID != "" && m.ReferencedMessage.Author.ID == botID)
-	turn := bot.Turn{Platform: Platform, User: m.Author.ID, Text: a.stripBotMention(m.Content, m.GuildID, botID)}
+	turn := bot.Turn{Platform: Platform, User: m.Author.ID, Text: a.stripBotMention(m.Content, m.GuildID, botID), DM: m.GuildID == ""}
+	if m.Member != nil {
+		turn.Roles = m.Member.Roles
+	}
 
-	if m.GuildID == "" { // a direct message: every message is a turn
+	if turn.DM { // a direct message: every message is a turn
 		turn.Channel = m.ChannelID
 		a.turn(ctx, turn, m.ChannelID)
 		return
@@ -202,6 +205,18 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 		a.log.Debug("discord: mention outside a text channel ignored", "channel", m.ChannelID, "type", info.typ)
 		return
 	}
+	// Whether the author may talk to the bot here is settled before a
+	// thread is started for them.
+	turn.Channel = m.ChannelID
+	switch a.b.Admit(ctx, turn) {
+	case bot.NotServed:
+		a.log.Info("discord: mention in a channel not served", "channel", m.ChannelID, "user", m.Author.ID)
+		a.replyNotServed(ctx, m)
+		return
+	case bot.NotRequester:
+		a.log.Info("discord: mention by someone who may not ask here; ignored", "channel", m.ChannelID, "user", m.Author.ID)
+		return
+	}
 	th, err := a.s.MessageThreadStartComplex(m.ChannelID, m.ID, &discordgo.ThreadStart{
 		Name:                threadName(turn.Text),
 		AutoArchiveDuration: ThreadAutoArchive,
@@ -221,6 +236,20 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 	// The turn runs in the thread's queue: the parent channel stays free
 	// for the next mention.
 	a.enqueue(th.ID, func(ctx context.Context) { a.turn(ctx, turn, th.ID) })
+}
+
+// replyNotServed answers a mention in a channel the bot does not serve:
+// a reply to the message, in the channel, pinging nobody.
+func (a *Adapter) replyNotServed(ctx context.Context, m *discordgo.Message) {
+	fail := false
+	_, err := a.s.ChannelMessageSendComplex(m.ChannelID, &discordgo.MessageSend{
+		Content:         bot.NotServedMessage,
+		Reference:       &discordgo.MessageReference{MessageID: m.ID, ChannelID: m.ChannelID, GuildID: m.GuildID, FailIfNotExists: &fail},
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Error("discord: answer a mention in a channel not served", "channel", m.ChannelID, "err", err)
+	}
 }
 
 func (a *Adapter) turn(ctx context.Context, t bot.Turn, where string) {
@@ -309,6 +338,8 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 		switch {
 		case !ok || action == actionModal:
 			a.respondEphemeral(ctx, i, unknownButton)
+		case action == actionShowArgs:
+			a.showArgs(ctx, i, ref)
 		case action == actionReason:
 			_, pos, _ := confirm.ParseRef(ref)
 			if err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
@@ -427,20 +458,71 @@ func knownClickError(err error) bool {
 	return false
 }
 
+// argsGone answers "Show full arguments" on a card that no longer waits.
+const argsGone = "This card no longer waits for a decision, so its arguments are not shown here. The audit log keeps them."
+
+// showArgs answers "Show full arguments" with the call's whole arguments,
+// only to the clicker. The reference must name a call of the card waiting
+// in the thread where the button was clicked; anyone there may look.
+func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref string) {
+	th, err := a.interactionThread(ctx, i)
+	if err != nil {
+		a.log.Error("discord: show arguments in an unknown channel", "channel", i.ChannelID, "err", err)
+		a.respondEphemeral(ctx, i, bot.UserMessage(err))
+		return
+	}
+	card, err := a.b.PendingCard(ctx, th)
+	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
+		a.log.Error("discord: load the card for its arguments", "channel", i.ChannelID, "err", err)
+	}
+	call := findCall(card, ref)
+	if call == nil {
+		a.respondEphemeral(ctx, i, argsGone)
+		return
+	}
+	err = a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseChannelMessageWithSource,
+		Data: ArgsReply(*call),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Error("discord: answer with the arguments", "interaction", i.ID, "err", err)
+	}
+}
+
+func findCall(card *bot.Card, ref string) *bot.CardCall {
+	if card == nil {
+		return nil
+	}
+	for i := range card.Calls {
+		if card.Calls[i].Ref == ref {
+			return &card.Calls[i]
+		}
+	}
+	return nil
+}
+
 // clickChannel is the conversation channel of a click: the parent channel
 // for a click in a thread, the channel itself otherwise (DMs included).
 func (a *Adapter) clickChannel(ctx context.Context, i *discordgo.Interaction) (string, error) {
+	th, err := a.interactionThread(ctx, i)
+	return th.Channel, err
+}
+
+// interactionThread is the conversation an interaction happened in:
+// (parent channel, thread) in a thread, (channel, "") elsewhere.
+func (a *Adapter) interactionThread(ctx context.Context, i *discordgo.Interaction) (bot.Thread, error) {
+	th := bot.Thread{Platform: Platform, Channel: i.ChannelID}
 	if i.GuildID == "" {
-		return i.ChannelID, nil
+		return th, nil
 	}
 	info, err := a.channel(ctx, i.ChannelID)
 	if err != nil {
-		return "", err
+		return bot.Thread{}, err
 	}
 	if info.isThread() && info.parent != "" {
-		return info.parent, nil
+		th.Channel, th.Thread = info.parent, i.ChannelID
 	}
-	return i.ChannelID, nil
+	return th, nil
 }
 
 // textInputValue finds a modal's text input by custom id.

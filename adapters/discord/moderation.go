@@ -13,10 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
@@ -217,8 +217,9 @@ func (t *moderationTool) parse(raw json.RawMessage) (modArgs, error) {
 			return a, invalid("/reason: must not be empty")
 		case runes(a.Reason) > MaxModerationReason:
 			return a, invalid("/reason: at most %d characters", MaxModerationReason)
-		case strings.IndexFunc(a.Reason, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) >= 0:
-			return a, invalid("/reason: must not hold control characters")
+		case visible.Contains(a.Reason):
+			// It goes to the server's audit log as well as on the card.
+			return a, invalid("/reason: must not hold control, bidi or invisible characters")
 		}
 	}
 	if _, ok := fields["duration"]; ok {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/tools"
@@ -191,6 +192,9 @@ func TestModerationValidationAndReadBacks(t *testing.T) {
 		{ToolKickMember, `{"user":"2777","reason":"  "}`},
 		{ToolKickMember, `{"user":"2777","reason":"` + strings.Repeat("x", 401) + `"}`},
 		{ToolKickMember, `{"user":"2777","reason":"a\u0000b"}`},
+		{ToolKickMember, `{"user":"2777","reason":"spam\u202e"}`},
+		{ToolKickMember, `{"user":"2777","reason":"sp\u200bam"}`},
+		{ToolKickMember, "{\"user\":\"2777\",\"reason\":\"\x1b[2Jspam\"}"},
 		{ToolKickMember, `{"user":"123456789012345678901","reason":"x"}`},
 		{ToolKickMember, `[]`},
 		{ToolKickMember, `not json`},
@@ -265,4 +269,65 @@ func TestInviteURL(t *testing.T) {
 			t.Fatalf("the error shows the token: %v", err)
 		}
 	}
+}
+
+// FuzzModerationArgs: whatever arguments the model sends, parsing never
+// panics, and what it accepts is bounded: snowflake ids, a duration of
+// 1s to 28 days, 0 to 7 days of messages, a reason of 1 to 400
+// characters with nothing hidden in it; the read-back and the audit log
+// reason follow.
+func FuzzModerationArgs(f *testing.F) {
+	for _, a := range []string{
+		`{"user":"2777","duration":"2d3h","reason":"spam"}`,
+		`{"user":"2777","reason":"raid","delete_message_days":7}`,
+		`{"channel":"3001","message":"6001"}`,
+		`{"user":"2777","duration":"99999999999999999999h","reason":"x"}`,
+		`{"user":"2777","reason":"x\u202e","delete_message_days":1e400}`,
+		`{"user":"18446744073709551616","reason":"x"}`,
+		`{"user":"2777","reason":"x","user":"1"}`,
+		`null`, `[]`, ``, `{`,
+	} {
+		for _, name := range ModerationToolNames {
+			f.Add(name, a)
+		}
+	}
+	f.Fuzz(func(t *testing.T, name, raw string) {
+		if !knownModerationTool(name) {
+			return
+		}
+		tool := &moderationTool{name: name, now: time.Now}
+		a, err := tool.parse(json.RawMessage(raw))
+		if err != nil {
+			if !errors.Is(err, tools.ErrInvalidArgs) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		fields := moderationFields[name]
+		if _, ok := fields["user"]; ok && !isSnowflake(a.User) {
+			t.Fatalf("user %q accepted", a.User)
+		}
+		if _, ok := fields["channel"]; ok && (!isSnowflake(a.Channel) || !isSnowflake(a.Message)) {
+			t.Fatalf("channel %q message %q accepted", a.Channel, a.Message)
+		}
+		if _, ok := fields["duration"]; ok && (a.Duration < time.Second || a.Duration > MaxTimeout) {
+			t.Fatalf("duration %v accepted", a.Duration)
+		}
+		if a.Days < 0 || a.Days > 7 {
+			t.Fatalf("days %d accepted", a.Days)
+		}
+		if _, ok := fields["reason"]; ok {
+			if a.Reason == "" || runes(a.Reason) > MaxModerationReason || visible.Contains(a.Reason) {
+				t.Fatalf("reason %q accepted", a.Reason)
+			}
+		}
+		summary, err := tool.Summary(json.RawMessage(raw))
+		if err != nil || summary == "" || visible.Contains(summary) {
+			t.Fatalf("summary %q, %v", summary, err)
+		}
+		reason, err := url.PathUnescape(auditReason(moderator, a.Reason))
+		if err != nil || runes(reason) > maxAuditReason || strings.ContainsAny(reason, "\r\n") {
+			t.Fatalf("audit reason %q, %v", reason, err)
+		}
+	})
 }

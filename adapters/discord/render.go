@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -32,10 +34,15 @@ const (
 	actionDeny     = "d" // Deny button
 	actionReason   = "r" // "Deny with reason…" button: opens the modal
 	actionModal    = "m" // the modal's submit
+	actionShowArgs = "s" // "Show full arguments" button: an ephemeral reply with them
 )
 
 // ReasonInputID is the custom id of the modal's text input.
 const ReasonInputID = "reason"
+
+// ArgsFileName is the name of the file "Show full arguments" attaches
+// when the arguments do not fit in a message.
+const ArgsFileName = "arguments.json"
 
 // Embed colours by where a call stands.
 const (
@@ -45,6 +52,21 @@ const (
 	colourPolicy  = 0x95A5A6
 	colourExpired = 0x7F8C8D
 	colourWarning = 0xE67E22
+)
+
+// Bounds of the texts a card shows, in characters of escaped text.
+const (
+	maxIntroChars   = 1200
+	maxIntroLines   = 15
+	maxApprovers    = 20
+	maxReasonChars  = 700 // deny messages and reasons (500 characters, escaped)
+	maxResultChars  = 200
+	maxWhoChars     = 60
+	argsFieldMin    = 160 // the arguments field is never cut below this
+	descriptionMin  = 60
+	argsFieldLabel  = "Arguments"
+	statusLabel     = "Status"
+	flagReasonLabel = "Why a person is asked"
 )
 
 func customID(action, ref string) string { return customIDPrefix + action + ":" + ref }
@@ -60,7 +82,7 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 		return "", "", false
 	}
 	switch action {
-	case actionAllow, actionDeny, actionReason, actionModal:
+	case actionAllow, actionDeny, actionReason, actionModal, actionShowArgs:
 		return action, ref, true
 	}
 	return "", "", false
@@ -73,13 +95,19 @@ type CardMessage struct {
 	Components []discordgo.MessageComponent `json:"components"`
 }
 
-// Render renders a card as one Discord message: the content (the model's
-// words, who asked, who may decide, when it expires), an embed per call
-// (title "[n] tool", the read-back as description, the arguments in a
+// Render renders a card as one Discord message: the content (who asked,
+// who may decide, when it expires, then the model's words quoted), an
+// embed per call (title "[n] tool", the read-back as description, why a
+// person is asked when it is not the tool's own flag, the arguments in a
 // ```json block, the call's outcome) and, per call still waiting for a
-// decision, an action row: Allow (success style), Deny (danger style) and
-// "Deny with reason…" (secondary style). No other button uses the success
-// or danger style. A complete card has no components.
+// decision, an action row: Allow (success style), Deny (danger style),
+// "Deny with reason…" (secondary style) and, when the arguments are cut,
+// "Show full arguments" (secondary style). No other button uses the
+// success or danger style. A complete card has no components.
+//
+// Every text from the model, a tool or a person is inert (see
+// escape.go): it shows as written, with no markdown, links, mentions or
+// emoji, and characters that would act unseen shown escaped.
 //
 // A message holds at most 10 embeds and 5 action rows: a card with more
 // than 10 calls or more than 5 gated calls does not fit, and Render
@@ -94,9 +122,10 @@ func Render(card bot.Card) (content string, embeds []*discordgo.MessageEmbed, co
 // not fit in one: calls are split in order into messages of at most 10
 // calls and 5 gated calls (gated calls, open or not, so the split never
 // changes as calls are decided); messages after the first say they
-// continue the card. Embed texts are truncated within Discord's limits
+// continue the card. Embed texts are cut within Discord's limits
 // (description 4096, field 1024, 6000 over a message's embeds), the
-// read-back before the arguments.
+// read-back before the arguments; cut arguments say how many characters
+// are hidden.
 func RenderMessages(card bot.Card) []CardMessage {
 	pages := splitCalls(card.Calls)
 	out := make([]CardMessage, len(pages))
@@ -105,13 +134,15 @@ func RenderMessages(card bot.Card) []CardMessage {
 		if p == 0 {
 			m.Content = header(card)
 		} else {
-			m.Content = fmt.Sprintf("(approval request %s, continued: part %d of %d)", card.BatchID, p+1, len(pages))
+			m.Content = fmt.Sprintf("(approval request %s, continued: part %d of %d)", escapeClip(card.BatchID, 40), p+1, len(pages))
 		}
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
-			m.Embeds = append(m.Embeds, callEmbed(card, c, budget))
-			if c.Flagged && c.Open() {
-				m.Components = append(m.Components, buttons(c, len(card.Calls) > 1))
+			waiting := c.Flagged && c.Open()
+			embed, cut := callEmbed(card, c, budget, waiting)
+			m.Embeds = append(m.Embeds, embed)
+			if waiting {
+				m.Components = append(m.Components, buttons(c, len(card.Calls) > 1, cut))
 			}
 		}
 		if card.Complete() || m.Components == nil {
@@ -149,26 +180,27 @@ func splitCalls(calls []bot.CardCall) [][]bot.CardCall {
 	return pages
 }
 
-// header is the first message's content.
+// header is the first message's content: Airlock's words first, then the
+// model's, quoted and inert.
 func header(card bot.Card) string {
 	var b strings.Builder
-	if intro := strings.TrimSpace(card.Intro); intro != "" {
-		b.WriteString(truncate(intro, 1200))
-		b.WriteString("\n\n")
-	}
 	who := mention(card.RequestedBy)
 	if card.Complete() {
 		fmt.Fprintf(&b, "**Approval request** from %s: every call is decided.", who)
-		return truncate(b.String(), maxContent)
-	}
-	fmt.Fprintf(&b, "**Approval needed** for the calls below, requested by %s.", who)
-	if card.Approvers.Empty() {
-		b.WriteString("\nNobody may approve in this channel (config `channels[]`); the requester may withdraw their calls.")
 	} else {
-		b.WriteString("\nWho may decide: " + approverList(card.Approvers) + ".")
+		fmt.Fprintf(&b, "**Approval needed** for the calls below, requested by %s. Nothing runs until each call that needs approval is allowed or denied.", who)
+		if card.Approvers.Empty() {
+			b.WriteString("\nNobody may approve in this channel (config `channels[]`); the requester may withdraw their calls.")
+		} else {
+			b.WriteString("\nWho may decide: " + approverList(card.Approvers) + ".")
+		}
+		if !card.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, " Expires <t:%d:R>.", card.ExpiresAt.Unix())
+		}
 	}
-	if !card.ExpiresAt.IsZero() {
-		fmt.Fprintf(&b, " Expires <t:%d:R>.", card.ExpiresAt.Unix())
+	if intro := strings.TrimSpace(card.Intro); intro != "" {
+		b.WriteString("\nThe agent says:\n")
+		b.WriteString(quote(escapeClip(limitLines(intro, maxIntroLines), maxIntroChars)))
 	}
 	return truncate(b.String(), maxContent)
 }
@@ -182,16 +214,21 @@ func approverList(s bot.ApproverSet) string {
 		if isSnowflake(r) {
 			out = append(out, "<@&"+r+">")
 		} else {
-			out = append(out, "role "+r)
+			out = append(out, "role "+escapeClip(r, maxWhoChars))
 		}
 	}
 	for _, g := range s.Groups {
-		out = append(out, "group "+g)
+		out = append(out, "group "+escapeClip(g, maxWhoChars))
+	}
+	if len(out) > maxApprovers {
+		rest := len(out) - maxApprovers
+		out = append(out[:maxApprovers], fmt.Sprintf("and %d more", rest))
 	}
 	return strings.Join(out, ", ")
 }
 
-// mention writes a user id as a Discord mention when it is a snowflake.
+// mention writes a user id as a Discord mention when it is a snowflake,
+// else as inert text.
 func mention(id string) string {
 	if isSnowflake(id) {
 		return "<@" + id + ">"
@@ -199,76 +236,167 @@ func mention(id string) string {
 	if id == "" {
 		return "someone"
 	}
-	return id
+	return escapeClip(id, maxWhoChars)
 }
 
-// callEmbed renders one call within budget characters.
-func callEmbed(card bot.Card, c bot.CardCall, budget int) *discordgo.MessageEmbed {
-	title := truncate(fmt.Sprintf("[%d] %s", c.Number, c.Tool), maxTitle)
-	status := truncate(statusLine(c), min(maxFieldValue, max(120, budget/2)))
-	left := budget - runes(title) - runes(status) - runes("Arguments") - runes("Status") - runes("Expires")
-	args := fence(c.Args, 0)
+// callEmbed renders one call within about budget characters and reports
+// whether its arguments were cut. offer says whether the card offers
+// "Show full arguments" for it.
+func callEmbed(card bot.Card, c bot.CardCall, budget int, offer bool) (*discordgo.MessageEmbed, bool) {
+	title := fmt.Sprintf("[%d] ", c.Number) + escapeClip(c.Tool, clamp(budget/6, 24, maxTitle-12))
+	status := truncate(statusLine(c, card.RequestedBy), clamp(budget/4, 100, maxFieldValue))
+	var why string
+	if r := strings.TrimSpace(c.FlagReason); r != "" {
+		why = escapeClip(r, clamp(budget/8, 60, maxFieldValue))
+	}
+	rest := budget - runes(title) - runes(status) - runes(why) -
+		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes("Expires")
+	full, _ := argsField(c.Args, 0, false)
+	args, cut := argsField(c.Args, min(runes(full), clamp(rest*2/3, argsFieldMin, maxFieldValue)), offer)
 	summary := strings.TrimSpace(c.Summary)
 	if summary == "" {
 		summary = c.Tool
 	}
-	argsCap := min(maxFieldValue, max(80, left/2))
-	argsLen := min(runes(args), argsCap)
-	summary = truncate(summary, min(maxDescription, max(80, left-argsLen)))
-	args = fence(c.Args, min(maxFieldValue, max(80, left-runes(summary))))
+	desc := escapeClip(summary, clamp(rest-runes(args), descriptionMin, maxDescription))
+	fields := []*discordgo.MessageEmbedField{}
+	if why != "" {
+		fields = append(fields, &discordgo.MessageEmbedField{Name: flagReasonLabel, Value: why})
+	}
+	fields = append(fields,
+		&discordgo.MessageEmbedField{Name: argsFieldLabel, Value: args},
+		&discordgo.MessageEmbedField{Name: statusLabel, Value: status},
+	)
 	return &discordgo.MessageEmbed{
 		Type:        discordgo.EmbedTypeRich,
 		Title:       title,
-		Description: summary,
+		Description: desc,
 		Color:       colour(c),
-		Fields: []*discordgo.MessageEmbedField{
-			{Name: "Arguments", Value: args},
-			{Name: "Status", Value: status},
-		},
-	}
+		Fields:      fields,
+	}, cut
 }
 
-// fence puts JSON in a code block of at most limit characters (0: no
-// limit); backtick runs that would close the block are broken up.
-func fence(args string, limit int) string {
+// argsField puts the arguments in a ```json block of at most limit
+// characters (0: no limit). Cut arguments end with a line saying how many
+// characters are hidden (and, when offer, where to see them all).
+func argsField(args string, limit int, offer bool) (string, bool) {
 	args = strings.TrimSpace(args)
 	if args == "" {
 		args = "{}"
 	}
-	args = strings.ReplaceAll(args, "```", "`\u200b``")
 	const open, closing = "```json\n", "\n```"
-	if limit > 0 {
-		args = truncate(args, limit-runes(open)-runes(closing))
+	full := open + codeText(args) + closing
+	if limit <= 0 || runes(full) <= limit {
+		return full, false
 	}
-	return open + args + closing
+	note := func(hidden int) string {
+		s := "\n… " + thousands(hidden) + " more " + plural(hidden, "character", "characters") + " hidden"
+		if offer {
+			s += "; **Show full arguments** shows them all"
+		}
+		return s + "."
+	}
+	total := runes(args)
+	room := limit - runes(open) - runes(closing) - runes(note(total))
+	var b strings.Builder
+	shown, n := 0, 0
+	for _, r := range args {
+		p := codeSafe(r)
+		if n+runes(p) > room {
+			break
+		}
+		b.WriteString(p)
+		n += runes(p)
+		shown++
+	}
+	return open + b.String() + closing + note(total-shown), true
 }
 
-// statusLine is the call's outcome, with the decider as a mention.
-func statusLine(c bot.CardCall) string {
-	out := c.Outcome()
-	if isSnowflake(c.DecidedBy) {
-		out = strings.Replace(out, "by "+c.DecidedBy, "by <@"+c.DecidedBy+">", 1)
+// statusLine is where a call stands, with the decider as a mention and
+// every text a person, the model or a tool wrote inert.
+func statusLine(c bot.CardCall, requester string) string {
+	by, at := decider(c.DecidedBy), when(c.DecidedAt)
+	var out string
+	switch c.Decision {
+	case confirm.DecisionPending:
+		if !c.Flagged {
+			return "runs with the batch (no approval needed)"
+		}
+		return "⏳ waiting for a decision"
+	case confirm.DecisionDenied:
+		if c.DecidedBy == bot.SystemActor {
+			return "❌ not run: " + escapeClip(c.DenyMessage, maxReasonChars)
+		}
+		verb := "denied by "
+		if c.DecidedBy != "" && c.DecidedBy == requester {
+			verb = "withdrawn by "
+		}
+		out = "❌ " + verb + by + at + "; not run"
+		if r := denyReason(c.DenyMessage); r != "" {
+			out += "\nReason: " + escapeClip(r, maxReasonChars)
+		}
+		return out
+	case confirm.DecisionExpired:
+		return "⌛ expired: nobody decided in time; not run"
+	case confirm.DecisionInvalid:
+		return "⚠️ not run: " + escapeClip(c.DenyMessage, maxReasonChars)
 	}
-	if c.DecidedAt != nil && c.Decision != confirm.DecisionPending && isSnowflake(c.DecidedBy) {
-		at := " at " + c.DecidedAt.UTC().Format("15:04:05 UTC")
-		out = strings.Replace(out, at, fmt.Sprintf(" <t:%d:f>", c.DecidedAt.Unix()), 1)
+	out = "allowed by " + by + at
+	if c.Decision == confirm.DecisionAllowedByPolicy {
+		out = "runs with the batch (no approval needed)"
 	}
-	prefix := "⏳ "
-	switch {
-	case c.Decision == confirm.DecisionPending:
-	case c.Run == confirm.RunFailed || c.Run == confirm.RunUnknown || c.Decision == confirm.DecisionInvalid:
-		prefix = "⚠️ "
-	case c.Decision.Allowed():
-		prefix = "✅ "
-	case c.Decision == confirm.DecisionExpired:
-		prefix = "⌛ "
-	default:
-		prefix = "❌ "
+	switch c.Run {
+	case confirm.RunRunning:
+		return "✅ " + out + "; running"
+	case confirm.RunSucceeded:
+		return "✅ " + out + "; succeeded"
+	case confirm.RunFailed:
+		return "⚠️ " + out + "; failed: " + escapeClip(oneLine(c.Result), maxResultChars)
+	case confirm.RunUnknown:
+		return "⚠️ " + out + "; **outcome unknown**: it may or may not have happened. A person must check it; it will not be retried."
 	}
-	if c.Decision == confirm.DecisionPending && !c.Flagged {
-		prefix = ""
+	return "✅ " + out
+}
+
+// decider names who decided: a mention for a Discord user, words for the
+// bot's own actors, inert text otherwise.
+func decider(id string) string {
+	switch id {
+	case "":
+		return "someone"
+	case bot.PolicyActor:
+		return "the policy"
+	case bot.SystemActor:
+		return "Airlock"
 	}
-	return prefix + out
+	return mention(id)
+}
+
+// when is a decision's time as a Discord timestamp (each reader sees
+// their own time zone).
+func when(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(" <t:%d:f>", t.Unix())
+}
+
+// denyReason extracts the approver's own words from a deny message built
+// by the bot: `<default> Reason given by the approver (…): "…"`.
+func denyReason(msg string) string {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(msg), confirm.DefaultDenyMessage)
+	if !ok {
+		return strings.TrimSpace(msg)
+	}
+	rest = strings.TrimSpace(rest)
+	const lead = "Reason given by the approver ("
+	if strings.HasPrefix(rest, lead) {
+		if _, q, ok := strings.Cut(rest, "): "); ok {
+			if s, err := strconv.Unquote(q); err == nil {
+				return s
+			}
+		}
+	}
+	return rest
 }
 
 func colour(c bot.CardCall) int {
@@ -288,18 +416,45 @@ func colour(c bot.CardCall) int {
 }
 
 // buttons is the action row of a call waiting for a decision. With more
-// than one call on the card, labels carry the call's number.
-func buttons(c bot.CardCall, numbered bool) discordgo.ActionsRow {
-	allow, deny, reason := "Allow", "Deny", "Deny with reason…"
+// than one call on the card, labels carry the call's number. showArgs
+// adds "Show full arguments" for arguments the card cut.
+func buttons(c bot.CardCall, numbered, showArgs bool) discordgo.ActionsRow {
+	allow, deny, reason, show := "Allow", "Deny", "Deny with reason…", "Show full arguments"
 	if numbered {
 		n := strconv.Itoa(c.Number)
-		allow, deny, reason = "Allow ["+n+"]", "Deny ["+n+"]", "Deny ["+n+"] with reason…"
+		allow, deny, reason, show = "Allow ["+n+"]", "Deny ["+n+"]", "Deny ["+n+"] with reason…", "Show full arguments ["+n+"]"
 	}
-	return discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+	row := discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 		discordgo.Button{Label: allow, Style: discordgo.SuccessButton, CustomID: customID(actionAllow, c.Ref)},
 		discordgo.Button{Label: deny, Style: discordgo.DangerButton, CustomID: customID(actionDeny, c.Ref)},
 		discordgo.Button{Label: reason, Style: discordgo.SecondaryButton, CustomID: customID(actionReason, c.Ref)},
 	}}
+	if showArgs {
+		row.Components = append(row.Components, discordgo.Button{Label: show, Style: discordgo.SecondaryButton, CustomID: customID(actionShowArgs, c.Ref)})
+	}
+	return row
+}
+
+// ArgsReply is the ephemeral answer to "Show full arguments": the call's
+// whole arguments in a ```json block, or attached as arguments.json when
+// they do not fit in a message. Nothing in it can ping; characters that
+// would act unseen are written as JSON escapes, which keep the JSON's
+// meaning.
+func ArgsReply(c bot.CardCall) *discordgo.InteractionResponseData {
+	args := strings.TrimSpace(c.Args)
+	if args == "" {
+		args = "{}"
+	}
+	head := fmt.Sprintf("Full arguments of call [%d] %s", c.Number, escapeClip(c.Tool, 100))
+	data := &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}
+	if body := head + ":\n```json\n" + codeText(args) + "\n```"; runes(body) <= maxContent {
+		data.Content = body
+		return data
+	}
+	n := runes(args)
+	data.Content = fmt.Sprintf("%s: attached as %s (%s %s).", head, ArgsFileName, thousands(n), plural(n, "character", "characters"))
+	data.Files = []*discordgo.File{{Name: ArgsFileName, ContentType: "application/json", Reader: strings.NewReader(visible.Reveal(args))}}
+	return data
 }
 
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref
@@ -326,6 +481,42 @@ func ReasonModal(ref string, number int) *discordgo.InteractionResponseData {
 			}},
 		},
 	}
+}
+
+// quote prefixes every line with Discord's quote marker; the text is
+// already escaped, so only these markers quote.
+func quote(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = "> " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// limitLines keeps at most n lines of s, joining the rest into the last.
+func limitLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n)
+	if len(lines) == n {
+		lines[n-1] = oneLine(lines[n-1])
+	}
+	return strings.Join(lines, "\n")
+}
+
+func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // isSnowflake reports whether s is a Discord id: 1 to 20 digits.
@@ -357,7 +548,8 @@ func truncate(s string, n int) string {
 }
 
 // splitText cuts text into parts of at most n characters, at a line
-// break when there is one in the second half of a part.
+// break when there is one in the second half of a part, and never right
+// after a backslash, so an escape stays with the character it escapes.
 func splitText(text string, n int) []string {
 	text = strings.TrimRight(text, " \n")
 	if strings.TrimSpace(text) == "" {
@@ -372,6 +564,9 @@ func splitText(text string, n int) []string {
 				cut = i + 1
 				break
 			}
+		}
+		for cut > 1 && r[cut-1] == '\\' {
+			cut--
 		}
 		parts = append(parts, strings.TrimRight(string(r[:cut]), "\n"))
 		r = r[cut:]

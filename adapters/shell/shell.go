@@ -1,6 +1,13 @@
 // Package shell is the terminal adapter: a person types as a chat user,
 // approval cards print with numbered calls and their read-back, and short
 // commands decide them. The local user is an approver.
+//
+// Nothing the model, a tool or a person wrote reaches the terminal raw:
+// escape sequences, other controls, bidi controls and invisible format
+// characters print as escapes such as \u001b or \u202e (package visible),
+// so no text can move the cursor, recolour, clear or reorder the screen.
+// Arguments longer than a card shows are cut with a note saying how much
+// is hidden; /args N prints them whole.
 package shell
 
 import (
@@ -13,7 +20,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -71,6 +80,7 @@ const Help = `Type a message to talk to the agent. Commands:
   /allow all          allow every waiting call
   /deny N [reason]    deny call N, optionally telling the agent why
   /deny all [reason]  deny every waiting call
+  /args N             print the whole arguments of call N
   /card               show the waiting card again
   /help               show this help
   /quit               leave (a waiting card stays waiting)
@@ -153,6 +163,8 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 		s.printCard(*card)
 	case "/allow", "/deny":
 		s.decide(ctx, b, cmd == "/allow", rest)
+	case "/args":
+		s.args(ctx, b, rest)
 	default:
 		s.printf("Unknown command %s. /help lists the commands.\n", cmd)
 	}
@@ -204,7 +216,7 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 	}
 	for _, c := range targets {
 		if !c.Open() {
-			s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, c.Outcome())
+			s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, oneLine(c.Outcome()))
 			continue
 		}
 		err := b.Decide(ctx, bot.Click{Platform: Platform, Channel: s.Channel, User: s.User, Ref: c.Ref, Allow: allow, Reason: reason})
@@ -212,6 +224,22 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 			s.printf("Call %d: %s\n", c.Number, bot.UserMessage(err))
 		}
 	}
+}
+
+// args prints the whole arguments of a call of the waiting card.
+func (s *Shell) args(ctx context.Context, b Bot, arg string) {
+	card, err := b.PendingCard(ctx, s.thread())
+	if err != nil {
+		s.printf("No card is waiting.\n")
+		return
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(arg))
+	if err != nil || n < 1 || n > len(card.Calls) {
+		s.printf("%q is not a call number of the card (1-%d).\n", visible.Reveal(arg), len(card.Calls))
+		return
+	}
+	c := card.Calls[n-1]
+	s.printf("Arguments of call [%d] %s:\n%s\n", c.Number, visible.Reveal(c.Tool), visible.Reveal(strings.TrimSpace(c.Args)))
 }
 
 // PostCard prints a card.
@@ -230,7 +258,7 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card bot.C
 		if i < len(prev) && prev[i] == c.Outcome() {
 			continue
 		}
-		fmt.Fprintf(s.Out, "  request %s [%d] %s: %s\n", short(card.BatchID), c.Number, c.Tool, c.Outcome())
+		fmt.Fprintf(s.Out, "  request %s [%d] %s: %s\n", short(card.BatchID), c.Number, oneLine(c.Tool), oneLine(c.Outcome()))
 	}
 	s.remember(card)
 	return nil
@@ -248,9 +276,10 @@ func (s *Shell) remember(card bot.Card) {
 	s.shown[card.BatchID] = outcomes
 }
 
-// Post prints the bot's message.
+// Post prints the bot's message, its controls and bidi characters shown
+// escaped.
 func (s *Shell) Post(_ context.Context, _ bot.Thread, text string) error {
-	s.printf("airlock: %s\n", text)
+	s.printf("airlock: %s\n", visible.RevealProse(text))
 	return nil
 }
 
@@ -261,23 +290,42 @@ func (s *Shell) printCard(c bot.Card) {
 	s.remember(c)
 }
 
-// Render formats a card as plain text.
+// Arguments longer than these are cut on a card; /args N prints them.
+const (
+	ArgsPreviewLines = 30
+	ArgsPreviewChars = 2000
+)
+
+// Render formats a card as plain text. Every text from the model, a tool
+// or a person is shown with its controls and invisible characters
+// escaped.
 func Render(c bot.Card) string {
 	var w strings.Builder
 	title := "APPROVAL NEEDED"
 	if c.Complete() {
 		title = "DECIDED"
 	}
-	fmt.Fprintf(&w, "+-- %s (request %s, asked by %s)\n", title, short(c.BatchID), c.RequestedBy)
+	fmt.Fprintf(&w, "+-- %s (request %s, asked by %s)\n", title, short(c.BatchID), oneLine(c.RequestedBy))
 	if c.Intro != "" {
 		fmt.Fprintf(&w, "| The agent says: %s\n", oneLine(c.Intro))
 	}
 	for _, call := range c.Calls {
-		fmt.Fprintf(&w, "| [%d] %s: %s\n", call.Number, call.Tool, oneLine(call.Summary))
-		for _, l := range strings.Split(call.Args, "\n") {
+		fmt.Fprintf(&w, "| [%d] %s: %s\n", call.Number, oneLine(call.Tool), oneLine(call.Summary))
+		if r := strings.TrimSpace(call.FlagReason); r != "" {
+			fmt.Fprintf(&w, "|     why a person is asked: %s\n", oneLine(r))
+		}
+		args, hidden := preview(call.Args)
+		for _, l := range strings.Split(args, "\n") {
 			fmt.Fprintf(&w, "|       %s\n", l)
 		}
-		fmt.Fprintf(&w, "|     -> %s\n", call.Outcome())
+		if hidden > 0 {
+			fmt.Fprintf(&w, "|       … %s more %s hidden", thousands(hidden), plural(hidden, "character", "characters"))
+			if call.Open() {
+				fmt.Fprintf(&w, "; /args %d prints them all", call.Number)
+			}
+			w.WriteString("\n")
+		}
+		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
 	}
 	if !c.Complete() {
 		approvers := "none configured"
@@ -290,21 +338,64 @@ func Render(c bot.Card) string {
 			for _, r := range c.Approvers.Roles {
 				who = append(who, "role "+r)
 			}
-			approvers = strings.Join(who, ", ")
+			approvers = oneLine(strings.Join(who, ", "))
 		}
 		fmt.Fprintf(&w, "| Approvers: %s. Expires %s.\n", approvers, c.ExpiresAt.UTC().Format(time.RFC3339))
-		fmt.Fprintf(&w, "+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]\n")
+		fmt.Fprintf(&w, "+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]  /args N\n")
 	} else {
 		fmt.Fprintf(&w, "+--\n")
 	}
 	return w.String()
 }
 
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+// preview is the arguments as a card shows them, revealed and cut to
+// ArgsPreviewLines lines and ArgsPreviewChars characters, and how many
+// of their characters it leaves out.
+func preview(args string) (string, int) {
+	args = strings.TrimSpace(args)
+	total := utf8.RuneCountInString(args)
+	var b strings.Builder
+	n, lines, shown := 0, 1, 0
+	for _, r := range args {
+		p := string(r)
+		if visible.Hidden(r) {
+			p = visible.Escape(r)
+		}
+		if r == '\n' {
+			lines++
+		}
+		if n+utf8.RuneCountInString(p) > ArgsPreviewChars || lines > ArgsPreviewLines {
+			break
+		}
+		b.WriteString(p)
+		n += utf8.RuneCountInString(p)
+		shown++
 	}
-	return id
+	return strings.TrimRight(b.String(), "\n"), total - shown
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+func short(id string) string {
+	r := []rune(oneLine(id))
+	if len(r) > 8 {
+		return string(r[:8])
+	}
+	return string(r)
+}
+
+// oneLine is s on one line, its hidden characters shown escaped.
+func oneLine(s string) string { return strings.Join(strings.Fields(visible.Reveal(s)), " ") }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -58,6 +59,73 @@ func TestRenderGolden(t *testing.T) {
 	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionDenied, "local", &at
 	c.Calls[1].DenyMessage = confirm.DefaultDenyMessage + ` Reason given by the approver (local): "not during the incident"`
 	golden(t, "card_decided.txt", Render(c))
+}
+
+// hostileCard: the model's words, a read-back, arguments, a deny reason
+// and a tool's output try to drive the terminal (clear the screen, move
+// the cursor, set the title, recolour), reorder text with bidi controls,
+// hide characters, and flood the screen with arguments.
+func hostileCard() bot.Card {
+	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
+	c := sampleCard()
+	c.Intro = "All fine\x1b[2J\x1b[H\x1b]0;pwned\x07 \u202egnp.exe"
+	c.Calls[0].Run, c.Calls[0].Result = confirm.RunFailed, "boom\x1b[31m red \u009b0m\r overwritten"
+	c.Calls[1].Summary = "Restart api\u202e noitcudorp\u200b <!channel> <@123456789012345678> @everyone [x](http://evil) ||x|| :skull:"
+	c.Calls[1].Args = "{\n  \"note\": \"\x1b[1A\x1b[2K\u202e```" + strings.Repeat("x", 2500) + "\",\n  \"service\": \"api\"\n}"
+	c.Calls[1].FlagReason = "a call of this tool with these arguments had an unknown outcome\x1b[0m"
+	c.Calls = append(c.Calls, bot.CardCall{Ref: "abcdefghijklmnop.2", Number: 3, Key: "#2", Tool: "drop\x1b[8m_table", Summary: "Drop table users", Args: "{}",
+		Flagged: true, Decision: confirm.DecisionDenied, DecidedBy: "local", DecidedAt: &at,
+		DenyMessage: confirm.DefaultDenyMessage + ` Reason given by the approver (local): "no\u001b[2J\u2066 way"`})
+	return c
+}
+
+func TestHostileCardIsInert(t *testing.T) {
+	card := hostileCard()
+	out := Render(card)
+	golden(t, "card_hostile.txt", out)
+	for _, r := range out {
+		if visible.Hidden(r) {
+			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
+		}
+	}
+	for _, want := range []string{`\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "why a person is asked: a call of this tool"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("card lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n > 60 {
+		t.Errorf("a card of %d lines", n)
+	}
+
+	var term strings.Builder
+	s := New(strings.NewReader(""), &term)
+	s.Post(context.Background(), bot.Thread{}, "done\x1b[2J\x1b]0;t\x07 \u202eevil 👩\u200d💻")
+	if got := term.String(); got != "airlock: done\\u001b[2J\\u001b]0;t\\u0007 \\u202eevil 👩\u200d💻\n" {
+		t.Errorf("Post printed %q", got)
+	}
+	term.Reset()
+	c := card
+	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionDenied, "local", c.Calls[2].DecidedAt
+	c.Calls[1].DenyMessage = "\x1b[2Jgone"
+	s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c)
+	for _, r := range term.String() {
+		if visible.Hidden(r) && r != '\n' {
+			t.Fatalf("raw %U in an update: %q", r, term.String())
+		}
+	}
+}
+
+func TestArgsPrintsWholeArguments(t *testing.T) {
+	card := hostileCard()
+	b := &fakeBot{card: &card}
+	out := runShell(t, b, "/args 2\n/args 7\n")
+	want := strings.ReplaceAll(strings.ReplaceAll(card.Calls[1].Args, "\x1b", `\u001b`), "\u202e", `\u202e`)
+	if !strings.Contains(out, "Arguments of call [2] restart_service:\n"+want+"\n") {
+		t.Fatalf("/args 2 printed:\n%s", out)
+	}
+	if !strings.Contains(out, `"7" is not a call number of the card (1-3)`) || len(b.clicks) != 0 {
+		t.Fatalf("output:\n%s", out)
+	}
 }
 
 // fakeBot records what the shell asked of it.

@@ -142,9 +142,10 @@ func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 		Store: db,
 		Model: w.model,
 		Tools: w.tools,
-		Approvers: bot.NewApprovers([]bot.ChannelApprovers{
-			{Platform: Platform, ID: chanOps, Users: []string{alice}, Groups: []string{groupOps}},
-			{Platform: Platform, ID: "*", Users: []string{bob}},
+		Channels: bot.NewChannels([]bot.Channel{
+			{Platform: Platform, ID: chanOps, Approvers: []string{alice}, ApproverGroups: []string{groupOps}},
+			{Platform: Platform, ID: "*", Approvers: []string{bob}},
+			{Platform: Platform, ID: bot.DMChannel, Approvers: []string{bob}},
 		}),
 		Timeout:  30 * time.Minute,
 		Logger:   logger,
@@ -363,21 +364,6 @@ func cardButtons(t *testing.T, c apiCall) []button {
 	return out
 }
 
-// blocksText is the blocks of a call as JSON without HTML escaping, so
-// "<@U…>" reads as Slack will see it.
-func blocksText(t *testing.T, c apiCall) string {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(c.param("blocks")), &v); err != nil {
-		t.Fatalf("%s blocks: %v", c.Method, err)
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return buf.String()
-}
-
 func (b *button) UnmarshalJSON(p []byte) error {
 	var raw struct {
 		Type     string `json:"type"`
@@ -392,11 +378,15 @@ func (b *button) UnmarshalJSON(p []byte) error {
 	return nil
 }
 
-// cards are the chat.postMessage calls that carry blocks.
+// isCard reports whether a chat.postMessage posted a card (its blocks
+// open with the card's header).
+func isCard(c apiCall) bool { return strings.Contains(c.param("blocks"), `"block_id":"header"`) }
+
+// cards are the chat.postMessage calls that posted a card.
 func (w *world) cards() []apiCall {
 	var out []apiCall
 	for _, c := range w.fake.callsTo("chat.postMessage") {
-		if c.param("blocks") != "" {
+		if isCard(c) {
 			out = append(out, c)
 		}
 	}
@@ -423,11 +413,11 @@ func refByStyle(t *testing.T, card apiCall, style string) string {
 	return ""
 }
 
-// texts are the plain chat.postMessage texts (no blocks) in a channel.
+// texts are the chat.postMessage calls in a channel that are no card.
 func (w *world) texts(channel string) []apiCall {
 	var out []apiCall
 	for _, c := range w.fake.callsTo("chat.postMessage") {
-		if c.param("blocks") == "" && c.param("channel") == channel {
+		if !isCard(c) && c.param("channel") == channel {
 			out = append(out, c)
 		}
 	}
@@ -898,7 +888,7 @@ func TestReminderSupersededAndExpired(t *testing.T) {
 
 	// Reminder, then expiry.
 	const other = "1700000001.000100"
-	w.model.PushCalls(tc("call_deploy2", "deploy", `{"service":"web"}`)).PushText("It expired.")
+	w.model.PushCalls(tc("call_deploy2", "deploy", `{"service":"web <!channel> <@UMALLORY> :skull: \u202e"}`)).PushText("It expired, <@UALICE> <!subteam^SOPS>.")
 	w.deliverEvent(mention(w.eventID(), chanOps, bob, other, "", "<@"+botUser+"> deploy web"), 0)
 	ref := refByStyle(t, w.waitCard(2), "primary")
 	w.ad.Wait()
@@ -910,11 +900,22 @@ func TestReminderSupersededAndExpired(t *testing.T) {
 	if got := reminder.param("text"); !strings.HasPrefix(got, "<@"+alice+">, <!subteam^"+groupOps+">: ") || reminder.param("thread_ts") != other {
 		t.Fatalf("reminder %q in thread %q", got, reminder.param("thread_ts"))
 	}
+	// Only the approvers are mentioned; the quoted read-back is inert.
+	shown, live := readBlocks(t, []byte(reminder.param("blocks")))
+	if bad := liveProblems(live+reminder.param("text"), shown); len(bad) != 0 || strings.Count(live+reminder.param("text"), "<") != 4 {
+		t.Fatalf("reminder live beyond the approvers: %v\ntext %q\nlive %q", bad, reminder.param("text"), live)
+	}
+	if !strings.Contains(shown, "deploy web <!channel> <@UMALLORY> :skull: \\u202e") {
+		t.Errorf("reminder reads %q", shown)
+	}
 	now.Add(int64(5 * time.Minute))
 	if err := w.bot.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w.waitText(chanOps, "It expired.")
+	// The model's answer naming the approvers mentions nobody.
+	if got := w.waitText(chanOps, "It expired").param("text"); got != "It expired, &lt;@UALICE&gt; &lt;!subteam^SOPS&gt;." {
+		t.Errorf("answer posted as %q", got)
+	}
 	w.deliverInteraction(blockAction(alice, chanOps, other, ActionAllow, ref))
 	waitFor(t, "second ephemeral", func() bool { return len(w.ephemerals(alice)) == 2 })
 	w.ad.Wait()

@@ -151,7 +151,8 @@ func classify(req eventRequest, self identity) (eventAction, error) {
 	if e.ThreadTS != "" && !tsPattern.MatchString(e.ThreadTS) {
 		return eventAction{}, badEvent("%s %s: malformed thread_ts", e.Type, clip(req.EventID, 40))
 	}
-	turn := bot.Turn{Platform: Platform, Channel: e.Channel, User: e.User, Text: stripMention(e.Text, self.UserID)}
+	turn := bot.Turn{Platform: Platform, Channel: e.Channel, User: e.User, Text: stripMention(e.Text, self.UserID),
+		DM: e.ChannelType == "im" || e.ChannelType == "mpim" || strings.HasPrefix(e.Channel, "D")}
 	act := eventAction{Kind: actTurn, EventID: req.EventID}
 	switch {
 	case e.Type == "app_mention":
@@ -246,7 +247,9 @@ func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
 			log.Error("slack: keep aside", "err", err)
 		}
 	case actTurn:
-		if act.Turn.Text == "" {
+		// A mention without words gets a hint, where the author may ask;
+		// the bot answers everything else about who may ask.
+		if act.Turn.Text == "" && a.bot.Admit(ctx, act.Turn) == bot.Admitted {
 			if err := a.Post(ctx, th, emptyMentionHint); err != nil {
 				log.Error("slack: post hint", "err", err)
 			}

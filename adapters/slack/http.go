@@ -36,8 +36,9 @@ var (
 )
 
 // VerifySignature checks Slack's v0 signature of a request: an HMAC-SHA256
-// with the signing secret over "v0:<timestamp>:<raw body>", the timestamp
-// within MaxSignatureAge of now. An empty secret verifies nothing.
+// with the signing secret over "v0:<timestamp>:<raw body>", written
+// "v0=<lower-case hex>", the timestamp (Unix seconds, digits only) within
+// MaxSignatureAge of now. An empty secret verifies nothing.
 func VerifySignature(secret string, h http.Header, body []byte, now time.Time) error {
 	if secret == "" {
 		return errors.New("slack: no signing secret configured")
@@ -45,6 +46,9 @@ func VerifySignature(secret string, h http.Header, body []byte, now time.Time) e
 	ts, sig := h.Get(headerTimestamp), h.Get(headerSignature)
 	if ts == "" || sig == "" {
 		return ErrNoSignature
+	}
+	if !digits(ts, 12) {
+		return fmt.Errorf("%w: malformed timestamp", ErrBadSignature)
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
@@ -57,14 +61,28 @@ func VerifySignature(secret string, h http.Header, body []byte, now time.Time) e
 	if !ok {
 		return fmt.Errorf("%w: unknown version", ErrBadSignature)
 	}
+	// Lower-case hex, as Slack writes it: one spelling per signature.
 	got, err := hex.DecodeString(hexSig)
-	if err != nil || len(got) != sha256.Size {
+	if err != nil || len(got) != sha256.Size || hexSig != hex.EncodeToString(got) {
 		return fmt.Errorf("%w: malformed", ErrBadSignature)
 	}
 	if !hmac.Equal(got, Sign(secret, ts, body)) {
 		return ErrBadSignature
 	}
 	return nil
+}
+
+// digits reports whether s is 1 to n ASCII digits.
+func digits(s string, n int) bool {
+	if s == "" || len(s) > n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Sign computes the v0 signature bytes of a body at a timestamp.
@@ -136,6 +154,10 @@ func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retr
 		http.Error(w, "not started", http.StatusServiceUnavailable) // Slack retries
 		return
 	}
+	if req.Type == envelopeEventCallback && !a.ourTeam(req.TeamID, "event") {
+		w.WriteHeader(http.StatusOK) // acknowledged, so not retried; nothing done
+		return
+	}
 	act, err := classify(req, self)
 	if err != nil {
 		a.log.Warn("slack: event rejected", "err", err)
@@ -171,6 +193,10 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte) {
 	if err != nil {
 		a.log.Warn("slack: interaction rejected", "err", err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !a.ourTeam(in.Team, "interaction") {
+		w.WriteHeader(http.StatusOK) // no effect
 		return
 	}
 	a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })

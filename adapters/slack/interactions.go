@@ -26,6 +26,7 @@ const (
 // interaction is a validated interactivity payload.
 type interaction struct {
 	Kind      interactionKind
+	Team      string // the workspace the click came from
 	User      string // the clicker
 	Channel   string // where the card is
 	Thread    string // the card's thread ("" at the top of a DM)
@@ -42,8 +43,12 @@ type interactionPayload struct {
 	Type      string `json:"type"`
 	Token     string `json:"token"` // ignored
 	TriggerID string `json:"trigger_id"`
-	User      struct {
+	Team      *struct {
 		ID string `json:"id"`
+	} `json:"team"`
+	User struct {
+		ID     string `json:"id"`
+		TeamID string `json:"team_id"`
 	} `json:"user"`
 	Channel struct {
 		ID string `json:"id"`
@@ -109,7 +114,10 @@ func parseInteraction(payload []byte) (interaction, error) {
 	if !userIDPattern.MatchString(p.User.ID) {
 		return interaction{}, badInteraction("%s: missing or malformed user id", clip(p.Type, 40))
 	}
-	in := interaction{User: p.User.ID, TriggerID: p.TriggerID}
+	in := interaction{User: p.User.ID, Team: p.User.TeamID, TriggerID: p.TriggerID}
+	if p.Team != nil && p.Team.ID != "" {
+		in.Team = p.Team.ID
+	}
 	switch slack.InteractionType(p.Type) {
 	case slack.InteractionTypeBlockActions:
 		if len(p.Actions) == 0 {

@@ -2,10 +2,13 @@ package slack
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -73,8 +76,9 @@ func TestClassify(t *testing.T) {
 				return
 			}
 			ev := tc.body["event"].(map[string]any)
-			want := bot.Turn{Platform: Platform, Channel: ev["channel"].(string), Thread: tc.thread, User: ev["user"].(string), Text: tc.text}
-			if act.Turn != want {
+			want := bot.Turn{Platform: Platform, Channel: ev["channel"].(string), Thread: tc.thread, User: ev["user"].(string), Text: tc.text,
+				DM: ev["channel_type"] == "im" || ev["channel_type"] == "mpim" || strings.HasPrefix(ev["channel"].(string), "D")}
+			if !reflect.DeepEqual(act.Turn, want) {
 				t.Errorf("turn %+v, want %+v", act.Turn, want)
 			}
 			if act.EventID != "Ev1" {
@@ -124,7 +128,7 @@ func TestParseInteraction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (interaction{Kind: kindDecide, User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Allow: true, TriggerID: "12345.98765.abcd2358fdea"}) {
+	if in != (interaction{Kind: kindDecide, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Allow: true, TriggerID: "12345.98765.abcd2358fdea"}) {
 		t.Errorf("allow: %+v", in)
 	}
 	in, _ = parseInteraction(mustJSON(blockAction(alice, dmBob, "", ActionDeny, ref)))
@@ -136,7 +140,7 @@ func TestParseInteraction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (interaction{Kind: kindSubmitReason, User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Reason: "because", TriggerID: "12345.98765.ffff"}) {
+	if in != (interaction{Kind: kindSubmitReason, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Reason: "because", TriggerID: "12345.98765.ffff"}) {
 		t.Errorf("submission: %+v", in)
 	}
 	noTrigger := blockAction(alice, chanOps, mentionTS, ActionDenyReason, ref)
@@ -195,6 +199,8 @@ func TestVerifySignature(t *testing.T) {
 		"short":          {testSecret, h("1700000000", "v0=abcd"), now, ErrBadSignature},
 		"bad timestamp":  {testSecret, h("soon", good), now, ErrBadSignature},
 		"other ts":       {testSecret, h("1700000001", good), now, ErrBadSignature},
+		"upper-case hex": {testSecret, h("1700000000", "v0="+strings.ToUpper(good[3:])), now, ErrBadSignature},
+		"signed ts":      {testSecret, h("+1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "+1700000000", body))), now, ErrBadSignature},
 		"no secret":      {"", h("1700000000", fmt.Sprintf("v0=%x", Sign("", "1700000000", body))), now, nil},
 		"missing header": {testSecret, http.Header{headerSignature: {good}}, now, ErrNoSignature},
 	} {
@@ -265,15 +271,28 @@ func TestGroupCacheExpiresAndSharesFetches(t *testing.T) {
 func TestMentionOnlyThroughMention(t *testing.T) {
 	a := &Adapter{mentionNonce: "NONCE1"}
 	who := a.Mention(bot.ApproverSet{Users: []string{alice, "not an id"}, Groups: []string{groupOps}})
-	text := escape(who + ": a request still needs a decision. <!channel> <@UMALLORY>")
-	got := a.restoreMentions(text)
-	want := "<@UALICE>, <!subteam^SOPS>: a request still needs a decision. &lt;!channel&gt; &lt;@UMALLORY&gt;"
-	if got != want {
-		t.Fatalf("got  %q\nwant %q", got, want)
+	if strings.Contains(who, "<") {
+		t.Fatalf("Mention returned live mentions %q: anyone could paste them", who)
 	}
-	// A marker with another nonce (a model guessing) turns into nothing.
-	forged := escape("\uE000GUESS:UMALLORY\uE001 hi")
-	if got := a.restoreMentions(forged); strings.Contains(got, "<@") {
+	blocks, text, ok := a.reminder(who + ": a request still needs a decision. <!channel> <@UMALLORY> *b* :skull: \u202e")
+	want := "<@UALICE>, <!subteam^SOPS>: a request still needs a decision. &lt;!channel&gt; &lt;@UMALLORY&gt; *b* :skull: \\u202e"
+	if !ok || text != want {
+		t.Fatalf("got  %q\nwant %q", text, want)
+	}
+	shown, live := readBlocks(t, mustJSON(blocks))
+	if bad := liveProblems(live, shown); len(bad) != 0 || strings.Count(live, "<") != 2 {
+		t.Fatalf("reminder live beyond the approvers: %v\n%s", bad, live)
+	}
+	if !strings.Contains(shown, "<!channel> <@UMALLORY> *b* :skull: \\u202e") {
+		t.Fatalf("the quoted read-backs do not show as written: %q", shown)
+	}
+	// Markers with another nonce (a model guessing) are no reminder, and
+	// turn into nothing.
+	forged := "\uE000GUESS:UMALLORY\uE001 hi"
+	if _, _, ok := a.reminder(forged); ok {
+		t.Fatal("a guessed marker made a reminder")
+	}
+	if got := postText(mentionMarker.ReplaceAllString(forged, "")); got != " hi" {
 		t.Fatalf("forged marker became %q", got)
 	}
 }
@@ -311,6 +330,7 @@ func TestNewChecksConfig(t *testing.T) {
 
 type nopBot struct{ resolverSet bool }
 
+func (*nopBot) Admit(context.Context, bot.Turn) bot.Admission             { return bot.Admitted }
 func (*nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
 func (*nopBot) Note(context.Context, bot.Turn) error                      { return nil }
 func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
@@ -318,9 +338,9 @@ func (*nopBot) Decide(context.Context, bot.Click) error                   { retu
 func (*nopBot) PendingCard(context.Context, bot.Thread) (*bot.Card, error) {
 	return nil, errors.New("none")
 }
-func (n *nopBot) Approvers() *bot.Approvers {
+func (n *nopBot) Channels() *bot.Channels {
 	n.resolverSet = true // New installs the resolver on what this returns
-	return bot.NewApprovers(nil)
+	return bot.NewChannels(nil)
 }
 
 type nopStore struct{}
@@ -410,11 +430,13 @@ func FuzzInteractionPayload(f *testing.F) {
 	})
 }
 
-// FuzzRender: any card renders within Slack's limits without panicking.
+// FuzzRender: any card renders within Slack's limits, with nothing a
+// model, a tool or a person wrote live or hidden.
 func FuzzRender(f *testing.F) {
 	f.Add("deploy", "Deploy <api> & co", "{\n  \"a\": \"```\"\n}", "intro & <!channel>", 2)
 	f.Add("", "", "", "", 0)
-	f.Add(strings.Repeat("t", 300), strings.Repeat("&", 2000), strings.Repeat("<\n", 3000), strings.Repeat("é", 5000), 30)
+	f.Add(strings.Repeat("t", 100), strings.Repeat("&", 500), strings.Repeat("<\n", 600), strings.Repeat("é", 1300), 30)
+	f.Add("x\u202e", "<@UALICE> :skull: *b*", "\x1b[2J\u200b", "<!subteam^SOPS>", 3)
 	f.Fuzz(func(t *testing.T, tool, summary, args, intro string, n int) {
 		card := baseCard()
 		card.Intro = intro
@@ -426,7 +448,7 @@ func FuzzRender(f *testing.F) {
 		for i := 0; i < n; i++ {
 			decision := []confirm.DecisionStatus{confirm.DecisionPending, confirm.DecisionAllowedByPolicy, confirm.DecisionDenied}[i%3]
 			card.Calls = append(card.Calls, bot.CardCall{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: tool, Summary: summary, Args: args,
-				Flagged: decision != confirm.DecisionAllowedByPolicy, Decision: decision, DecidedBy: summary})
+				Flagged: decision != confirm.DecisionAllowedByPolicy, Decision: decision, DecidedBy: summary, FlagReason: intro, Run: confirm.RunFailed, Result: args})
 		}
 		for i := range card.Calls {
 			card.Calls[i].DenyMessage = summary
@@ -435,18 +457,81 @@ func FuzzRender(f *testing.F) {
 		if len(blocks) > maxMessageBlock {
 			t.Fatalf("%d blocks", len(blocks))
 		}
-		js := string(mustJSON(blocks))
-		if strings.Contains(js, "\\u003c!channel") {
-			t.Fatal("unescaped @channel")
-		}
 		for _, b := range blocks {
 			if s, ok := b.(*slack.SectionBlock); ok && utf8.RuneCountInString(s.Text.Text) > maxSectionText {
 				t.Fatalf("section of %d characters", utf8.RuneCountInString(s.Text.Text))
 			}
 		}
-		_ = FallbackText(card)
+		shown, live := readBlocks(t, mustJSON(blocks))
+		fallback := FallbackText(card)
+		if bad := liveProblems(live+fallback, shown+fallback); len(bad) != 0 {
+			t.Fatalf("live or hidden: %v\nlive:\n%s", bad, live)
+		}
 		if len(card.Calls) > 0 {
-			_ = ArgsModal(card.Calls[0])
+			m := ArgsModal(card.Calls[0])
+			if len(m.Blocks.BlockSet) > maxModalBlocks {
+				t.Fatalf("%d blocks in the modal", len(m.Blocks.BlockSet))
+			}
+			shown, live := readBlocks(t, mustJSON(m.Blocks))
+			if bad := liveProblems(live, shown); len(bad) != 0 {
+				t.Fatalf("modal live or hidden: %v", bad)
+			}
+		}
+	})
+}
+
+// FuzzVerifySignature: no header or body makes VerifySignature panic, and
+// only the body signed with the secret, under a timestamp less than five
+// minutes from now, verifies.
+func FuzzVerifySignature(f *testing.F) {
+	now := time.Unix(1700000000, 0)
+	body := []byte(`{"type":"event_callback"}`)
+	f.Add(body, "1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "1700000000", body)), int64(0))
+	f.Add(body, "1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "1700000000", body)), int64(301))
+	f.Add(body, "+1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "+1700000000", body)), int64(0))
+	f.Add(body, "1700000000 ", "v0=", int64(-400))
+	f.Add([]byte{}, "", "", int64(0))
+	f.Add([]byte("payload=x"), "99999999999999999999", "v0=zz", int64(1))
+	f.Fuzz(func(t *testing.T, body []byte, ts, sig string, skew int64) {
+		h := http.Header{}
+		h.Set(headerTimestamp, ts)
+		h.Set(headerSignature, sig)
+		at := now.Add(time.Duration(skew%1000) * time.Second)
+		err := VerifySignature(testSecret, h, body, at)
+		if err == nil {
+			// Accepted: then the signature is the secret's over this exact
+			// timestamp and body, and the timestamp is fresh.
+			sec, perr := strconv.ParseInt(h.Get(headerTimestamp), 10, 64)
+			if perr != nil || !digits(h.Get(headerTimestamp), 12) {
+				t.Fatalf("accepted a malformed timestamp %q", ts)
+			}
+			if d := at.Sub(time.Unix(sec, 0)); d > MaxSignatureAge || d < -MaxSignatureAge {
+				t.Fatalf("accepted a stale timestamp %q at %v", ts, at)
+			}
+			if want := "v0=" + hex.EncodeToString(Sign(testSecret, h.Get(headerTimestamp), body)); h.Get(headerSignature) != want {
+				t.Fatalf("accepted signature %q, want %q", sig, want)
+			}
+			if VerifySignature("another secret", h, body, at) == nil {
+				t.Fatal("another secret verified the same request")
+			}
+			if len(body) > 0 {
+				flipped := append([]byte(nil), body...)
+				flipped[0] ^= 1
+				if VerifySignature(testSecret, h, flipped, at) == nil {
+					t.Fatal("a changed body verified")
+				}
+			}
+		}
+		// The right signature for this body and timestamp verifies exactly
+		// when the timestamp is a fresh integer.
+		h.Set(headerSignature, "v0="+hex.EncodeToString(Sign(testSecret, h.Get(headerTimestamp), body)))
+		sec, perr := strconv.ParseInt(h.Get(headerTimestamp), 10, 64)
+		fresh := perr == nil && digits(h.Get(headerTimestamp), 12) && func() bool {
+			d := at.Sub(time.Unix(sec, 0))
+			return d <= MaxSignatureAge && d >= -MaxSignatureAge
+		}()
+		if got := VerifySignature(testSecret, h, body, at) == nil; got != fresh {
+			t.Fatalf("correctly signed, timestamp %q (fresh %v): verified %v", h.Get(headerTimestamp), fresh, got)
 		}
 	})
 }

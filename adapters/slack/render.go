@@ -10,6 +10,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -59,22 +60,34 @@ var (
 )
 
 // Render returns the Block Kit blocks of a card: a header, what the agent
-// wants to do, one section per call (tool, read-back, arguments, where it
-// stands) followed, for each call still waiting, by an actions block with
-// Allow (primary), Deny (danger) and "Deny with reason…" (no style), and a
-// footer saying who may approve and when the request expires. A complete
-// card has no buttons at all.
+// wants to do (its own words quoted), one rich_text block per call (tool,
+// why a person is asked when it is not the tool's own flag, read-back,
+// arguments preformatted, where it stands) followed, for each call still
+// waiting, by an actions block with Allow (primary), Deny (danger),
+// "Deny with reason…" (no style) and, when the card cut its arguments,
+// "Show full arguments" (no style), and a footer saying who may approve
+// and when the request expires. A complete card has no buttons at all.
+//
+// Every text the model, a tool or a person wrote is in rich_text text
+// elements, which Slack shows literally: no mrkdwn, links, mentions or
+// emoji, and characters that would act unseen are shown escaped (see
+// escape.go). Only Airlock's own words use mrkdwn.
 func Render(card bot.Card) []slack.Block {
 	complete := card.Complete()
 	blocks := []slack.Block{header(complete), introSection(card)}
+	if said := introQuote(card); said != nil {
+		blocks = append(blocks, said)
+	}
 	blocks = append(blocks, slack.NewDividerBlock())
 
 	// Keep room for the footer and an overflow note.
 	budget := maxMessageBlock - len(blocks) - 2
 	shown := 0
 	for _, c := range card.Calls {
+		preview := argsPreview(c.Args)
+		offer := preview.cut && !complete
 		need := 1
-		if c.Open() {
+		if c.Open() || offer {
 			need = 2
 		}
 		if need > budget {
@@ -82,9 +95,9 @@ func Render(card bot.Card) []slack.Block {
 		}
 		budget -= need
 		shown++
-		blocks = append(blocks, callSection(c, card.RequestedBy, complete))
-		if c.Open() {
-			blocks = append(blocks, callActions(c))
+		blocks = append(blocks, callBlock(c, card.RequestedBy, preview, offer))
+		if c.Open() || offer {
+			blocks = append(blocks, callActions(c, offer))
 		}
 	}
 	if rest := len(card.Calls) - shown; rest > 0 {
@@ -97,7 +110,9 @@ func Render(card bot.Card) []slack.Block {
 }
 
 // FallbackText is the message's plain text: notifications and clients
-// without Block Kit show it.
+// without Block Kit show it. It holds Airlock's words only (a tool's name
+// only when it is a plain name), so nothing a model wrote reaches a
+// notification.
 func FallbackText(card bot.Card) string {
 	var b strings.Builder
 	if card.Complete() {
@@ -107,9 +122,45 @@ func FallbackText(card bot.Card) string {
 	}
 	fmt.Fprintf(&b, " (%d %s)", len(card.Calls), plural(len(card.Calls), "call", "calls"))
 	for _, c := range card.Calls {
-		fmt.Fprintf(&b, "\n%d. %s: %s — %s", c.Number, clip(c.Tool, maxToolChars), clip(oneLine(c.Summary), 200), clip(c.Outcome(), 200))
+		name := "a tool"
+		if plainName.MatchString(c.Tool) {
+			name = c.Tool
+		}
+		fmt.Fprintf(&b, "\n%d. %s — %s", c.Number, name, stateWord(c))
 	}
-	return escapeClip(b.String(), 3000)
+	return clip(b.String(), 3000)
+}
+
+// plainName is a tool name that is inert in mrkdwn as it is.
+var plainName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+// stateWord is where a call stands, in Airlock's words only.
+func stateWord(c bot.CardCall) string {
+	switch c.Decision {
+	case confirm.DecisionPending:
+		return "waiting for a decision"
+	case confirm.DecisionDenied:
+		return "denied; not run"
+	case confirm.DecisionExpired:
+		return "expired; not run"
+	case confirm.DecisionInvalid:
+		return "invalid; not run"
+	}
+	who := "allowed"
+	if c.Decision == confirm.DecisionAllowedByPolicy {
+		who = "runs with the batch"
+	}
+	switch c.Run {
+	case confirm.RunRunning:
+		return who + "; running"
+	case confirm.RunSucceeded:
+		return who + "; succeeded"
+	case confirm.RunFailed:
+		return who + "; failed"
+	case confirm.RunUnknown:
+		return who + "; outcome unknown"
+	}
+	return who
 }
 
 func header(complete bool) slack.Block {
@@ -132,101 +183,124 @@ func introSection(card bot.Card) slack.Block {
 	} else {
 		fmt.Fprintf(&b, "%s wants to run %d %s. *Nothing runs until each call that needs approval is allowed or denied.*", who, n, plural(n, "call", "calls"))
 	}
-	if intro := strings.TrimSpace(card.Intro); intro != "" {
-		b.WriteString("\n")
-		b.WriteString(quote(escapeClip(limitLines(intro, 15), maxIntroChars)))
-	}
 	return slack.NewSectionBlock(mrkdwn(clipSection(b.String())), nil, nil, slack.SectionBlockOptionBlockID("intro"))
 }
 
-// callSection is one call: number, tool, whether it needs approval, the
-// read-back, the arguments in a code block, and where it stands.
-func callSection(c bot.CardCall, requester string, complete bool) slack.Block {
-	var b strings.Builder
+// introQuote is the model's own words on the card, quoted and literal.
+func introQuote(card bot.Card) slack.Block {
+	intro := strings.TrimSpace(card.Intro)
+	if intro == "" {
+		return nil
+	}
+	return slack.NewRichTextBlock("intro_words",
+		slack.NewRichTextSection(rtText("The agent says:", italic)),
+		richQuote(revealClip(limitLines(intro, 15), maxIntroChars)),
+	)
+}
+
+// callBlock is one call: number, tool, whether it needs approval (and
+// why, when it is not the tool's own flag), the read-back, the arguments
+// preformatted (cut ones saying how much is hidden), and where it
+// stands. offer says whether the card offers "Show full arguments".
+func callBlock(c bot.CardCall, requester string, preview argsView, offer bool) slack.Block {
 	gate := "needs approval"
 	if !c.Flagged {
 		gate = "no approval needed"
 	}
-	fmt.Fprintf(&b, "*%d. `%s`*  ·  _%s_\n", c.Number, codeSafe(escapeClip(c.Tool, maxToolChars)), gate)
+	els := []slack.RichTextElement{slack.NewRichTextSection(
+		rtText(strconv.Itoa(c.Number)+". ", bold),
+		rtText(revealClip(oneLine(c.Tool), maxToolChars), code),
+		rtText("  ·  ", nil),
+		rtText(gate, italic),
+	)}
+	if r := strings.TrimSpace(c.FlagReason); r != "" {
+		els = append(els, slack.NewRichTextSection(rtText("Why a person is asked: ", bold), rtText(revealClip(r, maxReasonChars), nil)))
+	}
 	if s := strings.TrimSpace(c.Summary); s != "" {
-		b.WriteString(quote(escapeClip(limitLines(s, 6), maxSummaryChars)))
-		b.WriteString("\n")
+		els = append(els, richQuote(revealClip(limitLines(s, 6), maxSummaryChars)))
 	}
-	preview, shownChars, truncated := argsPreview(c.Args)
-	b.WriteString("```\n")
-	b.WriteString(codeSafe(preview))
-	b.WriteString("\n```\n")
-	var accessory *slack.Accessory
-	if truncated {
-		total := utf8.RuneCountInString(strings.TrimSpace(c.Args))
-		if complete {
-			fmt.Fprintf(&b, "_Arguments cut: %s of %s characters shown._\n", thousands(shownChars), thousands(total))
-		} else {
-			fmt.Fprintf(&b, "_Arguments cut: %s of %s characters shown. *Show full arguments* opens them whole._\n", thousands(shownChars), thousands(total))
-			btn := slack.NewButtonBlockElement(ActionShowArgs, c.Ref, plain("Show full arguments"))
-			btn.AccessibilityLabel = clip(fmt.Sprintf("Show the full arguments of call %d", c.Number), 75)
-			accessory = slack.NewAccessory(btn)
+	els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(preview.text, nil)}})
+	if preview.cut {
+		note := fmt.Sprintf("… %s more %s hidden.", thousands(preview.hidden), plural(preview.hidden, "character", "characters"))
+		if offer {
+			note += " Show full arguments opens them whole."
 		}
+		els = append(els, slack.NewRichTextSection(rtText(note, italic)))
 	}
-	b.WriteString(status(c, requester))
-	return slack.NewSectionBlock(mrkdwn(clipSection(b.String())), nil, accessory, slack.SectionBlockOptionBlockID("call_"+strconv.Itoa(c.Number)))
+	els = append(els, slack.NewRichTextSection(status(c, requester)...))
+	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
 }
 
-// callActions holds the decision buttons of a call still waiting. Allow is
-// the only primary button and Deny the only danger button of the card.
-func callActions(c bot.CardCall) slack.Block {
-	tool := clip(c.Tool, 40)
-	allow := slack.NewButtonBlockElement(ActionAllow, c.Ref, plain("Allow"))
-	allow.Style = slack.StylePrimary
-	allow.AccessibilityLabel = clip(fmt.Sprintf("Allow call %d, %s", c.Number, tool), 75)
-	deny := slack.NewButtonBlockElement(ActionDeny, c.Ref, plain("Deny"))
-	deny.Style = slack.StyleDanger
-	deny.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d, %s", c.Number, tool), 75)
-	reason := slack.NewButtonBlockElement(ActionDenyReason, c.Ref, plain("Deny with reason…"))
-	reason.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d with a reason", c.Number), 75)
-	return slack.NewActionBlock("actions_"+strconv.Itoa(c.Number), allow, deny, reason)
+// callActions holds the buttons of a call: Allow, Deny and "Deny with
+// reason…" while it waits (Allow is the only primary button and Deny the
+// only danger button of the card), and "Show full arguments" when offer.
+func callActions(c bot.CardCall, offer bool) slack.Block {
+	tool := clip(oneLine(visible.Reveal(c.Tool)), 40)
+	var els []slack.BlockElement
+	if c.Open() {
+		allow := slack.NewButtonBlockElement(ActionAllow, c.Ref, plain("Allow"))
+		allow.Style = slack.StylePrimary
+		allow.AccessibilityLabel = clip(fmt.Sprintf("Allow call %d, %s", c.Number, tool), 75)
+		deny := slack.NewButtonBlockElement(ActionDeny, c.Ref, plain("Deny"))
+		deny.Style = slack.StyleDanger
+		deny.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d, %s", c.Number, tool), 75)
+		reason := slack.NewButtonBlockElement(ActionDenyReason, c.Ref, plain("Deny with reason…"))
+		reason.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d with a reason", c.Number), 75)
+		els = append(els, allow, deny, reason)
+	}
+	if offer {
+		show := slack.NewButtonBlockElement(ActionShowArgs, c.Ref, plain("Show full arguments"))
+		show.AccessibilityLabel = clip(fmt.Sprintf("Show the full arguments of call %d", c.Number), 75)
+		els = append(els, show)
+	}
+	return slack.NewActionBlock("actions_"+strconv.Itoa(c.Number), els...)
 }
 
 // status says where a call stands, with who decided and when. A deny by
-// the requester themself reads as a withdrawal.
-func status(c bot.CardCall, requester string) string {
+// the requester themself reads as a withdrawal. Texts a person, the model
+// or a tool wrote (reasons, deny messages, results) are literal.
+func status(c bot.CardCall, requester string) []slack.RichTextSectionElement {
 	by, at := decider(c.DecidedBy), when(c.DecidedAt)
+	line := func(els ...slack.RichTextSectionElement) []slack.RichTextSectionElement { return els }
 	switch c.Decision {
 	case confirm.DecisionPending:
-		return ":hourglass_flowing_sand: Waiting for an approver"
+		return line(emoji("hourglass_flowing_sand"), rtText(" Waiting for an approver", nil))
 	case confirm.DecisionDenied:
 		if c.DecidedBy == bot.SystemActor {
-			return ":no_entry_sign: Not run: " + escapeClip(c.DenyMessage, maxReasonChars)
+			return line(emoji("no_entry_sign"), rtText(" Not run: "+revealClip(c.DenyMessage, maxReasonChars), nil))
 		}
-		verb := "Denied by "
+		verb := " Denied by "
 		if c.DecidedBy != "" && c.DecidedBy == requester {
-			verb = "Withdrawn by "
+			verb = " Withdrawn by "
 		}
-		out := ":no_entry_sign: " + verb + by + at + "; not run"
+		out := append(line(emoji("no_entry_sign"), rtText(verb, nil), by), at...)
+		out = append(out, rtText("; not run", nil))
 		if r := denyReason(c.DenyMessage); r != "" {
-			out += "\n" + quote("Reason: "+escapeClip(r, maxReasonChars))
+			out = append(out, rtText("\nReason: ", bold), rtText(revealClip(r, maxReasonChars), nil))
 		}
 		return out
 	case confirm.DecisionExpired:
-		return ":alarm_clock: Expired: nobody decided in time; not run"
+		return line(emoji("alarm_clock"), rtText(" Expired: nobody decided in time; not run", nil))
 	case confirm.DecisionInvalid:
-		return ":warning: " + escapeClip(c.DenyMessage, maxReasonChars)
+		return line(emoji("warning"), rtText(" "+revealClip(c.DenyMessage, maxReasonChars), nil))
 	}
-	who := ":white_check_mark: Allowed by " + by + at
+	out := append(line(emoji("white_check_mark"), rtText(" Allowed by ", nil), by), at...)
 	if c.Decision == confirm.DecisionAllowedByPolicy {
-		who = ":arrow_forward: Runs with the batch (no approval needed)"
+		out = line(emoji("arrow_forward"), rtText(" Runs with the batch (no approval needed)", nil))
 	}
+	sep := rtText("  ·  ", nil)
 	switch c.Run {
 	case confirm.RunRunning:
-		return who + "  ·  :gear: running"
+		out = append(out, sep, emoji("gear"), rtText(" running", nil))
 	case confirm.RunSucceeded:
-		return who + "  ·  :heavy_check_mark: succeeded"
+		out = append(out, sep, emoji("heavy_check_mark"), rtText(" succeeded", nil))
 	case confirm.RunFailed:
-		return who + "  ·  :x: failed: " + escapeClip(oneLine(c.Result), maxResultChars)
+		out = append(out, sep, emoji("x"), rtText(" failed: "+revealClip(oneLine(c.Result), maxResultChars), nil))
 	case confirm.RunUnknown:
-		return who + "  ·  :warning: *outcome unknown*: Airlock stopped while it ran. A person must check it; it will not be retried."
+		out = append(out, sep, emoji("warning"), rtText(" outcome unknown", bold),
+			rtText(": it may or may not have happened. A person must check it; it will not be retried.", nil))
 	}
-	return who
+	return out
 }
 
 func footer(card bot.Card, complete bool) string {
@@ -291,20 +365,24 @@ func denyReason(msg string) string {
 	return rest
 }
 
-// decider renders who decided: a mention for a Slack user id, words for
-// the bot's own actors.
-func decider(id string) string {
+// decider is who decided: a user element for a Slack user id, words for
+// the bot's own actors, literal text otherwise.
+func decider(id string) slack.RichTextSectionElement {
 	switch id {
 	case "":
-		return "someone"
+		return rtText("someone", nil)
 	case bot.PolicyActor:
-		return "the policy"
+		return rtText("the policy", nil)
 	case bot.SystemActor:
-		return "Airlock"
+		return rtText("Airlock", nil)
 	}
-	return user(id)
+	if userIDPattern.MatchString(id) {
+		return slack.NewRichTextSectionUserElement(id, nil)
+	}
+	return rtText(revealClip(id, 60), nil)
 }
 
+// user is a user id in Airlock's mrkdwn: a mention for a Slack user id.
 func user(id string) string {
 	if userIDPattern.MatchString(id) {
 		return "<@" + id + ">"
@@ -312,69 +390,84 @@ func user(id string) string {
 	return escapeClip(id, 60)
 }
 
-func when(t *time.Time) string {
+// when is a decision's time as a date element: each reader sees it in
+// their own time zone; the fallback is UTC.
+func when(t *time.Time) []slack.RichTextSectionElement {
 	if t == nil || t.IsZero() {
-		return ""
+		return nil
 	}
-	return " " + slackDate(*t, "{date_short_pretty} at {time_secs}")
+	fallback := t.UTC().Format("2006-01-02 15:04:05 UTC")
+	return []slack.RichTextSectionElement{rtText(" ", nil), slack.NewRichTextSectionDateElement(t.Unix(), "{date_short_pretty} at {time_secs}", nil, &fallback)}
 }
 
-// slackDate is Slack's date token: each reader sees it in their own time
-// zone; the fallback is UTC.
+// slackDate is Slack's date token for mrkdwn: each reader sees it in
+// their own time zone; the fallback is UTC.
 func slackDate(t time.Time, format string) string {
 	return fmt.Sprintf("<!date^%d^%s|%s>", t.Unix(), format, t.UTC().Format("2006-01-02 15:04:05 UTC"))
 }
 
-// argsPreview returns the arguments cut to the preview size and escaped,
-// how many of their characters it shows, and whether they were cut.
-func argsPreview(args string) (preview string, shown int, cut bool) {
+// argsView is the arguments as a card shows them.
+type argsView struct {
+	text   string // revealed, at most ArgsPreviewChars characters and ArgsPreviewLines lines
+	cut    bool
+	hidden int // characters of the arguments not shown
+}
+
+// argsPreview cuts the arguments to the preview size.
+func argsPreview(args string) argsView {
 	args = strings.TrimSpace(args)
 	if args == "" {
-		return "(no arguments)", 0, false
+		return argsView{text: "(no arguments)"}
 	}
-	lines := strings.Split(args, "\n")
-	if len(lines) > ArgsPreviewLines {
-		lines = lines[:ArgsPreviewLines]
-		cut = true
-	}
-	s := strings.Join(lines, "\n")
-	// Bound the escaped text: "&" takes five characters once escaped.
+	total := utf8.RuneCountInString(args)
 	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		p := escape(string(r))
-		if n+utf8.RuneCountInString(p) > ArgsPreviewChars {
-			cut = true
+	n, lines, shown := 0, 1, 0
+	for _, r := range args {
+		p := string(r)
+		if visible.Hidden(r) {
+			p = visible.Escape(r)
+		}
+		if r == '\n' {
+			lines++
+		}
+		if n+utf8.RuneCountInString(p) > ArgsPreviewChars || lines > ArgsPreviewLines {
 			break
 		}
 		b.WriteString(p)
 		n += utf8.RuneCountInString(p)
 		shown++
 	}
-	preview = b.String()
-	if cut {
-		preview += "\n…"
+	v := argsView{text: strings.TrimRight(b.String(), "\n"), hidden: total - shown}
+	v.cut = v.hidden > 0
+	if v.text == "" {
+		v.text = " "
 	}
-	return preview, shown, cut
+	return v
 }
 
 // DenyReasonModal is the modal "Deny with reason…" opens. Its private
 // metadata carries the call's reference and where the card is, so the
 // submission can be decided and answered in the right channel.
 func DenyReasonModal(meta ModalMeta, call *bot.CardCall) slack.ModalViewRequest {
-	var about string
+	var blocks []slack.Block
 	if call != nil {
-		about = fmt.Sprintf("You are denying call %d, `%s`", call.Number, codeSafe(escapeClip(call.Tool, maxToolChars)))
+		about := []slack.RichTextElement{slack.NewRichTextSection(
+			rtText(fmt.Sprintf("You are denying call %d, ", call.Number), nil),
+			rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
+		)}
 		if s := strings.TrimSpace(call.Summary); s != "" {
-			about += ":\n" + quote(escapeClip(s, maxSummaryChars))
+			about = append(about, richQuote(revealClip(s, maxSummaryChars)))
 		}
-		about += "\n"
+		blocks = append(blocks, slack.NewRichTextBlock("call", about...))
 	}
-	about += "The call will not run. Your reason is passed to the agent."
 	input := slack.NewPlainTextInputBlockElement(plain("Why is this denied?"), reasonActionID)
 	input.Multiline = true
 	input.MaxLength = bot.MaxReasonLen
 	input.FocusOnLoad = true
+	blocks = append(blocks,
+		slack.NewSectionBlock(mrkdwn("The call will not run. Your reason is passed to the agent."), nil, nil, slack.SectionBlockOptionBlockID("about")),
+		slack.NewInputBlock(reasonBlockID, plain("Reason"), nil, input),
+	)
 	return slack.ModalViewRequest{
 		Type:            slack.VTModal,
 		CallbackID:      CallbackDenyReason,
@@ -382,28 +475,30 @@ func DenyReasonModal(meta ModalMeta, call *bot.CardCall) slack.ModalViewRequest 
 		Submit:          plain("Deny"),
 		Close:           plain("Cancel"),
 		PrivateMetadata: meta.encode(),
-		Blocks: slack.Blocks{BlockSet: []slack.Block{
-			slack.NewSectionBlock(mrkdwn(clipSection(about)), nil, nil, slack.SectionBlockOptionBlockID("about")),
-			slack.NewInputBlock(reasonBlockID, plain("Reason"), nil, input),
-		}},
+		Blocks:          slack.Blocks{BlockSet: blocks},
 	}
 }
 
-// ArgsModal shows a call's whole arguments, read-only.
+// ArgsModal shows a call's whole arguments, read-only and literal, in
+// preformatted rich text of at most maxModalArgs characters a block.
 func ArgsModal(call bot.CardCall) slack.ModalViewRequest {
-	head := fmt.Sprintf("*%d. `%s`*", call.Number, codeSafe(escapeClip(call.Tool, maxToolChars)))
+	head := []slack.RichTextElement{slack.NewRichTextSection(
+		rtText(strconv.Itoa(call.Number)+". ", bold),
+		rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
+	)}
 	if s := strings.TrimSpace(call.Summary); s != "" {
-		head += "\n" + quote(escapeClip(s, maxSummaryChars))
+		head = append(head, richQuote(revealClip(s, maxSummaryChars)))
 	}
-	blocks := []slack.Block{slack.NewSectionBlock(mrkdwn(clipSection(head)), nil, nil, slack.SectionBlockOptionBlockID("head"))}
-	chunks := chunkEscaped(call.Args, maxModalArgs)
+	blocks := []slack.Block{slack.NewRichTextBlock("head", head...)}
+	chunks := chunkArgs(call.Args, maxModalArgs)
 	limit := maxModalBlocks - 2
 	for i, ch := range chunks {
 		if i == limit {
 			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn(fmt.Sprintf("_The arguments are longer than a Slack modal holds; %d of %d parts shown. The audit log has them whole._", limit, len(chunks)))))
 			break
 		}
-		blocks = append(blocks, slack.NewSectionBlock(mrkdwn("```\n"+codeSafe(ch)+"\n```"), nil, nil, slack.SectionBlockOptionBlockID("args_"+strconv.Itoa(i+1))))
+		pre := &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(ch, nil)}}
+		blocks = append(blocks, slack.NewRichTextBlock("args_"+strconv.Itoa(i+1), pre))
 	}
 	return slack.ModalViewRequest{
 		Type:       slack.VTModal,
@@ -414,18 +509,21 @@ func ArgsModal(call bot.CardCall) slack.ModalViewRequest {
 	}
 }
 
-// chunkEscaped escapes s and splits it into pieces of at most n
-// characters, cutting after a line break where one is near, never inside
-// an escape entity.
-func chunkEscaped(s string, n int) []string {
+// chunkArgs reveals the arguments' hidden characters and splits them into
+// pieces of at most n characters, after a line break where one is near,
+// never inside an escape.
+func chunkArgs(s string, n int) []string {
 	if strings.TrimSpace(s) == "" {
 		return []string{"(no arguments)"}
 	}
 	var out []string
-	var cur []string // escaped characters
+	var cur []string // revealed characters
 	curLen := 0
 	for _, r := range s {
-		p := escape(string(r))
+		p := string(r)
+		if visible.Hidden(r) {
+			p = visible.Escape(r)
+		}
 		pl := utf8.RuneCountInString(p)
 		if curLen+pl > n && len(cur) > 0 {
 			cut := len(cur)
@@ -449,7 +547,7 @@ func chunkEscaped(s string, n int) []string {
 		out = append(out, strings.Join(cur, ""))
 	}
 	for i := range out {
-		if out[i] = strings.TrimRight(out[i], "\n"); out[i] == "" {
+		if out[i] == "" {
 			out[i] = " "
 		}
 	}
@@ -457,35 +555,6 @@ func chunkEscaped(s string, n int) []string {
 }
 
 // --- text helpers ---
-
-var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-
-// escape makes text inert for Slack's mrkdwn: no mentions, links or
-// @channel from model or tool text.
-func escape(s string) string { return escaper.Replace(s) }
-
-// escapeClip escapes s and keeps at most n characters of the result,
-// cutting between source characters (never inside an entity) and ending a
-// cut text with "…".
-func escapeClip(s string, n int) string {
-	esc := escape(s)
-	if utf8.RuneCountInString(esc) <= n {
-		return esc
-	}
-	var b strings.Builder
-	count := 0
-	for _, r := range s {
-		p := escape(string(r))
-		pl := utf8.RuneCountInString(p)
-		if count+pl > n-1 {
-			break
-		}
-		b.WriteString(p)
-		count += pl
-	}
-	b.WriteString("…")
-	return b.String()
-}
 
 // clip keeps at most n characters of s, ending a cut text with "…".
 func clip(s string, n int) string {
@@ -501,22 +570,6 @@ func clip(s string, n int) string {
 
 // clipSection keeps a section's text within Slack's limit.
 func clipSection(s string) string { return clip(s, maxSectionText) }
-
-// codeSafe keeps text from closing the code span or block it sits in.
-func codeSafe(s string) string {
-	s = strings.ReplaceAll(s, "```", "`\u200b`\u200b`")
-	return s
-}
-
-// quote prefixes every line with Slack's quote marker (a literal ">" at
-// the start of a line; the text itself is already escaped).
-func quote(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = "> " + l
-	}
-	return strings.Join(lines, "\n")
-}
 
 // limitLines keeps at most n lines of s, joining the rest into the last.
 func limitLines(s string, n int) string {
@@ -537,6 +590,31 @@ func mrkdwn(s string) *slack.TextBlockObject {
 
 func plain(s string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.PlainTextType, s, true, false)
+}
+
+// Rich text styles.
+var (
+	bold   = &slack.RichTextSectionTextStyle{Bold: true}
+	italic = &slack.RichTextSectionTextStyle{Italic: true}
+	code   = &slack.RichTextSectionTextStyle{Code: true}
+)
+
+// rtText is a rich text element Slack shows literally. Callers reveal
+// text from outside Airlock first.
+func rtText(s string, style *slack.RichTextSectionTextStyle) slack.RichTextSectionElement {
+	if s == "" {
+		s = " "
+	}
+	return slack.NewRichTextSectionTextElement(s, style)
+}
+
+func emoji(name string) slack.RichTextSectionElement {
+	return slack.NewRichTextSectionEmojiElement(name, 0, nil)
+}
+
+// richQuote is literal text as a rich text quote.
+func richQuote(s string) slack.RichTextElement {
+	return &slack.RichTextQuote{Type: slack.RTEQuote, Elements: []slack.RichTextSectionElement{rtText(s, nil)}}
 }
 
 func plural(n int, one, many string) string {

@@ -101,6 +101,7 @@ func TestRenderGolden(t *testing.T) {
 		"card_partial":   partialCard(),
 		"card_complete":  completeCard(),
 		"card_long_args": longArgsCard(),
+		"card_hostile":   hostileCard(),
 	}
 	for name, card := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -195,9 +196,12 @@ func TestRenderRules(t *testing.T) {
 		if card.Complete() && len(buttons(blocks)) != 0 {
 			t.Errorf("%s: a complete card has buttons", name)
 		}
-		js, _ := json.Marshal(blocks)
-		if strings.Contains(string(js), "<!channel>") || strings.Contains(string(js), "<production>") {
-			t.Errorf("%s: model text reached the card unescaped", name)
+		shown, live := readBlocks(t, mustJSON(blocks))
+		if bad := liveProblems(live, shown); len(bad) != 0 {
+			t.Errorf("%s: live beyond Airlock's own entities: %v\n%s", name, bad, live)
+		}
+		if !strings.Contains(shown, "deploy it to <production> & tell <!channel>.") {
+			t.Errorf("%s: the agent's words do not show as written:\n%s", name, shown)
 		}
 	}
 	long := Render(longArgsCard())
@@ -233,19 +237,79 @@ func TestRenderManyCallsStaysWithinBlockLimit(t *testing.T) {
 
 func TestArgsModalHoldsEverything(t *testing.T) {
 	card := longArgsCard()
+	card.Calls[1].Args += " \u202e ```"
 	m := ArgsModal(card.Calls[1])
 	var b strings.Builder
 	for _, blk := range m.Blocks.BlockSet[1:] {
-		s := blk.(*slack.SectionBlock).Text.Text
-		if utf8.RuneCountInString(s) > maxSectionText {
-			t.Fatalf("modal section of %d characters", utf8.RuneCountInString(s))
+		pre := blk.(*slack.RichTextBlock).Elements[0].(*slack.RichTextPreformatted)
+		s := pre.Elements[0].(*slack.RichTextSectionTextElement).Text
+		if utf8.RuneCountInString(s) > maxModalArgs {
+			t.Fatalf("modal block of %d characters", utf8.RuneCountInString(s))
 		}
-		b.WriteString(strings.TrimSuffix(strings.TrimPrefix(s, "```\n"), "\n```"))
+		b.WriteString(s)
 	}
-	got := strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(strings.ReplaceAll(b.String(), "\n", ""))
-	want := strings.ReplaceAll(card.Calls[1].Args, "\n", "")
-	if got != want {
-		t.Errorf("modal arguments differ from the call's:\n%s\nwant\n%s", got, want)
+	if want := strings.ReplaceAll(card.Calls[1].Args, "\u202e", `\u202e`); b.String() != want {
+		t.Errorf("modal arguments differ from the call's:\n%s\nwant\n%s", b.String(), want)
+	}
+	if len(m.Blocks.BlockSet) > maxModalBlocks {
+		t.Errorf("%d blocks in a modal", len(m.Blocks.BlockSet))
+	}
+}
+
+// hostileCard: every text from the model, a tool or a person is an
+// attack: bidi override, zero-width space, broadcasts and mentions, a
+// link, a spoiler, an emoji shortcode, mrkdwn, a backtick run, and
+// arguments far longer than a card shows.
+func hostileCard() bot.Card {
+	evil := "Restart api\u202egnp.exe\u200b <!channel> <!here> <!subteam^SOPS> @everyone <@UMALLORY> <@123456789012345678> [x](http://evil) <http://evil|click> ||x|| :skull: *b* _i_ ~s~ ```"
+	c := baseCard()
+	c.Intro = "Trust me <!channel>\n> quoted :skull: \u2066isolate\u2069"
+	c.Calls[1].Summary = evil
+	c.Calls[1].Args = "{\n  \"note\": \"" + evil + " " + strings.Repeat("A", 3000) + "\",\n  \"service\": \"api\u202e\"\n}"
+	c.Calls[1].FlagReason = "a call of this tool with these arguments had an unknown outcome <!channel>"
+	c.Calls = append(c.Calls, bot.CardCall{
+		Ref: "k3q9x2abcdefghijklmnopqrst.2", Number: 3, Key: "call_x", Tool: "evil`tool <!channel>",
+		Summary: "x", Args: "{}", Flagged: true, Decision: confirm.DecisionDenied, DecidedBy: "UALICE", DecidedAt: &decided,
+		DenyMessage: confirm.DefaultDenyMessage + ` Reason given by the approver (UALICE): "<!channel> *no* :skull: \u202e"`,
+	}, bot.CardCall{
+		Ref: "k3q9x2abcdefghijklmnopqrst.3", Number: 4, Key: "call_y", Tool: "service_status",
+		Summary: "y", Args: "{}", Decision: confirm.DecisionAllowedByPolicy, DecidedBy: bot.PolicyActor, DecidedAt: &t0,
+		Run: confirm.RunFailed, Result: "HTTP 500 <!everyone> <https://evil|x> \x1b[2J",
+	})
+	return c
+}
+
+func TestHostileCardIsInert(t *testing.T) {
+	card := hostileCard()
+	blocks := Render(card)
+	raw := mustJSON(blocks)
+	shown, live := readBlocks(t, raw)
+	if bad := liveProblems(live+FallbackText(card), shown+FallbackText(card)); len(bad) != 0 {
+		t.Fatalf("live or hidden: %v\nlive:\n%s", bad, live)
+	}
+	for _, want := range []string{
+		"Restart api\\u202egnp.exe\\u200b <!channel> <!here> <!subteam^SOPS> @everyone <@UMALLORY>", // the read-back as written
+		"\"note\": \"Restart api\\u202egnp.exe\\u200b <!channel>",                                   // the arguments, hidden characters escaped
+		"more characters hidden. Show full arguments opens them whole.",
+		"Why a person is asked: a call of this tool with these arguments had an unknown outcome <!channel>",
+		"Reason: <!channel> *no* :skull: \\u202e",
+		"failed: HTTP 500 <!everyone> <https://evil|x> \\u001b[2J",
+	} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the card does not show %q:\n%s", want, shown)
+		}
+	}
+	if strings.Contains(FallbackText(card), "evil") {
+		t.Errorf("model text in the notification text: %q", FallbackText(card))
+	}
+	var show int
+	for _, b := range buttons(blocks) {
+		if b.ActionID == ActionShowArgs {
+			show++
+		}
+	}
+	if show != 1 {
+		t.Errorf("%d show-arguments buttons, want 1", show)
 	}
 }
 

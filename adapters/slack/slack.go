@@ -20,9 +20,18 @@
 // so the team id is not part of the key).
 //
 // Cards (render.go): a call's arguments longer than the preview are cut
-// on the card; while the card waits, a "Show full arguments" button (no
-// style) opens them whole in a read-only modal for the clicker alone.
-// Allow is the only primary button and Deny the only danger button.
+// on the card, saying how many characters are hidden; while the card
+// waits, a "Show full arguments" button (no style) opens them whole in a
+// read-only modal for the clicker alone. Allow is the only primary button
+// and Deny the only danger button. Everything the model, a tool or a
+// person wrote is shown inert (escape.go): rich text shown literally,
+// with characters that would act unseen written as escapes.
+//
+// Only the installed workspace is served: events and clicks whose
+// team_id is not the one auth.test named at Start are dropped and logged.
+//
+// Only the reminder pings: Post escapes every other text, so a model
+// cannot mention people, @channel, @here or user groups.
 // "Deny with reason…" opens a modal whose submission denies with the text.
 // Refused clicks (not an approver, already decided, expired, superseded)
 // get bot.UserMessage as an ephemeral reply; logs get the detail.
@@ -42,6 +51,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -83,12 +93,13 @@ type Config struct {
 
 // Bot is what the adapter needs from *bot.Bot.
 type Bot interface {
+	Admit(ctx context.Context, t bot.Turn) bot.Admission
 	HandleTurn(ctx context.Context, t bot.Turn) error
 	Note(ctx context.Context, t bot.Turn) error
 	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
 	Decide(ctx context.Context, c bot.Click) error
 	PendingCard(ctx context.Context, th bot.Thread) (*bot.Card, error)
-	Approvers() *bot.Approvers
+	Channels() *bot.Channels
 }
 
 // EventStore is what the adapter needs from storage: recording event ids
@@ -192,7 +203,7 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 		mentionNonce: rand.Text(),
 	}
 	a.groups = newGroupCache(a.fetchGroup, cfg.Now, DefaultGroupTTL)
-	if ap := b.Approvers(); ap != nil {
+	if ap := b.Channels(); ap != nil {
 		ap.SetGroupResolver(Platform, a.groups.members)
 	}
 	return a, nil
@@ -207,6 +218,9 @@ func (a *Adapter) Start(ctx context.Context) error {
 	}
 	if resp.UserID == "" {
 		return errors.New("slack: auth.test returned no user id: is slack.bot_token a bot token (xoxb-...)?")
+	}
+	if resp.TeamID == "" {
+		return errors.New("slack: auth.test returned no team id: Airlock serves the one workspace its bot token is installed in")
 	}
 	a.mu.Lock()
 	a.self = identity{UserID: resp.UserID, BotID: resp.BotID, TeamID: resp.TeamID}
@@ -234,6 +248,16 @@ func (a *Adapter) Run(ctx context.Context) error {
 
 // Wait blocks until the events and clicks received so far are worked off.
 func (a *Adapter) Wait() { a.wg.Wait() }
+
+// ourTeam reports whether a delivery comes from the installed workspace;
+// anything else is dropped and logged.
+func (a *Adapter) ourTeam(team, what string) bool {
+	if want := a.identity().TeamID; want != "" && team == want {
+		return true
+	}
+	a.log.Warn("slack: "+what+" from another workspace ignored", "team", clip(team, 40))
+	return false
+}
 
 // BotUserID is the bot's own Slack user id, known after Start.
 func (a *Adapter) BotUserID() string { return a.identity().UserID }
@@ -316,27 +340,45 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, car
 // are split, at line breaks where possible.
 const maxPostChars = 3800
 
+// maxReminderChars bounds a reminder's text (it quotes the read-backs of
+// the calls that wait).
+const maxReminderChars = 2900
+
 // Post posts text in the thread. The text is escaped, so a model cannot
-// mention people, @channel or make links; only mentions made by Mention
-// (the bot's reminders to approvers) become real mentions.
+// mention people, @channel, @here or user groups, or make links; bidi and
+// invisible characters show escaped. Only a reminder, text holding the
+// markers Mention made, mentions anyone: exactly the approvers it names
+// (see reminder).
 func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
-	text = a.restoreMentions(escape(text))
-	for _, part := range splitText(text, maxPostChars) {
-		opts := []slack.MsgOption{slack.MsgOptionText(part, false), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
-		if th.Thread != "" {
-			opts = append(opts, slack.MsgOptionTS(th.Thread))
+	if blocks, fallback, ok := a.reminder(text); ok {
+		return a.post(ctx, th, fallback, blocks)
+	}
+	for _, part := range splitText(postText(mentionMarker.ReplaceAllString(text, "")), maxPostChars) {
+		if err := a.post(ctx, th, part, nil); err != nil {
+			return err
 		}
-		if _, _, err := a.api.PostMessageContext(ctx, th.Channel, opts...); err != nil {
-			return fmt.Errorf("slack: chat.postMessage: %w", err)
-		}
+	}
+	return nil
+}
+
+func (a *Adapter) post(ctx context.Context, th bot.Thread, text string, blocks []slack.Block) error {
+	opts := []slack.MsgOption{slack.MsgOptionText(text, false), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
+	if blocks != nil {
+		opts = append(opts, slack.MsgOptionBlocks(blocks...))
+	}
+	if th.Thread != "" {
+		opts = append(opts, slack.MsgOptionTS(th.Thread))
+	}
+	if _, _, err := a.api.PostMessageContext(ctx, th.Channel, opts...); err != nil {
+		return fmt.Errorf("slack: chat.postMessage: %w", err)
 	}
 	return nil
 }
 
 // Mention implements bot.Mentioner: the approvers of a set, for a
 // reminder the bot then posts with Post. It returns markers carrying a
-// secret nonce that Post turns into <@U…> and <!subteam^S…>; the same
-// characters written by a model stay inert text.
+// secret nonce that Post turns into mentions of those users and groups;
+// the same characters written by a model stay inert text.
 func (a *Adapter) Mention(s bot.ApproverSet) string {
 	var out []string
 	for _, u := range s.Users {
@@ -360,22 +402,48 @@ const (
 
 var mentionMarker = regexp.MustCompile("\uE000([A-Z0-9]+):([A-Z0-9]+)\uE001")
 
-func (a *Adapter) restoreMentions(escaped string) string {
-	if !strings.Contains(escaped, mentionOpen) {
-		return escaped
+// reminder renders text holding this adapter's mention markers: the
+// markers become mentions (<@U…>, <!subteam^S…> in the fallback text,
+// user and usergroup elements in the message), the rest, which quotes the
+// calls' read-backs, literal rich text. ok is false for any other text.
+// Markers with another nonce (a model guessing) are dropped.
+func (a *Adapter) reminder(text string) (blocks []slack.Block, fallback string, ok bool) {
+	marks := mentionMarker.FindAllStringSubmatchIndex(text, -1)
+	for _, m := range marks {
+		ok = ok || text[m[2]:m[3]] == a.mentionNonce
 	}
-	return mentionMarker.ReplaceAllStringFunc(escaped, func(m string) string {
-		sub := mentionMarker.FindStringSubmatch(m)
-		switch {
-		case sub[1] != a.mentionNonce:
-			return ""
-		case userIDPattern.MatchString(sub[2]):
-			return "<@" + sub[2] + ">"
-		case groupIDPattern.MatchString(sub[2]):
-			return "<!subteam^" + sub[2] + ">"
+	if !ok {
+		return nil, "", false
+	}
+	var els []slack.RichTextSectionElement
+	var fb strings.Builder
+	budget := maxReminderChars
+	literal := func(s string) {
+		if s == "" || budget <= 0 {
+			return
 		}
-		return ""
-	})
+		s = revealClip(s, budget)
+		budget -= utf8.RuneCountInString(s)
+		els = append(els, rtText(s, nil))
+		fb.WriteString(escape(s))
+	}
+	last := 0
+	for _, m := range marks {
+		literal(text[last:m[0]])
+		last = m[1]
+		id := text[m[4]:m[5]]
+		switch {
+		case text[m[2]:m[3]] != a.mentionNonce:
+		case userIDPattern.MatchString(id):
+			els = append(els, slack.NewRichTextSectionUserElement(id, nil))
+			fb.WriteString("<@" + id + ">")
+		case groupIDPattern.MatchString(id):
+			els = append(els, slack.NewRichTextSectionUserGroupElement(id))
+			fb.WriteString("<!subteam^" + id + ">")
+		}
+	}
+	literal(text[last:])
+	return []slack.Block{slack.NewRichTextBlock("reminder", slack.NewRichTextSection(els...))}, fb.String(), true
 }
 
 // ephemeral tells one person something only they see, in the thread.

@@ -108,6 +108,9 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 	switch req.Type {
 	case socketmode.RequestTypeEventsAPI:
 		ev, err := parseEvent(req.Payload)
+		if err == nil && ev.Type == envelopeEventCallback && !a.ourTeam(ev.TeamID, "event") {
+			return
+		}
 		if err == nil {
 			var act eventAction
 			if act, err = classify(ev, a.identity()); err == nil {
@@ -125,6 +128,9 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 		in, err := parseInteraction(req.Payload)
 		if err != nil {
 			log.Warn("slack: interaction ignored", "err", err)
+			return
+		}
+		if !a.ourTeam(in.Team, "interaction") {
 			return
 		}
 		a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
