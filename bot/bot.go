@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/tools"
@@ -29,11 +30,18 @@ type Thread struct {
 type Platform interface {
 	// PostCard posts an approval card in the thread and returns the
 	// platform's reference to it, for updates.
-	PostCard(ctx context.Context, th Thread, card Card) (ref string, err error)
+	PostCard(ctx context.Context, th Thread, c card.Card) (ref string, err error)
 	// UpdateCard replaces a posted card.
-	UpdateCard(ctx context.Context, th Thread, ref string, card Card) error
+	UpdateCard(ctx context.Context, th Thread, ref string, c card.Card) error
 	// Post posts text in the thread.
 	Post(ctx context.Context, th Thread, text string) error
+}
+
+// GrantNoticer is implemented by platforms that post a grant's notice with
+// a Revoke button. Others get the notice as text.
+type GrantNoticer interface {
+	PostGrantNotice(ctx context.Context, th Thread, n card.GrantNotice) (ref string, err error)
+	UpdateGrantNotice(ctx context.Context, th Thread, ref string, n card.GrantNotice) error
 }
 
 // Tools is what the bot needs from the tool set.
@@ -52,10 +60,17 @@ type Config struct {
 	SystemPrompt  string
 	MaxToolRounds int           // default 8
 	Timeout       time.Duration // how long a pause waits; default 30m
-	RemindBefore  time.Duration // remind approvers this long before expiry; 0: never
-	Now           func() time.Time
-	Logger        *slog.Logger
-	WorkerID      string // names this process in claims
+	// DefaultApprovals is how many distinct people must allow a gated call
+	// when neither its tool nor a rule says; default 1.
+	DefaultApprovals int
+	// SelfApproval lets requesters allow their own calls.
+	SelfApproval bool
+	// GrantFor is how long an "Allow for" grant lasts; 0: grants are off.
+	GrantFor     time.Duration
+	RemindBefore time.Duration // remind approvers this long before expiry; 0: never
+	Now          func() time.Time
+	Logger       *slog.Logger
+	WorkerID     string // names this process in claims
 	// Redact scrubs secrets from text before it is stored, audited, shown
 	// or sent to the model (tool results and errors, model answers); nil
 	// leaves text as it is.
@@ -100,6 +115,9 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if cfg.Channels == nil {
 		cfg.Channels = NewChannels(nil)
+	}
+	if cfg.DefaultApprovals <= 0 {
+		cfg.DefaultApprovals = 1
 	}
 	if cfg.MaxToolRounds <= 0 {
 		cfg.MaxToolRounds = confirm.DefaultMaxToolRounds
@@ -150,8 +168,13 @@ func (b *Bot) platform(name string) (Platform, error) {
 }
 
 // approversOf is who may approve in the conversation's channel.
-func (b *Bot) approversOf(conv confirm.Conversation) ApproverSet {
+func (b *Bot) approversOf(conv confirm.Conversation) confirm.Approvers {
 	return b.cfg.Channels.For(conv.Platform, conv.Channel, conv.DM)
+}
+
+// cardOf builds the card of a batch of the conversation.
+func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro string) card.Card {
+	return cardFor(batch, intro, b.approversOf(conv), b.cfg.GrantFor)
 }
 
 func threadOf(c confirm.Conversation) Thread {

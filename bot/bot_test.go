@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
@@ -86,18 +87,18 @@ func (t toolSet) Specs() []model.ToolSpec {
 // platform records what the bot posted.
 type platform struct {
 	mu      sync.Mutex
-	cards   []bot.Card
-	updates []bot.Card
+	cards   []cardpkg.Card
+	updates []cardpkg.Card
 	posts   []string
 }
 
-func (p *platform) PostCard(_ context.Context, _ bot.Thread, c bot.Card) (string, error) {
+func (p *platform) PostCard(_ context.Context, _ bot.Thread, c cardpkg.Card) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cards = append(p.cards, c)
 	return "card-" + c.BatchID, nil
 }
-func (p *platform) UpdateCard(_ context.Context, _ bot.Thread, ref string, c bot.Card) error {
+func (p *platform) UpdateCard(_ context.Context, _ bot.Thread, ref string, c cardpkg.Card) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if ref != "card-"+c.BatchID {
@@ -112,7 +113,7 @@ func (p *platform) Post(_ context.Context, _ bot.Thread, s string) error {
 	p.posts = append(p.posts, s)
 	return nil
 }
-func (p *platform) lastCard() bot.Card {
+func (p *platform) lastCard() cardpkg.Card {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.updates) > 0 {
@@ -248,7 +249,7 @@ func TestGatedReplyPausesWholeAndAllowRunsInOrder(t *testing.T) {
 		t.Fatalf("cards posted: %d", len(h.plat.cards))
 	}
 	card := h.plat.cards[0]
-	if card.Calls[0].Decision != confirm.DecisionAllowedByPolicy || card.Calls[0].Flagged {
+	if card.Calls[0].State.Kind != cardpkg.AllowedByPolicy || card.Calls[0].Flagged {
 		t.Fatalf("ungated call: %+v", card.Calls[0])
 	}
 	if !card.Calls[1].Open() || !card.Calls[1].Flagged || card.Calls[1].Summary != `deploy {"svc":"api"}` {
@@ -273,7 +274,7 @@ func TestGatedReplyPausesWholeAndAllowRunsInOrder(t *testing.T) {
 		t.Fatalf("answer: %q", h.plat.lastPost())
 	}
 	final := h.plat.lastCard()
-	if !final.Complete() || final.Calls[1].Run != confirm.RunSucceeded || final.Calls[1].DecidedBy != "alice" {
+	if !final.Complete() || final.Calls[1].Run != confirm.RunSucceeded || final.Calls[1].State.By != "alice" {
 		t.Fatalf("final card: %+v", final.Calls[1])
 	}
 }
@@ -332,8 +333,8 @@ func TestSecondDecisionChangesNothing(t *testing.T) {
 		t.Fatalf("second click: %v", err)
 	}
 	c := h.plat.lastCard().Calls[0]
-	if c.Decision != confirm.DecisionDenied {
-		t.Fatalf("decision changed to %s", c.Decision)
+	if c.State.Kind != cardpkg.Denied {
+		t.Fatalf("decision changed to %s", c.State.Kind)
 	}
 }
 
@@ -449,7 +450,7 @@ func TestExpiry(t *testing.T) {
 	if res[0].Content != confirm.ExpiredMessage {
 		t.Fatalf("result: %q", res[0].Content)
 	}
-	if h.plat.lastCard().Calls[0].Decision != confirm.DecisionExpired || h.plat.lastPost() != "expired, sorry" {
+	if h.plat.lastCard().Calls[0].State.Kind != cardpkg.Expired || h.plat.lastPost() != "expired, sorry" {
 		t.Fatal("card or answer missing after expiry")
 	}
 }

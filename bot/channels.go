@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // DMChannel is the channel id of the entry that serves direct messages.
@@ -31,18 +33,6 @@ type Channel struct {
 
 	// Tools, when not nil, are the only tools offered to the model there.
 	Tools []string
-}
-
-// ApproverSet is who may approve in a channel, for display on a card.
-type ApproverSet struct {
-	Users  []string
-	Groups []string
-	Roles  []string
-}
-
-// Empty reports whether nobody may approve.
-func (s ApproverSet) Empty() bool {
-	return len(s.Users) == 0 && len(s.Groups) == 0 && len(s.Roles) == 0
 }
 
 // GroupResolver lists the user ids of a platform's user group.
@@ -109,9 +99,15 @@ func (a *Channels) Serves(platform, channel string, dm bool) bool {
 }
 
 // For returns who may approve in the channel.
-func (a *Channels) For(platform, channel string, dm bool) ApproverSet {
+func (a *Channels) For(platform, channel string, dm bool) confirm.Approvers {
 	e, _ := a.entry(platform, channel, dm)
-	return ApproverSet{Users: e.Approvers, Groups: e.ApproverGroups, Roles: e.ApproverRoles}
+	return confirm.Approvers{Users: e.Approvers, Groups: e.ApproverGroups, Roles: e.ApproverRoles}
+}
+
+// Admits reports whether the user belongs to the set (a listed user, a
+// holder of a listed role, a member of a listed group) on the platform.
+func (a *Channels) Admits(ctx context.Context, platform, user string, roles []string, set confirm.Approvers) bool {
+	return user != "" && a.member(ctx, platform, user, roles, set.Users, set.Groups, set.Roles)
 }
 
 // ToolAllowed reports whether the tool is offered in the channel.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -19,6 +20,7 @@ type Click struct {
 	User     string // platform user id of the clicker
 	Ref      string // the opaque reference the button carried
 	Allow    bool
+	Grant    bool     // "Allow for <duration>": allow, and grant later calls of the tool in this thread
 	Reason   string   // a deny reason, optional
 	Roles    []string // the clicker's roles where the platform has them (Discord)
 	IsBot    bool     // clicks by bots are refused
@@ -30,14 +32,39 @@ const MaxReasonLen = 500
 // Errors a click can meet. Each has a safe message for the clicker
 // (UserMessage); logs get the detail.
 var (
-	ErrNotApprover   = errors.New("you can't approve tool calls in this channel")
-	ErrAlreadyClosed = errors.New("this call was already decided, expired or superseded; nothing changed")
-	ErrWrongChannel  = errors.New("this button does not belong to this channel")
+	ErrNotApprover    = errors.New("you can't approve tool calls in this channel")
+	ErrAlreadyClosed  = errors.New("this call was already decided, expired or superseded; nothing changed")
+	ErrWrongChannel   = errors.New("this button does not belong to this channel")
+	ErrSelfApproval   = errors.New("you asked for this call, so you can't allow it")
+	ErrAlreadyVoted   = errors.New("you already approved this call")
+	ErrNotGrantable   = errors.New("this call can't be allowed with a grant")
+	ErrGrantNotActive = errors.New("this grant was already revoked or has expired")
 )
+
+// VoteError is ErrAlreadyVoted with how many more approvals the call needs.
+type VoteError struct{ Remaining int }
+
+func (e *VoteError) Error() string {
+	return fmt.Sprintf("%v; it needs %d more", ErrAlreadyVoted, e.Remaining)
+}
+func (e *VoteError) Unwrap() error { return ErrAlreadyVoted }
 
 // UserMessage is what the clicker is told when a click changes nothing.
 func UserMessage(err error) string {
+	var ve *VoteError
 	switch {
+	case errors.As(err, &ve):
+		more := "one more approval"
+		if ve.Remaining != 1 {
+			more = fmt.Sprintf("%d more approvals", ve.Remaining)
+		}
+		return "You already approved this call; it needs " + more + " from someone else. Nothing changed."
+	case errors.Is(err, ErrSelfApproval):
+		return "You asked for this call, so you can't allow it yourself (confirmation.self_approval is off). Another approver must decide; you can still deny it. Nothing changed."
+	case errors.Is(err, ErrNotGrantable):
+		return "This call can't be allowed with a grant (it needs more than one approval, or a rule rules it out). Use Allow. Nothing changed."
+	case errors.Is(err, ErrGrantNotActive):
+		return "This grant was already revoked or has expired. Nothing changed."
 	case errors.Is(err, ErrNotApprover):
 		return "You can't approve tool calls in this channel. Nothing changed."
 	case errors.Is(err, ErrAlreadyClosed):
@@ -51,9 +78,12 @@ func UserMessage(err error) string {
 }
 
 // Decide records one click. It checks the reference, the channel and the
-// clicker, takes the single-use transition, updates the card, and when the
-// batch is fully decided runs it and continues the conversation. A click
-// that changes nothing returns an error for UserMessage and is audited.
+// clicker (an approver of the channel, or of every set a rule restricted
+// the call to; the requester may withdraw but, unless self-approval is on,
+// not allow), takes the single-use transition (or counts one approval of a
+// call that needs several), updates the card, and when the batch is fully
+// decided runs it and continues the conversation. A click that changes
+// nothing returns an error for UserMessage and is audited.
 func (b *Bot) Decide(ctx context.Context, c Click) error {
 	batchID, pos, err := confirm.ParseRef(c.Ref)
 	if err != nil {
@@ -78,29 +108,58 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "button from another channel")
 		return ErrWrongChannel
 	}
-	approver := !c.IsBot && b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, c.User, c.Roles)
+	approver := !c.IsBot && b.mayDecide(ctx, conv, call, c.User, c.Roles)
 	// The requester may withdraw (deny) their own calls: it can only stop things.
-	withdraw := !c.Allow && !c.IsBot && c.User != "" && c.User == batch.RequestedBy
+	requester := !c.IsBot && c.User != "" && c.User == batch.RequestedBy
+	withdraw := !c.Allow && requester
 	if !approver && !withdraw {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "not an approver")
 		return ErrNotApprover
 	}
+	if c.Allow && requester && !b.cfg.SelfApproval {
+		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "self-approval")
+		return ErrSelfApproval
+	}
 	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Now: b.now()}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
+		if c.Grant {
+			if b.cfg.GrantFor <= 0 || !call.Grantable || call.Approvals > 1 {
+				b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "not grantable")
+				return ErrNotGrantable
+			}
+			now := b.now().UTC()
+			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatedAt: now, ExpiresAt: now.Add(b.cfg.GrantFor)}
+		}
 	} else {
-		d.Message = denyMessage(c.User, c.Reason)
+		d.Reason = capReason(c.Reason)
 	}
 	res, err := b.store.Decide(ctx, d)
 	if err != nil {
 		return fmt.Errorf("decide: %w", err)
 	}
+	if res.AlreadyVoted {
+		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "already approved")
+		return &VoteError{Remaining: max(res.Required-res.Votes, 1)}
+	}
 	if !res.Won {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "call no longer pending")
 		return ErrAlreadyClosed
 	}
-	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", c.User)
+	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", c.User,
+		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
+	if batch.CardRef == "" {
+		// A click right after the card was posted: the turn that posted it
+		// may still be storing its reference. Wait for that turn, so the
+		// update below finds the card.
+		if unlock, err := b.lockConversation(ctx, conv.ID); err == nil {
+			unlock()
+		}
+	}
 	b.refreshCard(ctx, conv, batchID)
+	if res.Decided && d.Grant != nil {
+		b.postGrantNotice(ctx, conv, d.Grant)
+	}
 	if res.BatchDecided {
 		b.trace("decided")
 		// The click counted; what follows is the bot's work, not the
@@ -112,21 +171,123 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	return nil
 }
 
+// mayDecide reports whether the user may decide the call: when rules
+// restricted it, only people in every restriction; otherwise the channel's
+// approvers.
+func (b *Bot) mayDecide(ctx context.Context, conv confirm.Conversation, call confirm.Call, user string, roles []string) bool {
+	if len(call.Restrict) == 0 {
+		return b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, user, roles)
+	}
+	for _, set := range call.Restrict {
+		if !b.cfg.Channels.Admits(ctx, conv.Platform, user, roles, set) {
+			return false
+		}
+	}
+	return true
+}
+
+// postGrantNotice announces a new grant in its thread, with Revoke.
+func (b *Bot) postGrantNotice(ctx context.Context, conv confirm.Conversation, g *confirm.Grant) {
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return
+	}
+	n := grantNotice(*g)
+	gn, ok := p.(GrantNoticer)
+	if !ok {
+		if err := p.Post(ctx, threadOf(conv), n.Text()); err != nil {
+			b.log.Error("post grant notice", "grant", g.ID, "err", err)
+		}
+		return
+	}
+	ref, err := gn.PostGrantNotice(ctx, threadOf(conv), n)
+	if err != nil {
+		b.log.Error("post grant notice", "grant", g.ID, "err", err)
+		return
+	}
+	if err := b.store.SetGrantNoticeRef(ctx, g.ID, ref); err != nil {
+		b.log.Error("store grant notice ref", "grant", g.ID, "err", err)
+	}
+}
+
+func grantNotice(g confirm.Grant) card.GrantNotice {
+	return card.GrantNotice{Ref: confirm.GrantRef(g.ID), GrantID: g.ID, Tool: g.Tool, By: g.CreatedBy, Until: g.ExpiresAt, RevokedBy: g.RevokedBy, RevokedAt: g.RevokedAt}
+}
+
+// Revoke revokes the grant a Revoke button names. Only an approver of the
+// grant's channel may; the notice is updated.
+func (b *Bot) Revoke(ctx context.Context, c Click) error {
+	id, err := confirm.ParseGrantRef(c.Ref)
+	if err != nil {
+		b.rejectClick(ctx, c, 0, "", "", "malformed grant reference")
+		return err
+	}
+	g, err := b.store.Grant(ctx, id)
+	if err != nil {
+		b.rejectClick(ctx, c, 0, "", "", "unknown grant")
+		return fmt.Errorf("load grant: %w", err)
+	}
+	conv, err := b.store.ConversationByID(ctx, g.ConversationID)
+	if err != nil {
+		return fmt.Errorf("load conversation: %w", err)
+	}
+	if conv.Platform != c.Platform || conv.Channel != c.Channel {
+		b.rejectClick(ctx, c, conv.ID, g.BatchID, g.CallKey, "grant button from another channel")
+		return ErrWrongChannel
+	}
+	if c.IsBot || !b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, c.User, c.Roles) {
+		b.rejectClick(ctx, c, conv.ID, g.BatchID, g.CallKey, "not an approver (revoke)")
+		return ErrNotApprover
+	}
+	ok, err := b.store.RevokeGrant(ctx, id, c.User, b.now())
+	if err != nil {
+		return fmt.Errorf("revoke grant: %w", err)
+	}
+	if !ok {
+		return ErrGrantNotActive
+	}
+	b.log.Info("grant revoked", "grant", id, "by", c.User)
+	b.refreshGrantNotice(ctx, conv, id)
+	return nil
+}
+
+// refreshGrantNotice re-renders a grant's notice from storage.
+func (b *Bot) refreshGrantNotice(ctx context.Context, conv confirm.Conversation, id string) {
+	g, err := b.store.Grant(ctx, id)
+	if err != nil || g.NoticeRef == "" {
+		return
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return
+	}
+	if gn, ok := p.(GrantNoticer); ok {
+		if err := gn.UpdateGrantNotice(ctx, threadOf(conv), g.NoticeRef, grantNotice(*g)); err != nil {
+			b.log.Error("update grant notice", "grant", id, "err", err)
+		}
+	}
+}
+
 func (b *Bot) trace(point string) {
 	if b.cfg.Trace != nil {
 		b.cfg.Trace(point)
 	}
 }
 
-// denyMessage is what the model is told for a person's deny: the default
-// message, and the approver's reason when given, quoted as theirs.
-func denyMessage(user, reason string) string {
+// capReason trims a deny reason and caps it at MaxReasonLen runes.
+func capReason(reason string) string {
 	reason = strings.TrimSpace(reason)
-	if reason == "" {
-		return confirm.DefaultDenyMessage
-	}
 	if r := []rune(reason); len(r) > MaxReasonLen {
 		reason = string(r[:MaxReasonLen]) + "…"
+	}
+	return reason
+}
+
+// denyMessage is what the model is told for a person's deny: the default
+// message, and the person's reason when given, quoted as theirs.
+func denyMessage(user, reason string) string {
+	if reason == "" {
+		return confirm.DefaultDenyMessage
 	}
 	return fmt.Sprintf("%s Reason given by the approver (%s): %q", confirm.DefaultDenyMessage, user, reason)
 }
@@ -157,15 +318,14 @@ func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchI
 		b.log.Error("update card", "err", err)
 		return
 	}
-	card := cardFor(batch, b.introOf(ctx, batch), b.approversOf(conv))
-	if err := p.UpdateCard(ctx, threadOf(conv), batch.CardRef, card); err != nil {
+	if err := p.UpdateCard(ctx, threadOf(conv), batch.CardRef, b.cardOf(conv, batch, b.introOf(ctx, batch))); err != nil {
 		b.log.Error("update card", "batch", batchID, "err", err)
 	}
 }
 
 // PendingCard returns the card of the thread's pending pause, or
 // confirm.ErrNotFound when nothing waits.
-func (b *Bot) PendingCard(ctx context.Context, th Thread) (*Card, error) {
+func (b *Bot) PendingCard(ctx context.Context, th Thread) (*card.Card, error) {
 	conv, err := b.store.FindConversation(ctx, th.Platform, th.Channel, th.Thread)
 	if err != nil {
 		return nil, err // ErrNotFound: a thread without a conversation waits on nothing
@@ -174,8 +334,8 @@ func (b *Bot) PendingCard(ctx context.Context, th Thread) (*Card, error) {
 	if err != nil {
 		return nil, err
 	}
-	card := cardFor(batch, b.introOf(ctx, batch), b.approversOf(conv))
-	return &card, nil
+	c := b.cardOf(conv, batch, b.introOf(ctx, batch))
+	return &c, nil
 }
 
 var batchIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

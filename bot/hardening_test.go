@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/redact"
@@ -217,7 +218,7 @@ func TestBystanderCannotAbandonACard(t *testing.T) {
 	}
 	h.turn("carol", "actually never mind") // a channel member, neither requester nor approver
 	card := h.plat.lastCard()
-	if card.Calls[0].Decision != confirm.DecisionAllowed || !card.Calls[1].Open() {
+	if card.Calls[0].State.Kind != cardpkg.Allowed || !card.Calls[1].Open() {
 		t.Fatalf("a bystander's message changed the card: %+v", card.Calls)
 	}
 	if len(h.model.Requests()) != 1 {
@@ -246,7 +247,7 @@ func TestRequesterOrApproverMayMoveOn(t *testing.T) {
 			h.push(calls(tc("a", "deploy", `{}`)), text("ok"), text("ok"))
 			h.turn("bob", "deploy")
 			h.turn(who, "something else")
-			if c := h.plat.lastCard(); c.Calls[0].Decision != confirm.DecisionDenied || c.Calls[0].DenyMessage != confirm.MovedOnMessage {
+			if c := h.plat.lastCard(); c.Calls[0].State.Kind != cardpkg.MovedOn {
 				t.Fatalf("%s could not move on: %+v", who, c.Calls[0])
 			}
 		})
@@ -283,8 +284,8 @@ func TestUncertainOutcomeIsUnknownAndGatesTheRepeat(t *testing.T) {
 	if len(h.plat.cards) != 1 {
 		t.Fatal("the repeat of an unknown call ran without asking")
 	}
-	if got := h.plat.cards[0].Calls[0].FlagReason; got != bot.RepeatUnknownReason {
-		t.Fatalf("card reason %q", got)
+	if got := h.plat.cards[0].Calls[0].Reasons; len(got) != 1 || got[0].Kind != confirm.ReasonUnknownOutcome {
+		t.Fatalf("card reasons %+v", got)
 	}
 	if charge.n.Load() != 1 {
 		t.Fatal("the repeat ran before a decision")

@@ -158,6 +158,9 @@ func (b *Bot) decisionFor(c confirm.Call) confirm.Decision {
 		return confirm.Allow(c.Key)
 	case c.Decision == confirm.DecisionExpired:
 		return confirm.Deny(c.Key, confirm.ExpiredMessage)
+	case c.Decision == confirm.DecisionDenied && c.DenyMessage == "":
+		// A person's deny: the message is built from their words (data).
+		return confirm.Deny(c.Key, denyMessage(c.DecidedBy, c.DenyReason))
 	default:
 		return confirm.Deny(c.Key, c.DenyMessage)
 	}
@@ -249,7 +252,7 @@ func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch 
 		if c.Run != confirm.RunUnknown || (c.Flagged && batch.CardRef != "") {
 			continue
 		}
-		msg := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): it may or may not have taken effect. It was not retried; check before retrying.", c.Position+1, c.Tool, c.Summary)
+		msg := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): it may or may not have taken effect. It was not retried; check before retrying.", c.Position+1, c.Tool, quote(c.Summary))
 		if err := p.Post(ctx, threadOf(conv), msg); err != nil {
 			b.log.Error("post unknown outcome", "err", err)
 		}
@@ -388,7 +391,7 @@ func (b *Bot) Sweep(ctx context.Context) error {
 
 // Mentioner is implemented by platforms that can mention approvers.
 type Mentioner interface {
-	Mention(approvers ApproverSet) string
+	Mention(approvers confirm.Approvers) string
 }
 
 // remind posts, once per batch, a reminder mentioning the approvers

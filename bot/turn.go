@@ -291,19 +291,20 @@ func (b *Bot) stopForRounds(ctx context.Context, conv confirm.Conversation, p Pl
 	return p.Post(ctx, threadOf(conv), notice)
 }
 
-// pause stores a reply with tool calls as a batch. When the policy flags a
-// call, the batch waits for decisions (paused); otherwise every call is
-// allowed by policy and the batch is ready to run. A call of a tool not
-// offered in the channel is refused like an unknown tool; a call whose
-// read-back cannot be built is invalid; a call equal to an earlier call
-// whose outcome is unknown needs a person's yes.
+// pause stores a reply with tool calls as a batch. The policy judges each
+// call: a call it asks about waits for people's decisions (the batch is
+// paused), unless an active grant of this conversation covers it; a call it
+// denies is refused by its rule; the others are allowed by policy. A call
+// of a tool not offered in the channel is refused like an unknown tool; a
+// call whose read-back cannot be built is invalid; a call equal to an
+// earlier call whose outcome is unknown needs a person's yes.
 func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester string, reply model.Message) (*confirm.Batch, bool, error) {
 	lookup := func(name string) (confirm.ToolInfo, bool) {
 		t, ok := b.offered(conv, name)
 		if !ok {
 			return confirm.ToolInfo{}, false
 		}
-		return confirm.ToolInfo{Name: name, Confirm: t.Confirm()}, true
+		return toolInfo(name, t), true
 	}
 	validate := func(c confirm.ToolCall) error {
 		t, ok := b.offered(conv, c.Name)
@@ -322,9 +323,9 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 	if err != nil {
 		return nil, false, fmt.Errorf("load calls with unknown outcomes: %w", err)
 	}
-	repeats := repeatPolicy(unknown)
-	planned, paused := confirm.Plan(reply.ToolCalls, lookup, confirm.Or(b.cfg.Policy, repeats), validate)
 	now := b.now().UTC()
+	base := confirm.Request{Platform: conv.Platform, Channel: conv.Channel, Requester: requester, Now: now}
+	planned, _ := confirm.Plan(reply.ToolCalls, base, lookup, confirm.All(b.cfg.Policy, repeatPolicy(unknown)), validate)
 	batch := &confirm.Batch{
 		ID:             newBatchID(),
 		ConversationID: conv.ID,
@@ -333,10 +334,9 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		CreatedAt:      now,
 		ExpiresAt:      now.Add(b.cfg.Timeout),
 	}
-	if paused {
-		batch.Status = confirm.BatchPending
-	}
+	grants := map[string]*confirm.Grant{} // per tool, looked up once
 	for _, pc := range planned {
+		v := pc.Verdict
 		c := confirm.Call{
 			BatchID:        batch.ID,
 			Key:            pc.Key,
@@ -345,28 +345,48 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 			Tool:           pc.Call.Name,
 			Args:           pc.Call.Args,
 			Flagged:        pc.Flagged,
+			Reasons:        v.Reasons,
 			Run:            confirm.RunNotStarted,
 			IdempotencyKey: batch.ID + "/" + pc.Key,
 			ExpiresAt:      batch.ExpiresAt,
 		}
-		if pc.Flagged && repeats.NeedsConfirmation(pc.Call, nil) {
-			c.Reasons = []confirm.Reason{{Kind: confirm.ReasonUnknownOutcome}}
+		if pc.Flagged {
+			c.Approvals = v.Approvals
+			if c.Approvals <= 0 {
+				c.Approvals = b.cfg.DefaultApprovals
+			}
+			c.Restrict = v.Restrict
+			c.Grantable = !v.NotGrantable && c.Approvals == 1
 		}
 		switch {
 		case pc.Invalid != nil:
 			c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionInvalid, SystemActor, &now
 			c.DenyMessage = b.cfg.Redact("Not executed: " + pc.Invalid.Error())
 			c.Summary = pc.Call.Name + " (invalid arguments)"
+		case pc.Refused:
+			c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionDeniedByRule, ruleActor(v.DenyRule), &now
+			c.DenyMessage = v.DenyMessage
+			if c.DenyMessage == "" {
+				c.DenyMessage = confirm.DefaultRuleDenyMessage(v.DenyRule)
+			}
 		case pc.Blocked:
 			c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionDenied, SystemActor, &now
 			c.DenyMessage = confirm.SiblingInvalidMessage
 		case pc.Flagged:
 			c.Decision = confirm.DecisionPending
+			if g, err := b.grantFor(ctx, conv, c, now, grants); err != nil {
+				return nil, false, err
+			} else if g != nil {
+				c.Decision, c.DecidedBy, c.DecidedAt, c.GrantID = confirm.DecisionAllowedByGrant, grantActor(g.ID), &now, g.ID
+			}
 		default:
 			c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionAllowedByPolicy, PolicyActor, &now
 		}
 		if pc.Invalid == nil {
 			c.Summary = b.summary(pc.Call)
+		}
+		if c.Decision == confirm.DecisionPending {
+			batch.Status = confirm.BatchPending
 		}
 		batch.Calls = append(batch.Calls, c)
 	}
@@ -377,15 +397,63 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 	if err := b.store.CreateBatch(ctx, batch, assistant); err != nil {
 		return nil, false, fmt.Errorf("store batch: %w", err)
 	}
-	return batch, paused, nil
+	b.notePauseDecisions(ctx, conv, batch, grants)
+	return batch, batch.Status == confirm.BatchPending, nil
 }
 
-// RepeatUnknownReason is shown on a card for a call that needs a person's
-// yes because an equal earlier call's outcome is unknown.
-const RepeatUnknownReason = "An earlier call of this tool with the same arguments has an unknown outcome: check whether it took effect before allowing it again."
+// grantFor returns the active grant of the conversation that covers a
+// flagged call, or nil: grants cover only calls needing one approval that
+// no rule made ungrantable, of the grant's tool, in the grant's thread.
+func (b *Bot) grantFor(ctx context.Context, conv confirm.Conversation, c confirm.Call, now time.Time, cache map[string]*confirm.Grant) (*confirm.Grant, error) {
+	if b.cfg.GrantFor <= 0 || !c.Grantable {
+		return nil, nil
+	}
+	if g, ok := cache[c.Tool]; ok {
+		return g, nil
+	}
+	g, err := b.store.ActiveGrant(ctx, conv.ID, c.Tool, now)
+	if errors.Is(err, confirm.ErrNotFound) {
+		g, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up grants: %w", err)
+	}
+	cache[c.Tool] = g
+	return g, nil
+}
 
-// repeatPolicy flags calls equal (same tool, arguments equal as decoded
-// JSON) to a call whose outcome is unknown.
+// notePauseDecisions tells the thread, one line each, about calls decided
+// at pause time without a card: refused by a rule, or allowed by a grant.
+func (b *Bot) notePauseDecisions(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, grants map[string]*confirm.Grant) {
+	for _, c := range batch.Calls {
+		var msg string
+		switch c.Decision {
+		case confirm.DecisionDeniedByRule:
+			msg = fmt.Sprintf("Call %d (%s: %s) was refused by rule %s and not run.", c.Position+1, c.Tool, quote(c.Summary), strings.TrimPrefix(c.DecidedBy, "rule:"))
+		case confirm.DecisionAllowedByGrant:
+			g := grants[c.Tool]
+			msg = fmt.Sprintf("Call %d (%s: %s) is allowed by %s's grant until %s.", c.Position+1, c.Tool, quote(c.Summary), g.CreatedBy, g.ExpiresAt.UTC().Format("15:04 UTC"))
+		default:
+			continue
+		}
+		if err := b.postIn(ctx, threadOf(conv), msg); err != nil {
+			b.log.Error("post pause decision", "batch", batch.ID, "err", err)
+		}
+	}
+}
+
+// toolInfo is what the policy may know of a tool: its flag, and its
+// approvals when it says (tools[].approvals).
+func toolInfo(name string, t tools.Tool) confirm.ToolInfo {
+	info := confirm.ToolInfo{Name: name, Confirm: t.Confirm()}
+	if a, ok := t.(interface{ Approvals() int }); ok {
+		info.Approvals = a.Approvals()
+	}
+	return info
+}
+
+// repeatPolicy asks for calls equal (same tool, arguments equal as decoded
+// JSON) to a call whose outcome is unknown; no grant covers them.
 func repeatPolicy(unknown []confirm.Call) confirm.Policy {
 	type seen struct {
 		tool string
@@ -398,20 +466,20 @@ func repeatPolicy(unknown []confirm.Call) confirm.Policy {
 			list = append(list, seen{u.Tool, v})
 		}
 	}
-	return confirm.PolicyFunc(func(c confirm.ToolCall, _ *confirm.ToolInfo) bool {
+	return confirm.PolicyFunc(func(r confirm.Request) confirm.Verdict {
 		if len(list) == 0 {
-			return false
+			return confirm.Verdict{}
 		}
 		var v any
-		if json.Unmarshal(c.Args, &v) != nil {
-			return false
+		if json.Unmarshal(r.Call.Args, &v) != nil {
+			return confirm.Verdict{}
 		}
 		for _, s := range list {
-			if s.tool == c.Name && reflect.DeepEqual(s.args, v) {
-				return true
+			if s.tool == r.Call.Name && reflect.DeepEqual(s.args, v) {
+				return confirm.Verdict{Ask: true, NotGrantable: true, Reasons: []confirm.Reason{{Kind: confirm.ReasonUnknownOutcome}}}
 			}
 		}
-		return false
+		return confirm.Verdict{}
 	})
 }
 
@@ -438,13 +506,26 @@ func (b *Bot) specsFor(conv confirm.Conversation) []model.ToolSpec {
 		if !ok {
 			continue
 		}
-		info := confirm.ToolInfo{Name: s.Name, Confirm: t.Confirm()}
-		if b.cfg.Policy.NeedsConfirmation(confirm.ToolCall{Name: s.Name, Args: json.RawMessage("{}")}, &info) {
+		info := toolInfo(s.Name, t)
+		v := b.cfg.Policy.Evaluate(confirm.Request{Call: confirm.ToolCall{Name: s.Name, Args: json.RawMessage("{}")}, Tool: &info,
+			Platform: conv.Platform, Channel: conv.Channel})
+		if v.Ask && alwaysAsks(v.Reasons) {
 			s.Description = strings.TrimSpace(s.Description + " " + ApprovalNote)
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// alwaysAsks reports whether the reasons gate every call of the tool (its
+// flag or confirmation.tools), not only some arguments (rules).
+func alwaysAsks(rs []confirm.Reason) bool {
+	for _, r := range rs {
+		if r.Kind == confirm.ReasonToolFlag || r.Kind == confirm.ReasonConfirmationTools {
+			return true
+		}
+	}
+	return false
 }
 
 // summary renders a call's read-back from its validated arguments.
@@ -466,8 +547,7 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 	if err != nil {
 		return fmt.Errorf("reload batch: %w", err)
 	}
-	card := cardFor(stored, intro, b.approversOf(conv))
-	ref, err := p.PostCard(ctx, threadOf(conv), card)
+	ref, err := p.PostCard(ctx, threadOf(conv), b.cardOf(conv, stored, intro))
 	if err != nil {
 		return fmt.Errorf("post card: %w", err)
 	}

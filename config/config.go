@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/airlockhq/airlock/rules"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -113,6 +114,37 @@ type Confirmation struct {
 	// before expiry; default 5m, 0 disables, one not shorter than the
 	// timeout sends none.
 	RemindBefore *time.Duration `yaml:"remind_before"`
+	// Approvals is how many distinct people must allow a gated call when
+	// neither its tool nor a rule says; default 1.
+	Approvals int `yaml:"approvals"`
+	// SelfApproval lets requesters allow their own calls; default false.
+	SelfApproval bool `yaml:"self_approval"`
+	// Grants are "Allow for <duration>" buttons.
+	Grants Grants `yaml:"grants"`
+	// Rules judge calls by their arguments, where and who (CEL).
+	Rules []rules.Config `yaml:"rules"`
+
+	compiled *rules.Set
+}
+
+// RuleSet is the compiled rules (set by Parse).
+func (c Confirmation) RuleSet() *rules.Set { return c.compiled }
+
+// Grants is the `confirmation.grants` section.
+type Grants struct {
+	Enabled  *bool         `yaml:"enabled"`  // default true
+	Duration time.Duration `yaml:"duration"` // default 1h, at most 24h
+}
+
+// For is how long a grant lasts; 0 when grants are off.
+func (g Grants) For() time.Duration {
+	if g.Enabled != nil && !*g.Enabled {
+		return 0
+	}
+	if g.Duration == 0 {
+		return DefaultGrantDuration
+	}
+	return g.Duration
 }
 
 // Reminder is the reminder lead, with its default.
@@ -147,6 +179,9 @@ const (
 	DefaultTimeout       = 30 * time.Minute
 	DefaultRemindBefore  = 5 * time.Minute
 	DefaultMaxToolRounds = 8
+
+	DefaultGrantDuration = time.Hour
+	MaxGrantDuration     = 24 * time.Hour
 
 	DefaultTurnsPerMinute     = 6
 	DefaultPendingPerChannel  = 20
@@ -447,6 +482,17 @@ func (c *Config) Validate() error {
 	if c.Confirmation.RemindBefore != nil && *c.Confirmation.RemindBefore < 0 {
 		return keyErr("confirmation.remind_before", "must not be negative (0 disables reminders)")
 	}
+	if a := c.Confirmation.Approvals; a < 0 || a > 10 {
+		return keyErr("confirmation.approvals", "must be between 1 and 10 (0 means the default, 1)")
+	}
+	if d := c.Confirmation.Grants.Duration; d < 0 || d > MaxGrantDuration || (d > 0 && d < time.Minute) {
+		return keyErr("confirmation.grants.duration", "must be between 1m and 24h, with its unit: 30m, 1h")
+	}
+	compiled, err := rules.Compile(c.Confirmation.Rules)
+	if err != nil {
+		return err // names confirmation.rules[N].<key>
+	}
+	c.Confirmation.compiled = compiled
 	set, err := tools.New(c.Tools, tools.Options{})
 	if err != nil {
 		return err

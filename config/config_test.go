@@ -110,6 +110,13 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"unknown limit", minimal + "limits: {turns_per_hour: 3}\n", "limits.turns_per_hour"},
 		{"tiny history", minimal + "  max_history_messages: 1\n", "model.max_history_messages"},
 		{"tiny messages", minimal + "  max_message_chars: 10\n", "model.max_message_chars"},
+		{"approvals too many", minimal + "confirmation: {approvals: 11}\n", "confirmation.approvals"},
+		{"grant too long", minimal + "confirmation: {grants: {duration: 48h}}\n", "confirmation.grants.duration"},
+		{"grant key", minimal + "confirmation: {grants: {enable: true}}\n", "confirmation.grants.enable"},
+		{"rule syntax", minimal + "confirmation: {rules: [{name: a, when: 'tool ==', action: ask}]}\n", "confirmation.rules[0].when"},
+		{"rule action", minimal + "confirmation: {rules: [{name: a, when: 'true', action: maybe}]}\n", "confirmation.rules[0].action"},
+		{"rule unknown key", minimal + "confirmation: {rules: [{name: a, when: 'true', action: ask, approver: [U1]}]}\n", "confirmation.rules[0].approver"},
+		{"tool approvals", minimal + "tools: [{name: a, approvals: 99, http: {url: 'http://x'}}]\n", "tools[0].approvals"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,6 +145,27 @@ func TestLimitsAndHistoryDefaults(t *testing.T) {
 	}
 	if c.Limits.Turns() != 0 || c.Limits.Pending() != 0 {
 		t.Fatal("0 must disable the limits")
+	}
+}
+
+func TestPolicyDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Confirmation.SelfApproval || c.Confirmation.Grants.For() != time.Hour || c.Confirmation.RuleSet().Len() != 0 {
+		t.Fatalf("defaults: self-approval %v, grants %v", c.Confirmation.SelfApproval, c.Confirmation.Grants.For())
+	}
+	c, err = Parse([]byte(minimal+`confirmation:
+  grants: {enabled: false, duration: 2h}
+  rules:
+    - {name: prod, when: 'tool == "deploy" && args.env == "production"', action: ask, approvals: 2}
+`), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Confirmation.Grants.For() != 0 || c.Confirmation.RuleSet().Len() != 1 {
+		t.Fatalf("grants %v, rules %d", c.Confirmation.Grants.For(), c.Confirmation.RuleSet().Len())
 	}
 }
 

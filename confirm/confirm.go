@@ -75,64 +75,6 @@ func isPositionKey(id string) bool {
 	return err == nil
 }
 
-// ToolInfo is what the policy may know of the tool a call would run with.
-type ToolInfo struct {
-	Name      string
-	Confirm   bool // the tool's own "confirm" flag
-	Approvals int  // distinct approvals the tool asks for (tools[].approvals); 0: the default
-}
-
-// Policy says whether a call needs a person's confirmation. tool is nil when
-// the bot carries no tool of that name.
-type Policy interface {
-	NeedsConfirmation(call ToolCall, tool *ToolInfo) bool
-}
-
-// PolicyFunc adapts a function to Policy.
-type PolicyFunc func(call ToolCall, tool *ToolInfo) bool
-
-// NeedsConfirmation calls f.
-func (f PolicyFunc) NeedsConfirmation(call ToolCall, tool *ToolInfo) bool { return f(call, tool) }
-
-// FromToolFlag flags calls of tools marked confirm.
-func FromToolFlag() Policy {
-	return PolicyFunc(func(_ ToolCall, t *ToolInfo) bool { return t != nil && t.Confirm })
-}
-
-// ForTools flags calls of the named tools, whatever their flag says.
-func ForTools(names ...string) Policy {
-	set := make(map[string]bool, len(names))
-	for _, n := range names {
-		set[n] = true
-	}
-	return PolicyFunc(func(c ToolCall, _ *ToolInfo) bool { return set[c.Name] })
-}
-
-// None flags no call.
-func None() Policy { return PolicyFunc(func(ToolCall, *ToolInfo) bool { return false }) }
-
-// Or flags a call when any of the policies does. A policy added with Or can
-// only add calls that need confirmation, never remove them.
-func Or(policies ...Policy) Policy {
-	return PolicyFunc(func(c ToolCall, t *ToolInfo) bool {
-		for _, p := range policies {
-			if p != nil && p.NeedsConfirmation(c, t) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
-// NewPolicy builds the configured policy: the tools' confirm flag (unless
-// honourFlag is false) OR the listed names.
-func NewPolicy(honourFlag bool, names []string) Policy {
-	if honourFlag {
-		return Or(FromToolFlag(), ForTools(names...))
-	}
-	return ForTools(names...)
-}
-
 // SiblingInvalidMessage answers the other calls of a reply in which a call
 // that needs confirmation had invalid arguments: nothing of it runs.
 const SiblingInvalidMessage = "Not run: another call of this reply had invalid arguments; call again."
@@ -142,21 +84,25 @@ type PlannedCall struct {
 	Key      string
 	Position int
 	Call     ToolCall
-	Flagged  bool  // the policy asks a person
-	Invalid  error // the arguments failed validation: answered to the model, never run, nobody asked
+	Verdict  Verdict // the policy's verdict (given for invalid calls too)
+	Flagged  bool    // a person must decide: the verdict asks, and the call is valid, not refused, not blocked
+	Refused  bool    // the verdict denies: decided "denied by rule" at pause time, nobody asked
+	Invalid  error   // the arguments failed validation: answered to the model, never run, nobody asked
 	// Blocked: another call of the reply that needs confirmation had
 	// invalid arguments, so this one is not run either (answered with
 	// SiblingInvalidMessage) and nobody is asked.
 	Blocked bool
 }
 
-// Plan keys the calls of a reply and asks the policy about each one.
-// validate may be nil; a call it rejects is not flagged and goes back to
-// the model as an error. When a call the policy would flag has invalid
-// arguments, the reply runs nothing: every other call is Blocked and
-// nobody is asked. Otherwise paused is true when any call is flagged: then
-// nothing of the reply may run before every call has a decision.
-func Plan(calls []ToolCall, lookup func(name string) (ToolInfo, bool), policy Policy, validate func(ToolCall) error) (planned []PlannedCall, paused bool) {
+// Plan keys the calls of a reply and asks the policy about each one; base
+// carries where, by whom and when the reply was asked for. validate may be
+// nil; a call it rejects is not flagged and goes back to the model as an
+// error. When a call the policy would ask about has invalid arguments, the
+// reply runs nothing: every other valid call is Blocked and nobody is
+// asked. A call the policy denies is Refused. Otherwise paused is true when
+// any call is flagged: then nothing of the reply may run before every call
+// has a decision.
+func Plan(calls []ToolCall, base Request, lookup func(name string) (ToolInfo, bool), policy Policy, validate func(ToolCall) error) (planned []PlannedCall, paused bool) {
 	keys := Keys(calls)
 	planned = make([]PlannedCall, len(calls))
 	gatedInvalid := false
@@ -166,22 +112,26 @@ func Plan(calls []ToolCall, lookup func(name string) (ToolInfo, bool), policy Po
 			p.Invalid = validate(c)
 		}
 		if policy != nil {
-			var info *ToolInfo
+			r := base
+			r.Call, r.Tool = c, nil
 			if t, ok := lookup(c.Name); ok {
-				info = &t
+				r.Tool = &t
 			}
-			flagged := policy.NeedsConfirmation(c, info)
-			if p.Invalid != nil {
-				gatedInvalid = gatedInvalid || flagged
-			} else {
-				p.Flagged = flagged
-			}
+			p.Verdict = policy.Evaluate(r)
+		}
+		switch {
+		case p.Invalid != nil:
+			gatedInvalid = gatedInvalid || (p.Verdict.Ask && !p.Verdict.Deny)
+		case p.Verdict.Deny:
+			p.Refused = true
+		default:
+			p.Flagged = p.Verdict.Ask
 		}
 		planned[i] = p
 	}
 	for i := range planned {
 		p := &planned[i]
-		if gatedInvalid && p.Invalid == nil {
+		if gatedInvalid && p.Invalid == nil && !p.Refused {
 			p.Flagged, p.Blocked = false, true
 		}
 		paused = paused || p.Flagged

@@ -67,7 +67,7 @@ func TestPolicy(t *testing.T) {
 			if ti, ok := tools(n); ok {
 				info = &ti
 			}
-			out = append(out, p.NeedsConfirmation(call("", n), info))
+			out = append(out, p.Evaluate(Request{Call: call("", n), Tool: info}).Ask)
 		}
 		return out
 	}
@@ -80,12 +80,12 @@ func TestPolicy(t *testing.T) {
 		{"flag", FromToolFlag(), []bool{true, false, false, false}},
 		{"names", ForTools("mcp_delete"), []bool{false, false, true, false}},
 		{"none", None(), []bool{false, false, false, false}},
-		{"or", Or(FromToolFlag(), ForTools("mcp_delete")), []bool{true, false, true, false}},
+		{"all", All(FromToolFlag(), ForTools("mcp_delete")), []bool{true, false, true, false}},
 		{"config enabled", NewPolicy(true, []string{"mcp_delete"}), []bool{true, false, true, false}},
 		// confirmation.enabled: false stops honouring the flag only; names still apply.
 		{"config disabled", NewPolicy(false, []string{"mcp_delete"}), []bool{false, false, true, false}},
-		// a config rule can only add: Or with None never removes the flag.
-		{"or cannot remove", Or(FromToolFlag(), None()), []bool{true, false, false, false}},
+		// a config rule can only add: All with None never removes the flag.
+		{"all cannot remove", All(FromToolFlag(), None()), []bool{true, false, false, false}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestPolicy(t *testing.T) {
 func TestPlanPausesWholeReply(t *testing.T) {
 	tools := lookup(map[string]bool{"deploy": true, "status": false})
 	calls := []ToolCall{call("", "status"), call("", "deploy")}
-	planned, paused := Plan(calls, tools, FromToolFlag(), nil)
+	planned, paused := Plan(calls, Request{}, tools, FromToolFlag(), nil)
 	if !paused {
 		t.Fatal("a reply with a flagged call must pause")
 	}
@@ -110,7 +110,7 @@ func TestPlanPausesWholeReply(t *testing.T) {
 		t.Fatalf("keys: %+v", planned)
 	}
 
-	_, paused = Plan([]ToolCall{call("", "status")}, tools, FromToolFlag(), nil)
+	_, paused = Plan([]ToolCall{call("", "status")}, Request{}, tools, FromToolFlag(), nil)
 	if paused {
 		t.Fatal("a reply with no flagged call must not pause")
 	}
@@ -119,7 +119,7 @@ func TestPlanPausesWholeReply(t *testing.T) {
 func TestPlanInvalidArgumentsAreNotFlagged(t *testing.T) {
 	tools := lookup(map[string]bool{"deploy": true})
 	bad := errors.New("invalid arguments: /env: required")
-	planned, paused := Plan([]ToolCall{call("x", "deploy")}, tools, FromToolFlag(), func(ToolCall) error { return bad })
+	planned, paused := Plan([]ToolCall{call("x", "deploy")}, Request{}, tools, FromToolFlag(), func(ToolCall) error { return bad })
 	if paused {
 		t.Fatal("a call with invalid arguments asks nobody")
 	}
@@ -138,7 +138,7 @@ func TestPlanGatedInvalidCallBlocksTheWholeReply(t *testing.T) {
 		}
 		return nil
 	}
-	planned, paused := Plan(calls, tools, FromToolFlag(), invalidB)
+	planned, paused := Plan(calls, Request{}, tools, FromToolFlag(), invalidB)
 	if paused {
 		t.Fatal("a reply whose gated call is invalid asks nobody")
 	}
@@ -152,9 +152,55 @@ func TestPlanGatedInvalidCallBlocksTheWholeReply(t *testing.T) {
 		}
 		return nil
 	}
-	planned, paused = Plan(calls, tools, FromToolFlag(), invalidA)
+	planned, paused = Plan(calls, Request{}, tools, FromToolFlag(), invalidA)
 	if !paused || planned[1].Blocked || !planned[1].Flagged {
 		t.Fatalf("planned: %+v", planned)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	alice := Approvers{Users: []string{"alice"}}
+	dba := Approvers{Groups: []string{"S-DBA"}}
+	got := Merge(
+		Verdict{Ask: true, Approvals: 2, Restrict: []Approvers{alice}, Reasons: []Reason{{Kind: ReasonRule, Rule: "a"}}},
+		Verdict{Ask: true, Approvals: 1, Restrict: []Approvers{dba}, NotGrantable: true, Reasons: []Reason{{Kind: ReasonToolFlag}}},
+		Verdict{},
+	)
+	if !got.Ask || got.Deny || got.Approvals != 2 || len(got.Restrict) != 2 || !got.NotGrantable || len(got.Reasons) != 2 {
+		t.Fatalf("merge: %+v", got)
+	}
+	// A deny wins over any ask, and the first deny names the rule.
+	got = Merge(Verdict{Ask: true, Approvals: 3}, Verdict{Deny: true, DenyRule: "no-drops", DenyMessage: "no"}, Verdict{Deny: true, DenyRule: "other"})
+	if !got.Deny || got.DenyRule != "no-drops" || got.DenyMessage != "no" {
+		t.Fatalf("deny: %+v", got)
+	}
+	// Merging with nothing changes nothing: a policy can only add.
+	if v := Merge(Verdict{Ask: true}, Verdict{}); !v.Ask {
+		t.Fatal("an empty verdict removed an ask")
+	}
+}
+
+func TestPlanRefusedCallsAreNotAsked(t *testing.T) {
+	tools := lookup(map[string]bool{"drop": true, "status": false})
+	deny := PolicyFunc(func(r Request) Verdict {
+		if r.Call.Name == "drop" {
+			return Verdict{Deny: true, DenyRule: "no-drops"}
+		}
+		return Verdict{}
+	})
+	planned, paused := Plan([]ToolCall{call("", "status"), call("", "drop")}, Request{}, tools, All(FromToolFlag(), deny), nil)
+	if paused || planned[0].Flagged || !planned[1].Refused || planned[1].Flagged || planned[1].Verdict.DenyRule != "no-drops" {
+		t.Fatalf("planned %+v, paused %v", planned, paused)
+	}
+}
+
+func TestPlanPassesWhereAndWho(t *testing.T) {
+	var got Request
+	spy := PolicyFunc(func(r Request) Verdict { got = r; return Verdict{} })
+	base := Request{Platform: "slack", Channel: "C1", Requester: "U1"}
+	Plan([]ToolCall{call("", "deploy")}, base, lookup(map[string]bool{"deploy": true}), spy, nil)
+	if got.Platform != "slack" || got.Channel != "C1" || got.Requester != "U1" || got.Call.Name != "deploy" || got.Tool == nil || !got.Tool.Confirm {
+		t.Fatalf("request: %+v", got)
 	}
 }
 

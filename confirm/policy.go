@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// ToolInfo is what the policy may know of the tool a call would run with.
+type ToolInfo struct {
+	Name      string
+	Confirm   bool // the tool's own "confirm" flag
+	Approvals int  // distinct approvals the tool asks for (tools[].approvals); 0: the default
+}
+
 // Request is what a policy may know of one call: the call, its tool, where
 // and by whom it was asked, and when.
 type Request struct {
@@ -81,6 +88,64 @@ type Verdict struct {
 	Reasons      []Reason
 }
 
+// Policy judges one call.
+type Policy interface {
+	Evaluate(Request) Verdict
+}
+
+// PolicyFunc adapts a function to Policy.
+type PolicyFunc func(Request) Verdict
+
+// Evaluate calls f.
+func (f PolicyFunc) Evaluate(r Request) Verdict { return f(r) }
+
+// FromToolFlag asks for calls of tools marked confirm, with the tool's
+// approvals.
+func FromToolFlag() Policy {
+	return PolicyFunc(func(r Request) Verdict {
+		if r.Tool == nil || !r.Tool.Confirm {
+			return Verdict{}
+		}
+		return Verdict{Ask: true, Approvals: r.Tool.Approvals, Reasons: []Reason{{Kind: ReasonToolFlag}}}
+	})
+}
+
+// ForTools asks for calls of the named tools, whatever their flag says.
+func ForTools(names ...string) Policy {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return PolicyFunc(func(r Request) Verdict {
+		if !set[r.Call.Name] {
+			return Verdict{}
+		}
+		v := Verdict{Ask: true, Reasons: []Reason{{Kind: ReasonConfirmationTools}}}
+		if r.Tool != nil {
+			v.Approvals = r.Tool.Approvals
+		}
+		return v
+	})
+}
+
+// None asks for no call.
+func None() Policy { return PolicyFunc(func(Request) Verdict { return Verdict{} }) }
+
+// All combines policies: each call gets the Merge of their verdicts. A
+// policy added with All can only add calls that need confirmation (or
+// refuse them), never remove them.
+func All(policies ...Policy) Policy {
+	return PolicyFunc(func(r Request) Verdict {
+		vs := make([]Verdict, 0, len(policies))
+		for _, p := range policies {
+			if p != nil {
+				vs = append(vs, p.Evaluate(r))
+			}
+		}
+		return Merge(vs...)
+	})
+}
+
 // Merge combines verdicts on one call: a deny wins (the first one's rule
 // and message); otherwise any ask asks, with the largest approvals; approver
 // restrictions intersect; one not-grantable verdict makes the call not
@@ -102,6 +167,16 @@ func Merge(vs ...Verdict) Verdict {
 		}
 	}
 	return out
+}
+
+// NewPolicy builds the configured policy: the tools' confirm flag (unless
+// honourFlag is false), the listed names, and any further policies (rules).
+func NewPolicy(honourFlag bool, names []string, more ...Policy) Policy {
+	ps := []Policy{ForTools(names...)}
+	if honourFlag {
+		ps = append(ps, FromToolFlag())
+	}
+	return All(append(ps, more...)...)
 }
 
 // DefaultRuleDenyMessage is what the model is told for a call a rule

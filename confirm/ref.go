@@ -38,3 +38,23 @@ func ParseRef(ref string) (batchID string, position int, err error) {
 	}
 	return id, n, nil
 }
+
+// grantRefPrefix starts a grant's reference (its notice's Revoke button).
+const grantRefPrefix = "grant-"
+
+// GrantRef is the opaque reference of a grant's Revoke button.
+func GrantRef(grantID string) string { return grantRefPrefix + grantID }
+
+// ParseGrantRef returns the grant id of a reference made by GrantRef.
+func ParseGrantRef(ref string) (string, error) {
+	id, ok := strings.CutPrefix(ref, grantRefPrefix)
+	if !ok || id == "" || len(ref) > 100 {
+		return "", ErrBadRef
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return "", ErrBadRef
+		}
+	}
+	return id, nil
+}

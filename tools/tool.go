@@ -42,6 +42,7 @@ type configTool struct {
 	params      json.RawMessage
 	schema      *jsonschema.Schema
 	confirm     bool
+	approvals   int
 	summary     *template.Template // nil: the default summary
 	declared    []string           // top-level properties the schema declares
 	exec        executor
@@ -63,7 +64,10 @@ func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
 	case (cfg.HTTP == nil) == (cfg.Exec == nil):
 		return nil, cerr("", errors.New("exactly one of http or exec is required"))
 	}
-	t := &configTool{name: cfg.Name, description: cfg.Description, confirm: cfg.Confirm}
+	if cfg.Approvals < 0 || cfg.Approvals > 10 {
+		return nil, cerr(".approvals", errors.New("must be between 1 and 10 (0 means confirmation.approvals)"))
+	}
+	t := &configTool{name: cfg.Name, description: cfg.Description, confirm: cfg.Confirm, approvals: cfg.Approvals}
 
 	params, schema, err := compileSchema(cfg.Parameters)
 	if err != nil {
@@ -167,6 +171,10 @@ func (t *configTool) Spec() model.ToolSpec {
 
 // Confirm implements Tool.
 func (t *configTool) Confirm() bool { return t.confirm }
+
+// Approvals is how many distinct people must allow a gated call of the
+// tool; 0 means the configured default.
+func (t *configTool) Approvals() int { return t.approvals }
 
 // Validate implements Tool: the arguments must match the schema, and the
 // executor's templates (URL, argv) must render from them into a request or a

@@ -23,7 +23,8 @@ type Config struct {
 	Description string         `yaml:"description"`
 	Parameters  map[string]any `yaml:"parameters"` // JSON Schema
 	Confirm     bool           `yaml:"confirm"`
-	Summary     string         `yaml:"summary"` // text/template over the validated arguments
+	Approvals   int            `yaml:"approvals"` // distinct approvals a gated call needs; 0: confirmation.approvals
+	Summary     string         `yaml:"summary"`   // text/template over the validated arguments
 	HTTP        *HTTPConfig    `yaml:"http"`
 	Exec        *ExecConfig    `yaml:"exec"`
 }

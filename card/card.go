@@ -1,0 +1,248 @@
+// Package card is the platform-neutral approval card: for each call of a
+// paused reply, what it needs (approvals, who may decide, why) and where it
+// stands (a structured state, never English to parse). Each chat platform
+// renders it its own way; the English helpers here are shared wording.
+package card
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Card is the approval card of a paused reply.
+type Card struct {
+	BatchID     string
+	Intro       string // the model's own words in the paused reply, if any (untrusted)
+	RequestedBy string // platform user id
+	// Approvers are the channel's approvers (calls may narrow them: see
+	// Call.Restrict).
+	Approvers confirm.Approvers
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	Status    confirm.BatchStatus
+	Calls     []Call
+	// GrantFor is the duration an "Allow for" button grants; 0 when grants
+	// are off. Offer it on calls whose Grantable is true.
+	GrantFor time.Duration
+}
+
+// Call is one call on a card.
+type Call struct {
+	Ref     string // opaque reference for buttons; see confirm.ParseRef
+	Number  int    // 1-based, for people
+	Key     string
+	Tool    string
+	Summary string // the read-back, built from the validated arguments only (untrusted text)
+	Args    string // pretty JSON of the exact arguments (untrusted text)
+
+	Flagged   bool                // a person must decide
+	Reasons   []confirm.Reason    // why a person is asked (or which rule refused it)
+	Approvals int                 // distinct approvals needed when flagged (>= 1)
+	Votes     []confirm.Vote      // approvals so far
+	Restrict  []confirm.Approvers // when set, only people in every set may decide
+	// Grantable: "Allow for <GrantFor>" may allow it (and later calls of
+	// its tool in this conversation). Only while it is open.
+	Grantable bool
+
+	State  State
+	Run    confirm.RunStatus
+	Result string // the tool's output or error (scrubbed)
+}
+
+// Kind is where a call's decision stands.
+type Kind string
+
+const (
+	Waiting         Kind = "waiting"           // a person must still decide
+	Allowed         Kind = "allowed"           // people allowed it (State.By is the last; Votes all)
+	AllowedByPolicy Kind = "allowed_by_policy" // no approval needed
+	AllowedByGrant  Kind = "allowed_by_grant"  // a grant covered it (State.Grant*)
+	Denied          Kind = "denied"            // a person denied it (State.By, State.Reason)
+	Withdrawn       Kind = "withdrawn"         // the requester denied their own call
+	MovedOn         Kind = "moved_on"          // the pause was abandoned: the requester wrote again
+	Expired         Kind = "expired"           // nobody decided in time
+	Invalid         Kind = "invalid"           // the arguments failed validation (State.Message)
+	DeniedByRule    Kind = "denied_by_rule"    // a rule refused it (State.Rule, State.Message)
+	NotRun          Kind = "not_run"           // not run for another reason (State.Message)
+)
+
+// State is a call's decision as data.
+type State struct {
+	Kind    Kind
+	By      string     // platform user id of the person who decided, if any
+	At      *time.Time // when it was decided
+	Reason  string     // a person's own words with a deny (untrusted)
+	Message string     // Airlock's or a rule's words for Invalid, DeniedByRule, NotRun
+	Rule    string     // the rule, for DeniedByRule
+	GrantID string     // for AllowedByGrant
+}
+
+// Open reports whether the call still waits for a decision.
+func (c Call) Open() bool { return c.State.Kind == Waiting }
+
+// Complete reports whether no call of the card waits any more.
+func (c Card) Complete() bool {
+	for _, cc := range c.Calls {
+		if cc.Open() {
+			return false
+		}
+	}
+	return true
+}
+
+// Voted reports whether the user has already approved the call.
+func (c Call) Voted(user string) bool {
+	for _, v := range c.Votes {
+		if v.By == user {
+			return true
+		}
+	}
+	return false
+}
+
+// Progress is the approvals so far of a call needing more than one, e.g.
+// "1 of 2 approvals: U1"; empty for calls needing one.
+func (c Call) Progress() string {
+	if c.Approvals <= 1 {
+		return ""
+	}
+	by := make([]string, len(c.Votes))
+	for i, v := range c.Votes {
+		by[i] = v.By
+	}
+	s := fmt.Sprintf("%d of %d approvals", len(c.Votes), c.Approvals)
+	if len(by) > 0 {
+		s += ": " + strings.Join(by, ", ")
+	}
+	return s
+}
+
+// Why says why a person is asked and how many must allow, e.g. "needs 2
+// approvals: rule prod-restarts"; empty for calls nobody is asked about.
+func (c Call) Why() string {
+	if !c.Flagged {
+		return ""
+	}
+	need := "needs approval"
+	if c.Approvals > 1 {
+		need = fmt.Sprintf("needs %d approvals", c.Approvals)
+	}
+	if len(c.Reasons) == 0 {
+		return need
+	}
+	return need + ": " + confirm.ReasonsText(c.Reasons)
+}
+
+// Outcome is a short description of where a call stands, in shared words.
+// User ids appear as they are; renderers show them as inert text or turn
+// them into non-pinging mentions.
+func (c Call) Outcome() string {
+	at := ""
+	if c.State.At != nil {
+		at = " at " + c.State.At.UTC().Format("15:04:05 UTC")
+	}
+	var who string
+	switch c.State.Kind {
+	case Waiting:
+		if p := c.Progress(); p != "" {
+			return "waiting for a decision (" + p + ")"
+		}
+		return "waiting for a decision"
+	case Denied:
+		out := "denied by " + c.State.By + at
+		if c.State.Reason != "" {
+			out += ". Reason: " + c.State.Reason
+		}
+		return out
+	case Withdrawn:
+		out := "withdrawn by the requester " + c.State.By + at
+		if c.State.Reason != "" {
+			out += ". Reason: " + c.State.Reason
+		}
+		return out
+	case MovedOn:
+		return "not run: the requester moved on"
+	case Expired:
+		return "expired: nobody decided in time; not run"
+	case Invalid, NotRun:
+		return "not run: " + c.State.Message
+	case DeniedByRule:
+		return "refused by rule " + c.State.Rule + "; not run"
+	case AllowedByPolicy:
+		who = "runs with the batch (no approval needed)"
+	case AllowedByGrant:
+		who = "allowed by a grant (" + c.State.GrantID + ")"
+	default: // Allowed
+		who = "allowed by " + c.State.By + at
+		if c.Approvals > 1 {
+			by := make([]string, len(c.Votes))
+			for i, v := range c.Votes {
+				by[i] = v.By
+			}
+			who = "allowed by " + strings.Join(by, " and ") + at
+		}
+	}
+	switch c.Run {
+	case confirm.RunRunning:
+		return who + "; running"
+	case confirm.RunSucceeded:
+		return who + "; succeeded"
+	case confirm.RunFailed:
+		return who + "; failed: " + Excerpt(c.Result, 200)
+	case confirm.RunUnknown:
+		return who + "; outcome unknown — check before retrying (it may have taken effect; Airlock will not retry it)"
+	}
+	return who
+}
+
+// GrantLabel is the "Allow for" button's label, e.g. "Allow for 1h".
+func (c Card) GrantLabel() string { return "Allow for " + Duration(c.GrantFor) }
+
+// Duration prints a grant duration the short way people write it: 1h,
+// 30m, 1h30m, 24h.
+func Duration(d time.Duration) string {
+	s := d.Round(time.Minute).String() // "1h0m0s"
+	s = strings.TrimSuffix(s, "0s")
+	s = strings.TrimSuffix(s, "h0m")
+	if strings.HasSuffix(s, "h") || strings.HasSuffix(s, "m") {
+		return s
+	}
+	return s + "h"
+}
+
+// GrantNotice is the message that announces a grant, with a Revoke button
+// for approvers.
+type GrantNotice struct {
+	Ref       string // opaque reference for the Revoke button; see confirm.ParseGrantRef
+	GrantID   string
+	Tool      string
+	By        string // who granted (platform user id)
+	Until     time.Time
+	RevokedBy string // set once revoked
+	RevokedAt *time.Time
+}
+
+// Active reports whether the notice should still offer Revoke.
+func (n GrantNotice) Active(now time.Time) bool { return n.RevokedAt == nil && now.Before(n.Until) }
+
+// Text is the notice in shared words.
+func (n GrantNotice) Text() string {
+	s := fmt.Sprintf("%s granted calls of %s in this thread without a card until %s.", n.By, n.Tool, n.Until.UTC().Format("15:04 UTC"))
+	if n.RevokedAt != nil {
+		s += fmt.Sprintf(" Revoked by %s at %s.", n.RevokedBy, n.RevokedAt.UTC().Format("15:04:05 UTC"))
+	}
+	return s
+}
+
+// Excerpt trims s to n runes, ending in "…" when cut.
+func Excerpt(s string, n int) string {
+	s = strings.TrimSpace(s)
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

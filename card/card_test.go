@@ -1,0 +1,46 @@
+package card
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+func TestGrantLabelFollowsTheDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Hour: "Allow for 1h", 30 * time.Minute: "Allow for 30m", 90 * time.Minute: "Allow for 1h30m", 24 * time.Hour: "Allow for 24h",
+	} {
+		if got := (Card{GrantFor: d}).GrantLabel(); got != want {
+			t.Errorf("%v: %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestProgressAndWhy(t *testing.T) {
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	c := Call{Flagged: true, Approvals: 2, Votes: []confirm.Vote{{By: "alice", At: at}},
+		Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "prod"}}, State: State{Kind: Waiting}}
+	if got := c.Progress(); got != "1 of 2 approvals: alice" {
+		t.Errorf("progress %q", got)
+	}
+	if got := c.Why(); got != "needs 2 approvals: rule prod" {
+		t.Errorf("why %q", got)
+	}
+	if !c.Voted("alice") || c.Voted("bob") {
+		t.Error("Voted")
+	}
+	if got := c.Outcome(); got != "waiting for a decision (1 of 2 approvals: alice)" {
+		t.Errorf("outcome %q", got)
+	}
+	c.Votes = append(c.Votes, confirm.Vote{By: "carol", At: at})
+	c.State = State{Kind: Allowed, By: "carol", At: &at}
+	c.Run = confirm.RunUnknown
+	if got := c.Outcome(); !strings.HasPrefix(got, "allowed by alice and carol at 12:00:00 UTC; outcome unknown — check before retrying") {
+		t.Errorf("outcome %q", got)
+	}
+	if (Call{}).Why() != "" || (Call{Approvals: 1}).Progress() != "" {
+		t.Error("an unflagged or single-approval call has no why or progress")
+	}
+}
