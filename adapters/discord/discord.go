@@ -14,12 +14,20 @@
 // approvers. A DM conversation is (discord, DM channel, "").
 //
 // A paused reply is posted as a card (see Render): an embed per call and,
-// per call waiting for a decision, a row with Allow (success style), Deny
+// per call waiting for a decision, a row with Allow (success style),
+// "Allow for <duration>" on calls a grant may allow (secondary style), Deny
 // (danger style) and "Deny with reason…" (secondary style, opens a modal).
-// A click is acknowledged at once (deferred message update), then decided
-// with bot.Decide; a click that changes nothing gets an ephemeral answer.
-// Arguments the card cut get "Show full arguments" (secondary style):
-// whoever clicks it gets the whole arguments in an ephemeral reply.
+// A call needing several approvals shows how many it has and from whom,
+// and keeps its row until it is decided. A click is acknowledged at once
+// (deferred message update), then decided with bot.Decide; a click that
+// changes nothing gets an ephemeral answer. Arguments the card cut get
+// "Show full arguments" (secondary style): whoever clicks it gets the
+// whole arguments in an ephemeral reply.
+//
+// "Allow for" creates a grant: its notice (see RenderGrantNotice) says in
+// the thread who granted which tool until when, with a Revoke button
+// (danger style) that only the channel's approvers may use (bot.Revoke);
+// once revoked the notice is edited to say so, without the button.
 //
 // Nothing the model, a tool or a chat message wrote can ping or hide:
 // cards escape every such text (escape.go) and every message goes out
@@ -59,6 +67,8 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // Platform is the name of this platform in config (`channels[].platform`)
@@ -89,7 +99,8 @@ type Bot interface {
 	Note(ctx context.Context, t bot.Turn) error
 	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
 	Decide(ctx context.Context, c bot.Click) error
-	PendingCard(ctx context.Context, th bot.Thread) (*bot.Card, error)
+	Revoke(ctx context.Context, c bot.Click) error
+	PendingCard(ctx context.Context, th bot.Thread) (*card.Card, error)
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas
@@ -141,8 +152,9 @@ type Adapter struct {
 }
 
 var (
-	_ bot.Platform  = (*Adapter)(nil)
-	_ bot.Mentioner = (*Adapter)(nil)
+	_ bot.Platform     = (*Adapter)(nil)
+	_ bot.Mentioner    = (*Adapter)(nil)
+	_ bot.GrantNoticer = (*Adapter)(nil)
 )
 
 // New checks the config, builds the discordgo session (not yet connected;
@@ -348,10 +360,10 @@ func noMentions() *discordgo.MessageAllowedMentions {
 // PostCard implements bot.Platform: it posts the card in the thread (in
 // several messages when it does not fit in one; see RenderMessages) and
 // returns the message ids, comma-separated, as the card's reference.
-func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, card bot.Card) (string, error) {
+func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, cd card.Card) (string, error) {
 	ch := target(th)
 	var ids []string
-	for _, m := range RenderMessages(card) {
+	for _, m := range RenderMessages(cd) {
 		sent, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
 			Content:         m.Content,
 			Embeds:          m.Embeds,
@@ -368,9 +380,9 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, card bot.Card) (s
 
 // UpdateCard implements bot.Platform: it edits the card's messages in
 // place; a complete card loses its buttons.
-func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, card bot.Card) error {
+func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, cd card.Card) error {
 	ids := strings.Split(ref, ",")
-	msgs := RenderMessages(card)
+	msgs := RenderMessages(cd)
 	if len(msgs) != len(ids) {
 		a.log.Warn("discord: card reference and rendering differ in size", "ref", ref, "messages", len(msgs))
 	}
@@ -401,6 +413,44 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, car
 	return errors.Join(errs...)
 }
 
+// PostGrantNotice implements bot.GrantNoticer: the grant's notice in the
+// thread (see RenderGrantNotice), pinging nobody; its message id is the
+// reference.
+func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n card.GrantNotice) (string, error) {
+	m := RenderGrantNotice(n, a.now())
+	sent, err := a.s.ChannelMessageSendComplex(target(th), &discordgo.MessageSend{
+		Content:         m.Content,
+		Components:      m.Components,
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("discord: post grant notice: %w", err)
+	}
+	return sent.ID, nil
+}
+
+// UpdateGrantNotice implements bot.GrantNoticer: it edits the notice in
+// place; a revoked grant's notice loses its Revoke button.
+func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n card.GrantNotice) error {
+	if ref == "" || strings.Contains(ref, ",") {
+		return fmt.Errorf("discord: grant notice reference %q is not a message id", ref)
+	}
+	m := RenderGrantNotice(n, a.now())
+	content, components := m.Content, m.Components
+	embeds := []*discordgo.MessageEmbed{}
+	_, err := a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{
+		ID: ref, Channel: target(th),
+		Content:         &content,
+		Embeds:          &embeds,
+		Components:      &components,
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("discord: update grant notice %s: %w", ref, err)
+	}
+	return nil
+}
+
 // Post implements bot.Platform: text in the thread, split in messages of
 // at most 2000 characters, pinging nobody. A reminder, text holding the
 // markers Mention made, is the one exception: the markers become
@@ -429,7 +479,7 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 // reminder the bot then posts with Post. It returns markers carrying the
 // adapter's secret nonce, which Post turns into <@user> and <@&role>
 // allowed to ping; the same characters written by a model stay inert.
-func (a *Adapter) Mention(s bot.ApproverSet) string {
+func (a *Adapter) Mention(s confirm.Approvers) string {
 	var out []string
 	for _, u := range s.Users {
 		if isSnowflake(u) {

@@ -17,6 +17,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
@@ -239,33 +240,48 @@ func buttonIDs(t *testing.T, components []map[string]any) (allow, deny, reason [
 
 func buttonIDsAll(t *testing.T, components []map[string]any) (allow, deny, reason, show []string) {
 	t.Helper()
+	byAction := buttonsByAction(t, components)
+	return byAction[actionAllow], byAction[actionDeny], byAction[actionReason], byAction[actionShowArgs]
+}
+
+// grantIDs are the custom ids of a card's "Allow for" buttons.
+func grantIDs(t *testing.T, components []map[string]any) []string {
+	t.Helper()
+	return buttonsByAction(t, components)[actionGrant]
+}
+
+// buttonsByAction sorts buttons by the action of their custom id, and
+// checks each has its action's style: Allow success, Deny and Revoke
+// danger, the others secondary; at most 5 a row.
+func buttonsByAction(t *testing.T, components []map[string]any) map[string][]string {
+	t.Helper()
+	styles := map[string]discordgo.ButtonStyle{
+		actionAllow: discordgo.SuccessButton, actionDeny: discordgo.DangerButton, actionRevoke: discordgo.DangerButton,
+		actionGrant: discordgo.SecondaryButton, actionReason: discordgo.SecondaryButton, actionShowArgs: discordgo.SecondaryButton,
+	}
+	out := map[string][]string{}
 	for _, row := range components {
 		if row["type"].(float64) != 1 {
 			t.Fatalf("top-level component of type %v", row["type"])
 		}
-		for _, c := range row["components"].([]any) {
+		buttons := row["components"].([]any)
+		if len(buttons) > maxButtons {
+			t.Fatalf("a row of %d buttons", len(buttons))
+		}
+		for _, c := range buttons {
 			b := c.(map[string]any)
 			id := b["custom_id"].(string)
-			if len(id) > 100 {
-				t.Fatalf("custom_id %q longer than 100", id)
+			action, _, ok := parseCustomID(id)
+			if !ok {
+				t.Fatalf("custom_id %q is not Airlock's", id)
 			}
-			switch b["style"].(float64) {
-			case float64(discordgo.SuccessButton):
-				allow = append(allow, id)
-			case float64(discordgo.DangerButton):
-				deny = append(deny, id)
-			case float64(discordgo.SecondaryButton):
-				if strings.HasPrefix(id, "al:s:") {
-					show = append(show, id)
-				} else {
-					reason = append(reason, id)
-				}
-			default:
-				t.Fatalf("button style %v", b["style"])
+			if want, ok := styles[action]; !ok || b["style"].(float64) != float64(want) {
+				t.Fatalf("button %q of style %v", id, b["style"])
 			}
+			out[action] = append(out[action], id)
 		}
 	}
-	return
+	return out
 }
 
 // answers are the messages without buttons the bot posted in channel.
@@ -544,29 +560,46 @@ func TestAsidesRepliesAndBots(t *testing.T) {
 }
 
 // TestDirectMessages: in a DM every message is a turn, without a thread;
-// the approver is listed by user id; the click carries a user, no member.
+// the approver is listed by user id; the click carries a user, no
+// member. In a DM the requester is the only one who can click, so their
+// Allow counts only with self-approval on; with it off (the default) it
+// is refused ephemerally and nothing runs.
 func TestDirectMessages(t *testing.T) {
-	h := newHarness(t)
-	h.model.PushText("Hi there.")
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"worker"}`))
-	h.model.PushText("Worker restarted.")
-	h.start()
+	for _, self := range []bool{false, true} {
+		t.Run(fmt.Sprintf("self_approval=%v", self), func(t *testing.T) {
+			h := newHarnessWith(t, defaultChannels(), func(c *bot.Config) { c.SelfApproval = self })
+			h.model.PushText("Hi there.")
+			h.model.PushCalls(tc("c1", "restart_service", `{"service":"worker"}`))
+			h.model.PushText("Worker restarted.")
+			h.start()
 
-	h.fd.send("MESSAGE_CREATE", dmMessage("7301", dmUser, "hello"))
-	h.waitAnswer(dmChannel, "Hi there.")
-	h.fd.send("MESSAGE_CREATE", dmMessage("7302", dmUser, "restart the worker"))
-	card := h.card(dmChannel, 1)
-	allow, _, _ := buttonIDs(t, card.components)
-	h.fd.send("INTERACTION_CREATE", dmClick("8301", dmUser, allow[0], card.id))
-	h.waitAnswer(dmChannel, "Worker restarted.")
-	if h.tool.runs.Load() != 1 {
-		t.Fatalf("runs: %d", h.tool.runs.Load())
-	}
-	if n := len(h.fd.recorded("POST", "/channels/*")) - len(h.fd.recorded("POST", "/channels/"+dmChannel+"/messages")); n != 0 {
-		t.Fatalf("%d posts outside the DM (threads?)", n)
-	}
-	if ok, _ := h.bot.HasConversation(context.Background(), bot.Thread{Platform: Platform, Channel: dmChannel}); !ok {
-		t.Fatal("no DM conversation")
+			h.fd.send("MESSAGE_CREATE", dmMessage("7301", dmUser, "hello"))
+			h.waitAnswer(dmChannel, "Hi there.")
+			h.fd.send("MESSAGE_CREATE", dmMessage("7302", dmUser, "restart the worker"))
+			card := h.card(dmChannel, 1)
+			allow, _, _ := buttonIDs(t, card.components)
+			h.fd.send("INTERACTION_CREATE", dmClick("8301", dmUser, allow[0], card.id))
+			if !self {
+				fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8301", 1)[0].json(t)
+				if fu["content"] != bot.UserMessage(bot.ErrSelfApproval) || fu["flags"] != float64(discordgo.MessageFlagsEphemeral) {
+					t.Fatalf("follow-up: %v", fu)
+				}
+				if h.tool.runs.Load() != 0 || len(h.fd.recorded("PATCH", "/channels/"+dmChannel+"/messages/*")) != 0 {
+					t.Fatal("a refused self-approval changed something")
+				}
+				return
+			}
+			h.waitAnswer(dmChannel, "Worker restarted.")
+			if h.tool.runs.Load() != 1 {
+				t.Fatalf("runs: %d", h.tool.runs.Load())
+			}
+			if n := len(h.fd.recorded("POST", "/channels/*")) - len(h.fd.recorded("POST", "/channels/"+dmChannel+"/messages")); n != 0 {
+				t.Fatalf("%d posts outside the DM (threads?)", n)
+			}
+			if ok, _ := h.bot.HasConversation(context.Background(), bot.Thread{Platform: Platform, Channel: dmChannel}); !ok {
+				t.Fatal("no DM conversation")
+			}
+		})
 	}
 }
 
@@ -717,7 +750,7 @@ func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 		}
 	}
 
-	who := a.Mention(bot.ApproverSet{Users: []string{moderator, "not-an-id"}, Roles: []string{modRole}})
+	who := a.Mention(confirm.Approvers{Users: []string{moderator, "not-an-id"}, Roles: []string{modRole}})
 	if strings.Contains(who, "<@") {
 		t.Fatalf("Mention returned live mentions %q: anyone could paste them", who)
 	}
@@ -789,13 +822,14 @@ func TestTransportRewrite(t *testing.T) {
 type nopBot struct{}
 
 func (nopBot) Admit(context.Context, bot.Turn) bot.Admission { return bot.Admitted }
-func (nopBot) PendingCard(context.Context, bot.Thread) (*bot.Card, error) {
+func (nopBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	return nil, confirm.ErrNotFound
 }
 func (nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
 func (nopBot) Note(context.Context, bot.Turn) error                      { return nil }
 func (nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
 func (nopBot) Decide(context.Context, bot.Click) error                   { return nil }
+func (nopBot) Revoke(context.Context, bot.Click) error                   { return nil }
 
 // TestGuildCreateThreadsAndRoleMention: channels and threads come from
 // GUILD_CREATE (no REST lookups); a mention of the bot's managed role

@@ -13,7 +13,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
-	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -87,7 +87,7 @@ func outsideCode(s string) (outside string, blocks []string) {
 
 // Airlock's own live markup on a card: the mentions of the test's people
 // and Discord timestamps.
-var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `)>|<@&` + modRole + `>|<t:\d+:[fR]>|\*\*(Approval needed|Approval request|Show full arguments|outcome unknown)\*\*|` + "`channels\\[\\]`")
+var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `|` + approver2 + `)>|<@&` + modRole + `>|<t:\d+:[fR]>|\*\*(Approval needed|Approval request|Show full arguments|outcome unknown)\*\*|` + "`channels\\[\\]`")
 
 var shortcodeRE = regexp.MustCompile(`:[A-Za-z0-9_+-]+:`)
 
@@ -150,28 +150,39 @@ func TestEscapeMarkdown(t *testing.T) {
 // hostileCard is a card whose every model, tool and person text is an
 // attack: bidi override, zero-width space, broadcast and user mentions,
 // a masked link, a spoiler, an emoji shortcode, a backtick run, and
-// arguments far longer than a card holds.
-func hostileCard() bot.Card {
+// arguments far longer than a card holds; rule names, voters, approver
+// sets, deny words and a rule's message too.
+func hostileCard() card.Card {
 	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
 	evil := "Restart api\u202egnp.exe\u200b <!channel> @everyone <@123456789012345678> [x](http://evil) ||x|| :skull: ```"
 	args := "{\n  \"note\": \"" + evil + " " + strings.Repeat("A", 3000) + "\",\n  \"service\": \"api\u202e\"\n}"
 	c := sampleCard()
+	c.GrantFor = time.Hour
 	c.Intro = "Trust me @here ||x|| [click](http://evil) <@&" + modRole + ">\n# Approved already\n> quoted \u2066isolate\u2069"
-	c.Calls = []bot.CardCall{
-		{Ref: "abcdefghijklmnopqrstuvwxyz.0", Number: 1, Key: "c1", Tool: "restart_service", Summary: evil, Args: args, Flagged: true, Decision: confirm.DecisionPending,
-			FlagReason: "a call of this tool with these arguments had an unknown outcome ||x||"},
-		{Ref: "abcdefghijklmnopqrstuvwxyz.1", Number: 2, Key: "c2", Tool: "evil`tool@everyone", Summary: "", Args: "{}", Flagged: true, Decision: confirm.DecisionDenied,
-			DecidedBy: moderator, DecidedAt: &at, DenyMessage: confirm.DefaultDenyMessage + ` Reason given by the approver (` + moderator + `): "@everyone <@1> ||no|| :skull:"`},
-		{Ref: "abcdefghijklmnopqrstuvwxyz.2", Number: 3, Key: "c3", Tool: "service_status", Summary: "status", Args: "{}", Decision: confirm.DecisionAllowedByPolicy,
-			DecidedBy: bot.PolicyActor, DecidedAt: &at, Run: confirm.RunFailed, Result: "HTTP 500: <@&" + otherRole + "> [x](http://evil) \x1b[2J"},
+	c.Calls = []card.Call{
+		{Ref: "abcdefghijklmnopqrstuvwxyz.0", Number: 1, Key: "c1", Tool: "restart_service", Summary: evil, Args: args, Flagged: true,
+			Approvals: 2, Votes: []confirm.Vote{{By: "<@&" + modRole + "> @everyone ||v||", At: at}},
+			Reasons:  []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "prod ||x|| <@1> [x](http://evil)"}, {Kind: confirm.ReasonUnknownOutcome}},
+			Restrict: []confirm.Approvers{{Users: []string{"@everyone", moderator}, Roles: []string{modRole, "<@&1>"}, Groups: []string{"||g||"}}},
+			State:    card.State{Kind: card.Waiting}},
+		{Ref: "abcdefghijklmnopqrstuvwxyz.1", Number: 2, Key: "c2", Tool: "evil`tool@everyone", Summary: "", Args: "{}", Flagged: true, Approvals: 1,
+			Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}},
+			State:   card.State{Kind: card.Denied, By: moderator, At: &at, Reason: "@everyone <@1> ||no|| :skull:"}},
+		{Ref: "abcdefghijklmnopqrstuvwxyz.2", Number: 3, Key: "c3", Tool: "service_status", Summary: "status", Args: "{}", Approvals: 1,
+			State: card.State{Kind: card.AllowedByPolicy, At: &at}, Run: confirm.RunFailed, Result: "HTTP 500: <@&" + otherRole + "> [x](http://evil) \x1b[2J"},
+		{Ref: "abcdefghijklmnopqrstuvwxyz.3", Number: 4, Key: "c4", Tool: "restart_service", Summary: "x", Args: "{}", Approvals: 1,
+			Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "r <@1>"}},
+			State:   card.State{Kind: card.DeniedByRule, At: &at, Rule: "r <@1> ||x||", Message: "@here [x](http://evil) \u202e **b**"}},
+		{Ref: "abcdefghijklmnopqrstuvwxyz.4", Number: 5, Key: "c5", Tool: "restart_service", Summary: "y", Args: "{}", Flagged: true, Approvals: 1,
+			State: card.State{Kind: card.Withdrawn, By: "<@1>", At: &at, Reason: "`x` <#1> <t:1:R>"}},
 	}
 	return c
 }
 
 func TestHostileCardIsInert(t *testing.T) {
-	card := hostileCard()
-	golden(t, "card_hostile.json", render(card))
-	for _, m := range RenderMessages(card) {
+	cd := hostileCard()
+	golden(t, "card_hostile.json", render(cd))
+	for _, m := range RenderMessages(cd) {
 		texts := []string{m.Content}
 		for _, e := range m.Embeds {
 			texts = append(texts, e.Title, e.Description)
@@ -185,7 +196,7 @@ func TestHostileCardIsInert(t *testing.T) {
 			}
 		}
 	}
-	_, embeds, components := Render(card)
+	_, embeds, components := Render(cd)
 	if !strings.Contains(embeds[0].Description, `\u202egnp`) || !strings.Contains(field(embedMap(t, embeds[0]), "Arguments"), `\u0060\u0060\u0060`) {
 		t.Errorf("the bidi override or the backticks are not shown escaped: %q", embeds[0].Description)
 	}
@@ -193,12 +204,21 @@ func TestHostileCardIsInert(t *testing.T) {
 	if !strings.Contains(args, "more characters hidden") || !strings.Contains(args, "Show full arguments") {
 		t.Errorf("cut arguments do not say so: %q", args)
 	}
-	if why := field(embedMap(t, embeds[0]), flagReasonLabel); shown(why) != card.Calls[0].FlagReason {
-		t.Errorf("flag reason %q", why)
+	if why := field(embedMap(t, embeds[0]), flagReasonLabel); !strings.HasPrefix(shown(why), cd.Calls[0].Why()+"\nOnly ") {
+		t.Errorf("why %q", why)
+	}
+	if st := field(embedMap(t, embeds[0]), statusLabel); !strings.Contains(shown(st), "1 of 2 approvals: <@&"+modRole+"> @everyone ||v||") {
+		t.Errorf("progress %q", st)
+	}
+	if st := field(embedMap(t, embeds[3]), statusLabel); !strings.Contains(shown(st), "refused by rule r <@1> ||x||; not run") || !strings.Contains(shown(st), "@here [x](http://evil)") {
+		t.Errorf("rule refusal %q", shown(st))
 	}
 	_, _, _, show := buttonIDsAll(t, componentMaps(t, components))
-	if len(show) != 1 || show[0] != "al:s:"+card.Calls[0].Ref {
+	if len(show) != 1 || show[0] != "al:s:"+cd.Calls[0].Ref {
 		t.Errorf("show-arguments buttons %v", show)
+	}
+	if g := grantIDs(t, componentMaps(t, components)); len(g) != 0 {
+		t.Errorf("a call needing two approvals offers a grant: %v", g)
 	}
 }
 
@@ -256,39 +276,74 @@ func TestArgsReply(t *testing.T) {
 	}
 }
 
-// FuzzRenderCard: whatever the model, a tool or a person wrote, the card
-// holds no live mention, broadcast, spoiler, link, emoji shortcode or
-// hidden character, and stays within Discord's limits.
+// FuzzRenderCard: whatever the model, a tool, a rule or a person wrote,
+// the card (and a grant's notice) holds no live mention, broadcast,
+// spoiler, link, emoji shortcode or hidden character, and stays within
+// Discord's limits: 2000 characters of content, 10 embeds, 5 rows of at
+// most 5 buttons.
 func FuzzRenderCard(f *testing.F) {
 	h := hostileCard()
 	f.Add(h.Calls[0].Summary, h.Calls[0].Args[:400], h.Intro, h.Calls[1].Tool, "@everyone", 3)
 	f.Add("", "", "", "", "", 0)
 	f.Add(strings.Repeat("*", 300), strings.Repeat("`", 400), strings.Repeat("\\", 300), strings.Repeat("<@1>", 20), strings.Repeat("||", 100), 13)
 	f.Add("a\\", "\\`", "x\n>y\n#z", "\u202e", "\r\x1b", 1)
+	f.Add("s", "{}", "i", "t", strings.Repeat("**<@&1>", 40), 11)
 	f.Fuzz(func(t *testing.T, summary, args, intro, tool, said string, n int) {
-		card := sampleCard()
-		card.Intro = intro
-		card.Calls = nil
+		cd := sampleCard()
+		cd.Intro = intro
+		cd.Calls = nil
 		n = n % 14
 		if n < 0 {
 			n = -n
 		}
+		cd.GrantFor = time.Duration(n) * 7 * time.Minute
+		// said is also a person's id (voters, deciders, approver sets): a
+		// snowflake is named as a mention, which never pings (empty
+		// allowed_mentions). Digits hold nothing to escape, so no text
+		// field can write such a mention itself.
+		live := liveMarkup
+		if isSnowflake(said) {
+			ids := strings.NewReplacer("<@"+said+">", " ", "<@&"+said+">", " ")
+			live = func(s string) []string { return liveMarkup(ids.Replace(s)) }
+		}
 		at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
 		for i := range n {
-			c := bot.CardCall{Ref: confirm.Ref("abcdefghijklmnopqrstuvwxyz", i), Number: i + 1, Key: fmt.Sprint(i), Tool: tool, Summary: summary, Args: args,
-				Flagged: true, Decision: confirm.DecisionPending, FlagReason: said}
-			switch i % 4 {
-			case 1:
-				c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionDenied, moderator, &at
-				c.DenyMessage = confirm.DefaultDenyMessage + " Reason given by the approver (" + moderator + "): " + fmt.Sprintf("%q", said)
-			case 2:
-				c.Flagged, c.Decision, c.DecidedBy, c.Run, c.Result = false, confirm.DecisionAllowedByPolicy, bot.PolicyActor, confirm.RunFailed, said
-			case 3:
-				c.Decision, c.DecidedBy, c.DenyMessage = confirm.DecisionDenied, bot.SystemActor, said
+			c := card.Call{Ref: confirm.Ref("abcdefghijklmnopqrstuvwxyz", i), Number: i + 1, Key: fmt.Sprint(i), Tool: tool, Summary: summary, Args: args,
+				Flagged: true, Approvals: 1 + i%3, Grantable: i%3 == 0, State: card.State{Kind: card.Waiting},
+				Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: said}, {Kind: confirm.ReasonKind(said)}}}
+			for j := range i % 3 {
+				by := said
+				if j%2 == 1 {
+					by = moderator
+				}
+				c.Votes = append(c.Votes, confirm.Vote{By: by, At: at})
 			}
-			card.Calls = append(card.Calls, c)
+			if i%4 == 0 {
+				c.Restrict = []confirm.Approvers{{Users: []string{said, moderator}, Roles: []string{said, modRole}, Groups: []string{said}}, {Users: []string{said}}}
+			}
+			switch i % 10 {
+			case 1:
+				c.State = card.State{Kind: card.Denied, By: moderator, At: &at, Reason: said}
+			case 2:
+				c.Flagged, c.State, c.Run, c.Result = false, card.State{Kind: card.AllowedByPolicy}, confirm.RunFailed, said
+			case 3:
+				c.State = card.State{Kind: card.NotRun, Message: said}
+			case 4:
+				c.State = card.State{Kind: card.Withdrawn, By: said, At: &at, Reason: said}
+			case 5:
+				c.Flagged, c.State = false, card.State{Kind: card.DeniedByRule, Rule: said, Message: said}
+			case 6:
+				c.State, c.Run = card.State{Kind: card.Allowed, By: said, At: &at}, confirm.RunUnknown
+			case 7:
+				c.State, c.Run = card.State{Kind: card.AllowedByGrant, GrantID: said}, confirm.RunSucceeded
+			case 8:
+				c.Flagged, c.State = false, card.State{Kind: card.Invalid, Message: said}
+			case 9:
+				c.State = card.State{Kind: card.Kind(said), By: said, Message: said, Reason: said}
+			}
+			cd.Calls = append(cd.Calls, c)
 		}
-		for _, m := range RenderMessages(card) {
+		for _, m := range RenderMessages(cd) {
 			if runes(m.Content) > maxContent || len(m.Embeds) > maxEmbeds || len(m.Components) > maxRows {
 				t.Fatalf("message beyond limits: %d characters, %d embeds, %d rows", runes(m.Content), len(m.Embeds), len(m.Components))
 			}
@@ -315,27 +370,54 @@ func FuzzRenderCard(f *testing.F) {
 				t.Fatalf("%d characters over a message's embeds", total)
 			}
 			for _, s := range texts {
-				if bad := liveMarkup(s); len(bad) != 0 {
+				if bad := live(s); len(bad) != 0 {
 					t.Fatalf("live in %q: %v", s, bad)
 				}
 			}
-			for _, row := range m.Components {
-				for _, c := range row.(discordgo.ActionsRow).Components {
-					b := c.(discordgo.Button)
-					if len(b.CustomID) > maxCustomID || runes(b.Label) > 80 {
-						t.Fatalf("button beyond limits: %+v", b)
-					}
-				}
-			}
+			checkRows(t, m.Components)
 		}
-		if len(card.Calls) > 0 {
-			r := ArgsReply(card.Calls[0])
+		if len(cd.Calls) > 0 {
+			r := ArgsReply(cd.Calls[0])
 			if runes(r.Content) > maxContent || len(r.AllowedMentions.Parse) != 0 {
 				t.Fatalf("arguments reply beyond limits or may ping")
 			}
-			if bad := liveMarkup(r.Content); len(bad) != 0 {
+			if bad := live(r.Content); len(bad) != 0 {
 				t.Fatalf("arguments reply live: %v", bad)
 			}
 		}
+		notice := card.GrantNotice{Ref: confirm.GrantRef("abcdefghijklmnopqrstuvwxyz"), Tool: tool, By: said, Until: at.Add(time.Hour)}
+		for _, nm := range []CardMessage{RenderGrantNotice(notice, at), RenderGrantNotice(notice, at.Add(2*time.Hour))} {
+			if runes(nm.Content) > maxContent || len(nm.Components) > 1 {
+				t.Fatalf("notice beyond limits")
+			}
+			if bad := live(nm.Content); len(bad) != 0 {
+				t.Fatalf("notice live in %q: %v", nm.Content, bad)
+			}
+			checkRows(t, nm.Components)
+		}
+		notice.RevokedBy, notice.RevokedAt = said, &at
+		if nm := RenderGrantNotice(notice, at); len(nm.Components) != 0 || len(live(nm.Content)) != 0 || runes(nm.Content) > maxContent {
+			t.Fatalf("revoked notice %q", nm.Content)
+		}
 	})
+}
+
+// checkRows checks action rows against Discord's limits.
+func checkRows(t *testing.T, rows []discordgo.MessageComponent) {
+	t.Helper()
+	for _, row := range rows {
+		ar := row.(discordgo.ActionsRow)
+		if len(ar.Components) == 0 || len(ar.Components) > maxButtons {
+			t.Fatalf("a row of %d buttons", len(ar.Components))
+		}
+		for _, c := range ar.Components {
+			b := c.(discordgo.Button)
+			if len(b.CustomID) > maxCustomID || runes(b.Label) > 80 || b.Label == "" {
+				t.Fatalf("button beyond limits: %+v", b)
+			}
+			if _, _, ok := parseCustomID(b.CustomID); !ok {
+				t.Fatalf("button custom_id %q does not parse", b.CustomID)
+			}
+		}
+	}
 }

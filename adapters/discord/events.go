@@ -12,6 +12,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -341,18 +342,26 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 		case action == actionShowArgs:
 			a.showArgs(ctx, i, ref)
 		case action == actionReason:
-			_, pos, _ := confirm.ParseRef(ref)
+			number := 0
+			if _, pos, err := confirm.ParseRef(ref); err == nil {
+				number = pos + 1
+			}
 			if err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
 				Type: discordgo.InteractionResponseModal,
-				Data: ReasonModal(ref, pos+1),
+				Data: ReasonModal(ref, number),
 			}, discordgo.WithContext(ctx)); err != nil {
 				a.log.Error("discord: open the reason modal", "interaction", i.ID, "err", err)
 			}
-		default:
+		case action == actionRevoke:
 			if !a.deferUpdate(ctx, i) {
 				return
 			}
-			a.decide(ctx, i, ref, action == actionAllow, "")
+			a.revoke(ctx, i, ref)
+		default: // Allow, "Allow for", Deny
+			if !a.deferUpdate(ctx, i) {
+				return
+			}
+			a.decide(ctx, i, ref, action == actionAllow || action == actionGrant, action == actionGrant, "")
 		}
 	case discordgo.InteractionModalSubmit:
 		data, _ := i.Data.(discordgo.ModalSubmitInteractionData)
@@ -364,7 +373,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 		if !a.deferUpdate(ctx, i) {
 			return
 		}
-		a.decide(ctx, i, ref, false, textInputValue(data.Components, ReasonInputID))
+		a.decide(ctx, i, ref, false, false, textInputValue(data.Components, ReasonInputID))
 	default:
 		// Slash commands and the like: Airlock registers none.
 		a.respondEphemeral(ctx, i, "I have no commands. Mention me in a channel to start a conversation.")
@@ -408,9 +417,11 @@ func (a *Adapter) followUp(ctx context.Context, i *discordgo.Interaction, text s
 	}
 }
 
-// decide maps the interaction to a bot.Click and decides it. A click that
-// changes nothing is told why, ephemerally.
-func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, ref string, allow bool, reason string) {
+// clickOf is the bot.Click of a component interaction, without its
+// decision: the clicker (the member's user in a guild, the user in a
+// DM), their roles, and the conversation channel. On failure the clicker
+// has been told, ephemerally.
+func (a *Adapter) clickOf(ctx context.Context, i *discordgo.Interaction, ref string) (bot.Click, bool) {
 	user := i.User
 	var roles []string
 	if i.Member != nil {
@@ -421,36 +432,68 @@ func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, ref stri
 	}
 	if user == nil || user.ID == "" {
 		a.followUp(ctx, i, unknownButton)
-		return
+		return bot.Click{}, false
 	}
 	channel, err := a.clickChannel(ctx, i)
 	if err != nil {
 		a.log.Error("discord: click in an unknown channel", "channel", i.ChannelID, "err", err)
 		a.followUp(ctx, i, bot.UserMessage(err))
-		return
+		return bot.Click{}, false
 	}
-	click := bot.Click{
+	return bot.Click{
 		Platform: Platform,
 		Channel:  channel,
 		User:     user.ID,
 		Ref:      ref,
-		Allow:    allow,
-		Reason:   reason,
 		Roles:    roles,
 		IsBot:    user.Bot,
-	}
-	if err := a.b.Decide(ctx, click); err != nil {
-		if knownClickError(err) {
-			a.log.Info("discord: click changed nothing", "user", user.ID, "channel", i.ChannelID, "err", err)
-		} else {
-			a.log.Error("discord: decide", "user", user.ID, "channel", i.ChannelID, "err", err)
-		}
-		a.followUp(ctx, i, bot.UserMessage(err))
-	}
+	}, true
 }
 
+// decide maps the interaction to a bot.Click and decides it: Allow,
+// "Allow for" (allow and grant) or Deny (with the modal's reason). A
+// click that changes nothing is told why, ephemerally.
+func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, ref string, allow, grant bool, reason string) {
+	click, ok := a.clickOf(ctx, i, ref)
+	if !ok {
+		return
+	}
+	click.Allow, click.Grant, click.Reason = allow, grant, reason
+	a.refused(ctx, i, click, "decide", a.b.Decide(ctx, click))
+}
+
+// revoke hands a grant notice's Revoke click to the bot.
+func (a *Adapter) revoke(ctx context.Context, i *discordgo.Interaction, ref string) {
+	click, ok := a.clickOf(ctx, i, ref)
+	if !ok {
+		return
+	}
+	a.refused(ctx, i, click, "revoke", a.b.Revoke(ctx, click))
+}
+
+// refused tells the clicker, ephemerally, why their click changed
+// nothing (err nil: it counted, nothing to say). Refusals are logged at
+// Info; anything else is an error.
+func (a *Adapter) refused(ctx context.Context, i *discordgo.Interaction, c bot.Click, what string, err error) {
+	if err == nil {
+		return
+	}
+	if knownClickError(err) {
+		a.log.Info("discord: click changed nothing", "action", what, "user", c.User, "channel", i.ChannelID, "err", err)
+	} else {
+		a.log.Error("discord: "+what, "user", c.User, "channel", i.ChannelID, "err", err)
+	}
+	a.followUp(ctx, i, bot.UserMessage(err))
+}
+
+// knownClickError reports whether err is a refusal: the click changed
+// nothing, by the rules (not a fault).
 func knownClickError(err error) bool {
-	for _, e := range []error{bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel, confirm.ErrBadRef, confirm.ErrNotFound} {
+	for _, e := range []error{
+		bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel,
+		bot.ErrSelfApproval, bot.ErrAlreadyVoted, bot.ErrNotGrantable, bot.ErrGrantNotActive,
+		confirm.ErrBadRef, confirm.ErrNotFound,
+	} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -471,11 +514,11 @@ func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref st
 		a.respondEphemeral(ctx, i, bot.UserMessage(err))
 		return
 	}
-	card, err := a.b.PendingCard(ctx, th)
+	cd, err := a.b.PendingCard(ctx, th)
 	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
 		a.log.Error("discord: load the card for its arguments", "channel", i.ChannelID, "err", err)
 	}
-	call := findCall(card, ref)
+	call := findCall(cd, ref)
 	if call == nil {
 		a.respondEphemeral(ctx, i, argsGone)
 		return
@@ -489,13 +532,13 @@ func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref st
 	}
 }
 
-func findCall(card *bot.Card, ref string) *bot.CardCall {
-	if card == nil {
+func findCall(cd *card.Card, ref string) *card.Call {
+	if cd == nil {
 		return nil
 	}
-	for i := range card.Calls {
-		if card.Calls[i].Ref == ref {
-			return &card.Calls[i]
+	for i := range cd.Calls {
+		if cd.Calls[i].Ref == ref {
+			return &cd.Calls[i]
 		}
 	}
 	return nil

@@ -41,6 +41,10 @@ const MaxTimeout = 28 * 24 * time.Hour
 // log keeps 512, with Airlock's prefix).
 const MaxModerationReason = 400
 
+// grantActorPrefix starts the decider the bot records for a call a grant
+// allowed ("grant:<id>").
+const grantActorPrefix = "grant:"
+
 // maxAuditReason is Discord's limit of X-Audit-Log-Reason, in characters
 // before URL encoding.
 const maxAuditReason = 512
@@ -328,12 +332,17 @@ func (t *moderationTool) Summary(args json.RawMessage) (string, error) {
 	return t.name, nil
 }
 
-// auditReason is the X-Audit-Log-Reason value: who approved, via Airlock,
-// and the reason, URL-encoded as Discord wants it.
+// auditReason is the X-Audit-Log-Reason value: who approved (for a call
+// several people allowed, the last of them: confirm.RunInfo.DecidedBy),
+// via Airlock, and the reason, URL-encoded as Discord wants it. A call a
+// grant allowed names the grant.
 func auditReason(decidedBy, reason string) string {
 	who := "Approved by " + decidedBy
-	if decidedBy == "" || decidedBy == bot.PolicyActor {
+	switch {
+	case decidedBy == "" || decidedBy == bot.PolicyActor:
 		who = "Allowed by policy"
+	case strings.HasPrefix(decidedBy, grantActorPrefix):
+		who = "Allowed by grant " + strings.TrimPrefix(decidedBy, grantActorPrefix)
 	}
 	text := who + " via Airlock"
 	if r := oneLine(reason); r != "" {

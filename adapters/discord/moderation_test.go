@@ -156,6 +156,14 @@ func TestModerationToolsRun(t *testing.T) {
 	if len(c) != 1 || auditReasonOf(t, c[0]) != "Allowed by policy via Airlock: x" {
 		t.Fatalf("policy kick: %+v", c)
 	}
+	// Allowed by a grant: the reason names the grant.
+	if _, err := ts[ToolKickMember].Run(runCtx("grant:abc234"), json.RawMessage(`{"user":"2779","reason":"y"}`), "k3"); err != nil {
+		t.Fatal(err)
+	}
+	c = f.recorded("DELETE", "/guilds/"+guildID+"/members/2779")
+	if len(c) != 1 || auditReasonOf(t, c[0]) != "Allowed by grant abc234 via Airlock: y" {
+		t.Fatalf("granted kick: %+v", c)
+	}
 }
 
 func TestModerationValidationAndReadBacks(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -27,14 +28,18 @@ const (
 	embedsTotalQuota = 5600 // what the renderer allows itself, under maxEmbedsTotal
 )
 
-// Custom ids: "al:<action>:<ref>", ref being bot.Ref's opaque reference.
+// Custom ids: "al:<action>:<ref>", ref being the opaque reference the bot
+// issued: a call's (confirm.Ref) or, for Revoke, a grant's
+// (confirm.GrantRef). Nothing else is carried; the bot checks the rest.
 const (
 	customIDPrefix = "al:"
 	actionAllow    = "a" // Allow button
+	actionGrant    = "g" // "Allow for <duration>" button: allow, and grant later calls of the tool
 	actionDeny     = "d" // Deny button
 	actionReason   = "r" // "Deny with reason…" button: opens the modal
 	actionModal    = "m" // the modal's submit
 	actionShowArgs = "s" // "Show full arguments" button: an ephemeral reply with them
+	actionRevoke   = "v" // a grant notice's Revoke button (ref: a grant reference)
 )
 
 // ReasonInputID is the custom id of the modal's text input.
@@ -54,6 +59,11 @@ const (
 	colourWarning = 0xE67E22
 )
 
+// maxButtons is Discord's limit of buttons in an action row. A waiting
+// call's row holds at most Allow, "Allow for", Deny, "Deny with reason…"
+// and "Show full arguments": exactly five.
+const maxButtons = 5
+
 // Bounds of the texts a card shows, in characters of escaped text.
 const (
 	maxIntroChars   = 1200
@@ -62,12 +72,16 @@ const (
 	maxReasonChars  = 700 // deny messages and reasons (500 characters, escaped)
 	maxResultChars  = 200
 	maxWhoChars     = 60
+	maxVoters       = 10  // people named in a call's approvals; the rest are counted
 	argsFieldMin    = 160 // the arguments field is never cut below this
 	descriptionMin  = 60
 	argsFieldLabel  = "Arguments"
 	statusLabel     = "Status"
 	flagReasonLabel = "Why a person is asked"
 )
+
+// RevokeLabel is the label of a grant notice's Revoke button.
+const RevokeLabel = "Revoke"
 
 func customID(action, ref string) string { return customIDPrefix + action + ":" + ref }
 
@@ -82,7 +96,7 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 		return "", "", false
 	}
 	switch action {
-	case actionAllow, actionDeny, actionReason, actionModal, actionShowArgs:
+	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke:
 		return action, ref, true
 	}
 	return "", "", false
@@ -97,61 +111,67 @@ type CardMessage struct {
 
 // Render renders a card as one Discord message: the content (who asked,
 // who may decide, when it expires, then the model's words quoted), an
-// embed per call (title "[n] tool", the read-back as description, why a
-// person is asked when it is not the tool's own flag, the arguments in a
-// ```json block, the call's outcome) and, per call still waiting for a
-// decision, an action row: Allow (success style), Deny (danger style),
-// "Deny with reason…" (secondary style) and, when the arguments are cut,
-// "Show full arguments" (secondary style). No other button uses the
-// success or danger style. A complete card has no components.
+// embed per call (title "[n] tool", the read-back as description, for a
+// call a person must decide why and how many approvals it needs and who
+// may decide it when a rule narrowed that, the arguments in a ```json
+// block, the call's state with approvals so far) and, per call still
+// waiting for a decision, an action row: Allow (success style), "Allow
+// for <duration>" (secondary style, on calls a grant may allow), Deny
+// (danger style), "Deny with reason…" (secondary style) and, when the
+// arguments are cut, "Show full arguments" (secondary style). No other
+// button of a card uses the success or danger style. A call needing
+// several approvals keeps its row until it is decided. A complete card
+// has no components.
 //
 // Every text from the model, a tool or a person is inert (see
 // escape.go): it shows as written, with no markdown, links, mentions or
-// emoji, and characters that would act unseen shown escaped.
+// emoji, and characters that would act unseen shown escaped. People are
+// named as <@id> mentions, which never ping: every card goes out with
+// empty allowed_mentions.
 //
 // A message holds at most 10 embeds and 5 action rows: a card with more
 // than 10 calls or more than 5 gated calls does not fit, and Render
 // returns its first message only. The adapter posts every message of
 // RenderMessages.
-func Render(card bot.Card) (content string, embeds []*discordgo.MessageEmbed, components []discordgo.MessageComponent) {
-	m := RenderMessages(card)[0]
+func Render(cd card.Card) (content string, embeds []*discordgo.MessageEmbed, components []discordgo.MessageComponent) {
+	m := RenderMessages(cd)[0]
 	return m.Content, m.Embeds, m.Components
 }
 
 // RenderMessages renders a card as one message, or several when it does
 // not fit in one: calls are split in order into messages of at most 10
 // calls and 5 gated calls (gated calls, open or not, so the split never
-// changes as calls are decided); messages after the first say they
-// continue the card. Embed texts are cut within Discord's limits
-// (description 4096, field 1024, 6000 over a message's embeds), the
-// read-back before the arguments; cut arguments say how many characters
-// are hidden.
-func RenderMessages(card bot.Card) []CardMessage {
-	pages := splitCalls(card.Calls)
+// changes as calls are decided; each has at most one row of at most 5
+// buttons); messages after the first say they continue the card. Embed
+// texts are cut within Discord's limits (description 4096, field 1024,
+// 6000 over a message's embeds), the read-back before the arguments; cut
+// arguments say how many characters are hidden.
+func RenderMessages(cd card.Card) []CardMessage {
+	pages := splitCalls(cd.Calls)
 	out := make([]CardMessage, len(pages))
 	for p, calls := range pages {
 		m := CardMessage{Embeds: []*discordgo.MessageEmbed{}}
 		if p == 0 {
-			m.Content = header(card)
+			m.Content = header(cd)
 		} else {
-			m.Content = fmt.Sprintf("(approval request %s, continued: part %d of %d)", escapeClip(card.BatchID, 40), p+1, len(pages))
+			m.Content = fmt.Sprintf("(approval request %s, continued: part %d of %d)", escapeClip(cd.BatchID, 40), p+1, len(pages))
 		}
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
 			waiting := c.Flagged && c.Open()
-			embed, cut := callEmbed(card, c, budget, waiting)
+			embed, cut := callEmbed(c, budget, waiting)
 			m.Embeds = append(m.Embeds, embed)
 			if waiting {
-				m.Components = append(m.Components, buttons(c, len(card.Calls) > 1, cut))
+				m.Components = append(m.Components, buttons(cd, c, len(cd.Calls) > 1, cut))
 			}
 		}
-		if card.Complete() || m.Components == nil {
+		if cd.Complete() || m.Components == nil {
 			m.Components = []discordgo.MessageComponent{}
 		}
-		if n := len(m.Embeds); n > 0 && !card.Complete() && !card.ExpiresAt.IsZero() {
+		if n := len(m.Embeds); n > 0 && !cd.Complete() && !cd.ExpiresAt.IsZero() {
 			last := m.Embeds[n-1]
 			last.Footer = &discordgo.MessageEmbedFooter{Text: "Expires"}
-			last.Timestamp = card.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00")
+			last.Timestamp = cd.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00")
 		}
 		out[p] = m
 	}
@@ -160,9 +180,9 @@ func RenderMessages(card bot.Card) []CardMessage {
 
 // splitCalls cuts the calls into messages of at most maxEmbeds calls and
 // maxRows gated calls.
-func splitCalls(calls []bot.CardCall) [][]bot.CardCall {
-	var pages [][]bot.CardCall
-	var cur []bot.CardCall
+func splitCalls(calls []card.Call) [][]card.Call {
+	var pages [][]card.Call
+	var cur []card.Call
 	gated := 0
 	for _, c := range calls {
 		if len(cur) == maxEmbeds || (c.Flagged && gated == maxRows) {
@@ -182,30 +202,30 @@ func splitCalls(calls []bot.CardCall) [][]bot.CardCall {
 
 // header is the first message's content: Airlock's words first, then the
 // model's, quoted and inert.
-func header(card bot.Card) string {
+func header(cd card.Card) string {
 	var b strings.Builder
-	who := mention(card.RequestedBy)
-	if card.Complete() {
+	who := mention(cd.RequestedBy)
+	if cd.Complete() {
 		fmt.Fprintf(&b, "**Approval request** from %s: every call is decided.", who)
 	} else {
 		fmt.Fprintf(&b, "**Approval needed** for the calls below, requested by %s. Nothing runs until each call that needs approval is allowed or denied.", who)
-		if card.Approvers.Empty() {
+		if cd.Approvers.Empty() {
 			b.WriteString("\nNobody may approve in this channel (config `channels[]`); the requester may withdraw their calls.")
 		} else {
-			b.WriteString("\nWho may decide: " + approverList(card.Approvers) + ".")
+			b.WriteString("\nWho may decide: " + approverList(cd.Approvers) + ".")
 		}
-		if !card.ExpiresAt.IsZero() {
-			fmt.Fprintf(&b, " Expires <t:%d:R>.", card.ExpiresAt.Unix())
+		if !cd.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, " Expires <t:%d:R>.", cd.ExpiresAt.Unix())
 		}
 	}
-	if intro := strings.TrimSpace(card.Intro); intro != "" {
+	if intro := strings.TrimSpace(cd.Intro); intro != "" {
 		b.WriteString("\nThe agent says:\n")
 		b.WriteString(quote(escapeClip(limitLines(intro, maxIntroLines), maxIntroChars)))
 	}
-	return truncate(b.String(), maxContent)
+	return truncateMarkup(b.String(), maxContent)
 }
 
-func approverList(s bot.ApproverSet) string {
+func approverList(s confirm.Approvers) string {
 	var out []string
 	for _, u := range s.Users {
 		out = append(out, mention(u))
@@ -224,11 +244,15 @@ func approverList(s bot.ApproverSet) string {
 		rest := len(out) - maxApprovers
 		out = append(out[:maxApprovers], fmt.Sprintf("and %d more", rest))
 	}
+	if len(out) == 0 {
+		return "nobody"
+	}
 	return strings.Join(out, ", ")
 }
 
 // mention writes a user id as a Discord mention when it is a snowflake,
-// else as inert text.
+// else as inert text. Mentions never ping: messages go out with empty
+// allowed_mentions.
 func mention(id string) string {
 	if isSnowflake(id) {
 		return "<@" + id + ">"
@@ -242,13 +266,10 @@ func mention(id string) string {
 // callEmbed renders one call within about budget characters and reports
 // whether its arguments were cut. offer says whether the card offers
 // "Show full arguments" for it.
-func callEmbed(card bot.Card, c bot.CardCall, budget int, offer bool) (*discordgo.MessageEmbed, bool) {
+func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bool) {
 	title := fmt.Sprintf("[%d] ", c.Number) + escapeClip(c.Tool, clamp(budget/6, 24, maxTitle-12))
-	status := truncate(statusLine(c, card.RequestedBy), clamp(budget/4, 100, maxFieldValue))
-	var why string
-	if r := strings.TrimSpace(c.FlagReason); r != "" {
-		why = escapeClip(r, clamp(budget/8, 60, maxFieldValue))
-	}
+	status := truncateMarkup(statusLine(c), clamp(budget/4, 100, maxFieldValue))
+	why := truncateMarkup(whyLine(c), clamp(budget/6, 80, maxFieldValue))
 	rest := budget - runes(title) - runes(status) - runes(why) -
 		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes("Expires")
 	full, _ := argsField(c.Args, 0, false)
@@ -273,6 +294,29 @@ func callEmbed(card bot.Card, c bot.CardCall, budget int, offer bool) (*discordg
 		Color:       colour(c),
 		Fields:      fields,
 	}, cut
+}
+
+// whyLine says, for a call a person must decide, why and how many
+// approvals it needs (card.Call.Why: reasons name rules from the config,
+// shown inert all the same) and, when rules narrowed who may decide it,
+// who may. Empty for calls nobody is asked about.
+func whyLine(c card.Call) string {
+	if !c.Flagged {
+		return ""
+	}
+	out := escapeClip(c.Why(), maxReasonChars)
+	switch len(c.Restrict) {
+	case 0:
+	case 1:
+		out += "\nOnly " + approverList(c.Restrict[0]) + " may decide this call."
+	default:
+		sets := make([]string, len(c.Restrict))
+		for i, s := range c.Restrict {
+			sets[i] = "(" + approverList(s) + ")"
+		}
+		out += "\nOnly people in each of " + strings.Join(sets, " and ") + " may decide this call."
+	}
+	return out
 }
 
 // argsField puts the arguments in a ```json block of at most limit
@@ -311,38 +355,54 @@ func argsField(args string, limit int, offer bool) (string, bool) {
 	return open + b.String() + closing + note(total-shown), true
 }
 
-// statusLine is where a call stands, with the decider as a mention and
-// every text a person, the model or a tool wrote inert.
-func statusLine(c bot.CardCall, requester string) string {
-	by, at := decider(c.DecidedBy), when(c.DecidedAt)
+// statusLine is where a call stands, built from its structured state:
+// people as (non-pinging) mentions, every text a person, the model, a
+// tool or a rule wrote inert.
+func statusLine(c card.Call) string {
+	st := c.State
+	by, at := mention(st.By), when(st.At)
 	var out string
-	switch c.Decision {
-	case confirm.DecisionPending:
+	switch st.Kind {
+	case card.Waiting:
 		if !c.Flagged {
 			return "runs with the batch (no approval needed)"
 		}
+		if p := progress(c); p != "" {
+			return "⏳ waiting for a decision: " + p
+		}
 		return "⏳ waiting for a decision"
-	case confirm.DecisionDenied:
-		if c.DecidedBy == bot.SystemActor {
-			return "❌ not run: " + escapeClip(c.DenyMessage, maxReasonChars)
-		}
-		verb := "denied by "
-		if c.DecidedBy != "" && c.DecidedBy == requester {
-			verb = "withdrawn by "
-		}
-		out = "❌ " + verb + by + at + "; not run"
-		if r := denyReason(c.DenyMessage); r != "" {
-			out += "\nReason: " + escapeClip(r, maxReasonChars)
+	case card.Denied:
+		return "❌ denied by " + by + at + "; not run" + reasonLine(st.Reason)
+	case card.Withdrawn:
+		return "❌ withdrawn by the requester " + by + at + "; not run" + reasonLine(st.Reason)
+	case card.MovedOn:
+		return "❌ not run: the requester moved on"
+	case card.Expired:
+		return "⌛ expired: nobody decided in time; not run"
+	case card.Invalid:
+		return "⚠️ not run: " + escapeClip(st.Message, maxReasonChars)
+	case card.NotRun:
+		return "❌ not run: " + escapeClip(st.Message, maxReasonChars)
+	case card.DeniedByRule:
+		out = "⛔ refused by rule " + escapeClip(st.Rule, maxWhoChars) + "; not run"
+		if m := strings.TrimSpace(st.Message); m != "" && m != confirm.DefaultRuleDenyMessage(st.Rule) {
+			out += "\nThe rule says: " + escapeClip(m, maxReasonChars)
 		}
 		return out
-	case confirm.DecisionExpired:
-		return "⌛ expired: nobody decided in time; not run"
-	case confirm.DecisionInvalid:
-		return "⚠️ not run: " + escapeClip(c.DenyMessage, maxReasonChars)
-	}
-	out = "allowed by " + by + at
-	if c.Decision == confirm.DecisionAllowedByPolicy {
+	case card.AllowedByPolicy:
 		out = "runs with the batch (no approval needed)"
+	case card.AllowedByGrant:
+		out = "allowed by a grant"
+		if st.GrantID != "" {
+			out += " (" + escapeClip(st.GrantID, 40) + ")"
+		}
+	case card.Allowed:
+		out = "allowed by " + by + at
+		if c.Approvals > 1 && len(c.Votes) > 0 {
+			out = "allowed by " + voters(c.Votes, " and ") + at
+		}
+	default: // a state this adapter does not know: the shared words, inert
+		return "❔ " + escapeClip(c.Outcome(), maxReasonChars)
 	}
 	switch c.Run {
 	case confirm.RunRunning:
@@ -357,18 +417,38 @@ func statusLine(c bot.CardCall, requester string) string {
 	return "✅ " + out
 }
 
-// decider names who decided: a mention for a Discord user, words for the
-// bot's own actors, inert text otherwise.
-func decider(id string) string {
-	switch id {
-	case "":
-		return "someone"
-	case bot.PolicyActor:
-		return "the policy"
-	case bot.SystemActor:
-		return "Airlock"
+// reasonLine is a person's deny words on a line of their own, inert.
+func reasonLine(reason string) string {
+	if r := strings.TrimSpace(reason); r != "" {
+		return "\nReason: " + escapeClip(r, maxReasonChars)
 	}
-	return mention(id)
+	return ""
+}
+
+// progress is the approvals so far of a call needing several, e.g.
+// "1 of 2 approvals: <@2003>"; empty for calls needing one.
+func progress(c card.Call) string {
+	if c.Approvals <= 1 {
+		return ""
+	}
+	s := fmt.Sprintf("%d of %d approvals", len(c.Votes), c.Approvals)
+	if len(c.Votes) > 0 {
+		s += ": " + voters(c.Votes, ", ")
+	}
+	return s
+}
+
+// voters names the people who approved, at most maxVoters of them.
+func voters(votes []confirm.Vote, sep string) string {
+	names := make([]string, 0, min(len(votes), maxVoters+1))
+	for i, v := range votes {
+		if i == maxVoters {
+			names = append(names, fmt.Sprintf("%d more", len(votes)-maxVoters))
+			break
+		}
+		names = append(names, mention(v.By))
+	}
+	return strings.Join(names, sep)
 }
 
 // when is a decision's time as a Discord timestamp (each reader sees
@@ -380,55 +460,45 @@ func when(t *time.Time) string {
 	return fmt.Sprintf(" <t:%d:f>", t.Unix())
 }
 
-// denyReason extracts the approver's own words from a deny message built
-// by the bot: `<default> Reason given by the approver (…): "…"`.
-func denyReason(msg string) string {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(msg), confirm.DefaultDenyMessage)
-	if !ok {
-		return strings.TrimSpace(msg)
-	}
-	rest = strings.TrimSpace(rest)
-	const lead = "Reason given by the approver ("
-	if strings.HasPrefix(rest, lead) {
-		if _, q, ok := strings.Cut(rest, "): "); ok {
-			if s, err := strconv.Unquote(q); err == nil {
-				return s
-			}
-		}
-	}
-	return rest
-}
-
-func colour(c bot.CardCall) int {
-	switch {
-	case c.Decision == confirm.DecisionPending:
+func colour(c card.Call) int {
+	switch k := c.State.Kind; {
+	case c.Open():
 		return colourPending
-	case c.Run == confirm.RunFailed || c.Run == confirm.RunUnknown || c.Decision == confirm.DecisionInvalid:
+	case c.Run == confirm.RunFailed || c.Run == confirm.RunUnknown || k == card.Invalid:
 		return colourWarning
-	case c.Decision == confirm.DecisionAllowedByPolicy:
+	case k == card.AllowedByPolicy:
 		return colourPolicy
-	case c.Decision == confirm.DecisionAllowed:
+	case k == card.Allowed || k == card.AllowedByGrant:
 		return colourAllowed
-	case c.Decision == confirm.DecisionExpired:
+	case k == card.Expired:
 		return colourExpired
 	}
 	return colourDenied
 }
 
-// buttons is the action row of a call waiting for a decision. With more
-// than one call on the card, labels carry the call's number. showArgs
-// adds "Show full arguments" for arguments the card cut.
-func buttons(c bot.CardCall, numbered, showArgs bool) discordgo.ActionsRow {
+// buttons is the action row of a call waiting for a decision: Allow,
+// "Allow for <duration>" when the card offers grants and the call may be
+// granted, Deny, "Deny with reason…" and, when showArgs (the card cut
+// the arguments), "Show full arguments": at most maxButtons. With more
+// than one call on the card, labels carry the call's number.
+func buttons(cd card.Card, c card.Call, numbered, showArgs bool) discordgo.ActionsRow {
 	allow, deny, reason, show := "Allow", "Deny", "Deny with reason…", "Show full arguments"
+	grant := cd.GrantLabel()
 	if numbered {
 		n := strconv.Itoa(c.Number)
 		allow, deny, reason, show = "Allow ["+n+"]", "Deny ["+n+"]", "Deny ["+n+"] with reason…", "Show full arguments ["+n+"]"
+		grant = "Allow [" + n + "] for " + card.Duration(cd.GrantFor)
 	}
 	row := discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 		discordgo.Button{Label: allow, Style: discordgo.SuccessButton, CustomID: customID(actionAllow, c.Ref)},
+	}}
+	if cd.GrantFor > 0 && c.Grantable {
+		row.Components = append(row.Components, discordgo.Button{Label: grant, Style: discordgo.SecondaryButton, CustomID: customID(actionGrant, c.Ref)})
+	}
+	row.Components = append(row.Components,
 		discordgo.Button{Label: deny, Style: discordgo.DangerButton, CustomID: customID(actionDeny, c.Ref)},
 		discordgo.Button{Label: reason, Style: discordgo.SecondaryButton, CustomID: customID(actionReason, c.Ref)},
-	}}
+	)
 	if showArgs {
 		row.Components = append(row.Components, discordgo.Button{Label: show, Style: discordgo.SecondaryButton, CustomID: customID(actionShowArgs, c.Ref)})
 	}
@@ -440,7 +510,7 @@ func buttons(c bot.CardCall, numbered, showArgs bool) discordgo.ActionsRow {
 // they do not fit in a message. Nothing in it can ping; characters that
 // would act unseen are written as JSON escapes, which keep the JSON's
 // meaning.
-func ArgsReply(c bot.CardCall) *discordgo.InteractionResponseData {
+func ArgsReply(c card.Call) *discordgo.InteractionResponseData {
 	args := strings.TrimSpace(c.Args)
 	if args == "" {
 		args = "{}"
@@ -455,6 +525,33 @@ func ArgsReply(c bot.CardCall) *discordgo.InteractionResponseData {
 	data.Content = fmt.Sprintf("%s: attached as %s (%s %s).", head, ArgsFileName, thousands(n), plural(n, "character", "characters"))
 	data.Files = []*discordgo.File{{Name: ArgsFileName, ContentType: "application/json", Reader: strings.NewReader(visible.Reveal(args))}}
 	return data
+}
+
+// RenderGrantNotice renders a grant's notice: who granted calls of which
+// tool in this thread until when, and, while the grant is active at now,
+// a Revoke button (danger style) carrying only the grant's opaque
+// reference. A revoked (or lapsed) grant's notice says so and has no
+// button. The tool name is inert; people are non-pinging mentions.
+func RenderGrantNotice(n card.GrantNotice, now time.Time) CardMessage {
+	tool := escapeClip(n.Tool, 100)
+	var b strings.Builder
+	fmt.Fprintf(&b, "🔓 %s allowed calls of %s in this thread to run without a card until <t:%d:f>.", mention(n.By), tool, n.Until.Unix())
+	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
+	switch {
+	case n.RevokedAt != nil:
+		fmt.Fprintf(&b, "\n🔒 Revoked by %s%s: calls of %s need approval again.", mention(n.RevokedBy), when(n.RevokedAt), tool)
+	case !n.Active(now):
+		fmt.Fprintf(&b, "\n🔒 The grant has lapsed: calls of %s need approval again.", tool)
+	default:
+		b.WriteString(" An approver of this channel can revoke it.")
+		if id := customID(actionRevoke, n.Ref); n.Ref != "" && len(id) <= maxCustomID {
+			m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+				discordgo.Button{Label: RevokeLabel, Style: discordgo.DangerButton, CustomID: id},
+			}})
+		}
+	}
+	m.Content = truncateMarkup(b.String(), maxContent)
+	return m
 }
 
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref
@@ -545,6 +642,44 @@ func truncate(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// truncateMarkup is truncate for text that mixes Airlock's markup with
+// escaped text (a header, a status): it never cuts inside an escape, a
+// <…> mention or timestamp, or a **bold** span, so a cut leaves nothing
+// half-made for Discord to act on.
+func truncateMarkup(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if runes(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	limit := n - 1 // room for "…"
+	safe, angle, bold, escaped := 0, false, false, false
+	for i := 0; i <= limit; i++ {
+		if !escaped && !angle && !bold {
+			safe = i
+		}
+		if i == limit {
+			break
+		}
+		switch c := r[i]; {
+		case escaped:
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case c == '<':
+			angle = true
+		case c == '>':
+			angle = false
+		case c == '*' && i+1 < len(r) && r[i+1] == '*':
+			bold = !bold
+			i++ // never cut between the two marks
+		}
+	}
+	return strings.TrimRight(string(r[:safe]), " \n") + "…"
 }
 
 // splitText cuts text into parts of at most n characters, at a line

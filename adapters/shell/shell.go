@@ -24,6 +24,7 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -41,7 +42,7 @@ const (
 type Bot interface {
 	HandleTurn(ctx context.Context, t bot.Turn) error
 	Decide(ctx context.Context, c bot.Click) error
-	PendingCard(ctx context.Context, th bot.Thread) (*bot.Card, error)
+	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
 }
 
 // Shell reads commands from In and writes the conversation to Out.
@@ -186,7 +187,7 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 		s.printf("Which call? For example: /allow 1, /deny 2 not today, /allow all\n")
 		return
 	}
-	var targets []bot.CardCall
+	var targets []cardpkg.Call
 	reason := ""
 	if fields[0] == "all" {
 		for _, c := range card.Calls {
@@ -243,14 +244,14 @@ func (s *Shell) args(ctx context.Context, b Bot, arg string) {
 }
 
 // PostCard prints a card.
-func (s *Shell) PostCard(_ context.Context, _ bot.Thread, card bot.Card) (string, error) {
+func (s *Shell) PostCard(_ context.Context, _ bot.Thread, card cardpkg.Card) (string, error) {
 	s.printCard(card)
 	return card.BatchID, nil
 }
 
 // UpdateCard prints the calls whose state changed since the card was last
 // printed.
-func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card bot.Card) error {
+func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardpkg.Card) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev := s.shown[card.BatchID]
@@ -265,7 +266,7 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card bot.C
 }
 
 // remember records what was printed of a card. The caller holds s.mu.
-func (s *Shell) remember(card bot.Card) {
+func (s *Shell) remember(card cardpkg.Card) {
 	if s.shown == nil {
 		s.shown = map[string][]string{}
 	}
@@ -283,7 +284,7 @@ func (s *Shell) Post(_ context.Context, _ bot.Thread, text string) error {
 	return nil
 }
 
-func (s *Shell) printCard(c bot.Card) {
+func (s *Shell) printCard(c cardpkg.Card) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprint(s.Out, Render(c))
@@ -296,10 +297,31 @@ const (
 	ArgsPreviewChars = 2000
 )
 
+// whyAsked says why a person is asked about an open call and how many must
+// allow it, when that is more than the tool's own flag asking one person;
+// with approvals so far.
+func whyAsked(c cardpkg.Call) string {
+	if !c.Flagged || !c.Open() {
+		return ""
+	}
+	plain := c.Approvals <= 1
+	for _, r := range c.Reasons {
+		plain = plain && r.Kind == confirm.ReasonToolFlag
+	}
+	if plain {
+		return ""
+	}
+	why := c.Why()
+	if p := c.Progress(); p != "" {
+		why += " (" + p + ")"
+	}
+	return why
+}
+
 // Render formats a card as plain text. Every text from the model, a tool
 // or a person is shown with its controls and invisible characters
 // escaped.
-func Render(c bot.Card) string {
+func Render(c cardpkg.Card) string {
 	var w strings.Builder
 	title := "APPROVAL NEEDED"
 	if c.Complete() {
@@ -311,8 +333,8 @@ func Render(c bot.Card) string {
 	}
 	for _, call := range c.Calls {
 		fmt.Fprintf(&w, "| [%d] %s: %s\n", call.Number, oneLine(call.Tool), oneLine(call.Summary))
-		if r := strings.TrimSpace(call.FlagReason); r != "" {
-			fmt.Fprintf(&w, "|     why a person is asked: %s\n", oneLine(r))
+		if why := whyAsked(call); why != "" {
+			fmt.Fprintf(&w, "|     %s\n", oneLine(why))
 		}
 		args, hidden := preview(call.Args)
 		for _, l := range strings.Split(args, "\n") {

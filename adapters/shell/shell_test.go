@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -35,17 +36,17 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-func sampleCard() bot.Card {
+func sampleCard() card.Card {
 	at := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
-	return bot.Card{
+	return card.Card{
 		BatchID:     "abcdefghijklmnop",
 		Intro:       "I'll check the status,\nthen restart the API.",
 		RequestedBy: "local",
-		Approvers:   bot.ApproverSet{Users: []string{"local", "oncall"}},
+		Approvers:   confirm.Approvers{Users: []string{"local", "oncall"}},
 		ExpiresAt:   at.Add(30 * time.Minute),
-		Calls: []bot.CardCall{
-			{Ref: "abcdefghijklmnop.0", Number: 1, Key: "#0", Tool: "service_status", Summary: "Read the status of api", Args: "{\n  \"service\": \"api\"\n}", Decision: confirm.DecisionAllowedByPolicy, DecidedBy: "policy", DecidedAt: &at},
-			{Ref: "abcdefghijklmnop.1", Number: 2, Key: "#1", Tool: "restart_service", Summary: "Restart api in production", Args: "{\n  \"environment\": \"production\",\n  \"service\": \"api\"\n}", Flagged: true, Decision: confirm.DecisionPending},
+		Calls: []card.Call{
+			{Ref: "abcdefghijklmnop.0", Number: 1, Key: "#0", Tool: "service_status", Summary: "Read the status of api", Args: "{\n  \"service\": \"api\"\n}", State: card.State{Kind: card.AllowedByPolicy}},
+			{Ref: "abcdefghijklmnop.1", Number: 2, Key: "#1", Tool: "restart_service", Summary: "Restart api in production", Args: "{\n  \"environment\": \"production\",\n  \"service\": \"api\"\n}", Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}}, State: card.State{Kind: card.Waiting}},
 		},
 	}
 }
@@ -56,8 +57,7 @@ func TestRenderGolden(t *testing.T) {
 
 	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
 	c.Calls[0].Run = confirm.RunSucceeded
-	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionDenied, "local", &at
-	c.Calls[1].DenyMessage = confirm.DefaultDenyMessage + ` Reason given by the approver (local): "not during the incident"`
+	c.Calls[1].State = card.State{Kind: card.Denied, By: "local", At: &at, Reason: "not during the incident"}
 	golden(t, "card_decided.txt", Render(c))
 }
 
@@ -65,30 +65,29 @@ func TestRenderGolden(t *testing.T) {
 // and a tool's output try to drive the terminal (clear the screen, move
 // the cursor, set the title, recolour), reorder text with bidi controls,
 // hide characters, and flood the screen with arguments.
-func hostileCard() bot.Card {
+func hostileCard() card.Card {
 	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
 	c := sampleCard()
 	c.Intro = "All fine\x1b[2J\x1b[H\x1b]0;pwned\x07 \u202egnp.exe"
 	c.Calls[0].Run, c.Calls[0].Result = confirm.RunFailed, "boom\x1b[31m red \u009b0m\r overwritten"
 	c.Calls[1].Summary = "Restart api\u202e noitcudorp\u200b <!channel> <@123456789012345678> @everyone [x](http://evil) ||x|| :skull:"
 	c.Calls[1].Args = "{\n  \"note\": \"\x1b[1A\x1b[2K\u202e```" + strings.Repeat("x", 2500) + "\",\n  \"service\": \"api\"\n}"
-	c.Calls[1].FlagReason = "a call of this tool with these arguments had an unknown outcome\x1b[0m"
-	c.Calls = append(c.Calls, bot.CardCall{Ref: "abcdefghijklmnop.2", Number: 3, Key: "#2", Tool: "drop\x1b[8m_table", Summary: "Drop table users", Args: "{}",
-		Flagged: true, Decision: confirm.DecisionDenied, DecidedBy: "local", DecidedAt: &at,
-		DenyMessage: confirm.DefaultDenyMessage + ` Reason given by the approver (local): "no\u001b[2J\u2066 way"`})
+	c.Calls[1].Reasons = []confirm.Reason{{Kind: confirm.ReasonUnknownOutcome}}
+	c.Calls = append(c.Calls, card.Call{Ref: "abcdefghijklmnop.2", Number: 3, Key: "#2", Tool: "drop\x1b[8m_table", Summary: "Drop table users", Args: "{}",
+		Flagged: true, Approvals: 1, State: card.State{Kind: card.Denied, By: "local", At: &at, Reason: "no\u001b[2J\u2066 way"}})
 	return c
 }
 
 func TestHostileCardIsInert(t *testing.T) {
-	card := hostileCard()
-	out := Render(card)
+	hostile := hostileCard()
+	out := Render(hostile)
 	golden(t, "card_hostile.txt", out)
 	for _, r := range out {
 		if visible.Hidden(r) {
 			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
 		}
 	}
-	for _, want := range []string{`\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "why a person is asked: a call of this tool"} {
+	for _, want := range []string{`\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier equal call's outcome is unknown"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("card lacks %q:\n%s", want, out)
 		}
@@ -104,9 +103,8 @@ func TestHostileCardIsInert(t *testing.T) {
 		t.Errorf("Post printed %q", got)
 	}
 	term.Reset()
-	c := card
-	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionDenied, "local", c.Calls[2].DecidedAt
-	c.Calls[1].DenyMessage = "\x1b[2Jgone"
+	c := hostile
+	c.Calls[1].State = card.State{Kind: card.Denied, By: "local", At: c.Calls[2].State.At, Reason: "\x1b[2Jgone"}
 	s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c)
 	for _, r := range term.String() {
 		if visible.Hidden(r) && r != '\n' {
@@ -116,10 +114,10 @@ func TestHostileCardIsInert(t *testing.T) {
 }
 
 func TestArgsPrintsWholeArguments(t *testing.T) {
-	card := hostileCard()
-	b := &fakeBot{card: &card}
+	hostile := hostileCard()
+	b := &fakeBot{card: &hostile}
 	out := runShell(t, b, "/args 2\n/args 7\n")
-	want := strings.ReplaceAll(strings.ReplaceAll(card.Calls[1].Args, "\x1b", `\u001b`), "\u202e", `\u202e`)
+	want := strings.ReplaceAll(strings.ReplaceAll(hostile.Calls[1].Args, "\x1b", `\u001b`), "\u202e", `\u202e`)
 	if !strings.Contains(out, "Arguments of call [2] restart_service:\n"+want+"\n") {
 		t.Fatalf("/args 2 printed:\n%s", out)
 	}
@@ -131,7 +129,7 @@ func TestArgsPrintsWholeArguments(t *testing.T) {
 // fakeBot records what the shell asked of it.
 type fakeBot struct {
 	mu     sync.Mutex
-	card   *bot.Card
+	card   *card.Card
 	turns  []string
 	clicks []bot.Click
 }
@@ -150,7 +148,7 @@ func (f *fakeBot) Decide(_ context.Context, c bot.Click) error {
 	return nil
 }
 
-func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*bot.Card, error) {
+func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	if f.card == nil {
 		return nil, confirm.ErrNotFound
 	}
@@ -232,7 +230,7 @@ func TestUpdatePrintsOnlyChanges(t *testing.T) {
 	}
 	out.Reset()
 	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
-	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionAllowed, "local", &at
+	c.Calls[1].State = card.State{Kind: card.Allowed, By: "local", At: &at}
 	if err := s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c); err != nil {
 		t.Fatal(err)
 	}

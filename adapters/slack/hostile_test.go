@@ -61,6 +61,8 @@ func TestForeignWorkspaceChangesNothing(t *testing.T) {
 			allow := refByStyle(t, card, "primary")
 			decisions := len(w.audit(confirm.AuditDecision))
 			w.deliverInteraction(fromTeam(blockAction(alice, chanOps, mentionTS, ActionAllow, allow), "T0EVIL"))
+			w.deliverInteraction(fromTeam(blockAction(alice, chanOps, mentionTS, ActionAllowGrant, allow), "T0EVIL"))
+			w.deliverInteraction(fromTeam(blockAction(alice, chanOps, mentionTS, ActionRevokeGrant, confirm.GrantRef("abc")), "T0EVIL"))
 			w.deliverInteraction(fromTeam(blockAction(alice, chanOps, mentionTS, ActionDenyReason, allow), "T0EVIL"))
 			w.deliverInteraction(fromTeam(viewSubmission(alice, ModalMeta{Ref: allow, Channel: chanOps, Thread: mentionTS}.encode(), "no"), "T0EVIL"))
 			w.ad.Wait()

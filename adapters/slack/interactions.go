@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -17,10 +18,11 @@ import (
 type interactionKind int
 
 const (
-	kindDecide       interactionKind = iota + 1 // Allow or Deny
+	kindDecide       interactionKind = iota + 1 // Allow, "Allow for 1h" or Deny
 	kindOpenReason                              // "Deny with reason…": open the modal
 	kindSubmitReason                            // the modal's submission: deny with the reason
 	kindShowArgs                                // "Show full arguments": open the read-only modal
+	kindRevoke                                  // Revoke on a grant notice
 )
 
 // interaction is a validated interactivity payload.
@@ -30,8 +32,9 @@ type interaction struct {
 	User      string // the clicker
 	Channel   string // where the card is
 	Thread    string // the card's thread ("" at the top of a DM)
-	Ref       string // the call's opaque reference
+	Ref       string // the call's opaque reference (a grant's, for kindRevoke)
 	Allow     bool
+	Grant     bool // "Allow for 1h": allow and grant
 	Reason    string
 	TriggerID string
 }
@@ -104,8 +107,8 @@ func badInteraction(format string, args ...any) error {
 
 // parseInteraction decodes and validates an interactivity payload (the
 // "payload" form field over HTTP, the payload over Socket Mode). Anything
-// that is not a click on a card button or the deny-reason submission is an
-// error.
+// that is not a click on a card button, on a grant notice's Revoke or the
+// deny-reason submission is an error.
 func parseInteraction(payload []byte) (interaction, error) {
 	var p interactionPayload
 	if err := json.Unmarshal(payload, &p); err != nil {
@@ -127,6 +130,10 @@ func parseInteraction(payload []byte) (interaction, error) {
 		switch act.ActionID {
 		case ActionAllow:
 			in.Kind, in.Allow = kindDecide, true
+		case ActionAllowGrant:
+			in.Kind, in.Allow, in.Grant = kindDecide, true, true
+		case ActionRevokeGrant:
+			in.Kind = kindRevoke
 		case ActionDeny:
 			in.Kind = kindDecide
 		case ActionDenyReason:
@@ -136,7 +143,11 @@ func parseInteraction(payload []byte) (interaction, error) {
 		default:
 			return interaction{}, badInteraction("unknown action_id %q", clip(act.ActionID, 60))
 		}
-		if _, _, err := confirm.ParseRef(act.Value); err != nil {
+		if in.Kind == kindRevoke {
+			if _, err := confirm.ParseGrantRef(act.Value); err != nil {
+				return interaction{}, badInteraction("%s: button value is not a grant reference", act.ActionID)
+			}
+		} else if _, _, err := confirm.ParseRef(act.Value); err != nil {
 			return interaction{}, badInteraction("%s: button value is not a call reference", act.ActionID)
 		}
 		in.Ref = act.Value
@@ -203,14 +214,26 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 			User:     in.User,
 			Ref:      in.Ref,
 			Allow:    in.Allow,
+			Grant:    in.Grant,
 			Reason:   in.Reason,
 			IsBot:    in.User == a.identity().UserID,
 		}
 		if err := a.bot.Decide(ctx, click); err != nil {
 			a.refused(ctx, in, err)
 		}
+	case kindRevoke:
+		click := bot.Click{
+			Platform: Platform,
+			Channel:  in.Channel,
+			User:     in.User,
+			Ref:      in.Ref,
+			IsBot:    in.User == a.identity().UserID,
+		}
+		if err := a.bot.Revoke(ctx, click); err != nil {
+			a.refused(ctx, in, err)
+		}
 	case kindOpenReason:
-		var call *bot.CardCall
+		var call *cardpkg.Call
 		if card, err := a.bot.PendingCard(ctx, bot.Thread{Platform: Platform, Channel: in.Channel, Thread: in.Thread}); err == nil {
 			call = findCall(card, in.Ref)
 		}
@@ -241,19 +264,35 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 }
 
 // refused answers a click that changed nothing, only to the clicker.
+// Refusals (someone else's button, a second approval by the same person,
+// the requester allowing their own call, a grant already revoked, ...) are
+// logged as information; anything else as an error.
 func (a *Adapter) refused(ctx context.Context, in interaction, err error) {
 	log := a.log.With("user", in.User, "channel", in.Channel, "ref", in.Ref)
-	switch {
-	case errors.Is(err, bot.ErrNotApprover), errors.Is(err, bot.ErrAlreadyClosed),
-		errors.Is(err, confirm.ErrBadRef), errors.Is(err, bot.ErrWrongChannel), errors.Is(err, confirm.ErrNotFound):
+	if refusal(err) {
 		log.Info("slack: click changed nothing", "why", err)
-	default:
+	} else {
 		log.Error("slack: click failed", "err", err)
 	}
 	a.ephemeral(ctx, in.Channel, in.Thread, in.User, bot.UserMessage(err))
 }
 
-func findCall(card *bot.Card, ref string) *bot.CardCall {
+// refusal reports whether err is the bot refusing a click (nothing
+// changed, nothing failed).
+func refusal(err error) bool {
+	for _, e := range []error{
+		bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel, bot.ErrSelfApproval,
+		bot.ErrAlreadyVoted, bot.ErrNotGrantable, bot.ErrGrantNotActive,
+		confirm.ErrBadRef, confirm.ErrNotFound,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func findCall(card *cardpkg.Card, ref string) *cardpkg.Call {
 	if card == nil {
 		return nil
 	}

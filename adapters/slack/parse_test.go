@@ -19,6 +19,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -270,7 +271,7 @@ func TestGroupCacheExpiresAndSharesFetches(t *testing.T) {
 
 func TestMentionOnlyThroughMention(t *testing.T) {
 	a := &Adapter{mentionNonce: "NONCE1"}
-	who := a.Mention(bot.ApproverSet{Users: []string{alice, "not an id"}, Groups: []string{groupOps}})
+	who := a.Mention(confirm.Approvers{Users: []string{alice, "not an id"}, Groups: []string{groupOps}})
 	if strings.Contains(who, "<") {
 		t.Fatalf("Mention returned live mentions %q: anyone could paste them", who)
 	}
@@ -335,7 +336,8 @@ func (*nopBot) HandleTurn(context.Context, bot.Turn) error                { retu
 func (*nopBot) Note(context.Context, bot.Turn) error                      { return nil }
 func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
 func (*nopBot) Decide(context.Context, bot.Click) error                   { return nil }
-func (*nopBot) PendingCard(context.Context, bot.Thread) (*bot.Card, error) {
+func (*nopBot) Revoke(context.Context, bot.Click) error                   { return nil }
+func (*nopBot) PendingCard(context.Context, bot.Thread) (*cardpkg.Card, error) {
 	return nil, errors.New("none")
 }
 func (n *nopBot) Channels() *bot.Channels {
@@ -406,6 +408,9 @@ func FuzzInteractionPayload(f *testing.F) {
 	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionAllow, "abc.0")))
 	f.Add(mustJSON(blockAction(alice, dmBob, "", ActionDenyReason, "abc.12")))
 	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionShowArgs, "abc.1")))
+	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionAllowGrant, "abc.0")))
+	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionRevokeGrant, "grant-abc")))
+	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionRevokeGrant, "abc.0")))
 	f.Add(mustJSON(viewSubmission(alice, ModalMeta{Ref: "abc.0", Channel: chanOps}.encode(), "no")))
 	f.Add([]byte(`{"type":"block_actions","actions":[{}]}`))
 	f.Add([]byte(`{"type":"view_submission","view":{"state":{"values":{"a":{"b":{}}}}}}`))
@@ -421,8 +426,15 @@ func FuzzInteractionPayload(f *testing.F) {
 		if in.Kind == 0 || !userIDPattern.MatchString(in.User) || !channelIDPattern.MatchString(in.Channel) {
 			t.Fatalf("accepted a bad interaction: %+v", in)
 		}
-		if _, _, err := confirm.ParseRef(in.Ref); err != nil {
+		if in.Kind == kindRevoke {
+			if _, err := confirm.ParseGrantRef(in.Ref); err != nil || in.Allow || in.Grant {
+				t.Fatalf("accepted a bad revoke %+v", in)
+			}
+		} else if _, _, err := confirm.ParseRef(in.Ref); err != nil {
 			t.Fatalf("accepted a bad reference %q", in.Ref)
+		}
+		if in.Grant && (!in.Allow || in.Kind != kindDecide) {
+			t.Fatalf("a grant that is no allow: %+v", in)
 		}
 		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs) && in.TriggerID == "" {
 			t.Fatal("modal without a trigger")
@@ -430,36 +442,55 @@ func FuzzInteractionPayload(f *testing.F) {
 	})
 }
 
-// FuzzRender: any card renders within Slack's limits, with nothing a
-// model, a tool or a person wrote live or hidden.
+// FuzzRender: any card and grant notice render within Slack's limits,
+// with nothing a model, a tool, a rule or a person wrote live or hidden,
+// and only Airlock's buttons with their styles.
 func FuzzRender(f *testing.F) {
 	f.Add("deploy", "Deploy <api> & co", "{\n  \"a\": \"```\"\n}", "intro & <!channel>", 2)
 	f.Add("", "", "", "", 0)
 	f.Add(strings.Repeat("t", 100), strings.Repeat("&", 500), strings.Repeat("<\n", 600), strings.Repeat("é", 1300), 30)
 	f.Add("x\u202e", "<@UALICE> :skull: *b*", "\x1b[2J\u200b", "<!subteam^SOPS>", 3)
+	f.Add("deploy", "UALICE", "{}", "SOPS", 13)
 	f.Fuzz(func(t *testing.T, tool, summary, args, intro string, n int) {
 		card := baseCard()
 		card.Intro = intro
+		card.GrantFor = time.Duration(n%5) * 30 * time.Minute
 		card.Calls = nil
 		n = n % 60
 		if n < 0 {
 			n = -n
 		}
+		kinds := []cardpkg.Kind{cardpkg.Waiting, cardpkg.AllowedByPolicy, cardpkg.Denied, cardpkg.Allowed, cardpkg.AllowedByGrant,
+			cardpkg.Withdrawn, cardpkg.MovedOn, cardpkg.Expired, cardpkg.Invalid, cardpkg.DeniedByRule, cardpkg.NotRun, cardpkg.Kind(summary)}
 		for i := 0; i < n; i++ {
-			decision := []confirm.DecisionStatus{confirm.DecisionPending, confirm.DecisionAllowedByPolicy, confirm.DecisionDenied}[i%3]
-			card.Calls = append(card.Calls, bot.CardCall{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: tool, Summary: summary, Args: args,
-				Flagged: decision != confirm.DecisionAllowedByPolicy, Decision: decision, DecidedBy: summary, FlagReason: intro, Run: confirm.RunFailed, Result: args})
+			kind := kinds[i%len(kinds)]
+			approvals := 1 + i%3
+			var votes []confirm.Vote
+			for v := 0; v < i%approvals; v++ {
+				votes = append(votes, confirm.Vote{By: []string{summary, intro, "UALICE"}[v%3], At: t0})
+			}
+			card.Calls = append(card.Calls, cardpkg.Call{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: tool, Summary: summary, Args: args,
+				Flagged: kind != cardpkg.AllowedByPolicy, Approvals: approvals, Votes: votes, Grantable: i%2 == 0,
+				Reasons:  []confirm.Reason{{Kind: confirm.ReasonRule, Rule: intro}, {Kind: confirm.ReasonKind(tool)}},
+				Restrict: []confirm.Approvers{{Users: []string{summary, "UALICE"}, Groups: []string{intro}, Roles: []string{tool}}},
+				State:    cardpkg.State{Kind: kind, By: summary, At: &t0, Reason: summary, Message: intro, Rule: tool, GrantID: args},
+				Run:      confirm.RunFailed, Result: args})
 		}
-		for i := range card.Calls {
-			card.Calls[i].DenyMessage = summary
-		}
-		blocks := Render(card)
+		blocks := RenderWith(card, map[string]string{args: summary})
 		if len(blocks) > maxMessageBlock {
 			t.Fatalf("%d blocks", len(blocks))
 		}
 		for _, b := range blocks {
 			if s, ok := b.(*slack.SectionBlock); ok && utf8.RuneCountInString(s.Text.Text) > maxSectionText {
 				t.Fatalf("section of %d characters", utf8.RuneCountInString(s.Text.Text))
+			}
+		}
+		for _, btn := range buttons(blocks) {
+			if _, _, err := confirm.ParseRef(btn.Value); err != nil {
+				t.Fatalf("button %s carries %q", btn.ActionID, btn.Value)
+			}
+			if (btn.Style == slack.StylePrimary) != (btn.ActionID == ActionAllow) || (btn.Style == slack.StyleDanger) != (btn.ActionID == ActionDeny) {
+				t.Fatalf("button %s has style %q", btn.ActionID, btn.Style)
 			}
 		}
 		shown, live := readBlocks(t, mustJSON(blocks))
@@ -476,6 +507,19 @@ func FuzzRender(f *testing.F) {
 			if bad := liveProblems(live, shown); len(bad) != 0 {
 				t.Fatalf("modal live or hidden: %v", bad)
 			}
+		}
+		notice := cardpkg.GrantNotice{Ref: confirm.GrantRef("abc"), GrantID: args, Tool: tool, By: summary, Until: t0.Add(time.Duration(n) * time.Minute)}
+		if n%2 == 1 {
+			notice.RevokedBy, notice.RevokedAt = intro, &t0
+		}
+		nb := RenderGrantNotice(notice, t0)
+		shown, live = readBlocks(t, mustJSON(nb))
+		text := GrantNoticeText(notice)
+		if bad := liveProblems(live+text, shown+text); len(bad) != 0 || strings.ContainsAny(text, "<>") {
+			t.Fatalf("notice live or hidden: %v\nlive:\n%s\ntext: %q", bad, live, text)
+		}
+		if bs := buttons(nb); len(bs) != map[bool]int{true: 1, false: 0}[notice.Active(t0)] {
+			t.Fatalf("%d buttons on a notice (active %v)", len(bs), notice.Active(t0))
 		}
 	})
 }

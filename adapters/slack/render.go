@@ -12,17 +12,21 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// Action ids of the card's buttons and of the deny-reason modal. Every
-// button carries the call's opaque reference (bot.Ref) as its value, never
-// the tool name or the arguments.
+// Action ids of the card's buttons, of the grant notice's button and of
+// the deny-reason modal. Every card button carries the call's opaque
+// reference (confirm.Ref) as its value, the Revoke button the grant's
+// (confirm.GrantRef), never the tool name or the arguments.
 const (
-	ActionAllow      = "airlock_allow"       // style primary; the only primary button
-	ActionDeny       = "airlock_deny"        // style danger; the only danger button
-	ActionDenyReason = "airlock_deny_reason" // no style: opens the deny-reason modal
-	ActionShowArgs   = "airlock_show_args"   // no style: opens a modal with the whole arguments
+	ActionAllow       = "airlock_allow"        // style primary; the only primary button
+	ActionAllowGrant  = "airlock_allow_grant"  // no style: "Allow for 1h", allow and grant later calls of the tool in the thread
+	ActionDeny        = "airlock_deny"         // style danger; the only danger button
+	ActionDenyReason  = "airlock_deny_reason"  // no style: opens the deny-reason modal
+	ActionShowArgs    = "airlock_show_args"    // no style: opens a modal with the whole arguments
+	ActionRevokeGrant = "airlock_revoke_grant" // no style, on a grant notice: revokes the grant
 
 	// CallbackDenyReason is the callback_id of the deny-reason modal.
 	CallbackDenyReason = "airlock_deny_reason"
@@ -61,21 +65,31 @@ var (
 
 // Render returns the Block Kit blocks of a card: a header, what the agent
 // wants to do (its own words quoted), one rich_text block per call (tool,
-// why a person is asked when it is not the tool's own flag, read-back,
-// arguments preformatted, where it stands) followed, for each call still
-// waiting, by an actions block with Allow (primary), Deny (danger),
-// "Deny with reason…" (no style) and, when the card cut its arguments,
-// "Show full arguments" (no style), and a footer saying who may approve
-// and when the request expires. A complete card has no buttons at all.
+// why a person is asked and how many must allow, who may decide when a
+// rule narrowed it, the read-back, the arguments preformatted, where it
+// stands with the approvals so far) followed, for each call still
+// waiting, by an actions block with Allow (primary), "Allow for 1h" (no
+// style, when the call may be granted), Deny (danger), "Deny with
+// reason…" (no style) and, when the card cut its arguments, "Show full
+// arguments" (no style), and a footer saying who may approve and when the
+// request expires. A call needing several approvals keeps its buttons
+// until it is decided. A complete card has no buttons at all.
 //
-// Every text the model, a tool or a person wrote is in rich_text text
-// elements, which Slack shows literally: no mrkdwn, links, mentions or
-// emoji, and characters that would act unseen are shown escaped (see
-// escape.go). Only Airlock's own words use mrkdwn.
-func Render(card bot.Card) []slack.Block {
-	complete := card.Complete()
-	blocks := []slack.Block{header(complete), introSection(card)}
-	if said := introQuote(card); said != nil {
+// Every text the model, a tool, a rule or a person wrote is in rich_text
+// text elements, which Slack shows literally: no mrkdwn, links, mentions
+// or emoji, and characters that would act unseen are shown escaped (see
+// escape.go). People on a call are user elements. Only Airlock's own
+// words use mrkdwn.
+//
+// A call a grant allowed says whose grant it was when grantedBy (grant id
+// to the user who granted it) knows; otherwise it names the grant.
+func Render(c cardpkg.Card) []slack.Block { return RenderWith(c, nil) }
+
+// RenderWith is Render with who granted the grants that allowed calls.
+func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
+	complete := c.Complete()
+	blocks := []slack.Block{header(complete), introSection(c)}
+	if said := introQuote(c); said != nil {
 		blocks = append(blocks, said)
 	}
 	blocks = append(blocks, slack.NewDividerBlock())
@@ -83,11 +97,11 @@ func Render(card bot.Card) []slack.Block {
 	// Keep room for the footer and an overflow note.
 	budget := maxMessageBlock - len(blocks) - 2
 	shown := 0
-	for _, c := range card.Calls {
-		preview := argsPreview(c.Args)
+	for _, call := range c.Calls {
+		preview := argsPreview(call.Args)
 		offer := preview.cut && !complete
 		need := 1
-		if c.Open() || offer {
+		if call.Open() || offer {
 			need = 2
 		}
 		if need > budget {
@@ -95,38 +109,34 @@ func Render(card bot.Card) []slack.Block {
 		}
 		budget -= need
 		shown++
-		blocks = append(blocks, callBlock(c, card.RequestedBy, preview, offer))
-		if c.Open() || offer {
-			blocks = append(blocks, callActions(c, offer))
+		blocks = append(blocks, callBlock(call, preview, offer, grantedBy))
+		if call.Open() || offer {
+			blocks = append(blocks, callActions(c, call, offer))
 		}
 	}
-	if rest := len(card.Calls) - shown; rest > 0 {
+	if rest := len(c.Calls) - shown; rest > 0 {
 		note := fmt.Sprintf(":warning: %d more %s not shown: a Slack message holds at most %d blocks. Calls not shown cannot be decided here; unless decided they expire and do not run.",
 			rest, plural(rest, "call", "calls"), maxMessageBlock)
 		blocks = append(blocks, slack.NewContextBlock("overflow", mrkdwn(note)))
 	}
-	blocks = append(blocks, slack.NewContextBlock("footer", mrkdwn(footer(card, complete))))
+	blocks = append(blocks, slack.NewContextBlock("footer", mrkdwn(footer(c, complete))))
 	return blocks
 }
 
 // FallbackText is the message's plain text: notifications and clients
 // without Block Kit show it. It holds Airlock's words only (a tool's name
 // only when it is a plain name), so nothing a model wrote reaches a
-// notification.
-func FallbackText(card bot.Card) string {
+// notification, and no user id, so it pings nobody.
+func FallbackText(c cardpkg.Card) string {
 	var b strings.Builder
-	if card.Complete() {
+	if c.Complete() {
 		b.WriteString("Approval request closed")
 	} else {
 		b.WriteString("Approval needed")
 	}
-	fmt.Fprintf(&b, " (%d %s)", len(card.Calls), plural(len(card.Calls), "call", "calls"))
-	for _, c := range card.Calls {
-		name := "a tool"
-		if plainName.MatchString(c.Tool) {
-			name = c.Tool
-		}
-		fmt.Fprintf(&b, "\n%d. %s — %s", c.Number, name, stateWord(c))
+	fmt.Fprintf(&b, " (%d %s)", len(c.Calls), plural(len(c.Calls), "call", "calls"))
+	for _, call := range c.Calls {
+		fmt.Fprintf(&b, "\n%d. %s — %s", call.Number, toolWord(call.Tool), stateWord(call))
 	}
 	return clip(b.String(), 3000)
 }
@@ -134,21 +144,46 @@ func FallbackText(card bot.Card) string {
 // plainName is a tool name that is inert in mrkdwn as it is.
 var plainName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 
-// stateWord is where a call stands, in Airlock's words only.
-func stateWord(c bot.CardCall) string {
-	switch c.Decision {
-	case confirm.DecisionPending:
-		return "waiting for a decision"
-	case confirm.DecisionDenied:
-		return "denied; not run"
-	case confirm.DecisionExpired:
-		return "expired; not run"
-	case confirm.DecisionInvalid:
-		return "invalid; not run"
+// toolWord is a tool's name for Airlock's own texts: the name when it is
+// a plain name, else "a tool".
+func toolWord(tool string) string {
+	if plainName.MatchString(tool) {
+		return tool
 	}
-	who := "allowed"
-	if c.Decision == confirm.DecisionAllowedByPolicy {
+	return "a tool"
+}
+
+// stateWord is where a call stands, in Airlock's words only.
+func stateWord(c cardpkg.Call) string {
+	var who string
+	switch c.State.Kind {
+	case cardpkg.Waiting:
+		if c.Approvals > 1 {
+			return fmt.Sprintf("waiting for a decision (%d of %d approvals)", len(c.Votes), c.Approvals)
+		}
+		return "waiting for a decision"
+	case cardpkg.Denied:
+		return "denied; not run"
+	case cardpkg.Withdrawn:
+		return "withdrawn by the requester; not run"
+	case cardpkg.MovedOn:
+		return "not run: the requester moved on"
+	case cardpkg.Expired:
+		return "expired; not run"
+	case cardpkg.Invalid:
+		return "invalid; not run"
+	case cardpkg.DeniedByRule:
+		return "refused by a rule; not run"
+	case cardpkg.NotRun:
+		return "not run"
+	case cardpkg.AllowedByPolicy:
 		who = "runs with the batch"
+	case cardpkg.AllowedByGrant:
+		who = "allowed by a grant"
+	case cardpkg.Allowed:
+		who = "allowed"
+	default:
+		return "not run"
 	}
 	switch c.Run {
 	case confirm.RunRunning:
@@ -171,14 +206,14 @@ func header(complete bool) slack.Block {
 	return slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, text, true, false), slack.HeaderBlockOptionBlockID("header"))
 }
 
-func introSection(card bot.Card) slack.Block {
-	n := len(card.Calls)
+func introSection(c cardpkg.Card) slack.Block {
+	n := len(c.Calls)
 	var b strings.Builder
 	who := "The agent"
-	if card.RequestedBy != "" {
-		who = "Asked by " + user(card.RequestedBy) + "; the agent"
+	if c.RequestedBy != "" {
+		who = "Asked by " + user(c.RequestedBy) + "; the agent"
 	}
-	if card.Complete() {
+	if c.Complete() {
 		fmt.Fprintf(&b, "%s wanted to run %d %s. Every call is decided; the outcomes are below.", who, n, plural(n, "call", "calls"))
 	} else {
 		fmt.Fprintf(&b, "%s wants to run %d %s. *Nothing runs until each call that needs approval is allowed or denied.*", who, n, plural(n, "call", "calls"))
@@ -187,8 +222,8 @@ func introSection(card bot.Card) slack.Block {
 }
 
 // introQuote is the model's own words on the card, quoted and literal.
-func introQuote(card bot.Card) slack.Block {
-	intro := strings.TrimSpace(card.Intro)
+func introQuote(c cardpkg.Card) slack.Block {
+	intro := strings.TrimSpace(c.Intro)
 	if intro == "" {
 		return nil
 	}
@@ -198,23 +233,43 @@ func introQuote(card bot.Card) slack.Block {
 	)
 }
 
-// callBlock is one call: number, tool, whether it needs approval (and
-// why, when it is not the tool's own flag), the read-back, the arguments
-// preformatted (cut ones saying how much is hidden), and where it
-// stands. offer says whether the card offers "Show full arguments".
-func callBlock(c bot.CardCall, requester string, preview argsView, offer bool) slack.Block {
-	gate := "needs approval"
-	if !c.Flagged {
-		gate = "no approval needed"
+// gate says in a few words whether and why a person is asked: the
+// call's Why() ("needs 2 approvals: rule prod") for flagged calls, without
+// the tool's own flag when that is the only reason. Rule
+// names come from the config and are shown literally like everything
+// else on the card.
+func gate(c cardpkg.Call) string {
+	switch {
+	case c.State.Kind == cardpkg.DeniedByRule:
+		return "refused by a rule"
+	case c.Flagged:
+		// The tool's own flag alone goes without saying.
+		plain := true
+		for _, r := range c.Reasons {
+			plain = plain && r.Kind == confirm.ReasonToolFlag
+		}
+		if plain {
+			c.Reasons = nil
+		}
+		return c.Why()
 	}
+	return "no approval needed"
+}
+
+// callBlock is one call: number, tool, whether it needs approval (why,
+// and how many must allow), who may decide when a rule narrowed it, the
+// read-back, the arguments preformatted (cut ones saying how much is
+// hidden), and where it stands. offer says whether the card offers "Show
+// full arguments".
+func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[string]string) slack.Block {
 	els := []slack.RichTextElement{slack.NewRichTextSection(
 		rtText(strconv.Itoa(c.Number)+". ", bold),
 		rtText(revealClip(oneLine(c.Tool), maxToolChars), code),
 		rtText("  ·  ", nil),
-		rtText(gate, italic),
+		rtText(revealClip(oneLine(gate(c)), maxReasonChars), italic),
 	)}
-	if r := strings.TrimSpace(c.FlagReason); r != "" {
-		els = append(els, slack.NewRichTextSection(rtText("Why a person is asked: ", bold), rtText(revealClip(r, maxReasonChars), nil)))
+	if len(c.Restrict) > 0 && c.Open() {
+		els = append(els, slack.NewRichTextSection(restriction(c.Restrict)...))
 	}
 	if s := strings.TrimSpace(c.Summary); s != "" {
 		els = append(els, richQuote(revealClip(limitLines(s, 6), maxSummaryChars)))
@@ -227,26 +282,111 @@ func callBlock(c bot.CardCall, requester string, preview argsView, offer bool) s
 		}
 		els = append(els, slack.NewRichTextSection(rtText(note, italic)))
 	}
-	els = append(els, slack.NewRichTextSection(status(c, requester)...))
+	els = append(els, slack.NewRichTextSection(status(c, grantedBy)...))
 	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
 }
 
-// callActions holds the buttons of a call: Allow, Deny and "Deny with
-// reason…" while it waits (Allow is the only primary button and Deny the
-// only danger button of the card), and "Show full arguments" when offer.
-func callActions(c bot.CardCall, offer bool) slack.Block {
+// Bounds of the people named on a call.
+const (
+	maxRestrictSets   = 5
+	maxPeoplePerSet   = 20
+	maxVotersShown    = 20
+	maxLiteralPersonL = 60
+)
+
+// restriction says who may decide a call a rule narrowed: people in every
+// set.
+func restriction(sets []confirm.Approvers) []slack.RichTextSectionElement {
+	lead := "Who may decide: "
+	if len(sets) > 1 {
+		lead = "Who may decide (people in each of these): "
+	}
+	out := []slack.RichTextSectionElement{rtText(lead, bold)}
+	for i, s := range sets {
+		if i == maxRestrictSets {
+			out = append(out, rtText(fmt.Sprintf("; and %d more", len(sets)-i), nil))
+			break
+		}
+		if i > 0 {
+			out = append(out, rtText("; ", nil))
+		}
+		out = append(out, people(s)...)
+	}
+	return out
+}
+
+// people is a set of people as rich text: user and usergroup elements for
+// Slack ids, literal text for anything else.
+func people(s confirm.Approvers) []slack.RichTextSectionElement {
+	var names []slack.RichTextSectionElement
+	for _, u := range s.Users {
+		names = append(names, person(u))
+	}
+	for _, g := range s.Groups {
+		if groupIDPattern.MatchString(g) {
+			names = append(names, slack.NewRichTextSectionUserGroupElement(g))
+		} else {
+			names = append(names, rtText("group "+revealClip(oneLine(g), maxLiteralPersonL), nil))
+		}
+	}
+	for _, r := range s.Roles {
+		names = append(names, rtText("role "+revealClip(oneLine(r), maxLiteralPersonL), nil))
+	}
+	if len(names) == 0 {
+		return []slack.RichTextSectionElement{rtText("nobody", nil)}
+	}
+	return joinPeople(names, maxPeoplePerSet)
+}
+
+// joinPeople separates names with commas, at most n of them.
+func joinPeople(names []slack.RichTextSectionElement, n int) []slack.RichTextSectionElement {
+	var out []slack.RichTextSectionElement
+	for i, name := range names {
+		if i == n {
+			out = append(out, rtText(fmt.Sprintf(" and %d more", len(names)-n), nil))
+			break
+		}
+		if i > 0 {
+			out = append(out, rtText(", ", nil))
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
+// voters are the people who approved a call so far.
+func voters(votes []confirm.Vote) []slack.RichTextSectionElement {
+	names := make([]slack.RichTextSectionElement, len(votes))
+	for i, v := range votes {
+		names[i] = person(v.By)
+	}
+	return joinPeople(names, maxVotersShown)
+}
+
+// callActions holds the buttons of a call: Allow, "Allow for 1h" (when
+// the card offers grants and the call may be granted), Deny and "Deny
+// with reason…" while it waits (Allow is the only primary button and
+// Deny the only danger button of the card), and "Show full arguments"
+// when offer.
+func callActions(cd cardpkg.Card, c cardpkg.Call, offer bool) slack.Block {
 	tool := clip(oneLine(visible.Reveal(c.Tool)), 40)
 	var els []slack.BlockElement
 	if c.Open() {
 		allow := slack.NewButtonBlockElement(ActionAllow, c.Ref, plain("Allow"))
 		allow.Style = slack.StylePrimary
 		allow.AccessibilityLabel = clip(fmt.Sprintf("Allow call %d, %s", c.Number, tool), 75)
+		els = append(els, allow)
+		if offersGrant(cd, c) {
+			grant := slack.NewButtonBlockElement(ActionAllowGrant, c.Ref, plain(cd.GrantLabel()))
+			grant.AccessibilityLabel = clip(fmt.Sprintf("Allow call %d and calls of %s in this thread for %s", c.Number, tool, cardpkg.Duration(cd.GrantFor)), 75)
+			els = append(els, grant)
+		}
 		deny := slack.NewButtonBlockElement(ActionDeny, c.Ref, plain("Deny"))
 		deny.Style = slack.StyleDanger
 		deny.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d, %s", c.Number, tool), 75)
 		reason := slack.NewButtonBlockElement(ActionDenyReason, c.Ref, plain("Deny with reason…"))
 		reason.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d with a reason", c.Number), 75)
-		els = append(els, allow, deny, reason)
+		els = append(els, deny, reason)
 	}
 	if offer {
 		show := slack.NewButtonBlockElement(ActionShowArgs, c.Ref, plain("Show full arguments"))
@@ -256,37 +396,73 @@ func callActions(c bot.CardCall, offer bool) slack.Block {
 	return slack.NewActionBlock("actions_"+strconv.Itoa(c.Number), els...)
 }
 
-// status says where a call stands, with who decided and when. A deny by
-// the requester themself reads as a withdrawal. Texts a person, the model
-// or a tool wrote (reasons, deny messages, results) are literal.
-func status(c bot.CardCall, requester string) []slack.RichTextSectionElement {
-	by, at := decider(c.DecidedBy), when(c.DecidedAt)
+// offersGrant reports whether the card offers "Allow for" on the call.
+func offersGrant(cd cardpkg.Card, c cardpkg.Call) bool {
+	return c.Open() && c.Grantable && cd.GrantFor > 0
+}
+
+// status says where a call stands, with who decided and when, and the
+// approvals so far of a call needing several. A deny by the requester
+// themself reads as a withdrawal. Texts a person, a rule, the model or a
+// tool wrote (reasons, messages, results) are literal.
+func status(c cardpkg.Call, grantedBy map[string]string) []slack.RichTextSectionElement {
+	st := c.State
+	at := when(st.At)
 	line := func(els ...slack.RichTextSectionElement) []slack.RichTextSectionElement { return els }
-	switch c.Decision {
-	case confirm.DecisionPending:
-		return line(emoji("hourglass_flowing_sand"), rtText(" Waiting for an approver", nil))
-	case confirm.DecisionDenied:
-		if c.DecidedBy == bot.SystemActor {
-			return line(emoji("no_entry_sign"), rtText(" Not run: "+revealClip(c.DenyMessage, maxReasonChars), nil))
-		}
-		verb := " Denied by "
-		if c.DecidedBy != "" && c.DecidedBy == requester {
-			verb = " Withdrawn by "
-		}
-		out := append(line(emoji("no_entry_sign"), rtText(verb, nil), by), at...)
-		out = append(out, rtText("; not run", nil))
-		if r := denyReason(c.DenyMessage); r != "" {
+	withReason := func(out []slack.RichTextSectionElement) []slack.RichTextSectionElement {
+		if r := strings.TrimSpace(st.Reason); r != "" {
 			out = append(out, rtText("\nReason: ", bold), rtText(revealClip(r, maxReasonChars), nil))
 		}
 		return out
-	case confirm.DecisionExpired:
-		return line(emoji("alarm_clock"), rtText(" Expired: nobody decided in time; not run", nil))
-	case confirm.DecisionInvalid:
-		return line(emoji("warning"), rtText(" "+revealClip(c.DenyMessage, maxReasonChars), nil))
 	}
-	out := append(line(emoji("white_check_mark"), rtText(" Allowed by ", nil), by), at...)
-	if c.Decision == confirm.DecisionAllowedByPolicy {
+	var out []slack.RichTextSectionElement
+	switch st.Kind {
+	case cardpkg.Waiting:
+		if c.Approvals <= 1 {
+			return line(emoji("hourglass_flowing_sand"), rtText(" Waiting for an approver", nil))
+		}
+		out = line(emoji("hourglass_flowing_sand"), rtText(fmt.Sprintf(" Waiting for approvers: %d of %d approvals", len(c.Votes), c.Approvals), nil))
+		if len(c.Votes) > 0 {
+			out = append(out, rtText(": ", nil))
+			out = append(out, voters(c.Votes)...)
+		}
+		return out
+	case cardpkg.Denied:
+		out = append(line(emoji("no_entry_sign"), rtText(" Denied by ", nil), decider(st.By)), at...)
+		return withReason(append(out, rtText("; not run", nil)))
+	case cardpkg.Withdrawn:
+		out = append(line(emoji("no_entry_sign"), rtText(" Withdrawn by the requester ", nil), decider(st.By)), at...)
+		return withReason(append(out, rtText("; not run", nil)))
+	case cardpkg.MovedOn:
+		return line(emoji("no_entry_sign"), rtText(" Not run: the requester moved on", nil))
+	case cardpkg.Expired:
+		return line(emoji("alarm_clock"), rtText(" Expired: nobody decided in time; not run", nil))
+	case cardpkg.Invalid:
+		return line(emoji("warning"), rtText(" "+revealClip(st.Message, maxReasonChars), nil))
+	case cardpkg.NotRun:
+		return line(emoji("no_entry_sign"), rtText(" Not run: "+revealClip(st.Message, maxReasonChars), nil))
+	case cardpkg.DeniedByRule:
+		return line(emoji("no_entry_sign"), rtText(" Refused by rule ", nil), rtText(revealClip(oneLine(st.Rule), maxToolChars), code), rtText("; not run", nil))
+	case cardpkg.AllowedByPolicy:
 		out = line(emoji("arrow_forward"), rtText(" Runs with the batch (no approval needed)", nil))
+	case cardpkg.AllowedByGrant:
+		if by := grantedBy[st.GrantID]; by != "" {
+			out = line(emoji("white_check_mark"), rtText(" Allowed by ", nil), decider(by), rtText("'s grant", nil))
+		} else {
+			out = line(emoji("white_check_mark"), rtText(" Allowed by grant ", nil), rtText(revealClip(oneLine(st.GrantID), maxToolChars), code))
+		}
+		out = append(out, at...)
+	case cardpkg.Allowed:
+		out = line(emoji("white_check_mark"), rtText(" Allowed by ", nil))
+		if len(c.Votes) > 1 {
+			out = append(out, voters(c.Votes)...)
+		} else {
+			out = append(out, decider(st.By))
+		}
+		out = append(out, at...)
+	default:
+		// A state this adapter does not know: Airlock's shared words, literal.
+		return line(emoji("grey_question"), rtText(" "+revealClip(c.Outcome(), maxReasonChars), nil))
 	}
 	sep := rtText("  ·  ", nil)
 	switch c.Run {
@@ -303,27 +479,27 @@ func status(c bot.CardCall, requester string) []slack.RichTextSectionElement {
 	return out
 }
 
-func footer(card bot.Card, complete bool) string {
+func footer(c cardpkg.Card, complete bool) string {
 	var parts []string
-	if card.RequestedBy != "" {
-		parts = append(parts, "Requested by "+user(card.RequestedBy))
+	if c.RequestedBy != "" {
+		parts = append(parts, "Requested by "+user(c.RequestedBy))
 	}
-	parts = append(parts, "May approve: "+approvers(card.Approvers))
+	parts = append(parts, "May approve: "+approvers(c.Approvers))
 	if !complete {
 		parts = append(parts, "The requester may withdraw (deny) their own calls")
-		if !card.ExpiresAt.IsZero() {
-			parts = append(parts, "Expires "+slackDate(card.ExpiresAt, "{date_short_pretty} at {time}"))
+		if !c.ExpiresAt.IsZero() {
+			parts = append(parts, "Expires "+slackDate(c.ExpiresAt, "{date_short_pretty} at {time}"))
 		}
 	} else {
 		parts = append(parts, "Closed")
 	}
-	if card.BatchID != "" {
-		parts = append(parts, "Request "+escapeClip(card.BatchID, 40))
+	if c.BatchID != "" {
+		parts = append(parts, "Request "+escapeClip(c.BatchID, 40))
 	}
 	return clip(strings.Join(parts, "  ·  "), maxSectionText)
 }
 
-func approvers(s bot.ApproverSet) string {
+func approvers(s confirm.Approvers) string {
 	var names []string
 	for _, u := range s.Users {
 		names = append(names, user(u))
@@ -346,25 +522,6 @@ func approvers(s bot.ApproverSet) string {
 	return strings.Join(names, ", ")
 }
 
-// denyReason extracts the approver's own words from a deny message built
-// by the bot: `<default> Reason given by the approver (U…): "…"`.
-func denyReason(msg string) string {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(msg), confirm.DefaultDenyMessage)
-	if !ok {
-		return strings.TrimSpace(msg)
-	}
-	rest = strings.TrimSpace(rest)
-	const lead = "Reason given by the approver ("
-	if strings.HasPrefix(rest, lead) {
-		if _, q, ok := strings.Cut(rest, "): "); ok {
-			if s, err := strconv.Unquote(q); err == nil {
-				return s
-			}
-		}
-	}
-	return rest
-}
-
 // decider is who decided: a user element for a Slack user id, words for
 // the bot's own actors, literal text otherwise.
 func decider(id string) slack.RichTextSectionElement {
@@ -379,7 +536,20 @@ func decider(id string) slack.RichTextSectionElement {
 	if userIDPattern.MatchString(id) {
 		return slack.NewRichTextSectionUserElement(id, nil)
 	}
-	return rtText(revealClip(id, 60), nil)
+	return rtText(revealClip(oneLine(id), maxLiteralPersonL), nil)
+}
+
+// person is a person named on a card or a notice: a user element for a
+// Slack user id (shown as the name; it is not text Slack parses), literal
+// text otherwise.
+func person(id string) slack.RichTextSectionElement {
+	if userIDPattern.MatchString(id) {
+		return slack.NewRichTextSectionUserElement(id, nil)
+	}
+	if strings.TrimSpace(id) == "" {
+		return rtText("someone", nil)
+	}
+	return rtText(revealClip(oneLine(id), maxLiteralPersonL), nil)
 }
 
 // user is a user id in Airlock's mrkdwn: a mention for a Slack user id.
@@ -448,7 +618,7 @@ func argsPreview(args string) argsView {
 // DenyReasonModal is the modal "Deny with reason…" opens. Its private
 // metadata carries the call's reference and where the card is, so the
 // submission can be decided and answered in the right channel.
-func DenyReasonModal(meta ModalMeta, call *bot.CardCall) slack.ModalViewRequest {
+func DenyReasonModal(meta ModalMeta, call *cardpkg.Call) slack.ModalViewRequest {
 	var blocks []slack.Block
 	if call != nil {
 		about := []slack.RichTextElement{slack.NewRichTextSection(
@@ -481,7 +651,7 @@ func DenyReasonModal(meta ModalMeta, call *bot.CardCall) slack.ModalViewRequest 
 
 // ArgsModal shows a call's whole arguments, read-only and literal, in
 // preformatted rich text of at most maxModalArgs characters a block.
-func ArgsModal(call bot.CardCall) slack.ModalViewRequest {
+func ArgsModal(call cardpkg.Call) slack.ModalViewRequest {
 	head := []slack.RichTextElement{slack.NewRichTextSection(
 		rtText(strconv.Itoa(call.Number)+". ", bold),
 		rtText(revealClip(oneLine(call.Tool), maxToolChars), code),

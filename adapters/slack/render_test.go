@@ -13,7 +13,7 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -24,68 +24,105 @@ var (
 	decided = t0.Add(90 * time.Second)
 )
 
-func baseCard() bot.Card {
-	return bot.Card{
+func baseCard() cardpkg.Card {
+	return cardpkg.Card{
 		BatchID:     "k3q9x2abcdefghijklmnopqrst",
 		Intro:       "I'll check the api first, then deploy it to <production> & tell <!channel>.",
 		RequestedBy: "UBOB",
-		Approvers:   bot.ApproverSet{Users: []string{"UALICE"}, Groups: []string{"SOPS"}},
+		Approvers:   confirm.Approvers{Users: []string{"UALICE"}, Groups: []string{"SOPS"}},
 		CreatedAt:   t0,
 		ExpiresAt:   t0.Add(30 * time.Minute),
 		Status:      confirm.BatchPending,
-		Calls: []bot.CardCall{
+		Calls: []cardpkg.Call{
 			{
 				Ref: "k3q9x2abcdefghijklmnopqrst.0", Number: 1, Key: "call_status", Tool: "service_status",
 				Summary: "Read the status of api", Args: "{\n  \"service\": \"api\"\n}",
-				Flagged: false, Decision: confirm.DecisionAllowedByPolicy, DecidedBy: bot.PolicyActor, DecidedAt: &t0,
+				Flagged: false, Approvals: 1, State: cardpkg.State{Kind: cardpkg.AllowedByPolicy, At: &t0},
 				Run: confirm.RunNotStarted,
 			},
 			{
 				Ref: "k3q9x2abcdefghijklmnopqrst.1", Number: 2, Key: "call_deploy", Tool: "deploy",
 				Summary: "Deploy api to production", Args: "{\n  \"environment\": \"production\",\n  \"service\": \"api\"\n}",
-				Flagged: true, Decision: confirm.DecisionPending, Run: confirm.RunNotStarted,
+				Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}},
+				State: cardpkg.State{Kind: cardpkg.Waiting}, Run: confirm.RunNotStarted,
 			},
 		},
 	}
 }
 
-func pendingCard() bot.Card { return baseCard() }
+func pendingCard() cardpkg.Card { return baseCard() }
 
-func partialCard() bot.Card {
+func partialCard() cardpkg.Card {
 	c := baseCard()
-	c.Calls = append(c.Calls, bot.CardCall{
+	c.Calls = append(c.Calls, cardpkg.Call{
 		Ref: "k3q9x2abcdefghijklmnopqrst.2", Number: 3, Key: "call_notify", Tool: "notify",
 		Summary: "Tell #ops that api is deploying", Args: "{\n  \"channel\": \"ops\"\n}",
-		Flagged: true, Decision: confirm.DecisionAllowed, DecidedBy: "UALICE", DecidedAt: &decided, Run: confirm.RunNotStarted,
+		Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonConfirmationTools}},
+		Votes: []confirm.Vote{{By: "UALICE", At: decided}},
+		State: cardpkg.State{Kind: cardpkg.Allowed, By: "UALICE", At: &decided}, Run: confirm.RunNotStarted,
 	})
 	return c
 }
 
-func completeCard() bot.Card {
+func completeCard() cardpkg.Card {
 	c := baseCard()
 	c.Status = confirm.BatchDone
 	c.Calls[0].Run, c.Calls[0].Result = confirm.RunSucceeded, "api: healthy"
-	c.Calls[1].Decision, c.Calls[1].DecidedBy, c.Calls[1].DecidedAt = confirm.DecisionAllowed, "UALICE", &decided
+	c.Calls[1].State = cardpkg.State{Kind: cardpkg.Allowed, By: "UALICE", At: &decided}
+	c.Calls[1].Votes = []confirm.Vote{{By: "UALICE", At: decided}}
 	c.Calls[1].Run, c.Calls[1].Result = confirm.RunFailed, "exit status 1: rollout timed out <after 5m>"
 	c.Calls = append(c.Calls,
-		bot.CardCall{
+		cardpkg.Call{
 			Ref: "k3q9x2abcdefghijklmnopqrst.2", Number: 3, Key: "call_drop", Tool: "drop_table",
 			Summary: "Drop table users", Args: "{\n  \"table\": \"users\"\n}",
-			Flagged: true, Decision: confirm.DecisionDenied, DecidedBy: "UALICE", DecidedAt: &decided,
-			DenyMessage: confirm.DefaultDenyMessage + ` Reason given by the approver (UALICE): "not during the freeze"`,
-			Run:         confirm.RunNotStarted,
+			Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}},
+			State: cardpkg.State{Kind: cardpkg.Denied, By: "UALICE", At: &decided, Reason: "not during the freeze"},
+			Run:   confirm.RunNotStarted,
 		},
-		bot.CardCall{
+		cardpkg.Call{
 			Ref: "k3q9x2abcdefghijklmnopqrst.3", Number: 4, Key: "call_page", Tool: "page_oncall",
 			Summary: "Page the on-call", Args: "{}",
-			Flagged: true, Decision: confirm.DecisionDenied, DecidedBy: "UBOB", DecidedAt: &decided,
-			DenyMessage: confirm.DefaultDenyMessage, Run: confirm.RunNotStarted,
+			Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}},
+			State: cardpkg.State{Kind: cardpkg.Withdrawn, By: "UBOB", At: &decided}, Run: confirm.RunNotStarted,
+		},
+		cardpkg.Call{
+			Ref: "k3q9x2abcdefghijklmnopqrst.4", Number: 5, Key: "call_restart", Tool: "restart",
+			Summary: "Restart api", Args: "{}",
+			Flagged: true, Approvals: 1, Grantable: true, Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}},
+			State: cardpkg.State{Kind: cardpkg.AllowedByGrant, At: &t0, GrantID: "g7hq2k"}, Run: confirm.RunSucceeded, Result: "restarted",
+		},
+		cardpkg.Call{
+			Ref: "k3q9x2abcdefghijklmnopqrst.5", Number: 6, Key: "call_wipe", Tool: "wipe",
+			Summary: "Wipe the cache", Args: "{}",
+			Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "no-wipes"}},
+			State:   cardpkg.State{Kind: cardpkg.DeniedByRule, At: &t0, Rule: "no-wipes", Message: confirm.DefaultRuleDenyMessage("no-wipes")},
+			Run:     confirm.RunNotStarted,
 		},
 	)
 	return c
 }
 
-func longArgsCard() bot.Card {
+// quorumCard: a call needing two approvals, one given, and a call a rule
+// restricted to a group.
+func quorumCard() cardpkg.Card {
+	c := baseCard()
+	c.GrantFor = time.Hour
+	c.Calls[1].Approvals = 2
+	c.Calls[1].Reasons = []confirm.Reason{{Kind: confirm.ReasonToolFlag}, {Kind: confirm.ReasonRule, Rule: "prod-deploys"}}
+	c.Calls[1].Votes = []confirm.Vote{{By: "UALICE", At: decided}}
+	c.Calls[1].Restrict = []confirm.Approvers{{Groups: []string{"SOPS"}}, {Users: []string{"UALICE", "UCAROL"}}}
+	return c
+}
+
+// grantCard: grants are on and the waiting call may be granted.
+func grantCard() cardpkg.Card {
+	c := baseCard()
+	c.GrantFor = time.Hour
+	c.Calls[1].Grantable = true
+	return c
+}
+
+func longArgsCard() cardpkg.Card {
 	c := baseCard()
 	var lines []string
 	for i := 0; i < 60; i++ {
@@ -95,21 +132,45 @@ func longArgsCard() bot.Card {
 	return c
 }
 
+// grantedBy says whose grant g7hq2k is, as the adapter learns it.
+var grantedBy = map[string]string{"g7hq2k": "UALICE"}
+
+func grantNotice() cardpkg.GrantNotice {
+	return cardpkg.GrantNotice{Ref: confirm.GrantRef("g7hq2k"), GrantID: "g7hq2k", Tool: "deploy", By: "UALICE", Until: t0.Add(time.Hour)}
+}
+
+func revokedNotice() cardpkg.GrantNotice {
+	n := grantNotice()
+	n.RevokedBy, n.RevokedAt = "UCAROL", &decided
+	return n
+}
+
 func TestRenderGolden(t *testing.T) {
-	cases := map[string]bot.Card{
-		"card_pending":   pendingCard(),
-		"card_partial":   partialCard(),
-		"card_complete":  completeCard(),
-		"card_long_args": longArgsCard(),
-		"card_hostile":   hostileCard(),
+	cases := map[string]any{
+		"card_pending":         pendingCard(),
+		"card_partial":         partialCard(),
+		"card_complete":        completeCard(),
+		"card_long_args":       longArgsCard(),
+		"card_hostile":         hostileCard(),
+		"card_quorum":          quorumCard(),
+		"card_grant":           grantCard(),
+		"grant_notice_active":  grantNotice(),
+		"grant_notice_revoked": revokedNotice(),
 	}
-	for name, card := range cases {
+	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
+			var msg map[string]any
+			switch v := v.(type) {
+			case cardpkg.Card:
+				msg = map[string]any{"text": FallbackText(v), "blocks": RenderWith(v, grantedBy)}
+			case cardpkg.GrantNotice:
+				msg = map[string]any{"text": GrantNoticeText(v), "blocks": RenderGrantNotice(v, t0)}
+			}
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false) // keep <@U…> readable in the golden files
 			enc.SetIndent("", "  ")
-			if err := enc.Encode(map[string]any{"text": FallbackText(card), "blocks": Render(card)}); err != nil {
+			if err := enc.Encode(msg); err != nil {
 				t.Fatal(err)
 			}
 			got := buf.Bytes()
@@ -153,8 +214,9 @@ func buttons(blocks []slack.Block) []*slack.ButtonBlockElement {
 }
 
 func TestRenderRules(t *testing.T) {
-	for name, card := range map[string]bot.Card{"pending": pendingCard(), "partial": partialCard(), "long": longArgsCard(), "complete": completeCard()} {
-		blocks := Render(card)
+	for name, card := range map[string]cardpkg.Card{"pending": pendingCard(), "partial": partialCard(), "long": longArgsCard(), "complete": completeCard(),
+		"quorum": quorumCard(), "grant": grantCard(), "hostile": hostileCard()} {
+		blocks := RenderWith(card, grantedBy)
 		if len(blocks) > maxMessageBlock {
 			t.Errorf("%s: %d blocks", name, len(blocks))
 		}
@@ -163,13 +225,19 @@ func TestRenderRules(t *testing.T) {
 				t.Errorf("%s: section %s has %d characters", name, s.BlockID, utf8.RuneCountInString(s.Text.Text))
 			}
 		}
-		var primary, danger int
+		var primary, danger, grant int
 		for _, btn := range buttons(blocks) {
 			if len(btn.Value) > 2000 || len(btn.ActionID) > 255 {
 				t.Errorf("%s: button %s beyond Slack's limits", name, btn.ActionID)
 			}
 			if _, _, err := confirm.ParseRef(btn.Value); err != nil {
 				t.Errorf("%s: button %s value %q is not an opaque reference", name, btn.ActionID, btn.Value)
+			}
+			if btn.ActionID == ActionAllowGrant {
+				grant++
+				if btn.Text.Text != "Allow for 1h" {
+					t.Errorf("%s: grant button says %q", name, btn.Text.Text)
+				}
 			}
 			switch btn.Style {
 			case slack.StylePrimary:
@@ -184,14 +252,20 @@ func TestRenderRules(t *testing.T) {
 				}
 			}
 		}
-		open := 0
+		open, grantable := 0, 0
 		for _, c := range card.Calls {
 			if c.Open() {
 				open++
 			}
+			if c.Open() && c.Grantable && card.GrantFor > 0 {
+				grantable++
+			}
 		}
 		if primary != open || danger != open {
 			t.Errorf("%s: %d open calls but %d Allow and %d Deny buttons", name, open, primary, danger)
+		}
+		if grant != grantable {
+			t.Errorf("%s: %d grantable open calls but %d Allow for buttons", name, grantable, grant)
 		}
 		if card.Complete() && len(buttons(blocks)) != 0 {
 			t.Errorf("%s: a complete card has buttons", name)
@@ -200,7 +274,7 @@ func TestRenderRules(t *testing.T) {
 		if bad := liveProblems(live, shown); len(bad) != 0 {
 			t.Errorf("%s: live beyond Airlock's own entities: %v\n%s", name, bad, live)
 		}
-		if !strings.Contains(shown, "deploy it to <production> & tell <!channel>.") {
+		if name != "hostile" && !strings.Contains(shown, "deploy it to <production> & tell <!channel>.") {
 			t.Errorf("%s: the agent's words do not show as written:\n%s", name, shown)
 		}
 	}
@@ -223,7 +297,8 @@ func TestRenderManyCallsStaysWithinBlockLimit(t *testing.T) {
 	card := baseCard()
 	card.Calls = nil
 	for i := 0; i < 40; i++ {
-		card.Calls = append(card.Calls, bot.CardCall{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: "deploy", Args: "{}", Flagged: true, Decision: confirm.DecisionPending})
+		card.Calls = append(card.Calls, cardpkg.Call{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: "deploy", Args: "{}", Flagged: true, Approvals: 2,
+			Grantable: true, State: cardpkg.State{Kind: cardpkg.Waiting}})
 	}
 	blocks := Render(card)
 	if len(blocks) > maxMessageBlock {
@@ -256,50 +331,83 @@ func TestArgsModalHoldsEverything(t *testing.T) {
 	}
 }
 
-// hostileCard: every text from the model, a tool or a person is an
-// attack: bidi override, zero-width space, broadcasts and mentions, a
+// hostileCard: every text from the model, a tool, a rule or a person is
+// an attack: bidi override, zero-width space, broadcasts and mentions, a
 // link, a spoiler, an emoji shortcode, mrkdwn, a backtick run, and
-// arguments far longer than a card shows.
-func hostileCard() bot.Card {
+// arguments far longer than a card shows; people and grants named by
+// things that are no Slack ids.
+func hostileCard() cardpkg.Card {
 	evil := "Restart api\u202egnp.exe\u200b <!channel> <!here> <!subteam^SOPS> @everyone <@UMALLORY> <@123456789012345678> [x](http://evil) <http://evil|click> ||x|| :skull: *b* _i_ ~s~ ```"
 	c := baseCard()
+	c.GrantFor = time.Hour
 	c.Intro = "Trust me <!channel>\n> quoted :skull: \u2066isolate\u2069"
 	c.Calls[1].Summary = evil
 	c.Calls[1].Args = "{\n  \"note\": \"" + evil + " " + strings.Repeat("A", 3000) + "\",\n  \"service\": \"api\u202e\"\n}"
-	c.Calls[1].FlagReason = "a call of this tool with these arguments had an unknown outcome <!channel>"
-	c.Calls = append(c.Calls, bot.CardCall{
+	c.Calls[1].Reasons = []confirm.Reason{{Kind: confirm.ReasonUnknownOutcome}, {Kind: confirm.ReasonRule, Rule: "<!channel> *r* \u202e"}}
+	c.Calls[1].Approvals = 2
+	c.Calls[1].Votes = []confirm.Vote{{By: "<!here>", At: decided}, {By: "UALICE", At: decided}}
+	c.Calls[1].Restrict = []confirm.Approvers{{Users: []string{"<@UMALLORY>"}, Groups: []string{"<!subteam^SOPS>", "SOPS"}, Roles: []string{"<!everyone>"}}}
+	c.Calls = append(c.Calls, cardpkg.Call{
 		Ref: "k3q9x2abcdefghijklmnopqrst.2", Number: 3, Key: "call_x", Tool: "evil`tool <!channel>",
-		Summary: "x", Args: "{}", Flagged: true, Decision: confirm.DecisionDenied, DecidedBy: "UALICE", DecidedAt: &decided,
-		DenyMessage: confirm.DefaultDenyMessage + ` Reason given by the approver (UALICE): "<!channel> *no* :skull: \u202e"`,
-	}, bot.CardCall{
+		Summary: "x", Args: "{}", Flagged: true, Approvals: 1,
+		State: cardpkg.State{Kind: cardpkg.Denied, By: "UALICE", At: &decided, Reason: "<!channel> *no* :skull: \u202e"},
+	}, cardpkg.Call{
 		Ref: "k3q9x2abcdefghijklmnopqrst.3", Number: 4, Key: "call_y", Tool: "service_status",
-		Summary: "y", Args: "{}", Decision: confirm.DecisionAllowedByPolicy, DecidedBy: bot.PolicyActor, DecidedAt: &t0,
+		Summary: "y", Args: "{}", State: cardpkg.State{Kind: cardpkg.AllowedByPolicy, At: &t0},
 		Run: confirm.RunFailed, Result: "HTTP 500 <!everyone> <https://evil|x> \x1b[2J",
+	}, cardpkg.Call{
+		Ref: "k3q9x2abcdefghijklmnopqrst.4", Number: 5, Key: "call_z", Tool: "wipe",
+		Summary: "z", Args: "{}", State: cardpkg.State{Kind: cardpkg.DeniedByRule, At: &t0, Rule: "<!here> `r`\u200b", Message: "<!channel>"},
+	}, cardpkg.Call{
+		Ref: "k3q9x2abcdefghijklmnopqrst.5", Number: 6, Key: "call_g", Tool: "deploy",
+		Summary: "g", Args: "{}", Flagged: true, Approvals: 1, State: cardpkg.State{Kind: cardpkg.AllowedByGrant, At: &t0, GrantID: "<!here>\u200b"},
+	}, cardpkg.Call{
+		Ref: "k3q9x2abcdefghijklmnopqrst.6", Number: 7, Key: "call_h", Tool: "deploy",
+		Summary: "h", Args: "{}", Flagged: true, Approvals: 1, State: cardpkg.State{Kind: cardpkg.AllowedByGrant, At: &t0, GrantID: "g7hq2k"},
+	}, cardpkg.Call{
+		Ref: "k3q9x2abcdefghijklmnopqrst.7", Number: 8, Key: "call_n", Tool: "deploy",
+		Summary: "n", Args: "{}", Flagged: true, Approvals: 1, State: cardpkg.State{Kind: cardpkg.NotRun, Message: "<!everyone> \u2066"},
+	}, cardpkg.Call{
+		Ref: "k3q9x2abcdefghijklmnopqrst.8", Number: 9, Key: "call_w", Tool: "deploy",
+		Summary: "w", Args: "{}", Flagged: true, Approvals: 1, State: cardpkg.State{Kind: cardpkg.Withdrawn, By: "<!channel>", Reason: "<@UALICE>"},
 	})
 	return c
 }
 
+// hostileGrants: who granted, as a store might hold it: not a Slack id.
+var hostileGrants = map[string]string{"g7hq2k": "<!channel> \u202e"}
+
 func TestHostileCardIsInert(t *testing.T) {
 	card := hostileCard()
-	blocks := Render(card)
+	blocks := RenderWith(card, hostileGrants)
 	raw := mustJSON(blocks)
 	shown, live := readBlocks(t, raw)
 	if bad := liveProblems(live+FallbackText(card), shown+FallbackText(card)); len(bad) != 0 {
 		t.Fatalf("live or hidden: %v\nlive:\n%s", bad, live)
 	}
+	if strings.Contains(live, "UMALLORY") { // named only by the model and in a malformed restriction
+		t.Errorf("someone the model named is mentioned:\n%s", live)
+	}
 	for _, want := range []string{
 		"Restart api\\u202egnp.exe\\u200b <!channel> <!here> <!subteam^SOPS> @everyone <@UMALLORY>", // the read-back as written
 		"\"note\": \"Restart api\\u202egnp.exe\\u200b <!channel>",                                   // the arguments, hidden characters escaped
 		"more characters hidden. Show full arguments opens them whole.",
-		"Why a person is asked: a call of this tool with these arguments had an unknown outcome <!channel>",
+		"needs 2 approvals: an earlier equal call's outcome is unknown: check whether it took effect; rule <!channel> *r* \\u202e",
+		"Who may decide: <@UMALLORY>, group <!subteam^SOPS>, <!subteam^SOPS>, role <!everyone>",
+		"Waiting for approvers: 2 of 2 approvals: <!here>, <@UALICE>",
 		"Reason: <!channel> *no* :skull: \\u202e",
 		"failed: HTTP 500 <!everyone> <https://evil|x> \\u001b[2J",
+		"Refused by rule <!here> `r`\\u200b; not run",
+		"Allowed by grant <!here>\\u200b",
+		"Allowed by <!channel> \\u202e's grant",
+		"Not run: <!everyone> \\u2066",
+		"Withdrawn by the requester <!channel>; not run\nReason: <@UALICE>",
 	} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("the card does not show %q:\n%s", want, shown)
 		}
 	}
-	if strings.Contains(FallbackText(card), "evil") {
+	if strings.Contains(FallbackText(card), "evil") || strings.Contains(FallbackText(card), "<") {
 		t.Errorf("model text in the notification text: %q", FallbackText(card))
 	}
 	var show int
@@ -310,6 +418,46 @@ func TestHostileCardIsInert(t *testing.T) {
 	}
 	if show != 1 {
 		t.Errorf("%d show-arguments buttons, want 1", show)
+	}
+}
+
+// A grant notice names people and the tool inertly; Revoke (no style,
+// the grant's reference) only while the grant is active.
+func TestGrantNotice(t *testing.T) {
+	evil := cardpkg.GrantNotice{Ref: confirm.GrantRef("g7hq2k"), GrantID: "g7hq2k", Tool: "de<!channel>ploy\u202e", By: "<!here>", Until: t0.Add(time.Hour)}
+	for name, tc := range map[string]struct {
+		n      cardpkg.GrantNotice
+		now    time.Time
+		revoke bool
+		says   string
+	}{
+		"active":  {grantNotice(), t0, true, "<@UALICE> granted calls of deploy in this thread without a card until 2026-11-29 13:00 UTC."},
+		"revoked": {revokedNotice(), t0, false, "Revoked by <@UCAROL> 2026-11-29 12:01:30 UTC. Later calls need a card again."},
+		"expired": {grantNotice(), t0.Add(2 * time.Hour), false, "Expired. Later calls need a card again."},
+		"hostile": {evil, t0, true, "<!here> granted calls of de<!channel>ploy\\u202e in this thread"},
+	} {
+		blocks := RenderGrantNotice(tc.n, tc.now)
+		shown, live := readBlocks(t, mustJSON(blocks))
+		text := GrantNoticeText(tc.n)
+		if bad := liveProblems(live+text, shown+text); len(bad) != 0 {
+			t.Errorf("%s: live or hidden: %v\n%s\n%s", name, bad, live, text)
+		}
+		if strings.ContainsAny(text, "<>") || (name == "hostile" && strings.Contains(live, "<@")) {
+			t.Errorf("%s: the notice's text pings: %q / %q", name, text, live)
+		}
+		if !strings.Contains(shown, tc.says) {
+			t.Errorf("%s: the notice does not say %q:\n%s", name, tc.says, shown)
+		}
+		bs := buttons(blocks)
+		if !tc.revoke {
+			if len(bs) != 0 {
+				t.Errorf("%s: buttons on an inactive grant: %+v", name, bs)
+			}
+			continue
+		}
+		if len(bs) != 1 || bs[0].ActionID != ActionRevokeGrant || bs[0].Value != tc.n.Ref || bs[0].Style != "" {
+			t.Errorf("%s: buttons %+v, want one Revoke", name, bs)
+		}
 	}
 }
 
@@ -329,18 +477,6 @@ func TestEscapeClip(t *testing.T) {
 		}
 		if utf8.RuneCountInString(escapeClip(tc.in, tc.n)) > tc.n {
 			t.Errorf("escapeClip(%q, %d) too long", tc.in, tc.n)
-		}
-	}
-}
-
-func TestDenyReason(t *testing.T) {
-	for msg, want := range map[string]string{
-		confirm.DefaultDenyMessage: "",
-		confirm.DefaultDenyMessage + ` Reason given by the approver (UALICE): "not now \"please\""`: `not now "please"`,
-		"The user moved on.": "The user moved on.",
-	} {
-		if got := denyReason(msg); got != want {
-			t.Errorf("denyReason(%q) = %q, want %q", msg, got, want)
 		}
 	}
 }

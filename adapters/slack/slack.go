@@ -23,9 +23,16 @@
 // on the card, saying how many characters are hidden; while the card
 // waits, a "Show full arguments" button (no style) opens them whole in a
 // read-only modal for the clicker alone. Allow is the only primary button
-// and Deny the only danger button. Everything the model, a tool or a
-// person wrote is shown inert (escape.go): rich text shown literally,
-// with characters that would act unseen written as escapes.
+// and Deny the only danger button. Each call says why a person is asked
+// (and how many must allow); a call needing several approvals shows the
+// approvals so far ("1 of 2 approvals: @alice") and keeps its buttons
+// until decided. Where grants are on, a grantable call also offers
+// "Allow for 1h" (no style), which allows it and lets later calls of its
+// tool in the thread run without a card; the grant's notice (grant.go)
+// has a Revoke button for approvers. Everything the model, a tool, a rule
+// or a person wrote is shown inert (escape.go): rich text shown
+// literally, with characters that would act unseen written as escapes;
+// people are user elements, never mrkdwn of the model's making.
 //
 // Only the installed workspace is served: events and clicks whose
 // team_id is not the one auth.test named at Start are dropped and logged.
@@ -33,8 +40,10 @@
 // Only the reminder pings: Post escapes every other text, so a model
 // cannot mention people, @channel, @here or user groups.
 // "Deny with reason…" opens a modal whose submission denies with the text.
-// Refused clicks (not an approver, already decided, expired, superseded)
-// get bot.UserMessage as an ephemeral reply; logs get the detail.
+// Refused clicks (not an approver, the requester allowing their own call,
+// an approval already given, already decided, expired, superseded, a grant
+// already revoked) get bot.UserMessage as an ephemeral reply; logs get the
+// detail.
 //
 // The adapter reads no environment variables: everything comes from
 // Config, which cmd/airlock fills from the config file.
@@ -56,6 +65,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // Platform is this platform's name in config (`channels[].platform`) and
@@ -98,12 +109,14 @@ type Bot interface {
 	Note(ctx context.Context, t bot.Turn) error
 	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
 	Decide(ctx context.Context, c bot.Click) error
-	PendingCard(ctx context.Context, th bot.Thread) (*bot.Card, error)
+	Revoke(ctx context.Context, c bot.Click) error
+	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
 	Channels() *bot.Channels
 }
 
 // EventStore is what the adapter needs from storage: recording event ids
-// so a retried delivery starts no second turn.
+// so a retried delivery starts no second turn. When it also has Grant
+// (GrantStore), cards say whose grant allowed a call.
 type EventStore interface {
 	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (first bool, err error)
 }
@@ -117,6 +130,7 @@ type Adapter struct {
 	log    *slog.Logger
 	now    func() time.Time
 	groups *groupCache
+	grants *grantNames
 
 	mu      sync.RWMutex
 	self    identity
@@ -136,8 +150,9 @@ type identity struct {
 }
 
 var (
-	_ bot.Platform  = (*Adapter)(nil)
-	_ bot.Mentioner = (*Adapter)(nil)
+	_ bot.Platform     = (*Adapter)(nil)
+	_ bot.Mentioner    = (*Adapter)(nil)
+	_ bot.GrantNoticer = (*Adapter)(nil)
 )
 
 // New checks the config and returns an adapter. It installs the Slack user
@@ -203,6 +218,10 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 		mentionNonce: rand.Text(),
 	}
 	a.groups = newGroupCache(a.fetchGroup, cfg.Now, DefaultGroupTTL)
+	a.grants = &grantNames{}
+	if gs, ok := store.(GrantStore); ok {
+		a.grants.store = gs
+	}
 	if ap := b.Channels(); ap != nil {
 		ap.SetGroupResolver(Platform, a.groups.members)
 	}
@@ -300,10 +319,10 @@ func (a *Adapter) spawn(what string, fn func(ctx context.Context)) {
 // --- bot.Platform ---
 
 // PostCard posts the card in the thread and returns "<channel>/<ts>".
-func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, card bot.Card) (string, error) {
+func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (string, error) {
 	opts := []slack.MsgOption{
-		slack.MsgOptionBlocks(Render(card)...),
-		slack.MsgOptionText(FallbackText(card), false),
+		slack.MsgOptionBlocks(RenderWith(c, a.grants.of(ctx, c))...),
+		slack.MsgOptionText(FallbackText(c), false),
 		slack.MsgOptionDisableLinkUnfurl(),
 		slack.MsgOptionDisableMediaUnfurl(),
 	}
@@ -321,14 +340,14 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, card bot.Card) (s
 }
 
 // UpdateCard replaces the posted card (chat.update).
-func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, card bot.Card) error {
+func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
 	ch, ts, err := ParseCardRef(ref)
 	if err != nil {
 		return err
 	}
 	_, _, _, err = a.api.UpdateMessageContext(ctx, ch, ts,
-		slack.MsgOptionBlocks(Render(card)...),
-		slack.MsgOptionText(FallbackText(card), false),
+		slack.MsgOptionBlocks(RenderWith(c, a.grants.of(ctx, c))...),
+		slack.MsgOptionText(FallbackText(c), false),
 	)
 	if err != nil {
 		return fmt.Errorf("slack: chat.update (card): %w", err)
@@ -379,7 +398,7 @@ func (a *Adapter) post(ctx context.Context, th bot.Thread, text string, blocks [
 // reminder the bot then posts with Post. It returns markers carrying a
 // secret nonce that Post turns into mentions of those users and groups;
 // the same characters written by a model stay inert text.
-func (a *Adapter) Mention(s bot.ApproverSet) string {
+func (a *Adapter) Mention(s confirm.Approvers) string {
 	var out []string
 	for _, u := range s.Users {
 		if userIDPattern.MatchString(u) {
@@ -492,7 +511,8 @@ var (
 	tsPattern        = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
 )
 
-// CardRef is the reference PostCard returns: "<channel id>/<message ts>".
+// CardRef is the reference PostCard and PostGrantNotice return:
+// "<channel id>/<message ts>".
 func CardRef(channel, ts string) string { return channel + "/" + ts }
 
 // ParseCardRef splits a reference made by CardRef.

@@ -1,0 +1,168 @@
+package slack
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Grants. "Allow for 1h" on a call allows it and grants later calls of its
+// tool in the thread for that long; the bot then posts a grant notice
+// (PostGrantNotice): who granted which tool until when, with a Revoke
+// button while the grant is active. Revoke (any approver of the channel)
+// updates the notice to say who revoked it, without the button.
+
+// RenderGrantNotice returns the Block Kit blocks of a grant notice: who
+// granted which tool in the thread until when (people as user elements,
+// times as date elements, the tool's name literal), who revoked it and
+// when once revoked, and while it is active at now a Revoke button (no
+// style) carrying the grant's opaque reference.
+func RenderGrantNotice(n cardpkg.GrantNotice, now time.Time) []slack.Block {
+	els := []slack.RichTextSectionElement{
+		emoji("key"), rtText(" ", nil), person(n.By),
+		rtText(" granted calls of ", nil), rtText(revealClip(oneLine(n.Tool), maxToolChars), code),
+		rtText(" in this thread without a card until ", nil),
+	}
+	els = append(els, date(n.Until, "{date_short_pretty} at {time}")...)
+	els = append(els, rtText(".", nil))
+	active := n.Active(now)
+	switch {
+	case n.RevokedAt != nil:
+		els = append(els, rtText("\nRevoked by ", bold), person(n.RevokedBy))
+		els = append(els, when(n.RevokedAt)...)
+		els = append(els, rtText(". Later calls need a card again.", nil))
+	case !active:
+		els = append(els, rtText("\nExpired. ", bold), rtText("Later calls need a card again.", nil))
+	}
+	blocks := []slack.Block{slack.NewRichTextBlock("grant", slack.NewRichTextSection(els...))}
+	if active {
+		revoke := slack.NewButtonBlockElement(ActionRevokeGrant, n.Ref, plain("Revoke"))
+		revoke.AccessibilityLabel = clip("Revoke the grant for "+clip(oneLine(revealClip(n.Tool, 40)), 40), 75)
+		blocks = append(blocks,
+			slack.NewActionBlock("grant_actions", revoke),
+			slack.NewContextBlock("grant_footer", mrkdwn("Each call it allows is noted in this thread. Any approver of this channel may revoke it.")),
+		)
+	}
+	return blocks
+}
+
+// GrantNoticeText is a grant notice's plain text (notifications, clients
+// without Block Kit): the notice's shared words, escaped, so user ids in
+// it are plain text and ping nobody.
+func GrantNoticeText(n cardpkg.GrantNotice) string { return clip(postText(n.Text()), 3000) }
+
+// date is a time as a date element: each reader sees it in their own time
+// zone; the fallback is UTC.
+func date(t time.Time, format string) []slack.RichTextSectionElement {
+	if t.IsZero() {
+		return []slack.RichTextSectionElement{rtText("an unknown time", nil)}
+	}
+	fallback := t.UTC().Format("2006-01-02 15:04 UTC")
+	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), format, nil, &fallback)}
+}
+
+// PostGrantNotice implements bot.GrantNoticer: it posts the notice in
+// the thread and returns "<channel>/<ts>".
+func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n cardpkg.GrantNotice) (string, error) {
+	a.grants.remember(n.GrantID, n.By)
+	opts := []slack.MsgOption{
+		slack.MsgOptionBlocks(RenderGrantNotice(n, a.now())...),
+		slack.MsgOptionText(GrantNoticeText(n), false),
+		slack.MsgOptionDisableLinkUnfurl(),
+		slack.MsgOptionDisableMediaUnfurl(),
+	}
+	if th.Thread != "" {
+		opts = append(opts, slack.MsgOptionTS(th.Thread))
+	}
+	ch, ts, err := a.api.PostMessageContext(ctx, th.Channel, opts...)
+	if err != nil {
+		return "", fmt.Errorf("slack: chat.postMessage (grant notice): %w", err)
+	}
+	if ch == "" {
+		ch = th.Channel
+	}
+	return CardRef(ch, ts), nil
+}
+
+// UpdateGrantNotice implements bot.GrantNoticer: it replaces the posted
+// notice (chat.update), without Revoke once the grant is revoked.
+func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.GrantNotice) error {
+	ch, ts, err := ParseCardRef(ref)
+	if err != nil {
+		return err
+	}
+	_, _, _, err = a.api.UpdateMessageContext(ctx, ch, ts,
+		slack.MsgOptionBlocks(RenderGrantNotice(n, a.now())...),
+		slack.MsgOptionText(GrantNoticeText(n), false),
+	)
+	if err != nil {
+		return fmt.Errorf("slack: chat.update (grant notice): %w", err)
+	}
+	return nil
+}
+
+// GrantStore is what the adapter may use of storage to say whose grant
+// allowed a call: the store New gets is asked when it has this method.
+type GrantStore interface {
+	Grant(ctx context.Context, id string) (*confirm.Grant, error)
+}
+
+// grantNames remembers who granted each grant (it never changes), from
+// the notices posted and from storage when it can be asked.
+type grantNames struct {
+	store GrantStore // nil: only the notices this process posted are known
+
+	mu  sync.Mutex
+	who map[string]string
+}
+
+// maxGrantNames bounds the memory; past it, it starts over.
+const maxGrantNames = 1024
+
+func (g *grantNames) remember(id, by string) {
+	if id == "" || by == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.who == nil || len(g.who) >= maxGrantNames {
+		g.who = map[string]string{}
+	}
+	g.who[id] = by
+}
+
+// of maps the grants that allowed calls of the card to who granted them,
+// as far as known; a grant not found is named by its id on the card.
+func (g *grantNames) of(ctx context.Context, c cardpkg.Card) map[string]string {
+	var out map[string]string
+	for _, call := range c.Calls {
+		id := call.State.GrantID
+		if call.State.Kind != cardpkg.AllowedByGrant || id == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if _, done := out[id]; done {
+			continue
+		}
+		g.mu.Lock()
+		by := g.who[id]
+		g.mu.Unlock()
+		if by == "" && g.store != nil {
+			if gr, err := g.store.Grant(ctx, id); err == nil && gr != nil {
+				by = gr.CreatedBy
+				g.remember(id, by)
+			}
+		}
+		out[id] = by
+	}
+	return out
+}
