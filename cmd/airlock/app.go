@@ -37,6 +37,8 @@ Usage:
   airlock discord-invite -config FILE print the Discord install URL with the permissions the bot needs
   airlock audit        -config FILE [-conversation ID] [-since DURATION] [-json]
                                       who asked, the exact arguments, who decided, when, and the outcome of every call
+  airlock grants       -config FILE [-active]   list grants ("Allow for" approvals of a tool in a thread)
+  airlock grants revoke -config FILE ID        revoke a grant
   airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
                                       repeat a storm of concurrent clicks on one button; every storm must run the tool once
 `
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return audit(ctx, args[1:], stdout, stderr)
 	case "soak":
 		return soak(ctx, args[1:], stdout, stderr)
+	case "grants":
+		return grants(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("airlock "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -171,7 +175,10 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		Store:              db,
 		Model:              provider,
 		Tools:              set,
-		Policy:             confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools),
+		Policy:             confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools, cfg.Confirmation.RuleSet()),
+		DefaultApprovals:   cfg.Confirmation.Approvals,
+		SelfApproval:       cfg.Confirmation.SelfApproval,
+		GrantFor:           cfg.Confirmation.Grants.For(),
 		Channels:           bot.NewChannels(entries),
 		SystemPrompt:       cfg.Model.SystemPrompt,
 		MaxToolRounds:      cfg.Model.MaxToolRounds,
@@ -216,10 +223,12 @@ func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
 
 func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	sh := shell.New(stdin, stdout)
-	// One local person types here: no per-user turn rate applies.
+	// One local person types here: no per-user turn rate applies, and
+	// they approve their own calls (there is nobody else).
 	local := *cfg
 	noLimit := 0
 	local.Limits.TurnsPerMinute = &noLimit
+	local.Confirmation.SelfApproval = true
 	a, err := build(ctx, &local, logger, bot.Channel{Platform: shell.Platform, ID: sh.Channel, Approvers: []string{sh.User}})
 	if err != nil {
 		return err

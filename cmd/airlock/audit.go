@@ -27,6 +27,11 @@ type callRecord struct {
 	Args           json.RawMessage `json:"args"`
 	Summary        string          `json:"summary,omitempty"`
 	NeedsApproval  bool            `json:"needs_approval"`
+	Reasons        []string        `json:"reasons,omitempty"`   // why a person was asked, or the rule that refused it
+	Approvals      int             `json:"approvals,omitempty"` // distinct approvals it needed
+	Rule           string          `json:"rule,omitempty"`      // the rule that refused it
+	ApprovedBy     []approval      `json:"approved_by,omitempty"`
+	Grant          *grantStory     `json:"grant,omitempty"` // the grant this call created or used
 	Decision       string          `json:"decision"`
 	DecidedBy      string          `json:"decided_by,omitempty"`
 	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
@@ -34,6 +39,22 @@ type callRecord struct {
 	Outcome        string          `json:"outcome"`
 	Result         string          `json:"result,omitempty"`
 	RejectedClicks []rejectedClick `json:"rejected_clicks,omitempty"`
+}
+
+type approval struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// grantStory is a grant as the audit tells it: created by an "Allow for"
+// on one call, used by later calls, maybe revoked.
+type grantStory struct {
+	ID        string     `json:"id"`
+	Role      string     `json:"role"` // created | used
+	By        string     `json:"by,omitempty"`
+	Until     *time.Time `json:"until,omitempty"`
+	RevokedBy string     `json:"revoked_by,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
 type rejectedClick struct {
@@ -61,14 +82,20 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 		switch e.Kind {
 		case confirm.AuditToolCall:
 			var d struct {
-				Args     json.RawMessage `json:"args"`
-				Flagged  bool            `json:"flagged"`
-				Decision string          `json:"decision"`
-				Summary  string          `json:"summary"`
+				Args      json.RawMessage  `json:"args"`
+				Flagged   bool             `json:"flagged"`
+				Decision  string           `json:"decision"`
+				Summary   string           `json:"summary"`
+				Reasons   []confirm.Reason `json:"reasons"`
+				Approvals int              `json:"approvals"`
 			}
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
 			r.AskedBy, r.AskedAt, r.Args, r.NeedsApproval, r.Summary = e.Actor, e.At, d.Args, d.Flagged, d.Summary
+			r.Approvals = d.Approvals
+			for _, reason := range d.Reasons {
+				r.Reasons = append(r.Reasons, reason.String())
+			}
 			if d.Decision != "" {
 				r.Decision = d.Decision
 			}
@@ -76,11 +103,42 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 			var d struct {
 				Status  string `json:"status"`
 				Message string `json:"message"`
+				Reason  string `json:"reason"`
+				Rule    string `json:"rule"`
 			}
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
 			at := e.At
-			r.Decision, r.DecidedBy, r.DecidedAt, r.DenyMessage = d.Status, e.Actor, &at, d.Message
+			r.Decision, r.DecidedBy, r.DecidedAt, r.DenyMessage, r.Rule = d.Status, e.Actor, &at, d.Message, d.Rule
+			if d.Reason != "" {
+				r.DenyMessage = d.Reason
+			}
+			if d.Status == string(confirm.DecisionAllowed) && r.Approvals > 1 && (len(r.ApprovedBy) == 0 || r.ApprovedBy[len(r.ApprovedBy)-1].By != e.Actor) {
+				r.ApprovedBy = append(r.ApprovedBy, approval{By: e.Actor, At: e.At})
+			}
+		case confirm.AuditApproval:
+			r := get(e)
+			r.ApprovedBy = append(r.ApprovedBy, approval{By: e.Actor, At: e.At})
+		case confirm.AuditGrantCreated, confirm.AuditGrantUsed, confirm.AuditGrantRevoked:
+			var d struct {
+				GrantID   string    `json:"grant_id"`
+				ExpiresAt time.Time `json:"expires_at"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
+			r := get(e)
+			switch e.Kind {
+			case confirm.AuditGrantCreated:
+				until := d.ExpiresAt
+				r.Grant = &grantStory{ID: d.GrantID, Role: "created", By: e.Actor, Until: &until}
+			case confirm.AuditGrantUsed:
+				r.Grant = &grantStory{ID: d.GrantID, Role: "used"}
+			case confirm.AuditGrantRevoked:
+				if r.Grant == nil {
+					r.Grant = &grantStory{ID: d.GrantID, Role: "created"}
+				}
+				at := e.At
+				r.Grant.RevokedBy, r.Grant.RevokedAt = e.Actor, &at
+			}
 		case confirm.AuditToolResult:
 			var d struct {
 				Status string `json:"status"`
@@ -176,6 +234,29 @@ func printRecords(w io.Writer, records []*callRecord) {
 		fmt.Fprintf(tw, "%s\t%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.AskedAt.UTC().Format(time.DateTime), r.ConversationID, shortID(r.BatchID), r.Key, r.Tool, r.AskedBy,
 			r.Decision, by, decided, outcome, oneLine(string(r.Args), 200))
+		if len(r.Reasons) > 0 {
+			need := ""
+			if r.Approvals > 1 {
+				need = fmt.Sprintf("%d approvals: ", r.Approvals)
+			}
+			fmt.Fprintf(tw, "\t\t\t\t  why asked\t%s%s\t\t\t\t\n", need, strings.Join(r.Reasons, "; "))
+		}
+		if r.Rule != "" {
+			fmt.Fprintf(tw, "\t\t\t\t  refused by rule\t%s\t\t\t\t\n", r.Rule)
+		}
+		for _, a := range r.ApprovedBy {
+			fmt.Fprintf(tw, "\t\t\t\t  approval\t\t%s\t%s\t\t\n", a.By, a.At.UTC().Format(time.DateTime))
+		}
+		if g := r.Grant; g != nil {
+			line := "grant " + g.ID + " " + g.Role
+			if g.Until != nil {
+				line += " until " + g.Until.UTC().Format(time.DateTime)
+			}
+			if g.RevokedAt != nil {
+				line += fmt.Sprintf("; revoked by %s at %s", g.RevokedBy, g.RevokedAt.UTC().Format(time.DateTime))
+			}
+			fmt.Fprintf(tw, "\t\t\t\t  %s\t\t%s\t\t\t\n", line, g.By)
+		}
 		for _, c := range r.RejectedClicks {
 			fmt.Fprintf(tw, "\t\t\t\t  rejected click\t%s\t%s\t%s\t\t\n", c.Why, c.By, c.At.UTC().Format(time.DateTime))
 		}

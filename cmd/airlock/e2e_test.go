@@ -349,7 +349,8 @@ func TestEndToEndShell(t *testing.T) {
 	p.send("/deny 1 change freeze until Monday")
 	denied := p.waitFor("model saw:")
 	denied += p.waitFor("\n")
-	if !strings.Contains(denied, "denied by local") || !strings.Contains(denied, "change freeze until Monday") {
+	// The local user asked and denied: the terminal shows it as withdrawn.
+	if !strings.Contains(denied, "withdrawn by the requester local") || !strings.Contains(denied, "change freeze until Monday") {
 		t.Fatalf("deny output:\n%s", denied)
 	}
 	if n := len(tools.calls()); n != 2 {

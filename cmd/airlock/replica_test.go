@@ -35,6 +35,7 @@ type slackAPI struct {
 	*httptest.Server
 	mu     sync.Mutex
 	posts  []url.Values // chat.postMessage calls
+	ephem  []url.Values // chat.postEphemeral calls
 	outbox chan []byte  // Socket Mode envelopes to send
 	acks   []string
 }
@@ -74,6 +75,9 @@ func newSlackAPI(t *testing.T) *slackAPI {
 		case "chat.update":
 			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, params.Get("channel"), params.Get("ts"))
 		case "chat.postEphemeral":
+			s.mu.Lock()
+			s.ephem = append(s.ephem, params)
+			s.mu.Unlock()
 			fmt.Fprint(w, `{"ok":true,"message_ts":"1900000000.999999"}`)
 		case "usergroups.users.list":
 			fmt.Fprint(w, `{"ok":true,"users":[]}`)
@@ -165,6 +169,52 @@ func (s *slackAPI) allowValue() string {
 	return ""
 }
 
+// buttons returns the values of the buttons with the action id, in the
+// order their messages were posted.
+func (s *slackAPI) buttons(actionID string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["action_id"] == actionID {
+				if val, ok := v["value"].(string); ok {
+					out = append(out, val)
+				}
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	for _, p := range s.posts {
+		var blocks []any
+		if json.Unmarshal([]byte(p.Get("blocks")), &blocks) == nil {
+			walk(blocks)
+		}
+	}
+	return out
+}
+
+// ephemerals returns the text of every ephemeral message, for the user.
+func (s *slackAPI) ephemerals(user string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, p := range s.ephem {
+		if p.Get("user") == user {
+			out = append(out, p.Get("text")+" "+p.Get("blocks"))
+		}
+	}
+	return out
+}
+
 // cards counts the posted messages that carry an Allow button.
 func (s *slackAPI) cards() int {
 	s.mu.Lock()
@@ -223,6 +273,12 @@ func mentionBody(eventID, ts, threadTS, text string) []byte {
 }
 
 func clickBody(user, value string) []byte {
+	return actionBody(user, slack.ActionAllow, value)
+}
+
+// actionBody is a block_actions interaction: user pressed the button with
+// the action id and value.
+func actionBody(user, actionID, value string) []byte {
 	p, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "trigger_id": "1.2.3", "api_app_id": "A1",
 		"user":      map[string]any{"id": user, "username": "u", "team_id": "T1"},
@@ -230,7 +286,7 @@ func clickBody(user, value string) []byte {
 		"channel":   map[string]any{"id": "COPS", "name": "ops"},
 		"container": map[string]any{"type": "message", "message_ts": "1900000000.000001", "channel_id": "COPS", "thread_ts": "1800000000.000100"},
 		"message":   map[string]any{"type": "message", "ts": "1900000000.000001", "user": "UBOT", "thread_ts": "1800000000.000100"},
-		"actions":   []any{map[string]any{"action_id": slack.ActionAllow, "block_id": "b", "value": value, "type": "button", "action_ts": "1"}},
+		"actions":   []any{map[string]any{"action_id": actionID, "block_id": "b", "value": value, "type": "button", "action_ts": "1"}},
 	})
 	return []byte(url.Values{"payload": {string(p)}}.Encode())
 }

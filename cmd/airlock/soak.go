@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/storage"
@@ -163,14 +164,14 @@ type soakPlatform struct {
 	ref string
 }
 
-func (p *soakPlatform) PostCard(_ context.Context, _ bot.Thread, c bot.Card) (string, error) {
+func (p *soakPlatform) PostCard(_ context.Context, _ bot.Thread, c card.Card) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ref = c.Calls[0].Ref
 	return c.BatchID, nil
 }
-func (p *soakPlatform) UpdateCard(context.Context, bot.Thread, string, bot.Card) error { return nil }
-func (p *soakPlatform) Post(context.Context, bot.Thread, string) error                 { return nil }
+func (p *soakPlatform) UpdateCard(context.Context, bot.Thread, string, card.Card) error { return nil }
+func (p *soakPlatform) Post(context.Context, bot.Thread, string) error                  { return nil }
 func (p *soakPlatform) lastRef() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
