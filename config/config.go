@@ -256,9 +256,13 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	return &c, nil
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+var envRef = regexp.MustCompile(`\$\{(file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?)\}`)
 
-// expandNode replaces ${NAME} (and ${NAME:-default}) in scalar values. It
+// maxSecretFile bounds a file read through ${file:PATH}.
+const maxSecretFile = 64 << 10
+
+// expandNode replaces ${NAME} (and ${NAME:-default}) in scalar values with
+// environment variables, and ${file:PATH} with a file's text. It
 // works on parsed values, so an environment value can never add YAML
 // structure or keys. An unset variable without a default is an error naming
 // the key and the variable (never its value).
@@ -286,34 +290,60 @@ func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool), s
 		if !strings.Contains(n.Value, "${") {
 			return nil
 		}
-		var missing string
+		var problem error
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			m := envRef.FindStringSubmatch(ref)
-			if v, ok := lookup(m[1]); ok && v != "" {
+			keep := func(v string) string {
 				if len(v) >= minSecretLen {
 					*secrets = append(*secrets, v)
 				}
 				return v
 			}
-			if m[2] != "" {
-				if len(m[3]) >= minSecretLen {
-					*secrets = append(*secrets, m[3])
+			if file := m[2]; file != "" {
+				v, err := readSecretFile(file)
+				if err != nil && problem == nil {
+					problem = keyErr(path, "%v", err)
 				}
-				return m[3]
+				return keep(v)
 			}
-			if missing == "" {
-				missing = m[1]
+			if v, ok := lookup(m[3]); ok && v != "" {
+				return keep(v)
+			}
+			if m[4] != "" {
+				return keep(m[5])
+			}
+			if problem == nil {
+				problem = keyErr(path, "environment variable %s is not set", m[3])
 			}
 			return ""
 		})
-		if missing != "" {
-			return keyErr(path, "environment variable %s is not set", missing)
+		if problem != nil {
+			return problem
 		}
 		if n.Style == 0 {
 			n.Tag = "" // a plain scalar: its expanded text decides its type
 		}
 	}
 	return nil
+}
+
+// readSecretFile reads a ${file:PATH} value (a Docker or Kubernetes
+// secret): the file's text without its trailing newline. Errors name the
+// path, never the content.
+func readSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("secret file %s: %w", path, errors.Unwrap(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return "", fmt.Errorf("secret file %s: read: %w", path, err)
+	}
+	if len(data) > maxSecretFile {
+		return "", fmt.Errorf("secret file %s: larger than %d bytes", path, maxSecretFile)
+	}
+	return strings.TrimRight(string(data), "\r\n"), nil
 }
 
 func join(path, key string) string {

@@ -259,3 +259,23 @@ channels:
 		t.Fatalf("channels: %+v", c.Channels)
 	}
 }
+
+func TestSecretsFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	secret := dir + "/token"
+	if err := os.WriteFile(secret, []byte("xoxb-from-a-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := minimal + "  api_key: ${file:" + secret + "}\n"
+	c, err := Parse([]byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model.APIKey != "xoxb-from-a-file" || !strings.Contains(strings.Join(c.Secrets(), ","), "xoxb-from-a-file") {
+		t.Fatalf("api_key %q, secrets %q", c.Model.APIKey, c.Secrets())
+	}
+	_, err = Parse([]byte(minimal+"  api_key: ${file:"+dir+"/missing}\n"), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "model.api_key:") || !strings.Contains(err.Error(), dir+"/missing") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
