@@ -44,6 +44,20 @@ type GrantNoticer interface {
 	UpdateGrantNotice(ctx context.Context, th Thread, ref string, n card.GrantNotice) error
 }
 
+// Metrics is what the bot records (*metrics.Metrics has it).
+type Metrics interface {
+	// Decision records a decision on a call that needed a person
+	// (allowed, denied, expired, abandoned) and its wait since the pause.
+	Decision(outcome string, wait time.Duration)
+	// ToolRun records a run's outcome (succeeded, failed, unknown) and duration.
+	ToolRun(tool, status string, d time.Duration)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Decision(string, time.Duration)        {}
+func (noMetrics) ToolRun(string, string, time.Duration) {}
+
 // Tools is what the bot needs from the tool set.
 type Tools interface {
 	Get(name string) (tools.Tool, bool)
@@ -83,6 +97,8 @@ type Config struct {
 	MaxHistoryMessages int
 	// MaxMessageChars cuts longer messages sent to the model; default 8000.
 	MaxMessageChars int
+	// Metrics records decisions and runs; nil records nothing.
+	Metrics Metrics
 	// Trace, when set, is called at named points of the confirmation path
 	// ("decided", "ran"); crash tests use it to stop the process there.
 	Trace func(point string)
@@ -130,6 +146,9 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
 	}
 	if cfg.Redact == nil {
 		cfg.Redact = func(s string) string { return s }

@@ -146,6 +146,13 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "call no longer pending")
 		return ErrAlreadyClosed
 	}
+	if res.Decided {
+		outcome := "denied"
+		if d.Status == confirm.DecisionAllowed {
+			outcome = "allowed"
+		}
+		b.cfg.Metrics.Decision(outcome, b.now().Sub(batch.CreatedAt))
+	}
 	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", c.User,
 		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
 	if batch.CardRef == "" {

@@ -206,7 +206,9 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 	// closed connection): cutting it off would report "failed" for an
 	// action that may have happened. The tool's own timeout bounds it; a
 	// process that exits meanwhile leaves it running, hence unknown.
+	started := time.Now()
 	out, runErr := tool.Run(context.WithoutCancel(ctx), tc.Args, c.IdempotencyKey)
+	elapsed := time.Since(started)
 	status, result := confirm.RunSucceeded, b.scrub(out)
 	switch {
 	case errors.Is(runErr, tools.ErrOutcomeUnknown):
@@ -218,6 +220,7 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 	case runErr != nil:
 		status, result = confirm.RunFailed, b.scrub(runErr.Error())
 	}
+	b.cfg.Metrics.ToolRun(tc.Name, string(status), elapsed)
 	// The outcome must be written even when ctx ended while the tool ran.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -381,6 +384,9 @@ func (b *Bot) Sweep(ctx context.Context) error {
 			return fmt.Errorf("load conversation: %w", err)
 		}
 		b.log.Info("approval expired", "batch", id, "calls", n)
+		for range n {
+			b.cfg.Metrics.Decision("expired", b.now().Sub(batch.CreatedAt))
+		}
 		b.refreshCard(ctx, conv, id)
 		if err := b.resume(ctx, conv, id); err != nil {
 			b.log.Error("continue after expiry", "batch", id, "err", err)

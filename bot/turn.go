@@ -207,6 +207,9 @@ func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 		if n > 0 {
 			b.log.Info("pause abandoned: the user moved on", "batch", pending.ID, "conversation", conv.ID)
 		}
+		for range n {
+			b.cfg.Metrics.Decision("abandoned", b.now().Sub(pending.CreatedAt))
+		}
 	} else if !errors.Is(err, confirm.ErrNotFound) {
 		return fmt.Errorf("load pending pause: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/metrics"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/gemini"
 	"github.com/airlockhq/airlock/model/openai"
@@ -126,9 +127,10 @@ func migrate(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
 
 // app is the wired program.
 type app struct {
-	store *storage.DB
-	bot   *bot.Bot
-	tools *tools.Set
+	store   *storage.DB
+	bot     *bot.Bot
+	tools   *tools.Set
+	metrics *metrics.Metrics
 }
 
 func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraChannels ...bot.Channel) (*app, error) {
@@ -139,10 +141,12 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	if err != nil {
 		return nil, err
 	}
+	m := metrics.New(nil)
 	provider, err := newProvider(ctx, cfg.Model)
 	if err != nil {
 		return nil, err
 	}
+	provider = m.Provider(provider, cfg.Model.Provider)
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
 	if err != nil {
 		return nil, err
@@ -189,6 +193,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		TurnsPerMinute:     cfg.Limits.Turns(),
 		PendingPerChannel:  cfg.Limits.Pending(),
 		Redact:             secrets.String,
+		Metrics:            m,
 		Now:                db.Clock(),
 		Logger:             logger,
 		WorkerID:           fmt.Sprintf("%s/%d", host, os.Getpid()),
@@ -198,7 +203,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		db.Close()
 		return nil, err
 	}
-	return &app{store: db, bot: b, tools: set}, nil
+	return &app{store: db, bot: b, tools: set, metrics: m}, nil
 }
 
 func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
@@ -281,6 +286,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	routes["GET /metrics"] = a.metrics.Handler()
 	srv := newHTTPServer(httpHandler(a.store, routes), defaultHTTPLimits)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,6 +191,26 @@ tools:
 	waitUntil(t, "a card after the revoke", func() bool { return api.cards() == cards+3 })
 	if n := hits("/deploy/web"); n != 2 {
 		t.Fatalf("deploy ran %d times, want 2", n)
+	}
+
+	// /metrics counts what happened, under the documented names.
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`airlock_tool_runs_total{status="succeeded",tool="deploy"} 2`,
+		`airlock_tool_runs_total{status="succeeded",tool="restart_service"} 2`,
+		`airlock_decisions_total{outcome="allowed"} 2`,
+		`airlock_model_requests_total{provider="openai",status="ok"}`,
+		`airlock_decision_wait_seconds_count 2`,
+		`airlock_model_request_seconds_bucket{provider="openai"`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 
 	// The audit tells the story: the rules, every approval, the grant.
