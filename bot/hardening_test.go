@@ -8,11 +8,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/tools"
 )
@@ -472,5 +474,23 @@ func TestHistoryIsBounded(t *testing.T) {
 	last := h.lastRequest().Messages
 	if !strings.Contains(last[len(last)-3].Text, "[cut by Airlock") && !strings.Contains(last[0].Text, "[cut by Airlock") {
 		t.Fatalf("no cut note: %+v", last)
+	}
+}
+
+func TestTheThreadIsToldWhileATurnWaitsOnARateLimit(t *testing.T) {
+	sleeper := &modeltest.Sleeper{}
+	h := newHarnessWith(t, "", nil)
+	h.model.PushError(&model.APIError{Status: 429, Message: "quota", RetryAfter: 30 * time.Second})
+	h.push(text("answered after the wait"))
+	h2 := newHarnessWith(t, "", func(c *bot.Config) {
+		c.Model = model.WithRetryPolicy(h.model, model.RetryPolicy{Sleep: sleeper.Sleep})
+	})
+	h2.turn("bob", "hi")
+	posts := strings.Join(h2.plat.posts, "\n")
+	if !strings.Contains(posts, "for the model's rate limit") || !strings.Contains(posts, "Waiting 3") || h2.plat.lastPost() != "answered after the wait" {
+		t.Fatalf("thread: %q", posts)
+	}
+	if w := sleeper.Waits(); len(w) != 1 || w[0] < 30*time.Second {
+		t.Fatalf("waits %v", w)
 	}
 }

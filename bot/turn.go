@@ -238,7 +238,16 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 		if err != nil {
 			return err
 		}
-		reply, err := b.cfg.Model.Generate(ctx, model.Request{System: b.cfg.SystemPrompt, Messages: hist, Tools: b.specsFor(conv)})
+		gctx := model.WithWaitNotice(ctx, func(wait time.Duration, err error) {
+			what := "the model's rate limit"
+			if !model.RateLimited(err) {
+				what = "the model to recover"
+			}
+			if perr := p.Post(ctx, th, fmt.Sprintf("Waiting %s for %s…", wait.Round(time.Second), what)); perr != nil {
+				b.log.Error("post in thread", "err", perr)
+			}
+		})
+		reply, err := b.cfg.Model.Generate(gctx, model.Request{System: b.cfg.SystemPrompt, Messages: hist, Tools: b.specsFor(conv)})
 		if err != nil {
 			b.log.Error("model request failed", "conversation", conv.ID, "err", err)
 			msg := "I could not reach the model, so I stopped here. Nothing was lost: write again to retry."

@@ -8,6 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -77,23 +81,92 @@ type Provider interface {
 type APIError struct {
 	Status  int
 	Message string
+	// RetryAfter is how long the provider asked to wait before the next
+	// try: the Retry-After or retry-after-ms header (OpenAI-compatible
+	// servers), or the RetryInfo retryDelay of the error details (Gemini).
+	// 0 when it said nothing (a "Retry-After: 0" reads as nothing too).
+	RetryAfter time.Duration
+	// NoRetry is set when the provider said that trying again cannot help
+	// although the status alone would be retried: "x-should-retry: false",
+	// OpenAI's insufficient_quota (billing) 429, Gemini's per-day quota.
+	NoRetry bool
 }
 
 func (e *APIError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("model api: status %d: %s (retry after %s)", e.Status, e.Message, e.RetryAfter)
+	}
 	return fmt.Sprintf("model api: status %d: %s", e.Status, e.Message)
 }
 
 // Retryable reports whether the error is worth a retry: 429, 5xx, and
 // network errors (a model request has no side effects). A cancelled or
-// expired context is not.
+// expired context is not, nor an APIError marked NoRetry.
 func Retryable(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae.Status == 429 || ae.Status >= 500
+		return !ae.NoRetry && (ae.Status == 429 || ae.Status >= 500)
 	}
 	var ne net.Error
 	return errors.As(err, &ne)
+}
+
+// RateLimited reports whether err is a rate-limit answer (HTTP 429; for
+// Gemini, RESOURCE_EXHAUSTED), as opposed to a server error or a network
+// failure. A WithWaitNotice hook can use it to word its notice.
+func RateLimited(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == 429
+}
+
+// RetryAfter returns the wait the provider asked for in err, found in the
+// *APIError it wraps: both providers (model/openai from the Retry-After and
+// retry-after-ms headers of openai.Error's http.Response, model/gemini from
+// the RetryInfo in genai.APIError's Details; genai.APIError carries no
+// headers) fill APIError.RetryAfter. ok is false when there is none.
+func RetryAfter(err error) (d time.Duration, ok bool) {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.RetryAfter > 0 {
+		return ae.RetryAfter, true
+	}
+	return 0, false
+}
+
+// ParseRetryAfter reads the wait a response asks for from its headers:
+// retry-after-ms (milliseconds, as Azure OpenAI and OpenAI's SDKs use),
+// else Retry-After as delay-seconds (fractions allowed) or as an HTTP date,
+// which is measured from now. A date in the past gives 0 and true.
+// Negative, malformed or absurd (over a day) values are ignored.
+func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	const most = 24 * time.Hour
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms <= float64(most/time.Millisecond) {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s >= 0 && s <= most.Seconds() {
+			return time.Duration(s * float64(time.Second)), true
+		}
+		return 0, false
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	switch {
+	case d < 0:
+		return 0, true
+	case d > most:
+		return 0, false
+	}
+	return d, true
 }

@@ -223,7 +223,9 @@ func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return model.WithRetry(p, 4, 500*time.Millisecond, nil), nil
+	// Rate limits: honour the server's delay (capped at 60 s a wait, 3 min
+	// in all); the thread is told while a turn waits.
+	return model.WithRetryPolicy(p, model.RetryPolicy{}), nil
 }
 
 func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) error {

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/genai"
 
@@ -64,7 +66,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		hc = &http.Client{}
 	}
 	// Backend, key and base URL are all explicit, so genai.NewClient never
-	// falls back to its environment variables for them.
+	// falls back to its environment variables for them. HTTPOptions has no
+	// RetryOptions, so genai tries each request once: the one retry layer
+	// is model.WithRetryPolicy, which honours the RetryInfo mapError reads.
 	client, err := genai.NewClient(ctx, &genai.ClientConfig{
 		Backend:    genai.BackendGeminiAPI,
 		APIKey:     cfg.APIKey,
@@ -80,8 +84,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	return &Provider{client: client, model: cfg.Model}, nil
 }
 
-// Generate sends req and returns the model's reply. API errors come back
-// as *model.APIError.
+// Generate sends req and returns the model's reply, in one try (wrap the
+// Provider in model.WithRetryPolicy). API errors come back as
+// *model.APIError, with RetryAfter from Gemini's RetryInfo.
 func (p *Provider) Generate(ctx context.Context, req model.Request) (model.Message, error) {
 	contents, err := toContents(req.Messages)
 	if err != nil {
@@ -98,6 +103,15 @@ func (p *Provider) Generate(ctx context.Context, req model.Request) (model.Messa
 	return fromResponse(resp)
 }
 
+// mapError turns an API error into a *model.APIError. genai.APIError has
+// no response headers (no Retry-After), but Gemini puts the wait in the
+// error's details, as a google.rpc.RetryInfo:
+//
+//	{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "33s"}
+//
+// which becomes APIError.RetryAfter. A google.rpc.QuotaFailure naming a
+// per-day quota (quotaId "...PerDay...") sets NoRetry: no wait within a
+// turn outlasts it.
 func mapError(err error) error {
 	var ae genai.APIError
 	if errors.As(err, &ae) {
@@ -105,9 +119,53 @@ func mapError(err error) error {
 		if msg == "" {
 			msg = ae.Status
 		}
-		return fmt.Errorf("gemini: %w", &model.APIError{Status: ae.Code, Message: msg})
+		d, _ := retryDelay(ae.Details)
+		return fmt.Errorf("gemini: %w", &model.APIError{Status: ae.Code, Message: msg, RetryAfter: d, NoRetry: dailyQuota(ae.Details)})
 	}
 	return fmt.Errorf("gemini: generate: %w", err)
+}
+
+const (
+	retryInfoType    = "type.googleapis.com/google.rpc.RetryInfo"
+	quotaFailureType = "type.googleapis.com/google.rpc.QuotaFailure"
+)
+
+// retryDelay reads the retryDelay of a RetryInfo detail: a protobuf
+// Duration in JSON, decimal seconds with an "s" suffix ("33s", "1.5s").
+func retryDelay(details []map[string]any) (time.Duration, bool) {
+	for _, d := range details {
+		if d["@type"] != retryInfoType {
+			continue
+		}
+		s, _ := d["retryDelay"].(string)
+		secs, ok := strings.CutSuffix(strings.TrimSpace(s), "s")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(secs, 64)
+		if err != nil || f < 0 || f > (24*time.Hour).Seconds() {
+			continue
+		}
+		return time.Duration(f * float64(time.Second)), true
+	}
+	return 0, false
+}
+
+// dailyQuota reports whether a QuotaFailure detail names a per-day quota.
+func dailyQuota(details []map[string]any) bool {
+	for _, d := range details {
+		if d["@type"] != quotaFailureType {
+			continue
+		}
+		vs, _ := d["violations"].([]any)
+		for _, v := range vs {
+			m, _ := v.(map[string]any)
+			if id, _ := m["quotaId"].(string); strings.Contains(id, "PerDay") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func toConfig(req model.Request) (*genai.GenerateContentConfig, error) {

@@ -61,6 +61,9 @@ type OpenAIReply struct {
 	ErrorMessage string
 	// Raw, when set, is written as the whole 200 response body instead.
 	Raw json.RawMessage
+	// Header is added to the response, error or not: "Retry-After",
+	// "retry-after-ms", "x-should-retry", ...
+	Header http.Header
 }
 
 // TextReply answers with text.
@@ -72,6 +75,16 @@ func CallsReply(calls ...OpenAIToolCall) OpenAIReply { return OpenAIReply{ToolCa
 // ErrorReply answers with an API error of the given HTTP status.
 func ErrorReply(status int, message string) OpenAIReply {
 	return OpenAIReply{Status: status, ErrorMessage: message}
+}
+
+// RateLimitReply answers 429 with a "Retry-After: <retryAfter>" header
+// (seconds or an HTTP date; none when empty).
+func RateLimitReply(retryAfter, message string) OpenAIReply {
+	r := ErrorReply(http.StatusTooManyRequests, message)
+	if retryAfter != "" {
+		r.Header = http.Header{"Retry-After": {retryAfter}}
+	}
+	return r
 }
 
 // OpenAIScript returns a handler that answers with replies in order. Past
@@ -156,6 +169,11 @@ func (s *OpenAIServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	reply := s.handler(req)
+	for k, vs := range reply.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
 	if reply.Status != 0 && reply.Status != http.StatusOK {
 		writeOpenAIError(w, reply.Status, reply.ErrorMessage)
 		return

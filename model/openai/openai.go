@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -66,7 +67,9 @@ func New(cfg Config) (*Provider, error) {
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),
-		option.WithMaxRetries(0), // model.WithRetry retries
+		// One retry layer: model.WithRetryPolicy, which honours the
+		// Retry-After this package reads into model.APIError.
+		option.WithMaxRetries(0),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
@@ -76,8 +79,10 @@ func New(cfg Config) (*Provider, error) {
 	return &Provider{chat: oai.NewChatCompletionService(opts...), model: cfg.Model}, nil
 }
 
-// Generate sends req and returns the model's first choice. API errors come
-// back as *model.APIError.
+// Generate sends req and returns the model's first choice, in one try (the
+// client's own retries are off; wrap the Provider in
+// model.WithRetryPolicy). API errors come back as *model.APIError, with
+// RetryAfter and NoRetry from the response's headers.
 func (p *Provider) Generate(ctx context.Context, req model.Request) (model.Message, error) {
 	params, err := toParams(p.model, req)
 	if err != nil {
@@ -90,6 +95,10 @@ func (p *Provider) Generate(ctx context.Context, req model.Request) (model.Messa
 	return fromResponse(resp)
 }
 
+// mapError turns an API error into a *model.APIError carrying the wait
+// the server asked for (Retry-After, retry-after-ms) and whether it said a
+// retry cannot help (x-should-retry: false, or the insufficient_quota 429
+// of an account out of credit, which no wait mends).
 func mapError(err error) error {
 	var oe *oai.Error
 	if errors.As(err, &oe) {
@@ -97,7 +106,14 @@ func mapError(err error) error {
 		if msg == "" {
 			msg = http.StatusText(oe.StatusCode)
 		}
-		return fmt.Errorf("openai: %w", &model.APIError{Status: oe.StatusCode, Message: msg})
+		ae := &model.APIError{Status: oe.StatusCode, Message: msg, NoRetry: oe.Code == "insufficient_quota"}
+		if oe.Response != nil {
+			ae.RetryAfter, _ = model.ParseRetryAfter(oe.Response.Header, time.Now())
+			if strings.EqualFold(oe.Response.Header.Get("X-Should-Retry"), "false") {
+				ae.NoRetry = true
+			}
+		}
+		return fmt.Errorf("openai: %w", ae)
 	}
 	return fmt.Errorf("openai: chat completion: %w", err)
 }
