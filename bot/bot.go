@@ -119,6 +119,8 @@ type Bot struct {
 	mu        sync.Mutex
 	platforms map[string]Platform
 	turns     keyedMutex
+	stopping  bool           // Shutdown began; guarded by mu
+	work      sync.WaitGroup // turns, clicks and sweeps in progress
 }
 
 // New checks the config and returns a Bot. Register platforms before use.

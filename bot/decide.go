@@ -65,6 +65,8 @@ func UserMessage(err error) string {
 		return "This call can't be allowed with a grant (it needs more than one approval, or a rule rules it out). Use Allow. Nothing changed."
 	case errors.Is(err, ErrGrantNotActive):
 		return "This grant was already revoked or has expired. Nothing changed."
+	case errors.Is(err, ErrShuttingDown):
+		return "Airlock is restarting; nothing changed. Click again in a minute."
 	case errors.Is(err, ErrNotApprover):
 		return "You can't approve tool calls in this channel. Nothing changed."
 	case errors.Is(err, ErrAlreadyClosed):
@@ -85,6 +87,10 @@ func UserMessage(err error) string {
 // decided runs it and continues the conversation. A click that changes
 // nothing returns an error for UserMessage and is audited.
 func (b *Bot) Decide(ctx context.Context, c Click) error {
+	if !b.enter() {
+		return ErrShuttingDown
+	}
+	defer b.leave()
 	batchID, pos, err := confirm.ParseRef(c.Ref)
 	if err != nil {
 		b.rejectClick(ctx, c, 0, "", "", "malformed reference")
@@ -224,6 +230,10 @@ func grantNotice(g confirm.Grant) card.GrantNotice {
 // Revoke revokes the grant a Revoke button names. Only an approver of the
 // grant's channel may; the notice is updated.
 func (b *Bot) Revoke(ctx context.Context, c Click) error {
+	if !b.enter() {
+		return ErrShuttingDown
+	}
+	defer b.leave()
 	id, err := confirm.ParseGrantRef(c.Ref)
 	if err != nil {
 		b.rejectClick(ctx, c, 0, "", "", "malformed grant reference")

@@ -494,3 +494,51 @@ func TestTheThreadIsToldWhileATurnWaitsOnARateLimit(t *testing.T) {
 		t.Fatalf("waits %v", w)
 	}
 }
+
+func TestShutdownLetsRunningToolsFinishAndTakesNoNewWork(t *testing.T) {
+	h := newHarness(t, "")
+	block := make(chan struct{})
+	h.tools["deploy"].block = block
+	h.push(calls(tc("", "deploy", `{}`)), text("deployed"), text("never"))
+	h.turn("bob", "deploy")
+	ref := h.plat.lastCard().Calls[0].Ref
+	clicked := make(chan error, 1)
+	go func() {
+		clicked <- h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+	}()
+	batchID, _, _ := confirm.ParseRef(ref)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if b, err := h.store.Batch(context.Background(), batchID); err == nil && b.Calls[0].Run == confirm.RunRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Stopping while the tool runs: a short deadline passes, the run goes on.
+	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := h.bot.Shutdown(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("shutdown returned %v while a tool ran", err)
+	}
+	// No new turns or clicks once stopping.
+	asked := len(h.model.Requests())
+	h.turn("carol", "anything")
+	if len(h.model.Requests()) != asked || h.plat.lastPost() != bot.RestartingMessage {
+		t.Fatalf("a turn was taken while stopping: %q", h.plat.lastPost())
+	}
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); !errors.Is(err, bot.ErrShuttingDown) {
+		t.Fatalf("click while stopping: %v", err)
+	}
+	close(block)
+	if err := h.bot.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-clicked; err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := h.store.Batch(context.Background(), batchID); b.Calls[0].Run != confirm.RunSucceeded {
+		t.Fatalf("the run that was going on did not finish: %s", b.Calls[0].Run)
+	}
+}

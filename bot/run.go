@@ -266,6 +266,10 @@ func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch 
 // RecoverBatches) and asks the model to answer tool results it never saw.
 // Only conversations of platforms this process serves are touched.
 func (b *Bot) Recover(ctx context.Context) error {
+	if !b.enter() {
+		return nil
+	}
+	defer b.leave()
 	if err := b.RecoverBatches(ctx); err != nil {
 		return err
 	}
@@ -303,6 +307,10 @@ func (b *Bot) Recover(ctx context.Context) error {
 // (never run again) before the batch is finished and the conversation
 // continued. A conversation a live worker holds is left to it.
 func (b *Bot) RecoverBatches(ctx context.Context) error {
+	if !b.enter() {
+		return nil
+	}
+	defer b.leave()
 	var ids []string
 	for _, st := range []confirm.BatchStatus{confirm.BatchRunning, confirm.BatchDecided} {
 		some, err := b.store.BatchesIn(ctx, st)
@@ -360,6 +368,10 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 // for them and continuing their conversations) and posts reminders before
 // expiry.
 func (b *Bot) Sweep(ctx context.Context) error {
+	if !b.enter() {
+		return nil
+	}
+	defer b.leave()
 	if err := b.remind(ctx); err != nil {
 		b.log.Error("reminders", "err", err)
 	}

@@ -62,6 +62,11 @@ func (b *Bot) Admit(ctx context.Context, t Turn) Admission {
 // decided work that is still open, then asks the model and runs its calls
 // until it answers or pauses. One turn at a time per thread.
 func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
+	if !b.enter() {
+		b.log.Info("turn refused: shutting down", "platform", t.Platform, "channel", t.Channel, "user", t.User)
+		return b.postIn(ctx, Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}, RestartingMessage)
+	}
+	defer b.leave()
 	switch b.Admit(ctx, t) {
 	case NotServed:
 		b.log.Info("mention in a channel that is not served", "platform", t.Platform, "channel", t.Channel, "dm", t.DM, "user", t.User)
@@ -173,6 +178,10 @@ func (b *Bot) postIn(ctx context.Context, th Thread, text string) error {
 // and neither does a channel that is not served or a person who may not ask
 // there.
 func (b *Bot) Note(ctx context.Context, t Turn) error {
+	if !b.enter() {
+		return nil // an aside while stopping is dropped; the turn after it is refused too
+	}
+	defer b.leave()
 	if b.Admit(ctx, t) != Admitted {
 		return nil
 	}

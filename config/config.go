@@ -30,6 +30,10 @@ type Config struct {
 	Tools        []tools.Config `yaml:"tools"`
 	Channels     []Channel      `yaml:"channels"`
 	Limits       Limits         `yaml:"limits"`
+	Log          Log            `yaml:"log"`
+	// ShutdownTimeout is how long `airlock run` lets started work (tool
+	// runs) finish after SIGTERM; default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	Slack        *Slack         `yaml:"slack"`
 	Discord      *Discord       `yaml:"discord"`
 
@@ -42,6 +46,12 @@ type Config struct {
 // Secrets returns the values that came into the config through ${NAME}
 // or ${NAME:-default}, for redaction.
 func (c *Config) Secrets() []string { return c.secrets }
+
+// Log is the `log` section.
+type Log struct {
+	Format string `yaml:"format"` // text (default) | json
+	Level  string `yaml:"level"`  // debug | info (default) | warn | error
+}
 
 // Limits is the `limits` section: guards against floods. 0 disables a limit.
 type Limits struct {
@@ -182,6 +192,8 @@ const (
 
 	DefaultGrantDuration = time.Hour
 	MaxGrantDuration     = 24 * time.Hour
+
+	DefaultShutdownTimeout = 30 * time.Second
 
 	DefaultTurnsPerMinute     = 6
 	DefaultPendingPerChannel  = 20
@@ -455,6 +467,15 @@ func (c *Config) applyDefaults() {
 	if c.Model.MaxMessageChars == 0 {
 		c.Model.MaxMessageChars = DefaultMaxMessageChars
 	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
 	if c.Confirmation.Timeout == 0 {
 		c.Confirmation.Timeout = DefaultTimeout
 	}
@@ -496,6 +517,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Model.MaxMessageChars < 100 {
 		return keyErr("model.max_message_chars", "must be at least 100")
+	}
+	if c.ShutdownTimeout < 0 {
+		return keyErr("shutdown_timeout", "must not be negative")
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return keyErr("log.format", "%q is not one of text, json", c.Log.Format)
+	}
+	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		return keyErr("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	if c.Limits.Turns() < 0 {
 		return keyErr("limits.turns_per_minute", "must not be negative (0 disables the limit)")

@@ -42,6 +42,7 @@ Usage:
   airlock grants revoke -config FILE ID        revoke a grant
   airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
                                       repeat a storm of concurrent clicks on one button; every storm must run the tool once
+  airlock health       [-url URL]     GET URL (default http://127.0.0.1:8080/readyz); exit 0 on 2xx, else 1 with the reason
 `
 
 // run is the whole program; main only wires the process to it.
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return soak(ctx, args[1:], stdout, stderr)
 	case "grants":
 		return grants(ctx, args[1:], stdout, stderr)
+	case "health":
+		return health(ctx, args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("airlock "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -83,6 +86,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1
+	}
+	if cmd != "chat" {
+		logger = newLogger(stderr, cfg.Log)
 	}
 	var runErr error
 	switch cmd {
@@ -301,6 +307,15 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); a.syncClock(ctx, logger, time.Minute) }()
 	<-ctx.Done()
+	// Stop taking turns and clicks; let started work (tool runs) finish
+	// for up to shutdown_timeout. What is cut off is recovered at the next
+	// start (a run found running becomes unknown, never repeated).
+	logger.Info("shutting down", "shutdown_timeout", cfg.ShutdownTimeout)
+	drain, stopDrain := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer stopDrain()
+	if err := a.bot.Shutdown(drain); err != nil {
+		logger.Warn("work still running at the shutdown timeout; it is recovered at the next start", "err", err)
+	}
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdown)
@@ -349,6 +364,17 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 		run("discord", da.Run)
 	}
 	return nil
+}
+
+// newLogger builds the process's logger from the `log` section.
+func newLogger(w io.Writer, l config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(l.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // syncClock is the job that re-measures the database clock's offset every

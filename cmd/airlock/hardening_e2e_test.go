@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,5 +157,74 @@ tools:
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Fatal("the secret is in the logs")
+	}
+}
+
+// TestRunDrainsOnSIGTERM: SIGTERM while an allowed deploy is running lets
+// it finish (within shutdown_timeout), takes no new clicks, and exits.
+func TestRunDrainsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real binary")
+	}
+	api := newSlackAPI(t)
+	tools := newToolServer(t)
+	release := make(chan struct{})
+	tools.mu.Lock()
+	tools.block = release
+	tools.mu.Unlock()
+	model := modeltest.NewOpenAIServer(t, agent)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cfg := fmt.Sprintf(`
+listen: %s
+shutdown_timeout: 20s
+log: {format: json}
+storage: {driver: sqlite, dsn: %q}
+model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
+slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+  - name: deploy
+    confirm: true
+    parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
+    http: {method: POST, url: "%s/deploy/{{.service}}"}
+`, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
+	path := filepath.Join(dir, "airlock.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, logs := startRun(t, path)
+	waitReady(t, addr)
+	if code, err := postSigned(addr, slackEvent("T1", "EvS1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("event: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
+	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "the deploy request", func() bool { return len(tools.calls()) == 1 })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "shutting down", func() bool { return strings.Contains(logs.String(), `"msg":"shutting down"`) })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("exited (%v) while a tool run was going on", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not exit after the run finished")
+	}
+	out, err := exec.Command(airlockBinary(t), "audit", "-config", path, "-json").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"outcome":"succeeded"`) {
+		t.Fatalf("the drained run was not recorded as succeeded: %v\n%s", err, out)
 	}
 }
