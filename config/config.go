@@ -34,8 +34,8 @@ type Config struct {
 	// ShutdownTimeout is how long `airlock run` lets started work (tool
 	// runs) finish after SIGTERM; default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	Slack        *Slack         `yaml:"slack"`
-	Discord      *Discord       `yaml:"discord"`
+	Slack           *Slack        `yaml:"slack"`
+	Discord         *Discord      `yaml:"discord"`
 
 	// secrets are the values that came into the file through ${NAME} or
 	// ${NAME:-default}: tokens, keys, header values. They are scrubbed
