@@ -332,7 +332,16 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		if !ok {
 			return fmt.Errorf("unknown tool %q", c.Name)
 		}
-		if err := t.Validate(c.Args); err != nil {
+		// A tool that checks where it would act (Discord moderation: the
+		// bot's role against the member's) gets the conversation.
+		if tv, ok := t.(interface {
+			ValidateContext(context.Context, json.RawMessage) error
+		}); ok {
+			info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread, RequestedBy: requester}
+			if err := tv.ValidateContext(confirm.WithRunInfo(ctx, info), c.Args); err != nil {
+				return err
+			}
+		} else if err := t.Validate(c.Args); err != nil {
 			return err
 		}
 		if _, err := t.Summary(c.Args); err != nil {

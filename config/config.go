@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/rules"
 	"github.com/airlockhq/airlock/tools"
 )
@@ -31,6 +32,7 @@ type Config struct {
 	Channels     []Channel      `yaml:"channels"`
 	Limits       Limits         `yaml:"limits"`
 	Log          Log            `yaml:"log"`
+	Events       events.Config  `yaml:"events"`
 	// ShutdownTimeout is how long `airlock run` lets started work (tool
 	// runs) finish after SIGTERM; default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -517,6 +519,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Model.MaxMessageChars < 100 {
 		return keyErr("model.max_message_chars", "must be at least 100")
+	}
+	if err := c.Events.Validate(); err != nil {
+		var ke *events.KeyError
+		if errors.As(err, &ke) {
+			return &Error{Key: ke.Key, Err: ke.Err}
+		}
+		return err
 	}
 	if c.ShutdownTimeout < 0 {
 		return keyErr("shutdown_timeout", "must not be negative")

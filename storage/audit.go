@@ -26,23 +26,38 @@ type auditRow struct {
 	Detail         string `db:"detail"`
 }
 
-// Audit appends an audit event; a zero At is now.
+// Audit appends an audit event (and its webhook deliveries, in the same
+// transaction); a zero At is now.
 func (db *DB) Audit(ctx context.Context, e confirm.AuditEvent) error {
-	if err := db.insertAudit(ctx, db.x, e); err != nil {
+	if err := db.tx(ctx, func(tx *sqlx.Tx) error { return db.insertAudit(ctx, tx, e) }); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
 }
 
-func (db *DB) insertAudit(ctx context.Context, ex sqlx.ExecerContext, e confirm.AuditEvent) error {
+// insertAudit is the one place audit rows are written. With webhooks set,
+// it also writes the event's outbox rows through ex, which must then be the
+// audit row's transaction so both commit or neither does.
+func (db *DB) insertAudit(ctx context.Context, ex sqlx.ExtContext, e confirm.AuditEvent) error {
 	if e.Kind == "" {
 		return errors.New("audit event without kind")
 	}
-	_, err := ex.ExecContext(ctx, db.q(`INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
-		db.ts(db.nowOr(e.At)), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail)
-	if err != nil {
+	e.At = db.nowOr(e.At)
+	insert := `INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	args := []any{db.ts(e.At), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail}
+	targets := db.webhookTargets()
+	if len(targets) == 0 {
+		if _, err := ex.ExecContext(ctx, db.q(insert), args...); err != nil {
+			return fmt.Errorf("insert audit %s: %w", e.Kind, err)
+		}
+		return nil
+	}
+	if err := sqlx.GetContext(ctx, ex, &e.ID, db.q(insert+` RETURNING id`), args...); err != nil {
 		return fmt.Errorf("insert audit %s: %w", e.Kind, err)
+	}
+	if err := db.enqueue(ctx, ex, e, targets); err != nil {
+		return fmt.Errorf("outbox of audit %s: %w", e.Kind, err)
 	}
 	return nil
 }

@@ -385,3 +385,15 @@ func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, 
 	}
 	return nil
 }
+
+// PendingApprovals counts the calls waiting for a person's decision, across
+// all conversations (airlock_pending_approvals).
+func (db *DB) PendingApprovals(ctx context.Context) (int, error) {
+	var n int
+	err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM calls c JOIN batches b ON b.id = c.batch_id
+		WHERE b.status = 'pending' AND c.decision = 'pending'`)
+	if err != nil {
+		return 0, fmt.Errorf("count pending approvals: %w", err)
+	}
+	return n, nil
+}

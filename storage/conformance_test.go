@@ -66,6 +66,11 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"CountTurn", testCountTurn},
 		{"RaceCountTurn", testRaceCountTurn},
 		{"ClockSync", testClockSync},
+		{"OutboxWithAudit", testOutboxWithAudit},
+		{"OutboxNoWebhooks", testOutboxNoWebhooks},
+		{"OutboxEvents", testOutboxEvents},
+		{"OutboxClaimsInOrder", testOutboxClaimsInOrder},
+		{"OutboxClaimExpiry", testOutboxClaimExpiry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
@@ -48,6 +49,8 @@ type DB struct {
 	x      *sqlx.DB
 	driver string // DriverSQLite or DriverPostgres
 	clock  clock  // the database's clock, as measured by SyncClock
+	// webhooks are the targets every audit row is queued for (SetWebhooks).
+	webhooks atomic.Pointer[[]WebhookTarget]
 }
 
 var _ confirm.Store = (*DB)(nil)

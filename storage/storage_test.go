@@ -81,6 +81,9 @@ func TestPostgres(t *testing.T) {
 	t.Run("ClockReplicas", func(t *testing.T) {
 		testClockReplicas(t, "postgres", freshSchema(t))
 	})
+	t.Run("OutboxReplicas", func(t *testing.T) {
+		testOutboxReplicas(t, "postgres", freshSchema(t))
+	})
 }
 
 func TestSQLiteConcurrentOpen(t *testing.T) {

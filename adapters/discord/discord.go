@@ -199,8 +199,9 @@ func New(cfg Config, b Bot) (*Adapter, error) {
 }
 
 // NewSession returns a discordgo session for the config, not connected:
-// bot token auth, the adapter's intents, state tracking off, and an
-// http.Client whose transport sends REST requests to cfg.APIURL.
+// bot token auth, the adapter's intents, state tracking of servers and
+// their roles only, and an http.Client whose transport sends REST
+// requests to cfg.APIURL.
 func NewSession(cfg Config) (*discordgo.Session, error) {
 	token := strings.TrimSpace(cfg.Token)
 	if token == "" {
@@ -223,7 +224,20 @@ func NewSession(cfg Config) (*discordgo.Session, error) {
 	}
 	s.Client = client
 	s.Identify.Intents = Intents
-	s.StateEnabled = false
+	// State keeps only the servers and their roles and owners, for the
+	// moderation tools' role hierarchy check (reach.go); the adapter keeps
+	// its own channel cache, and members are asked of REST when needed.
+	s.StateEnabled = true
+	s.State.TrackChannels = false
+	s.State.TrackThreads = false
+	s.State.TrackEmojis = false
+	s.State.TrackStickers = false
+	s.State.TrackMembers = false
+	s.State.TrackThreadMembers = false
+	s.State.TrackRoles = true
+	s.State.TrackVoice = false
+	s.State.TrackPresences = false
+	s.State.MaxMessageCount = 0
 	// Handlers run in the gateway reader, in order; they only queue work
 	// (messages per channel, in order; interactions at once).
 	s.SyncEvents = true

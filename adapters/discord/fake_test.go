@@ -31,7 +31,40 @@ const (
 	modRole   = "5001"
 	otherRole = "5002"
 	spammer   = "2777" // a member to moderate
+	adminUser = "2888" // a member whose highest role (adminRole) is above the bot's
+	peerUser  = "2555" // a member holding the bot's own role
+	ownerUser = "2999" // the server's owner
+	opsAdmin  = "2889" // a member below the bot with the Administrator permission (opsRole)
+	stranger  = "2666" // not a member of the server
+
+	botRole   = "5999" // the bot's managed role, position 5
+	adminRole = "5003" // Admins, position 10, Administrator
+	opsRole   = "5004" // Ops, position 3, Administrator
 )
+
+// guildRoles are the fake server's roles, as GET /guilds/{id} and
+// GUILD_CREATE give them.
+func guildRoles(botRolePosition int) []any {
+	return []any{
+		map[string]any{"id": guildID, "name": "@everyone", "position": 0, "permissions": "0"},
+		map[string]any{"id": otherRole, "name": "Helpers", "position": 1, "permissions": "0"},
+		map[string]any{"id": modRole, "name": "Moderators", "position": 2, "permissions": "0"},
+		map[string]any{"id": opsRole, "name": "Ops", "position": 3, "permissions": "8"},
+		map[string]any{"id": botRole, "name": "Airlock", "position": botRolePosition, "managed": true, "permissions": "1099511639046"},
+		map[string]any{"id": adminRole, "name": "Admins", "position": 10, "permissions": "8"},
+	}
+}
+
+// guildObject is the fake server as GET /guilds/{id} and GUILD_CREATE
+// give it.
+func guildObject(botRolePosition int) map[string]any {
+	return map[string]any{"id": guildID, "name": "ops", "owner_id": ownerUser, "roles": guildRoles(botRolePosition)}
+}
+
+// appID is the application's id, which Discord gives at
+// GET /oauth2/applications/@me: not the bot's user id (an application
+// made before its bot has two ids).
+const appID = "1100000000000000011"
 
 // testToken is a bot token whose first segment is botID in base64.
 var testToken = base64.RawStdEncoding.EncodeToString([]byte(botID)) + ".Gabcde.secret-part-never-logged"
@@ -76,6 +109,7 @@ type fakeDiscord struct {
 	calls    []apiCall
 	next     int64
 	channels map[string]*discordgo.Channel
+	members  map[string][]string // the server's members and their roles
 
 	wsMu     sync.Mutex // serialises gateway writes
 	conn     *websocket.Conn
@@ -94,6 +128,10 @@ func newFakeDiscord(t *testing.T, withGateway bool) *fakeDiscord {
 			channelID: {ID: channelID, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "ops"},
 			otherCh:   {ID: otherCh, GuildID: "4999", Type: discordgo.ChannelTypeGuildText, Name: "elsewhere"},
 			dmChannel: {ID: dmChannel, Type: discordgo.ChannelTypeDM},
+		},
+		members: map[string][]string{
+			botID: {botRole}, requester: {}, outsider: {}, moderator: {modRole}, dmUser: {},
+			spammer: {otherRole}, adminUser: {adminRole}, peerUser: {botRole}, ownerUser: {}, opsAdmin: {modRole, opsRole},
 		},
 	}
 	f.rest = httptest.NewServer(f.restHandler())
@@ -150,6 +188,15 @@ func (f *fakeDiscord) restHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /api/v9/gateway/bot", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"url": "ws://" + f.gw.Listener.Addr().String(), "shards": 1})
+	})
+	mux.HandleFunc("GET /api/v9/oauth2/applications/@me", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bot "+testToken {
+			w.WriteHeader(http.StatusUnauthorized)
+			writeJSON(w, map[string]any{"message": "401: Unauthorized", "code": 0})
+			return
+		}
+		writeJSON(w, map[string]any{"id": appID, "name": "Airlock", "bot_public": false,
+			"bot": map[string]any{"id": botID, "username": "Airlock", "bot": true}})
 	})
 	mux.HandleFunc("GET /api/v9/users/@me", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"id": botID, "username": "Airlock", "bot": true})
@@ -223,6 +270,26 @@ func (f *fakeDiscord) restHandler() http.Handler {
 	})
 	mux.HandleFunc("PATCH /api/v9/webhooks/{app}/{token}/messages/{message}", func(w http.ResponseWriter, r *http.Request) {
 		message(w, r, f.newID())
+	})
+	mux.HandleFunc("GET /api/v9/guilds/{guild}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("guild") != guildID {
+			w.WriteHeader(http.StatusNotFound)
+			writeJSON(w, map[string]any{"message": "Unknown Guild", "code": 10004})
+			return
+		}
+		writeJSON(w, guildObject(5))
+	})
+	mux.HandleFunc("GET /api/v9/guilds/{guild}/members/{user}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		roles, ok := f.members[r.PathValue("user")]
+		f.mu.Unlock()
+		if r.PathValue("guild") != guildID || !ok {
+			w.WriteHeader(http.StatusNotFound)
+			writeJSON(w, map[string]any{"message": "Unknown Member", "code": 10007})
+			return
+		}
+		writeJSON(w, map[string]any{"user": map[string]any{"id": r.PathValue("user"), "username": "user" + r.PathValue("user")},
+			"roles": roles, "joined_at": "2025-01-01T00:00:00.000000+00:00"})
 	})
 	mux.HandleFunc("PATCH /api/v9/guilds/{guild}/members/{user}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"user": map[string]any{"id": r.PathValue("user")}, "roles": []string{}})

@@ -1,9 +1,12 @@
 package discord
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -35,9 +38,11 @@ func Permissions(moderation []string) (int64, error) {
 	return p, nil
 }
 
-// ApplicationID reads the application (bot user) id from a bot token: its
-// first dot-separated segment is the id in base64. The token itself never
-// appears in an error.
+// ApplicationID reads the bot's user id from a bot token: its first
+// dot-separated segment is that id in base64. It is the application id
+// only for applications whose bot was made with them (most, not all);
+// Invite asks Discord instead. The token itself never appears in an
+// error.
 func ApplicationID(token string) (string, error) {
 	token = strings.TrimPrefix(strings.TrimSpace(token), "Bot ")
 	first, _, ok := strings.Cut(token, ".")
@@ -54,12 +59,57 @@ func ApplicationID(token string) (string, error) {
 }
 
 // InviteURL is the OAuth2 URL that installs the bot in a server with
-// exactly the permissions it needs (see Permissions).
+// exactly the permissions it needs (see Permissions), its client id read
+// offline from the token (ApplicationID). Prefer Invite, which asks
+// Discord for the application id.
 func InviteURL(token string, moderation []string) (string, error) {
 	id, err := ApplicationID(token)
 	if err != nil {
 		return "", err
 	}
+	return inviteURL(id, moderation)
+}
+
+// Invite is the OAuth2 URL that installs the bot in a server with exactly
+// the permissions it needs (see Permissions), its client id the
+// application id Discord gives for the token: GET
+// {cfg.APIURL}oauth2/applications/@me, through cfg.HTTPClient as every
+// REST call of the adapter. The token never appears in an error.
+func Invite(ctx context.Context, cfg Config, moderation []string) (string, error) {
+	if _, err := Permissions(moderation); err != nil {
+		return "", err // before asking Discord anything
+	}
+	s, err := NewSession(cfg)
+	if err != nil {
+		return "", err
+	}
+	id, err := applicationID(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	return inviteURL(id, moderation)
+}
+
+// applicationID asks Discord for the id of the token's application.
+func applicationID(ctx context.Context, s *discordgo.Session) (string, error) {
+	body, err := s.RequestWithBucketID("GET", discordgo.EndpointOAuth2Application("@me"), nil, discordgo.EndpointOAuth2Application(""), discordgo.WithContext(ctx))
+	if err != nil {
+		var rest *discordgo.RESTError
+		if errors.As(err, &rest) && rest.Response != nil && rest.Response.StatusCode == http.StatusUnauthorized {
+			return "", errors.New("discord: GET oauth2/applications/@me: 401 Unauthorized: Discord refused the token (check discord.token, the bare bot token)")
+		}
+		return "", fmt.Errorf("discord: GET oauth2/applications/@me: %w", err)
+	}
+	var app struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &app); err != nil || !isSnowflake(app.ID) {
+		return "", fmt.Errorf("discord: GET oauth2/applications/@me returned no application id")
+	}
+	return app.ID, nil
+}
+
+func inviteURL(id string, moderation []string) (string, error) {
 	p, err := Permissions(moderation)
 	if err != nil {
 		return "", err

@@ -89,6 +89,11 @@ var moderationFields = map[string]map[string]bool{
 // through the session's REST client. They need approval (Confirm is
 // true), act in the guild of the conversation's channel
 // (confirm.RunInfo), and send X-Audit-Log-Reason naming the approver.
+// Validation refuses, before any card, a call on a member Discord would
+// refuse: one whose highest role is not below the bot's, the owner, a
+// non-member (kick, timeout), an administrator (timeout); see reach.go.
+// Pass the adapter's session (Adapter.Session): its gateway state tells
+// which servers the bot is in and their roles.
 func ModerationTools(names []string, s *discordgo.Session) ([]tools.Tool, error) {
 	if s == nil {
 		return nil, errors.New("discord: moderation tools need a session")
@@ -134,12 +139,6 @@ func (t *moderationTool) Spec() model.ToolSpec {
 
 // Confirm implements tools.Tool: moderation needs a person's yes.
 func (t *moderationTool) Confirm() bool { return true }
-
-// Validate implements tools.Tool.
-func (t *moderationTool) Validate(args json.RawMessage) error {
-	_, err := t.parse(args)
-	return err
-}
 
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", tools.ErrInvalidArgs, fmt.Sprintf(format, a...))

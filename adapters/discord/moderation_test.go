@@ -339,3 +339,47 @@ func FuzzModerationArgs(f *testing.F) {
 		}
 	})
 }
+
+// TestInvite: the client id is the application id Discord gives at
+// GET {api_url}oauth2/applications/@me, not the token's first segment.
+func TestInvite(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	ctx := context.Background()
+	got, err := Invite(ctx, Config{Token: testToken, APIURL: f.apiURL()}, ModerationToolNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "https://discord.com/oauth2/authorize?client_id=" + appID + "&scope=bot&permissions=1408749366278"; got != want {
+		t.Fatalf("invite %q, want %q", got, want)
+	}
+	calls := f.recorded("GET", "/oauth2/applications/@me")
+	if len(calls) != 1 || calls[0].Header.Get("Authorization") != "Bot "+testToken {
+		t.Fatalf("application lookup: %+v", calls)
+	}
+	if got, err := Invite(ctx, Config{Token: testToken, APIURL: f.apiURL()}, nil); err != nil || !strings.HasSuffix(got, "&permissions=309237730304") {
+		t.Fatalf("base invite %q, %v", got, err)
+	}
+	// An unknown tool is refused before Discord is asked.
+	n := len(f.allCalls())
+	if _, err := Invite(ctx, Config{Token: testToken, APIURL: f.apiURL()}, []string{"nuke"}); err == nil {
+		t.Fatal("unknown tool accepted")
+	}
+	if len(f.allCalls()) != n {
+		t.Fatal("asked Discord for an invite with an unknown tool")
+	}
+	// A token Discord refuses: a clear error without the token.
+	const bad = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.wrong-secret-part"
+	_, err = Invite(ctx, Config{Token: bad, APIURL: f.apiURL()}, nil)
+	if err == nil || !strings.Contains(err.Error(), "discord.token") || strings.Contains(err.Error(), "wrong-secret-part") {
+		t.Fatalf("refused token: %v", err)
+	}
+	// Nothing listening at api_url: an error, no URL made up from the token.
+	dead := newFakeDiscord(t, false)
+	dead.rest.Close()
+	if u, err := Invite(ctx, Config{Token: testToken, APIURL: dead.apiURL()}, nil); err == nil {
+		t.Fatalf("invite %q without Discord", u)
+	}
+	if _, err := Invite(ctx, Config{Token: "", APIURL: f.apiURL()}, nil); err == nil {
+		t.Fatal("empty token accepted")
+	}
+}

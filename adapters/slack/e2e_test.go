@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -925,5 +926,90 @@ func TestReminderSupersededAndExpired(t *testing.T) {
 	updates := w.fake.callsTo("chat.update")
 	if last := blocksText(t, updates[len(updates)-1]); !strings.Contains(last, "Expired") || len(cardButtons(t, updates[len(updates)-1])) != 0 {
 		t.Errorf("expired card: %s", last)
+	}
+}
+
+// A group DM (mpim) is served as a DM: only the `id: dm` entry applies
+// ("*" and channel entries do not). A message there that mentions the bot
+// is a turn in that message's thread, taken from its message.mpim event
+// (its app_mention twin, if Slack sends one, starts nothing more); thread
+// replies without a mention are asides; the dm entry's approvers decide.
+func TestGroupDMsAreServedAsDMs(t *testing.T) {
+	for _, mode := range []string{ModeSocket, ModeHTTP} {
+		t.Run(mode, func(t *testing.T) {
+			w := newWorldWith(t, mode, func(c *bot.Config) {
+				c.Channels = bot.NewChannels([]bot.Channel{
+					{Platform: Platform, ID: chanOps, Approvers: []string{bob}},
+					{Platform: Platform, ID: bot.DMChannel, Approvers: []string{alice}},
+				})
+			})
+			const group, top = "G0GROUPDM", "1700000300.000100"
+			w.scriptDeploy("Deployed from the group DM.")
+			// Both events of the one message: the mention and its message.mpim.
+			w.deliverEvent(mention(w.eventID(), group, bob, top, "", "<@"+botUser+"> deploy api"), 0)
+			w.deliverEvent(message(w.eventID(), group, "mpim", bob, top, "", "<@"+botUser+"> deploy api"), 0)
+			card := w.waitCard(1)
+			if card.param("channel") != group || card.param("thread_ts") != top {
+				t.Fatalf("card in %s/%s, want %s/%s", card.param("channel"), card.param("thread_ts"), group, top)
+			}
+			w.ad.Wait()
+			if got := w.model.Requests(); len(got) != 1 || got[0].Messages[len(got[0].Messages)-1].Text != "deploy api" {
+				t.Fatalf("model saw %d requests (%+v), want one turn with the mention stripped", len(got), got)
+			}
+			conv, err := w.db.FindConversation(context.Background(), Platform, group, top)
+			if err != nil || !conv.DM {
+				t.Fatalf("conversation %+v (%v), want a DM", conv, err)
+			}
+			// Chatter in the thread is an aside; at the top it is nothing.
+			w.deliverEvent(message(w.eventID(), group, "mpim", carol, "1700000300.000200", top, "careful, friday"), 0)
+			w.deliverEvent(message(w.eventID(), group, "mpim", carol, "1700000300.000300", "", "lunch?"), 0)
+			w.ad.Wait()
+			if n := len(w.model.Requests()); n != 1 {
+				t.Fatalf("chatter reached the model (%d requests)", n)
+			}
+			// The channel's approver (bob, also the requester) is no
+			// approver here; the dm entry's (alice) is.
+			ref := refByStyle(t, card, "primary")
+			w.deliverInteraction(blockAction(bob, group, top, ActionAllow, ref))
+			w.waitEphemeral(bob, "")
+			w.ad.Wait()
+			if w.tools["deploy"].runs.Load() != 0 {
+				t.Fatal("bob's click ran the call")
+			}
+			w.deliverInteraction(blockAction(alice, group, top, ActionAllow, ref))
+			answer := w.waitText(group, "Deployed from the group DM.")
+			if answer.param("thread_ts") != top {
+				t.Errorf("answer in thread %q, want %q", answer.param("thread_ts"), top)
+			}
+			w.ad.Wait()
+			if w.tools["deploy"].runs.Load() != 1 {
+				t.Fatalf("deploy ran %d times", w.tools["deploy"].runs.Load())
+			}
+			if last := w.model.Requests()[1]; !slices.ContainsFunc(last.Messages, func(m model.Message) bool { return strings.Contains(m.Text, "careful, friday") }) {
+				t.Error("the aside in the thread did not reach the model with the next request")
+			}
+		})
+	}
+}
+
+// A private channel with a G id (made before 2021): the mention is taken
+// from its message.groups event and is a channel turn ("*" serves it);
+// the app_mention twin starts nothing more.
+func TestLegacyPrivateChannelMention(t *testing.T) {
+	w := newWorld(t, ModeSocket)
+	const priv, top = "G0LEGACY", "1700000400.000100"
+	w.model.PushText("Hello, private channel.")
+	w.deliverEvent(message(w.eventID(), priv, "group", bob, top, "", "<@"+botUser+"> hi"), 0)
+	w.deliverEvent(mention(w.eventID(), priv, bob, top, "", "<@"+botUser+"> hi"), 0)
+	if got := w.waitText(priv, "Hello, private channel."); got.param("thread_ts") != top {
+		t.Errorf("answer in thread %q, want %q", got.param("thread_ts"), top)
+	}
+	w.ad.Wait()
+	if n := len(w.model.Requests()); n != 1 {
+		t.Fatalf("%d model requests, want 1", n)
+	}
+	conv, err := w.db.FindConversation(context.Background(), Platform, priv, top)
+	if err != nil || conv.DM {
+		t.Fatalf("conversation %+v (%v), want a channel conversation", conv, err)
 	}
 }

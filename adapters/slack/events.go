@@ -151,23 +151,36 @@ func classify(req eventRequest, self identity) (eventAction, error) {
 	if e.ThreadTS != "" && !tsPattern.MatchString(e.ThreadTS) {
 		return eventAction{}, badEvent("%s %s: malformed thread_ts", e.Type, clip(req.EventID, 40))
 	}
+	// A group DM (mpim) is a direct message: served by the `id: dm`
+	// entry, not by channel entries or "*".
 	turn := bot.Turn{Platform: Platform, Channel: e.Channel, User: e.User, Text: stripMention(e.Text, self.UserID),
 		DM: e.ChannelType == "im" || e.ChannelType == "mpim" || strings.HasPrefix(e.Channel, "D")}
 	act := eventAction{Kind: actTurn, EventID: req.EventID}
+	// mentionThread is the thread of a mention: its thread_ts when it is
+	// a reply, else its own ts.
+	mentionThread := e.ThreadTS
+	if mentionThread == "" {
+		mentionThread = e.TS
+	}
 	switch {
 	case e.Type == "app_mention":
-		// The mention's thread: its thread_ts when it is a reply, else its own ts.
-		turn.Thread = e.ThreadTS
-		if turn.Thread == "" {
-			turn.Thread = e.TS
+		if !mentionByAppMention(e.Channel) {
+			return ignore("app_mention in a G or D conversation: taken from its message event, which says whether it is a group DM")
 		}
+		turn.Thread = mentionThread
 	case e.ChannelType == "im":
 		// Every DM message is a turn: in its thread, or in the DM's one
 		// running conversation ("") when not in a thread.
 		turn.Thread = e.ThreadTS
 	case e.ChannelType == "channel" || e.ChannelType == "group" || e.ChannelType == "mpim":
 		if mentions(e.Text, self.UserID) {
-			return ignore("mention: handled by its app_mention event")
+			if mentionByAppMention(e.Channel) {
+				return ignore("mention: handled by its app_mention event")
+			}
+			// A group DM, or a private channel with a G id: this message
+			// event is the mention (its app_mention twin is ignored).
+			turn.Thread = mentionThread
+			break
 		}
 		if e.ThreadTS == "" {
 			return ignore("not in a thread")
@@ -180,6 +193,17 @@ func classify(req eventRequest, self identity) (eventAction, error) {
 	}
 	act.Turn = turn
 	return act, nil
+}
+
+// mentionByAppMention reports whether a mention in this conversation is
+// taken from its app_mention event. app_mention carries no channel_type,
+// and an id starting with G is either a private channel made before 2021
+// or a group DM, which Airlock serves as a DM: there the mention is taken
+// from its message.groups or message.mpim twin, which says which. (D, a
+// DM, gets no app_mention; its messages come as message.im.) One source
+// per conversation, so one message is never two turns.
+func mentionByAppMention(channel string) bool {
+	return !strings.HasPrefix(channel, "G") && !strings.HasPrefix(channel, "D")
 }
 
 var mentionPattern = regexp.MustCompile(`<@([A-Z0-9]+)(\|[^>]*)?>`)

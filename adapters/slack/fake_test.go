@@ -117,6 +117,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 func (f *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	seenMethods.Store(method, true)
 	body, _ := io.ReadAll(r.Body)
 	call := apiCall{Method: method}
 	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -53,6 +53,15 @@ func TestClassify(t *testing.T) {
 		{"thread chatter: aside", message("Ev1", chanOps, "channel", alice, "4.2", "4.1", "wait <@UALICE>"), actNote, "4.1", "wait <@UALICE>"},
 		{"private channel chatter: aside", message("Ev1", "G0PRIV", "group", alice, "4.2", "4.1", "hm"), actNote, "4.1", "hm"},
 		{"channel mention message: app_mention handles it", message("Ev1", chanOps, "channel", alice, "4.2", "4.1", "<@UBOT> go"), actIgnore, "", ""},
+		{"new private channel (C id) mention message: app_mention handles it", message("Ev1", "C0PRIV", "group", alice, "4.2", "", "<@UBOT> go"), actIgnore, "", ""},
+		{"group DM mention: a DM turn in its own thread", message("Ev1", "G0GROUP", "mpim", alice, "5.1", "", "<@UBOT> go"), actTurn, "5.1", "go"},
+		{"group DM mention in a thread", message("Ev1", "G0GROUP", "mpim", alice, "5.2", "5.1", "again <@UBOT>"), actTurn, "5.1", "again"},
+		{"group DM app_mention: its message.mpim twin handles it", mention("Ev1", "G0GROUP", alice, "5.1", "", "<@UBOT> go"), actIgnore, "", ""},
+		{"group DM thread chatter: aside", message("Ev1", "G0GROUP", "mpim", alice, "5.3", "5.1", "hm"), actNote, "5.1", "hm"},
+		{"group DM top level: ignored", message("Ev1", "G0GROUP", "mpim", alice, "5.4", "", "lunch?"), actIgnore, "", ""},
+		{"legacy private channel (G id) mention message: a channel turn", message("Ev1", "G0PRIV", "group", alice, "6.1", "", "<@UBOT> go"), actTurn, "6.1", "go"},
+		{"legacy private channel app_mention: its message.groups twin handles it", mention("Ev1", "G0PRIV", alice, "6.1", "", "<@UBOT> go"), actIgnore, "", ""},
+		{"app_mention in a DM: message.im handles it", mention("Ev1", dmBob, bob, "6.1", "", "<@UBOT> go"), actIgnore, "", ""},
 		{"channel top level: ignored", message("Ev1", chanOps, "channel", alice, "4.1", "", "lunch?"), actIgnore, "", ""},
 		{"bot message", withSubtype(message("Ev1", chanOps, "channel", alice, "4.2", "4.1", "x"), "bot_id", "B2"), actIgnore, "", ""},
 		{"own message", message("Ev1", dmBob, "im", botUser, "4.2", "", "x"), actIgnore, "", ""},
@@ -172,40 +181,47 @@ func TestCardRef(t *testing.T) {
 	}
 }
 
+// TestVerifySignature: slack-go's verifier behind our stricter spelling
+// checks; the window is five minutes either side of the local clock.
 func TestVerifySignature(t *testing.T) {
-	now := time.Unix(1700000000, 0)
+	now := time.Now()
+	at := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
 	body := []byte(`{"type":"event_callback"}`)
 	h := func(ts, sig string) http.Header {
 		return http.Header{headerTimestamp: {ts}, headerSignature: {sig}}
 	}
-	good := fmt.Sprintf("v0=%x", Sign(testSecret, "1700000000", body))
-	if err := VerifySignature(testSecret, h("1700000000", good), body, now); err != nil {
+	sign := func(secret, ts string) string { return fmt.Sprintf("v0=%x", Sign(secret, ts, body)) }
+	ts := at(0)
+	good := sign(testSecret, ts)
+	if err := VerifySignature(testSecret, h(ts, good), body); err != nil {
 		t.Fatalf("good signature: %v", err)
 	}
-	if err := VerifySignature(testSecret, h("1700000000", good), body, now.Add(5*time.Minute)); err != nil {
-		t.Errorf("at the edge of the window: %v", err)
+	for _, d := range []time.Duration{-4*time.Minute - 50*time.Second, 4*time.Minute + 50*time.Second} {
+		if err := VerifySignature(testSecret, h(at(d), sign(testSecret, at(d))), body); err != nil {
+			t.Errorf("inside the window (%v): %v", d, err)
+		}
 	}
 	for name, tc := range map[string]struct {
 		secret string
 		h      http.Header
-		now    time.Time
 		want   error
 	}{
-		"no headers":     {testSecret, http.Header{}, now, ErrNoSignature},
-		"stale":          {testSecret, h("1700000000", good), now.Add(5*time.Minute + time.Second), ErrStaleSignature},
-		"future":         {testSecret, h("1700000000", good), now.Add(-6 * time.Minute), ErrStaleSignature},
-		"other secret":   {"other", h("1700000000", good), now, ErrBadSignature},
-		"v1":             {testSecret, h("1700000000", "v1="+good[3:]), now, ErrBadSignature},
-		"not hex":        {testSecret, h("1700000000", "v0=zz"), now, ErrBadSignature},
-		"short":          {testSecret, h("1700000000", "v0=abcd"), now, ErrBadSignature},
-		"bad timestamp":  {testSecret, h("soon", good), now, ErrBadSignature},
-		"other ts":       {testSecret, h("1700000001", good), now, ErrBadSignature},
-		"upper-case hex": {testSecret, h("1700000000", "v0="+strings.ToUpper(good[3:])), now, ErrBadSignature},
-		"signed ts":      {testSecret, h("+1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "+1700000000", body))), now, ErrBadSignature},
-		"no secret":      {"", h("1700000000", fmt.Sprintf("v0=%x", Sign("", "1700000000", body))), now, nil},
-		"missing header": {testSecret, http.Header{headerSignature: {good}}, now, ErrNoSignature},
+		"no headers":     {testSecret, http.Header{}, ErrNoSignature},
+		"stale":          {testSecret, h(at(-5*time.Minute-10*time.Second), sign(testSecret, at(-5*time.Minute-10*time.Second))), ErrStaleSignature},
+		"future":         {testSecret, h(at(6*time.Minute), sign(testSecret, at(6*time.Minute))), ErrStaleSignature},
+		"replayed":       {testSecret, h("1700000000", sign(testSecret, "1700000000")), ErrStaleSignature},
+		"other secret":   {"other", h(ts, good), ErrBadSignature},
+		"v1":             {testSecret, h(ts, "v1="+good[3:]), ErrBadSignature},
+		"not hex":        {testSecret, h(ts, "v0=zz"), ErrBadSignature},
+		"short":          {testSecret, h(ts, "v0=abcd"), ErrBadSignature},
+		"bad timestamp":  {testSecret, h("soon", good), ErrBadSignature},
+		"other ts":       {testSecret, h(at(time.Second), good), ErrBadSignature},
+		"upper-case hex": {testSecret, h(ts, "v0="+strings.ToUpper(good[3:])), ErrBadSignature},
+		"signed ts":      {testSecret, h("+"+ts, sign(testSecret, "+"+ts)), ErrBadSignature},
+		"no secret":      {"", h(ts, sign("", ts)), nil},
+		"missing header": {testSecret, http.Header{headerSignature: {good}}, ErrNoSignature},
 	} {
-		err := VerifySignature(tc.secret, tc.h, body, tc.now)
+		err := VerifySignature(tc.secret, tc.h, body)
 		if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
 			t.Errorf("%s: err %v, want %v", name, err, tc.want)
 		}
@@ -375,6 +391,8 @@ func FuzzEventPayload(f *testing.F) {
 	f.Add([]byte(`{"type":"event_callback","event_id":"E","event":{"type":"message","subtype":"message_changed"}}`))
 	f.Add([]byte(`{"type":"event_callback","event_id":"E","event":null}`))
 	f.Add([]byte(`{`))
+	f.Add(mustJSON(message("Ev4", "G0GROUP", "mpim", alice, "1.3", "", "<@UBOT> go")))
+	f.Add(mustJSON(mention("Ev5", "G0PRIV", alice, "1.3", "1.1", "<@UBOT> go")))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := parseEvent(body)
 		if err != nil {
@@ -399,6 +417,20 @@ func FuzzEventPayload(f *testing.F) {
 			}
 			if act.Kind == actNote && act.Turn.Thread == "" {
 				t.Fatal("aside outside a thread")
+			}
+		}
+		// One message is at most one turn: a mention's app_mention and its
+		// message.* twin are never both turns.
+		if act.Kind == actTurn && req.Event.Type == "app_mention" || act.Kind == actTurn && req.Event.ChannelType != "im" {
+			for _, ct := range []string{"", "channel", "group", "mpim"} {
+				twin := req
+				twin.Event.Type, twin.Event.ChannelType = "message", ct
+				if req.Event.Type == "message" {
+					twin.Event.Type, twin.Event.ChannelType = "app_mention", ""
+				}
+				if other, err := classify(twin, self); err == nil && other.Kind == actTurn {
+					t.Fatalf("%s and its %s twin (%q) are both turns", req.Event.Type, twin.Event.Type, ct)
+				}
 			}
 		}
 	})
@@ -526,56 +558,72 @@ func FuzzRender(f *testing.F) {
 
 // FuzzVerifySignature: no header or body makes VerifySignature panic, and
 // only the body signed with the secret, under a timestamp less than five
-// minutes from now, verifies.
+// minutes from now, verifies. A timestamp starting with "now" is now minus
+// skew seconds followed by the rest, so the fuzzer reaches the window and
+// its edges whatever the date.
 func FuzzVerifySignature(f *testing.F) {
-	now := time.Unix(1700000000, 0)
 	body := []byte(`{"type":"event_callback"}`)
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	f.Add(body, "now", fmt.Sprintf("v0=%x", Sign(testSecret, now, body)), int64(0))
+	f.Add(body, "now", "v0=", int64(299))
+	f.Add(body, "now", "v0=", int64(301))
+	f.Add(body, "now", "v0=", int64(-301))
+	f.Add(body, "now ", "v0=", int64(1))
 	f.Add(body, "1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "1700000000", body)), int64(0))
-	f.Add(body, "1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "1700000000", body)), int64(301))
 	f.Add(body, "+1700000000", fmt.Sprintf("v0=%x", Sign(testSecret, "+1700000000", body)), int64(0))
 	f.Add(body, "1700000000 ", "v0=", int64(-400))
 	f.Add([]byte{}, "", "", int64(0))
 	f.Add([]byte("payload=x"), "99999999999999999999", "v0=zz", int64(1))
 	f.Fuzz(func(t *testing.T, body []byte, ts, sig string, skew int64) {
+		if rest, ok := strings.CutPrefix(ts, "now"); ok {
+			ts = strconv.FormatInt(time.Now().Unix()-skew%1000, 10) + rest
+		}
 		h := http.Header{}
 		h.Set(headerTimestamp, ts)
 		h.Set(headerSignature, sig)
-		at := now.Add(time.Duration(skew%1000) * time.Second)
-		err := VerifySignature(testSecret, h, body, at)
+		// fresh reports whether the header's timestamp is a well-formed
+		// time within the window of at.
+		fresh := func(at time.Time) bool {
+			ts := h.Get(headerTimestamp)
+			sec, err := strconv.ParseInt(ts, 10, 64)
+			if err != nil || !digits(ts, 12) {
+				return false
+			}
+			d := at.Sub(time.Unix(sec, 0))
+			return d <= MaxSignatureAge && d >= -MaxSignatureAge
+		}
+		before := time.Now()
+		err := VerifySignature(testSecret, h, body)
+		after := time.Now()
 		if err == nil {
 			// Accepted: then the signature is the secret's over this exact
 			// timestamp and body, and the timestamp is fresh.
-			sec, perr := strconv.ParseInt(h.Get(headerTimestamp), 10, 64)
-			if perr != nil || !digits(h.Get(headerTimestamp), 12) {
-				t.Fatalf("accepted a malformed timestamp %q", ts)
-			}
-			if d := at.Sub(time.Unix(sec, 0)); d > MaxSignatureAge || d < -MaxSignatureAge {
-				t.Fatalf("accepted a stale timestamp %q at %v", ts, at)
+			if !fresh(before) && !fresh(after) {
+				t.Fatalf("accepted a malformed or stale timestamp %q", h.Get(headerTimestamp))
 			}
 			if want := "v0=" + hex.EncodeToString(Sign(testSecret, h.Get(headerTimestamp), body)); h.Get(headerSignature) != want {
 				t.Fatalf("accepted signature %q, want %q", sig, want)
 			}
-			if VerifySignature("another secret", h, body, at) == nil {
+			if VerifySignature("another secret", h, body) == nil {
 				t.Fatal("another secret verified the same request")
 			}
 			if len(body) > 0 {
 				flipped := append([]byte(nil), body...)
 				flipped[0] ^= 1
-				if VerifySignature(testSecret, h, flipped, at) == nil {
+				if VerifySignature(testSecret, h, flipped) == nil {
 					t.Fatal("a changed body verified")
 				}
 			}
 		}
 		// The right signature for this body and timestamp verifies exactly
-		// when the timestamp is a fresh integer.
+		// when the timestamp is a fresh integer (a call at the very edge of
+		// the window, fresh before it and stale after, may go either way).
 		h.Set(headerSignature, "v0="+hex.EncodeToString(Sign(testSecret, h.Get(headerTimestamp), body)))
-		sec, perr := strconv.ParseInt(h.Get(headerTimestamp), 10, 64)
-		fresh := perr == nil && digits(h.Get(headerTimestamp), 12) && func() bool {
-			d := at.Sub(time.Unix(sec, 0))
-			return d <= MaxSignatureAge && d >= -MaxSignatureAge
-		}()
-		if got := VerifySignature(testSecret, h, body, at) == nil; got != fresh {
-			t.Fatalf("correctly signed, timestamp %q (fresh %v): verified %v", h.Get(headerTimestamp), fresh, got)
+		before = time.Now()
+		got := VerifySignature(testSecret, h, body) == nil
+		after = time.Now()
+		if fb, fa := fresh(before), fresh(after); fb == fa && got != fb {
+			t.Fatalf("correctly signed, timestamp %q (fresh %v): verified %v", h.Get(headerTimestamp), fb, got)
 		}
 	})
 }

@@ -14,7 +14,13 @@
 // are kept as asides (context for the next turn) and never supersede a
 // pending card. In a direct message every message is a turn; a DM message
 // outside a thread belongs to the DM's one running conversation (thread
-// ""), and a reply in a DM thread to that thread's own conversation.
+// ""), and a reply in a DM thread to that thread's own conversation. A
+// group DM (mpim) is served as a DM (bot.Turn.DM, the `id: dm` entry) but
+// talks like a channel: a message mentioning the bot is a turn in that
+// message's thread, replies there are asides. app_mention carries no
+// channel type, so in conversations whose id starts with G (group DMs and
+// private channels made before 2021) the mention is taken from its
+// message.mpim or message.groups event instead, one source per message.
 // Channel in bot.Thread is always the plain Slack channel id, so
 // `channels[].id` in the config matches it (one workspace per bot token,
 // so the team id is not part of the key).

@@ -19,6 +19,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/metrics"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/gemini"
@@ -38,6 +39,8 @@ Usage:
   airlock discord-invite -config FILE print the Discord install URL with the permissions the bot needs
   airlock audit        -config FILE [-conversation ID] [-since DURATION] [-json]
                                       who asked, the exact arguments, who decided, when, and the outcome of every call
+  airlock events       -config FILE [-dead]    webhook deliveries not yet accepted, or the dead ones
+  airlock events retry ID -config FILE         send a dead delivery again
   airlock grants       -config FILE [-active]   list grants ("Allow for" approvals of a tool in a thread)
   airlock grants revoke -config FILE ID        revoke a grant
   airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
@@ -62,6 +65,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return soak(ctx, args[1:], stdout, stderr)
 	case "grants":
 		return grants(ctx, args[1:], stdout, stderr)
+	case "events":
+		return eventsCmd(ctx, args[1:], stdout, stderr)
 	case "health":
 		return health(ctx, args[1:], stdout, stderr)
 	}
@@ -102,7 +107,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fmt.Fprintln(stderr, "airlock: discord: the config has no discord section")
 			return 1
 		}
-		u, err := discord.InviteURL(cfg.Discord.Token, cfg.Discord.ModerationTools)
+		u, err := discord.Invite(ctx, discord.Config{Token: cfg.Discord.Token, APIURL: cfg.Discord.APIURL}, cfg.Discord.ModerationTools)
 		if err != nil {
 			fmt.Fprintf(stderr, "airlock: discord.token: %v\n", err)
 			return 1
@@ -147,14 +152,26 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(nil)
 	provider, err := newProvider(ctx, cfg.Model)
 	if err != nil {
 		return nil, err
 	}
-	provider = m.Provider(provider, cfg.Model.Provider)
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
 	if err != nil {
+		return nil, err
+	}
+	m := metrics.New(func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := db.PendingApprovals(ctx)
+		if err != nil {
+			logger.Warn("metrics: count pending approvals", "err", err)
+		}
+		return float64(n)
+	})
+	provider = m.Provider(provider, cfg.Model.Provider)
+	if err := db.SetWebhooks(cfg.Events.Targets()); err != nil {
+		db.Close()
 		return nil, err
 	}
 	if db.Driver() == storage.DriverSQLite {
@@ -306,6 +323,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	go func() { defer wg.Done(); a.bot.Run(ctx, time.Second) }()
 	wg.Add(1)
 	go func() { defer wg.Done(); a.syncClock(ctx, logger, time.Minute) }()
+	if len(cfg.Events.Webhooks) > 0 {
+		host, _ := os.Hostname()
+		d := events.NewDeliverer(a.store, cfg.Events.Webhooks, events.Options{Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Logger: logger, Metrics: a.metrics})
+		run(d.Name(), d.Run)
+	}
 	<-ctx.Done()
 	// Stop taking turns and clicks; let started work (tool runs) finish
 	// for up to shutdown_timeout. What is cut off is recovered at the next

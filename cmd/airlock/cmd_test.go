@@ -116,7 +116,16 @@ func TestSoakRejectsBadFlags(t *testing.T) {
 }
 
 func TestDiscordInvite(t *testing.T) {
-	cfg := writeFile(t, "d.yaml", "model: {provider: openai, name: m}\ndiscord: {token: 'MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.secretpart', moderation_tools: [ban_member]}\n")
+	// The application id comes from GET /oauth2/applications/@me, not the token.
+	rest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v9/oauth2/applications/@me" || r.Header.Get("Authorization") != "Bot MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.secretpart" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"id":"123456789012345678","name":"Airlock"}`)
+	}))
+	defer rest.Close()
+	cfg := writeFile(t, "d.yaml", "model: {provider: openai, name: m}\ndiscord: {token: 'MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.secretpart', api_url: '"+rest.URL+"/api/v9/', moderation_tools: [ban_member]}\n")
 	var out, errOut bytes.Buffer
 	if code := run(context.Background(), []string{"discord-invite", "-config", cfg}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())

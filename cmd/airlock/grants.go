@@ -55,6 +55,11 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
+	// A revoke from here reaches the webhooks too.
+	if err := db.SetWebhooks(cfg.Events.Targets()); err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
 	if err := db.SyncClock(ctx); err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -62,9 +64,31 @@ func TestRunPolicy(t *testing.T) {
 		return false
 	}
 
+	// A webhook receiver checks every event's signature and keeps their types in order.
+	const hookSecret = "webhook-secret-0123456789"
+	var hookMu sync.Mutex
+	var hookTypes []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := events.Verify(hookSecret, r.Header.Get(events.SignatureHeader), body, time.Now(), 5*time.Minute); err != nil {
+			t.Errorf("webhook signature: %v", err)
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		var ev struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(body, &ev)
+		hookMu.Lock()
+		hookTypes = append(hookTypes, ev.Type)
+		hookMu.Unlock()
+	}))
+	t.Cleanup(hook.Close)
+
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := fmt.Sprintf(`
+events: {webhooks: [{url: %q, secret: %q}]}
 listen: %s
 storage: {driver: sqlite, dsn: %q}
 model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
@@ -86,7 +110,7 @@ tools:
     confirm: true
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
     http: {method: POST, url: "%s/deploy/{{.service}}"}
-`, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL, tools.URL, tools.URL)
+`, hook.URL, hookSecret, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL, tools.URL, tools.URL)
 	path := filepath.Join(dir, "airlock.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -193,6 +217,19 @@ tools:
 		t.Fatalf("deploy ran %d times, want 2", n)
 	}
 
+	// The webhook got the story too, signed, with each kind of event.
+	waitUntil(t, "the webhook events", func() bool {
+		hookMu.Lock()
+		defer hookMu.Unlock()
+		seen := strings.Join(hookTypes, " ")
+		for _, k := range []string{"tool_call", "approval_request", "approval", "decision", "tool_result", "grant_created", "grant_used", "grant_revoked", "rejected_click"} {
+			if !strings.Contains(seen, k) {
+				return false
+			}
+		}
+		return true
+	})
+
 	// /metrics counts what happened, under the documented names.
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -206,6 +243,8 @@ tools:
 		`airlock_decisions_total{outcome="allowed"} 2`,
 		`airlock_model_requests_total{provider="openai",status="ok"}`,
 		`airlock_decision_wait_seconds_count 2`,
+		`airlock_webhook_deliveries_total{status="delivered"}`,
+		"airlock_pending_approvals 2", // deploy 3 and deploy 4 wait
 		`airlock_model_request_seconds_bucket{provider="openai"`,
 	} {
 		if !strings.Contains(string(body), want) {

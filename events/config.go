@@ -1,0 +1,120 @@
+// Package events is Airlock's side channel: every audit event, as signed
+// JSON, POSTed to the configured webhooks from a durable outbox.
+//
+// Storage writes each event's outbox rows in the transaction of its audit
+// row (see storage.DB.SetWebhooks); a Deliverer sends them at least once,
+// in order per conversation per webhook, retrying with backoff, and marks
+// them dead after a day of failures. List and Retry are the operator's
+// commands.
+package events
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/airlockhq/airlock/storage"
+)
+
+// Config is the events section of the config file.
+type Config struct {
+	Webhooks []Webhook `yaml:"webhooks"`
+}
+
+// Webhook is one receiver of events.
+type Webhook struct {
+	URL    string   `yaml:"url"`
+	Secret string   `yaml:"secret"` // signs every request (Airlock-Signature)
+	Events []string `yaml:"events"` // the event types it takes; empty: all
+}
+
+// MinSecretLen is the shortest webhook secret accepted.
+const MinSecretLen = 16
+
+// ID is the webhook's stable id, derived from its URL (storage.WebhookID).
+func (w Webhook) ID() string { return storage.WebhookID(w.URL) }
+
+// Target is the webhook as storage needs it.
+func (w Webhook) Target() storage.WebhookTarget {
+	t := storage.WebhookTarget{ID: w.ID()}
+	for _, e := range w.Events {
+		t.Events = append(t.Events, storage.EventType(e))
+	}
+	return t
+}
+
+// Name is the webhook as logs and listings show it: scheme, host and its
+// id; never the path or query, which may hold a token.
+func (w Webhook) Name() string {
+	u, err := url.Parse(w.URL)
+	if err != nil || u.Host == "" {
+		return w.ID()
+	}
+	return u.Scheme + "://" + u.Host + " (" + w.ID() + ")"
+}
+
+// Targets is what to pass to storage.DB.SetWebhooks.
+func (c Config) Targets() []storage.WebhookTarget {
+	out := make([]storage.WebhookTarget, 0, len(c.Webhooks))
+	for _, w := range c.Webhooks {
+		out = append(out, w.Target())
+	}
+	return out
+}
+
+// KeyError is a configuration error naming the key at fault, such as
+// "events.webhooks[0].url".
+type KeyError struct {
+	Key string
+	Err error
+}
+
+func (e *KeyError) Error() string { return e.Key + ": " + e.Err.Error() }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+func keyErr(key, format string, args ...any) error {
+	return &KeyError{Key: key, Err: fmt.Errorf(format, args...)}
+}
+
+// Validate checks the section; its error is a *KeyError naming the key.
+func (c Config) Validate() error {
+	known := map[string]bool{}
+	var names []string
+	for _, t := range storage.EventTypes {
+		known[string(t)] = true
+		names = append(names, string(t))
+	}
+	urls := map[string]int{}
+	for i, w := range c.Webhooks {
+		key := fmt.Sprintf("events.webhooks[%d]", i)
+		u, err := url.Parse(w.URL)
+		switch {
+		case strings.TrimSpace(w.URL) == "":
+			return keyErr(key+".url", "required")
+		case err != nil:
+			return keyErr(key+".url", "not a URL: %v", err)
+		case u.Scheme != "https" && u.Scheme != "http" || u.Host == "":
+			return keyErr(key+".url", "must be an http:// or https:// URL with a host")
+		case u.Fragment != "":
+			return keyErr(key+".url", "must not have a #fragment")
+		}
+		if j, dup := urls[w.URL]; dup {
+			return keyErr(key+".url", "the same URL as events.webhooks[%d]", j)
+		}
+		urls[w.URL] = i
+		if len(w.Secret) < MinSecretLen {
+			return keyErr(key+".secret", "required, at least %d characters (e.g. openssl rand -hex 32, given as ${AIRLOCK_WEBHOOK_SECRET})", MinSecretLen)
+		}
+		seen := map[string]bool{}
+		for j, e := range w.Events {
+			if !known[e] {
+				return keyErr(fmt.Sprintf("%s.events[%d]", key, j), "%q is not one of %s", e, strings.Join(names, ", "))
+			}
+			if seen[e] {
+				return keyErr(fmt.Sprintf("%s.events[%d]", key, j), "%q is listed twice", e)
+			}
+			seen[e] = true
+		}
+	}
+	return nil
+}
