@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
@@ -102,6 +105,11 @@ type Config struct {
 	// Trace, when set, is called at named points of the confirmation path
 	// ("decided", "ran"); crash tests use it to stop the process there.
 	Trace func(point string)
+	// Tracer records OpenTelemetry spans: airlock.turn, airlock.resume,
+	// airlock.approval_wait and airlock.tool_run (see tracing.go). Spans
+	// carry ids, names and outcomes, never arguments, results or text.
+	// nil records nothing.
+	Tracer trace.Tracer
 }
 
 // Defaults of the history bounds.
@@ -121,6 +129,7 @@ type Bot struct {
 	turns     keyedMutex
 	stopping  bool           // Shutdown began; guarded by mu
 	work      sync.WaitGroup // turns, clicks and sweeps in progress
+	tracing   bool           // cfg.Tracer records (not a no-op)
 }
 
 // New checks the config and returns a Bot. Register platforms before use.
@@ -152,6 +161,9 @@ func New(cfg Config) (*Bot, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
 	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	if cfg.Redact == nil {
 		cfg.Redact = func(s string) string { return s }
 	}
@@ -164,7 +176,8 @@ func New(cfg Config) (*Bot, error) {
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = "airlock"
 	}
-	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}}, nil
+	_, off := cfg.Tracer.(noop.Tracer)
+	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off}, nil
 }
 
 // Channels returns the channel lookup, for platforms to install their

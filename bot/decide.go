@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -152,12 +154,14 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "call no longer pending")
 		return ErrAlreadyClosed
 	}
+	var waited []trace.Link
 	if res.Decided {
 		outcome := "denied"
 		if d.Status == confirm.DecisionAllowed {
 			outcome = "allowed"
 		}
 		b.cfg.Metrics.Decision(outcome, b.now().Sub(batch.CreatedAt))
+		waited = append(waited, b.recordWait(ctx, batch, call, outcome, c.User, res.Votes, res.Required, d.Now))
 	}
 	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", c.User,
 		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
@@ -177,7 +181,10 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.trace("decided")
 		// The click counted; what follows is the bot's work, not the
 		// clicker's problem: failures are logged and told in the thread.
-		if err := b.resume(ctx, conv, batchID); err != nil {
+		rctx, span := b.startResume(ctx, resumeClick, conv, batchID, waited...)
+		err := b.resume(rctx, conv, batchID)
+		endSpan(span, err)
+		if err != nil {
 			b.log.Error("run decided batch", "batch", batchID, "err", err)
 		}
 	}

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/redact"
@@ -202,6 +205,13 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 		return "", fmt.Errorf("tool %q is not available", tc.Name)
 	}
 	b.log.Info("tool run", "batch", c.BatchID, "call", c.Key, "tool", tc.Name)
+	ctx, span := b.cfg.Tracer.Start(ctx, SpanToolRun, trace.WithAttributes(
+		AttrTool.String(tc.Name),
+		AttrBatchID.String(c.BatchID),
+		AttrCallKey.String(c.Key),
+		AttrDecisionID.String(c.IdempotencyKey),
+		AttrDecidedBy.String(c.DecidedBy),
+	))
 	// A run, once started, is not cancelled with the turn (a shutdown, a
 	// closed connection): cutting it off would report "failed" for an
 	// action that may have happened. The tool's own timeout bounds it; a
@@ -221,6 +231,14 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 		status, result = confirm.RunFailed, b.scrub(runErr.Error())
 	}
 	b.cfg.Metrics.ToolRun(tc.Name, string(status), elapsed)
+	span.SetAttributes(AttrRunStatus.String(string(status)))
+	switch status {
+	case confirm.RunFailed:
+		span.SetStatus(codes.Error, "tool run failed")
+	case confirm.RunUnknown:
+		span.SetStatus(codes.Error, "tool run outcome unknown")
+	}
+	span.End()
 	// The outcome must be written even when ctx ended while the tool ran.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -292,7 +310,9 @@ func (b *Bot) Recover(ctx context.Context) error {
 		hist, err := b.history(ctx, id)
 		if err == nil && endsWithResults(hist) {
 			b.log.Warn("continuing a conversation left without an answer", "conversation", id)
-			err = b.converse(ctx, conv, lastAuthor(hist))
+			rctx, span := b.startResume(ctx, resumeRecovery, conv, "")
+			err = b.converse(rctx, conv, lastAuthor(hist))
+			endSpan(span, err)
 		}
 		unlock()
 		if err != nil {
@@ -361,7 +381,10 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 	default:
 		return nil
 	}
-	return b.resumeLocked(ctx, conv, id)
+	rctx, span := b.startResume(ctx, resumeRecovery, conv, id)
+	err = b.resumeLocked(rctx, conv, id)
+	endSpan(span, err)
+	return err
 }
 
 // Sweep expires pending calls past their deadline (answering the model
@@ -399,8 +422,12 @@ func (b *Bot) Sweep(ctx context.Context) error {
 		for range n {
 			b.cfg.Metrics.Decision("expired", b.now().Sub(batch.CreatedAt))
 		}
+		waited := b.recordResolved(ctx, nil, batch, confirm.DecisionExpired, "expired")
 		b.refreshCard(ctx, conv, id)
-		if err := b.resume(ctx, conv, id); err != nil {
+		rctx, span := b.startResume(ctx, resumeExpiry, conv, id, waited...)
+		err = b.resume(rctx, conv, id)
+		endSpan(span, err)
+		if err != nil {
 			b.log.Error("continue after expiry", "batch", id, "err", err)
 		}
 	}

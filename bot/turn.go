@@ -62,6 +62,13 @@ func (b *Bot) Admit(ctx context.Context, t Turn) Admission {
 // decided work that is still open, then asks the model and runs its calls
 // until it answers or pauses. One turn at a time per thread.
 func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
+	ctx, span := b.startTurn(ctx, t)
+	err := b.handleTurn(ctx, t)
+	endSpan(span, err)
+	return err
+}
+
+func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if !b.enter() {
 		b.log.Info("turn refused: shutting down", "platform", t.Platform, "channel", t.Channel, "user", t.User)
 		return b.postIn(ctx, Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}, RestartingMessage)
@@ -83,6 +90,7 @@ func (b *Bot) HandleTurn(ctx context.Context, t Turn) error {
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}
+	setConversation(ctx, conv)
 	unlock, err := b.lockConversation(ctx, conv.ID)
 	if err != nil {
 		return err
@@ -218,6 +226,11 @@ func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 		}
 		for range n {
 			b.cfg.Metrics.Decision("abandoned", b.now().Sub(pending.CreatedAt))
+		}
+		if n > 0 && b.tracing {
+			if after, err := b.store.Batch(ctx, pending.ID); err == nil {
+				b.recordResolved(ctx, pending, after, confirm.DecisionDenied, "abandoned")
+			}
 		}
 	} else if !errors.Is(err, confirm.ErrNotFound) {
 		return fmt.Errorf("load pending pause: %w", err)

@@ -6,6 +6,7 @@ package card
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -245,4 +246,25 @@ func Excerpt(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// Hidden says how much of a text a renderer left out: "1,234 more
+// characters hidden".
+func Hidden(n int) string {
+	if n == 1 {
+		return "1 more character hidden"
+	}
+	return strings.TrimSuffix(Characters(n), " characters") + " more characters hidden"
+}
+
+// Characters counts characters for people: "1 character", "1,234 characters".
+func Characters(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if n == 1 {
+		return s + " character"
+	}
+	return s + " characters"
 }

@@ -17,22 +17,26 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/rules"
+	"github.com/airlockhq/airlock/telemetry"
 	"github.com/airlockhq/airlock/tools"
 )
 
 // Config is the whole configuration file. The yaml key names are a contract:
 // other tools write such files.
 type Config struct {
-	Listen       string         `yaml:"listen"`
-	Storage      Storage        `yaml:"storage"`
-	Model        Model          `yaml:"model"`
-	Confirmation Confirmation   `yaml:"confirmation"`
-	Tools        []tools.Config `yaml:"tools"`
-	Channels     []Channel      `yaml:"channels"`
-	Limits       Limits         `yaml:"limits"`
-	Log          Log            `yaml:"log"`
-	Events       events.Config  `yaml:"events"`
+	Listen       string            `yaml:"listen"`
+	Storage      Storage           `yaml:"storage"`
+	Model        Model             `yaml:"model"`
+	Confirmation Confirmation      `yaml:"confirmation"`
+	Tools        []tools.Config    `yaml:"tools"`
+	MCPServers   []mcptools.Config `yaml:"mcp_servers"`
+	Channels     []Channel         `yaml:"channels"`
+	Limits       Limits            `yaml:"limits"`
+	Log          Log               `yaml:"log"`
+	Events       events.Config     `yaml:"events"`
+	Telemetry    telemetry.Config  `yaml:"telemetry"`
 	// ShutdownTimeout is how long `airlock run` lets started work (tool
 	// runs) finish after SIGTERM; default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -527,6 +531,9 @@ func (c *Config) Validate() error {
 		}
 		return err
 	}
+	if err := c.Telemetry.Validate("telemetry"); err != nil {
+		return err
+	}
 	if c.ShutdownTimeout < 0 {
 		return keyErr("shutdown_timeout", "must not be negative")
 	}
@@ -566,21 +573,39 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return err
 	}
+	if err := mcptools.ValidateAll(c.MCPServers); err != nil {
+		return err // names mcp_servers[N].<key>
+	}
 	builtin := map[string]bool{}
 	if c.Discord != nil {
 		for _, n := range c.Discord.ModerationTools {
 			builtin[n] = true
 		}
 	}
+	// An MCP server's tools are known only once it answers: a name under a
+	// configured server's prefix is accepted.
+	fromMCP := func(name string) bool {
+		for _, m := range c.MCPServers {
+			if strings.HasPrefix(name, m.Name+mcptools.Separator) {
+				return true
+			}
+		}
+		return false
+	}
+	for i, t := range c.Tools {
+		if fromMCP(t.Name) {
+			return keyErr(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server %q", t.Name, strings.SplitN(t.Name, mcptools.Separator, 2)[0])
+		}
+	}
 	for i, name := range c.Confirmation.Tools {
-		if _, ok := set.Get(name); !ok && !builtin[name] {
+		if _, ok := set.Get(name); !ok && !builtin[name] && !fromMCP(name) {
 			return keyErr(fmt.Sprintf("confirmation.tools[%d]", i), "no tool named %q", name)
 		}
 	}
 	seen := map[string]int{}
 	for i, ch := range c.Channels {
 		key := fmt.Sprintf("channels[%d]", i)
-		if err := ch.validate(key, func(name string) bool { _, ok := set.Get(name); return ok || builtin[name] }); err != nil {
+		if err := ch.validate(key, func(name string) bool { _, ok := set.Get(name); return ok || builtin[name] || fromMCP(name) }); err != nil {
 			return err
 		}
 		id := ch.Platform + "/" + ch.ID

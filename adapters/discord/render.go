@@ -333,7 +333,7 @@ func argsField(args string, limit int, offer bool) (string, bool) {
 		return full, false
 	}
 	note := func(hidden int) string {
-		s := "\n… " + thousands(hidden) + " more " + plural(hidden, "character", "characters") + " hidden"
+		s := "\n… " + card.Hidden(hidden)
 		if offer {
 			s += "; **Show full arguments** shows them all"
 		}
@@ -522,7 +522,7 @@ func ArgsReply(c card.Call) *discordgo.InteractionResponseData {
 		return data
 	}
 	n := runes(args)
-	data.Content = fmt.Sprintf("%s: attached as %s (%s %s).", head, ArgsFileName, thousands(n), plural(n, "character", "characters"))
+	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, ArgsFileName, card.Characters(n))
 	data.Files = []*discordgo.File{{Name: ArgsFileName, ContentType: "application/json", Reader: strings.NewReader(visible.Reveal(args))}}
 	return data
 }
@@ -600,21 +600,6 @@ func limitLines(s string, n int) string {
 }
 
 func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
 
 // isSnowflake reports whether s is a Discord id: 1 to 20 digits.
 func isSnowflake(s string) bool {

@@ -341,7 +341,7 @@ func Render(c cardpkg.Card) string {
 			fmt.Fprintf(&w, "|       %s\n", l)
 		}
 		if hidden > 0 {
-			fmt.Fprintf(&w, "|       … %s more %s hidden", thousands(hidden), plural(hidden, "character", "characters"))
+			fmt.Fprintf(&w, "|       … %s", cardpkg.Hidden(hidden))
 			if call.Open() {
 				fmt.Fprintf(&w, "; /args %d prints them all", call.Number)
 			}
@@ -406,18 +406,3 @@ func short(id string) string {
 
 // oneLine is s on one line, its hidden characters shown escaped.
 func oneLine(s string) string { return strings.Join(strings.Fields(visible.Reveal(s)), " ") }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}

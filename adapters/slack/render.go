@@ -276,7 +276,7 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 	}
 	els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(preview.text, nil)}})
 	if preview.cut {
-		note := fmt.Sprintf("… %s more %s hidden.", thousands(preview.hidden), plural(preview.hidden, "character", "characters"))
+		note := fmt.Sprintf("… %s.", cardpkg.Hidden(preview.hidden))
 		if offer {
 			note += " Show full arguments opens them whole."
 		}
@@ -792,12 +792,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -20,12 +20,14 @@ import (
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/metrics"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/gemini"
 	"github.com/airlockhq/airlock/model/openai"
 	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/telemetry"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -41,10 +43,12 @@ Usage:
                                       who asked, the exact arguments, who decided, when, and the outcome of every call
   airlock events       -config FILE [-dead]    webhook deliveries not yet accepted, or the dead ones
   airlock events retry ID -config FILE         send a dead delivery again
+  airlock tools        -config FILE          every tool the model is offered, its source, and whether and why it needs approval
   airlock grants       -config FILE [-active]   list grants ("Allow for" approvals of a tool in a thread)
   airlock grants revoke -config FILE ID        revoke a grant
   airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
                                       repeat a storm of concurrent clicks on one button; every storm must run the tool once
+                                      measure click acks, decisions/s and memory per card against fakes, with baselines
   airlock health       [-url URL]     GET URL (default http://127.0.0.1:8080/readyz); exit 0 on 2xx, else 1 with the reason
 `
 
@@ -65,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return soak(ctx, args[1:], stdout, stderr)
 	case "grants":
 		return grants(ctx, args[1:], stdout, stderr)
+	case "tools":
+		return listTools(ctx, args[1:], stdout, stderr)
 	case "events":
 		return eventsCmd(ctx, args[1:], stdout, stderr)
 	case "health":
@@ -142,6 +148,10 @@ type app struct {
 	bot     *bot.Bot
 	tools   *tools.Set
 	metrics *metrics.Metrics
+	// flushTraces exports the spans still buffered; call it last.
+	flushTraces func(context.Context) error
+	// mcp holds the MCP servers' connections; nil without mcp_servers.
+	mcp *mcptools.Manager
 }
 
 func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraChannels ...bot.Channel) (*app, error) {
@@ -153,6 +163,12 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		return nil, err
 	}
 	provider, err := newProvider(ctx, cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	// MCP servers connect concurrently; their tools join the set before
+	// anything else runs (recovery and clicks need them), at most 15 s.
+	mcp, err := startMCP(ctx, cfg, set, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +186,13 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		return float64(n)
 	})
 	provider = m.Provider(provider, cfg.Model.Provider)
+	tp, flushTraces, err := telemetry.Setup(ctx, cfg.Telemetry)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	tracer := tp.Tracer(telemetry.TracerName)
+	provider = telemetry.Provider(provider, tracer, cfg.Model.Provider, cfg.Model.Name)
 	if err := db.SetWebhooks(cfg.Events.Targets()); err != nil {
 		db.Close()
 		return nil, err
@@ -217,6 +240,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		PendingPerChannel:  cfg.Limits.Pending(),
 		Redact:             secrets.String,
 		Metrics:            m,
+		Tracer:             tracer,
 		Now:                db.Clock(),
 		Logger:             logger,
 		WorkerID:           fmt.Sprintf("%s/%d", host, os.Getpid()),
@@ -226,7 +250,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		db.Close()
 		return nil, err
 	}
-	return &app{store: db, bot: b, tools: set, metrics: m}, nil
+	return &app{store: db, bot: b, tools: set, metrics: m, flushTraces: flushTraces, mcp: mcp}, nil
 }
 
 func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
@@ -263,7 +287,8 @@ func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io
 	if err != nil {
 		return err
 	}
-	defer a.store.Close()
+	defer a.close()
+	defer a.flush(logger)
 	a.bot.Register(shell.Platform, sh)
 	sh.Greet() // before recovery, which may already talk in the thread
 	if err := a.bot.Recover(ctx); err != nil {
@@ -280,7 +305,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer a.store.Close()
+	defer a.close()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -338,6 +363,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err := a.bot.Shutdown(drain); err != nil {
 		logger.Warn("work still running at the shutdown timeout; it is recovered at the next start", "err", err)
 	}
+	a.flush(logger)
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	_ = srv.Shutdown(shutdown)
@@ -386,6 +412,38 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 		run("discord", da.Run)
 	}
 	return nil
+}
+
+// startMCP connects the configured MCP servers and waits until each has
+// listed its tools or failed its first attempt (at most 15 s).
+func startMCP(ctx context.Context, cfg *config.Config, set *tools.Set, logger *slog.Logger) (*mcptools.Manager, error) {
+	if len(cfg.MCPServers) == 0 {
+		return nil, nil
+	}
+	m := mcptools.Start(ctx, cfg.MCPServers, set, logger.With("component", "mcp"))
+	if err := m.WaitReady(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// close stops what build started that outlives a command: the MCP
+// servers' connections and processes, and the database.
+func (a *app) close() {
+	if a.mcp != nil {
+		a.mcp.Close()
+	}
+	a.store.Close()
+}
+
+// flush exports the traces still buffered, for a few seconds at most.
+func (a *app) flush(logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.flushTraces(ctx); err != nil {
+		logger.Warn("flush traces", "err", err)
+	}
 }
 
 // newLogger builds the process's logger from the `log` section.

@@ -11,9 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
-	"github.com/airlockhq/airlock/storage"
 )
 
 // callRecord is the story of one tool call, told from the audit table.
@@ -173,12 +171,7 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
-	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	_, db, err := openStore(ctx, *cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1

@@ -7,9 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/events"
-	"github.com/airlockhq/airlock/storage"
 )
 
 // eventsCmd lists webhook deliveries not yet accepted
@@ -39,21 +37,12 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "usage: airlock events retry ID -config FILE")
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
-	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	cfg, db, err := openStore(ctx, *cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1
 	}
 	defer db.Close()
-	if err := db.SyncClock(ctx); err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
 	if retry {
 		if err := events.Retry(ctx, db, id); err != nil {
 			fmt.Fprintf(stderr, "airlock: %v\n", err)

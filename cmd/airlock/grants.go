@@ -11,9 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
-	"github.com/airlockhq/airlock/storage"
 )
 
 // grants lists grants (`airlock grants -config FILE [-active]`) or revokes
@@ -44,26 +42,12 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: airlock grants revoke -config FILE ID")
 		return 2
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
-	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	_, db, err := openStore(ctx, *cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1
 	}
 	defer db.Close()
-	// A revoke from here reaches the webhooks too.
-	if err := db.SetWebhooks(cfg.Events.Targets()); err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
-	if err := db.SyncClock(ctx); err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
 	now := db.Clock()()
 	if revoke {
 		by := "cli"

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/airlockhq/airlock/config"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// listTools prints every tool the model would be offered (config, MCP
+// servers, Discord moderation) with its source and whether and why a call
+// needs a person's yes (`airlock tools -config FILE`). It connects to the
+// MCP servers to list theirs.
+func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock tools", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	set, err := tools.New(cfg.Tools, tools.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	source := map[string]string{}
+	for _, t := range cfg.Tools {
+		source[t.Name] = "config"
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	mcp, err := startMCP(ctx, cfg, set, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	if mcp != nil {
+		defer mcp.Close()
+		for _, info := range mcp.Tools() {
+			source[info.Name] = "mcp:" + info.Server
+		}
+		for _, st := range mcp.Status() {
+			if st.Err != nil {
+				fmt.Fprintf(stderr, "airlock: MCP server %s: %v (its tools are absent)\n", st.Name, st.Err)
+			}
+		}
+	}
+	policy := confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools, cfg.Confirmation.RuleSet())
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tSOURCE\tAPPROVAL\tWHY")
+	for _, name := range set.Names() {
+		t, _ := set.Get(name)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, source[name], approvalOf(policy, name, toolInfoOf(name, t)))
+	}
+	if cfg.Discord != nil {
+		for _, name := range cfg.Discord.ModerationTools {
+			// Built-in tools are gated (confirm) unless confirmation.enabled is false.
+			info := confirm.ToolInfo{Name: name, Confirm: true}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, "discord", approvalOf(policy, name, info))
+		}
+	}
+	tw.Flush()
+	return 0
+}
+
+func toolInfoOf(name string, t tools.Tool) confirm.ToolInfo {
+	info := confirm.ToolInfo{Name: name, Confirm: t.Confirm()}
+	if a, ok := t.(interface{ Approvals() int }); ok {
+		info.Approvals = a.Approvals()
+	}
+	return info
+}
+
+// approvalOf says whether every call of the tool needs approval (its flag,
+// confirmation.tools), only some (rules over the arguments), or none, and
+// why: "always\tthe tool needs approval", "by rule\tprod-restarts".
+func approvalOf(policy confirm.Policy, name string, info confirm.ToolInfo) string {
+	v := policy.Evaluate(confirm.Request{Call: confirm.ToolCall{Name: name, Args: json.RawMessage("{}")}, Tool: &info})
+	var always, rules []string
+	for _, r := range v.Reasons {
+		switch r.Kind {
+		case confirm.ReasonToolFlag, confirm.ReasonConfirmationTools:
+			always = append(always, r.String())
+		case confirm.ReasonRule, confirm.ReasonRuleError:
+			rules = append(rules, r.Rule)
+		}
+	}
+	switch {
+	case v.Deny && len(always) == 0:
+		return "may be refused\trule " + v.DenyRule
+	case len(always) > 0:
+		return "always\t" + strings.Join(always, "; ")
+	case len(rules) > 0:
+		return "depends on the arguments\trules " + strings.Join(rules, ", ")
+	}
+	return "no\t-"
+}

@@ -1,0 +1,214 @@
+// Package mcptools carries the tools of MCP (Model Context Protocol) servers:
+// each server, reached over stdio (a command) or streamable HTTP (a URL),
+// lends its tools to the bot's tools.Set as "<server>__<tool>". They are
+// validated against the server's input schema, summarised for the approval
+// card, gated by the server's confirm flag, and run once with the call's
+// idempotency key in the request's _meta.
+package mcptools
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/airlockhq/airlock/tools"
+)
+
+// Config is one MCP server as written in the config file (key
+// `mcp_servers[]`).
+type Config struct {
+	// Name is the server's name, [a-z0-9_]+ starting with a letter or "_";
+	// its tools reach the model as <name>__<tool>.
+	Name string `yaml:"name"`
+	// Command is the argv of a stdio server; no shell.
+	Command []string `yaml:"command"`
+	// URL is the endpoint of a streamable HTTP server.
+	URL string `yaml:"url"`
+	// Headers go with every HTTP request (URL only).
+	Headers map[string]string `yaml:"headers"`
+	// Env is the stdio server's environment besides PATH and HOME (Command
+	// only): nothing else of Airlock's environment reaches it.
+	Env map[string]string `yaml:"env"`
+	// Tools are the server's tools to carry; empty means all.
+	Tools []string `yaml:"tools"`
+	// Confirm is whether the server's tools need a person's yes; nil means
+	// true.
+	Confirm *bool `yaml:"confirm"`
+	// TrustAnnotations lets a tool annotated readOnlyHint: true run
+	// without approval. Otherwise annotations are shown, never trusted.
+	TrustAnnotations bool `yaml:"trust_annotations"`
+	// Timeout bounds one call; 0 means DefaultTimeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// Summaries are read-backs by tool name (the server's, without the
+	// prefix): text/templates over the arguments, as tools[].summary.
+	Summaries map[string]string `yaml:"summaries"`
+}
+
+// DefaultTimeout bounds a call when the config sets no timeout.
+const DefaultTimeout = 60 * time.Second
+
+// Separator joins a server's name and its tool's name.
+const Separator = "__"
+
+var (
+	serverNamePattern = regexp.MustCompile(`^[a-z0-9_]+$`)
+	// joinedNamePattern is what every provider accepts as a tool name.
+	joinedNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+)
+
+// ToolName is the name the model sees for the server's tool.
+func (c Config) ToolName(tool string) string { return c.Name + Separator + tool }
+
+// confirm is the server's confirm flag, true when unset.
+func (c Config) confirm() bool { return c.Confirm == nil || *c.Confirm }
+
+// timeout is the per-call timeout.
+func (c Config) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+// Validate checks the server's config. key is its place in the file, e.g.
+// "mcp_servers[0]"; an error is a *tools.ConfigError naming the bad key.
+func (c Config) Validate(key string) error {
+	cerr := func(sub string, err error) error { return &tools.ConfigError{Key: key + sub, Err: err} }
+	switch {
+	case c.Name == "":
+		return cerr(".name", errors.New("required"))
+	case !serverNamePattern.MatchString(c.Name):
+		return cerr(".name", fmt.Errorf("invalid %q: must match %s", c.Name, serverNamePattern))
+	case c.Name[0] >= '0' && c.Name[0] <= '9':
+		return cerr(".name", fmt.Errorf("invalid %q: must start with a letter or _ (tool names can't start with a digit)", c.Name))
+	case len(c.Name)+len(Separator)+1 > 64:
+		return cerr(".name", fmt.Errorf("too long: %q%s<tool> must fit 64 characters", c.Name, Separator))
+	}
+
+	hasCmd, hasURL := len(c.Command) > 0, c.URL != ""
+	switch {
+	case !hasCmd && !hasURL:
+		return cerr("", errors.New("one of command or url is required"))
+	case hasCmd && hasURL:
+		return cerr(".url", errors.New("not allowed with command: use one of command or url"))
+	}
+	if hasCmd {
+		if c.Command[0] == "" {
+			return cerr(".command[0]", errors.New("empty program"))
+		}
+		for i, a := range c.Command {
+			if strings.ContainsRune(a, 0) {
+				return cerr(fmt.Sprintf(".command[%d]", i), errors.New("NUL character"))
+			}
+		}
+		if len(c.Headers) > 0 {
+			return cerr(".headers", errors.New("only with url"))
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.Env)) {
+			v := c.Env[name]
+			if name == "" || strings.ContainsAny(name, "=\x00") {
+				return cerr(".env", fmt.Errorf("invalid name %q", name))
+			}
+			if strings.ContainsRune(v, 0) {
+				return cerr(".env."+name, errors.New("NUL character"))
+			}
+		}
+	}
+	if hasURL {
+		u, err := url.Parse(c.URL)
+		if err != nil {
+			return cerr(".url", errors.New("not a valid URL"))
+		}
+		if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cerr(".url", errors.New("must be an http:// or https:// URL with a host"))
+		}
+		if len(c.Env) > 0 {
+			return cerr(".env", errors.New("only with command"))
+		}
+		for _, name := range slices.Sorted(maps.Keys(c.Headers)) {
+			v := c.Headers[name]
+			if !validHeaderName(name) {
+				return cerr(".headers", fmt.Errorf("invalid name %q", name))
+			}
+			if strings.ContainsAny(v, "\r\n\x00") {
+				return cerr(".headers."+name, errors.New("invalid value: control character"))
+			}
+		}
+	}
+
+	listed := make(map[string]bool, len(c.Tools))
+	for i, t := range c.Tools {
+		k := fmt.Sprintf(".tools[%d]", i)
+		if err := c.checkToolName(t); err != nil {
+			return cerr(k, err)
+		}
+		if listed[t] {
+			return cerr(k, fmt.Errorf("duplicate %q", t))
+		}
+		listed[t] = true
+	}
+	if c.Timeout < 0 {
+		return cerr(".timeout", errors.New("must not be negative"))
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.Summaries)) {
+		text := c.Summaries[t]
+		k := ".summaries." + t
+		if err := c.checkToolName(t); err != nil {
+			return cerr(k, err)
+		}
+		if len(c.Tools) > 0 && !listed[t] {
+			return cerr(k, fmt.Errorf("%q is not in tools", t))
+		}
+		if _, err := tools.ParseSummary(text); err != nil {
+			return cerr(k, err)
+		}
+	}
+	return nil
+}
+
+// checkToolName checks that the server's tool name, joined, is a valid tool
+// name.
+func (c Config) checkToolName(tool string) error {
+	if tool == "" {
+		return errors.New("empty tool name")
+	}
+	if full := c.ToolName(tool); !joinedNamePattern.MatchString(full) || !tools.ValidName(full) {
+		return fmt.Errorf("%q: joined name %q must match %s", tool, full, joinedNamePattern)
+	}
+	return nil
+}
+
+// ValidateAll validates every server (keys "mcp_servers[N]...") and that
+// names are unique.
+func ValidateAll(cfgs []Config) error {
+	seen := make(map[string]bool, len(cfgs))
+	for i, c := range cfgs {
+		key := fmt.Sprintf("mcp_servers[%d]", i)
+		if err := c.Validate(key); err != nil {
+			return err
+		}
+		if seen[c.Name] {
+			return &tools.ConfigError{Key: key + ".name", Err: fmt.Errorf("duplicate %q", c.Name)}
+		}
+		seen[c.Name] = true
+	}
+	return nil
+}
+
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
