@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -226,5 +228,94 @@ tools:
 	out, err := exec.Command(airlockBinary(t), "audit", "-config", path, "-json").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"outcome":"succeeded"`) {
 		t.Fatalf("the drained run was not recorded as succeeded: %v\n%s", err, out)
+	}
+}
+
+// TestRunWebhooksSurviveDowntimeAndRestart: the receiver is down while a
+// turn happens and Airlock is killed before anything was delivered; after a
+// restart the receiver, now up, gets every event of the turn, in order,
+// each signed, none twice.
+func TestRunWebhooksSurviveDowntimeAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real binary")
+	}
+	const secret = "webhook-secret-abcdef0123"
+	var mu sync.Mutex
+	up := false
+	var got []string // "type call" in arrival order
+	seen := map[string]int{}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if !up {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		if err := events.Verify(secret, r.Header.Get(events.SignatureHeader), body, time.Now(), 5*time.Minute); err != nil {
+			t.Errorf("signature: %v", err)
+		}
+		var ev struct{ ID, Type, Call string }
+		_ = json.Unmarshal(body, &ev)
+		seen[ev.ID]++
+		got = append(got, ev.Type+" "+ev.Call)
+	}))
+	t.Cleanup(hook.Close)
+	api := newSlackAPI(t)
+	tools := newToolServer(t)
+	model := modeltest.NewOpenAIServer(t, agent)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cfg := fmt.Sprintf(`
+listen: %s
+events: {webhooks: [{url: %q, secret: %q}]}
+storage: {driver: sqlite, dsn: %q}
+model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
+slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+  - name: deploy
+    confirm: true
+    parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
+    http: {method: POST, url: "%s/deploy/{{.service}}"}
+`, addr, hook.URL, secret, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
+	path := filepath.Join(dir, "airlock.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, _ := startRun(t, path)
+	waitReady(t, addr)
+	if code, err := postSigned(addr, slackEvent("T1", "EvW1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("event: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
+	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "the deploy", func() bool { return len(tools.calls()) == 1 })
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+
+	mu.Lock()
+	up = true
+	mu.Unlock()
+	startRun(t, path)
+	waitReady(t, addr)
+	want := []string{"tool_call call_web", "approval_request ", "decision call_web", "tool_result call_web"}
+	waitUntil(t, "every event after the restart", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= len(want)
+	})
+	time.Sleep(300 * time.Millisecond) // a duplicate would arrive now
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("events in order: %q, want %q", got, want)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("event %s delivered %d times", id, n)
+		}
 	}
 }
