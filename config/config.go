@@ -37,6 +37,7 @@ type Config struct {
 	Log          Log               `yaml:"log"`
 	Events       events.Config     `yaml:"events"`
 	Telemetry    telemetry.Config  `yaml:"telemetry"`
+	Debug        Debug             `yaml:"debug"`
 	// ShutdownTimeout is how long `airlock run` lets started work (tool
 	// runs) finish after SIGTERM; default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -52,6 +53,13 @@ type Config struct {
 // Secrets returns the values that came into the config through ${NAME}
 // or ${NAME:-default}, for redaction.
 func (c *Config) Secrets() []string { return c.secrets }
+
+// Debug is the `debug` section.
+type Debug struct {
+	// Pprof serves /debug/pprof/ on `listen`; off by default (it shows
+	// the process's internals to whoever reaches the port).
+	Pprof bool `yaml:"pprof"`
+}
 
 // Log is the `log` section.
 type Log struct {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync"
 	"time"
@@ -337,6 +338,14 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	routes["GET /metrics"] = a.metrics.Handler()
+	if cfg.Debug.Pprof {
+		logger.Warn("debug.pprof is on: /debug/pprof/ is served on listen; keep it off the public internet")
+		routes["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
+		routes["/debug/pprof/profile"] = http.HandlerFunc(pprof.Profile)
+		routes["/debug/pprof/trace"] = http.HandlerFunc(pprof.Trace)
+		routes["/debug/pprof/symbol"] = http.HandlerFunc(pprof.Symbol)
+		routes["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
+	}
 	srv := newHTTPServer(httpHandler(a.store, routes), defaultHTTPLimits)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

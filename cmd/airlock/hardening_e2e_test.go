@@ -107,6 +107,13 @@ tools:
 		}
 	}
 
+	// pprof is off unless debug.pprof says so.
+	if resp, err := http.Get("http://" + addr + "/debug/pprof/"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without debug.pprof: %d", resp.StatusCode)
+	}
+
 	// 1. A stranger in a channel without an entry: one reply, no model.
 	post(slackEvent("T1", "Ev1", "app_mention", "CSTRANGER", "UMAL", "1800000000.000001", "", "<@UBOT> check status"))
 	waitUntil(t, "the not-enabled reply", said("not enabled in this channel"))
@@ -181,6 +188,7 @@ func TestRunDrainsOnSIGTERM(t *testing.T) {
 listen: %s
 shutdown_timeout: 20s
 log: {format: json}
+debug: {pprof: true}
 storage: {driver: sqlite, dsn: %q}
 model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
 slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
@@ -197,6 +205,11 @@ tools:
 	}
 	cmd, logs := startRun(t, path)
 	waitReady(t, addr)
+	if resp, err := http.Get("http://" + addr + "/debug/pprof/"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("/debug/pprof/ with debug.pprof: %d", resp.StatusCode)
+	}
 	if code, err := postSigned(addr, slackEvent("T1", "EvS1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
 		t.Fatalf("event: %d %v", code, err)
 	}
