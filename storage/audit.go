@@ -48,12 +48,12 @@ func (db *DB) insertAudit(ctx context.Context, ex sqlx.ExtContext, e confirm.Aud
 	args := []any{db.ts(e.At), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail}
 	targets := db.webhookTargets()
 	if len(targets) == 0 {
-		if _, err := ex.ExecContext(ctx, db.q(insert), args...); err != nil {
+		if _, err := db.exec(ctx, ex, db.q(insert), args...); err != nil {
 			return fmt.Errorf("insert audit %s: %w", e.Kind, err)
 		}
 		return nil
 	}
-	if err := sqlx.GetContext(ctx, ex, &e.ID, db.q(insert+` RETURNING id`), args...); err != nil {
+	if err := db.get(ctx, ex, &e.ID, db.q(insert+` RETURNING id`), args...); err != nil {
 		return fmt.Errorf("insert audit %s: %w", e.Kind, err)
 	}
 	if err := db.enqueue(ctx, ex, e, targets); err != nil {
@@ -80,7 +80,7 @@ func (db *DB) AuditEvents(ctx context.Context, f confirm.AuditFilter) ([]confirm
 	}
 	query += " ORDER BY id"
 	var rows []auditRow
-	if err := db.x.SelectContext(ctx, &rows, db.q(query), args...); err != nil {
+	if err := db.sel(ctx, db.reader(), &rows, db.q(query), args...); err != nil {
 		return nil, fmt.Errorf("load audit: %w", err)
 	}
 	out := make([]confirm.AuditEvent, len(rows))

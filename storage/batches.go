@@ -2,6 +2,8 @@ package storage
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -97,7 +99,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			return fmt.Errorf("append assistant message: %w", err)
 		}
 		nb.MessageSeq = msgs[0].Seq
-		_, err := tx.ExecContext(ctx, db.q(`INSERT INTO batches (id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, updated_at)
+		_, err := db.exec(ctx, tx, db.q(`INSERT INTO batches (id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			nb.ID, nb.ConversationID, nb.MessageSeq, nb.RequestedBy, string(nb.Status), nb.CardRef, nb.ClaimedBy,
 			db.ts(nb.CreatedAt), db.nts(nb.ExpiresAt), db.ts(now))
@@ -118,7 +120,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			if err != nil {
 				return fmt.Errorf("call %q restrict: %w", c.Key, err)
 			}
-			_, err = tx.ExecContext(ctx, insert, c.BatchID, c.Key, c.Position, c.CallID, c.Tool, string(c.Args), c.Summary, c.Flagged,
+			_, err = db.exec(ctx, tx, insert, c.BatchID, c.Key, c.Position, c.CallID, c.Tool, string(c.Args), c.Summary, c.Flagged,
 				string(c.Decision), c.DecidedBy, decidedAt, c.DenyMessage, string(c.Run), c.Result, c.IdempotencyKey, db.nts(c.ExpiresAt),
 				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID)
 			if err != nil {
@@ -217,55 +219,97 @@ func ruleOf(rs []confirm.Reason) string {
 
 // Batch loads a batch with its calls in position order; ErrNotFound when none.
 func (db *DB) Batch(ctx context.Context, id string) (*confirm.Batch, error) {
-	var r batchRow
-	if err := db.x.GetContext(ctx, &r, db.q(`SELECT `+batchColumns+` FROM batches WHERE id = ?`), id); err != nil {
-		return nil, fmt.Errorf("load batch %s: %w", id, notFound(err))
+	b, err := db.loadBatch(ctx, db.reader(), `b.id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("load batch %s: %w", id, err)
 	}
-	return db.withCalls(ctx, r)
+	return b, nil
 }
 
 // PendingBatch returns the conversation's newest batch in status pending;
 // ErrNotFound when none.
 func (db *DB) PendingBatch(ctx context.Context, conversationID int64) (*confirm.Batch, error) {
-	var r batchRow
-	err := db.x.GetContext(ctx, &r, db.q(`SELECT `+batchColumns+` FROM batches
-		WHERE conversation_id = ? AND status = 'pending' ORDER BY created_at DESC, id DESC LIMIT 1`), conversationID)
+	b, err := db.loadBatch(ctx, db.reader(), `b.id = (SELECT id FROM batches
+		WHERE conversation_id = ? AND status = 'pending' ORDER BY created_at DESC, id DESC LIMIT 1)`, conversationID)
 	if err != nil {
-		return nil, fmt.Errorf("load pending batch: %w", notFound(err))
+		return nil, fmt.Errorf("load pending batch: %w", err)
 	}
-	return db.withCalls(ctx, r)
+	return b, nil
 }
 
-func (db *DB) withCalls(ctx context.Context, r batchRow) (*confirm.Batch, error) {
-	var rows []callRow
-	if err := db.x.SelectContext(ctx, &rows, db.q(`SELECT `+callColumns+` FROM calls WHERE batch_id = ? ORDER BY position`), r.ID); err != nil {
-		return nil, fmt.Errorf("load calls of batch %s: %w", r.ID, err)
+// loadBatch loads the batch where selects (a condition on batches b) with
+// its calls and their votes in one statement: a row per call, in position
+// order, its votes as a JSON array of [approver, at] pairs, oldest first.
+// ErrNotFound when there is no such batch (a batch has at least one call).
+func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string, args ...any) (*confirm.Batch, error) {
+	votes := `(SELECT json_group_array(json_array(v.approver, v.at) ORDER BY v.at, v.id) FROM votes v
+		WHERE v.batch_id = c.batch_id AND v.key = c.key)`
+	if db.driver == DriverPostgres {
+		votes = `(SELECT json_agg(json_build_array(v.approver, v.at) ORDER BY v.at, v.id) FROM votes v
+		WHERE v.batch_id = c.batch_id AND v.key = c.key)`
 	}
-	b := &confirm.Batch{
-		ID:             r.ID,
-		ConversationID: r.ConversationID,
-		MessageSeq:     r.MessageSeq,
-		RequestedBy:    r.RequestedBy,
-		Status:         confirm.BatchStatus(r.Status),
-		CardRef:        r.CardRef,
-		ClaimedBy:      r.ClaimedBy,
-		CreatedAt:      r.CreatedAt.t,
-		ExpiresAt:      r.ExpiresAt.t,
-	}
-	cs, err := calls(rows)
+	query := db.q(`SELECT ` + prefixed("b.", batchColumns) + `, ` + prefixed("c.", callColumns) + `, ` + votes + `
+		FROM batches b JOIN calls c ON c.batch_id = b.id WHERE ` + where + ` ORDER BY c.position`)
+	rows, err := db.query(ctx, q, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	if err := db.attachVotes(ctx, cs, `SELECT batch_id, key, approver, at FROM votes WHERE batch_id = ? ORDER BY at, id`, r.ID); err != nil {
-		return nil, fmt.Errorf("load votes of batch %s: %w", r.ID, err)
+	defer rows.Close()
+	var (
+		b  *confirm.Batch
+		br batchRow
+		cr callRow
+		vs sql.NullString
+	)
+	dest := append(append(br.fields(), cr.fields()...), &vs)
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		if b == nil {
+			b = br.batch()
+		}
+		c, err := cr.call()
+		if err != nil {
+			return nil, err
+		}
+		if c.Votes, err = parseVotes(vs.String); err != nil {
+			return nil, fmt.Errorf("call %s/%s votes: %w", c.BatchID, c.Key, err)
+		}
+		b.Calls = append(b.Calls, c)
 	}
-	b.Calls = cs
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, confirm.ErrNotFound
+	}
 	return b, nil
+}
+
+// parseVotes reads loadBatch's votes column; "", "[]" and NULL are none.
+func parseVotes(s string) ([]confirm.Vote, error) {
+	if s == "" || s == "[]" {
+		return nil, nil
+	}
+	var pairs [][2]string
+	if err := json.Unmarshal([]byte(s), &pairs); err != nil {
+		return nil, err
+	}
+	out := make([]confirm.Vote, len(pairs))
+	for i, p := range pairs {
+		var at dbTime
+		if err := at.parse(p[1]); err != nil {
+			return nil, err
+		}
+		out[i] = confirm.Vote{By: p[0], At: at.t}
+	}
+	return out, nil
 }
 
 // SetCardRef stores the platform's reference of the batch's card.
 func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
-	res, err := db.x.ExecContext(ctx, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
+	res, err := db.exec(ctx, db.x, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
 	if err != nil {
 		return fmt.Errorf("set card ref: %w", err)
 	}
@@ -282,7 +326,7 @@ func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
 // batchExists reports whether the batch exists.
 func (db *DB) batchExists(ctx context.Context, ex sqlx.QueryerContext, batchID string) (bool, error) {
 	var n int
-	if err := sqlx.GetContext(ctx, ex, &n, db.q(`SELECT COUNT(*) FROM batches WHERE id = ?`), batchID); err != nil {
+	if err := db.get(ctx, ex, &n, db.q(`SELECT COUNT(*) FROM batches WHERE id = ?`), batchID); err != nil {
 		return false, err
 	}
 	return n > 0, nil
@@ -291,7 +335,7 @@ func (db *DB) batchExists(ctx context.Context, ex sqlx.QueryerContext, batchID s
 // callExists reports whether the call exists.
 func (db *DB) callExists(ctx context.Context, ex sqlx.QueryerContext, batchID, key string) (bool, error) {
 	var n int
-	if err := sqlx.GetContext(ctx, ex, &n, db.q(`SELECT COUNT(*) FROM calls WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
+	if err := db.get(ctx, ex, &n, db.q(`SELECT COUNT(*) FROM calls WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
 		return false, err
 	}
 	return n > 0, nil
@@ -314,7 +358,7 @@ func (db *DB) lostOrMissing(ctx context.Context, ex sqlx.QueryerContext, batchID
 // channel of a platform, whatever their thread.
 func (db *DB) PendingInChannel(ctx context.Context, platform, channel string) (int, error) {
 	var n int
-	if err := db.x.GetContext(ctx, &n, db.q(`SELECT COUNT(*) FROM batches b JOIN conversations c ON c.id = b.conversation_id
+	if err := db.get(ctx, db.reader(), &n, db.q(`SELECT COUNT(*) FROM batches b JOIN conversations c ON c.id = b.conversation_id
 		WHERE c.platform = ? AND c.channel = ? AND b.status = 'pending'`), platform, channel); err != nil {
 		return 0, fmt.Errorf("pending in channel: %w", err)
 	}
@@ -325,7 +369,7 @@ func (db *DB) PendingInChannel(ctx context.Context, platform, channel string) (i
 // oldest first (by batch creation, then position).
 func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm.Call, error) {
 	var rows []callRow
-	if err := db.x.SelectContext(ctx, &rows, db.q(`SELECT `+prefixed("c.", callColumns)+` FROM calls c JOIN batches b ON b.id = c.batch_id
+	if err := db.sel(ctx, db.reader(), &rows, db.q(`SELECT `+prefixed("c.", callColumns)+` FROM calls c JOIN batches b ON b.id = c.batch_id
 		WHERE b.conversation_id = ? AND c.run_status = 'unknown'
 		ORDER BY b.created_at, b.id, c.position`), conversationID); err != nil {
 		return nil, fmt.Errorf("unknown calls: %w", err)
@@ -345,7 +389,7 @@ func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm
 // BatchesIn lists ids of batches in the status, oldest first.
 func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]string, error) {
 	var ids []string
-	if err := db.x.SelectContext(ctx, &ids, db.q(`SELECT id FROM batches WHERE status = ? ORDER BY created_at, id`), string(status)); err != nil {
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches WHERE status = ? ORDER BY created_at, id`), string(status)); err != nil {
 		return nil, fmt.Errorf("batches in %s: %w", status, err)
 	}
 	return ids, nil
@@ -356,7 +400,7 @@ func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]stri
 // confirm.Store.
 func (db *DB) OpenBatches(ctx context.Context, conversationID int64) ([]string, error) {
 	var ids []string
-	if err := db.x.SelectContext(ctx, &ids, db.q(`SELECT id FROM batches
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches
 		WHERE conversation_id = ? AND status IN ('decided', 'running') ORDER BY created_at, id`), conversationID); err != nil {
 		return nil, fmt.Errorf("open batches: %w", err)
 	}
@@ -367,7 +411,7 @@ func (db *DB) OpenBatches(ctx context.Context, conversationID int64) ([]string, 
 // oldest first) and sets each call's Votes.
 func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, args ...any) error {
 	var rows []voteRow
-	if err := db.x.SelectContext(ctx, &rows, db.q(query), args...); err != nil {
+	if err := db.sel(ctx, db.reader(), &rows, db.q(query), args...); err != nil {
 		return err
 	}
 	if len(rows) == 0 {
@@ -390,7 +434,7 @@ func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, 
 // all conversations (airlock_pending_approvals).
 func (db *DB) PendingApprovals(ctx context.Context) (int, error) {
 	var n int
-	err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM calls c JOIN batches b ON b.id = c.batch_id
+	err := db.get(ctx, db.reader(), &n, `SELECT COUNT(*) FROM calls c JOIN batches b ON b.id = c.batch_id
 		WHERE b.status = 'pending' AND c.decision = 'pending'`)
 	if err != nil {
 		return 0, fmt.Errorf("count pending approvals: %w", err)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
@@ -34,7 +35,7 @@ type messageRow struct {
 // (a direct message); an existing conversation keeps its own dm. Concurrent
 // callers for one thread get the same row.
 func (db *DB) Conversation(ctx context.Context, platform, channel, thread string, dm bool) (confirm.Conversation, error) {
-	_, err := db.x.ExecContext(ctx, db.q(`INSERT INTO conversations (platform, channel, thread, dm, created_at) VALUES (?, ?, ?, ?, ?)
+	_, err := db.exec(ctx, db.x, db.q(`INSERT INTO conversations (platform, channel, thread, dm, created_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (platform, channel, thread) DO NOTHING`), platform, channel, thread, dm, db.ts(db.now()))
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("create conversation: %w", err)
@@ -46,7 +47,7 @@ func (db *DB) Conversation(ctx context.Context, platform, channel, thread string
 // the thread holds none.
 func (db *DB) FindConversation(ctx context.Context, platform, channel, thread string) (confirm.Conversation, error) {
 	var r conversationRow
-	err := db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, dm, created_at FROM conversations
+	err := db.get(ctx, db.reader(), &r, db.q(`SELECT id, platform, channel, thread, dm, created_at FROM conversations
 		WHERE platform = ? AND channel = ? AND thread = ?`), platform, channel, thread)
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("load conversation: %w", notFound(err))
@@ -57,7 +58,7 @@ func (db *DB) FindConversation(ctx context.Context, platform, channel, thread st
 // ConversationByID loads a conversation; ErrNotFound when none.
 func (db *DB) ConversationByID(ctx context.Context, id int64) (confirm.Conversation, error) {
 	var r conversationRow
-	err := db.x.GetContext(ctx, &r, db.q(`SELECT id, platform, channel, thread, dm, created_at FROM conversations WHERE id = ?`), id)
+	err := db.get(ctx, db.reader(), &r, db.q(`SELECT id, platform, channel, thread, dm, created_at FROM conversations WHERE id = ?`), id)
 	if err != nil {
 		return confirm.Conversation{}, fmt.Errorf("load conversation %d: %w", id, notFound(err))
 	}
@@ -82,21 +83,36 @@ func (db *DB) AppendMessages(ctx context.Context, conversationID int64, msgs ...
 }
 
 // appendMessages inserts msgs after the conversation's last message,
-// setting their ConversationID, Seq and zero CreatedAt. It locks the
-// conversation row first so concurrent appenders queue (the primary key on
+// setting their ConversationID, Seq and zero CreatedAt. Concurrent
+// appenders queue: on PostgreSQL on the conversation row's lock, taken
+// first, on SQLite on the transaction's write lock (the primary key on
 // (conversation_id, seq) backs this up).
 func (db *DB) appendMessages(ctx context.Context, tx *sqlx.Tx, conversationID int64, msgs []confirm.Message) error {
-	lock := `SELECT id FROM conversations WHERE id = ?`
-	if db.driver == DriverPostgres {
-		lock += ` FOR UPDATE`
-	}
-	var id int64
-	if err := tx.GetContext(ctx, &id, db.q(lock), conversationID); err != nil {
-		return fmt.Errorf("conversation %d: %w", conversationID, notFound(err))
-	}
 	var last int
-	if err := tx.GetContext(ctx, &last, db.q(`SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?`), conversationID); err != nil {
-		return fmt.Errorf("last seq: %w", err)
+	if db.driver == DriverPostgres {
+		var id int64
+		if err := db.get(ctx, tx, &id, db.q(`SELECT id FROM conversations WHERE id = ? FOR UPDATE`), conversationID); err != nil {
+			return fmt.Errorf("conversation %d: %w", conversationID, notFound(err))
+		}
+		if err := db.get(ctx, tx, &last, db.q(`SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?`), conversationID); err != nil {
+			return fmt.Errorf("last seq: %w", err)
+		}
+	} else {
+		// SQLite's write lock, taken by the transaction, already queues
+		// appenders: one statement checks the conversation and reads
+		// its last seq.
+		var row struct {
+			ID   sql.NullInt64 `db:"id"`
+			Last int           `db:"last"`
+		}
+		if err := db.get(ctx, tx, &row, db.q(`SELECT (SELECT id FROM conversations WHERE id = ?) AS id,
+			COALESCE((SELECT MAX(seq) FROM messages WHERE conversation_id = ?), 0) AS last`), conversationID, conversationID); err != nil {
+			return fmt.Errorf("last seq: %w", err)
+		}
+		if !row.ID.Valid {
+			return fmt.Errorf("conversation %d: %w", conversationID, confirm.ErrNotFound)
+		}
+		last = row.Last
 	}
 	insert := db.q(`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (?, ?, ?, ?, ?)`)
 	for i := range msgs {
@@ -104,7 +120,7 @@ func (db *DB) appendMessages(ctx context.Context, tx *sqlx.Tx, conversationID in
 		m.ConversationID = conversationID
 		m.Seq = last + 1 + i
 		m.CreatedAt = db.nowOr(m.CreatedAt)
-		if _, err := tx.ExecContext(ctx, insert, conversationID, m.Seq, m.Role, string(m.Body), db.ts(m.CreatedAt)); err != nil {
+		if _, err := db.exec(ctx, tx, insert, conversationID, m.Seq, m.Role, string(m.Body), db.ts(m.CreatedAt)); err != nil {
 			return fmt.Errorf("insert message %d: %w", m.Seq, err)
 		}
 	}
@@ -114,7 +130,7 @@ func (db *DB) appendMessages(ctx context.Context, tx *sqlx.Tx, conversationID in
 // Messages returns the conversation's messages in order.
 func (db *DB) Messages(ctx context.Context, conversationID int64) ([]confirm.Message, error) {
 	var rows []messageRow
-	err := db.x.SelectContext(ctx, &rows, db.q(`SELECT conversation_id, seq, role, body, created_at FROM messages
+	err := db.sel(ctx, db.reader(), &rows, db.q(`SELECT conversation_id, seq, role, body, created_at FROM messages
 		WHERE conversation_id = ? ORDER BY seq`), conversationID)
 	if err != nil {
 		return nil, fmt.Errorf("load messages: %w", err)
@@ -129,7 +145,7 @@ func (db *DB) Messages(ctx context.Context, conversationID int64) ([]confirm.Mes
 // Message loads one message of a conversation; ErrNotFound when none.
 func (db *DB) Message(ctx context.Context, conversationID int64, seq int) (confirm.Message, error) {
 	var r messageRow
-	err := db.x.GetContext(ctx, &r, db.q(`SELECT conversation_id, seq, role, body, created_at FROM messages
+	err := db.get(ctx, db.reader(), &r, db.q(`SELECT conversation_id, seq, role, body, created_at FROM messages
 		WHERE conversation_id = ? AND seq = ?`), conversationID, seq)
 	if err != nil {
 		return confirm.Message{}, fmt.Errorf("load message %d: %w", seq, notFound(err))
@@ -142,7 +158,7 @@ func (db *DB) Message(ctx context.Context, conversationID int64, seq int) (confi
 // process died in between).
 func (db *DB) UnansweredConversations(ctx context.Context) ([]int64, error) {
 	var ids []int64
-	if err := db.x.SelectContext(ctx, &ids, `SELECT m.conversation_id FROM messages m
+	if err := db.sel(ctx, db.reader(), &ids, `SELECT m.conversation_id FROM messages m
 		WHERE m.role = 'tool' AND m.seq = (SELECT MAX(seq) FROM messages WHERE conversation_id = m.conversation_id)
 		ORDER BY m.conversation_id`); err != nil {
 		return nil, fmt.Errorf("unanswered conversations: %w", err)

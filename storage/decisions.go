@@ -17,7 +17,7 @@ import (
 // (on PostgreSQL the UPDATE's row lock serialises deciders of one batch).
 // It returns false when the batch is not pending.
 func (db *DB) lockPendingBatch(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (bool, error) {
-	res, err := tx.ExecContext(ctx, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending'`), db.ts(now), batchID)
+	res, err := db.exec(ctx, tx, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending'`), db.ts(now), batchID)
 	if err != nil {
 		return false, fmt.Errorf("lock batch: %w", err)
 	}
@@ -82,7 +82,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			Tool           string `db:"tool"`
 			Approvals      int    `db:"approvals"`
 		}
-		if err := tx.GetContext(ctx, &info, db.q(lock), d.BatchID, d.Key, db.ts(now)); err != nil {
+		if err := db.get(ctx, tx, &info, db.q(lock), d.BatchID, d.Key, db.ts(now)); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return db.lostOrMissing(ctx, tx, d.BatchID, d.Key)
 			}
@@ -92,7 +92,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
 
 		if allow {
-			r, err := tx.ExecContext(ctx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
+			r, err := db.exec(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
 				ON CONFLICT (batch_id, key, approver) DO NOTHING`), d.BatchID, d.Key, d.By, db.ts(now))
 			if err != nil {
 				return fmt.Errorf("insert vote: %w", err)
@@ -101,7 +101,11 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			if err != nil {
 				return err
 			}
-			if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
+			if n == 1 && res.Required == 1 {
+				// A vote on a call needing one decides it in the same
+				// transaction, so a pending one had none before this.
+				res.Votes = 1
+			} else if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
 				return err
 			}
 			if n == 0 {
@@ -123,11 +127,13 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			if res.Votes < res.Required {
 				return nil
 			}
-		} else if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
-			return err
+		} else if res.Required > 1 { // a pending call needing one has no votes
+			if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
+				return err
+			}
 		}
 
-		r, err := tx.ExecContext(ctx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
+		r, err := db.exec(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
 			WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
 			string(d.Status), d.By, db.ts(now), d.Message, d.Reason, d.BatchID, d.Key, db.ts(now))
 		if err != nil {
@@ -179,23 +185,17 @@ var errAlreadyVoted = errors.New("already voted")
 // countVotes counts a call's votes.
 func (db *DB) countVotes(ctx context.Context, tx *sqlx.Tx, batchID, key string) (int, error) {
 	var n int
-	if err := tx.GetContext(ctx, &n, db.q(`SELECT COUNT(*) FROM votes WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
+	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM votes WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
 		return 0, fmt.Errorf("count votes: %w", err)
 	}
 	return n, nil
 }
 
 // finishDeciding takes the batch from pending to decided when none of its
-// calls is pending any more.
+// calls is pending any more (one statement).
 func (db *DB) finishDeciding(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (bool, error) {
-	var left int
-	if err := tx.GetContext(ctx, &left, db.q(`SELECT COUNT(*) FROM calls WHERE batch_id = ? AND decision = 'pending'`), batchID); err != nil {
-		return false, fmt.Errorf("count pending calls: %w", err)
-	}
-	if left > 0 {
-		return false, nil
-	}
-	r, err := tx.ExecContext(ctx, db.q(`UPDATE batches SET status = 'decided', updated_at = ? WHERE id = ? AND status = 'pending'`), db.ts(now), batchID)
+	r, err := db.exec(ctx, tx, db.q(`UPDATE batches SET status = 'decided', updated_at = ? WHERE id = ? AND status = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), db.ts(now), batchID, batchID)
 	if err != nil {
 		return false, fmt.Errorf("mark batch decided: %w", err)
 	}
@@ -233,14 +233,14 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 			return errLost
 		}
 		var calls []changedCall
-		if err := tx.SelectContext(ctx, &calls, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?
+		if err := db.sel(ctx, tx, &calls, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?
 			WHERE batch_id = ? AND decision = 'pending' RETURNING batch_id, key, tool, position`),
 			string(status), by, db.ts(now), message, batchID); err != nil {
 			return fmt.Errorf("decide pending calls: %w", err)
 		}
 		var allowed []changedCall
 		if abandon {
-			if err := tx.SelectContext(ctx, &allowed, db.q(`UPDATE calls SET decision = 'denied', decided_by = ?, decided_at = ?, deny_message = ?
+			if err := db.sel(ctx, tx, &allowed, db.q(`UPDATE calls SET decision = 'denied', decided_by = ?, decided_at = ?, deny_message = ?
 				WHERE batch_id = ? AND decision IN ('allowed', 'allowed_by_policy', 'allowed_by_grant') AND run_status = 'not_started'
 				RETURNING batch_id, key, tool, position`),
 				by, db.ts(now), message, batchID); err != nil {
@@ -261,7 +261,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 		sort.Slice(all, func(i, j int) bool { return all[i].Position < all[j].Position })
 		if len(all) > 0 {
 			var convID int64
-			if err := tx.GetContext(ctx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), batchID); err != nil {
+			if err := db.get(ctx, tx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), batchID); err != nil {
 				return fmt.Errorf("load batch: %w", err)
 			}
 			for _, c := range all {
@@ -293,7 +293,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 // at or before now, oldest first.
 func (db *DB) ExpiredBatches(ctx context.Context, now time.Time) ([]string, error) {
 	var ids []string
-	err := db.x.SelectContext(ctx, &ids, db.q(`SELECT b.id FROM batches b WHERE b.status = 'pending' AND EXISTS (
+	err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM batches b WHERE b.status = 'pending' AND EXISTS (
 			SELECT 1 FROM calls c WHERE c.batch_id = b.id AND c.decision = 'pending' AND c.expires_at <= ?)
 		ORDER BY b.created_at, b.id`), db.ts(db.nowOr(now)))
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 // PruneEvents forgets platform event ids seen before the time: platforms
 // retry within minutes, so old ids only take space.
 func (db *DB) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
-	r, err := db.x.ExecContext(ctx, db.q(`DELETE FROM events WHERE seen_at < ?`), db.ts(before))
+	r, err := db.exec(ctx, db.x, db.q(`DELETE FROM events WHERE seen_at < ?`), db.ts(before))
 	if err != nil {
 		return 0, fmt.Errorf("prune events: %w", err)
 	}
@@ -23,7 +23,7 @@ func (db *DB) MarkEvent(ctx context.Context, platform, eventID string, at time.T
 	if eventID == "" {
 		return false, errors.New("mark event: empty event id")
 	}
-	r, err := db.x.ExecContext(ctx, db.q(`INSERT INTO events (platform, event_id, seen_at) VALUES (?, ?, ?)
+	r, err := db.exec(ctx, db.x, db.q(`INSERT INTO events (platform, event_id, seen_at) VALUES (?, ?, ?)
 		ON CONFLICT (platform, event_id) DO NOTHING`), platform, eventID, db.ts(db.nowOr(at)))
 	if err != nil {
 		return false, fmt.Errorf("mark event: %w", err)

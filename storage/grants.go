@@ -37,7 +37,7 @@ func (db *DB) insertGrant(ctx context.Context, tx *sqlx.Tx, g *confirm.Grant, co
 	g.ExpiresAt = utc(g.ExpiresAt)
 	g.RevokedBy, g.RevokedAt = "", nil
 	g.BatchID, g.CallKey = d.BatchID, d.Key
-	_, err := tx.ExecContext(ctx, db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', NULL, ?, ?, ?)`),
+	_, err := db.exec(ctx, tx, db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', NULL, ?, ?, ?)`),
 		g.ID, g.ConversationID, g.Tool, g.CreatedBy, db.ts(g.CreatedAt), db.ts(g.ExpiresAt), g.BatchID, g.CallKey, g.NoticeRef)
 	if err != nil {
 		return fmt.Errorf("insert grant: %w", err)
@@ -58,7 +58,7 @@ func (db *DB) insertGrant(ctx context.Context, tx *sqlx.Tx, g *confirm.Grant, co
 // expiring after now. ErrNotFound when none.
 func (db *DB) ActiveGrant(ctx context.Context, conversationID int64, tool string, now time.Time) (*confirm.Grant, error) {
 	var r grantRow
-	err := db.x.GetContext(ctx, &r, db.q(`SELECT `+grantColumns+` FROM grants
+	err := db.get(ctx, db.reader(), &r, db.q(`SELECT `+grantColumns+` FROM grants
 		WHERE conversation_id = ? AND tool = ? AND revoked_at IS NULL AND expires_at > ?
 		ORDER BY created_at DESC, id DESC LIMIT 1`), conversationID, tool, db.ts(db.nowOr(now)))
 	if err != nil {
@@ -71,7 +71,7 @@ func (db *DB) ActiveGrant(ctx context.Context, conversationID int64, tool string
 // Grant loads one grant; ErrNotFound when none.
 func (db *DB) Grant(ctx context.Context, id string) (*confirm.Grant, error) {
 	var r grantRow
-	if err := db.x.GetContext(ctx, &r, db.q(`SELECT `+grantColumns+` FROM grants WHERE id = ?`), id); err != nil {
+	if err := db.get(ctx, db.reader(), &r, db.q(`SELECT `+grantColumns+` FROM grants WHERE id = ?`), id); err != nil {
 		return nil, fmt.Errorf("load grant %s: %w", id, notFound(err))
 	}
 	g := r.grant()
@@ -96,7 +96,7 @@ func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Gran
 	}
 	query += " ORDER BY created_at DESC, id DESC"
 	var rows []grantRow
-	if err := db.x.SelectContext(ctx, &rows, db.q(query), args...); err != nil {
+	if err := db.sel(ctx, db.reader(), &rows, db.q(query), args...); err != nil {
 		return nil, fmt.Errorf("load grants: %w", err)
 	}
 	out := make([]confirm.Grant, len(rows))
@@ -115,7 +115,7 @@ func (db *DB) RevokeGrant(ctx context.Context, id, by string, now time.Time) (bo
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		won = false
 		var g grantRow
-		err := tx.GetContext(ctx, &g, db.q(`UPDATE grants SET revoked_by = ?, revoked_at = ? WHERE id = ? AND revoked_at IS NULL
+		err := db.get(ctx, tx, &g, db.q(`UPDATE grants SET revoked_by = ?, revoked_at = ? WHERE id = ? AND revoked_at IS NULL
 			RETURNING `+grantColumns), by, db.ts(now), id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return errLost
@@ -144,7 +144,7 @@ func (db *DB) RevokeGrant(ctx context.Context, id, by string, now time.Time) (bo
 // SetGrantNoticeRef records the platform's reference of the grant's notice;
 // ErrNotFound when the grant does not exist.
 func (db *DB) SetGrantNoticeRef(ctx context.Context, id, ref string) error {
-	res, err := db.x.ExecContext(ctx, db.q(`UPDATE grants SET notice_ref = ? WHERE id = ?`), ref, id)
+	res, err := db.exec(ctx, db.x, db.q(`UPDATE grants SET notice_ref = ? WHERE id = ?`), ref, id)
 	if err != nil {
 		return fmt.Errorf("set grant notice ref: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 // previous lease has lapsed; one conditional write decides.
 func (db *DB) AcquireLease(ctx context.Context, key, holder string, ttl time.Duration, now time.Time) (bool, error) {
 	now = db.nowOr(now)
-	r, err := db.x.ExecContext(ctx, db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, ?, ?)
+	r, err := db.exec(ctx, db.x, db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`),
 		key, holder, db.ts(now.Add(ttl)), db.ts(now))
@@ -28,7 +28,7 @@ func (db *DB) AcquireLease(ctx context.Context, key, holder string, ttl time.Dur
 // ReleaseLease gives up holder's lease on key; a lease someone else holds
 // is left alone.
 func (db *DB) ReleaseLease(ctx context.Context, key, holder string) error {
-	if _, err := db.x.ExecContext(ctx, db.q(`DELETE FROM leases WHERE key = ? AND holder = ?`), key, holder); err != nil {
+	if _, err := db.exec(ctx, db.x, db.q(`DELETE FROM leases WHERE key = ? AND holder = ?`), key, holder); err != nil {
 		return fmt.Errorf("release lease: %w", err)
 	}
 	return nil
@@ -38,7 +38,7 @@ func (db *DB) ReleaseLease(ctx context.Context, key, holder string) error {
 // or before due (now + the reminder lead) and still after now.
 func (db *DB) DueReminders(ctx context.Context, now, due time.Time) ([]string, error) {
 	var ids []string
-	if err := db.x.SelectContext(ctx, &ids, db.q(`SELECT id FROM batches
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches
 		WHERE status = 'pending' AND reminded_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ? AND expires_at > ?
 		ORDER BY expires_at, id`), db.ts(due), db.ts(now)); err != nil {
 		return nil, fmt.Errorf("due reminders: %w", err)
@@ -49,7 +49,7 @@ func (db *DB) DueReminders(ctx context.Context, now, due time.Time) ([]string, e
 // MarkReminded records that a batch's reminder was posted; true only for
 // the first caller.
 func (db *DB) MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error) {
-	r, err := db.x.ExecContext(ctx, db.q(`UPDATE batches SET reminded_at = ? WHERE id = ? AND reminded_at IS NULL AND status = 'pending'`),
+	r, err := db.exec(ctx, db.x, db.q(`UPDATE batches SET reminded_at = ? WHERE id = ? AND reminded_at IS NULL AND status = 'pending'`),
 		db.ts(db.nowOr(now)), batchID)
 	if err != nil {
 		return false, fmt.Errorf("mark reminded: %w", err)
@@ -65,7 +65,7 @@ func (db *DB) MarkReminded(ctx context.Context, batchID string, now time.Time) (
 // no other holder can be alive; leases left by a killed process go at once
 // instead of lapsing.
 func (db *DB) ClearLeases(ctx context.Context) error {
-	if _, err := db.x.ExecContext(ctx, `DELETE FROM leases`); err != nil {
+	if _, err := db.exec(ctx, db.x, `DELETE FROM leases`); err != nil {
 		return fmt.Errorf("clear leases: %w", err)
 	}
 	return nil

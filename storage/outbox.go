@@ -272,7 +272,7 @@ func (db *DB) enqueue(ctx context.Context, ex sqlx.ExtContext, e confirm.AuditEv
 	ev.ID = newID()
 	ev.Conversation.ID = e.ConversationID
 	if e.ConversationID != 0 {
-		err := sqlx.GetContext(ctx, ex, &ev.Conversation, db.q(`SELECT platform, channel, thread FROM conversations WHERE id = ?`), e.ConversationID)
+		err := db.get(ctx, ex, &ev.Conversation, db.q(`SELECT platform, channel, thread FROM conversations WHERE id = ?`), e.ConversationID)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("load conversation: %w", err)
 		}
@@ -282,7 +282,7 @@ func (db *DB) enqueue(ctx context.Context, ex sqlx.ExtContext, e confirm.AuditEv
 	}
 	if e.BatchID != "" && e.CallKey != "" {
 		var args string
-		err := sqlx.GetContext(ctx, ex, &args, db.q(`SELECT args FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
+		err := db.get(ctx, ex, &args, db.q(`SELECT args FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
 		switch {
 		case err == nil:
 			ev.Args = json.RawMessage(args)
@@ -294,7 +294,7 @@ func (db *DB) enqueue(ctx context.Context, ex sqlx.ExtContext, e confirm.AuditEv
 	insert := db.q(`INSERT INTO outbox (event_id, target, type, conversation_id, audit_id, body, status, created_at, next_attempt_at)
 		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
 	for _, target := range to {
-		if _, err := ex.ExecContext(ctx, insert, ev.ID, target, string(ev.Type), e.ConversationID, e.ID, body, db.ts(e.At), db.ts(e.At)); err != nil {
+		if _, err := db.exec(ctx, ex, insert, ev.ID, target, string(ev.Type), e.ConversationID, e.ID, body, db.ts(e.At), db.ts(e.At)); err != nil {
 			return fmt.Errorf("insert delivery to %s: %w", target, err)
 		}
 	}
@@ -387,7 +387,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, target, worker string, now ti
 	}
 	now = db.nowOr(now)
 	var ids []int64
-	if err := db.x.SelectContext(ctx, &ids, db.q(`SELECT id FROM outbox
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM outbox
 		WHERE target = ? AND status = 'pending' AND next_attempt_at <= ? AND (claim_expires_at IS NULL OR claim_expires_at <= ?)
 		AND NOT `+earlierUndelivered+` ORDER BY id LIMIT ?`), target, db.ts(now), db.ts(now), limit); err != nil {
 		return nil, fmt.Errorf("claim deliveries: select: %w", err)
@@ -399,7 +399,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, target, worker string, now ti
 	var out []Delivery
 	for _, id := range ids {
 		var r deliveryRow
-		err := db.x.GetContext(ctx, &r, claim, worker, db.ts(now.Add(ttl)), db.ts(now), db.ts(now), id, db.ts(now), db.ts(now))
+		err := db.get(ctx, db.x, &r, claim, worker, db.ts(now.Add(ttl)), db.ts(now), db.ts(now), id, db.ts(now), db.ts(now))
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // another replica won it
 		}
@@ -414,7 +414,7 @@ func (db *DB) ClaimDeliveries(ctx context.Context, target, worker string, now ti
 // MarkDelivered records that a webhook accepted the delivery (a 2xx);
 // false when it was no longer pending.
 func (db *DB) MarkDelivered(ctx context.Context, id int64, now time.Time) (bool, error) {
-	r, err := db.x.ExecContext(ctx, db.q(`UPDATE outbox SET status = 'delivered', delivered_at = ?, claimed_by = '', claim_expires_at = NULL, last_error = ''
+	r, err := db.exec(ctx, db.x, db.q(`UPDATE outbox SET status = 'delivered', delivered_at = ?, claimed_by = '', claim_expires_at = NULL, last_error = ''
 		WHERE id = ? AND status = 'pending'`), db.ts(db.nowOr(now)), id)
 	if err != nil {
 		return false, fmt.Errorf("mark delivered %d: %w", id, err)
@@ -439,7 +439,7 @@ func (db *DB) MarkFailed(ctx context.Context, id int64, worker string, now, next
 		next = now
 	}
 	msg, _ := excerpt(lastErr, lastErrorLen)
-	r, err := db.x.ExecContext(ctx, db.q(`UPDATE outbox SET status = ?, next_attempt_at = ?, last_error = ?, dead_at = ?, claimed_by = '', claim_expires_at = NULL
+	r, err := db.exec(ctx, db.x, db.q(`UPDATE outbox SET status = ?, next_attempt_at = ?, last_error = ?, dead_at = ?, claimed_by = '', claim_expires_at = NULL
 		WHERE id = ? AND status = 'pending' AND claimed_by = ?`), string(status), db.ts(next), msg, deadAt, id, worker)
 	if err != nil {
 		return false, fmt.Errorf("mark failed %d: %w", id, err)
@@ -486,7 +486,7 @@ func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, err
 		args = append(args, f.Limit)
 	}
 	var rows []deliveryRow
-	if err := db.x.SelectContext(ctx, &rows, db.q(query), args...); err != nil {
+	if err := db.sel(ctx, db.reader(), &rows, db.q(query), args...); err != nil {
 		return nil, fmt.Errorf("load deliveries: %w", err)
 	}
 	out := make([]Delivery, len(rows))
@@ -499,7 +499,7 @@ func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, err
 // Delivery loads one delivery; ErrNotFound when none.
 func (db *DB) Delivery(ctx context.Context, id int64) (*Delivery, error) {
 	var r deliveryRow
-	if err := db.x.GetContext(ctx, &r, db.q(`SELECT `+deliveryColumns+` FROM outbox WHERE id = ?`), id); err != nil {
+	if err := db.get(ctx, db.reader(), &r, db.q(`SELECT `+deliveryColumns+` FROM outbox WHERE id = ?`), id); err != nil {
 		return nil, fmt.Errorf("load delivery %d: %w", id, notFound(err))
 	}
 	d := r.delivery()
@@ -510,7 +510,7 @@ func (db *DB) Delivery(ctx context.Context, id int64) (*Delivery, error) {
 // attempts and first-attempt time reset (a fresh 24 hours of retries);
 // false when it was not dead (or does not exist).
 func (db *DB) RetryDelivery(ctx context.Context, id int64, now time.Time) (bool, error) {
-	r, err := db.x.ExecContext(ctx, db.q(`UPDATE outbox SET status = 'pending', attempts = 0, first_attempt_at = NULL, next_attempt_at = ?,
+	r, err := db.exec(ctx, db.x, db.q(`UPDATE outbox SET status = 'pending', attempts = 0, first_attempt_at = NULL, next_attempt_at = ?,
 			dead_at = NULL, claimed_by = '', claim_expires_at = NULL
 		WHERE id = ? AND status = 'dead'`), db.ts(db.nowOr(now)), id)
 	if err != nil {
@@ -523,7 +523,7 @@ func (db *DB) RetryDelivery(ctx context.Context, id int64, now time.Time) (bool,
 // PruneDeliveries deletes deliveries delivered before the time; pending
 // and dead ones are kept.
 func (db *DB) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
-	r, err := db.x.ExecContext(ctx, db.q(`DELETE FROM outbox WHERE status = 'delivered' AND delivered_at < ?`), db.ts(before))
+	r, err := db.exec(ctx, db.x, db.q(`DELETE FROM outbox WHERE status = 'delivered' AND delivered_at < ?`), db.ts(before))
 	if err != nil {
 		return 0, fmt.Errorf("prune deliveries: %w", err)
 	}

@@ -29,6 +29,26 @@ type batchRow struct {
 
 const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at`
 
+// fields are the scan destinations of batchColumns, in order.
+func (r *batchRow) fields() []any {
+	return []any{&r.ID, &r.ConversationID, &r.MessageSeq, &r.RequestedBy, &r.Status, &r.CardRef, &r.ClaimedBy, &r.CreatedAt, &r.ExpiresAt}
+}
+
+// batch converts the row, without calls.
+func (r batchRow) batch() *confirm.Batch {
+	return &confirm.Batch{
+		ID:             r.ID,
+		ConversationID: r.ConversationID,
+		MessageSeq:     r.MessageSeq,
+		RequestedBy:    r.RequestedBy,
+		Status:         confirm.BatchStatus(r.Status),
+		CardRef:        r.CardRef,
+		ClaimedBy:      r.ClaimedBy,
+		CreatedAt:      r.CreatedAt.t,
+		ExpiresAt:      r.ExpiresAt.t,
+	}
+}
+
 type callRow struct {
 	BatchID        string `db:"batch_id"`
 	Key            string `db:"key"`
@@ -55,6 +75,13 @@ type callRow struct {
 }
 
 const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id`
+
+// fields are the scan destinations of callColumns, in order.
+func (r *callRow) fields() []any {
+	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
+		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
+		&r.Grantable, &r.DenyReason, &r.GrantID}
+}
 
 // call converts the row; Votes are loaded separately (see attachVotes).
 func (r callRow) call() (confirm.Call, error) {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -17,7 +18,7 @@ const resultExcerptLen = 2000
 // batchTransition runs one conditional UPDATE on a batch and reports whether
 // it changed the row; ErrNotFound when the batch does not exist.
 func (db *DB) batchTransition(ctx context.Context, query string, batchID string, args ...any) (bool, error) {
-	res, err := db.x.ExecContext(ctx, db.q(query), args...)
+	res, err := db.exec(ctx, db.x, db.q(query), args...)
 	if err != nil {
 		return false, err
 	}
@@ -63,7 +64,7 @@ func (db *DB) ReleaseBatch(ctx context.Context, batchID string) error {
 // StartRun takes an allowed call's run from not_started to running; false
 // when it was not in not_started or the call is not allowed.
 func (db *DB) StartRun(ctx context.Context, batchID, key string) (bool, error) {
-	res, err := db.x.ExecContext(ctx, db.q(`UPDATE calls SET run_status = 'running'
+	res, err := db.exec(ctx, db.x, db.q(`UPDATE calls SET run_status = 'running'
 		WHERE batch_id = ? AND key = ? AND run_status = 'not_started' AND decision IN ('allowed', 'allowed_by_policy', 'allowed_by_grant')`), batchID, key)
 	if err != nil {
 		return false, fmt.Errorf("start run: %w", err)
@@ -92,28 +93,23 @@ func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm
 	}
 	now := utc(db.now())
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, db.q(`UPDATE calls SET run_status = ?, result = ?
-			WHERE batch_id = ? AND key = ? AND run_status = 'running'`), string(status), result, batchID, key)
-		if err != nil {
-			return fmt.Errorf("update call: %w", err)
+		// The UPDATE returns what the audit event needs.
+		var info struct {
+			ConversationID int64  `db:"conversation_id"`
+			Tool           string `db:"tool"`
 		}
-		n, err := affected(res)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
+		err := db.get(ctx, tx, &info, db.q(`UPDATE calls SET run_status = ?, result = ?
+			WHERE batch_id = ? AND key = ? AND run_status = 'running'
+			RETURNING (SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id, tool`),
+			string(status), result, batchID, key)
+		if errors.Is(err, sql.ErrNoRows) {
 			if err := db.lostOrMissing(ctx, tx, batchID, key); !errors.Is(err, errLost) {
 				return err
 			}
 			return fmt.Errorf("call %s/%s: %w", batchID, key, ErrNotRunning)
 		}
-		var info struct {
-			ConversationID int64  `db:"conversation_id"`
-			Tool           string `db:"tool"`
-		}
-		if err := tx.GetContext(ctx, &info, db.q(`SELECT b.conversation_id, c.tool FROM calls c JOIN batches b ON b.id = c.batch_id
-			WHERE c.batch_id = ? AND c.key = ?`), batchID, key); err != nil {
-			return fmt.Errorf("load call: %w", err)
+		if err != nil {
+			return fmt.Errorf("update call: %w", err)
 		}
 		return db.insertAudit(ctx, tx, confirm.AuditEvent{
 			At: now, Kind: confirm.AuditToolResult, ConversationID: info.ConversationID, BatchID: batchID,
@@ -142,15 +138,10 @@ func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm
 	won := false
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		won = false
-		res, err := tx.ExecContext(ctx, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'`), db.ts(now), batchID)
-		if err != nil {
-			return fmt.Errorf("update batch: %w", err)
-		}
-		n, err := affected(res)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
+		var convID int64
+		err := db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
+			RETURNING conversation_id`), db.ts(now), batchID)
+		if errors.Is(err, sql.ErrNoRows) {
 			exists, err := db.batchExists(ctx, tx, batchID)
 			if err != nil {
 				return err
@@ -160,9 +151,8 @@ func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm
 			}
 			return errLost
 		}
-		var convID int64
-		if err := tx.GetContext(ctx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), batchID); err != nil {
-			return fmt.Errorf("load batch: %w", err)
+		if err != nil {
+			return fmt.Errorf("update batch: %w", err)
 		}
 		if err := db.appendMessages(ctx, tx, convID, []confirm.Message{results}); err != nil {
 			return fmt.Errorf("append results: %w", err)
@@ -190,7 +180,7 @@ func (db *DB) RecoverRunning(ctx context.Context, batchIDs ...string) ([]string,
 		var calls []changedCall
 		for _, id := range batchIDs {
 			var some []changedCall
-			if err := tx.SelectContext(ctx, &some, db.q(`UPDATE calls SET run_status = 'unknown', result = ?
+			if err := db.sel(ctx, tx, &some, db.q(`UPDATE calls SET run_status = 'unknown', result = ?
 				WHERE run_status = 'running' AND batch_id = ? RETURNING batch_id, key, tool, position`), confirm.UnknownOutcomeMessage, id); err != nil {
 				return fmt.Errorf("update calls: %w", err)
 			}
@@ -206,7 +196,7 @@ func (db *DB) RecoverRunning(ctx context.Context, batchIDs ...string) ([]string,
 		for _, c := range calls {
 			convID, ok := conv[c.BatchID]
 			if !ok {
-				if err := tx.GetContext(ctx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), c.BatchID); err != nil {
+				if err := db.get(ctx, tx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), c.BatchID); err != nil {
 					return fmt.Errorf("load batch %s: %w", c.BatchID, err)
 				}
 				conv[c.BatchID] = convID

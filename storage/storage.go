@@ -45,10 +45,20 @@ var migrationFS embed.FS
 const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 
 // DB is the SQL store. It is safe for concurrent use.
+//
+// On SQLite, writes and transactions go through x, a pool of exactly one
+// connection: SQLite takes one writer at a time anyway, and a writer
+// queued in Go waits only for the commit before it, where several
+// connections would wait in SQLite's busy handler, which sleeps (1, 2, 5,
+// 10 ms ...) rather than waking when the lock is free. Reads outside
+// transactions go through r, read-only connections that WAL lets read
+// while the writer writes. On PostgreSQL, r is x.
 type DB struct {
-	x      *sqlx.DB
-	driver string // DriverSQLite or DriverPostgres
-	clock  clock  // the database's clock, as measured by SyncClock
+	x      *sqlx.DB     // writes and transactions
+	r      *sqlx.DB     // reads outside transactions
+	driver string       // DriverSQLite or DriverPostgres
+	stmts  [2]stmtCache // SQLite: prepared on x, on r
+	clock  clock        // the database's clock, as measured by SyncClock
 	// webhooks are the targets every audit row is queued for (SetWebhooks).
 	webhooks atomic.Pointer[[]WebhookTarget]
 }
@@ -83,10 +93,9 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", driver, err)
 	}
 	if driver == DriverSQLite {
-		// Writers serialise on the file lock anyway; a small pool queues
-		// them in Go instead of in SQLite's busy handler.
-		x.SetMaxOpenConns(8)
-		x.SetMaxIdleConns(8)
+		// The one writer (see DB).
+		x.SetMaxOpenConns(1)
+		x.SetMaxIdleConns(1)
 	} else {
 		// Keep connections for bursts of clicks instead of dialling anew
 		// (database/sql keeps only 2 idle by default).
@@ -94,7 +103,7 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		x.SetMaxIdleConns(32)
 		x.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	db := &DB{x: x, driver: driver}
+	db := &DB{x: x, r: x, driver: driver}
 	if err := db.connect(ctx); err != nil {
 		x.Close()
 		return nil, fmt.Errorf("open %s: %w", driver, err)
@@ -103,7 +112,46 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		x.Close()
 		return nil, err
 	}
+	if driver == DriverSQLite && !sqliteInMemory(dsn) {
+		// Opened after the migrations made the file and put it in WAL mode.
+		r, err := sqlx.Open(name, sqliteReaderDSN(dsn))
+		if err != nil {
+			x.Close()
+			return nil, fmt.Errorf("open %s readers: %w", driver, err)
+		}
+		r.SetMaxOpenConns(sqliteReaders)
+		r.SetMaxIdleConns(sqliteReaders)
+		db.r = r
+	}
 	return db, nil
+}
+
+// sqliteReaders is the size of the SQLite read pool: enough to keep the
+// cores busy; each connection has its own page cache.
+const sqliteReaders = 4
+
+// sqliteReaderDSN is the writer's DSN for a read-only connection: its
+// transactions are deferred (they take no write lock), query_only makes a
+// write through it an error rather than a second writer, and its page
+// cache is 512 KiB unless the DSN says: a reader's cache is emptied
+// whenever another connection has written since its last read, which
+// under load is before nearly every read, so a larger one only holds
+// memory.
+func sqliteReaderDSN(dsn string) string {
+	base, rawQuery, _ := strings.Cut(dsn, "?")
+	q, _ := url.ParseQuery(rawQuery) // made by sqliteDSN
+	q.Set("_txlock", "deferred")
+	q.Set("_query_only", "1")
+	if !q.Has("_cache_size") {
+		q.Set("_cache_size", "-512")
+	}
+	return base + "?" + q.Encode()
+}
+
+// sqliteInMemory reports whether the DSN names an in-memory database,
+// which each connection would see as its own: then there is no read pool.
+func sqliteInMemory(dsn string) bool {
+	return strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory")
 }
 
 // sqliteDSN turns a plain path (or a DSN that already has "file:" or
@@ -169,8 +217,21 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection pool.
-func (db *DB) Close() error { return db.x.Close() }
+// reader is the pool for reads outside transactions.
+func (db *DB) reader() *sqlx.DB {
+	if db.r != nil {
+		return db.r
+	}
+	return db.x
+}
+
+// Close closes the connection pools.
+func (db *DB) Close() error {
+	if db.r != nil && db.r != db.x {
+		db.r.Close()
+	}
+	return db.x.Close()
+}
 
 type migration struct {
 	version int

@@ -27,20 +27,20 @@ func (db *DB) CountTurn(ctx context.Context, platform, user string, now time.Tim
 	var n int
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		if db.driver == DriverPostgres {
-			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text || chr(31) || $3::text))`,
+			if _, err := db.exec(ctx, tx, `SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text || chr(31) || $3::text))`,
 				turnLockClass, platform, user); err != nil {
 				return fmt.Errorf("lock: %w", err)
 			}
 		}
-		if _, err := tx.ExecContext(ctx, db.q(`DELETE FROM turn_log WHERE platform = ? AND user_id = ? AND at <= ?`),
+		if _, err := db.exec(ctx, tx, db.q(`DELETE FROM turn_log WHERE platform = ? AND user_id = ? AND at <= ?`),
 			platform, user, db.ts(since)); err != nil {
 			return fmt.Errorf("prune: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO turn_log (platform, user_id, at) VALUES (?, ?, ?)`),
+		if _, err := db.exec(ctx, tx, db.q(`INSERT INTO turn_log (platform, user_id, at) VALUES (?, ?, ?)`),
 			platform, user, db.ts(now)); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		return tx.GetContext(ctx, &n, db.q(`SELECT COUNT(*) FROM turn_log WHERE platform = ? AND user_id = ? AND at > ? AND at <= ?`),
+		return db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM turn_log WHERE platform = ? AND user_id = ? AND at > ? AND at <= ?`),
 			platform, user, db.ts(since), db.ts(now))
 	})
 	if err != nil {

@@ -126,6 +126,15 @@ type Config struct {
 	// starts no second turn even after a restart. An in-memory set of
 	// recent ids is always kept.
 	Events EventStore
+	// Metrics, when set, records how long each interaction took to
+	// acknowledge: from receiving it from the gateway to its interaction
+	// response being sent. *metrics.Metrics has it.
+	Metrics AckMetrics
+}
+
+// AckMetrics records acknowledgment times (*metrics.Metrics has Ack).
+type AckMetrics interface {
+	Ack(platform string, d time.Duration)
 }
 
 // Adapter connects the bot to Discord. It implements bot.Platform.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -323,9 +324,23 @@ func (a *Adapter) onInteractionCreate(_ *discordgo.Session, ic *discordgo.Intera
 	if i == nil || !a.seen.add("interaction:"+i.ID) {
 		return
 	}
-	if !a.spawn(func(ctx context.Context) { a.handleInteraction(ctx, i) }) {
+	received := time.Now()
+	if !a.spawn(func(ctx context.Context) { a.handleInteraction(context.WithValue(ctx, receivedKey{}, received), i) }) {
 		a.log.Warn("discord: shutting down; interaction dropped", "interaction", i.ID)
 	}
+}
+
+// receivedKey carries, in an interaction's context, when it was received.
+type receivedKey struct{}
+
+// respond sends the interaction's response, which acknowledges it, and
+// records how long after receiving it that was (Config.Metrics).
+func (a *Adapter) respond(ctx context.Context, i *discordgo.Interaction, r *discordgo.InteractionResponse) error {
+	err := a.s.InteractionRespond(i, r, discordgo.WithContext(ctx))
+	if received, ok := ctx.Value(receivedKey{}).(time.Time); ok && err == nil && a.cfg.Metrics != nil {
+		a.cfg.Metrics.Ack(Platform, time.Since(received))
+	}
+	return err
 }
 
 // unknownButton is the answer to a custom id Airlock did not issue.
@@ -346,10 +361,10 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 			if _, pos, err := confirm.ParseRef(ref); err == nil {
 				number = pos + 1
 			}
-			if err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+			if err := a.respond(ctx, i, &discordgo.InteractionResponse{
 				Type: discordgo.InteractionResponseModal,
 				Data: ReasonModal(ref, number),
-			}, discordgo.WithContext(ctx)); err != nil {
+			}); err != nil {
 				a.log.Error("discord: open the reason modal", "interaction", i.ID, "err", err)
 			}
 		case action == actionRevoke:
@@ -383,7 +398,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 // deferUpdate acknowledges a click within Discord's 3 seconds without
 // changing the message (the card is edited once the click is decided).
 func (a *Adapter) deferUpdate(ctx context.Context, i *discordgo.Interaction) bool {
-	err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate}, discordgo.WithContext(ctx))
+	err := a.respond(ctx, i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredMessageUpdate})
 	if err != nil {
 		a.log.Error("discord: acknowledge interaction", "interaction", i.ID, "err", err)
 		return false
@@ -392,14 +407,14 @@ func (a *Adapter) deferUpdate(ctx context.Context, i *discordgo.Interaction) boo
 }
 
 func (a *Adapter) respondEphemeral(ctx context.Context, i *discordgo.Interaction, text string) {
-	err := a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+	err := a.respond(ctx, i, &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseChannelMessageWithSource,
 		Data: &discordgo.InteractionResponseData{
 			Content:         text,
 			Flags:           discordgo.MessageFlagsEphemeral,
 			AllowedMentions: noMentions(),
 		},
-	}, discordgo.WithContext(ctx))
+	})
 	if err != nil {
 		a.log.Error("discord: answer interaction", "interaction", i.ID, "err", err)
 	}
@@ -523,10 +538,10 @@ func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref st
 		a.respondEphemeral(ctx, i, argsGone)
 		return
 	}
-	err = a.s.InteractionRespond(i, &discordgo.InteractionResponse{
+	err = a.respond(ctx, i, &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseChannelMessageWithSource,
 		Data: ArgsReply(*call),
-	}, discordgo.WithContext(ctx))
+	})
 	if err != nil {
 		a.log.Error("discord: answer with the arguments", "interaction", i.ID, "err", err)
 	}

@@ -117,14 +117,16 @@ func Sign(secret, timestamp string, body []byte) []byte {
 // (JSON) and interactivity payloads (form field "payload") on one URL, as
 // Bolt does. Every request is verified against the signing secret before
 // anything in it is parsed (401 otherwise); url_verification is answered;
-// events and clicks are acknowledged with 200 at once and worked on in the
-// background. A malformed or unknown payload gets 400 and changes nothing.
-// Mount it at "/slack/events".
+// events and clicks are acknowledged with an empty 200, sent before their
+// work is even queued, and worked on in the background (no database
+// access before the ack). A malformed or unknown payload gets 400 and
+// changes nothing. Mount it at "/slack/events".
 func (a *Adapter) Handler() http.Handler {
 	return http.HandlerFunc(a.serveHTTP)
 }
 
 func (a *Adapter) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -149,15 +151,26 @@ func (a *Adapter) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch mediaType {
 	case "application/x-www-form-urlencoded":
-		a.serveInteraction(w, body)
+		a.serveInteraction(w, body, received)
 	case "application/json":
-		a.serveEvent(w, body, retry, r.Header.Get(headerRetryWhy))
+		a.serveEvent(w, body, retry, r.Header.Get(headerRetryWhy), received)
 	default:
 		http.Error(w, "unsupported content type", http.StatusUnsupportedMediaType)
 	}
 }
 
-func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retryWhy string) {
+// ack answers a delivery with an empty 200 and sends it at once, so the
+// acknowledgment is on its way before any work on the delivery starts.
+func (a *Adapter) ack(w http.ResponseWriter, received time.Time) {
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	a.acked(received)
+}
+
+func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retryWhy string, received time.Time) {
 	req, err := parseEvent(body)
 	if err != nil {
 		a.log.Warn("slack: event rejected", "err", err)
@@ -175,7 +188,7 @@ func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retr
 		return
 	}
 	if req.Type == envelopeEventCallback && !a.ourTeam(req.TeamID, "event") {
-		w.WriteHeader(http.StatusOK) // acknowledged, so not retried; nothing done
+		a.ack(w, received) // acknowledged, so not retried; nothing done
 		return
 	}
 	act, err := classify(req, self)
@@ -187,13 +200,13 @@ func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retr
 	if retry > 0 {
 		a.log.Info("slack: retried delivery", "event", req.EventID, "retry", retry, "reason", retryWhy)
 	}
+	a.ack(w, received)
 	if act.Kind != actIgnore {
 		a.spawn("event "+req.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, retry) })
 	}
-	w.WriteHeader(http.StatusOK)
 }
 
-func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte) {
+func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received time.Time) {
 	form, err := url.ParseQuery(string(body))
 	if err != nil {
 		http.Error(w, "malformed form body", http.StatusBadRequest)
@@ -215,11 +228,10 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	// An empty 200 acknowledges a click and closes a submitted modal.
+	a.ack(w, received)
 	if !a.ourTeam(in.Team, "interaction") {
-		w.WriteHeader(http.StatusOK) // no effect
-		return
+		return // no effect
 	}
 	a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
-	// An empty 200 acknowledges a click and closes a submitted modal.
-	w.WriteHeader(http.StatusOK)
 }

@@ -91,7 +91,7 @@ const DefaultAPIURL = "https://slack.com/api/"
 // Defaults.
 const (
 	DefaultGroupTTL    = 60 * time.Second // how long a user group's members are cached
-	DefaultConcurrency = 16               // events and clicks worked on at once
+	DefaultConcurrency = 16               // events and clicks worked on at once (Config.Workers)
 	maxBodyBytes       = 4 << 20          // largest HTTP request accepted
 )
 
@@ -106,6 +106,20 @@ type Config struct {
 	HTTPClient    *http.Client
 	Now           func() time.Time
 	Logger        *slog.Logger
+	// Workers is how many events and clicks are worked on at once;
+	// default DefaultConcurrency. Deliveries beyond it wait in a queue
+	// (the delivery itself, not a goroutine), already acknowledged.
+	Workers int
+	// Metrics, when set, records how long each event and click took to
+	// acknowledge: from receiving it to the HTTP response being written
+	// (http mode) or the Socket Mode ack being sent. *metrics.Metrics has
+	// it.
+	Metrics AckMetrics
+}
+
+// AckMetrics records acknowledgment times (*metrics.Metrics has Ack).
+type AckMetrics interface {
+	Ack(platform string, d time.Duration)
 }
 
 // Bot is what the adapter needs from *bot.Bot.
@@ -142,8 +156,8 @@ type Adapter struct {
 	self    identity
 	baseCtx context.Context
 
-	wg  sync.WaitGroup
-	sem chan struct{}
+	wg   sync.WaitGroup
+	pool pool
 
 	mentionNonce string // marks mentions made by Mention; see Post
 }
@@ -194,8 +208,16 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 	if !strings.HasSuffix(cfg.APIURL, "/") {
 		cfg.APIURL += "/" // slack-go appends the method name
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultConcurrency
+	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		// http.DefaultTransport keeps 2 idle connections per host: with
+		// more workers calling the Web API at once, the others would open
+		// (and TLS-handshake) a new connection per call.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.Workers
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: t}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -219,7 +241,7 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 		log:     cfg.Logger.With("platform", Platform),
 		now:     cfg.Now,
 		baseCtx: context.Background(),
-		sem:     make(chan struct{}, DefaultConcurrency),
+		pool:    pool{max: cfg.Workers},
 
 		mentionNonce: rand.Text(),
 	}
@@ -299,27 +321,46 @@ func (a *Adapter) context() context.Context {
 	return a.baseCtx
 }
 
-// spawn works fn in the background after the delivery was acked, with at
-// most DefaultConcurrency at once.
+// spawn queues fn, to be worked on after the delivery was acknowledged
+// by one of at most cfg.Workers goroutines. Queueing never waits.
 func (a *Adapter) spawn(what string, fn func(ctx context.Context)) {
 	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		ctx := a.context()
-		select {
-		case a.sem <- struct{}{}:
-		case <-ctx.Done():
-			a.log.Warn("slack: shutting down; dropped work", "work", what)
+	if a.pool.push(job{what: what, fn: fn}) {
+		go a.work()
+	}
+}
+
+// work runs queued jobs until the queue is empty.
+func (a *Adapter) work() {
+	for {
+		j, ok := a.pool.pop()
+		if !ok {
 			return
 		}
-		defer func() { <-a.sem }()
-		defer func() {
-			if p := recover(); p != nil {
-				a.log.Error("slack: panic while working", "work", what, "panic", fmt.Sprint(p))
-			}
-		}()
-		fn(ctx)
+		a.run(j)
+	}
+}
+
+func (a *Adapter) run(j job) {
+	defer a.wg.Done()
+	ctx := a.context()
+	if ctx.Err() != nil {
+		a.log.Warn("slack: shutting down; dropped work", "work", j.what)
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			a.log.Error("slack: panic while working", "work", j.what, "panic", fmt.Sprint(p))
+		}
 	}()
+	j.fn(ctx)
+}
+
+// acked records the time from receiving a delivery to acknowledging it.
+func (a *Adapter) acked(received time.Time) {
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.Ack(Platform, time.Since(received))
+	}
 }
 
 // --- bot.Platform ---

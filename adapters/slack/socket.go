@@ -30,7 +30,7 @@ func (a *Adapter) runSocket(ctx context.Context) error {
 			}
 			return fmt.Errorf("slack: socket mode (check slack.app_token): %w", err)
 		case evt := <-smc.Events:
-			a.socketEvent(ctx, smc, evt)
+			a.socketEvent(ctx, smc, evt, time.Now())
 		}
 	}
 }
@@ -48,11 +48,11 @@ func (a *Adapter) dialer() *websocket.Dialer {
 	return d
 }
 
-func (a *Adapter) socketEvent(ctx context.Context, smc *socketmode.Client, evt socketmode.Event) {
+func (a *Adapter) socketEvent(ctx context.Context, smc *socketmode.Client, evt socketmode.Event, received time.Time) {
 	switch evt.Type {
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
 		if evt.Request != nil {
-			a.socketRequest(ctx, smc, *evt.Request)
+			a.socketRequest(ctx, smc, *evt.Request, received)
 		}
 	case socketmode.EventTypeErrorBadMessage:
 		// The library could not parse the envelope's payload its way; ack
@@ -66,7 +66,7 @@ func (a *Adapter) socketEvent(ctx context.Context, smc *socketmode.Client, evt s
 			a.log.Warn("slack: unreadable socket mode message ignored", "err", bad.Cause)
 			return
 		}
-		a.socketRequest(ctx, smc, req)
+		a.socketRequest(ctx, smc, req, received)
 	case socketmode.EventTypeConnected:
 		a.log.Info("slack: socket mode connected")
 	case socketmode.EventTypeConnecting:
@@ -93,7 +93,7 @@ func connErr(data any) any {
 }
 
 // socketRequest acks one envelope, then validates and works it.
-func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req socketmode.Request) {
+func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req socketmode.Request, received time.Time) {
 	if req.EnvelopeID == "" {
 		return
 	}
@@ -101,8 +101,12 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 	// an ack always covers that envelope's work.
 	a.wg.Add(1)
 	defer a.wg.Done()
-	if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil && !errors.Is(err, context.Canceled) {
-		a.log.Error("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
+	if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			a.log.Error("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
+		}
+	} else {
+		a.acked(received)
 	}
 	log := a.log.With("envelope", req.EnvelopeID)
 	switch req.Type {

@@ -49,6 +49,7 @@ Usage:
   airlock grants revoke -config FILE ID        revoke a grant
   airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
                                       repeat a storm of concurrent clicks on one button; every storm must run the tool once
+  airlock bench        [-cards N] [-clickers N] [-driver sqlite|postgres -dsn DSN] [-json] [-cpuprofile F] [-memprofile F]
                                       measure click acks, decisions/s and memory per card against fakes, with baselines
   airlock health       [-url URL]     GET URL (default http://127.0.0.1:8080/readyz); exit 0 on 2xx, else 1 with the reason
 `
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return audit(ctx, args[1:], stdout, stderr)
 	case "soak":
 		return soak(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return bench(ctx, args[1:], stdout, stderr)
 	case "grants":
 		return grants(ctx, args[1:], stdout, stderr)
 	case "tools":
@@ -389,7 +392,7 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 	if s := cfg.Slack; s != nil {
 		sa, err := slack.New(slack.Config{
 			Mode: s.Mode, BotToken: s.BotToken, AppToken: s.AppToken, SigningSecret: s.SigningSecret,
-			APIURL: s.APIURL, Logger: logger,
+			APIURL: s.APIURL, Logger: logger, Metrics: a.metrics,
 		}, a.bot, a.store)
 		if err != nil {
 			return fmt.Errorf("slack: %w", err)
@@ -404,7 +407,7 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 		run("slack", sa.Run)
 	}
 	if d := cfg.Discord; d != nil {
-		da, err := discord.New(discord.Config{Token: d.Token, APIURL: d.APIURL, Logger: logger.With("platform", "discord"), Events: a.store}, a.bot)
+		da, err := discord.New(discord.Config{Token: d.Token, APIURL: d.APIURL, Logger: logger.With("platform", "discord"), Events: a.store, Metrics: a.metrics}, a.bot)
 		if err != nil {
 			return fmt.Errorf("discord: %w", err)
 		}

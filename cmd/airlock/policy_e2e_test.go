@@ -245,6 +245,7 @@ tools:
 		`airlock_decision_wait_seconds_count 2`,
 		`airlock_webhook_deliveries_total{status="delivered"}`,
 		"airlock_pending_approvals 2", // deploy 3 and deploy 4 wait
+		`airlock_ack_seconds_count{platform="slack"}`,
 		`airlock_model_request_seconds_bucket{provider="openai"`,
 	} {
 		if !strings.Contains(string(body), want) {

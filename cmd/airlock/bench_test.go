@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchSmoke runs airlock bench with tiny numbers and checks that the
+// report has every figure and that every decision ran exactly once.
+func benchSmoke(t *testing.T, args ...string) BenchReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	dir := t.TempDir()
+	code := run(ctx, append([]string{"bench", "-cards", "20", "-clickers", "4", "-json",
+		"-cpuprofile", filepath.Join(dir, "cpu.pprof"), "-memprofile", filepath.Join(dir, "mem.pprof")}, args...),
+		nil, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("airlock bench: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+	}
+	var rep BenchReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, out.String())
+	}
+	if rep.Cards != 20 || rep.Clickers != 4 || rep.Decisions != 20 {
+		t.Errorf("cards %d, clickers %d, decisions %d; want 20, 4, 20", rep.Cards, rep.Clickers, rep.Decisions)
+	}
+	if !rep.ExactlyOnce || rep.ToolRuns != 20 {
+		t.Errorf("exactly once %v, tool runs %d; want true, 20", rep.ExactlyOnce, rep.ToolRuns)
+	}
+	if rep.CardUpdates < 20 || rep.Refusals != 0 || rep.UnexpectedPosts != 0 {
+		t.Errorf("card updates %d, refusals %d, unexpected posts %d", rep.CardUpdates, rep.Refusals, rep.UnexpectedPosts)
+	}
+	for name, v := range map[string]float64{
+		"ack_p50_ms": rep.AckP50Ms, "ack_p99_ms": rep.AckP99Ms, "bare_p50_ms": rep.BareP50Ms, "bare_p99_ms": rep.BareP99Ms,
+		"ack_p99_over_bare": rep.AckP99OverBare, "decision_seconds": rep.DecisionSeconds, "decisions_per_second": rep.DecisionsPerSecond,
+		"raw_sqlite_commits_per_second": rep.RawSQLiteCommitsPerSecond, "decisions_over_raw_commits": rep.DecisionsOverRawCommits,
+		"cards_seconds": rep.CardsSeconds, "rss_before_bytes": float64(rep.RSSBeforeBytes), "rss_pending_bytes": float64(rep.RSSPendingBytes),
+		"rss_peak_bytes": float64(rep.RSSPeakBytes), "peak_over_pending": rep.PeakOverPending,
+	} {
+		if !(v > 0) {
+			t.Errorf("%s = %v, want a positive figure", name, v)
+		}
+	}
+	if len(rep.Targets) != 5 {
+		t.Errorf("%d targets, want 5: %+v", len(rep.Targets), rep.Targets)
+	}
+	for _, p := range []string{"cpu.pprof", "mem.pprof"} {
+		if fi, err := os.Stat(filepath.Join(dir, p)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s not written: %v", p, err)
+		}
+	}
+	return rep
+}
+
+func TestBenchSmoke(t *testing.T) {
+	benchSmoke(t)
+}
+
+func TestBenchSmokePostgres(t *testing.T) {
+	dsn := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("AIRLOCK_TEST_POSTGRES_DSN not set")
+	}
+	rep := benchSmoke(t, "-driver", "postgres", "-dsn", dsn)
+	if rep.RawPostgresCommitsPerSecond <= 0 {
+		t.Errorf("raw_postgres_commits_per_second = %v, want a positive figure", rep.RawPostgresCommitsPerSecond)
+	}
+}
+
+// The text report names every figure and every target.
+func TestBenchText(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"bench", "-cards", "10", "-clickers", "2"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"ack latency", "bare handler", "ack p99 / bare p99", "decisions", "raw SQLite commits/s",
+		"decisions/s ÷ raw commits/s", "CPU per decision", "bytes per card", "RSS peak", "target", "ok: every decision ran its tool exactly once"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestBenchFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "-cards", "0"},
+		{"bench", "-clickers", "0"},
+		{"bench", "-driver", "mysql"},
+		{"bench", "-driver", "postgres"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, nil, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package storage
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// SQLite has one writer connection and a separate pool of read-only
+// connections: a write through a reader is refused, not a second writer.
+func TestSQLiteOneWriterReadOnlyReaders(t *testing.T) {
+	db := openSQLite(t)
+	if n := db.x.Stats().MaxOpenConnections; n != 1 {
+		t.Fatalf("writer pool has %d connections, want 1", n)
+	}
+	if db.r == nil || db.r == db.x {
+		t.Fatal("no separate read pool")
+	}
+	if n := db.r.Stats().MaxOpenConnections; n != sqliteReaders {
+		t.Fatalf("read pool has %d connections, want %d", n, sqliteReaders)
+	}
+	if _, err := db.r.ExecContext(t.Context(), `DELETE FROM leases`); err == nil {
+		t.Fatal("a write through the read pool succeeded")
+	}
+	// Reads after a write see it at once.
+	conv, err := db.Conversation(t.Context(), "slack", "C1", "1.2", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ConversationByID(t.Context(), conv.ID)
+	if err != nil || got.Channel != "C1" {
+		t.Fatalf("read after write: %+v, %v", got, err)
+	}
+}
+
+func TestSQLiteReaderDSN(t *testing.T) {
+	w, err := sqliteDSN("/data/a.db?mode=rwc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sqliteReaderDSN(w)
+	for _, want := range []string{"/data/a.db?", "_txlock=deferred", "_query_only=1", "_cache_size=-512", "mode=rwc", "_journal_mode=WAL", "_busy_timeout=10000"} {
+		if !strings.Contains(r, want) {
+			t.Errorf("reader DSN %q lacks %q", r, want)
+		}
+	}
+	if strings.Contains(r, "immediate") {
+		t.Errorf("reader DSN %q takes immediate (write) transactions", r)
+	}
+	r = sqliteReaderDSN(w + "&_cache_size=-4000")
+	if !strings.Contains(r, "_cache_size=-4000") {
+		t.Errorf("reader DSN %q dropped the DSN's cache size", r)
+	}
+}
+
+// An in-memory database is one connection's: it has no read pool, and
+// what is written is read back.
+func TestSQLiteInMemory(t *testing.T) {
+	db, err := Open(t.Context(), "sqlite", "file:airlock?mode=memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.reader() != db.x {
+		t.Fatal("an in-memory database got a read pool")
+	}
+	conv, err := db.Conversation(t.Context(), "slack", "C1", "1.2", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ConversationByID(t.Context(), conv.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStableParams(t *testing.T) {
+	for in, want := range map[string]string{
+		`SELECT a FROM t WHERE b = ? AND c IN (?, ?)`: `SELECT a FROM t WHERE b = +? AND c IN (+?, +?)`,
+		`SELECT '?', x FROM t WHERE y = ? LIMIT ?`:    `SELECT '?', x FROM t WHERE y = +? LIMIT +?`,
+		`SELECT 'it''s ?' WHERE z = ?`:                `SELECT 'it''s ?' WHERE z = +?`,
+		`SELECT 1`:                                    `SELECT 1`,
+	} {
+		if got := stableParams(in); got != want {
+			t.Errorf("stableParams(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Statements are prepared once per pool and reused, including a
+// statement first seen inside a transaction (prepared in the
+// background, since the transaction holds the one writer connection).
+func TestSQLitePreparedStatements(t *testing.T) {
+	db := openSQLite(t)
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	for range 3 {
+		if _, err := db.Batch(t.Context(), b.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(db.stmts[1].stmts); n == 0 {
+		t.Fatal("no statement prepared on the read pool")
+	}
+	// Decide runs statements only inside a transaction.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app", Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		db.stmts[0].mu.Lock()
+		n := len(db.stmts[0].stmts)
+		db.stmts[0].mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no statement prepared on the writer")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Many goroutines writing and reading at once through one writer
+// connection neither deadlock nor fail.
+func TestSQLiteConcurrentWritersOneConnection(t *testing.T) {
+	db, err := Open(context.Background(), "sqlite", filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				conv, err := db.Conversation(t.Context(), "slack", "C", time.Now().Format(time.RFC3339Nano)+string(rune('a'+g))+string(rune('a'+i)), false)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := db.AcquireLease(t.Context(), "k", "h", time.Second, time.Time{}); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := db.Messages(t.Context(), conv.ID); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
