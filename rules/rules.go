@@ -11,13 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common"
@@ -28,6 +26,7 @@ import (
 	"github.com/google/cel-go/ext"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/tools"
 )
 
 // Actions of a rule.
@@ -408,24 +407,11 @@ func decodeArgs(data []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return map[string]any{}, nil
 	}
-	if !utf8.Valid(data) {
-		return nil, errors.New("arguments are not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("arguments are not valid JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("arguments are not valid JSON: data after the value")
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("arguments are not a JSON object")
-	}
-	if err := checkDuplicateKeys(data); err != nil {
-		return nil, err
+	// Decoded as the tool's own validation decodes them (valid UTF-8, one
+	// object, no key twice), so a rule sees the value the tool would.
+	obj, err := tools.DecodeObject(data)
+	if err != nil {
+		return nil, fmt.Errorf("arguments: %w", err)
 	}
 	return convert(obj).(map[string]any), nil
 }
@@ -457,49 +443,4 @@ func number(s string) any {
 		return int64(f)
 	}
 	return f
-}
-
-// checkDuplicateKeys rejects an object with a key twice, at any depth: a
-// rule must see the value the tool would.
-func checkDuplicateKeys(data []byte) error {
-	var stack []map[string]bool // nil entries for arrays
-	expectKey := false
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("arguments are not valid JSON: %w", err)
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, map[string]bool{})
-			expectKey = true
-			continue
-		case json.Delim('['):
-			stack = append(stack, nil)
-			expectKey = false
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-			expectKey = len(stack) > 0 && stack[len(stack)-1] != nil
-			continue
-		}
-		if len(stack) == 0 || stack[len(stack)-1] == nil {
-			continue
-		}
-		if expectKey {
-			k, _ := tok.(string)
-			if stack[len(stack)-1][k] {
-				return fmt.Errorf("arguments have the key %q twice", k)
-			}
-			stack[len(stack)-1][k] = true
-			expectKey = false
-		} else {
-			expectKey = true
-		}
-	}
 }

@@ -114,3 +114,9 @@ func CapOutput(out []byte, max int) string {
 // ValidName reports whether name is a tool name every provider accepts
 // (what Set.Add requires).
 func ValidName(name string) bool { return namePattern.MatchString(name) }
+
+// DecodeObject decodes tool arguments as validation does: one JSON object
+// of valid UTF-8 with no key twice at any depth and nothing after it,
+// numbers as json.Number. Rules use it so they judge the value the tool
+// would run with.
+func DecodeObject(data []byte) (map[string]any, error) { return decodeObject(data) }
