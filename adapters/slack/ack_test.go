@@ -165,6 +165,11 @@ func TestHTTPBurstBoundedWorkers(t *testing.T) {
 	if grown := runtime.NumGoroutine() - before; grown > 10 {
 		t.Errorf("%d queued clicks added %d goroutines", clicks-workers, grown)
 	}
+	// The ack is recorded just after the response is flushed: the client
+	// may read it first.
+	for deadline := time.Now().Add(5 * time.Second); rec.count() != clicks && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := rec.count(); n != clicks {
 		t.Errorf("acks recorded %d, want %d", n, clicks)
 	}

@@ -200,10 +200,13 @@ func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retr
 	if retry > 0 {
 		a.log.Info("slack: retried delivery", "event", req.EventID, "retry", retry, "reason", retryWhy)
 	}
-	a.ack(w, received)
-	if act.Kind != actIgnore {
-		a.spawn("event "+req.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, retry) })
+	if act.Kind == actIgnore {
+		a.ack(w, received)
+		return
 	}
+	queue := a.reserve()
+	a.ack(w, received)
+	queue("event "+req.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, retry) })
 }
 
 func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received time.Time) {
@@ -229,9 +232,11 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 		return
 	}
 	// An empty 200 acknowledges a click and closes a submitted modal.
-	a.ack(w, received)
 	if !a.ourTeam(in.Team, "interaction") {
+		a.ack(w, received)
 		return // no effect
 	}
-	a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
+	queue := a.reserve()
+	a.ack(w, received)
+	queue("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
 }

@@ -324,9 +324,18 @@ func (a *Adapter) context() context.Context {
 // spawn queues fn, to be worked on after the delivery was acknowledged
 // by one of at most cfg.Workers goroutines. Queueing never waits.
 func (a *Adapter) spawn(what string, fn func(ctx context.Context)) {
+	a.reserve()(what, fn)
+}
+
+// reserve counts a job before the delivery is acknowledged, so Wait (and
+// Run's shutdown) cannot return between the ack and the queueing, and
+// returns the function that queues it. Every reserve must be queued.
+func (a *Adapter) reserve() func(what string, fn func(ctx context.Context)) {
 	a.wg.Add(1)
-	if a.pool.push(job{what: what, fn: fn}) {
-		go a.work()
+	return func(what string, fn func(ctx context.Context)) {
+		if a.pool.push(job{what: what, fn: fn}) {
+			go a.work()
+		}
 	}
 }
 
