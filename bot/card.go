@@ -98,8 +98,6 @@ func prettyJSON(raw json.RawMessage) string {
 	return buf.String()
 }
 
-func excerpt(s string, n int) string { return card.Excerpt(s, n) }
-
 // quote renders untrusted text (a read-back) inside one of the bot's own
 // thread lines as an inline code span on one line, so neither Slack nor
 // Discord formats it, links it or turns it into a mention; its own

@@ -317,7 +317,7 @@ func denyMessage(user, reason string) string {
 }
 
 func (b *Bot) rejectClick(ctx context.Context, c Click, convID int64, batchID, key, why string) {
-	detail, _ := json.Marshal(map[string]any{"why": why, "allow": c.Allow, "platform": c.Platform, "channel": c.Channel, "ref": excerpt(c.Ref, 100)})
+	detail, _ := json.Marshal(map[string]any{"why": why, "allow": c.Allow, "platform": c.Platform, "channel": c.Channel, "ref": card.Excerpt(c.Ref, 100)})
 	b.log.Warn("click rejected", "why", why, "user", c.User, "channel", c.Channel, "batch", batchID)
 	if err := b.store.Audit(ctx, confirm.AuditEvent{
 		At: b.now().UTC(), Kind: confirm.AuditRejectedClick, ConversationID: convID,

@@ -94,16 +94,6 @@ func (c Card) Complete() bool {
 	return true
 }
 
-// Voted reports whether the user has already approved the call.
-func (c Call) Voted(user string) bool {
-	for _, v := range c.Votes {
-		if v.By == user {
-			return true
-		}
-	}
-	return false
-}
-
 // Progress is the approvals so far of a call needing more than one, e.g.
 // "1 of 2 approvals: U1"; empty for calls needing one.
 func (c Call) Progress() string {

@@ -28,9 +28,6 @@ func TestProgressAndWhy(t *testing.T) {
 	if got := c.Why(); got != "needs 2 approvals: rule prod" {
 		t.Errorf("why %q", got)
 	}
-	if !c.Voted("alice") || c.Voted("bob") {
-		t.Error("Voted")
-	}
 	if got := c.Outcome(); got != "waiting for a decision (1 of 2 approvals: alice)" {
 		t.Errorf("outcome %q", got)
 	}

@@ -176,6 +176,14 @@ func (h *harness) start() {
 	case <-time.After(10 * time.Second):
 		h.t.Fatal("no IDENTIFY")
 	}
+	// Events sent before READY is handled would be wiped by it (READY
+	// resets the session's guild state): wait for it.
+	for deadline := time.Now().Add(10 * time.Second); h.a.userID() == ""; {
+		if time.Now().After(deadline) {
+			h.t.Fatal("READY was never handled")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	// The first REST call was the gateway lookup at the configured base.
 	if got := h.fd.recorded("GET", "/gateway"); len(got) != 1 || !strings.HasPrefix(got[0].Header.Get("Authorization"), "Bot ") {
 		h.t.Fatalf("gateway lookup: %+v", got)

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
@@ -374,26 +373,7 @@ func Render(c cardpkg.Card) string {
 // ArgsPreviewLines lines and ArgsPreviewChars characters, and how many
 // of their characters it leaves out.
 func preview(args string) (string, int) {
-	args = strings.TrimSpace(args)
-	total := utf8.RuneCountInString(args)
-	var b strings.Builder
-	n, lines, shown := 0, 1, 0
-	for _, r := range args {
-		p := string(r)
-		if visible.Hidden(r) {
-			p = visible.Escape(r)
-		}
-		if r == '\n' {
-			lines++
-		}
-		if n+utf8.RuneCountInString(p) > ArgsPreviewChars || lines > ArgsPreviewLines {
-			break
-		}
-		b.WriteString(p)
-		n += utf8.RuneCountInString(p)
-		shown++
-	}
-	return strings.TrimRight(b.String(), "\n"), total - shown
+	return visible.Preview(args, ArgsPreviewChars, ArgsPreviewLines)
 }
 
 func short(id string) string {

@@ -2,7 +2,6 @@ package slack
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -72,40 +71,13 @@ func date(t time.Time, format string) []slack.RichTextSectionElement {
 // the thread and returns "<channel>/<ts>".
 func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n cardpkg.GrantNotice) (string, error) {
 	a.grants.remember(n.GrantID, n.By)
-	opts := []slack.MsgOption{
-		slack.MsgOptionBlocks(RenderGrantNotice(n, a.now())...),
-		slack.MsgOptionText(GrantNoticeText(n), false),
-		slack.MsgOptionDisableLinkUnfurl(),
-		slack.MsgOptionDisableMediaUnfurl(),
-	}
-	if th.Thread != "" {
-		opts = append(opts, slack.MsgOptionTS(th.Thread))
-	}
-	ch, ts, err := a.api.PostMessageContext(ctx, th.Channel, opts...)
-	if err != nil {
-		return "", fmt.Errorf("slack: chat.postMessage (grant notice): %w", err)
-	}
-	if ch == "" {
-		ch = th.Channel
-	}
-	return CardRef(ch, ts), nil
+	return a.postBlocks(ctx, th, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
 }
 
 // UpdateGrantNotice implements bot.GrantNoticer: it replaces the posted
 // notice (chat.update), without Revoke once the grant is revoked.
 func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.GrantNotice) error {
-	ch, ts, err := ParseCardRef(ref)
-	if err != nil {
-		return err
-	}
-	_, _, _, err = a.api.UpdateMessageContext(ctx, ch, ts,
-		slack.MsgOptionBlocks(RenderGrantNotice(n, a.now())...),
-		slack.MsgOptionText(GrantNoticeText(n), false),
-	)
-	if err != nil {
-		return fmt.Errorf("slack: chat.update (grant notice): %w", err)
-	}
-	return nil
+	return a.updateBlocks(ctx, ref, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
 }
 
 // GrantStore is what the adapter may use of storage to say whose grant

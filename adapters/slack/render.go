@@ -589,25 +589,8 @@ func argsPreview(args string) argsView {
 	if args == "" {
 		return argsView{text: "(no arguments)"}
 	}
-	total := utf8.RuneCountInString(args)
-	var b strings.Builder
-	n, lines, shown := 0, 1, 0
-	for _, r := range args {
-		p := string(r)
-		if visible.Hidden(r) {
-			p = visible.Escape(r)
-		}
-		if r == '\n' {
-			lines++
-		}
-		if n+utf8.RuneCountInString(p) > ArgsPreviewChars || lines > ArgsPreviewLines {
-			break
-		}
-		b.WriteString(p)
-		n += utf8.RuneCountInString(p)
-		shown++
-	}
-	v := argsView{text: strings.TrimRight(b.String(), "\n"), hidden: total - shown}
+	text, hidden := visible.Preview(args, ArgsPreviewChars, ArgsPreviewLines)
+	v := argsView{text: text, hidden: hidden}
 	v.cut = v.hidden > 0
 	if v.text == "" {
 		v.text = " "

@@ -376,9 +376,20 @@ func (a *Adapter) acked(received time.Time) {
 
 // PostCard posts the card in the thread and returns "<channel>/<ts>".
 func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (string, error) {
+	return a.postBlocks(ctx, th, "card", RenderWith(c, a.grants.of(ctx, c)), FallbackText(c))
+}
+
+// UpdateCard replaces the posted card (chat.update).
+func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
+	return a.updateBlocks(ctx, ref, "card", RenderWith(c, a.grants.of(ctx, c)), FallbackText(c))
+}
+
+// postBlocks posts a message of Airlock's (a card, a grant notice) in the
+// thread, without unfurls, and returns its reference "<channel>/<ts>".
+func (a *Adapter) postBlocks(ctx context.Context, th bot.Thread, what string, blocks []slack.Block, text string) (string, error) {
 	opts := []slack.MsgOption{
-		slack.MsgOptionBlocks(RenderWith(c, a.grants.of(ctx, c))...),
-		slack.MsgOptionText(FallbackText(c), false),
+		slack.MsgOptionBlocks(blocks...),
+		slack.MsgOptionText(text, false),
 		slack.MsgOptionDisableLinkUnfurl(),
 		slack.MsgOptionDisableMediaUnfurl(),
 	}
@@ -387,7 +398,7 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (
 	}
 	ch, ts, err := a.api.PostMessageContext(ctx, th.Channel, opts...)
 	if err != nil {
-		return "", fmt.Errorf("slack: chat.postMessage (card): %w", err)
+		return "", fmt.Errorf("slack: chat.postMessage (%s): %w", what, err)
 	}
 	if ch == "" {
 		ch = th.Channel
@@ -395,18 +406,14 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (
 	return CardRef(ch, ts), nil
 }
 
-// UpdateCard replaces the posted card (chat.update).
-func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
+// updateBlocks replaces a message postBlocks posted (chat.update).
+func (a *Adapter) updateBlocks(ctx context.Context, ref, what string, blocks []slack.Block, text string) error {
 	ch, ts, err := ParseCardRef(ref)
 	if err != nil {
 		return err
 	}
-	_, _, _, err = a.api.UpdateMessageContext(ctx, ch, ts,
-		slack.MsgOptionBlocks(RenderWith(c, a.grants.of(ctx, c))...),
-		slack.MsgOptionText(FallbackText(c), false),
-	)
-	if err != nil {
-		return fmt.Errorf("slack: chat.update (card): %w", err)
+	if _, _, _, err := a.api.UpdateMessageContext(ctx, ch, ts, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false)); err != nil {
+		return fmt.Errorf("slack: chat.update (%s): %w", what, err)
 	}
 	return nil
 }

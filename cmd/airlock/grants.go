@@ -90,7 +90,7 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch {
 		case g.RevokedAt != nil:
 			state = fmt.Sprintf("revoked by %s at %s", g.RevokedBy, g.RevokedAt.UTC().Format(time.DateTime))
-		case !now.Before(g.ExpiresAt):
+		case !g.Active(now):
 			state = "expired"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.ConversationID, g.Tool, g.CreatedBy,

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Hidden reports whether r is shown escaped: C0 and C1 controls other
@@ -92,4 +93,31 @@ func reveal(s string, hide func(rune) bool) string {
 		}
 	}
 	return b.String()
+}
+
+// Preview is the start of s for a card, hidden characters escaped: at most
+// maxChars characters (counting escapes as shown) and maxLines lines, with
+// trailing newlines trimmed. hidden is how many of s's characters it
+// leaves out.
+func Preview(s string, maxChars, maxLines int) (text string, hidden int) {
+	s = strings.TrimSpace(s)
+	total := utf8.RuneCountInString(s)
+	var b strings.Builder
+	n, lines, shown := 0, 1, 0
+	for _, r := range s {
+		p := string(r)
+		if Hidden(r) {
+			p = Escape(r)
+		}
+		if r == '\n' {
+			lines++
+		}
+		if n+utf8.RuneCountInString(p) > maxChars || lines > maxLines {
+			break
+		}
+		b.WriteString(p)
+		n += utf8.RuneCountInString(p)
+		shown++
+	}
+	return strings.TrimRight(b.String(), "\n"), total - shown
 }
