@@ -84,7 +84,13 @@ type Batch struct {
 	ClaimedBy      string      `db:"claimed_by"`
 	CreatedAt      time.Time   `db:"created_at"`
 	ExpiresAt      time.Time   `db:"expires_at"`
-	Calls          []Call      `db:"-"` // in the model's order
+	// ExtendedBy and ExtendedAt record the card's one Extend (ExpiresAt is
+	// then the new deadline).
+	ExtendedBy string     `db:"extended_by"`
+	ExtendedAt *time.Time `db:"extended_at"`
+	// Escalated lists the escalation steps that fired, in order.
+	Escalated []int  `db:"-"`
+	Calls     []Call `db:"-"` // in the model's order
 }
 
 // Call is one call of a batch.
@@ -123,6 +129,11 @@ type Call struct {
 	Result         string    `db:"result"`
 	IdempotencyKey string    `db:"idempotency_key"` // <batch id>/<call key>
 	ExpiresAt      time.Time `db:"expires_at"`
+	// EditedArgs are an approver's arguments (see RunArgs); Args keep the
+	// model's bytes. Summary is then the edited call's read-back.
+	EditedArgs json.RawMessage `db:"edited_args"`
+	EditedBy   string          `db:"edited_by"`
+	EditedAt   *time.Time      `db:"edited_at"`
 }
 
 // Vote is one person's approval of a call.
@@ -338,6 +349,9 @@ type Store interface {
 	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error)
 	// PruneEvents forgets event ids seen before the time.
 	PruneEvents(ctx context.Context, before time.Time) (int64, error)
+
+	// RouteStore: card messages, escalation, extend and edit (route.go).
+	RouteStore
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -92,6 +92,9 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if c.Flagged && c.Approvals < 1 {
 			c.Approvals = 1
 		}
+		if len(c.EditedArgs) > 0 || c.EditedBy != "" || c.EditedAt != nil {
+			return fmt.Errorf("create batch: call %q: edited before it was stored (edits go through EditCall)", c.Key)
+		}
 	}
 	msgs := []confirm.Message{assistant}
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
@@ -106,7 +109,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL)`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {
@@ -238,17 +241,22 @@ func (db *DB) PendingBatch(ctx context.Context, conversationID int64) (*confirm.
 }
 
 // loadBatch loads the batch where selects (a condition on batches b) with
-// its calls and their votes in one statement: a row per call, in position
-// order, its votes as a JSON array of [approver, at] pairs, oldest first.
-// ErrNotFound when there is no such batch (a batch has at least one call).
+// its calls, their votes and the batch's fired escalation steps in one
+// statement: a row per call, in position order, its votes as a JSON array
+// of [approver, at] pairs, oldest first, and the steps as a JSON array in
+// ascending order (the first row's is used; the primary key lookup per
+// row is cheaper than a second round trip). ErrNotFound when there is no
+// such batch (a batch has at least one call).
 func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string, args ...any) (*confirm.Batch, error) {
 	votes := `(SELECT json_group_array(json_array(v.approver, v.at) ORDER BY v.at, v.id) FROM votes v
 		WHERE v.batch_id = c.batch_id AND v.key = c.key)`
+	steps := `(SELECT json_group_array(e.step ORDER BY e.step) FROM batch_escalations e WHERE e.batch_id = b.id)`
 	if db.driver == DriverPostgres {
 		votes = `(SELECT json_agg(json_build_array(v.approver, v.at) ORDER BY v.at, v.id) FROM votes v
 		WHERE v.batch_id = c.batch_id AND v.key = c.key)`
+		steps = `(SELECT json_agg(e.step ORDER BY e.step) FROM batch_escalations e WHERE e.batch_id = b.id)`
 	}
-	query := db.q(`SELECT ` + prefixed("b.", batchColumns) + `, ` + prefixed("c.", callColumns) + `, ` + votes + `
+	query := db.q(`SELECT ` + prefixed("b.", batchColumns) + `, ` + prefixed("c.", callColumns) + `, ` + votes + `, ` + steps + `
 		FROM batches b JOIN calls c ON c.batch_id = b.id WHERE ` + where + ` ORDER BY c.position`)
 	rows, err := db.query(ctx, q, query, args...)
 	if err != nil {
@@ -260,14 +268,18 @@ func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string
 		br batchRow
 		cr callRow
 		vs sql.NullString
+		es sql.NullString
 	)
-	dest := append(append(br.fields(), cr.fields()...), &vs)
+	dest := append(append(br.fields(), cr.fields()...), &vs, &es)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		if b == nil {
 			b = br.batch()
+			if b.Escalated, err = parseSteps(es.String); err != nil {
+				return nil, fmt.Errorf("batch %s escalations: %w", b.ID, err)
+			}
 		}
 		c, err := cr.call()
 		if err != nil {
@@ -305,6 +317,19 @@ func parseVotes(s string) ([]confirm.Vote, error) {
 		out[i] = confirm.Vote{By: p[0], At: at.t}
 	}
 	return out, nil
+}
+
+// parseSteps reads loadBatch's escalation steps column; "", "[]" and NULL
+// are none.
+func parseSteps(s string) ([]int, error) {
+	if s == "" || s == "[]" {
+		return nil, nil
+	}
+	var steps []int
+	if err := json.Unmarshal([]byte(s), &steps); err != nil {
+		return nil, err
+	}
+	return steps, nil
 }
 
 // SetCardRef stores the platform's reference of the batch's card.

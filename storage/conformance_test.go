@@ -72,7 +72,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"OutboxClaimsInOrder", testOutboxClaimsInOrder},
 		{"OutboxClaimExpiry", testOutboxClaimExpiry},
 	}
-	for _, tc := range tests {
+	for _, tc := range append(tests, routeTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
 		})

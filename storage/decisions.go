@@ -92,37 +92,8 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
 
 		if allow {
-			r, err := db.exec(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
-				ON CONFLICT (batch_id, key, approver) DO NOTHING`), d.BatchID, d.Key, d.By, db.ts(now))
-			if err != nil {
-				return fmt.Errorf("insert vote: %w", err)
-			}
-			n, err := affected(r)
-			if err != nil {
+			if err := db.castVote(ctx, tx, event, now, &res); err != nil {
 				return err
-			}
-			if n == 1 && res.Required == 1 {
-				// A vote on a call needing one decides it in the same
-				// transaction, so a pending one had none before this.
-				res.Votes = 1
-			} else if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
-				return err
-			}
-			if n == 0 {
-				res.AlreadyVoted = true
-				return errAlreadyVoted
-			}
-			res.Won = true
-			if res.Required > 1 {
-				e := event
-				e.Kind = confirm.AuditApproval
-				e.Detail = jsonDetail(struct {
-					Votes    int `json:"votes"`
-					Required int `json:"required"`
-				}{res.Votes, res.Required})
-				if err := db.insertAudit(ctx, tx, e); err != nil {
-					return err
-				}
 			}
 			if res.Votes < res.Required {
 				return nil
@@ -133,26 +104,10 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			}
 		}
 
-		r, err := db.exec(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
-			WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
-			string(d.Status), d.By, db.ts(now), d.Message, d.Reason, d.BatchID, d.Key, db.ts(now))
-		if err != nil {
-			return fmt.Errorf("update call: %w", err)
-		}
-		n, err := affected(r)
-		if err != nil {
+		if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, now); err != nil {
 			return err
-		}
-		if n == 0 { // cannot happen under the row lock; lose rather than count twice
-			return errLost
 		}
 		res.Won, res.Decided = true, true
-		e := event
-		e.Kind = confirm.AuditDecision
-		e.Detail = decisionDetail(d.Status, d.Message, d.Reason, false)
-		if err := db.insertAudit(ctx, tx, e); err != nil {
-			return err
-		}
 		if allow && d.Grant != nil {
 			g := *d.Grant
 			if err := db.insertGrant(ctx, tx, &g, info.ConversationID, d, info.Tool, now); err != nil {
@@ -181,6 +136,69 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 
 // errAlreadyVoted rolls back a Decide whose voter had voted before.
 var errAlreadyVoted = errors.New("already voted")
+
+// castVote records event.Actor's allow of the call event names (pending,
+// its row locked; res.Required set) as a vote and audits it as an
+// approval when the call needs more than one. It sets res.Votes and
+// res.Won, or res.AlreadyVoted with errAlreadyVoted when that person had
+// voted before.
+func (db *DB) castVote(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEvent, now time.Time, res *confirm.DecideResult) error {
+	r, err := db.exec(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (batch_id, key, approver) DO NOTHING`), event.BatchID, event.CallKey, event.Actor, db.ts(now))
+	if err != nil {
+		return fmt.Errorf("insert vote: %w", err)
+	}
+	n, err := affected(r)
+	if err != nil {
+		return err
+	}
+	if n == 1 && res.Required == 1 {
+		// A vote on a call needing one decides it in the same
+		// transaction, so a pending one had none before this.
+		res.Votes = 1
+	} else if res.Votes, err = db.countVotes(ctx, tx, event.BatchID, event.CallKey); err != nil {
+		return err
+	}
+	if n == 0 {
+		res.AlreadyVoted = true
+		return errAlreadyVoted
+	}
+	res.Won = true
+	if res.Required > 1 {
+		e := event
+		e.Kind = confirm.AuditApproval
+		e.Detail = jsonDetail(struct {
+			Votes    int `json:"votes"`
+			Required int `json:"required"`
+		}{res.Votes, res.Required})
+		if err := db.insertAudit(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decideCall takes the call event names (pending, its row locked) to
+// status by event.Actor and audits the decision.
+func (db *DB) decideCall(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason string, now time.Time) error {
+	r, err := db.exec(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
+		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
+		string(status), event.Actor, db.ts(now), message, reason, event.BatchID, event.CallKey, db.ts(now))
+	if err != nil {
+		return fmt.Errorf("update call: %w", err)
+	}
+	n, err := affected(r)
+	if err != nil {
+		return err
+	}
+	if n == 0 { // cannot happen under the row lock; lose rather than count twice
+		return errLost
+	}
+	e := event
+	e.Kind = confirm.AuditDecision
+	e.Detail = decisionDetail(status, message, reason, false)
+	return db.insertAudit(ctx, tx, e)
+}
 
 // countVotes counts a call's votes.
 func (db *DB) countVotes(ctx context.Context, tx *sqlx.Tx, batchID, key string) (int, error) {

@@ -32,12 +32,16 @@ const (
 	EventGrantCreated    EventType = "grant_created"
 	EventGrantUsed       EventType = "grant_used"
 	EventGrantRevoked    EventType = "grant_revoked"
+	EventExtended        EventType = "extended"    // an approver pushed a card's deadline (expires: the new one)
+	EventEscalated       EventType = "escalated"   // an escalation step fired (step)
+	EventCallEdited      EventType = "call_edited" // an approver changed a call's arguments (args: the new ones; model_args: the model's)
 )
 
 // EventTypes lists every webhook event type.
 var EventTypes = []EventType{
 	EventToolCall, EventApprovalRequest, EventApproval, EventDecision, EventExpired,
 	EventRejectedClick, EventToolResult, EventGrantCreated, EventGrantUsed, EventGrantRevoked,
+	EventExtended, EventEscalated, EventCallEdited,
 }
 
 // Outcomes of decision, expired and tool_result events.
@@ -127,18 +131,25 @@ type WebhookEvent struct {
 	Batch        string              `json:"batch,omitempty"`
 	Call         string              `json:"call,omitempty"` // the call's key within its batch
 	Tool         string              `json:"tool,omitempty"`
-	// Args are the exact bytes the model sent (a JSON string of them when
-	// they are not valid JSON).
-	Args    json.RawMessage `json:"args,omitempty"`
-	Actor   string          `json:"actor"`             // platform user id, or "airlock"
-	Outcome string          `json:"outcome,omitempty"` // decision/expired: allowed|denied|expired|abandoned; tool_result: succeeded|failed|unknown
-	Rule    string          `json:"rule,omitempty"`    // the rule that refused (decision) or flagged (tool_call) the call
-	Grant   string          `json:"grant,omitempty"`   // grant id (grant_* events)
-	Reason  string          `json:"reason,omitempty"`  // a person's reason with a deny; why a click was rejected
-	Votes   int             `json:"votes,omitempty"`   // approval: distinct allows so far
+	// Args are the arguments the call runs with, as exact bytes (a JSON
+	// string of them when they are not valid JSON): the model's, or once an
+	// approver edited them, the edited ones.
+	Args json.RawMessage `json:"args,omitempty"`
+	// ModelArgs are the model's exact bytes, only when an approver edited
+	// the arguments (Args are then the edited ones).
+	ModelArgs json.RawMessage `json:"model_args,omitempty"`
+	Actor     string          `json:"actor"`             // platform user id, or "airlock"
+	Outcome   string          `json:"outcome,omitempty"` // decision/expired: allowed|denied|expired|abandoned; tool_result: succeeded|failed|unknown
+	Rule      string          `json:"rule,omitempty"`    // the rule that refused (decision) or flagged (tool_call) the call
+	Grant     string          `json:"grant,omitempty"`   // grant id (grant_* events)
+	Reason    string          `json:"reason,omitempty"`  // a person's reason with a deny; why a click was rejected
+	Votes     int             `json:"votes,omitempty"`   // approval: distinct allows so far
 	// Required is how many distinct allows the call needs (approval).
-	Required int        `json:"required,omitempty"`
-	Expires  *time.Time `json:"expires,omitempty"` // approval_request: when the card expires; grant_created: the grant's end
+	Required int `json:"required,omitempty"`
+	// Expires: approval_request, when the card expires; extended, the new
+	// deadline; grant_created, the grant's end.
+	Expires *time.Time `json:"expires,omitempty"`
+	Step    *int       `json:"step,omitempty"` // escalated: the step that fired
 }
 
 // WebhookConversation names the thread an event belongs to.
@@ -169,6 +180,9 @@ func (ev WebhookEvent) encode() []byte {
 	if ev.Args != nil {
 		o.addRaw("args", ev.Args)
 	}
+	if ev.ModelArgs != nil {
+		o.addRaw("model_args", ev.ModelArgs)
+	}
 	o.add("actor", ev.Actor)
 	for _, f := range []struct{ k, v string }{{"outcome", ev.Outcome}, {"rule", ev.Rule}, {"grant", ev.Grant}, {"reason", ev.Reason}} {
 		if f.v != "" {
@@ -183,6 +197,9 @@ func (ev WebhookEvent) encode() []byte {
 	}
 	if ev.Expires != nil {
 		o.add("expires", ev.Expires.UTC().Format(time.RFC3339Nano))
+	}
+	if ev.Step != nil {
+		o.add("step", *ev.Step)
 	}
 	return []byte(o.String())
 }
@@ -201,6 +218,8 @@ type auditDetail struct {
 	Platform  string           `json:"platform"`
 	Channel   string           `json:"channel"`
 	Reasons   []confirm.Reason `json:"reasons"`
+	Until     *time.Time       `json:"until"` // extended
+	Step      *int             `json:"step"`  // escalated
 }
 
 // eventOf maps an audit row to its webhook event, without id,
@@ -241,6 +260,10 @@ func eventOf(e confirm.AuditEvent) (WebhookEvent, auditDetail) {
 		ev.Grant, ev.Expires = d.GrantID, d.ExpiresAt
 	case confirm.AuditGrantUsed, confirm.AuditGrantRevoked:
 		ev.Grant = d.GrantID
+	case confirm.AuditExtended:
+		ev.Expires = d.Until
+	case confirm.AuditEscalated:
+		ev.Step = d.Step
 	}
 	return ev, d
 }
@@ -281,11 +304,16 @@ func (db *DB) enqueue(ctx context.Context, ex sqlx.ExtContext, e confirm.AuditEv
 		ev.Conversation.Platform, ev.Conversation.Channel = d.Platform, d.Channel // a rejected click outside any conversation
 	}
 	if e.BatchID != "" && e.CallKey != "" {
-		var args string
-		err := db.get(ctx, ex, &args, db.q(`SELECT args FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
+		var args struct {
+			Model  string `db:"args"`
+			Edited string `db:"edited_args"`
+		}
+		err := db.get(ctx, ex, &args, db.q(`SELECT args, edited_args FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
 		switch {
+		case err == nil && args.Edited != "":
+			ev.Args, ev.ModelArgs = json.RawMessage(args.Edited), json.RawMessage(args.Model)
 		case err == nil:
-			ev.Args = json.RawMessage(args)
+			ev.Args = json.RawMessage(args.Model)
 		case !errors.Is(err, sql.ErrNoRows): // a rejected click may name no call
 			return fmt.Errorf("load call arguments: %w", err)
 		}

@@ -25,13 +25,16 @@ type batchRow struct {
 	ClaimedBy      string `db:"claimed_by"`
 	CreatedAt      dbTime `db:"created_at"`
 	ExpiresAt      dbTime `db:"expires_at"`
+	ExtendedBy     string `db:"extended_by"`
+	ExtendedAt     dbTime `db:"extended_at"`
 }
 
-const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at`
+const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at`
 
 // fields are the scan destinations of batchColumns, in order.
 func (r *batchRow) fields() []any {
-	return []any{&r.ID, &r.ConversationID, &r.MessageSeq, &r.RequestedBy, &r.Status, &r.CardRef, &r.ClaimedBy, &r.CreatedAt, &r.ExpiresAt}
+	return []any{&r.ID, &r.ConversationID, &r.MessageSeq, &r.RequestedBy, &r.Status, &r.CardRef, &r.ClaimedBy, &r.CreatedAt, &r.ExpiresAt,
+		&r.ExtendedBy, &r.ExtendedAt}
 }
 
 // batch converts the row, without calls.
@@ -46,6 +49,8 @@ func (r batchRow) batch() *confirm.Batch {
 		ClaimedBy:      r.ClaimedBy,
 		CreatedAt:      r.CreatedAt.t,
 		ExpiresAt:      r.ExpiresAt.t,
+		ExtendedBy:     r.ExtendedBy,
+		ExtendedAt:     r.ExtendedAt.ptr(),
 	}
 }
 
@@ -72,15 +77,18 @@ type callRow struct {
 	Grantable      bool   `db:"grantable"`
 	DenyReason     string `db:"deny_reason"`
 	GrantID        string `db:"grant_id"`
+	EditedArgs     string `db:"edited_args"` // "": not edited
+	EditedBy       string `db:"edited_by"`
+	EditedAt       dbTime `db:"edited_at"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
-		&r.Grantable, &r.DenyReason, &r.GrantID}
+		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -116,6 +124,9 @@ func (r callRow) call() (confirm.Call, error) {
 		Result:         r.Result,
 		IdempotencyKey: r.IdempotencyKey,
 		ExpiresAt:      r.ExpiresAt.t,
+		EditedArgs:     rawBytes(r.EditedArgs),
+		EditedBy:       r.EditedBy,
+		EditedAt:       r.EditedAt.ptr(),
 	}, nil
 }
 

@@ -84,6 +84,12 @@ func TestPostgres(t *testing.T) {
 	t.Run("OutboxReplicas", func(t *testing.T) {
 		testOutboxReplicas(t, "postgres", freshSchema(t))
 	})
+	t.Run("MigrateCards", func(t *testing.T) {
+		testMigrateCards(t, "postgres", freshSchema(t))
+	})
+	t.Run("EscalateReplicas", func(t *testing.T) {
+		testEscalateReplicas(t, "postgres", freshSchema(t))
+	})
 }
 
 func TestSQLiteConcurrentOpen(t *testing.T) {

@@ -1,0 +1,91 @@
+package confirm
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Kinds of messages Airlock posts for a batch (CardMessage.Kind).
+const (
+	CardMain    = "main"    // the card with buttons: in the thread, or in the approvals channel
+	CardDM      = "dm"      // a copy of the card in an approver's DM
+	CardPointer = "pointer" // the thread's "waiting for approval in #…" line; no buttons
+)
+
+// CardMessage is one message Airlock posted for a batch. A click counts
+// only on a message of kind CardMain or CardDM of the button's batch.
+type CardMessage struct {
+	BatchID   string    `db:"batch_id"`
+	Kind      string    `db:"kind"`
+	Platform  string    `db:"platform"`
+	Channel   string    `db:"channel"`
+	Thread    string    `db:"thread"` // "" for a top-level message
+	Ref       string    `db:"ref"`    // the platform's reference (may list several messages, comma-separated)
+	CreatedAt time.Time `db:"created_at"`
+}
+
+// EditCall is an approver's change of a waiting call's arguments, with
+// the policy's verdict on the new arguments. It counts as the editor's
+// allow.
+type EditCall struct {
+	BatchID string
+	Key     string
+	Args    json.RawMessage // the edited arguments, validated (the model's stay as they were)
+	Summary string          // the read-back of the edited arguments
+	By      string          // the editor
+	Now     time.Time
+	// The policy's verdict on the edited arguments replaces the call's.
+	Approvals int
+	Restrict  []Approvers
+	Reasons   []Reason
+	Grantable bool
+}
+
+// RunArgs are the arguments a call runs with: an approver's edit, else
+// the model's.
+func (c Call) RunArgs() json.RawMessage {
+	if len(c.EditedArgs) > 0 {
+		return c.EditedArgs
+	}
+	return c.Args
+}
+
+// Audit kinds of routing, escalation, extend and edit.
+const (
+	AuditExtended  AuditKind = "extended"    // a card's deadline was pushed (detail: until)
+	AuditEscalated AuditKind = "escalated"   // an escalation step fired (detail: step)
+	AuditEdited    AuditKind = "call_edited" // an approver changed a call's arguments (detail: before, after, voided votes)
+)
+
+// RouteStore is what the bot needs to route cards, escalate, extend and
+// edit. Each state change is one conditional write; the affected-row
+// count decides who won.
+type RouteStore interface {
+	// AddCardMessage remembers a message posted for a batch.
+	AddCardMessage(ctx context.Context, m CardMessage) error
+	// CardMessages lists a batch's messages, oldest first.
+	CardMessages(ctx context.Context, batchID string) ([]CardMessage, error)
+
+	// DueEscalations lists pending batches created at or before
+	// pausedBefore for which step has not fired.
+	DueEscalations(ctx context.Context, step int, pausedBefore time.Time) ([]string, error)
+	// MarkEscalated records that step fired for a pending batch (audited
+	// escalated); false when it had fired already or the batch is no
+	// longer pending. Replicas race on it: one wins.
+	MarkEscalated(ctx context.Context, batchID string, step int, now time.Time) (bool, error)
+
+	// ExtendBatch pushes a pending batch's deadline, and its pending
+	// calls', to until, once per batch (audited extended; reminders may
+	// fire again); false when it was extended before, is no longer
+	// pending, or expired already at now.
+	ExtendBatch(ctx context.Context, batchID, by string, until, now time.Time) (bool, error)
+
+	// EditCall stores an approver's arguments beside the model's (which
+	// are never changed), with the new read-back and verdict, voids the
+	// call's earlier approvals, and records the editor's allow as in
+	// Decide, in one transaction and only while the call is pending and
+	// e.Now is before its expiry (else Won is false). Audited call_edited
+	// with both arguments and the voided votes.
+	EditCall(ctx context.Context, e EditCall) (DecideResult, error)
+}

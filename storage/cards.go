@@ -1,0 +1,89 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+type cardRow struct {
+	BatchID   string `db:"batch_id"`
+	Kind      string `db:"kind"`
+	Platform  string `db:"platform"`
+	Channel   string `db:"channel"`
+	Thread    string `db:"thread"`
+	Ref       string `db:"ref"`
+	CreatedAt dbTime `db:"created_at"`
+}
+
+const cardColumns = `batch_id, kind, platform, channel, thread, ref, created_at`
+
+func (r cardRow) card() confirm.CardMessage {
+	return confirm.CardMessage{
+		BatchID: r.BatchID, Kind: r.Kind, Platform: r.Platform, Channel: r.Channel, Thread: r.Thread,
+		Ref: r.Ref, CreatedAt: r.CreatedAt.t,
+	}
+}
+
+// AddCardMessage remembers a message posted for a batch (CreatedAt now
+// when zero). Recording the same message again is a no-op; a reference
+// already recorded for the batch as another kind or place is an error, so
+// a pointer can never become a card that takes clicks. ErrNotFound when
+// the batch does not exist.
+func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
+	switch {
+	case m.Kind != confirm.CardMain && m.Kind != confirm.CardDM && m.Kind != confirm.CardPointer:
+		return fmt.Errorf("add card message: unknown kind %q (want %s, %s or %s)", m.Kind, confirm.CardMain, confirm.CardDM, confirm.CardPointer)
+	case m.BatchID == "":
+		return errors.New("add card message: empty batch id")
+	case strings.TrimSpace(m.Ref) == "":
+		return errors.New("add card message: empty ref")
+	case m.Platform == "" || m.Channel == "":
+		return fmt.Errorf("add card message: platform %q and channel %q must be set", m.Platform, m.Channel)
+	}
+	r, err := db.exec(ctx, db.x, db.q(`INSERT INTO cards (`+cardColumns+`)
+		SELECT id, ?, ?, ?, ?, ?, ? FROM batches WHERE id = ?
+		ON CONFLICT (batch_id, ref) DO NOTHING`),
+		m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(db.nowOr(m.CreatedAt)), m.BatchID)
+	if err != nil {
+		return fmt.Errorf("add card message: %w", err)
+	}
+	n, err := affected(r)
+	if err != nil {
+		return fmt.Errorf("add card message: %w", err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var old cardRow
+	err = db.get(ctx, db.x, &old, db.q(`SELECT `+cardColumns+` FROM cards WHERE batch_id = ? AND ref = ?`), m.BatchID, m.Ref)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("add card message: batch %s: %w", m.BatchID, confirm.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("add card message: %w", err)
+	}
+	if old.Kind != m.Kind || old.Platform != m.Platform || old.Channel != m.Channel || old.Thread != m.Thread {
+		return fmt.Errorf("add card message: batch %s: ref %q is already recorded as a %s message in %s/%s",
+			m.BatchID, m.Ref, old.Kind, old.Platform, old.Channel)
+	}
+	return nil
+}
+
+// CardMessages lists a batch's messages, oldest first; none (and no
+// error) for an unknown batch.
+func (db *DB) CardMessages(ctx context.Context, batchID string) ([]confirm.CardMessage, error) {
+	var rows []cardRow
+	if err := db.sel(ctx, db.reader(), &rows, db.q(`SELECT `+cardColumns+` FROM cards WHERE batch_id = ? ORDER BY created_at, id`), batchID); err != nil {
+		return nil, fmt.Errorf("card messages of %s: %w", batchID, err)
+	}
+	out := make([]confirm.CardMessage, len(rows))
+	for i, r := range rows {
+		out[i] = r.card()
+	}
+	return out, nil
+}

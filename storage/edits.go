@@ -1,0 +1,152 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// EditCall stores an approver's arguments beside the model's and records
+// the editor's allow, in one transaction and only while the call is
+// pending and e.Now is before its expiry: it sets edited_args (args, the
+// model's bytes, are never touched), edited_by, edited_at, the new
+// read-back and the policy's new verdict (approvals at least 1, restrict,
+// reasons, grantable), deletes the call's earlier votes (they approved
+// other arguments), audits call_edited (detail: before, the model's
+// arguments; previous_edit, an earlier edit's or null; after; voided, the
+// approvers whose votes were deleted), then casts the editor's vote as
+// Decide does an allow: with one approval needed the call is allowed by
+// the editor (audited decision) and the batch goes to decided when no call
+// is left pending; with more, it is an approval (Votes 1). Deciders of the
+// batch queue as in Decide. A call no longer pending or expired returns
+// Won=false and no error; a missing batch or call returns ErrNotFound.
+func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideResult, error) {
+	switch {
+	case e.By == "":
+		return confirm.DecideResult{}, errors.New("edit call: empty editor")
+	case len(e.Args) == 0 || !json.Valid(e.Args):
+		return confirm.DecideResult{}, errors.New("edit call: arguments are not valid JSON")
+	case e.Approvals < 0:
+		return confirm.DecideResult{}, fmt.Errorf("edit call: negative approvals %d", e.Approvals)
+	}
+	reasons, err := marshalList(e.Reasons)
+	if err != nil {
+		return confirm.DecideResult{}, fmt.Errorf("edit call: reasons: %w", err)
+	}
+	restrict, err := marshalList(e.Restrict)
+	if err != nil {
+		return confirm.DecideResult{}, fmt.Errorf("edit call: restrict: %w", err)
+	}
+	now := db.nowOr(e.Now)
+	var res confirm.DecideResult
+	err = db.tx(ctx, func(tx *sqlx.Tx) error {
+		res = confirm.DecideResult{}
+		ok, err := db.lockPendingBatch(ctx, tx, e.BatchID, now)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			exists, err := db.batchExists(ctx, tx, e.BatchID)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("batch %s: %w", e.BatchID, confirm.ErrNotFound)
+			}
+			return db.lostOrMissing(ctx, tx, e.BatchID, e.Key)
+		}
+		lock := `SELECT b.conversation_id, c.tool, c.args, c.edited_args FROM calls c JOIN batches b ON b.id = c.batch_id
+			WHERE c.batch_id = ? AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`
+		if db.driver == DriverPostgres {
+			lock += ` FOR UPDATE OF c`
+		}
+		var info struct {
+			ConversationID int64  `db:"conversation_id"`
+			Tool           string `db:"tool"`
+			Args           string `db:"args"`
+			EditedArgs     string `db:"edited_args"`
+		}
+		if err := db.get(ctx, tx, &info, db.q(lock), e.BatchID, e.Key, db.ts(now)); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return db.lostOrMissing(ctx, tx, e.BatchID, e.Key)
+			}
+			return fmt.Errorf("lock call: %w", err)
+		}
+		res.Required = max(e.Approvals, 1)
+
+		voided := []string{}
+		if err := db.sel(ctx, tx, &voided, db.q(`SELECT approver FROM votes WHERE batch_id = ? AND key = ? ORDER BY at, id`),
+			e.BatchID, e.Key); err != nil {
+			return fmt.Errorf("load votes: %w", err)
+		}
+		r, err := db.exec(ctx, tx, db.q(`UPDATE calls SET edited_args = ?, edited_by = ?, edited_at = ?, summary = ?,
+				approvals = ?, restrict_to = ?, reasons = ?, grantable = ?
+			WHERE batch_id = ? AND key = ? AND decision = 'pending'`),
+			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, e.Grantable, e.BatchID, e.Key)
+		if err != nil {
+			return fmt.Errorf("update call: %w", err)
+		}
+		if n, err := affected(r); err != nil {
+			return err
+		} else if n == 0 { // cannot happen under the row lock
+			return errLost
+		}
+		if len(voided) > 0 {
+			if _, err := db.exec(ctx, tx, db.q(`DELETE FROM votes WHERE batch_id = ? AND key = ?`), e.BatchID, e.Key); err != nil {
+				return fmt.Errorf("void votes: %w", err)
+			}
+		}
+		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: e.BatchID, CallKey: e.Key, Tool: info.Tool, Actor: e.By}
+		edited := event
+		edited.Kind = confirm.AuditEdited
+		edited.Detail = editDetail(info.Args, info.EditedArgs, e, res.Required, voided)
+		if err := db.insertAudit(ctx, tx, edited); err != nil {
+			return err
+		}
+
+		if err := db.castVote(ctx, tx, event, now, &res); err != nil {
+			return err // errAlreadyVoted cannot happen: the votes are gone
+		}
+		if res.Votes < res.Required {
+			return nil
+		}
+		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", now); err != nil {
+			return err
+		}
+		res.Decided = true
+		res.BatchDecided, err = db.finishDeciding(ctx, tx, e.BatchID, now)
+		return err
+	})
+	if errors.Is(err, errLost) || errors.Is(err, errAlreadyVoted) {
+		return confirm.DecideResult{}, nil
+	}
+	if err != nil {
+		return confirm.DecideResult{}, fmt.Errorf("edit call %s/%s: %w", e.BatchID, e.Key, err)
+	}
+	return res, nil
+}
+
+// editDetail renders a call_edited audit detail, the arguments spliced in
+// as their exact bytes: before (the model's), previous_edit (an earlier
+// edit's, or null), after, the new read-back and approvals needed, and
+// voided (the approvers whose votes the edit deleted, oldest first).
+func editDetail(model, previous string, e confirm.EditCall, approvals int, voided []string) string {
+	var o rawObject
+	o.addRaw("before", []byte(model))
+	if previous == "" {
+		o.field("previous_edit", []byte("null"))
+	} else {
+		o.addRaw("previous_edit", []byte(previous))
+	}
+	o.addRaw("after", e.Args)
+	o.add("summary", e.Summary)
+	o.add("approvals", approvals)
+	o.add("voided", voided)
+	return o.String()
+}
