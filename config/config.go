@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/rules"
@@ -147,8 +148,60 @@ type Confirmation struct {
 	Grants Grants `yaml:"grants"`
 	// Rules judge calls by their arguments, where and who (CEL).
 	Rules []rules.Config `yaml:"rules"`
+	// Escalation are the steps taken while a card waits: at each step's
+	// After (since the pause) its people are mentioned where the card is,
+	// and the card's approvers widen as the step says.
+	Escalation []EscalationStep `yaml:"escalation"`
 
 	compiled *rules.Set
+}
+
+// EscalationStep is one `confirmation.escalation[]` step.
+type EscalationStep struct {
+	// After is the time since the pause when the step fires; steps are
+	// strictly increasing and shorter than confirmation.timeout.
+	After time.Duration `yaml:"after"`
+	// Mention lists who the step mentions: Slack user ids (U…, W…), Slack
+	// user group ids (S…), Discord user ids (digits) and Discord role ids
+	// written "role:<id>". See MentionSet.
+	Mention []string `yaml:"mention"`
+	// Approvers, ApproverGroups and ApproverRoles widen who may decide the
+	// card once the step fired: user ids (Slack U…/W…, Discord digits),
+	// Slack user group ids (S…), Discord role ids (digits).
+	Approvers      []string `yaml:"approvers"`
+	ApproverGroups []string `yaml:"approver_groups"`
+	ApproverRoles  []string `yaml:"approver_roles"`
+}
+
+// MentionRolePrefix marks a Discord role id in an escalation step's
+// mention list: "role:222222222222222222".
+const MentionRolePrefix = "role:"
+
+// MaxEscalationSteps bounds confirmation.escalation.
+const MaxEscalationSteps = 10
+
+// MentionSet is the step's mention list as sets: user ids (Slack and
+// Discord) in Users, Slack user group ids in Groups, Discord role ids
+// (without "role:") in Roles. Ids of both platforms may be mixed in one
+// step; a platform uses the ids of its own form.
+func (s EscalationStep) MentionSet() confirm.Approvers {
+	var a confirm.Approvers
+	for _, m := range s.Mention {
+		switch {
+		case strings.HasPrefix(m, MentionRolePrefix):
+			a.Roles = append(a.Roles, strings.TrimPrefix(m, MentionRolePrefix))
+		case slackGroupID.MatchString(m):
+			a.Groups = append(a.Groups, m)
+		default:
+			a.Users = append(a.Users, m)
+		}
+	}
+	return a
+}
+
+// ApproverSet is who the step adds to the card's approvers once it fired.
+func (s EscalationStep) ApproverSet() confirm.Approvers {
+	return confirm.Approvers{Users: s.Approvers, Groups: s.ApproverGroups, Roles: s.ApproverRoles}
 }
 
 // RuleSet is the compiled rules (set by Parse).
@@ -194,7 +247,21 @@ type Channel struct {
 	RequesterGroups []string `yaml:"requester_groups"` // Slack user group ids
 	RequesterRoles  []string `yaml:"requester_roles"`  // Discord role ids
 	Tools           []string `yaml:"tools"`            // tools offered there; absent: all
+	// ApprovalsChannel, when set, is a channel id of the same platform
+	// where this entry's cards are posted (the thread gets a pointer).
+	// Not for platform shell, nor on the "dm" entry.
+	ApprovalsChannel string `yaml:"approvals_channel"`
+	// Notify lists extra copies of each card: "dm" DMs each approver
+	// named by user id (and members of approver groups) a copy.
+	Notify []string `yaml:"notify"`
 }
+
+// NotifyDM is the `channels[].notify` value asking for a DM copy of each
+// card to each approver.
+const NotifyDM = "dm"
+
+// NotifyDMs reports whether the entry asks for DM copies of its cards.
+func (ch Channel) NotifyDMs() bool { return contains(ch.Notify, NotifyDM) }
 
 // Defaults.
 const (
@@ -399,7 +466,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			return nil
 		}
 		if t.Kind() != reflect.Struct {
-			return nil // a type error; the decoder reports it
+			return keyErr(path, "%s", typeProblem(n, t))
 		}
 		fields := map[string]reflect.Type{}
 		for i := 0; i < t.NumField(); i++ {
@@ -441,12 +508,16 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 
 func typeProblem(n *yaml.Node, t reflect.Type) string {
 	switch {
-	case t == reflect.TypeOf(time.Duration(0)):
-		return fmt.Sprintf("%q is not a duration; write it with its unit: 90s, 30m, 2h", n.Value)
 	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
 		return "expected a mapping of keys"
 	case t.Kind() == reflect.Slice:
 		return "expected a list"
+	case n.Kind == yaml.MappingNode && t == reflect.TypeOf(time.Duration(0)):
+		return "expected a duration with its unit (90s, 30m, 2h), not a mapping of keys"
+	case n.Kind == yaml.MappingNode:
+		return fmt.Sprintf("expected a %s, not a mapping of keys", t.Kind())
+	case t == reflect.TypeOf(time.Duration(0)):
+		return fmt.Sprintf("%q is not a duration; write it with its unit: 90s, 30m, 2h", n.Value)
 	}
 	return fmt.Sprintf("%q is not a valid %s", n.Value, t.Kind())
 }
@@ -572,6 +643,9 @@ func (c *Config) Validate() error {
 	if d := c.Confirmation.Grants.Duration; d < 0 || d > MaxGrantDuration || (d > 0 && d < time.Minute) {
 		return keyErr("confirmation.grants.duration", "must be between 1m and 24h, with its unit: 30m, 1h")
 	}
+	if err := c.Confirmation.validateEscalation(); err != nil {
+		return err
+	}
 	compiled, err := rules.Compile(c.Confirmation.Rules)
 	if err != nil {
 		return err // names confirmation.rules[N].<key>
@@ -647,6 +721,9 @@ func (ch Channel) validate(key string, has func(string) bool) error {
 			return keyErr(key+"."+k, "only for platform %s", o.platform)
 		}
 	}
+	if err := ch.validateRouting(key); err != nil {
+		return err
+	}
 	lists := []struct {
 		name string
 		ids  []string
@@ -664,6 +741,92 @@ func (ch Channel) validate(key string, has func(string) bool) error {
 	for j, name := range ch.Tools {
 		if !has(name) {
 			return keyErr(fmt.Sprintf("%s.tools[%d]", key, j), "no tool named %q", name)
+		}
+	}
+	return nil
+}
+
+// Platform id forms, as the adapters check them (adapters/slack's
+// channel, user and group id patterns; adapters/discord's snowflakes).
+var (
+	slackChannelID = regexp.MustCompile(`^[CDGZ][A-Z0-9]{2,40}$`)
+	slackUserID    = regexp.MustCompile(`^[UW][A-Z0-9]{2,40}$`)
+	slackGroupID   = regexp.MustCompile(`^S[A-Z0-9]{2,40}$`)
+	snowflake      = regexp.MustCompile(`^[0-9]{1,20}$`)
+)
+
+// validateRouting checks approvals_channel and notify of one channels[]
+// entry.
+func (ch Channel) validateRouting(key string) error {
+	if ac := ch.ApprovalsChannel; ac != "" {
+		k := key + ".approvals_channel"
+		switch {
+		case ch.Platform == "shell":
+			return keyErr(k, "not for platform shell: the terminal shows cards in the conversation")
+		case ch.ID == "dm":
+			return keyErr(k, "not allowed on the dm entry: a direct message's cards stay in the DM")
+		case ac == "*" || ac == "dm":
+			return keyErr(k, "%q is not a channel id; write the id of one channel", ac)
+		case ac == ch.ID:
+			return keyErr(k, "%q is this entry's own channel; leave the key out to post cards in the thread", ac)
+		case ch.Platform == "slack" && !slackChannelID.MatchString(ac):
+			return keyErr(k, "%q is not a Slack channel id (C0123456789)", ac)
+		case ch.Platform == "discord" && !snowflake.MatchString(ac):
+			return keyErr(k, "%q is not a Discord channel id (digits)", ac)
+		}
+	}
+	for j, n := range ch.Notify {
+		k := fmt.Sprintf("%s.notify[%d]", key, j)
+		if ch.Platform == "shell" {
+			return keyErr(k, "not for platform shell: the terminal has no direct messages")
+		}
+		if n != NotifyDM {
+			return keyErr(k, "%q is not one of %s", n, NotifyDM)
+		}
+	}
+	return nil
+}
+
+// validateEscalation checks confirmation.escalation; Timeout has its
+// default already.
+func (c Confirmation) validateEscalation() error {
+	if len(c.Escalation) > MaxEscalationSteps {
+		return keyErr("confirmation.escalation", "%d steps; at most %d", len(c.Escalation), MaxEscalationSteps)
+	}
+	for i, st := range c.Escalation {
+		key := fmt.Sprintf("confirmation.escalation[%d]", i)
+		switch {
+		case st.After <= 0:
+			return keyErr(key+".after", "required: a duration greater than 0 since the pause, with its unit: 90s, 10m")
+		case i > 0 && st.After <= c.Escalation[i-1].After:
+			return keyErr(key+".after", "%s must be later than confirmation.escalation[%d].after (%s)", st.After, i-1, c.Escalation[i-1].After)
+		case st.After >= c.Timeout:
+			return keyErr(key+".after", "%s must be shorter than confirmation.timeout (%s): a step after expiry would never fire", st.After, c.Timeout)
+		}
+		for j, m := range st.Mention {
+			id, role := strings.CutPrefix(m, MentionRolePrefix)
+			if role && snowflake.MatchString(id) || !role && (slackUserID.MatchString(m) || slackGroupID.MatchString(m) || snowflake.MatchString(m)) {
+				continue
+			}
+			return keyErr(fmt.Sprintf("%s.mention[%d]", key, j), "%q is not a Slack user id (U…, W…), Slack user group id (S…), Discord user id (digits) or Discord role written role:<id>", m)
+		}
+		for j, u := range st.Approvers {
+			if !slackUserID.MatchString(u) && !snowflake.MatchString(u) {
+				return keyErr(fmt.Sprintf("%s.approvers[%d]", key, j), "%q is not a user id (Slack U…, W…; Discord digits)", u)
+			}
+		}
+		for j, g := range st.ApproverGroups {
+			if !slackGroupID.MatchString(g) {
+				return keyErr(fmt.Sprintf("%s.approver_groups[%d]", key, j), "%q is not a Slack user group id (S…)", g)
+			}
+		}
+		for j, r := range st.ApproverRoles {
+			if !snowflake.MatchString(r) {
+				return keyErr(fmt.Sprintf("%s.approver_roles[%d]", key, j), "%q is not a Discord role id (digits, without role:)", r)
+			}
+		}
+		if len(st.Mention) == 0 && st.ApproverSet().Empty() {
+			return keyErr(key, "a step needs mention, approvers, approver_groups or approver_roles")
 		}
 	}
 	return nil

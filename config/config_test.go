@@ -2,7 +2,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,40 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"rule action", minimal + "confirmation: {rules: [{name: a, when: 'true', action: maybe}]}\n", "confirmation.rules[0].action"},
 		{"rule unknown key", minimal + "confirmation: {rules: [{name: a, when: 'true', action: ask, approver: [U1]}]}\n", "confirmation.rules[0].approver"},
 		{"tool approvals", minimal + "tools: [{name: a, approvals: 99, http: {url: 'http://x'}}]\n", "tools[0].approvals"},
+		{"approvals channel on shell", minimal + "channels: [{platform: shell, id: '*', approvals_channel: C1234}]\n", "channels[0].approvals_channel"},
+		{"approvals channel star", minimal + "channels: [{platform: slack, id: C0INC, approvals_channel: '*'}]\n", "channels[0].approvals_channel"},
+		{"approvals channel dm value", minimal + "channels: [{platform: slack, id: C0INC, approvals_channel: dm}]\n", "channels[0].approvals_channel"},
+		{"approvals channel on dm entry", minimal + "channels: [{platform: slack, id: C0INC}, {platform: slack, id: dm, approvals_channel: C0APPROVALS}]\n", "channels[1].approvals_channel"},
+		{"approvals channel not slack", minimal + "channels: [{platform: slack, id: C0INC, approvals_channel: '#approvals'}]\n", "channels[0].approvals_channel"},
+		{"approvals channel discord id on slack", minimal + "channels: [{platform: slack, id: C0INC, approvals_channel: '123456789012345678'}]\n", "channels[0].approvals_channel"},
+		{"approvals channel slack id on discord", minimal + "channels: [{platform: discord, id: '1', approvals_channel: C0APPROVALS}]\n", "channels[0].approvals_channel"},
+		{"approvals channel is itself", minimal + "channels: [{platform: slack, id: C0INC, approvals_channel: C0INC}]\n", "channels[0].approvals_channel"},
+		{"notify unknown", minimal + "channels: [{platform: slack, id: C0INC, notify: [dm, email]}]\n", "channels[0].notify[1]"},
+		{"notify on shell", minimal + "channels: [{platform: shell, id: '*', notify: [dm]}]\n", "channels[0].notify[0]"},
+		{"notify not a list", minimal + "channels: [{platform: slack, id: C0INC, notify: {dm: true}}]\n", "channels[0].notify"},
+		{"escalation after missing", minimal + "confirmation: {escalation: [{mention: [U0LEAD]}]}\n", "confirmation.escalation[0].after"},
+		{"escalation after zero", minimal + "confirmation: {escalation: [{after: 0s, mention: [U0LEAD]}]}\n", "confirmation.escalation[0].after"},
+		{"escalation after negative", minimal + "confirmation: {escalation: [{after: -1m, mention: [U0LEAD]}]}\n", "confirmation.escalation[0].after"},
+		{"escalation after without unit", minimal + "confirmation: {escalation: [{after: 10, mention: [U0LEAD]}]}\n", "confirmation.escalation[0].after"},
+		{"escalation not increasing", minimal + "confirmation: {escalation: [{after: 10m, mention: [U0LEAD]}, {after: 10m, mention: [U0BOSS]}]}\n", "confirmation.escalation[1].after"},
+		{"escalation decreasing", minimal + "confirmation: {escalation: [{after: 10m, mention: [U0LEAD]}, {after: 5m, mention: [U0BOSS]}]}\n", "confirmation.escalation[1].after"},
+		{"escalation at timeout", minimal + "confirmation: {timeout: 30m, escalation: [{after: 30m, mention: [U0LEAD]}]}\n", "confirmation.escalation[0].after"},
+		{"escalation after default timeout", minimal + "confirmation: {escalation: [{after: 1h, mention: [U0LEAD]}]}\n", "confirmation.escalation[0].after"},
+		{"escalation empty step", minimal + "confirmation: {escalation: [{after: 10m}]}\n", "confirmation.escalation[0]"},
+		{"escalation empty lists", minimal + "confirmation: {escalation: [{after: 10m, mention: [], approvers: []}]}\n", "confirmation.escalation[0]"},
+		{"escalation unknown key", minimal + "confirmation: {escalation: [{after: 10m, mentions: [U0LEAD]}]}\n", "confirmation.escalation[0].mentions"},
+		{"escalation mention markup", minimal + "confirmation: {escalation: [{after: 10m, mention: ['<!here>']}]}\n", "confirmation.escalation[0].mention[0]"},
+		{"escalation mention at", minimal + "confirmation: {escalation: [{after: 10m, mention: [U0LEAD, '@alice']}]}\n", "confirmation.escalation[0].mention[1]"},
+		{"escalation mention bare role", minimal + "confirmation: {escalation: [{after: 10m, mention: ['role:']}]}\n", "confirmation.escalation[0].mention[0]"},
+		{"escalation mention role not digits", minimal + "confirmation: {escalation: [{after: 10m, mention: ['role:S0ONCALL']}]}\n", "confirmation.escalation[0].mention[0]"},
+		{"escalation approver", minimal + "confirmation: {escalation: [{after: 10m, approvers: ['<@U0LEAD>']}]}\n", "confirmation.escalation[0].approvers[0]"},
+		{"escalation approver group", minimal + "confirmation: {escalation: [{after: 10m, approver_groups: [U0LEAD]}]}\n", "confirmation.escalation[0].approver_groups[0]"},
+		{"escalation approver role", minimal + "confirmation: {escalation: [{after: 10m, approver_roles: ['role:123']}]}\n", "confirmation.escalation[0].approver_roles[0]"},
+		{"escalation second step", minimal + "confirmation: {escalation: [{after: 5m, mention: [U0LEAD]}, {after: 10m, mention: [everyone]}]}\n", "confirmation.escalation[1].mention[0]"},
+		{"escalation too many", minimal + "confirmation:\n  escalation:\n" + strings.Repeat("    - {after: 1m, mention: [U0LEAD]}\n", 11), "confirmation.escalation"},
+		{"escalation mention placeholder", minimal + "confirmation: {escalation: [{after: 10m, mention: [S0ONCALL_LEADS]}]}\n", "confirmation.escalation[0].mention[0]"},
+		{"mapping for a duration", minimal + "confirmation: {timeout: {minutes: 3}}\n", "confirmation.timeout"},
+		{"escalation not a list", minimal + "confirmation: {escalation: {after: 10m}}\n", "confirmation.escalation"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,6 +228,80 @@ channels:
 	}
 	if c.Channels[1].Requesters[0] != "U2" || c.Channels[1].RequesterGroups[0] != "S1" || c.Channels[2].RequesterRoles[0] != "2" {
 		t.Fatalf("requesters: %+v", c.Channels)
+	}
+}
+
+func TestRoutingAndEscalation(t *testing.T) {
+	src := minimal + `confirmation:
+  timeout: 30m
+  escalation:
+    - after: 10m
+      mention: [S0ONCALLLEADS, U0LEAD, W0ENT, "123456789012345678", "role:222222222222222222"]
+    - after: 20m
+      approvers: [U0LEAD, "333333333333333333"]
+      approver_groups: [S0LEADS]
+      approver_roles: ["444444444444444444"]
+channels:
+  - platform: slack
+    id: C0INCIDENT
+    approvers: [U0ALICE]
+    approvals_channel: C0APPROVALS
+    notify: [dm]
+  - {platform: slack, id: "*", approvals_channel: G0PRIVATE}
+  - {platform: slack, id: dm, approvers: [U0ALICE], notify: [dm]}
+  - {platform: discord, id: "111", approvals_channel: "999999999999999999", notify: [dm]}
+  - {platform: shell, id: "*"}
+`
+	c, err := Parse([]byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.Channels
+	if ch[0].ApprovalsChannel != "C0APPROVALS" || !ch[0].NotifyDMs() || ch[1].ApprovalsChannel != "G0PRIVATE" || ch[1].NotifyDMs() {
+		t.Fatalf("slack entries: %+v", ch[:2])
+	}
+	if ch[2].ApprovalsChannel != "" || !ch[2].NotifyDMs() || ch[3].ApprovalsChannel != "999999999999999999" || !ch[3].NotifyDMs() || ch[4].NotifyDMs() {
+		t.Fatalf("entries: %+v", ch[2:])
+	}
+	esc := c.Confirmation.Escalation
+	if len(esc) != 2 || esc[0].After != 10*time.Minute || esc[1].After != 20*time.Minute {
+		t.Fatalf("escalation: %+v", esc)
+	}
+	m := esc[0].MentionSet()
+	if !reflect.DeepEqual(m.Users, []string{"U0LEAD", "W0ENT", "123456789012345678"}) || !reflect.DeepEqual(m.Groups, []string{"S0ONCALLLEADS"}) || !reflect.DeepEqual(m.Roles, []string{"222222222222222222"}) {
+		t.Fatalf("mention set: %+v", m)
+	}
+	if !esc[0].ApproverSet().Empty() || !esc[1].MentionSet().Empty() {
+		t.Fatalf("step 0 widens %+v, step 1 mentions %+v", esc[0].ApproverSet(), esc[1].MentionSet())
+	}
+	a := esc[1].ApproverSet()
+	if !reflect.DeepEqual(a.Users, []string{"U0LEAD", "333333333333333333"}) || a.Groups[0] != "S0LEADS" || a.Roles[0] != "444444444444444444" {
+		t.Fatalf("approver set: %+v", a)
+	}
+
+	// Without the keys: no routing, no escalation.
+	c, err = Parse([]byte(minimal+"channels: [{platform: slack, id: C0INC}]\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Channels[0].ApprovalsChannel != "" || c.Channels[0].Notify != nil || c.Confirmation.Escalation != nil {
+		t.Fatalf("defaults: %+v %+v", c.Channels[0], c.Confirmation.Escalation)
+	}
+}
+
+func TestEscalationStepLimit(t *testing.T) {
+	steps := ""
+	for i := 1; i <= 10; i++ {
+		steps += fmt.Sprintf("    - {after: %dm, mention: [U0LEAD]}\n", i)
+	}
+	c, err := Parse([]byte(minimal+"confirmation:\n  escalation:\n"+steps), env(nil))
+	if err != nil || len(c.Confirmation.Escalation) != 10 {
+		t.Fatalf("10 steps: %v", err)
+	}
+	_, err = Parse([]byte(minimal+"confirmation:\n  escalation:\n"+steps+"    - {after: 11m, mention: [U0LEAD]}\n"), env(nil))
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "confirmation.escalation" || !strings.Contains(err.Error(), "at most 10") {
+		t.Fatalf("11 steps: %v", err)
 	}
 }
 

@@ -15,6 +15,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("- a\n- b\n"))
 	f.Add([]byte("model: {provider: openai, name: m}\nchannels: [{platform: slack, id: '*', approver_groups: [S1]}]\n"))
 	f.Add([]byte("&a [*a, *a]"))
+	f.Add([]byte("model: {provider: openai, name: m}\nconfirmation: {escalation: [{after: 10m, mention: ['role:1', S1AB], approvers: [U1AB]}]}\nchannels: [{platform: slack, id: C1AB, approvals_channel: C2AB, notify: [dm]}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data, func(string) (string, bool) { return "v", true })
 		if err == nil && c == nil {
