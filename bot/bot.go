@@ -85,9 +85,13 @@ type Config struct {
 	// GrantFor is how long an "Allow for" grant lasts; 0: grants are off.
 	GrantFor     time.Duration
 	RemindBefore time.Duration // remind approvers this long before expiry; 0: never
-	Now          func() time.Time
-	Logger       *slog.Logger
-	WorkerID     string // names this process in claims
+	// Escalation steps, in order of After: at each step's time a waiting
+	// card's place gets a message mentioning the step's people, and the
+	// step's approvers may decide the card from then on.
+	Escalation []EscalationStep
+	Now        func() time.Time
+	Logger     *slog.Logger
+	WorkerID   string // names this process in claims
 	// Redact scrubs secrets from text before it is stored, audited, shown
 	// or sent to the model (tool results and errors, model answers); nil
 	// leaves text as it is.
@@ -112,6 +116,13 @@ type Config struct {
 	Tracer trace.Tracer
 }
 
+// EscalationStep is one `confirmation.escalation` step.
+type EscalationStep struct {
+	After     time.Duration     // since the pause
+	Mention   confirm.Approvers // mentioned where the card is
+	Approvers confirm.Approvers // may decide the card once the step fired
+}
+
 // Defaults of the history bounds.
 const (
 	DefaultMaxHistoryMessages = 100
@@ -130,6 +141,7 @@ type Bot struct {
 	stopping  bool           // Shutdown began; guarded by mu
 	work      sync.WaitGroup // turns, clicks and sweeps in progress
 	tracing   bool           // cfg.Tracer records (not a no-op)
+	links     linkCache      // permalinks of threads and cards
 }
 
 // New checks the config and returns a Bot. Register platforms before use.
@@ -208,7 +220,11 @@ func (b *Bot) approversOf(conv confirm.Conversation) confirm.Approvers {
 
 // cardOf builds the card of a batch of the conversation.
 func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro string) card.Card {
-	return cardFor(batch, intro, b.approversOf(conv), b.cfg.GrantFor)
+	return cardWith(batch, intro, b.approversOf(conv), b.cfg.GrantFor, cardExtras{
+		extendBy:   b.cfg.Timeout,
+		editable:   func(tool string) bool { _, ok := b.offered(conv, tool); return ok },
+		escalation: b.cfg.Escalation,
+	})
 }
 
 func threadOf(c confirm.Conversation) Thread {

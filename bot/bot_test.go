@@ -39,6 +39,7 @@ type fakeTool struct {
 	log     *[]string
 	mu      *sync.Mutex
 	block   chan struct{}
+	args    []string // arguments of each run, in order (guarded by mu)
 }
 
 func (f *fakeTool) Spec() model.ToolSpec { return model.ToolSpec{Name: f.name} }
@@ -62,6 +63,7 @@ func (f *fakeTool) Run(_ context.Context, args json.RawMessage, key string) (str
 	}
 	f.runs.Add(1)
 	f.mu.Lock()
+	f.args = append(f.args, string(args))
 	*f.log = append(*f.log, f.name+":"+key)
 	f.mu.Unlock()
 	return f.name + " done", nil
@@ -217,7 +219,7 @@ func (h *harness) turn(user, msg string) {
 
 func (h *harness) click(user string, n int, allow bool, reason string) error {
 	card := h.plat.lastCard()
-	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Allow: allow, Reason: reason})
+	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Message: cardMsg(card.Calls[n-1].Ref), Allow: allow, Reason: reason})
 }
 
 func (h *harness) ranCalls() []string {
@@ -389,13 +391,22 @@ func TestBadAndForeignReferences(t *testing.T) {
 	batch, _, _ := confirm.ParseRef(ref)
 	ctx := context.Background()
 	for _, r := range []string{"", "x", batch, batch + ".", batch + ".9", batch + ".-1", batch + ".01", "ZZZ.0", "aaaa.0", strings.Repeat("a", 200) + ".0"} {
-		err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: r, Allow: true})
+		err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: r, Message: cardMsg(r), Allow: true})
 		if err == nil {
 			t.Fatalf("ref %q accepted", r)
 		}
 	}
-	if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C2", User: "alice", Ref: ref, Allow: true}); !errors.Is(err, bot.ErrWrongChannel) {
-		t.Fatalf("other channel: %v", err)
+	// The button must be on a card Airlock posted for its batch: not on
+	// another message, not without one, not on another platform.
+	for _, c := range []bot.Click{
+		{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: "card-otherbatch", Allow: true},
+		{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: "", Allow: true},
+		{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref) + "x", Allow: true},
+		{Platform: "other", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true},
+	} {
+		if err := h.bot.Decide(ctx, c); !errors.Is(err, bot.ErrWrongChannel) {
+			t.Fatalf("click on %q (%s): %v", c.Message, c.Platform, err)
+		}
 	}
 	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
 		t.Fatal("a bad reference changed something")
@@ -423,7 +434,7 @@ func TestNewTurnAbandonsPendingPause(t *testing.T) {
 	if !card.Complete() {
 		t.Fatal("abandoned card not updated")
 	}
-	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: firstRef, Allow: true})
+	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: firstRef, Message: cardMsg(firstRef), Allow: true})
 	if !errors.Is(err, bot.ErrAlreadyClosed) || h.tools["deploy"].runs.Load() != 0 {
 		t.Fatalf("click on an abandoned card: %v", err)
 	}
@@ -436,7 +447,7 @@ func TestExpiry(t *testing.T) {
 	ref := h.plat.lastCard().Calls[0].Ref
 	h.now.Add(int64(11 * time.Minute))
 	// A click after the deadline changes nothing, even before the sweep.
-	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
 	if !errors.Is(err, bot.ErrAlreadyClosed) {
 		t.Fatalf("late click: %v", err)
 	}
@@ -524,7 +535,7 @@ func TestConcurrentClicksRunOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); err == nil {
+			if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
 				won.Add(1)
 			}
 		}()
@@ -571,7 +582,7 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
 	}()
 	// Wait until the call is recorded as running, then "crash": the process
 	// (this bot) is abandoned without recording an outcome.
@@ -826,7 +837,7 @@ func TestARunIsNotCancelledWithTheTurn(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
 	}()
 	<-ct.started
 	cancel() // e.g. the process is shutting down
@@ -885,7 +896,7 @@ func TestAToolGoneWhileTheCardWaitedRunsNothing(t *testing.T) {
 	h2 := newHarness(t, path)
 	delete(h2.tools, "deploy")
 	h2.push(text("The deploy tool is gone."))
-	if err := h2.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); err != nil {
+	if err := h2.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err != nil {
 		t.Fatal(err)
 	}
 	if n := h2.tools["status"].runs.Load(); n != 0 {
@@ -898,4 +909,14 @@ func TestAToolGoneWhileTheCardWaitedRunsNothing(t *testing.T) {
 	if h2.plat.lastPost() != "The deploy tool is gone." {
 		t.Fatalf("post: %q", h2.plat.lastPost())
 	}
+}
+
+// cardMsg is the message a call's button is on: the test platform's card
+// of its batch.
+func cardMsg(ref string) string {
+	id, _, err := confirm.ParseRef(ref)
+	if err != nil {
+		return ""
+	}
+	return "card-" + id
 }

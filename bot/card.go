@@ -3,6 +3,7 @@ package bot
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,18 @@ func grantActor(id string) string  { return "grant:" + id }
 // cardFor builds the card of a batch. grantFor is the "Allow for" duration
 // (0: grants are off).
 func cardFor(b *confirm.Batch, intro string, approvers confirm.Approvers, grantFor time.Duration) card.Card {
+	return cardWith(b, intro, approvers, grantFor, cardExtras{})
+}
+
+// cardExtras are the card's parts that come from the bot's config:
+// Extend, Edit… and the escalation steps.
+type cardExtras struct {
+	extendBy   time.Duration // 0: no Extend
+	editable   func(tool string) bool
+	escalation []EscalationStep
+}
+
+func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grantFor time.Duration, x cardExtras) card.Card {
 	c := card.Card{
 		BatchID:     b.ID,
 		Intro:       intro,
@@ -41,7 +54,7 @@ func cardFor(b *confirm.Batch, intro string, approvers confirm.Approvers, grantF
 			Key:       call.Key,
 			Tool:      call.Tool,
 			Summary:   call.Summary,
-			Args:      prettyJSON(call.Args),
+			Args:      prettyJSON(call.RunArgs()),
 			Flagged:   call.Flagged,
 			Reasons:   call.Reasons,
 			Approvals: max(call.Approvals, 1),
@@ -51,6 +64,27 @@ func cardFor(b *confirm.Batch, intro string, approvers confirm.Approvers, grantF
 			State:     st,
 			Run:       call.Run,
 			Result:    call.Result,
+			Editable:  st.Kind == card.Waiting && call.Flagged && x.editable != nil && x.editable(call.Tool),
+		})
+		if len(call.EditedArgs) > 0 && call.EditedAt != nil {
+			c.Calls[len(c.Calls)-1].Edited = &card.Edit{By: call.EditedBy, At: *call.EditedAt, Changes: changes(call.Args, call.EditedArgs)}
+		}
+	}
+	if b.ExtendedBy != "" && b.ExtendedAt != nil {
+		c.Extended = &card.Extension{By: b.ExtendedBy, At: *b.ExtendedAt}
+	}
+	if x.extendBy > 0 && c.Extended == nil && b.Status == confirm.BatchPending {
+		for _, cc := range c.Calls {
+			if cc.Open() {
+				c.ExtendRef, c.ExtendBy = cc.Ref, x.extendBy
+				break
+			}
+		}
+	}
+	for i, step := range x.escalation {
+		c.Escalations = append(c.Escalations, card.Escalation{
+			At: b.CreatedAt.Add(step.After), Mention: step.Mention, Approvers: step.Approvers,
+			Fired: slices.Contains(b.Escalated, i),
 		})
 	}
 	return c

@@ -33,7 +33,22 @@ type Channel struct {
 
 	// Tools, when not nil, are the only tools offered to the model there.
 	Tools []string
+
+	// ApprovalsChannel, when set, is where cards of this entry are posted
+	// (a new message, not in a thread); the thread gets a pointer to it.
+	// The approvers stay this entry's.
+	ApprovalsChannel string
+	// Notify lists extra places each card goes: NotifyDM sends a copy to
+	// each approver's direct messages.
+	Notify []string
 }
+
+// NotifyDM in Channel.Notify: approvers get a copy of each card in a DM.
+const NotifyDM = "dm"
+
+// MaxDMCopies caps the DM copies of one card (users listed plus members of
+// approver groups).
+const MaxDMCopies = 25
 
 // GroupResolver lists the user ids of a platform's user group.
 type GroupResolver func(ctx context.Context, groupID string) ([]string, error)
@@ -102,6 +117,47 @@ func (a *Channels) Serves(platform, channel string, dm bool) bool {
 func (a *Channels) For(platform, channel string, dm bool) confirm.Approvers {
 	e, _ := a.entry(platform, channel, dm)
 	return confirm.Approvers{Users: e.Approvers, Groups: e.ApproverGroups, Roles: e.ApproverRoles}
+}
+
+// Route returns where the channel's cards go: an approvals channel ("":
+// the thread) and whether approvers get DM copies.
+func (a *Channels) Route(platform, channel string, dm bool) (approvals string, dmCopies bool) {
+	e, _ := a.entry(platform, channel, dm)
+	return e.ApprovalsChannel, slices.Contains(e.Notify, NotifyDM)
+}
+
+// People lists the user ids of a set: its users, then members of its
+// groups (resolved on the platform), without repeats, at most max. Roles
+// are not expanded.
+func (a *Channels) People(ctx context.Context, platform string, set confirm.Approvers, max int) []string {
+	var out []string
+	add := func(u string) {
+		if u != "" && len(out) < max && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	for _, u := range set.Users {
+		add(u)
+	}
+	a.mu.Lock()
+	resolve := a.resolvers[platform]
+	a.mu.Unlock()
+	if resolve == nil {
+		return out
+	}
+	for _, g := range set.Groups {
+		if len(out) >= max {
+			break
+		}
+		members, err := resolve(ctx, g)
+		if err != nil {
+			continue
+		}
+		for _, u := range members {
+			add(u)
+		}
+	}
+	return out
 }
 
 // Admits reports whether the user belongs to the set (a listed user, a

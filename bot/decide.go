@@ -19,13 +19,18 @@ import (
 type Click struct {
 	Platform string
 	Channel  string // where the click happened
-	User     string // platform user id of the clicker
-	Ref      string // the opaque reference the button carried
-	Allow    bool
-	Grant    bool     // "Allow for <duration>": allow, and grant later calls of the tool in this thread
-	Reason   string   // a deny reason, optional
-	Roles    []string // the clicker's roles where the platform has them (Discord)
-	IsBot    bool     // clicks by bots are refused
+	// Message is the platform's reference of the message the button was
+	// on, in the form PostCard returns (Slack "<channel>/<ts>"; Discord
+	// one message id of the card). A click counts only on a card message
+	// Airlock posted for the button's batch (its main card or a DM copy).
+	Message string
+	User    string // platform user id of the clicker
+	Ref     string // the opaque reference the button carried
+	Allow   bool
+	Grant   bool     // "Allow for <duration>": allow, and grant later calls of the tool in this thread
+	Reason  string   // a deny reason, optional
+	Roles   []string // the clicker's roles where the platform has them (Discord)
+	IsBot   bool     // clicks by bots are refused
 }
 
 // MaxReasonLen caps a deny reason, in runes.
@@ -54,6 +59,7 @@ func (e *VoteError) Unwrap() error { return ErrAlreadyVoted }
 // UserMessage is what the clicker is told when a click changes nothing.
 func UserMessage(err error) string {
 	var ve *VoteError
+	var ee *EditError
 	switch {
 	case errors.As(err, &ve):
 		more := "one more approval"
@@ -67,6 +73,12 @@ func UserMessage(err error) string {
 		return "This call can't be allowed with a grant (it needs more than one approval, or a rule rules it out). Use Allow. Nothing changed."
 	case errors.Is(err, ErrGrantNotActive):
 		return "This grant was already revoked or has expired. Nothing changed."
+	case errors.As(err, &ee):
+		return "Edit refused: " + ee.Message + ". Nothing changed."
+	case errors.Is(err, ErrAlreadyExtended):
+		return "This card was already extended once. Nothing changed."
+	case errors.Is(err, ErrNotEditable):
+		return "This call's arguments can't be edited (its tool is no longer available here). Nothing changed."
 	case errors.Is(err, ErrShuttingDown):
 		return "Airlock is restarting; nothing changed. Click again in a minute."
 	case errors.Is(err, ErrNotApprover):
@@ -93,30 +105,12 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return ErrShuttingDown
 	}
 	defer b.leave()
-	batchID, pos, err := confirm.ParseRef(c.Ref)
+	t, err := b.resolveClick(ctx, c)
 	if err != nil {
-		b.rejectClick(ctx, c, 0, "", "", "malformed reference")
 		return err
 	}
-	batch, err := b.store.Batch(ctx, batchID)
-	if err != nil {
-		b.rejectClick(ctx, c, 0, batchID, "", "unknown batch")
-		return fmt.Errorf("load batch: %w", err)
-	}
-	if pos >= len(batch.Calls) {
-		b.rejectClick(ctx, c, batch.ConversationID, batchID, "", "unknown call position")
-		return confirm.ErrBadRef
-	}
-	call := batch.Calls[pos]
-	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
-	if err != nil {
-		return fmt.Errorf("load conversation: %w", err)
-	}
-	if conv.Platform != c.Platform || conv.Channel != c.Channel {
-		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "button from another channel")
-		return ErrWrongChannel
-	}
-	approver := !c.IsBot && b.mayDecide(ctx, conv, call, c.User, c.Roles)
+	batch, call, conv, batchID := t.batch, t.call, t.conv, t.batch.ID
+	approver := !c.IsBot && b.mayDecide(ctx, conv, batch, call, c.User, c.Roles)
 	// The requester may withdraw (deny) their own calls: it can only stop things.
 	requester := !c.IsBot && c.User != "" && c.User == batch.RequestedBy
 	withdraw := !c.Allow && requester
@@ -154,6 +148,15 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "call no longer pending")
 		return ErrAlreadyClosed
 	}
+	b.decided(ctx, conv, batch, call, d, res)
+	return nil
+}
+
+// decided finishes a counted decision: metrics and the wait's span, the
+// card and its copies updated, a grant's notice, and, when the batch is
+// fully decided, its run and the conversation's continuation.
+func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, d confirm.Decide, res confirm.DecideResult) {
+	batchID := batch.ID
 	var waited []trace.Link
 	if res.Decided {
 		outcome := "denied"
@@ -161,18 +164,10 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			outcome = "allowed"
 		}
 		b.cfg.Metrics.Decision(outcome, b.now().Sub(batch.CreatedAt))
-		waited = append(waited, b.recordWait(ctx, batch, call, outcome, c.User, res.Votes, res.Required, d.Now))
+		waited = append(waited, b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, d.Now))
 	}
-	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", c.User,
+	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", d.By,
 		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
-	if batch.CardRef == "" {
-		// A click right after the card was posted: the turn that posted it
-		// may still be storing its reference. Wait for that turn, so the
-		// update below finds the card.
-		if unlock, err := b.lockConversation(ctx, conv.ID); err == nil {
-			unlock()
-		}
-	}
 	b.refreshCard(ctx, conv, batchID)
 	if res.Decided && d.Grant != nil {
 		b.postGrantNotice(ctx, conv, d.Grant)
@@ -188,15 +183,59 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			b.log.Error("run decided batch", "batch", batchID, "err", err)
 		}
 	}
-	return nil
+}
+
+// clicked is what a click names, checked: its batch, call and conversation.
+type clicked struct {
+	batch *confirm.Batch
+	call  confirm.Call
+	conv  confirm.Conversation
+}
+
+// resolveClick loads what a click's reference names and checks that the
+// click came from one of that batch's card messages. A click that fails is
+// audited and the error is one for UserMessage.
+func (b *Bot) resolveClick(ctx context.Context, c Click) (clicked, error) {
+	batchID, pos, err := confirm.ParseRef(c.Ref)
+	if err != nil {
+		b.rejectClick(ctx, c, 0, "", "", "malformed reference")
+		return clicked{}, err
+	}
+	batch, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		b.rejectClick(ctx, c, 0, batchID, "", "unknown batch")
+		return clicked{}, fmt.Errorf("load batch: %w", err)
+	}
+	if pos >= len(batch.Calls) {
+		b.rejectClick(ctx, c, batch.ConversationID, batchID, "", "unknown call position")
+		return clicked{}, confirm.ErrBadRef
+	}
+	call := batch.Calls[pos]
+	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+	if err != nil {
+		return clicked{}, fmt.Errorf("load conversation: %w", err)
+	}
+	if !b.onCard(ctx, conv, batch, c) {
+		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "button not on this batch's card")
+		return clicked{}, ErrWrongChannel
+	}
+	return clicked{batch: batch, call: call, conv: conv}, nil
 }
 
 // mayDecide reports whether the user may decide the call: when rules
 // restricted it, only people in every restriction; otherwise the channel's
-// approvers.
-func (b *Bot) mayDecide(ctx context.Context, conv confirm.Conversation, call confirm.Call, user string, roles []string) bool {
+// approvers, and from each escalation step that fired, its approvers.
+func (b *Bot) mayDecide(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, user string, roles []string) bool {
 	if len(call.Restrict) == 0 {
-		return b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, user, roles)
+		if b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, user, roles) {
+			return true
+		}
+		for _, step := range batch.Escalated {
+			if step >= 0 && step < len(b.cfg.Escalation) && b.cfg.Channels.Admits(ctx, conv.Platform, user, roles, b.cfg.Escalation[step].Approvers) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, set := range call.Restrict {
 		if !b.cfg.Channels.Admits(ctx, conv.Platform, user, roles, set) {
@@ -324,26 +363,6 @@ func (b *Bot) rejectClick(ctx context.Context, c Click, convID int64, batchID, k
 		BatchID: batchID, CallKey: key, Actor: c.User, Detail: string(detail),
 	}); err != nil {
 		b.log.Error("audit rejected click", "err", err)
-	}
-}
-
-// refreshCard re-renders a batch's card from storage.
-func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchID string) {
-	batch, err := b.store.Batch(ctx, batchID)
-	if err != nil {
-		b.log.Error("reload batch for card", "batch", batchID, "err", err)
-		return
-	}
-	if batch.CardRef == "" {
-		return // no card was posted: the batch never paused
-	}
-	p, err := b.platform(conv.Platform)
-	if err != nil {
-		b.log.Error("update card", "err", err)
-		return
-	}
-	if err := p.UpdateCard(ctx, threadOf(conv), batch.CardRef, b.cardOf(conv, batch, b.introOf(ctx, batch))); err != nil {
-		b.log.Error("update card", "batch", batchID, "err", err)
 	}
 }
 

@@ -135,10 +135,10 @@ func TestDirectMessagesNeedADMEntry(t *testing.T) {
 		t.Fatalf("no card in the DM: posts %q", h.plat.posts)
 	}
 	// The DM entry's approvers decide there.
-	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "bob", Ref: h.plat.cards[0].Calls[0].Ref, Allow: true}); !errors.Is(err, bot.ErrNotApprover) {
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "bob", Ref: h.plat.cards[0].Calls[0].Ref, Message: cardMsg(h.plat.cards[0].Calls[0].Ref), Allow: true}); !errors.Is(err, bot.ErrNotApprover) {
 		t.Fatalf("bob allowed in a DM: %v", err)
 	}
-	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "alice", Ref: h.plat.cards[0].Calls[0].Ref, Allow: true}); err != nil {
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "alice", Ref: h.plat.cards[0].Calls[0].Ref, Message: cardMsg(h.plat.cards[0].Calls[0].Ref), Allow: true}); err != nil {
 		t.Fatal(err)
 	}
 	if h.tools["deploy"].runs.Load() != 1 {
@@ -504,7 +504,7 @@ func TestShutdownLetsRunningToolsFinishAndTakesNoNewWork(t *testing.T) {
 	ref := h.plat.lastCard().Calls[0].Ref
 	clicked := make(chan error, 1)
 	go func() {
-		clicked <- h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true})
+		clicked <- h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
 	}()
 	batchID, _, _ := confirm.ParseRef(ref)
 	for deadline := time.Now().Add(5 * time.Second); ; {
@@ -528,7 +528,7 @@ func TestShutdownLetsRunningToolsFinishAndTakesNoNewWork(t *testing.T) {
 	if len(h.model.Requests()) != asked || h.plat.lastPost() != bot.RestartingMessage {
 		t.Fatalf("a turn was taken while stopping: %q", h.plat.lastPost())
 	}
-	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); !errors.Is(err, bot.ErrShuttingDown) {
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); !errors.Is(err, bot.ErrShuttingDown) {
 		t.Fatalf("click while stopping: %v", err)
 	}
 	close(block)

@@ -35,7 +35,7 @@ func withPolicy(extra confirm.Policy, edit func(*bot.Config)) func(*bot.Config) 
 
 func clickAs(h *harness, user string, n int, allow, grant bool) error {
 	card := h.plat.lastCard()
-	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Allow: allow, Grant: grant})
+	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Message: cardMsg(card.Calls[n-1].Ref), Allow: allow, Grant: grant})
 }
 
 func TestDenyRuleRefusesWithoutACard(t *testing.T) {
@@ -271,7 +271,7 @@ func TestAClickRightAfterThePostUpdatesTheCard(t *testing.T) {
 	h := newHarnessWith(t, "", withPolicy(ruleFor("deploy", two), nil))
 	sp := &slowPoster{platform: h.plat, done: make(chan struct{})}
 	sp.click = func(ref string) {
-		if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); err != nil {
+		if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err != nil {
 			t.Error(err)
 		}
 	}

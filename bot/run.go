@@ -87,7 +87,7 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	decisions := make([]confirm.Decision, len(batch.Calls))
 	byKey := make(map[string]confirm.Call, len(batch.Calls))
 	for i, c := range batch.Calls {
-		calls[i] = confirm.ToolCall{ID: c.CallID, Name: c.Tool, Args: c.Args}
+		calls[i] = confirm.ToolCall{ID: c.CallID, Name: c.Tool, Args: c.RunArgs()}
 		byKey[c.Key] = c
 		decisions[i] = b.decisionFor(c)
 	}
@@ -112,6 +112,10 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	b.trace("ran")
 	msg := model.Message{Role: model.RoleTool}
 	for _, r := range results {
+		if c := byKey[r.Key]; len(c.EditedArgs) > 0 && c.Decision.Allowed() {
+			// The model asked for other arguments: say what ran.
+			r.Content = EditedPrefix + string(c.EditedArgs) + ".\n" + r.Content
+		}
 		msg.Results = append(msg.Results, model.ToolResult{CallID: r.CallID, Key: r.Key, Name: r.Name, Content: r.Content, IsError: r.IsError})
 	}
 	stored, err := storedMessage(msg)
@@ -398,6 +402,9 @@ func (b *Bot) Sweep(ctx context.Context) error {
 	if err := b.remind(ctx); err != nil {
 		b.log.Error("reminders", "err", err)
 	}
+	if err := b.escalate(ctx); err != nil {
+		b.log.Error("escalation", "err", err)
+	}
 	ids, err := b.store.ExpiredBatches(ctx, b.now())
 	if err != nil {
 		return fmt.Errorf("list expired: %w", err)
@@ -489,7 +496,7 @@ func (b *Bot) remind(ctx context.Context) error {
 		left := batch.ExpiresAt.Sub(now).Round(time.Second)
 		msg := fmt.Sprintf("%s: a request here still needs a decision and expires in %s (%s): %s",
 			who, left, batch.ExpiresAt.UTC().Format("15:04:05 UTC"), strings.Join(waiting, "; "))
-		if err := p.Post(ctx, threadOf(conv), msg); err != nil {
+		if err := p.Post(ctx, b.cardPlace(ctx, conv, id), msg); err != nil {
 			b.log.Error("post reminder", "batch", id, "err", err)
 		}
 	}

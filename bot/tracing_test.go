@@ -291,7 +291,7 @@ func TestTracesOfExpiryAndAbandon(t *testing.T) {
 	h.turn("bob", "deploy twice")
 	posted := h.plat.cards[len(h.plat.cards)-1] // lastCard prefers the expired card's update
 	abandoned := posted.BatchID
-	if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: posted.Calls[0].Ref, Allow: true}); err != nil {
+	if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: posted.Calls[0].Ref, Message: cardMsg(posted.Calls[0].Ref), Allow: true}); err != nil {
 		t.Fatal(err) // y allowed; z still waits
 	}
 	if w := spansNamed(exp, bot.SpanApprovalWait); len(w) != 1 {

@@ -340,28 +340,7 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		}
 		return toolInfo(name, t), true
 	}
-	validate := func(c confirm.ToolCall) error {
-		t, ok := b.offered(conv, c.Name)
-		if !ok {
-			return fmt.Errorf("unknown tool %q", c.Name)
-		}
-		// A tool that checks where it would act (Discord moderation: the
-		// bot's role against the member's) gets the conversation.
-		if tv, ok := t.(interface {
-			ValidateContext(context.Context, json.RawMessage) error
-		}); ok {
-			info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread, RequestedBy: requester}
-			if err := tv.ValidateContext(confirm.WithRunInfo(ctx, info), c.Args); err != nil {
-				return err
-			}
-		} else if err := t.Validate(c.Args); err != nil {
-			return err
-		}
-		if _, err := t.Summary(c.Args); err != nil {
-			return fmt.Errorf("the read-back a person would approve could not be built from these arguments: %w", err)
-		}
-		return nil
-	}
+	validate := func(c confirm.ToolCall) error { return b.validateCall(ctx, conv, requester, c) }
 	unknown, err := b.store.UnknownCalls(ctx, conv.ID)
 	if err != nil {
 		return nil, false, fmt.Errorf("load calls with unknown outcomes: %w", err)
@@ -505,7 +484,7 @@ func repeatPolicy(unknown []confirm.Call) confirm.Policy {
 	var list []seen
 	for _, u := range unknown {
 		var v any
-		if json.Unmarshal(u.Args, &v) == nil {
+		if json.Unmarshal(u.RunArgs(), &v) == nil {
 			list = append(list, seen{u.Tool, v})
 		}
 	}
@@ -583,21 +562,6 @@ func (b *Bot) summary(c confirm.ToolCall) string {
 		return c.Name + " (read-back unavailable; check the arguments)"
 	}
 	return s
-}
-
-func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platform, batch *confirm.Batch, intro string) error {
-	stored, err := b.store.Batch(ctx, batch.ID)
-	if err != nil {
-		return fmt.Errorf("reload batch: %w", err)
-	}
-	ref, err := p.PostCard(ctx, threadOf(conv), b.cardOf(conv, stored, intro))
-	if err != nil {
-		return fmt.Errorf("post card: %w", err)
-	}
-	if err := b.store.SetCardRef(ctx, batch.ID, ref); err != nil {
-		return fmt.Errorf("store card ref: %w", err)
-	}
-	return nil
 }
 
 // introOf returns the model's words in the stored assistant message of a

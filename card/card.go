@@ -28,7 +28,63 @@ type Card struct {
 	// GrantFor is the duration an "Allow for" button grants; 0 when grants
 	// are off. Offer it on calls whose Grantable is true.
 	GrantFor time.Duration
+
+	// ExtendRef, when set, offers Extend (Slack action_id airlock_extend)
+	// while a call waits: it pushes the deadline once per card by
+	// ExtendBy. Its value is a call reference of the card (see
+	// confirm.ParseRef); the bot takes the batch from it.
+	ExtendRef string
+	ExtendBy  time.Duration
+	// Extended is set once someone extended the card (ExpiresAt is then
+	// the new deadline).
+	Extended *Extension
+	// Escalations are the card's escalation steps, fired or not, in order.
+	Escalations []Escalation
+	// ThreadLink links back to the conversation's thread (a Slack
+	// permalink, a Discord jump URL) on copies posted elsewhere: an
+	// approvals channel or a DM. Empty on a card in its own thread.
+	ThreadLink string
+	// Copy says where this rendering is posted: "" in the conversation's
+	// thread, CopyApprovals in an approvals channel, CopyDM in a DM.
+	Copy string
 }
+
+// Where a card copy is posted (Card.Copy).
+const (
+	CopyApprovals = "approvals"
+	CopyDM        = "dm"
+)
+
+// Extension records an Extend click.
+type Extension struct {
+	By string // platform user id
+	At time.Time
+}
+
+// Escalation is one escalation step as a card shows it.
+type Escalation struct {
+	At      time.Time         // when it fires (pause + after)
+	Mention confirm.Approvers // who it mentions (shown inert on the card)
+	// Approvers widen who may decide the card once it fired.
+	Approvers confirm.Approvers
+	Fired     bool
+}
+
+// Pointer is the short message left in a conversation's thread when its
+// card was posted in an approvals channel: it links to the card and is
+// edited to the outcome. It has no buttons.
+type Pointer struct {
+	BatchID  string
+	Channel  string // the approvals channel's id (renderers show it without pinging)
+	CardLink string // Slack permalink / Discord jump URL of the card; may be empty
+	// Status is the batch's status; Calls carry each call's state, as on
+	// the card, so the pointer can say "allowed by …; succeeded".
+	Status confirm.BatchStatus
+	Calls  []Call
+}
+
+// Complete reports whether no call the pointer lists waits any more.
+func (p Pointer) Complete() bool { return Card{Calls: p.Calls}.Complete() }
 
 // Call is one call on a card.
 type Call struct {
@@ -51,6 +107,29 @@ type Call struct {
 	State  State
 	Run    confirm.RunStatus
 	Result string // the tool's output or error (scrubbed)
+
+	// Editable offers Edit… (Slack action_id airlock_edit) while the call
+	// waits: an approver may change its arguments, which counts as their
+	// Allow of the edited call.
+	Editable bool
+	// Edited is set when an approver changed the arguments: Summary and
+	// Args are then the edited call's.
+	Edited *Edit
+}
+
+// Edit records an approver's change of a call's arguments.
+type Edit struct {
+	By      string // platform user id
+	At      time.Time
+	Changes []Change // top-level keys that changed, in key order
+}
+
+// Change is one changed top-level argument, as compact JSON ("" when the
+// key was absent on that side; untrusted text).
+type Change struct {
+	Key    string
+	Before string
+	After  string
 }
 
 // Kind is where a call's decision stands.

@@ -233,7 +233,7 @@ func TestTurnReachesWebhooks(t *testing.T) {
 			ref = c.Ref
 		}
 	}
-	if err := b.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Allow: true}); err != nil {
+	if err := b.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: "card-" + batchOf(ref), Allow: true}); err != nil {
 		t.Fatal(err)
 	}
 	if ts["status"].runs.Load() != 1 || ts["deploy"].runs.Load() != 1 {
@@ -797,4 +797,10 @@ func testTwoDeliverers(t *testing.T, driver, dsn string) {
 			t.Errorf("conversation %d arrived as %v, want %v", conv, order[conv], ids)
 		}
 	}
+}
+
+// batchOf is the batch id of a call reference.
+func batchOf(ref string) string {
+	id, _, _ := confirm.ParseRef(ref)
+	return id
 }

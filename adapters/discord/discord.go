@@ -20,9 +20,23 @@
 // A call needing several approvals shows how many it has and from whom,
 // and keeps its row until it is decided. A click is acknowledged at once
 // (deferred message update), then decided with bot.Decide; a click that
-// changes nothing gets an ephemeral answer. Arguments the card cut get
-// "Show full arguments" (secondary style): whoever clicks it gets the
+// changes nothing gets an ephemeral answer. Every click carries the id of
+// the message its button was on (bot.Click.Message): the bot counts it
+// only on a card it posted for the button's batch. Arguments the card cut
+// get "Show full arguments" (secondary style): whoever clicks it gets the
 // whole arguments in an ephemeral reply.
+//
+// "Edit…" (secondary style) opens a modal holding the call's arguments as
+// pretty JSON (at most 4000 characters, Discord's limit of a text input;
+// larger arguments can't be edited here) once the bot said the clicker
+// may edit the call (bot.EditForm); the submitted JSON goes to bot.Edit,
+// and an edit refused for what it says is told to the editor ephemerally
+// (a modal can't show errors in place). "Extend <duration>" pushes the
+// card's deadline once (bot.Extend).
+//
+// Cards can be routed (route.go, bot.Router): posted in an approvals
+// channel with a jump URL back to the conversation and a pointer left in
+// the thread (RenderPointer), and copied into approvers' DMs.
 //
 // "Allow for" creates a grant: its notice (see RenderGrantNotice) says in
 // the thread who granted which tool until when, with a Revoke button
@@ -100,7 +114,13 @@ type Bot interface {
 	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
 	Decide(ctx context.Context, c bot.Click) error
 	Revoke(ctx context.Context, c bot.Click) error
-	PendingCard(ctx context.Context, th bot.Thread) (*card.Card, error)
+	// ClickedCard is the waiting card a button was on, wherever it was
+	// posted (its thread, an approvals channel, a DM copy).
+	ClickedCard(ctx context.Context, c bot.Click) (*card.Card, error)
+	// EditForm, Edit and Extend serve a card's Edit… and Extend buttons.
+	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
+	Edit(ctx context.Context, c bot.Click, args string) error
+	Extend(ctx context.Context, c bot.Click) error
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas

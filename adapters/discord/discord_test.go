@@ -25,8 +25,14 @@ import (
 	"github.com/airlockhq/airlock/tools"
 )
 
-// countTool is a gated tool that counts its runs.
-type countTool struct{ runs atomic.Int64 }
+// countTool is a gated tool that counts its runs and keeps the
+// arguments of the last.
+type countTool struct {
+	runs atomic.Int64
+	last atomic.Value // string
+}
+
+func (c *countTool) lastArgs() string { s, _ := c.last.Load().(string); return s }
 
 func (c *countTool) Spec() model.ToolSpec {
 	return model.ToolSpec{Name: "restart_service", Description: "Restart a service.", Parameters: json.RawMessage(`{"type":"object"}`)}
@@ -44,7 +50,8 @@ func (c *countTool) Summary(args json.RawMessage) (string, error) {
 	json.Unmarshal(args, &m)
 	return fmt.Sprintf("Restart %v in production", m["service"]), nil
 }
-func (c *countTool) Run(context.Context, json.RawMessage, string) (string, error) {
+func (c *countTool) Run(_ context.Context, args json.RawMessage, _ string) (string, error) {
+	c.last.Store(string(args))
 	c.runs.Add(1)
 	return "restarted", nil
 }
@@ -266,6 +273,7 @@ func buttonsByAction(t *testing.T, components []map[string]any) map[string][]str
 	styles := map[string]discordgo.ButtonStyle{
 		actionAllow: discordgo.SuccessButton, actionDeny: discordgo.DangerButton, actionRevoke: discordgo.DangerButton,
 		actionGrant: discordgo.SecondaryButton, actionReason: discordgo.SecondaryButton, actionShowArgs: discordgo.SecondaryButton,
+		actionEdit: discordgo.SecondaryButton, actionExtend: discordgo.SecondaryButton,
 	}
 	out := map[string][]string{}
 	for _, row := range components {
@@ -830,7 +838,7 @@ func TestTransportRewrite(t *testing.T) {
 type nopBot struct{}
 
 func (nopBot) Admit(context.Context, bot.Turn) bot.Admission { return bot.Admitted }
-func (nopBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
+func (nopBot) ClickedCard(context.Context, bot.Click) (*card.Card, error) {
 	return nil, confirm.ErrNotFound
 }
 func (nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
@@ -838,6 +846,11 @@ func (nopBot) Note(context.Context, bot.Turn) error                      { retur
 func (nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
 func (nopBot) Decide(context.Context, bot.Click) error                   { return nil }
 func (nopBot) Revoke(context.Context, bot.Click) error                   { return nil }
+func (nopBot) EditForm(context.Context, bot.Click) (bot.EditForm, error) {
+	return bot.EditForm{}, confirm.ErrNotFound
+}
+func (nopBot) Edit(context.Context, bot.Click, string) error { return nil }
+func (nopBot) Extend(context.Context, bot.Click) error       { return nil }
 
 // TestGuildCreateThreadsAndRoleMention: channels and threads come from
 // GUILD_CREATE (no REST lookups); a mention of the bot's managed role

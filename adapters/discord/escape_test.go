@@ -87,7 +87,8 @@ func outsideCode(s string) (outside string, blocks []string) {
 
 // Airlock's own live markup on a card: the mentions of the test's people
 // and Discord timestamps.
-var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `|` + approver2 + `)>|<@&` + modRole + `>|<t:\d+:[fR]>|\*\*(Approval needed|Approval request|Show full arguments|outcome unknown)\*\*|` + "`channels\\[\\]`")
+var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `|` + approver2 + `)>|<@&` + modRole + `>|<t:\d+:[fRt]>|\*\*(Approval needed|Approval request|Show full arguments|outcome unknown)\*\*|` + "`channels\\[\\]`" +
+	`|<#` + approvalsCh + `>|\[(View the conversation|see the card)\]\(<https://discord\.com/channels/(` + guildID + `|@me)(/\d+){1,2}>\)`)
 
 var shortcodeRE = regexp.MustCompile(`:[A-Za-z0-9_+-]+:`)
 
@@ -303,7 +304,7 @@ func FuzzRenderCard(f *testing.F) {
 		// field can write such a mention itself.
 		live := liveMarkup
 		if isSnowflake(said) {
-			ids := strings.NewReplacer("<@"+said+">", " ", "<@&"+said+">", " ")
+			ids := strings.NewReplacer("<@"+said+">", " ", "<@&"+said+">", " ", "<#"+said+">", " ")
 			live = func(s string) []string { return liveMarkup(ids.Replace(s)) }
 		}
 		at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
@@ -320,6 +321,10 @@ func FuzzRenderCard(f *testing.F) {
 			}
 			if i%4 == 0 {
 				c.Restrict = []confirm.Approvers{{Users: []string{said, moderator}, Roles: []string{said, modRole}, Groups: []string{said}}, {Users: []string{said}}}
+			}
+			c.Editable = i%2 == 0
+			if i%5 == 0 {
+				c.Edited = &card.Edit{By: said, At: at, Changes: []card.Change{{Key: said, Before: said, After: summary}, {Key: tool, After: said}}}
 			}
 			switch i % 10 {
 			case 1:
@@ -342,6 +347,24 @@ func FuzzRenderCard(f *testing.F) {
 				c.State = card.State{Kind: card.Kind(said), By: said, Message: said, Reason: said}
 			}
 			cd.Calls = append(cd.Calls, c)
+		}
+		if n > 0 {
+			cd.ExtendRef, cd.ExtendBy = cd.Calls[0].Ref, time.Duration(n)*time.Minute
+		}
+		if n%3 == 1 {
+			cd.Extended = &card.Extension{By: said, At: at}
+		}
+		for i := range n % 5 {
+			cd.Escalations = append(cd.Escalations, card.Escalation{At: at.Add(time.Duration(i) * time.Minute), Fired: i%2 == 0,
+				Mention: confirm.Approvers{Users: []string{said}, Roles: []string{said, modRole}, Groups: []string{said}}, Approvers: confirm.Approvers{Users: []string{said}}})
+		}
+		cd.Copy, cd.ThreadLink = []string{"", card.CopyApprovals, card.CopyDM}[n%3], said
+		if n%2 == 0 {
+			cd.ThreadLink = JumpBase + guildID + "/" + said
+		}
+		ptr := card.Pointer{BatchID: cd.BatchID, Channel: said, CardLink: cd.ThreadLink, Calls: cd.Calls}
+		if pm := RenderPointer(ptr); runes(pm.Content) > maxContent || len(pm.Components) != 0 || len(live(pm.Content)) != 0 {
+			t.Fatalf("pointer %q beyond limits or live: %v", pm.Content, live(pm.Content))
 		}
 		for _, m := range RenderMessages(cd) {
 			if runes(m.Content) > maxContent || len(m.Embeds) > maxEmbeds || len(m.Components) > maxRows {

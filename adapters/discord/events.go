@@ -12,6 +12,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -352,7 +353,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 		data, _ := i.Data.(discordgo.MessageComponentInteractionData)
 		action, ref, ok := parseCustomID(data.CustomID)
 		switch {
-		case !ok || action == actionModal:
+		case !ok || action == actionModal || action == actionEditSubmit:
 			a.respondEphemeral(ctx, i, unknownButton)
 		case action == actionShowArgs:
 			a.showArgs(ctx, i, ref)
@@ -367,11 +368,18 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 			}); err != nil {
 				a.log.Error("discord: open the reason modal", "interaction", i.ID, "err", err)
 			}
+		case action == actionEdit:
+			a.openEdit(ctx, i, ref)
 		case action == actionRevoke:
 			if !a.deferUpdate(ctx, i) {
 				return
 			}
 			a.revoke(ctx, i, ref)
+		case action == actionExtend:
+			if !a.deferUpdate(ctx, i) {
+				return
+			}
+			a.extend(ctx, i, ref)
 		default: // Allow, "Allow for", Deny
 			if !a.deferUpdate(ctx, i) {
 				return
@@ -381,11 +389,15 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 	case discordgo.InteractionModalSubmit:
 		data, _ := i.Data.(discordgo.ModalSubmitInteractionData)
 		action, ref, ok := parseCustomID(data.CustomID)
-		if !ok || action != actionModal {
+		if !ok || (action != actionModal && action != actionEditSubmit) {
 			a.respondEphemeral(ctx, i, unknownButton)
 			return
 		}
 		if !a.deferUpdate(ctx, i) {
+			return
+		}
+		if action == actionEditSubmit {
+			a.submitEdit(ctx, i, ref, textInputValue(data.Components, EditInputID))
 			return
 		}
 		a.decide(ctx, i, ref, false, false, textInputValue(data.Components, ReasonInputID))
@@ -432,11 +444,24 @@ func (a *Adapter) followUp(ctx context.Context, i *discordgo.Interaction, text s
 	}
 }
 
-// clickOf is the bot.Click of a component interaction, without its
-// decision: the clicker (the member's user in a guild, the user in a
-// DM), their roles, and the conversation channel. On failure the clicker
-// has been told, ephemerally.
+// clickOf is the bot.Click of a component interaction or of a modal
+// opened from a card's button, without its decision: the clicker (the
+// member's user in a guild, the user in a DM), their roles, the
+// conversation channel, and the message the button was on (Discord sends
+// it with both; without it Message stays "" and the bot refuses the
+// click). On failure the clicker has been told, ephemerally, in a
+// follow-up: the interaction must have been acknowledged.
 func (a *Adapter) clickOf(ctx context.Context, i *discordgo.Interaction, ref string) (bot.Click, bool) {
+	c, answer, ok := a.clickFrom(ctx, i, ref)
+	if !ok {
+		a.followUp(ctx, i, answer)
+	}
+	return c, ok
+}
+
+// clickFrom is clickOf without answering: on failure it returns what to
+// tell the clicker.
+func (a *Adapter) clickFrom(ctx context.Context, i *discordgo.Interaction, ref string) (bot.Click, string, bool) {
 	user := i.User
 	var roles []string
 	if i.Member != nil {
@@ -446,23 +471,26 @@ func (a *Adapter) clickOf(ctx context.Context, i *discordgo.Interaction, ref str
 		}
 	}
 	if user == nil || user.ID == "" {
-		a.followUp(ctx, i, unknownButton)
-		return bot.Click{}, false
+		return bot.Click{}, unknownButton, false
 	}
 	channel, err := a.clickChannel(ctx, i)
 	if err != nil {
 		a.log.Error("discord: click in an unknown channel", "channel", i.ChannelID, "err", err)
-		a.followUp(ctx, i, bot.UserMessage(err))
-		return bot.Click{}, false
+		return bot.Click{}, bot.UserMessage(err), false
+	}
+	message := ""
+	if i.Message != nil {
+		message = i.Message.ID
 	}
 	return bot.Click{
 		Platform: Platform,
 		Channel:  channel,
+		Message:  message,
 		User:     user.ID,
 		Ref:      ref,
 		Roles:    roles,
 		IsBot:    user.Bot,
-	}, true
+	}, "", true
 }
 
 // decide maps the interaction to a bot.Click and decides it: Allow,
@@ -475,6 +503,104 @@ func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, ref stri
 	}
 	click.Allow, click.Grant, click.Reason = allow, grant, reason
 	a.refused(ctx, i, click, "decide", a.b.Decide(ctx, click))
+}
+
+// extend hands a card's Extend click to the bot.
+func (a *Adapter) extend(ctx context.Context, i *discordgo.Interaction, ref string) {
+	click, ok := a.clickOf(ctx, i, ref)
+	if !ok {
+		return
+	}
+	a.refused(ctx, i, click, "extend", a.b.Extend(ctx, click))
+}
+
+// editFormTimeout bounds the bot's EditForm: the modal must be the
+// interaction's first response, within Discord's 3 seconds.
+const editFormTimeout = 2500 * time.Millisecond
+
+// tooLargeToEdit answers Edit… on a call whose arguments do not fit the
+// modal's one text input.
+func tooLargeToEdit(n int) string {
+	return fmt.Sprintf("This call's arguments are too large to edit in Discord (%s; a form holds at most %s). Allow or deny it as it is. Nothing changed.",
+		card.Characters(n), card.Characters(MaxEditChars))
+}
+
+// openEdit answers Edit… with the edit modal, holding the call's
+// arguments; the bot says first whether the clicker may edit the call
+// (bot.EditForm). A refusal, or arguments too large for the modal, is
+// answered ephemerally instead.
+func (a *Adapter) openEdit(ctx context.Context, i *discordgo.Interaction, ref string) {
+	click, answer, ok := a.clickFrom(ctx, i, ref)
+	if !ok {
+		a.respondEphemeral(ctx, i, answer)
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, editFormTimeout)
+	form, err := a.b.EditForm(fctx, click)
+	cancel()
+	if err != nil {
+		if knownClickError(err) {
+			a.log.Info("discord: edit refused", "user", click.User, "channel", i.ChannelID, "err", err)
+		} else {
+			a.log.Error("discord: edit form", "user", click.User, "channel", i.ChannelID, "err", err)
+		}
+		a.respondEphemeral(ctx, i, bot.UserMessage(err))
+		return
+	}
+	value := visible.Reveal(strings.TrimSpace(form.Args))
+	if n := runes(value); n > MaxEditChars {
+		a.respondEphemeral(ctx, i, tooLargeToEdit(n))
+		return
+	}
+	submitRef := ref
+	if form.Ref != "" {
+		submitRef = form.Ref
+	}
+	if len(customID(actionEditSubmit, submitRef)) > maxCustomID {
+		a.respondEphemeral(ctx, i, unknownButton)
+		return
+	}
+	number := form.Number
+	if number <= 0 {
+		if _, pos, err := confirm.ParseRef(submitRef); err == nil {
+			number = pos + 1
+		}
+	}
+	if err := a.respond(ctx, i, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseModal,
+		Data: EditModal(submitRef, number, value),
+	}); err != nil {
+		a.log.Error("discord: open the edit modal", "interaction", i.ID, "err", err)
+	}
+}
+
+// submitEdit hands an edit modal's arguments to the bot (bot.Edit). An
+// edit refused for what it says (*bot.EditError) is told to the editor
+// ephemerally, escaped (a modal can't show errors in place); other
+// refusals as for a click.
+func (a *Adapter) submitEdit(ctx context.Context, i *discordgo.Interaction, ref, args string) {
+	click, ok := a.clickOf(ctx, i, ref)
+	if !ok {
+		return
+	}
+	click.Allow = true
+	err := a.b.Edit(ctx, click, args)
+	var ee *bot.EditError
+	if errors.As(err, &ee) {
+		a.log.Info("discord: edit refused", "user", click.User, "channel", i.ChannelID, "err", err)
+		a.followUp(ctx, i, editRefused(ee.Message))
+		return
+	}
+	a.refused(ctx, i, click, "edit", err)
+}
+
+// editRefused is the answer to an edit refused for what it says.
+func editRefused(message string) string {
+	m := strings.TrimRight(strings.TrimSpace(message), ".")
+	if m == "" {
+		m = "the arguments are not valid"
+	}
+	return "Edit refused: " + escapeClip(m, 1500) + ". Nothing changed."
 }
 
 // revoke hands a grant notice's Revoke click to the bot.
@@ -507,6 +633,7 @@ func knownClickError(err error) bool {
 	for _, e := range []error{
 		bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel,
 		bot.ErrSelfApproval, bot.ErrAlreadyVoted, bot.ErrNotGrantable, bot.ErrGrantNotActive,
+		bot.ErrAlreadyExtended, bot.ErrNotEditable,
 		confirm.ErrBadRef, confirm.ErrNotFound,
 	} {
 		if errors.Is(err, e) {
@@ -520,16 +647,15 @@ func knownClickError(err error) bool {
 const argsGone = "This card no longer waits for a decision, so its arguments are not shown here. The audit log keeps them."
 
 // showArgs answers "Show full arguments" with the call's whole arguments,
-// only to the clicker. The reference must name a call of the card waiting
-// in the thread where the button was clicked; anyone there may look.
+// only to the clicker. The reference must name a call of a waiting card
+// and the button must be on that card's message (in its thread, an
+// approvals channel or a DM copy); anyone who sees it may look.
 func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref string) {
-	th, err := a.interactionThread(ctx, i)
-	if err != nil {
-		a.log.Error("discord: show arguments in an unknown channel", "channel", i.ChannelID, "err", err)
-		a.respondEphemeral(ctx, i, bot.UserMessage(err))
-		return
+	c := bot.Click{Platform: Platform, Channel: i.ChannelID, Ref: ref}
+	if i.Message != nil {
+		c.Message = i.Message.ID
 	}
-	cd, err := a.b.PendingCard(ctx, th)
+	cd, err := a.b.ClickedCard(ctx, c)
 	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
 		a.log.Error("discord: load the card for its arguments", "channel", i.ChannelID, "err", err)
 	}

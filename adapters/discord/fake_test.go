@@ -19,23 +19,25 @@ import (
 
 // Ids of the fake world: all snowflakes, as Discord's are.
 const (
-	botID     = "1000000000000000001"
-	guildID   = "4001"
-	channelID = "3001" // a guild text channel
-	otherCh   = "3999" // a text channel of another guild
-	dmChannel = "3500"
-	requester = "2001"
-	outsider  = "2002" // a member without the approver role
-	moderator = "2003" // a member with the approver role
-	dmUser    = "2009" // approver by user id (the "*" entry)
-	modRole   = "5001"
-	otherRole = "5002"
-	spammer   = "2777" // a member to moderate
-	adminUser = "2888" // a member whose highest role (adminRole) is above the bot's
-	peerUser  = "2555" // a member holding the bot's own role
-	ownerUser = "2999" // the server's owner
-	opsAdmin  = "2889" // a member below the bot with the Administrator permission (opsRole)
-	stranger  = "2666" // not a member of the server
+	botID       = "1000000000000000001"
+	guildID     = "4001"
+	channelID   = "3001" // a guild text channel
+	approvalsCh = "3002" // a guild text channel where cards can be routed
+	threadCh    = "3100" // a thread of channelID someone started
+	otherCh     = "3999" // a text channel of another guild
+	dmChannel   = "3500"
+	requester   = "2001"
+	outsider    = "2002" // a member without the approver role
+	moderator   = "2003" // a member with the approver role
+	dmUser      = "2009" // approver by user id (the "*" entry)
+	modRole     = "5001"
+	otherRole   = "5002"
+	spammer     = "2777" // a member to moderate
+	adminUser   = "2888" // a member whose highest role (adminRole) is above the bot's
+	peerUser    = "2555" // a member holding the bot's own role
+	ownerUser   = "2999" // the server's owner
+	opsAdmin    = "2889" // a member below the bot with the Administrator permission (opsRole)
+	stranger    = "2666" // not a member of the server
 
 	botRole   = "5999" // the bot's managed role, position 5
 	adminRole = "5003" // Admins, position 10, Administrator
@@ -110,6 +112,7 @@ type fakeDiscord struct {
 	next     int64
 	channels map[string]*discordgo.Channel
 	members  map[string][]string // the server's members and their roles
+	dms      map[string]string   // user id -> their DM channel with the bot
 
 	wsMu     sync.Mutex // serialises gateway writes
 	conn     *websocket.Conn
@@ -125,10 +128,13 @@ func newFakeDiscord(t *testing.T, withGateway bool) *fakeDiscord {
 		next:     9000000000000000000,
 		identify: make(chan map[string]any, 4),
 		channels: map[string]*discordgo.Channel{
-			channelID: {ID: channelID, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "ops"},
-			otherCh:   {ID: otherCh, GuildID: "4999", Type: discordgo.ChannelTypeGuildText, Name: "elsewhere"},
-			dmChannel: {ID: dmChannel, Type: discordgo.ChannelTypeDM},
+			channelID:   {ID: channelID, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "ops"},
+			otherCh:     {ID: otherCh, GuildID: "4999", Type: discordgo.ChannelTypeGuildText, Name: "elsewhere"},
+			dmChannel:   {ID: dmChannel, Type: discordgo.ChannelTypeDM},
+			approvalsCh: {ID: approvalsCh, GuildID: guildID, Type: discordgo.ChannelTypeGuildText, Name: "approvals"},
+			threadCh:    {ID: threadCh, GuildID: guildID, ParentID: channelID, Type: discordgo.ChannelTypeGuildPublicThread, Name: "incident"},
 		},
+		dms: map[string]string{},
 		members: map[string][]string{
 			botID: {botRole}, requester: {}, outsider: {}, moderator: {modRole}, dmUser: {},
 			spammer: {otherRole}, adminUser: {adminRole}, peerUser: {botRole}, ownerUser: {}, opsAdmin: {modRole, opsRole},
@@ -200,6 +206,31 @@ func (f *fakeDiscord) restHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /api/v9/users/@me", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"id": botID, "username": "Airlock", "bot": true})
+	})
+	// Like Discord, one DM channel per user: opening it again returns it.
+	mux.HandleFunc("POST /api/v9/users/@me/channels", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			RecipientID string `json:"recipient_id"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if _, err := strconv.ParseUint(req.RecipientID, 10, 64); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			writeJSON(w, map[string]any{"message": "Invalid Form Body", "code": 50035})
+			return
+		}
+		f.mu.Lock()
+		id, ok := f.dms[req.RecipientID]
+		f.mu.Unlock()
+		if !ok {
+			id = f.newID()
+			f.mu.Lock()
+			f.dms[req.RecipientID] = id
+			f.channels[id] = &discordgo.Channel{ID: id, Type: discordgo.ChannelTypeDM,
+				Recipients: []*discordgo.User{{ID: req.RecipientID, Username: "user" + req.RecipientID}}}
+			f.mu.Unlock()
+		}
+		writeJSON(w, map[string]any{"id": id, "type": 1, "last_message_id": nil,
+			"recipients": []any{map[string]any{"id": req.RecipientID, "username": "user" + req.RecipientID}}})
 	})
 	mux.HandleFunc("GET /api/v9/channels/{channel}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -517,6 +548,53 @@ func modalSubmit(id, channel, user string, roles []string, customID, reason, mes
 		"components": []any{map[string]any{"type": 1, "components": []any{
 			map[string]any{"type": 4, "custom_id": ReasonInputID, "value": reason},
 		}}},
+	}
+	return m
+}
+
+// dmOf is the DM channel the fake opened with user ("" when none).
+func (f *fakeDiscord) dmOf(user string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dms[user]
+}
+
+// dmClickIn is a button INTERACTION_CREATE in a given DM channel.
+func dmClickIn(id, channel, user, customID, messageID string) map[string]any {
+	m := dmClick(id, user, customID, messageID)
+	m["channel_id"] = channel
+	m["message"].(map[string]any)["channel_id"] = channel
+	return m
+}
+
+// editSubmit is an INTERACTION_CREATE payload for the edit modal, opened
+// from a card message (messageID "": Discord sent no message).
+func editSubmit(id, channel, user string, roles []string, customID, args, messageID string) map[string]any {
+	m := click(id, channel, user, roles, customID, messageID)
+	m["type"] = 5
+	m["data"] = map[string]any{
+		"custom_id": customID,
+		"components": []any{map[string]any{"type": 1, "components": []any{
+			map[string]any{"type": 4, "custom_id": EditInputID, "value": args},
+		}}},
+	}
+	if messageID == "" {
+		delete(m, "message")
+	}
+	return m
+}
+
+// inDM turns a guild interaction payload into one in a DM channel: a
+// user, no member, no server.
+func inDM(m map[string]any, channel string) map[string]any {
+	member := m["member"].(map[string]any)
+	m["user"] = member["user"]
+	delete(m, "member")
+	delete(m, "guild_id")
+	delete(m, "app_permissions")
+	m["channel_id"] = channel
+	if msg, ok := m["message"].(map[string]any); ok {
+		msg["channel_id"] = channel
 	}
 	return m
 }

@@ -32,18 +32,29 @@ const (
 // issued: a call's (confirm.Ref) or, for Revoke, a grant's
 // (confirm.GrantRef). Nothing else is carried; the bot checks the rest.
 const (
-	customIDPrefix = "al:"
-	actionAllow    = "a" // Allow button
-	actionGrant    = "g" // "Allow for <duration>" button: allow, and grant later calls of the tool
-	actionDeny     = "d" // Deny button
-	actionReason   = "r" // "Deny with reason…" button: opens the modal
-	actionModal    = "m" // the modal's submit
-	actionShowArgs = "s" // "Show full arguments" button: an ephemeral reply with them
-	actionRevoke   = "v" // a grant notice's Revoke button (ref: a grant reference)
+	customIDPrefix   = "al:"
+	actionAllow      = "a" // Allow button
+	actionGrant      = "g" // "Allow for <duration>" button: allow, and grant later calls of the tool
+	actionDeny       = "d" // Deny button
+	actionReason     = "r" // "Deny with reason…" button: opens the modal
+	actionModal      = "m" // the reason modal's submit
+	actionShowArgs   = "s" // "Show full arguments" button: an ephemeral reply with them
+	actionRevoke     = "v" // a grant notice's Revoke button (ref: a grant reference)
+	actionEdit       = "e" // "Edit…" button: opens the edit modal (ref: the call's)
+	actionEditSubmit = "f" // the edit modal's submit
+	actionExtend     = "x" // the card's Extend button (ref: any call reference of the card)
 )
 
-// ReasonInputID is the custom id of the modal's text input.
+// ReasonInputID is the custom id of the reason modal's text input.
 const ReasonInputID = "reason"
+
+// EditInputID is the custom id of the edit modal's text input.
+const EditInputID = "args"
+
+// MaxEditChars is the most characters of arguments the edit modal holds
+// (Discord's limit of a text input); larger arguments can't be edited in
+// Discord.
+const MaxEditChars = 4000
 
 // ArgsFileName is the name of the file "Show full arguments" attaches
 // when the arguments do not fit in a message.
@@ -60,8 +71,9 @@ const (
 )
 
 // maxButtons is Discord's limit of buttons in an action row. A waiting
-// call's row holds at most Allow, "Allow for", Deny, "Deny with reason…"
-// and "Show full arguments": exactly five.
+// call offers at most Allow, "Allow for", Deny, "Deny with reason…",
+// "Edit…" and "Show full arguments": six, so with grants on a call may
+// take two rows (see callRows).
 const maxButtons = 5
 
 // Bounds of the texts a card shows, in characters of escaped text.
@@ -78,6 +90,7 @@ const (
 	argsFieldLabel  = "Arguments"
 	statusLabel     = "Status"
 	flagReasonLabel = "Why a person is asked"
+	editedLabel     = "Edited by an approver"
 )
 
 // RevokeLabel is the label of a grant notice's Revoke button.
@@ -96,7 +109,8 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 		return "", "", false
 	}
 	switch action {
-	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke:
+	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
+		actionEdit, actionEditSubmit, actionExtend:
 		return action, ref, true
 	}
 	return "", "", false
@@ -110,18 +124,23 @@ type CardMessage struct {
 }
 
 // Render renders a card as one Discord message: the content (who asked,
-// who may decide, when it expires, then the model's words quoted), an
-// embed per call (title "[n] tool", the read-back as description, for a
-// call a person must decide why and how many approvals it needs and who
-// may decide it when a rule narrowed that, the arguments in a ```json
-// block, the call's state with approvals so far) and, per call still
-// waiting for a decision, an action row: Allow (success style), "Allow
-// for <duration>" (secondary style, on calls a grant may allow), Deny
-// (danger style), "Deny with reason…" (secondary style) and, when the
-// arguments are cut, "Show full arguments" (secondary style). No other
-// button of a card uses the success or danger style. A call needing
-// several approvals keeps its row until it is decided. A complete card
-// has no components.
+// who may decide, when it expires, whether it was extended, its
+// escalation steps, on a copy a link to the conversation, then the
+// model's words quoted), an embed per call (title "[n] tool", the
+// read-back as description, for a call a person must decide why and how
+// many approvals it needs and who may decide it when a rule narrowed
+// that, on an edited call who edited it and the changed arguments, the
+// arguments in a ```json block, the call's state with approvals so far)
+// and, per call still waiting for a decision, its buttons: Allow (success
+// style), "Allow for <duration>" (secondary style, on calls a grant may
+// allow), Deny (danger style), "Deny with reason…" (secondary style),
+// "Edit…" (secondary style, on calls an approver may edit) and, when the
+// arguments are cut, "Show full arguments" (secondary style), in one row,
+// or two when they are six. While a call waits and the card was not
+// extended, a last row holds "Extend <duration>" (secondary style). No
+// other button of a card uses the success or danger style. A call
+// needing several approvals keeps its buttons until it is decided. A
+// complete card has no components.
 //
 // Every text from the model, a tool or a person is inert (see
 // escape.go): it shows as written, with no markdown, links, mentions or
@@ -129,8 +148,8 @@ type CardMessage struct {
 // named as <@id> mentions, which never ping: every card goes out with
 // empty allowed_mentions.
 //
-// A message holds at most 10 embeds and 5 action rows: a card with more
-// than 10 calls or more than 5 gated calls does not fit, and Render
+// A message holds at most 10 embeds and 5 action rows: a card that does
+// not fit in one message is split (see RenderMessages), and Render
 // returns its first message only. The adapter posts every message of
 // RenderMessages.
 func Render(cd card.Card) (content string, embeds []*discordgo.MessageEmbed, components []discordgo.MessageComponent) {
@@ -140,14 +159,15 @@ func Render(cd card.Card) (content string, embeds []*discordgo.MessageEmbed, com
 
 // RenderMessages renders a card as one message, or several when it does
 // not fit in one: calls are split in order into messages of at most 10
-// calls and 5 gated calls (gated calls, open or not, so the split never
-// changes as calls are decided; each has at most one row of at most 5
-// buttons); messages after the first say they continue the card. Embed
-// texts are cut within Discord's limits (description 4096, field 1024,
-// 6000 over a message's embeds), the read-back before the arguments; cut
-// arguments say how many characters are hidden.
+// calls and 5 action rows, the first message keeping a row for Extend
+// and each gated call (open or not, so the split never changes as calls
+// are decided) counted for the rows its buttons may take (see callRows);
+// messages after the first say they continue the card. Embed texts are
+// cut within Discord's limits (description 4096, field 1024, 6000 over a
+// message's embeds), the read-back before the arguments; cut arguments
+// say how many characters are hidden.
 func RenderMessages(cd card.Card) []CardMessage {
-	pages := splitCalls(cd.Calls)
+	pages := splitCalls(cd)
 	out := make([]CardMessage, len(pages))
 	for p, calls := range pages {
 		m := CardMessage{Embeds: []*discordgo.MessageEmbed{}}
@@ -162,8 +182,11 @@ func RenderMessages(cd card.Card) []CardMessage {
 			embed, cut := callEmbed(c, budget, waiting)
 			m.Embeds = append(m.Embeds, embed)
 			if waiting {
-				m.Components = append(m.Components, buttons(cd, c, len(cd.Calls) > 1, cut))
+				m.Components = append(m.Components, buttons(cd, c, len(cd.Calls) > 1, cut)...)
 			}
+		}
+		if row, ok := extendRow(cd); ok && p == 0 {
+			m.Components = append(m.Components, row)
 		}
 		if cd.Complete() || m.Components == nil {
 			m.Components = []discordgo.MessageComponent{}
@@ -178,21 +201,40 @@ func RenderMessages(cd card.Card) []CardMessage {
 	return out
 }
 
+// callRows is how many action rows each gated call of the card is
+// counted for when the card is split, whatever the call's state, so the
+// split never changes as calls are decided or edited: two when the card
+// offers grants (Allow, "Allow for", Deny, "Deny with reason…", "Edit…"
+// and "Show full arguments" are six buttons), else one.
+func callRows(cd card.Card) int {
+	if cd.GrantFor > 0 {
+		return 2
+	}
+	return 1
+}
+
+// extendRows is the row the first message keeps for Extend, whether or
+// not it is offered now (the split must not change when it goes).
+const extendRows = 1
+
 // splitCalls cuts the calls into messages of at most maxEmbeds calls and
-// maxRows gated calls.
-func splitCalls(calls []card.Call) [][]card.Call {
+// maxRows action rows (see callRows and extendRows).
+func splitCalls(cd card.Card) [][]card.Call {
+	per := callRows(cd)
 	var pages [][]card.Call
 	var cur []card.Call
-	gated := 0
-	for _, c := range calls {
-		if len(cur) == maxEmbeds || (c.Flagged && gated == maxRows) {
+	rows := extendRows
+	for _, c := range cd.Calls {
+		need := 0
+		if c.Flagged {
+			need = per
+		}
+		if len(cur) > 0 && (len(cur) == maxEmbeds || rows+need > maxRows) {
 			pages = append(pages, cur)
-			cur, gated = nil, 0
+			cur, rows = nil, 0
 		}
 		cur = append(cur, c)
-		if c.Flagged {
-			gated++
-		}
+		rows += need
 	}
 	if len(cur) > 0 || len(pages) == 0 {
 		pages = append(pages, cur)
@@ -200,8 +242,16 @@ func splitCalls(calls []card.Call) [][]card.Call {
 	return pages
 }
 
-// header is the first message's content: Airlock's words first, then the
-// model's, quoted and inert.
+// Bounds of what a header lists.
+const (
+	maxEscalations     = 3 // escalation steps shown; the rest are counted
+	maxEscalationNames = 5 // people and roles named per step
+)
+
+// header is the first message's content: Airlock's words first (the
+// request, who may decide, the deadline, an extension, escalation steps,
+// on a copy the link to the conversation), then the model's, quoted and
+// inert.
 func header(cd card.Card) string {
 	var b strings.Builder
 	who := mention(cd.RequestedBy)
@@ -218,6 +268,24 @@ func header(cd card.Card) string {
 			fmt.Fprintf(&b, " Expires <t:%d:R>.", cd.ExpiresAt.Unix())
 		}
 	}
+	if e := cd.Extended; e != nil {
+		at := e.At
+		fmt.Fprintf(&b, "\n⏱️ Extended by %s%s", mention(e.By), when(&at))
+		if !cd.Complete() && !cd.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, " — now expires <t:%d:t>", cd.ExpiresAt.Unix())
+		}
+		b.WriteString(".")
+	}
+	for _, line := range escalationLines(cd) {
+		b.WriteString("\n" + line)
+	}
+	if link := safeLink(cd.ThreadLink); link != "" && (cd.Copy == card.CopyApprovals || cd.Copy == card.CopyDM) {
+		b.WriteString("\n")
+		if cd.Copy == card.CopyDM {
+			b.WriteString("A copy for you as an approver: a decision here counts for the card everywhere. ")
+		}
+		b.WriteString("[View the conversation](<" + link + ">)")
+	}
 	if intro := strings.TrimSpace(cd.Intro); intro != "" {
 		b.WriteString("\nThe agent says:\n")
 		b.WriteString(quote(escapeClip(limitLines(intro, maxIntroLines), maxIntroChars)))
@@ -225,7 +293,81 @@ func header(cd card.Card) string {
 	return truncateMarkup(b.String(), maxContent)
 }
 
-func approverList(s confirm.Approvers) string {
+// escalationLines are the card's escalation steps: those that fired, and
+// while the card waits those to come, naming who they mention and who
+// may decide from then on (mentions on a card never ping).
+func escalationLines(cd card.Card) []string {
+	var out []string
+	shown, hidden := 0, 0
+	for _, e := range cd.Escalations {
+		if !e.Fired && cd.Complete() {
+			continue
+		}
+		if shown == maxEscalations {
+			hidden++
+			continue
+		}
+		shown++
+		var b strings.Builder
+		at := ""
+		if !e.At.IsZero() {
+			at = fmt.Sprintf(" <t:%d:t>", e.At.Unix())
+		}
+		if e.Fired {
+			b.WriteString("⏫ Escalated" + at)
+		} else {
+			b.WriteString("⏫ Escalates" + at)
+		}
+		if !e.Mention.Empty() {
+			if e.Fired {
+				b.WriteString(": mentioned " + approverListMax(e.Mention, maxEscalationNames))
+			} else {
+				b.WriteString(": will mention " + approverListMax(e.Mention, maxEscalationNames))
+			}
+		}
+		if !e.Approvers.Empty() {
+			if e.Fired {
+				b.WriteString("; " + approverListMax(e.Approvers, maxEscalationNames) + " may decide too")
+			} else {
+				b.WriteString("; " + approverListMax(e.Approvers, maxEscalationNames) + " may decide from then")
+			}
+		}
+		b.WriteString(".")
+		out = append(out, b.String())
+	}
+	if hidden == 1 {
+		out = append(out, "⏫ and 1 more escalation step.")
+	} else if hidden > 1 {
+		out = append(out, fmt.Sprintf("⏫ and %d more escalation steps.", hidden))
+	}
+	return out
+}
+
+// safeLink is u when it is a Discord jump URL (see Adapter.Link):
+// https://discord.com/channels/ then a server id or @me, a channel id and
+// optionally a message id; else "". Nothing else goes in a card's links.
+func safeLink(u string) string {
+	rest, ok := strings.CutPrefix(u, JumpBase)
+	if !ok {
+		return ""
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 2 || len(parts) > 3 || (parts[0] != "@me" && !isSnowflake(parts[0])) {
+		return ""
+	}
+	for _, p := range parts[1:] {
+		if !isSnowflake(p) {
+			return ""
+		}
+	}
+	return u
+}
+
+func approverList(s confirm.Approvers) string { return approverListMax(s, maxApprovers) }
+
+// approverListMax names at most n people, roles and groups of a set; the
+// rest are counted.
+func approverListMax(s confirm.Approvers, n int) string {
 	var out []string
 	for _, u := range s.Users {
 		out = append(out, mention(u))
@@ -240,9 +382,9 @@ func approverList(s confirm.Approvers) string {
 	for _, g := range s.Groups {
 		out = append(out, "group "+escapeClip(g, maxWhoChars))
 	}
-	if len(out) > maxApprovers {
-		rest := len(out) - maxApprovers
-		out = append(out[:maxApprovers], fmt.Sprintf("and %d more", rest))
+	if len(out) > n {
+		rest := len(out) - n
+		out = append(out[:n], fmt.Sprintf("and %d more", rest))
 	}
 	if len(out) == 0 {
 		return "nobody"
@@ -270,8 +412,9 @@ func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bo
 	title := fmt.Sprintf("[%d] ", c.Number) + escapeClip(c.Tool, clamp(budget/6, 24, maxTitle-12))
 	status := truncateMarkup(statusLine(c), clamp(budget/4, 100, maxFieldValue))
 	why := truncateMarkup(whyLine(c), clamp(budget/6, 80, maxFieldValue))
-	rest := budget - runes(title) - runes(status) - runes(why) -
-		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes("Expires")
+	edited := truncateMarkup(editedLine(c), clamp(budget/4, 100, maxFieldValue))
+	rest := budget - runes(title) - runes(status) - runes(why) - runes(edited) -
+		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes(editedLabel) - runes("Expires")
 	full, _ := argsField(c.Args, 0, false)
 	args, cut := argsField(c.Args, min(runes(full), clamp(rest*2/3, argsFieldMin, maxFieldValue)), offer)
 	summary := strings.TrimSpace(c.Summary)
@@ -282,6 +425,9 @@ func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bo
 	fields := []*discordgo.MessageEmbedField{}
 	if why != "" {
 		fields = append(fields, &discordgo.MessageEmbedField{Name: flagReasonLabel, Value: why})
+	}
+	if edited != "" {
+		fields = append(fields, &discordgo.MessageEmbedField{Name: editedLabel, Value: edited})
 	}
 	fields = append(fields,
 		&discordgo.MessageEmbedField{Name: argsFieldLabel, Value: args},
@@ -294,6 +440,51 @@ func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bo
 		Color:       colour(c),
 		Fields:      fields,
 	}, cut
+}
+
+// Bounds of an edit's description.
+const (
+	maxChanges     = 8   // changed keys listed; the rest are counted
+	maxChangeKey   = 60  // characters of a key, escaped
+	maxChangeValue = 150 // characters of a value before or after, escaped
+)
+
+// editedLine says, for a call an approver edited, who edited it and which
+// top-level arguments changed ("key: before → after", every value the
+// approver's or the model's words, inert); the read-back and arguments
+// shown are the edited call's. Empty for a call not edited.
+func editedLine(c card.Call) string {
+	e := c.Edited
+	if e == nil {
+		return ""
+	}
+	var at *time.Time
+	if !e.At.IsZero() {
+		t := e.At
+		at = &t
+	}
+	var b strings.Builder
+	b.WriteString("✏️ edited by " + mention(e.By) + when(at) + ": the read-back and arguments shown are the edited ones")
+	if len(e.Changes) == 0 {
+		b.WriteString(" (no argument changed)")
+	}
+	for i, ch := range e.Changes {
+		if i == maxChanges {
+			fmt.Fprintf(&b, "\nand %d more changed", len(e.Changes)-i)
+			break
+		}
+		b.WriteString("\n" + escapeClip(oneLine(ch.Key), maxChangeKey) + ": " +
+			changeSide(ch.Before, "(absent)") + " → " + changeSide(ch.After, "(removed)"))
+	}
+	return b.String()
+}
+
+// changeSide is one side of a change, inert; none when the key was absent.
+func changeSide(v, none string) string {
+	if strings.TrimSpace(v) == "" {
+		return none
+	}
+	return escapeClip(oneLine(v), maxChangeValue)
 }
 
 // whyLine says, for a call a person must decide, why and how many
@@ -476,33 +667,76 @@ func colour(c card.Call) int {
 	return colourDenied
 }
 
-// buttons is the action row of a call waiting for a decision: Allow,
+// buttons are the action rows of a call waiting for a decision: Allow,
 // "Allow for <duration>" when the card offers grants and the call may be
-// granted, Deny, "Deny with reason…" and, when showArgs (the card cut
-// the arguments), "Show full arguments": at most maxButtons. With more
-// than one call on the card, labels carry the call's number.
-func buttons(cd card.Card, c card.Call, numbered, showArgs bool) discordgo.ActionsRow {
-	allow, deny, reason, show := "Allow", "Deny", "Deny with reason…", "Show full arguments"
+// granted, Deny, "Deny with reason…", "Edit…" when an approver may edit
+// the call (and its arguments fit the edit modal) and, when showArgs (the
+// card cut the arguments), "Show full arguments". They are one row, or
+// two when they are more than maxButtons: the decisions, then Edit… and
+// Show full arguments. With more than one call on the card, labels carry
+// the call's number.
+func buttons(cd card.Card, c card.Call, numbered, showArgs bool) []discordgo.MessageComponent {
+	allow, deny, reason, show, edit := "Allow", "Deny", "Deny with reason…", "Show full arguments", "Edit…"
 	grant := cd.GrantLabel()
 	if numbered {
 		n := strconv.Itoa(c.Number)
-		allow, deny, reason, show = "Allow ["+n+"]", "Deny ["+n+"]", "Deny ["+n+"] with reason…", "Show full arguments ["+n+"]"
+		allow, deny, reason, show, edit = "Allow ["+n+"]", "Deny ["+n+"]", "Deny ["+n+"] with reason…", "Show full arguments ["+n+"]", "Edit ["+n+"]…"
 		grant = "Allow [" + n + "] for " + card.Duration(cd.GrantFor)
 	}
-	row := discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+	decide := []discordgo.MessageComponent{
 		discordgo.Button{Label: allow, Style: discordgo.SuccessButton, CustomID: customID(actionAllow, c.Ref)},
-	}}
-	if cd.GrantFor > 0 && c.Grantable {
-		row.Components = append(row.Components, discordgo.Button{Label: grant, Style: discordgo.SecondaryButton, CustomID: customID(actionGrant, c.Ref)})
 	}
-	row.Components = append(row.Components,
+	if cd.GrantFor > 0 && c.Grantable {
+		decide = append(decide, discordgo.Button{Label: grant, Style: discordgo.SecondaryButton, CustomID: customID(actionGrant, c.Ref)})
+	}
+	decide = append(decide,
 		discordgo.Button{Label: deny, Style: discordgo.DangerButton, CustomID: customID(actionDeny, c.Ref)},
 		discordgo.Button{Label: reason, Style: discordgo.SecondaryButton, CustomID: customID(actionReason, c.Ref)},
 	)
-	if showArgs {
-		row.Components = append(row.Components, discordgo.Button{Label: show, Style: discordgo.SecondaryButton, CustomID: customID(actionShowArgs, c.Ref)})
+	var more []discordgo.MessageComponent
+	if c.Editable && runes(visible.Reveal(strings.TrimSpace(c.Args))) <= MaxEditChars {
+		more = append(more, discordgo.Button{Label: edit, Style: discordgo.SecondaryButton, CustomID: customID(actionEdit, c.Ref)})
 	}
-	return row
+	if showArgs {
+		more = append(more, discordgo.Button{Label: show, Style: discordgo.SecondaryButton, CustomID: customID(actionShowArgs, c.Ref)})
+	}
+	if len(decide)+len(more) <= maxButtons {
+		return []discordgo.MessageComponent{discordgo.ActionsRow{Components: append(decide, more...)}}
+	}
+	return []discordgo.MessageComponent{
+		discordgo.ActionsRow{Components: decide},
+		discordgo.ActionsRow{Components: more},
+	}
+}
+
+// extendRow is the card's Extend row: while a call waits for a person and
+// nobody extended the card yet, "Extend <duration>" (secondary style),
+// carrying a call reference of the card.
+func extendRow(cd card.Card) (discordgo.ActionsRow, bool) {
+	if cd.ExtendRef == "" || cd.Extended != nil || !waitsForPerson(cd) {
+		return discordgo.ActionsRow{}, false
+	}
+	id := customID(actionExtend, cd.ExtendRef)
+	if len(id) > maxCustomID {
+		return discordgo.ActionsRow{}, false
+	}
+	label := "Extend"
+	if cd.ExtendBy > 0 {
+		label += " " + card.Duration(cd.ExtendBy)
+	}
+	return discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+		discordgo.Button{Label: label, Style: discordgo.SecondaryButton, CustomID: id},
+	}}, true
+}
+
+// waitsForPerson reports whether a call of the card waits for a person.
+func waitsForPerson(cd card.Card) bool {
+	for _, c := range cd.Calls {
+		if c.Flagged && c.Open() {
+			return true
+		}
+	}
+	return false
 }
 
 // ArgsReply is the ephemeral answer to "Show full arguments": the call's
@@ -552,6 +786,75 @@ func RenderGrantNotice(n card.GrantNotice, now time.Time) CardMessage {
 	}
 	m.Content = truncateMarkup(b.String(), maxContent)
 	return m
+}
+
+// RenderPointer renders the short message left in a conversation's
+// thread when its card was posted in an approvals channel: while a call
+// waits, "⏳ Waiting for approval in <#channel>" with a link to the card;
+// once no call waits, where each call stands (as on the card: people as
+// mentions, every text a person, the model, a tool or a rule wrote
+// inert). It has no buttons, and a channel mention pings nobody.
+func RenderPointer(p card.Pointer) CardMessage {
+	where := "the approvals channel"
+	if isSnowflake(p.Channel) {
+		where = "<#" + p.Channel + ">"
+	}
+	seeCard := ""
+	if link := safeLink(p.CardLink); link != "" {
+		seeCard = "[see the card](<" + link + ">)"
+	}
+	var b strings.Builder
+	if !p.Complete() {
+		b.WriteString("⏳ Waiting for approval in " + where)
+		if seeCard != "" {
+			b.WriteString(": " + seeCard)
+		}
+		b.WriteString(".")
+	} else {
+		b.WriteString("Approval request decided in " + where)
+		if seeCard != "" {
+			b.WriteString(" (" + seeCard + ")")
+		}
+		b.WriteString(":")
+		for _, c := range p.Calls {
+			line := fmt.Sprintf("\n[%d] %s: %s", c.Number, escapeClip(c.Tool, 80), statusLine(c))
+			b.WriteString(truncateMarkup(line, 600))
+		}
+	}
+	return CardMessage{
+		Content:    truncateMarkup(b.String(), maxContent),
+		Embeds:     []*discordgo.MessageEmbed{},
+		Components: []discordgo.MessageComponent{},
+	}
+}
+
+// EditModal is the modal "Edit…" opens for the call of ref (number is
+// the call's number on the card): one paragraph input holding the call's
+// arguments as pretty JSON (value, at most MaxEditChars characters, with
+// characters that would act unseen written as JSON escapes, which mean
+// the same characters).
+func EditModal(ref string, number int, value string) *discordgo.InteractionResponseData {
+	title := "Edit the call's arguments"
+	if number > 0 {
+		title = fmt.Sprintf("Edit call [%d]", number)
+	}
+	return &discordgo.InteractionResponseData{
+		CustomID: customID(actionEditSubmit, ref),
+		Title:    title,
+		Components: []discordgo.MessageComponent{
+			discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+				discordgo.TextInput{
+					CustomID:  EditInputID,
+					Label:     "Arguments (JSON): submitting allows the call",
+					Style:     discordgo.TextInputParagraph,
+					Value:     value,
+					Required:  true,
+					MinLength: 2,
+					MaxLength: MaxEditChars,
+				},
+			}},
+		},
+	}
 }
 
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref

@@ -153,8 +153,11 @@ func TestAllowAndDenyByStyleAlone(t *testing.T) {
 	}
 }
 
-// TestRenderLimits: big calls stay within Discord's limits; more than 10
-// calls or 5 gated calls split into several messages, stably.
+// TestRenderLimits: big calls stay within Discord's limits; calls split
+// into messages of at most 10 embeds and 5 action rows, stably: with
+// grants on and every call editable, a waiting call's six buttons take
+// two rows (the decisions, then Edit… and Show full arguments), and the
+// first message keeps a row for Extend.
 func TestRenderLimits(t *testing.T) {
 	c := sampleCard()
 	c.Intro = strings.Repeat("words ", 1000)
@@ -164,16 +167,19 @@ func TestRenderLimits(t *testing.T) {
 			Ref: fmt.Sprintf("abcdefghijklmnopqrstuvwxyz.%d", i), Number: i + 1, Key: fmt.Sprintf("#%d", i),
 			Tool: "restart_service", Summary: strings.Repeat("Restart everything ", 300),
 			Args:    "{\n  \"note\": \"" + strings.Repeat("x```y", 500) + "\"\n}",
-			Flagged: i%2 == 0, Approvals: 1, Grantable: true, State: card.State{Kind: card.Waiting},
+			Flagged: i%2 == 0, Approvals: 1, Grantable: true, Editable: true, State: card.State{Kind: card.Waiting},
 		})
 		if !c.Calls[i].Flagged {
-			c.Calls[i].State.Kind, c.Calls[i].Grantable = card.AllowedByPolicy, false
+			c.Calls[i].State.Kind, c.Calls[i].Grantable, c.Calls[i].Editable = card.AllowedByPolicy, false, false
 		}
 	}
 	c.GrantFor = time.Hour
+	c.ExtendRef, c.ExtendBy = c.Calls[0].Ref, 30*time.Minute
 	msgs := RenderMessages(c)
-	if len(msgs) != 2 {
-		t.Fatalf("messages: %d, want 2", len(msgs))
+	// 7 gated calls, two rows each: 2 in the first message (with Extend),
+	// then 2 a message.
+	if len(msgs) != 4 {
+		t.Fatalf("messages: %d, want 4", len(msgs))
 	}
 	calls := 0
 	for i, m := range msgs {
@@ -183,11 +189,23 @@ func TestRenderLimits(t *testing.T) {
 		if len(m.Embeds) > maxEmbeds || len(m.Components) > maxRows {
 			t.Fatalf("message %d: %d embeds, %d rows", i, len(m.Embeds), len(m.Components))
 		}
-		// Allow, Allow for, Deny, Deny with reason, Show full arguments:
-		// a full row, never more.
-		for _, row := range m.Components {
-			if n := len(row.(discordgo.ActionsRow).Components); n != maxButtons {
-				t.Fatalf("message %d: a row of %d buttons, want %d", i, n, maxButtons)
+		checkRows(t, m.Components)
+		// Allow, Allow for, Deny, Deny with reason | Edit…, Show full
+		// arguments: two rows a call, never more than five buttons a row.
+		for r, row := range m.Components {
+			ar := row.(discordgo.ActionsRow)
+			if i == 0 && r == len(m.Components)-1 {
+				if b := ar.Components[0].(discordgo.Button); len(ar.Components) != 1 || b.Label != "Extend 30m" || b.CustomID != "al:x:"+c.Calls[0].Ref {
+					t.Fatalf("the first message's last row is not Extend: %+v", ar)
+				}
+				continue
+			}
+			want := 4
+			if r%2 == 1 {
+				want = 2
+			}
+			if n := len(ar.Components); n != want {
+				t.Fatalf("message %d row %d: %d buttons, want %d", i, r, n, want)
 			}
 		}
 		total := 0
@@ -214,16 +232,44 @@ func TestRenderLimits(t *testing.T) {
 		}
 		calls += len(m.Embeds)
 	}
-	if calls != 13 || len(msgs[0].Components) != 5 || !strings.Contains(msgs[1].Content, "part 2 of 2") {
+	if calls != 13 || len(msgs[0].Components) != 5 || !strings.Contains(msgs[1].Content, "part 2 of 4") {
 		t.Fatalf("split: %d calls, first message %d rows, second %q", calls, len(msgs[0].Components), msgs[1].Content)
 	}
-	// Deciding calls never moves a call to another message.
+	// Deciding calls (and the bot dropping Editable and Grantable from
+	// decided calls) never moves a call to another message.
 	for i := range c.Calls {
 		c.Calls[i].State = card.State{Kind: card.Denied, By: moderator}
+		c.Calls[i].Editable, c.Calls[i].Grantable = false, false
 	}
+	c.ExtendRef = ""
 	done := RenderMessages(c)
-	if len(done) != 2 || len(done[0].Embeds) != len(msgs[0].Embeds) || len(done[0].Components) != 0 || done[0].Components == nil {
+	if len(done) != len(msgs) || done[0].Components == nil {
 		t.Fatalf("complete split differs or keeps buttons")
+	}
+	for i := range done {
+		if len(done[i].Embeds) != len(msgs[i].Embeds) || len(done[i].Components) != 0 {
+			t.Fatalf("message %d: %d embeds once decided, %d before; %d rows", i, len(done[i].Embeds), len(msgs[i].Embeds), len(done[i].Components))
+		}
+	}
+
+	// Without grants a call's buttons fit one row: four calls and Extend
+	// in the first message, five in the next.
+	c = sampleCard()
+	c.Calls = nil
+	for i := range 9 {
+		c.Calls = append(c.Calls, card.Call{Ref: confirm.Ref("abcdefghijklmnopqrstuvwxyz", i), Number: i + 1, Tool: "t", Args: "{}",
+			Flagged: true, Approvals: 1, Editable: true, State: card.State{Kind: card.Waiting}})
+	}
+	c.ExtendRef, c.ExtendBy = c.Calls[0].Ref, time.Hour
+	msgs = RenderMessages(c)
+	if len(msgs) != 2 || len(msgs[0].Embeds) != 4 || len(msgs[0].Components) != 5 || len(msgs[1].Embeds) != 5 || len(msgs[1].Components) != 5 {
+		t.Fatalf("split without grants: %d messages", len(msgs))
+	}
+	for _, m := range msgs {
+		checkRows(t, m.Components)
+	}
+	if row := msgs[0].Components[0].(discordgo.ActionsRow); len(row.Components) != 4 || row.Components[3].(discordgo.Button).Label != "Edit [1]…" {
+		t.Fatalf("first row: %+v", row)
 	}
 }
 

@@ -8,18 +8,27 @@
 // so no text can move the cursor, recolour, clear or reorder the screen.
 // Arguments longer than a card shows are cut with a note saying how much
 // is hidden; /args N prints them whole.
+//
+// /edit N followed by JSON on the same line allows call N with those
+// arguments instead (the bot validates them and judges them again);
+// /extend pushes the card's deadline once. A routed card (an approvals
+// channel, DM copies) prints here as usual: the terminal has one place.
 package shell
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
@@ -42,6 +51,9 @@ type Bot interface {
 	HandleTurn(ctx context.Context, t bot.Turn) error
 	Decide(ctx context.Context, c bot.Click) error
 	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
+	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
+	Edit(ctx context.Context, c bot.Click, args string) error
+	Extend(ctx context.Context, c bot.Click) error
 }
 
 // Shell reads commands from In and writes the conversation to Out.
@@ -52,9 +64,18 @@ type Shell struct {
 	Channel string
 	Thread  string
 
-	mu      sync.Mutex          // serialises writes to Out
-	shown   map[string][]string // batch id -> outcome per call, as last printed
+	mu      sync.Mutex         // serialises writes to Out
+	shown   map[string]printed // batch id -> the card as last printed
 	greeted bool
+}
+
+// printed is what the terminal last showed of a card, so an update
+// prints only what changed.
+type printed struct {
+	outcomes []string // per call
+	edits    []string // per call: editSig of its edit, "" when not edited
+	extended bool
+	fired    []bool // per escalation step
 }
 
 var _ bot.Platform = (*Shell)(nil)
@@ -81,6 +102,9 @@ const Help = `Type a message to talk to the agent. Commands:
   /deny N [reason]    deny call N, optionally telling the agent why
   /deny all [reason]  deny every waiting call
   /args N             print the whole arguments of call N
+  /edit N {JSON}      allow call N with these arguments instead (JSON on one line)
+  /edit N             show call N's arguments to edit
+  /extend             push the waiting card's deadline (once per card)
   /card               show the waiting card again
   /help               show this help
   /quit               leave (a waiting card stays waiting)
@@ -165,6 +189,10 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 		s.decide(ctx, b, cmd == "/allow", rest)
 	case "/args":
 		s.args(ctx, b, rest)
+	case "/edit":
+		s.edit(ctx, b, rest)
+	case "/extend":
+		s.extend(ctx, b, rest)
 	default:
 		s.printf("Unknown command %s. /help lists the commands.\n", cmd)
 	}
@@ -219,10 +247,127 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 			s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, oneLine(c.Outcome()))
 			continue
 		}
-		err := b.Decide(ctx, bot.Click{Platform: Platform, Channel: s.Channel, User: s.User, Ref: c.Ref, Allow: allow, Reason: reason})
+		err := b.Decide(ctx, s.click(card, c.Ref, allow, reason))
 		if err != nil {
 			s.printf("Call %d: %s\n", c.Number, bot.UserMessage(err))
 		}
+	}
+}
+
+// click is a click of the local user on the card as the shell posted it:
+// its Message is the reference PostCard returned (the batch id).
+func (s *Shell) click(card *cardpkg.Card, ref string, allow bool, reason string) bot.Click {
+	return bot.Click{Platform: Platform, Channel: s.Channel, Message: card.BatchID, User: s.User, Ref: ref, Allow: allow, Reason: reason}
+}
+
+// clickProblem is what the person is told when the bot refused a click;
+// an edit's refusal says why in the bot's words (which may quote the
+// arguments, so they print escaped).
+func clickProblem(err error) string {
+	var ee *bot.EditError
+	if errors.As(err, &ee) {
+		return "edit refused: " + visible.Reveal(strings.TrimSpace(ee.Message)) + ". Nothing changed."
+	}
+	return bot.UserMessage(err)
+}
+
+// EditUsage explains /edit.
+const EditUsage = `Usage: /edit N {"key": "value", ...} allows call N with these arguments instead (JSON on one line; the tool and the rules check them again). /edit N alone shows its arguments.`
+
+// edit handles "/edit N" (show the call's arguments) and "/edit N JSON"
+// (allow it with those arguments). Anything else prints the usage and
+// asks nothing of the bot.
+func (s *Shell) edit(ctx context.Context, b Bot, rest string) {
+	card, err := b.PendingCard(ctx, s.thread())
+	if errors.Is(err, confirm.ErrNotFound) {
+		s.printf("No card is waiting.\n")
+		return
+	} else if err != nil {
+		s.printf("error: %v\n", err)
+		return
+	}
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		s.printf("%s\n", EditUsage)
+		return
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil || n < 1 || n > len(card.Calls) {
+		s.printf("%q is not a call number of the card (1-%d).\n%s\n", visible.Reveal(fields[0]), len(card.Calls), EditUsage)
+		return
+	}
+	args := strings.TrimSpace(strings.TrimPrefix(rest, fields[0]))
+	c := card.Calls[n-1]
+	if !c.Open() {
+		s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, oneLine(c.Outcome()))
+		return
+	}
+	if !c.Editable {
+		s.printf("Call %d's arguments can't be edited here; /allow or /deny it.\n", c.Number)
+		return
+	}
+	click := s.click(card, c.Ref, false, "")
+	if args == "" {
+		form, err := b.EditForm(ctx, click)
+		if err != nil {
+			s.printf("Call %d: %s\n", c.Number, clickProblem(err))
+			return
+		}
+		s.printEditForm(form)
+		return
+	}
+	if err := b.Edit(ctx, click, args); err != nil {
+		s.printf("Call %d: %s\n", c.Number, clickProblem(err))
+	}
+}
+
+// maxEditLine bounds the ready-to-type /edit line the form prints.
+const maxEditLine = ArgsPreviewChars
+
+// printEditForm prints a call's current arguments, whole and escaped,
+// and the /edit line that would keep them, to copy and change.
+func (s *Shell) printEditForm(f bot.EditForm) {
+	var w strings.Builder
+	fmt.Fprintf(&w, "Arguments of call [%d] %s: %s\n%s\n", f.Number, oneLine(f.Tool), oneLine(f.Summary), visible.Reveal(strings.TrimSpace(f.Args)))
+	// Escaping first makes raw controls in strings valid JSON escapes
+	// of the same characters: the line is the exact arguments.
+	var compact bytes.Buffer
+	if json.Compact(&compact, []byte(visible.Reveal(f.Args))) == nil {
+		line := compact.String()
+		if utf8.RuneCountInString(line) <= maxEditLine {
+			fmt.Fprintf(&w, "To allow it with other arguments, type this line with your changes:\n/edit %d %s\n", f.Number, line)
+		} else {
+			fmt.Fprintf(&w, "To allow it with other arguments, type /edit %d and the whole JSON on one line.\n", f.Number)
+		}
+	}
+	w.WriteString(EditUsage + "\n")
+	s.printf("%s", w.String())
+}
+
+// extend pushes the waiting card's deadline.
+func (s *Shell) extend(ctx context.Context, b Bot, rest string) {
+	if rest != "" {
+		s.printf("/extend takes nothing after it.\n")
+		return
+	}
+	card, err := b.PendingCard(ctx, s.thread())
+	if errors.Is(err, confirm.ErrNotFound) {
+		s.printf("No card is waiting.\n")
+		return
+	} else if err != nil {
+		s.printf("error: %v\n", err)
+		return
+	}
+	if e := card.Extended; e != nil {
+		s.printf("This card was already extended by %s; it expires at %s.\n", oneLine(e.By), card.ExpiresAt.UTC().Format("15:04:05 UTC"))
+		return
+	}
+	if card.ExtendRef == "" {
+		s.printf("This card can't be extended.\n")
+		return
+	}
+	if err := b.Extend(ctx, s.click(card, card.ExtendRef, false, "")); err != nil {
+		s.printf("%s\n", clickProblem(err))
 	}
 }
 
@@ -242,23 +387,40 @@ func (s *Shell) args(ctx context.Context, b Bot, arg string) {
 	s.printf("Arguments of call [%d] %s:\n%s\n", c.Number, visible.Reveal(c.Tool), visible.Reveal(strings.TrimSpace(c.Args)))
 }
 
-// PostCard prints a card.
+// PostCard prints a card. Its reference is the batch id: the shell's
+// clicks carry it as Click.Message.
 func (s *Shell) PostCard(_ context.Context, _ bot.Thread, card cardpkg.Card) (string, error) {
 	s.printCard(card)
 	return card.BatchID, nil
 }
 
-// UpdateCard prints the calls whose state changed since the card was last
-// printed.
+// UpdateCard prints what changed since the card was last printed: calls
+// edited or decided, an extension, escalation steps that fired.
 func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardpkg.Card) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	prev := s.shown[card.BatchID]
+	req := "  request " + short(card.BatchID)
 	for i, c := range card.Calls {
-		if i < len(prev) && prev[i] == c.Outcome() {
+		if sig := editSig(c.Edited); sig != "" && (i >= len(prev.edits) || prev.edits[i] != sig) {
+			changes, more := changeLines(c.Edited)
+			if more != "" {
+				changes = append(changes, more)
+			}
+			fmt.Fprintf(s.Out, "%s [%d] %s: edited by %s: %s; now: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Edited.By), strings.Join(changes, ", "), oneLine(c.Summary))
+		}
+		if i < len(prev.outcomes) && prev.outcomes[i] == c.Outcome() {
 			continue
 		}
-		fmt.Fprintf(s.Out, "  request %s [%d] %s: %s\n", short(card.BatchID), c.Number, oneLine(c.Tool), oneLine(c.Outcome()))
+		fmt.Fprintf(s.Out, "%s [%d] %s: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Outcome()))
+	}
+	if card.Extended != nil && !prev.extended {
+		fmt.Fprintf(s.Out, "%s: %s\n", req, extension(card))
+	}
+	for i, e := range card.Escalations {
+		if e.Fired && (i >= len(prev.fired) || !prev.fired[i]) {
+			fmt.Fprintf(s.Out, "%s: %s\n", req, escalation(e))
+		}
 	}
 	s.remember(card)
 	return nil
@@ -267,13 +429,31 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 // remember records what was printed of a card. The caller holds s.mu.
 func (s *Shell) remember(card cardpkg.Card) {
 	if s.shown == nil {
-		s.shown = map[string][]string{}
+		s.shown = map[string]printed{}
 	}
-	outcomes := make([]string, len(card.Calls))
+	p := printed{
+		outcomes: make([]string, len(card.Calls)),
+		edits:    make([]string, len(card.Calls)),
+		extended: card.Extended != nil,
+		fired:    make([]bool, len(card.Escalations)),
+	}
 	for i, c := range card.Calls {
-		outcomes[i] = c.Outcome()
+		p.outcomes[i] = c.Outcome()
+		p.edits[i] = editSig(c.Edited)
 	}
-	s.shown[card.BatchID] = outcomes
+	for i, e := range card.Escalations {
+		p.fired[i] = e.Fired
+	}
+	s.shown[card.BatchID] = p
+}
+
+// editSig tells one edit from another; "" for none.
+func editSig(e *cardpkg.Edit) string {
+	if e == nil {
+		return ""
+	}
+	b, _ := json.Marshal(e)
+	return string(b)
 }
 
 // Post prints the bot's message, its controls and bidi characters shown
@@ -330,10 +510,21 @@ func Render(c cardpkg.Card) string {
 	if c.Intro != "" {
 		fmt.Fprintf(&w, "| The agent says: %s\n", oneLine(c.Intro))
 	}
+	editable := false
 	for _, call := range c.Calls {
 		fmt.Fprintf(&w, "| [%d] %s: %s\n", call.Number, oneLine(call.Tool), oneLine(call.Summary))
 		if why := whyAsked(call); why != "" {
 			fmt.Fprintf(&w, "|     %s\n", oneLine(why))
+		}
+		if e := call.Edited; e != nil {
+			fmt.Fprintf(&w, "|     edited by %s at %s:\n", oneLine(e.By), e.At.UTC().Format("15:04:05 UTC"))
+			changes, more := changeLines(e)
+			for _, l := range changes {
+				fmt.Fprintf(&w, "|       %s\n", l)
+			}
+			if more != "" {
+				fmt.Fprintf(&w, "|       %s\n", more)
+			}
 		}
 		args, hidden := preview(call.Args)
 		for _, l := range strings.Split(args, "\n") {
@@ -347,26 +538,137 @@ func Render(c cardpkg.Card) string {
 			w.WriteString("\n")
 		}
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
+		if call.Open() && call.Editable {
+			editable = true
+			fmt.Fprintf(&w, "|     /edit %d shows its arguments to change before allowing\n", call.Number)
+		}
 	}
 	if !c.Complete() {
 		approvers := "none configured"
 		if !c.Approvers.Empty() {
-			var who []string
-			who = append(who, c.Approvers.Users...)
-			for _, g := range c.Approvers.Groups {
-				who = append(who, "group "+g)
-			}
-			for _, r := range c.Approvers.Roles {
-				who = append(who, "role "+r)
-			}
-			approvers = oneLine(strings.Join(who, ", "))
+			approvers = who(c.Approvers)
 		}
 		fmt.Fprintf(&w, "| Approvers: %s. Expires %s.\n", approvers, c.ExpiresAt.UTC().Format(time.RFC3339))
-		fmt.Fprintf(&w, "+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]  /args N\n")
-	} else {
-		fmt.Fprintf(&w, "+--\n")
 	}
+	if c.Extended != nil {
+		fmt.Fprintf(&w, "| %s.\n", capital(extension(c)))
+	}
+	for _, e := range c.Escalations {
+		if e.Fired || !c.Complete() {
+			fmt.Fprintf(&w, "| %s\n", capital(escalation(e)))
+		}
+	}
+	if c.Complete() {
+		fmt.Fprintf(&w, "+--\n")
+		return w.String()
+	}
+	extendable := c.ExtendRef != "" && c.Extended == nil
+	if extendable {
+		if c.ExtendBy > 0 {
+			fmt.Fprintf(&w, "| /extend pushes the deadline by %s (once per card)\n", cardpkg.Duration(c.ExtendBy))
+		} else {
+			fmt.Fprintf(&w, "| /extend pushes the deadline (once per card)\n")
+		}
+	}
+	w.WriteString("+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]  /args N")
+	if editable {
+		w.WriteString("  /edit N")
+	}
+	if extendable {
+		w.WriteString("  /extend")
+	}
+	w.WriteString("\n")
 	return w.String()
+}
+
+// A card lists at most this many changed keys of an edited call, each
+// value cut to maxChangeChars; /args N prints the whole arguments.
+const (
+	maxChangesShown = 10
+	maxChangeChars  = 120
+)
+
+// changeLines are an edit's changed keys as a card lists them, at most
+// maxChangesShown, and "… and N more changed keys" when it lists fewer
+// than all.
+func changeLines(e *cardpkg.Edit) (lines []string, more string) {
+	for i, ch := range e.Changes {
+		if i == maxChangesShown {
+			return lines, fmt.Sprintf("… and %d more changed keys", len(e.Changes)-i)
+		}
+		lines = append(lines, change(ch))
+	}
+	return lines, ""
+}
+
+// change is one changed key of an edit: `key: before → after`, escaped,
+// "(absent)" for a side without the key. The values are JSON (a string
+// is quoted); a key that is not a plain name is quoted too, so neither
+// can pass for more of the line.
+func change(ch cardpkg.Change) string {
+	side := func(v string) string {
+		if v == "" {
+			return "(absent)"
+		}
+		return oneLine(cardpkg.Excerpt(v, maxChangeChars))
+	}
+	key := cardpkg.Excerpt(ch.Key, maxChangeChars)
+	if !plainKey.MatchString(key) {
+		key = strconv.Quote(key)
+	}
+	return oneLine(key) + ": " + side(ch.Before) + " → " + side(ch.After)
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// extension is an Extend, e.g. "extended by U1; now expires at
+// 16:35:00 UTC" (while the card waits).
+func extension(c cardpkg.Card) string {
+	if c.Complete() {
+		return fmt.Sprintf("extended by %s at %s", oneLine(c.Extended.By), c.Extended.At.UTC().Format("15:04:05 UTC"))
+	}
+	return fmt.Sprintf("extended by %s; now expires at %s", oneLine(c.Extended.By), c.ExpiresAt.UTC().Format("15:04:05 UTC"))
+}
+
+// escalation is one step, e.g. "escalation at 16:15 UTC: mentions group
+// S1, widens approvers to U2 (fired)".
+func escalation(e cardpkg.Escalation) string {
+	var parts []string
+	if !e.Mention.Empty() {
+		parts = append(parts, "mentions "+who(e.Mention))
+	}
+	if !e.Approvers.Empty() {
+		parts = append(parts, "widens approvers to "+who(e.Approvers))
+	}
+	s := "escalation at " + e.At.UTC().Format("15:04 UTC")
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	if e.Fired {
+		s += " (fired)"
+	}
+	return s
+}
+
+// who lists people as the terminal shows them: user ids, "group S…",
+// "role …", escaped.
+func who(a confirm.Approvers) string {
+	var out []string
+	out = append(out, a.Users...)
+	for _, g := range a.Groups {
+		out = append(out, "group "+g)
+	}
+	for _, r := range a.Roles {
+		out = append(out, "role "+r)
+	}
+	return oneLine(strings.Join(out, ", "))
+}
+
+func capital(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // preview is the arguments as a card shows them, revealed and cut to

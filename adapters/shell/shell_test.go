@@ -2,7 +2,10 @@ package shell
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -128,10 +131,48 @@ func TestArgsPrintsWholeArguments(t *testing.T) {
 
 // fakeBot records what the shell asked of it.
 type fakeBot struct {
-	mu     sync.Mutex
-	card   *card.Card
-	turns  []string
-	clicks []bot.Click
+	mu      sync.Mutex
+	card    *card.Card
+	turns   []string
+	clicks  []bot.Click
+	forms   []bot.Click // EditForm clicks
+	edits   []edit
+	extends []bot.Click
+	form    bot.EditForm
+	err     error // returned by EditForm, Edit and Extend
+}
+
+type edit struct {
+	click bot.Click
+	args  string
+}
+
+func (f *fakeBot) EditForm(_ context.Context, c bot.Click) (bot.EditForm, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forms = append(f.forms, c)
+	return f.form, f.err
+}
+
+func (f *fakeBot) Edit(_ context.Context, c bot.Click, args string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.edits = append(f.edits, edit{c, args})
+	return f.err
+}
+
+func (f *fakeBot) Extend(_ context.Context, c bot.Click) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.extends = append(f.extends, c)
+	return f.err
+}
+
+// asked is everything the shell asked of the bot besides reading the card.
+func (f *fakeBot) asked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.turns) + len(f.clicks) + len(f.forms) + len(f.edits) + len(f.extends)
 }
 
 func (f *fakeBot) HandleTurn(_ context.Context, t bot.Turn) error {
@@ -173,10 +214,11 @@ func TestCommands(t *testing.T) {
 	if len(b.turns) != 1 || b.turns[0] != "hello there" {
 		t.Fatalf("turns: %v", b.turns)
 	}
+	// Message is the reference PostCard returned for the card: its batch id.
 	want := []bot.Click{
-		{Platform: Platform, Channel: DefaultChannel, User: DefaultUser, Ref: "abcdefghijklmnop.1", Allow: true},
-		{Platform: Platform, Channel: DefaultChannel, User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "not now please"},
-		{Platform: Platform, Channel: DefaultChannel, User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "off hours"},
+		{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.1", Allow: true},
+		{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "not now please"},
+		{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "off hours"},
 	}
 	if len(b.clicks) != len(want) {
 		t.Fatalf("clicks: %+v", b.clicks)
@@ -193,6 +235,8 @@ func TestCommands(t *testing.T) {
 		`"x" is not a call number`,
 		"Unknown command /frob",
 		"/deny N [reason]    deny call N",
+		"/edit N {JSON}      allow call N with these arguments instead",
+		"/extend             push the waiting card's deadline",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("output lacks %q:\n%s", s, out)
@@ -236,5 +280,281 @@ func TestUpdatePrintsOnlyChanges(t *testing.T) {
 	}
 	if got, want := out.String(), "  request abcdefgh [2] restart_service: allowed by local at 16:06:00 UTC\n"; got != want {
 		t.Fatalf("update printed %q, want %q", got, want)
+	}
+}
+
+// routedCard is the sample card with the issue 13 parts: call 2 was
+// edited by an approver (the changed values are hostile: escapes that
+// would clear the screen, bidi controls that would reorder it, a fake
+// arrow), call 3 waits and may be edited, the card was extended and has
+// two escalation steps, the first fired.
+func routedCard() card.Card {
+	c := sampleCard()
+	at := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
+	c.Calls[1].Summary = "Restart api in staging"
+	c.Calls[1].Args = "{\n  \"environment\": \"staging\",\n  \"note\": \"\x1b[2J\u202eok\",\n  \"service\": \"api\"\n}"
+	c.Calls[1].Edited = &card.Edit{By: "oncall\x1b[8m", At: at.Add(3 * time.Minute), Changes: []card.Change{
+		{Key: "environment", Before: `"production"`, After: `"staging"`},
+		{Key: "note\u202e", Before: "", After: "\"\x1b[2J\u202eok\\n → \u2066\""},
+		{Key: "a: 1 → 2, b", Before: "1", After: "2"},
+		{Key: "replicas", Before: "120", After: ""},
+	}}
+	c.Calls = append(c.Calls, card.Call{Ref: "abcdefghijklmnop.2", Number: 3, Key: "#2", Tool: "scale", Summary: "Scale web to 120", Args: "{\n  \"replicas\": 120\n}",
+		Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}}, State: card.State{Kind: card.Waiting}, Editable: true})
+	c.ExtendRef, c.ExtendBy = "abcdefghijklmnop.2", 30*time.Minute
+	c.Extended = &card.Extension{By: "oncall", At: at.Add(20 * time.Minute)}
+	c.ExpiresAt = at.Add(60 * time.Minute)
+	c.Escalations = []card.Escalation{
+		{At: at.Add(10 * time.Minute), Mention: confirm.Approvers{Groups: []string{"S0LEADS"}, Roles: []string{"222"}}, Fired: true},
+		{At: at.Add(20 * time.Minute), Mention: confirm.Approvers{Users: []string{"U0BOSS"}}, Approvers: confirm.Approvers{Users: []string{"U0BOSS"}, Groups: []string{"S0LEADS"}}},
+	}
+	c.ThreadLink, c.Copy = "https://example.slack.com/archives/C1/p1", card.CopyApprovals
+	return c
+}
+
+func TestRenderRoutedGolden(t *testing.T) {
+	c := routedCard()
+	out := Render(c)
+	golden(t, "card_routed.txt", out)
+	for _, r := range out {
+		if visible.Hidden(r) {
+			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
+		}
+	}
+	for _, want := range []string{
+		"| [2] restart_service: Restart api in staging\n|     edited by oncall\\u001b[8m at 16:08:00 UTC:\n",
+		`|       environment: "production" → "staging"`,
+		`|       "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066"`,
+		`|       "a: 1 → 2, b": 1 → 2`,
+		"|       replicas: 120 → (absent)",
+		"|     /edit 3 shows its arguments to change before allowing",
+		"| Extended by oncall; now expires at 17:05:00 UTC.",
+		"| Escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)",
+		"| Escalation at 16:25 UTC: mentions U0BOSS, widens approvers to U0BOSS, group S0LEADS\n",
+		"/args N  /edit N\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("card lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "/edit 2") || strings.Contains(out, "/extend") || strings.Contains(out, "slack.com") {
+		t.Errorf("an edited call offers /edit, an extended card /extend, or a thread link printed:\n%s", out)
+	}
+
+	// Not extended yet: /extend is offered, with how long it adds.
+	c.Extended = nil
+	out = Render(c)
+	if !strings.Contains(out, "| /extend pushes the deadline by 30m (once per card)\n") || !strings.HasSuffix(out, "/edit N  /extend\n") {
+		t.Errorf("extend hint:\n%s", out)
+	}
+
+	// Decided: the edit and what happened stay; hints and unfired steps go.
+	c = routedCard()
+	decided := time.Date(2026, 11, 29, 16, 40, 0, 0, time.UTC)
+	c.Calls[1].State = card.State{Kind: card.Allowed, By: "oncall", At: &decided}
+	c.Calls[2].State = card.State{Kind: card.Denied, By: "oncall", At: &decided}
+	golden(t, "card_routed_decided.txt", Render(c))
+}
+
+func TestEditChangesAreBounded(t *testing.T) {
+	c := sampleCard()
+	var changes []card.Change
+	for i := 0; i < 40; i++ {
+		changes = append(changes, card.Change{Key: fmt.Sprintf("k%02d", i), Before: strings.Repeat("a", 5000), After: "1"})
+	}
+	c.Calls[1].Edited = &card.Edit{By: "oncall", Changes: changes}
+	out := Render(c)
+	if !strings.Contains(out, "… and 30 more changed keys") || strings.Contains(out, "k10:") || strings.Contains(out, strings.Repeat("a", 121)) {
+		t.Fatalf("edit not bounded:\n%s", out)
+	}
+	if n := strings.Count(out, "\n"); n > 40 {
+		t.Fatalf("a card of %d lines", n)
+	}
+
+	var term strings.Builder
+	s := New(strings.NewReader(""), &term)
+	s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c)
+	if got := term.String(); !strings.Contains(got, "k09: "+strings.Repeat("a", 120)+"… → 1, … and 30 more changed keys; now:") || len(got) > 3000 {
+		t.Fatalf("update not bounded: %q", got)
+	}
+}
+
+func TestEditCommand(t *testing.T) {
+	c := routedCard()
+	b := &fakeBot{card: &c}
+	out := runShell(t, b, "/edit 3   {\"replicas\": 12, \"note\": \"a  b\"}  \n")
+	want := edit{
+		click: bot.Click{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.2"},
+		args:  `{"replicas": 12, "note": "a  b"}`,
+	}
+	if len(b.edits) != 1 || !reflect.DeepEqual(b.edits[0], want) || len(b.clicks) != 0 {
+		t.Fatalf("edits %+v, clicks %+v; output:\n%s", b.edits, b.clicks, out)
+	}
+}
+
+func TestEditCommandRefusesBadInput(t *testing.T) {
+	c := routedCard()
+	b := &fakeBot{card: &c}
+	out := runShell(t, b, "/edit\n/edit x {\"a\":1}\n/edit 0 {}\n/edit 9 {}\n/edit 3{}\n/edit 1 {}\n/edit 2 {}\n/edit \x1b[2J {}\n")
+	if n := b.asked(); n != 0 {
+		t.Fatalf("the bot was asked %d times; output:\n%s", n, out)
+	}
+	for _, want := range []string{
+		EditUsage,
+		`"x" is not a call number of the card (1-3).`,
+		`"0" is not a call number`,
+		`"9" is not a call number`,
+		`"3{}" is not a call number`,
+		"Call 1 is not waiting for a decision",
+		"Call 2's arguments can't be edited here",
+		`"\\u001b[2J" is not a call number`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, EditUsage) != 6 || strings.ContainsRune(out, '\x1b') {
+		t.Fatalf("output:\n%s", out)
+	}
+
+	b = &fakeBot{}
+	if out := runShell(t, b, "/edit 1 {}\n/extend\n"); strings.Count(out, "No card is waiting.") != 2 || b.asked() != 0 {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestEditRefusalIsPrinted(t *testing.T) {
+	c := routedCard()
+	b := &fakeBot{card: &c, err: fmt.Errorf("edit: %w", &bot.EditError{Message: "replicas: must be at most 50, not \"\x1b[2J\u202e99\""})}
+	out := runShell(t, b, "/edit 3 {\"replicas\": \"\\u001b[2J99\"}\n")
+	if !strings.Contains(out, `Call 3: edit refused: replicas: must be at most 50, not "\u001b[2J\u202e99". Nothing changed.`) {
+		t.Fatalf("output:\n%s", out)
+	}
+	if strings.ContainsRune(out, '\x1b') || strings.ContainsRune(out, '\u202e') {
+		t.Fatalf("raw controls printed: %q", out)
+	}
+
+	b.err = bot.ErrNotApprover
+	out = runShell(t, b, "/edit 3 {}\n")
+	if !strings.Contains(out, "Call 3: "+bot.UserMessage(bot.ErrNotApprover)) {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestEditFormShowsArguments(t *testing.T) {
+	c := routedCard()
+	b := &fakeBot{card: &c, form: bot.EditForm{Ref: "abcdefghijklmnop.2", Number: 3, Tool: "scale", Summary: "Scale web to 120\u202e",
+		Args: "{\n  \"note\": \"\x1b]0;t\x07\",\n  \"replicas\": 120\n}"}}
+	out := runShell(t, b, "/edit 3\n")
+	wantClick := bot.Click{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.2"}
+	if len(b.forms) != 1 || !reflect.DeepEqual(b.forms[0], wantClick) || len(b.edits) != 0 {
+		t.Fatalf("forms %+v edits %+v", b.forms, b.edits)
+	}
+	for _, want := range []string{
+		"Arguments of call [3] scale: Scale web to 120\\u202e\n{\n  \"note\": \"\\u001b]0;t\\u0007\",\n  \"replicas\": 120\n}\n",
+		"/edit 3 {\"note\":\"\\u001b]0;t\\u0007\",\"replicas\":120}\n",
+		EditUsage,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, r := range out {
+		if visible.Hidden(r) && r != '\n' {
+			t.Fatalf("raw %U printed: %q", r, out)
+		}
+	}
+	// The line to copy is the exact arguments: its escapes mean the same
+	// characters in JSON.
+	line := out[strings.Index(out, "/edit 3 {")+len("/edit 3 "):]
+	line = line[:strings.Index(line, "\n")]
+	var got map[string]any
+	if err := json.Unmarshal([]byte(line), &got); err != nil || got["note"] != "\x1b]0;t\x07" || got["replicas"] != 120.0 || len(got) != 2 {
+		t.Fatalf("the /edit line %q is not the arguments: %v %v", line, got, err)
+	}
+
+	b.err = bot.ErrAlreadyClosed
+	out = runShell(t, b, "/edit 3\n")
+	if !strings.Contains(out, "Call 3: "+bot.UserMessage(bot.ErrAlreadyClosed)) || strings.Contains(out, "Arguments of call") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestExtendCommand(t *testing.T) {
+	c := routedCard()
+	c.Extended = nil
+	b := &fakeBot{card: &c}
+	out := runShell(t, b, "/extend now\n/extend\n")
+	want := bot.Click{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.2"}
+	if len(b.extends) != 1 || !reflect.DeepEqual(b.extends[0], want) || !strings.Contains(out, "/extend takes nothing after it.") {
+		t.Fatalf("extends %+v; output:\n%s", b.extends, out)
+	}
+
+	b.err = fmt.Errorf("extend: %w", bot.ErrAlreadyExtended)
+	out = runShell(t, b, "/extend\n")
+	if !strings.Contains(out, bot.UserMessage(bot.ErrAlreadyExtended)) {
+		t.Fatalf("output:\n%s", out)
+	}
+
+	// Already extended, or not offered: the bot is not asked.
+	c.Extended = &card.Extension{By: "oncall"}
+	b = &fakeBot{card: &c}
+	out = runShell(t, b, "/extend\n")
+	if !strings.Contains(out, "This card was already extended by oncall; it expires at 17:05:00 UTC.") || b.asked() != 0 {
+		t.Fatalf("output:\n%s", out)
+	}
+	c.Extended, c.ExtendRef = nil, ""
+	out = runShell(t, b, "/extend\n")
+	if !strings.Contains(out, "This card can't be extended.") || b.asked() != 0 {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+func TestPostCardReturnsBatchID(t *testing.T) {
+	s := New(strings.NewReader(""), io.Discard)
+	ref, err := s.PostCard(context.Background(), bot.Thread{}, sampleCard())
+	if err != nil || ref != "abcdefghijklmnop" {
+		t.Fatalf("ref %q, err %v", ref, err)
+	}
+}
+
+func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
+	var out strings.Builder
+	s := New(strings.NewReader(""), &out)
+	c := routedCard()
+	c.Calls[1].Edited, c.Extended = nil, nil
+	c.Calls[1].State = card.State{Kind: card.Waiting}
+	c.Escalations[0].Fired = false
+	if _, err := s.PostCard(context.Background(), bot.Thread{}, c); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	u := routedCard()
+	at := time.Date(2026, 11, 29, 16, 8, 0, 0, time.UTC)
+	u.Calls[1].State = card.State{Kind: card.Allowed, By: "oncall", At: &at}
+	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
+	got := out.String()
+	for _, want := range []string{
+		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging` + "\n",
+		"  request abcdefgh [2] restart_service: allowed by oncall at 16:08:00 UTC\n",
+		"  request abcdefgh: extended by oncall; now expires at 17:05:00 UTC\n",
+		"  request abcdefgh: escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("update lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "\n") != 4 {
+		t.Errorf("update printed more than the changes:\n%s", got)
+	}
+	for _, r := range got {
+		if visible.Hidden(r) && r != '\n' {
+			t.Fatalf("raw %U in an update: %q", r, got)
+		}
+	}
+	out.Reset()
+	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
+	if out.String() != "" {
+		t.Fatalf("an unchanged card printed %q", out.String())
 	}
 }

@@ -24,19 +24,71 @@ type stubBot struct {
 	maxSeen  atomic.Int32
 	decided  atomic.Int32
 	channels *bot.Channels
+
+	// What the edit and extend tests make the bot answer; nil: nothing
+	// to say (the click counted).
+	editForm func(bot.Click) (bot.EditForm, error)
+	edit     func(context.Context, bot.Click, string) error
+	extend   func(bot.Click) error
+
+	mu     sync.Mutex
+	clicks []stubCall // Extend, EditForm and Edit calls, in order
+}
+
+// stubCall is one call of the stub's Extend, EditForm or Edit.
+type stubCall struct {
+	Method string
+	Click  bot.Click
+	Args   string
+}
+
+func (s *stubBot) record(method string, c bot.Click, args string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clicks = append(s.clicks, stubCall{Method: method, Click: c, Args: args})
+}
+
+func (s *stubBot) calls() []stubCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]stubCall(nil), s.clicks...)
+}
+
+func (s *stubBot) Extend(_ context.Context, c bot.Click) error {
+	s.record("Extend", c, "")
+	if s.extend != nil {
+		return s.extend(c)
+	}
+	return nil
+}
+
+func (s *stubBot) EditForm(_ context.Context, c bot.Click) (bot.EditForm, error) {
+	s.record("EditForm", c, "")
+	if s.editForm != nil {
+		return s.editForm(c)
+	}
+	return bot.EditForm{Ref: c.Ref, Number: 1, Tool: "deploy", Args: "{\n  \"service\": \"api\"\n}"}, nil
+}
+
+func (s *stubBot) Edit(ctx context.Context, c bot.Click, args string) error {
+	s.record("Edit", c, args)
+	if s.edit != nil {
+		return s.edit(ctx, c, args)
+	}
+	return nil
 }
 
 func newStubBot() *stubBot {
 	return &stubBot{release: make(chan struct{}), started: make(chan struct{}, 1024), channels: bot.NewChannels(nil)}
 }
 
-func (s *stubBot) Admit(context.Context, bot.Turn) bot.Admission                  { return bot.Admitted }
-func (s *stubBot) HandleTurn(context.Context, bot.Turn) error                     { return nil }
-func (s *stubBot) Note(context.Context, bot.Turn) error                           { return nil }
-func (s *stubBot) HasConversation(context.Context, bot.Thread) (bool, error)      { return true, nil }
-func (s *stubBot) Revoke(context.Context, bot.Click) error                        { return nil }
-func (s *stubBot) PendingCard(context.Context, bot.Thread) (*cardpkg.Card, error) { return nil, nil }
-func (s *stubBot) Channels() *bot.Channels                                        { return s.channels }
+func (s *stubBot) Admit(context.Context, bot.Turn) bot.Admission                 { return bot.Admitted }
+func (s *stubBot) HandleTurn(context.Context, bot.Turn) error                    { return nil }
+func (s *stubBot) Note(context.Context, bot.Turn) error                          { return nil }
+func (s *stubBot) HasConversation(context.Context, bot.Thread) (bool, error)     { return true, nil }
+func (s *stubBot) Revoke(context.Context, bot.Click) error                       { return nil }
+func (s *stubBot) ClickedCard(context.Context, bot.Click) (*cardpkg.Card, error) { return nil, nil }
+func (s *stubBot) Channels() *bot.Channels                                       { return s.channels }
 func (s *stubBot) Decide(ctx context.Context, c bot.Click) error {
 	n := s.running.Add(1)
 	defer s.running.Add(-1)

@@ -45,6 +45,13 @@ type countTool struct {
 	name    string
 	confirm bool
 	runs    atomic.Int64
+	args    atomic.Value // string: the arguments of the last run
+}
+
+// lastArgs are the arguments the tool last ran with.
+func (c *countTool) lastArgs() string {
+	s, _ := c.args.Load().(string)
+	return s
 }
 
 func (c *countTool) Spec() model.ToolSpec {
@@ -63,7 +70,8 @@ func (c *countTool) Summary(args json.RawMessage) (string, error) {
 	_ = json.Unmarshal(args, &m)
 	return fmt.Sprintf("%s %v", c.name, m["service"]), nil
 }
-func (c *countTool) Run(context.Context, json.RawMessage, string) (string, error) {
+func (c *countTool) Run(_ context.Context, args json.RawMessage, _ string) (string, error) {
+	c.args.Store(string(args))
 	c.runs.Add(1)
 	return c.name + " done", nil
 }
@@ -242,9 +250,15 @@ func message(id, channel, channelType, user, ts, threadTS, text string) map[stri
 	return eventCallback(id, ev)
 }
 
+// anyCardTS stands for "the message that carries this button" in a
+// click blockAction makes: deliverInteraction puts in the ts of the
+// message the fake Slack posted with that button in that channel, as
+// Slack would. A test clicking on a message of its choosing uses clickOn.
+const anyCardTS = "1799999999.000001"
+
 func blockAction(user, channel, threadTS, actionID, ref string) map[string]any {
-	msg := map[string]any{"type": "message", "ts": "1800000000.000001", "user": botUser, "bot_id": "BBOT", "text": "Approval needed"}
-	container := map[string]any{"type": "message", "message_ts": "1800000000.000001", "channel_id": channel, "is_ephemeral": false}
+	msg := map[string]any{"type": "message", "ts": anyCardTS, "user": botUser, "bot_id": "BBOT", "text": "Approval needed"}
+	container := map[string]any{"type": "message", "message_ts": anyCardTS, "channel_id": channel, "is_ephemeral": false}
 	if threadTS != "" {
 		msg["thread_ts"] = threadTS
 		container["thread_ts"] = threadTS
@@ -276,6 +290,17 @@ func viewSubmission(user, privateMetadata, reason string) map[string]any {
 	}
 }
 
+// editSubmission is the edit modal's submission with the arguments typed.
+func editSubmission(user, privateMetadata, args string) map[string]any {
+	p := viewSubmission(user, privateMetadata, "")
+	v := p["view"].(map[string]any)
+	v["callback_id"] = CallbackEdit
+	v["state"] = map[string]any{"values": map[string]any{
+		EditBlockID: map[string]any{editActionID: map[string]any{"type": "plain_text_input", "value": args}},
+	}}
+	return p
+}
+
 // --- delivery ---
 
 // deliverEvent sends an Events API payload the mode's way and waits for
@@ -298,9 +323,47 @@ func (w *world) deliverEvent(payload map[string]any, retry int) {
 	}
 }
 
+// onMessage sets the message a click was on (container and message).
+func onMessage(p map[string]any, ts string) map[string]any {
+	if c, ok := p["container"].(map[string]any); ok {
+		c["message_ts"] = ts
+	}
+	if m, ok := p["message"].(map[string]any); ok {
+		m["ts"] = ts
+	}
+	return p
+}
+
+// resolveMessage puts in a click made with anyCardTS the ts of the
+// message carrying its button in its channel (the latest such message);
+// a button no message carried keeps anyCardTS, a message Airlock never
+// posted.
+func (w *world) resolveMessage(payload map[string]any) {
+	c, ok := payload["container"].(map[string]any)
+	if !ok || c["message_ts"] != anyCardTS {
+		return
+	}
+	acts, _ := payload["actions"].([]any)
+	if len(acts) == 0 {
+		return
+	}
+	value, _ := acts[0].(map[string]any)["value"].(string)
+	channel, _ := c["channel_id"].(string)
+	if ts := w.fake.messageWith(channel, value); ts != "" {
+		onMessage(payload, ts)
+	}
+}
+
+// clickOn is a click on a message the fake Slack saw posted (a card, a
+// copy of it in a DM): its channel, its thread and its ts.
+func clickOn(msg apiCall, user, actionID, ref string) map[string]any {
+	return onMessage(blockAction(user, msg.param("channel"), msg.param("thread_ts"), actionID, ref), msg.TS)
+}
+
 // deliverInteraction sends an interactivity payload the mode's way.
 func (w *world) deliverInteraction(payload map[string]any) {
 	w.t.Helper()
+	w.resolveMessage(payload)
 	if w.mode == ModeSocket {
 		id := w.fake.sendEnvelope("interactive", payload, 0)
 		waitFor(w.t, "ack of "+id, func() bool { return w.fake.acked(id) })
@@ -311,6 +374,25 @@ func (w *world) deliverInteraction(payload map[string]any) {
 	if code, resp := w.post(body, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, true, time.Now()); code != http.StatusOK {
 		w.t.Fatalf("interaction: HTTP %d %s", code, resp)
 	}
+}
+
+// submitView sends a view_submission the mode's way and returns Slack's
+// answer: the HTTP response's body, or the Socket Mode ack's payload;
+// "" for an empty answer.
+func (w *world) submitView(payload map[string]any) string {
+	w.t.Helper()
+	if w.mode == ModeSocket {
+		id := w.fake.sendEnvelope("interactive", payload, 0)
+		waitFor(w.t, "ack of "+id, func() bool { return w.fake.acked(id) })
+		return string(w.fake.ackPayload(id))
+	}
+	raw, _ := json.Marshal(payload)
+	body := []byte(url.Values{"payload": {string(raw)}}.Encode())
+	code, resp := w.post(body, http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, true, time.Now())
+	if code != http.StatusOK {
+		w.t.Fatalf("view_submission: HTTP %d %s", code, resp)
+	}
+	return resp
 }
 
 // post sends a body to /slack/events, signed (or not) at a time.

@@ -53,13 +53,14 @@ type fakeSlack struct {
 	groups  map[string][]string
 	seq     int
 	acks    []string
+	ackBody map[string]json.RawMessage // envelope id → the ack's payload, when it had one
 	conns   int
 	outbox  chan []byte
 	retired bool
 }
 
 func newFakeSlack(t *testing.T) *fakeSlack {
-	f := &fakeSlack{t: t, groups: map[string][]string{}, outbox: make(chan []byte, 64)}
+	f := &fakeSlack{t: t, groups: map[string][]string{}, ackBody: map[string]json.RawMessage{}, outbox: make(chan []byte, 64)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", f.serveAPI)
 	mux.HandleFunc("/link/", f.serveSocket)
@@ -173,6 +174,26 @@ func (f *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 		view, _ := call.JSON["view"].(map[string]any)
 		writeJSON(w, map[string]any{"ok": true, "view": map[string]any{"id": "V0001", "type": "modal", "callback_id": view["callback_id"],
 			"private_metadata": view["private_metadata"], "blocks": view["blocks"]}})
+	case "chat.getPermalink":
+		// A GET with query parameters, as slack-go sends it.
+		ch, ts := call.param("channel"), call.param("message_ts")
+		if ch == "" {
+			writeJSON(w, map[string]any{"ok": false, "error": "channel_not_found"})
+			return
+		}
+		if ts == "" || !tsPattern.MatchString(ts) {
+			writeJSON(w, map[string]any{"ok": false, "error": "message_not_found"})
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "channel": ch, "permalink": permalink(ch, ts)})
+	case "conversations.open":
+		users := call.param("users")
+		if users == "" || strings.Contains(users, ",") || !userIDPattern.MatchString(users) {
+			writeJSON(w, map[string]any{"ok": false, "error": "user_not_found"})
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "no_op": false, "already_open": false,
+			"channel": map[string]any{"id": dmOf(users), "is_im": true, "user": users, "created": 1700000000}})
 	case "usergroups.users.list":
 		f.mu.Lock()
 		users, ok := f.groups[call.param("usergroup")]
@@ -216,11 +237,15 @@ func (f *fakeSlack) serveSocket(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			var ack struct {
-				EnvelopeID string `json:"envelope_id"`
+				EnvelopeID string          `json:"envelope_id"`
+				Payload    json.RawMessage `json:"payload"`
 			}
 			if json.Unmarshal(msg, &ack) == nil && ack.EnvelopeID != "" {
 				f.mu.Lock()
 				f.acks = append(f.acks, ack.EnvelopeID)
+				if len(ack.Payload) > 0 && string(ack.Payload) != "null" {
+					f.ackBody[ack.EnvelopeID] = ack.Payload
+				}
 				f.mu.Unlock()
 			}
 		}
@@ -274,6 +299,45 @@ func (f *fakeSlack) acked(id string) bool {
 		}
 	}
 	return false
+}
+
+// ackPayload is the payload an envelope was acked with; nil for none.
+func (f *fakeSlack) ackPayload(id string) json.RawMessage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ackBody[id]
+}
+
+// permalink is the fake's permalink of a message, in Slack's form.
+func permalink(channel, ts string) string {
+	return "https://airlock-test.slack.com/archives/" + channel + "/p" + strings.ReplaceAll(ts, ".", "")
+}
+
+// dmOf is the fake's DM channel id with a user: D and the user id
+// without its U.
+func dmOf(user string) string { return "D" + user[1:] }
+
+// messageWith returns the ts of the latest message in a channel that
+// showed a button carrying value, as posted (chat.postMessage) or as
+// updated (chat.update); "" when none did.
+func (f *fakeSlack) messageWith(channel, value string) string {
+	needle, _ := json.Marshal(value)
+	want := `"value":` + string(needle)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.calls) - 1; i >= 0; i-- {
+		c := f.calls[i]
+		if c.param("channel") != channel || !strings.Contains(c.param("blocks"), want) {
+			continue
+		}
+		switch c.Method {
+		case "chat.postMessage":
+			return c.TS
+		case "chat.update":
+			return c.param("ts")
+		}
+	}
+	return ""
 }
 
 func (f *fakeSlack) connections() int {

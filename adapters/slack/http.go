@@ -119,8 +119,10 @@ func Sign(secret, timestamp string, body []byte) []byte {
 // anything in it is parsed (401 otherwise); url_verification is answered;
 // events and clicks are acknowledged with an empty 200, sent before their
 // work is even queued, and worked on in the background (no database
-// access before the ack). A malformed or unknown payload gets 400 and
-// changes nothing. Mount it at "/slack/events".
+// access before the ack). The one exception is the edit modal's
+// submission, answered with the edit's outcome within Slack's 3 seconds
+// (see submitEdit). A malformed or unknown payload gets 400 and changes
+// nothing. Mount it at "/slack/events".
 func (a *Adapter) Handler() http.Handler {
 	return http.HandlerFunc(a.serveHTTP)
 }
@@ -236,7 +238,41 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 		a.ack(w, received)
 		return // no effect
 	}
+	if in.Kind == kindSubmitEdit {
+		a.serveEdit(w, in, received)
+		return
+	}
 	queue := a.reserve()
 	a.ack(w, received)
 	queue("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
+}
+
+// serveEdit answers the edit modal's submission with the edit's outcome:
+// the one delivery whose acknowledgment waits on work (see submitEdit).
+// A refused edit gets response_action "errors" and the modal stays open;
+// otherwise an empty 200 closes it, and a failure is told ephemerally.
+func (a *Adapter) serveEdit(w http.ResponseWriter, in interaction, received time.Time) {
+	a.wg.Add(1)
+	defer a.wg.Done()
+	ans := a.submitEdit(a.context(), in)
+	var queue func(string, func(context.Context))
+	if ans.notify != "" {
+		queue = a.reserve()
+	}
+	if body := ans.payload(); body != nil {
+		raw, _ := json.Marshal(body) // strings only: cannot fail
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(raw)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		a.acked(received)
+	} else {
+		a.ack(w, received)
+	}
+	if queue != nil {
+		queue("edit answer", func(ctx context.Context) { a.ephemeral(ctx, in.Channel, in.Thread, in.User, ans.notify) })
+	}
 }

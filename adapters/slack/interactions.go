@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -23,19 +25,28 @@ const (
 	kindSubmitReason                            // the modal's submission: deny with the reason
 	kindShowArgs                                // "Show full arguments": open the read-only modal
 	kindRevoke                                  // Revoke on a grant notice
+	kindExtend                                  // Extend: push the card's deadline once
+	kindOpenEdit                                // Edit…: open the edit modal
+	kindSubmitEdit                              // the edit modal's submission: answered synchronously
 )
 
 // interaction is a validated interactivity payload.
 type interaction struct {
-	Kind      interactionKind
-	Team      string // the workspace the click came from
-	User      string // the clicker
-	Channel   string // where the card is
-	Thread    string // the card's thread ("" at the top of a DM)
+	Kind    interactionKind
+	Team    string // the workspace the click came from
+	User    string // the clicker
+	Channel string // where the card is
+	Thread  string // the card's thread ("" at the top of a DM or a channel)
+	// Message is the card message the button was on, "<channel>/<ts>"
+	// (CardRef). Every block_actions click carries it; a submission
+	// carries it in its private_metadata ("" only in a deny-reason modal
+	// opened before cards were remembered: the bot refuses it).
+	Message   string
 	Ref       string // the call's opaque reference (a grant's, for kindRevoke)
 	Allow     bool
 	Grant     bool // "Allow for 1h": allow and grant
 	Reason    string
+	Args      string // kindSubmitEdit: the editor's arguments, as typed
 	TriggerID string
 }
 
@@ -57,6 +68,7 @@ type interactionPayload struct {
 		ID string `json:"id"`
 	} `json:"channel"`
 	Container struct {
+		Type      string `json:"type"`
 		ChannelID string `json:"channel_id"`
 		MessageTS string `json:"message_ts"`
 		ThreadTS  string `json:"thread_ts"`
@@ -84,13 +96,16 @@ type interactionPayload struct {
 	} `json:"view"`
 }
 
-// ModalMeta is the deny-reason modal's private_metadata: the call's
-// reference and where its card is. Slack returns it unchanged with the
-// signed submission.
+// ModalMeta is the private_metadata of the deny-reason and edit modals:
+// the call's reference, where its card is and the card message the
+// button was on. Slack returns it unchanged with the signed submission.
+// Metadata written before Message existed still decodes; the bot refuses
+// a click without the card message.
 type ModalMeta struct {
 	Ref     string `json:"ref"`
 	Channel string `json:"channel"`
 	Thread  string `json:"thread,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 func (m ModalMeta) encode() string {
@@ -140,6 +155,10 @@ func parseInteraction(payload []byte) (interaction, error) {
 			in.Kind = kindOpenReason
 		case ActionShowArgs:
 			in.Kind = kindShowArgs
+		case ActionExtend:
+			in.Kind = kindExtend
+		case ActionEdit:
+			in.Kind = kindOpenEdit
 		default:
 			return interaction{}, badInteraction("unknown action_id %q", clip(act.ActionID, 60))
 		}
@@ -158,6 +177,22 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if !channelIDPattern.MatchString(in.Channel) {
 			return interaction{}, badInteraction("%s: missing or malformed channel", act.ActionID)
 		}
+		if p.Container.ChannelID != "" && p.Container.ChannelID != in.Channel {
+			return interaction{}, badInteraction("%s: the message's channel is not the click's", act.ActionID)
+		}
+		// The message the button was on: every button of Airlock's is on
+		// a message it posted, and a click counts only on such a message.
+		ts := p.Container.MessageTS
+		if p.Message != nil && p.Message.TS != "" {
+			if ts != "" && ts != p.Message.TS {
+				return interaction{}, badInteraction("%s: container and message disagree on the message", act.ActionID)
+			}
+			ts = p.Message.TS
+		}
+		if !tsPattern.MatchString(ts) {
+			return interaction{}, badInteraction("%s: missing or malformed message ts", act.ActionID)
+		}
+		in.Message = CardRef(in.Channel, ts)
 		if p.Message != nil && p.Message.ThreadTS != "" {
 			in.Thread = p.Message.ThreadTS
 		} else {
@@ -166,14 +201,20 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if in.Thread != "" && !tsPattern.MatchString(in.Thread) {
 			return interaction{}, badInteraction("%s: malformed thread_ts", act.ActionID)
 		}
-		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs) && in.TriggerID == "" {
+		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs || in.Kind == kindOpenEdit) && in.TriggerID == "" {
 			return interaction{}, badInteraction("%s: missing trigger_id", act.ActionID)
 		}
 	case slack.InteractionTypeViewSubmission:
 		if p.View == nil {
 			return interaction{}, badInteraction("view_submission without a view")
 		}
-		if p.View.CallbackID != CallbackDenyReason {
+		var blockID, actionID string
+		switch p.View.CallbackID {
+		case CallbackDenyReason:
+			in.Kind, blockID, actionID = kindSubmitReason, reasonBlockID, reasonActionID
+		case CallbackEdit:
+			in.Kind, blockID, actionID = kindSubmitEdit, EditBlockID, editActionID
+		default:
 			return interaction{}, badInteraction("view_submission of unknown view %q", clip(p.View.CallbackID, 60))
 		}
 		var meta ModalMeta
@@ -189,12 +230,30 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if meta.Thread != "" && !tsPattern.MatchString(meta.Thread) {
 			return interaction{}, badInteraction("view_submission: malformed thread in private_metadata")
 		}
-		field, ok := p.View.State.Values[reasonBlockID][reasonActionID]
-		if !ok || field.Value == nil {
-			return interaction{}, badInteraction("view_submission without a reason")
+		switch {
+		case meta.Message == "" && in.Kind == kindSubmitEdit:
+			return interaction{}, badInteraction("view_submission: private_metadata holds no card message")
+		case meta.Message != "":
+			ch, _, err := ParseCardRef(meta.Message)
+			if err != nil || ch != meta.Channel {
+				return interaction{}, badInteraction("view_submission: malformed card message in private_metadata")
+			}
 		}
-		in.Kind, in.Ref, in.Channel, in.Thread = kindSubmitReason, meta.Ref, meta.Channel, meta.Thread
-		in.Reason = strings.TrimSpace(*field.Value)
+		field, ok := p.View.State.Values[blockID][actionID]
+		if !ok || field.Value == nil {
+			return interaction{}, badInteraction("view_submission without a value")
+		}
+		in.Ref, in.Channel, in.Thread, in.Message = meta.Ref, meta.Channel, meta.Thread, meta.Message
+		if in.Kind == kindSubmitEdit {
+			// Slack's input holds at most MaxEditChars: a longer value was
+			// not typed in the modal.
+			if utf8.RuneCountInString(*field.Value) > MaxEditChars {
+				return interaction{}, badInteraction("view_submission: arguments longer than the form holds")
+			}
+			in.Args = strings.TrimSpace(*field.Value) // blank: the bot says it is no JSON, in the modal
+		} else {
+			in.Reason = strings.TrimSpace(*field.Value)
+		}
 	case "":
 		return interaction{}, badInteraction("no type")
 	default:
@@ -203,51 +262,65 @@ func parseInteraction(payload []byte) (interaction, error) {
 	return in, nil
 }
 
-// handleInteraction works a validated click or submission.
+// click is the bot's view of a validated interaction.
+func (a *Adapter) click(in interaction) bot.Click {
+	return bot.Click{
+		Platform: Platform,
+		Channel:  in.Channel,
+		Message:  in.Message,
+		User:     in.User,
+		Ref:      in.Ref,
+		Allow:    in.Allow,
+		Grant:    in.Grant,
+		Reason:   in.Reason,
+		IsBot:    in.User == a.identity().UserID,
+	}
+}
+
+// handleInteraction works a validated click or submission, after it was
+// acknowledged. (The edit modal's submission is answered with its
+// outcome instead: see submitEdit.)
 func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 	log := a.log.With("user", in.User, "channel", in.Channel, "ref", in.Ref)
 	switch in.Kind {
 	case kindDecide, kindSubmitReason:
-		click := bot.Click{
-			Platform: Platform,
-			Channel:  in.Channel,
-			User:     in.User,
-			Ref:      in.Ref,
-			Allow:    in.Allow,
-			Grant:    in.Grant,
-			Reason:   in.Reason,
-			IsBot:    in.User == a.identity().UserID,
-		}
-		if err := a.bot.Decide(ctx, click); err != nil {
+		if err := a.bot.Decide(ctx, a.click(in)); err != nil {
 			a.refused(ctx, in, err)
 		}
 	case kindRevoke:
-		click := bot.Click{
-			Platform: Platform,
-			Channel:  in.Channel,
-			User:     in.User,
-			Ref:      in.Ref,
-			IsBot:    in.User == a.identity().UserID,
-		}
-		if err := a.bot.Revoke(ctx, click); err != nil {
+		c := a.click(in)
+		c.Allow, c.Grant, c.Reason = false, false, ""
+		if err := a.bot.Revoke(ctx, c); err != nil {
 			a.refused(ctx, in, err)
+		}
+	case kindExtend:
+		if err := a.bot.Extend(ctx, a.click(in)); err != nil {
+			a.refused(ctx, in, err)
+		}
+	case kindOpenEdit:
+		a.openEdit(ctx, in)
+	case kindSubmitEdit:
+		// Reached only if a caller skipped submitEdit: answer it the slow
+		// way rather than drop it.
+		if ans := a.submitEdit(ctx, in); ans.notify != "" {
+			a.ephemeral(ctx, in.Channel, in.Thread, in.User, ans.notify)
 		}
 	case kindOpenReason:
 		var call *cardpkg.Call
-		if card, err := a.bot.PendingCard(ctx, bot.Thread{Platform: Platform, Channel: in.Channel, Thread: in.Thread}); err == nil {
+		if card, err := a.clickedCard(ctx, in); err == nil {
 			call = findCall(card, in.Ref)
 		}
 		if call != nil && !call.Open() {
 			a.refused(ctx, in, bot.ErrAlreadyClosed)
 			return
 		}
-		meta := ModalMeta{Ref: in.Ref, Channel: in.Channel, Thread: in.Thread}
+		meta := ModalMeta{Ref: in.Ref, Channel: in.Channel, Thread: in.Thread, Message: in.Message}
 		if _, err := a.api.OpenViewContext(ctx, in.TriggerID, DenyReasonModal(meta, call)); err != nil {
 			log.Error("slack: views.open (deny reason)", "err", err)
 			a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the reason form. Use Deny, or try again.")
 		}
 	case kindShowArgs:
-		card, err := a.bot.PendingCard(ctx, bot.Thread{Platform: Platform, Channel: in.Channel, Thread: in.Thread})
+		card, err := a.clickedCard(ctx, in)
 		if err != nil && !errors.Is(err, confirm.ErrNotFound) {
 			log.Error("slack: load card for arguments", "err", err)
 		}
@@ -261,6 +334,127 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 			a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the arguments. Try again.")
 		}
 	}
+}
+
+// clickedCard is the waiting card a click was on, wherever it was posted:
+// in the conversation's thread, an approvals channel or a DM copy.
+func (a *Adapter) clickedCard(ctx context.Context, in interaction) (*cardpkg.Card, error) {
+	return a.bot.ClickedCard(ctx, a.click(in))
+}
+
+// openEdit answers Edit…: the bot checks that the clicker may decide the
+// call and gives its arguments, which open in the edit modal. Arguments
+// longer than Slack's input holds are not offered in a form that would
+// cut them: the clicker is told so instead.
+func (a *Adapter) openEdit(ctx context.Context, in interaction) {
+	form, err := a.bot.EditForm(ctx, a.click(in))
+	if err != nil {
+		a.refused(ctx, in, err)
+		return
+	}
+	if n := utf8.RuneCountInString(form.Args); n > MaxEditChars {
+		a.log.Info("slack: arguments too large to edit", "user", in.User, "ref", in.Ref, "chars", n)
+		a.ephemeral(ctx, in.Channel, in.Thread, in.User, fmt.Sprintf(
+			"This call's arguments are too large to edit in Slack (%s; a Slack form holds %s). Allow or deny it as it is. Nothing changed.",
+			cardpkg.Characters(n), cardpkg.Characters(MaxEditChars)))
+		return
+	}
+	meta := ModalMeta{Ref: in.Ref, Channel: in.Channel, Thread: in.Thread, Message: in.Message}
+	if _, err := a.api.OpenViewContext(ctx, in.TriggerID, EditModal(meta, form)); err != nil {
+		a.log.Error("slack: views.open (edit)", "user", in.User, "ref", in.Ref, "err", err)
+		a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the edit form. Try again. Nothing changed.")
+	}
+}
+
+// editWait is how long a submission of the edit modal waits for the bot
+// before it is answered: Slack drops an answer later than 3 seconds.
+const editWait = 2500 * time.Millisecond
+
+// editAnswer is how a submission of the edit modal is answered.
+type editAnswer struct {
+	// errors, when set, keeps the modal open showing them under the
+	// arguments: response_action "errors". Otherwise the answer is empty
+	// and the modal closes.
+	errors map[string]string
+	// notify is told to the editor ephemerally after the answer.
+	notify string
+}
+
+// payload is the answer's body: nil for an empty 200.
+func (e editAnswer) payload() map[string]any {
+	if len(e.errors) == 0 {
+		return nil
+	}
+	return map[string]any{"response_action": "errors", "errors": e.errors}
+}
+
+// submitEdit applies the edit modal's submission with bot.Edit and says
+// how to answer it. Unlike every other click, the submission is answered
+// only after the bot has judged the edit: the issue wants an edit that
+// does not parse, does not validate or that a rule refuses to be shown in
+// the modal, which stays open (Slack shows response_action "errors" only
+// as the answer to the submission itself). So the answer waits, at most
+// editWait, within Slack's 3 seconds. The edit itself is not bound to
+// that wait: it runs on the adapter's context, so an edit that completes
+// the card and runs it is never cut short; if it is not done in time the
+// modal closes and the editor is told the outcome ephemerally when it
+// fails.
+func (a *Adapter) submitEdit(ctx context.Context, in interaction) editAnswer {
+	done := make(chan error, 1)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				a.log.Error("slack: panic while editing", "panic", fmt.Sprint(p))
+				done <- errors.New("slack: edit panicked")
+			}
+		}()
+		done <- a.bot.Edit(ctx, a.click(in), in.Args)
+	}()
+	timer := time.NewTimer(a.editWait)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return a.editAnswer(in, err, true)
+	case <-timer.C:
+	}
+	a.log.Warn("slack: edit still running at the answer's deadline; the modal closes", "user", in.User, "ref", in.Ref)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if ans := a.editAnswer(in, <-done, false); ans.notify != "" {
+			a.ephemeral(ctx, in.Channel, in.Thread, in.User, ans.notify)
+		}
+	}()
+	return editAnswer{}
+}
+
+// editAnswer says how to answer an edit's outcome: a refused edit's
+// message in the modal while it is open, anything else ephemerally.
+func (a *Adapter) editAnswer(in interaction, err error, modalOpen bool) editAnswer {
+	log := a.log.With("user", in.User, "channel", in.Channel, "ref", in.Ref)
+	var ee *bot.EditError
+	switch {
+	case err == nil:
+		log.Info("slack: call edited")
+		return editAnswer{}
+	case errors.As(err, &ee):
+		log.Info("slack: edit refused", "why", ee.Message)
+		msg := revealClip(oneLine(ee.Message), maxEditErrorChars)
+		if strings.TrimSpace(msg) == "" {
+			msg = "These arguments can't be used."
+		}
+		if modalOpen {
+			return editAnswer{errors: map[string]string{EditBlockID: msg}}
+		}
+		return editAnswer{notify: "Your edit was not applied: " + msg + " Nothing changed."}
+	case refusal(err):
+		log.Info("slack: edit changed nothing", "why", err)
+	default:
+		log.Error("slack: edit failed", "err", err)
+	}
+	return editAnswer{notify: bot.UserMessage(err)}
 }
 
 // refused answers a click that changed nothing, only to the clicker.
@@ -283,6 +477,7 @@ func refusal(err error) bool {
 	for _, e := range []error{
 		bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel, bot.ErrSelfApproval,
 		bot.ErrAlreadyVoted, bot.ErrNotGrantable, bot.ErrGrantNotActive,
+		bot.ErrAlreadyExtended, bot.ErrNotEditable,
 		confirm.ErrBadRef, confirm.ErrNotFound,
 	} {
 		if errors.Is(err, e) {

@@ -59,7 +59,7 @@ func TestAppManifest(t *testing.T) {
 	if m.DisplayInformation.Name != "Airlock" {
 		t.Errorf("name %q", m.DisplayInformation.Name)
 	}
-	for _, s := range []string{"app_mentions:read", "chat:write", "im:history", "mpim:history", "channels:history", "groups:history", "usergroups:read"} {
+	for _, s := range []string{"app_mentions:read", "chat:write", "im:history", "im:write", "mpim:history", "channels:history", "groups:history", "usergroups:read"} {
 		if !slices.Contains(m.OAuth.Scopes.Bot, s) {
 			t.Errorf("scope %s missing", s)
 		}
@@ -90,6 +90,8 @@ var clientMethods = map[string]string{
 	"PostEphemeralContext":       "chat.postEphemeral",
 	"OpenViewContext":            "views.open",
 	"GetUserGroupMembersContext": "usergroups.users.list",
+	"GetPermalinkContext":        "chat.getPermalink",
+	"OpenConversationContext":    "conversations.open",
 	// The client handed to Socket Mode, which opens its connection with
 	// the app-level token.
 	"socketmode.New": "apps.connections.open",
@@ -105,6 +107,8 @@ var methodScopes = map[string][]string{
 	"chat.postEphemeral":    {"chat:write"},
 	"views.open":            nil,
 	"usergroups.users.list": {"usergroups:read"},
+	"chat.getPermalink":     nil,          // links between a card, its thread and its pointer
+	"conversations.open":    {"im:write"}, // DM copies of cards (notify: [dm])
 	"apps.connections.open": nil,
 }
 

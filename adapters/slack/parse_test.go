@@ -138,20 +138,26 @@ func TestParseInteraction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (interaction{Kind: kindDecide, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Allow: true, TriggerID: "12345.98765.abcd2358fdea"}) {
+	if in != (interaction{Kind: kindDecide, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Message: chanOps + "/" + anyCardTS, Ref: ref, Allow: true, TriggerID: "12345.98765.abcd2358fdea"}) {
 		t.Errorf("allow: %+v", in)
 	}
 	in, _ = parseInteraction(mustJSON(blockAction(alice, dmBob, "", ActionDeny, ref)))
 	if in.Kind != kindDecide || in.Allow || in.Channel != dmBob || in.Thread != "" {
 		t.Errorf("deny in a DM: %+v", in)
 	}
-	meta := ModalMeta{Ref: ref, Channel: chanOps, Thread: mentionTS}.encode()
+	meta := ModalMeta{Ref: ref, Channel: chanOps, Thread: mentionTS, Message: chanOps + "/1800000000.000007"}.encode()
 	in, err = parseInteraction(mustJSON(viewSubmission(alice, meta, " because \n")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (interaction{Kind: kindSubmitReason, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Ref: ref, Reason: "because", TriggerID: "12345.98765.ffff"}) {
+	if in != (interaction{Kind: kindSubmitReason, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Message: chanOps + "/1800000000.000007", Ref: ref, Reason: "because", TriggerID: "12345.98765.ffff"}) {
 		t.Errorf("submission: %+v", in)
+	}
+	// A deny-reason modal opened before the card message was kept still
+	// decodes, without the message (the bot refuses it).
+	old := ModalMeta{Ref: ref, Channel: chanOps, Thread: mentionTS}.encode()
+	if in, err := parseInteraction(mustJSON(viewSubmission(alice, old, "x"))); err != nil || in.Message != "" || in.Kind != kindSubmitReason {
+		t.Errorf("old metadata: %+v %v", in, err)
 	}
 	noTrigger := blockAction(alice, chanOps, mentionTS, ActionDenyReason, ref)
 	delete(noTrigger, "trigger_id")
@@ -353,7 +359,12 @@ func (*nopBot) Note(context.Context, bot.Turn) error                      { retu
 func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
 func (*nopBot) Decide(context.Context, bot.Click) error                   { return nil }
 func (*nopBot) Revoke(context.Context, bot.Click) error                   { return nil }
-func (*nopBot) PendingCard(context.Context, bot.Thread) (*cardpkg.Card, error) {
+func (*nopBot) Extend(context.Context, bot.Click) error                   { return nil }
+func (*nopBot) Edit(context.Context, bot.Click, string) error             { return nil }
+func (*nopBot) EditForm(context.Context, bot.Click) (bot.EditForm, error) {
+	return bot.EditForm{}, errors.New("none")
+}
+func (*nopBot) ClickedCard(context.Context, bot.Click) (*cardpkg.Card, error) {
 	return nil, errors.New("none")
 }
 func (n *nopBot) Channels() *bot.Channels {
@@ -444,6 +455,9 @@ func FuzzInteractionPayload(f *testing.F) {
 	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionRevokeGrant, "grant-abc")))
 	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionRevokeGrant, "abc.0")))
 	f.Add(mustJSON(viewSubmission(alice, ModalMeta{Ref: "abc.0", Channel: chanOps}.encode(), "no")))
+	f.Add(mustJSON(blockAction(alice, chanOps, mentionTS, ActionEdit, "abc.0")))
+	f.Add(mustJSON(blockAction(alice, dmBob, "", ActionExtend, "abc.0")))
+	f.Add(mustJSON(editSubmission(alice, ModalMeta{Ref: "abc.0", Channel: chanOps, Message: chanOps + "/1.2"}.encode(), `{"a":1}`)))
 	f.Add([]byte(`{"type":"block_actions","actions":[{}]}`))
 	f.Add([]byte(`{"type":"view_submission","view":{"state":{"values":{"a":{"b":{}}}}}}`))
 	f.Add([]byte(`null`))
@@ -464,6 +478,21 @@ func FuzzInteractionPayload(f *testing.F) {
 			}
 		} else if _, _, err := confirm.ParseRef(in.Ref); err != nil {
 			t.Fatalf("accepted a bad reference %q", in.Ref)
+		}
+		switch in.Kind {
+		case kindSubmitReason:
+			if in.Message != "" {
+				if ch, _, err := ParseCardRef(in.Message); err != nil || ch != in.Channel {
+					t.Fatalf("accepted a bad card message %q", in.Message)
+				}
+			}
+		default:
+			if ch, _, err := ParseCardRef(in.Message); err != nil || ch != in.Channel {
+				t.Fatalf("accepted a click without its card message: %+v", in)
+			}
+		}
+		if in.Kind == kindSubmitEdit && utf8.RuneCountInString(in.Args) > MaxEditChars {
+			t.Fatalf("accepted arguments longer than the form holds")
 		}
 		if in.Grant && (!in.Allow || in.Kind != kindDecide) {
 			t.Fatalf("a grant that is no allow: %+v", in)

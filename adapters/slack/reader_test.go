@@ -63,6 +63,13 @@ func readBlocks(t *testing.T, raw []byte) (shown, live string) {
 			case "date":
 				s.WriteString(fmt.Sprint(v["fallback"]))
 				return
+			case "channel":
+				// A channel reference: shown by name, notifies nobody.
+				s.WriteString(fmt.Sprintf("<#%v>", v["channel_id"]))
+				return
+			case "link":
+				s.WriteString(fmt.Sprintf("[%v](%v)", v["text"], v["url"]))
+				return
 			case "emoji":
 				s.WriteString(fmt.Sprintf(":%v:", v["name"]))
 				return

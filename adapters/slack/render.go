@@ -2,6 +2,7 @@ package slack
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,14 +28,27 @@ const (
 	ActionDenyReason  = "airlock_deny_reason"  // no style: opens the deny-reason modal
 	ActionShowArgs    = "airlock_show_args"    // no style: opens a modal with the whole arguments
 	ActionRevokeGrant = "airlock_revoke_grant" // no style, on a grant notice: revokes the grant
+	ActionEdit        = "airlock_edit"         // no style: "Edit…" opens the edit modal (value: the call's reference)
+	ActionExtend      = "airlock_extend"       // no style, once per card: "Extend 30m" (value: Card.ExtendRef)
 
 	// CallbackDenyReason is the callback_id of the deny-reason modal.
 	CallbackDenyReason = "airlock_deny_reason"
 	// CallbackShowArgs is the callback_id of the read-only arguments modal.
 	CallbackShowArgs = "airlock_show_args"
+	// CallbackEdit is the callback_id of the edit modal.
+	CallbackEdit = "airlock_edit"
 
 	reasonBlockID  = "airlock_reason"
 	reasonActionID = "airlock_reason_input"
+
+	// EditBlockID is the edit modal's input block: a refused edit's
+	// message is answered under it (response_action "errors").
+	EditBlockID  = "airlock_edit_args"
+	editActionID = "airlock_edit_args_input"
+
+	// MaxEditChars is the most a Slack plain_text_input holds: arguments
+	// whose pretty JSON is longer can't be edited in Slack.
+	MaxEditChars = 3000
 )
 
 // Rendering limits. Slack allows 3000 characters in a section's text, 50
@@ -56,6 +70,13 @@ const (
 	maxReasonChars  = 520
 	maxToolChars    = 80
 	maxModalArgs    = 2800 // characters of arguments per modal section
+
+	maxEditErrorChars = 300 // a refused edit's message under the modal's input
+	maxChangesShown   = 10  // changed keys listed on an edited call
+	maxChangeKey      = 80
+	maxChangeValue    = 200
+	maxEscalations    = 5 // escalation steps listed on a card
+	maxLinkChars      = 2000
 )
 
 var (
@@ -88,14 +109,28 @@ func Render(c cardpkg.Card) []slack.Block { return RenderWith(c, nil) }
 // RenderWith is Render with who granted the grants that allowed calls.
 func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 	complete := c.Complete()
-	blocks := []slack.Block{header(complete), introSection(c)}
+	blocks := []slack.Block{header(complete)}
+	if cp := copyNote(c); cp != nil {
+		blocks = append(blocks, cp)
+	}
+	blocks = append(blocks, introSection(c))
 	if said := introQuote(c); said != nil {
 		blocks = append(blocks, said)
 	}
 	blocks = append(blocks, slack.NewDividerBlock())
 
-	// Keep room for the footer and an overflow note.
-	budget := maxMessageBlock - len(blocks) - 2
+	// After the calls: the deadline's story (extended, escalations) and
+	// the card's own button (Extend), then the footer.
+	var tail []slack.Block
+	if sc := schedule(c, complete); sc != nil {
+		tail = append(tail, sc)
+	}
+	if ex := extendActions(c, complete); ex != nil {
+		tail = append(tail, ex)
+	}
+
+	// Keep room for the tail, the footer and an overflow note.
+	budget := maxMessageBlock - len(blocks) - len(tail) - 2
 	shown := 0
 	for _, call := range c.Calls {
 		preview := argsPreview(call.Args)
@@ -119,8 +154,124 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 			rest, plural(rest, "call", "calls"), maxMessageBlock)
 		blocks = append(blocks, slack.NewContextBlock("overflow", mrkdwn(note)))
 	}
+	blocks = append(blocks, tail...)
 	blocks = append(blocks, slack.NewContextBlock("footer", mrkdwn(footer(c, complete))))
 	return blocks
+}
+
+// copyNote says, on a card posted away from its conversation (in an
+// approvals channel, or a copy in an approver's DM), where it stands, with
+// a "View the conversation" link back to the thread.
+func copyNote(c cardpkg.Card) slack.Block {
+	var els []slack.RichTextSectionElement
+	switch c.Copy {
+	case "":
+		return nil
+	case cardpkg.CopyDM:
+		els = []slack.RichTextSectionElement{emoji("incoming_envelope"),
+			rtText(" A copy of an approval card, sent to you as an approver. A decision on any copy counts once, and every copy shows it.", nil)}
+	default:
+		els = []slack.RichTextSectionElement{emoji("inbox_tray"),
+			rtText(" Posted here for approval; the conversation goes on in its own thread.", nil)}
+	}
+	if u, ok := safeLink(c.ThreadLink); ok {
+		els = append(els, rtText(" ", nil), slack.NewRichTextSectionLinkElement(u, "View the conversation", nil))
+	}
+	return slack.NewRichTextBlock("copy", slack.NewRichTextSection(els...))
+}
+
+// safeLink accepts a link Airlock shows (a permalink Slack gave): an
+// absolute http(s) URL without spaces, hidden characters or the
+// characters of Slack's entities. Anything else is not shown.
+func safeLink(u string) (string, bool) {
+	if u == "" || len(u) > maxLinkChars || strings.ContainsAny(u, "<>|\"\\` ") || visible.Contains(u) {
+		return "", false
+	}
+	for _, r := range u {
+		if r <= ' ' || r == 0x7f {
+			return "", false
+		}
+	}
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" || p.User != nil {
+		return "", false
+	}
+	return u, true
+}
+
+// schedule is what happened to the card's deadline and who it reaches:
+// the one Extend (by whom, the new deadline) and the escalation steps
+// (when, whom they mention, who may decide from then; fired or not).
+// People are user and usergroup elements, shown by name, never mrkdwn.
+// A closed card lists only the steps that fired.
+func schedule(c cardpkg.Card, complete bool) slack.Block {
+	var secs []slack.RichTextElement
+	if e := c.Extended; e != nil {
+		els := []slack.RichTextSectionElement{emoji("hourglass"), rtText(" Extended by ", nil), person(e.By), rtText(" — now expires ", nil)}
+		secs = append(secs, slack.NewRichTextSection(append(els, clock(c.ExpiresAt)...)...))
+	}
+	var steps []cardpkg.Escalation
+	for _, st := range c.Escalations {
+		if st.Fired || !complete {
+			steps = append(steps, st)
+		}
+	}
+	for i, st := range steps {
+		if i == maxEscalations {
+			secs = append(secs, slack.NewRichTextSection(rtText(fmt.Sprintf("… and %d more escalation %s", len(steps)-i, plural(len(steps)-i, "step", "steps")), italic)))
+			break
+		}
+		var els []slack.RichTextSectionElement
+		if st.Fired {
+			els = append(els, emoji("mega"), rtText(" Escalated at ", nil))
+		} else {
+			els = append(els, emoji("alarm_clock"), rtText(" Escalates at ", nil))
+		}
+		els = append(els, clock(st.At)...)
+		if !st.Mention.Empty() {
+			els = append(els, rtText(" to ", nil))
+			els = append(els, people(st.Mention)...)
+		}
+		if !st.Approvers.Empty() {
+			if st.Fired {
+				els = append(els, rtText("; may now also decide: ", nil))
+			} else {
+				els = append(els, rtText("; then may also decide: ", nil))
+			}
+			els = append(els, people(st.Approvers)...)
+		}
+		secs = append(secs, slack.NewRichTextSection(els...))
+	}
+	if len(secs) == 0 {
+		return nil
+	}
+	return slack.NewRichTextBlock("schedule", secs...)
+}
+
+// clock is a time of day as a date element: each reader sees it in their
+// own time zone; the fallback is "15:04 UTC".
+func clock(t time.Time) []slack.RichTextSectionElement {
+	if t.IsZero() {
+		return []slack.RichTextSectionElement{rtText("an unknown time", nil)}
+	}
+	fallback := t.UTC().Format("15:04 UTC")
+	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), "{time}", nil, &fallback)}
+}
+
+// extendActions is the card's Extend button (no style), offered while a
+// call waits and nobody extended the card yet. Its value is
+// Card.ExtendRef, a call reference of the card.
+func extendActions(c cardpkg.Card, complete bool) slack.Block {
+	if c.ExtendRef == "" || c.Extended != nil || complete {
+		return nil
+	}
+	label := "Extend"
+	if c.ExtendBy > 0 {
+		label += " " + cardpkg.Duration(c.ExtendBy)
+	}
+	btn := slack.NewButtonBlockElement(ActionExtend, c.ExtendRef, plain(label))
+	btn.AccessibilityLabel = clip("Push this card's deadline back, once: "+strings.ToLower(label), 75)
+	return slack.NewActionBlock("card_actions", btn)
 }
 
 // FallbackText is the message's plain text: notifications and clients
@@ -137,6 +288,9 @@ func FallbackText(c cardpkg.Card) string {
 	fmt.Fprintf(&b, " (%d %s)", len(c.Calls), plural(len(c.Calls), "call", "calls"))
 	for _, call := range c.Calls {
 		fmt.Fprintf(&b, "\n%d. %s — %s", call.Number, toolWord(call.Tool), stateWord(call))
+		if call.Edited != nil {
+			b.WriteString(" (arguments edited by an approver)")
+		}
 	}
 	return clip(b.String(), 3000)
 }
@@ -271,6 +425,9 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 	if len(c.Restrict) > 0 && c.Open() {
 		els = append(els, slack.NewRichTextSection(restriction(c.Restrict)...))
 	}
+	if e := c.Edited; e != nil {
+		els = append(els, edited(*e)...)
+	}
 	if s := strings.TrimSpace(c.Summary); s != "" {
 		els = append(els, richQuote(revealClip(limitLines(s, 6), maxSummaryChars)))
 	}
@@ -284,6 +441,43 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 	}
 	els = append(els, slack.NewRichTextSection(status(c, grantedBy)...))
 	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
+}
+
+// edited says who changed a call's arguments and when, and each changed
+// key as "key: before → after", literal like the arguments (preformatted
+// rich text, hidden characters escaped). The read-back and arguments the
+// card shows after it are the edited ones.
+func edited(e cardpkg.Edit) []slack.RichTextElement {
+	head := []slack.RichTextSectionElement{emoji("pencil2"), rtText(" Edited by ", bold), person(e.By)}
+	if !e.At.IsZero() {
+		head = append(head, when(&e.At)...)
+	}
+	head = append(head, rtText(". The read-back and arguments below are the edited ones; it runs with them. Changed:", nil))
+	if len(e.Changes) == 0 {
+		head[len(head)-1] = rtText(". The read-back and arguments below are the edited ones; it runs with them.", nil)
+		return []slack.RichTextElement{slack.NewRichTextSection(head...)}
+	}
+	out := []slack.RichTextElement{slack.NewRichTextSection(head...)}
+	var lines []string
+	for i, ch := range e.Changes {
+		if i == maxChangesShown {
+			rest := len(e.Changes) - i
+			lines = append(lines, fmt.Sprintf("… and %d more changed %s", rest, plural(rest, "key", "keys")))
+			break
+		}
+		lines = append(lines, changeValue(ch.Key, maxChangeKey, "(empty key)")+": "+
+			changeValue(ch.Before, maxChangeValue, "(not set)")+" → "+changeValue(ch.After, maxChangeValue, "(not set)"))
+	}
+	return append(out, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(strings.Join(lines, "\n"), nil)}})
+}
+
+// changeValue is one side of a change on one line: line breaks and tabs
+// written as escapes, hidden characters revealed, at most n characters.
+func changeValue(s string, n int, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return revealClip(strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s), n)
 }
 
 // Bounds of the people named on a call.
@@ -364,10 +558,10 @@ func voters(votes []confirm.Vote) []slack.RichTextSectionElement {
 }
 
 // callActions holds the buttons of a call: Allow, "Allow for 1h" (when
-// the card offers grants and the call may be granted), Deny and "Deny
-// with reason…" while it waits (Allow is the only primary button and
-// Deny the only danger button of the card), and "Show full arguments"
-// when offer.
+// the card offers grants and the call may be granted), Deny, "Deny with
+// reason…" and, when the call is editable, "Edit…" while it waits (Allow
+// is the only primary button and Deny the only danger button of the
+// card), and "Show full arguments" when offer.
 func callActions(cd cardpkg.Card, c cardpkg.Call, offer bool) slack.Block {
 	tool := clip(oneLine(visible.Reveal(c.Tool)), 40)
 	var els []slack.BlockElement
@@ -387,6 +581,11 @@ func callActions(cd cardpkg.Card, c cardpkg.Call, offer bool) slack.Block {
 		reason := slack.NewButtonBlockElement(ActionDenyReason, c.Ref, plain("Deny with reason…"))
 		reason.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d with a reason", c.Number), 75)
 		els = append(els, deny, reason)
+		if c.Editable {
+			edit := slack.NewButtonBlockElement(ActionEdit, c.Ref, plain("Edit…"))
+			edit.AccessibilityLabel = clip(fmt.Sprintf("Edit the arguments of call %d, then allow it", c.Number), 75)
+			els = append(els, edit)
+		}
 	}
 	if offer {
 		show := slack.NewButtonBlockElement(ActionShowArgs, c.Ref, plain("Show full arguments"))
@@ -629,6 +828,43 @@ func DenyReasonModal(meta ModalMeta, call *cardpkg.Call) slack.ModalViewRequest 
 		Close:           plain("Cancel"),
 		PrivateMetadata: meta.encode(),
 		Blocks:          slack.Blocks{BlockSet: blocks},
+	}
+}
+
+// EditModal is the modal Edit… opens: the call (number, tool, current
+// read-back) and one multi-line input holding its arguments as pretty
+// JSON, labelled with the call's number and tool. Its private metadata
+// carries the call's reference, where the card is and the card message,
+// so the submission is judged as a click on that card. The caller checks
+// that the arguments fit (MaxEditChars).
+func EditModal(meta ModalMeta, f bot.EditForm) slack.ModalViewRequest {
+	tool := revealClip(oneLine(f.Tool), maxToolChars)
+	about := []slack.RichTextElement{slack.NewRichTextSection(
+		rtText(fmt.Sprintf("You are editing call %d, ", f.Number), nil),
+		rtText(tool, code),
+	)}
+	if s := strings.TrimSpace(f.Summary); s != "" {
+		about = append(about, richQuote(revealClip(limitLines(s, 6), maxSummaryChars)))
+	}
+	input := slack.NewPlainTextInputBlockElement(nil, editActionID)
+	input.Multiline = true
+	input.MaxLength = MaxEditChars
+	input.InitialValue = f.Args
+	input.FocusOnLoad = true
+	label := slack.NewTextBlockObject(slack.PlainTextType, clip(fmt.Sprintf("Arguments of call %d (%s), as JSON", f.Number, tool), 2000), false, false)
+	hint := slack.NewTextBlockObject(slack.PlainTextType, "Checked against the tool's schema and the policy before anything changes.", false, false)
+	return slack.ModalViewRequest{
+		Type:            slack.VTModal,
+		CallbackID:      CallbackEdit,
+		Title:           plain(clip(fmt.Sprintf("Edit call %d", f.Number), 24)),
+		Submit:          plain("Allow edited"),
+		Close:           plain("Cancel"),
+		PrivateMetadata: meta.encode(),
+		Blocks: slack.Blocks{BlockSet: []slack.Block{
+			slack.NewRichTextBlock("call", about...),
+			slack.NewSectionBlock(mrkdwn("Submitting counts as your *Allow* of the edited call. Earlier approvals of this call no longer count: they approved other arguments. The original arguments stay in the audit log."), nil, nil, slack.SectionBlockOptionBlockID("about")),
+			slack.NewInputBlock(EditBlockID, label, hint, input),
+		}},
 	}
 }
 

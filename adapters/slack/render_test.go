@@ -156,6 +156,14 @@ func TestRenderGolden(t *testing.T) {
 		"card_grant":           grantCard(),
 		"grant_notice_active":  grantNotice(),
 		"grant_notice_revoked": revokedNotice(),
+		"card_editable":        editableCard(),
+		"card_edited":          editedCard(),
+		"card_extended":        extendedCard(),
+		"card_escalations":     escalationsCard(),
+		"card_dm_copy":         dmCopyCard(),
+		"card_approvals_copy":  approvalsCopyCard(),
+		"pointer_waiting":      waitingPointer(),
+		"pointer_complete":     completePointer(),
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -165,6 +173,8 @@ func TestRenderGolden(t *testing.T) {
 				msg = map[string]any{"text": FallbackText(v), "blocks": RenderWith(v, grantedBy)}
 			case cardpkg.GrantNotice:
 				msg = map[string]any{"text": GrantNoticeText(v), "blocks": RenderGrantNotice(v, t0)}
+			case cardpkg.Pointer:
+				msg = map[string]any{"text": PointerText(v), "blocks": RenderPointer(v)}
 			}
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
@@ -215,7 +225,8 @@ func buttons(blocks []slack.Block) []*slack.ButtonBlockElement {
 
 func TestRenderRules(t *testing.T) {
 	for name, card := range map[string]cardpkg.Card{"pending": pendingCard(), "partial": partialCard(), "long": longArgsCard(), "complete": completeCard(),
-		"quorum": quorumCard(), "grant": grantCard(), "hostile": hostileCard()} {
+		"quorum": quorumCard(), "grant": grantCard(), "hostile": hostileCard(), "editable": editableCard(), "edited": editedCard(),
+		"extended": extendedCard(), "escalations": escalationsCard(), "dm copy": dmCopyCard(), "approvals copy": approvalsCopyCard()} {
 		blocks := RenderWith(card, grantedBy)
 		if len(blocks) > maxMessageBlock {
 			t.Errorf("%s: %d blocks", name, len(blocks))

@@ -40,6 +40,23 @@
 // literally, with characters that would act unseen written as escapes;
 // people are user elements, never mrkdwn of the model's making.
 //
+// Routing and changing a card (issue 13; route.go, interactions.go): the
+// adapter is a bot.Router. A card may be posted in an approvals channel
+// (a new message, with a "View the conversation" permalink back to the
+// thread) while the thread gets a pointer without buttons ("Waiting for
+// approval in #approvals", edited to the outcome), and copied into
+// approvers' DMs (conversations.open, scope im:write). Every click hands
+// the bot the card message it was on (bot.Click.Message, "<channel>/<ts>"
+// from the payload's container), so a click counts only on a card Airlock
+// posted for that batch. Extend (action_id airlock_extend, once per card)
+// pushes the deadline; the card lists who extended it and its escalation
+// steps, people as user elements. Edit… (airlock_edit) opens a modal with
+// the call's arguments as pretty JSON; its submission is the one delivery
+// answered with the outcome of the work rather than at once: a refused
+// edit's reason shows in the modal (response_action "errors"), which
+// stays open. An edited call shows who edited it and each changed key,
+// before → after, literally.
+//
 // Only the installed workspace is served: events and clicks whose
 // team_id is not the one auth.test named at Start are dropped and logged.
 //
@@ -48,8 +65,8 @@
 // "Deny with reason…" opens a modal whose submission denies with the text.
 // Refused clicks (not an approver, the requester allowing their own call,
 // an approval already given, already decided, expired, superseded, a grant
-// already revoked) get bot.UserMessage as an ephemeral reply; logs get the
-// detail.
+// already revoked, a card already extended, a call that can't be edited)
+// get bot.UserMessage as an ephemeral reply; logs get the detail.
 //
 // The adapter reads no environment variables: everything comes from
 // Config, which cmd/airlock fills from the config file.
@@ -130,8 +147,16 @@ type Bot interface {
 	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
 	Decide(ctx context.Context, c bot.Click) error
 	Revoke(ctx context.Context, c bot.Click) error
-	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
+	// ClickedCard is the waiting card a button was on, wherever it was
+	// posted (its thread, an approvals channel, a DM copy).
+	ClickedCard(ctx context.Context, c bot.Click) (*cardpkg.Card, error)
 	Channels() *bot.Channels
+	// Extend pushes a card's deadline once (Extend).
+	Extend(ctx context.Context, c bot.Click) error
+	// EditForm checks the clicker may decide the call and returns what
+	// the edit modal shows (Edit…); Edit applies the modal's submission.
+	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
+	Edit(ctx context.Context, c bot.Click, args string) error
 }
 
 // EventStore is what the adapter needs from storage: recording event ids
@@ -151,6 +176,7 @@ type Adapter struct {
 	now    func() time.Time
 	groups *groupCache
 	grants *grantNames
+	dms    dmCache
 
 	mu      sync.RWMutex
 	self    identity
@@ -160,6 +186,8 @@ type Adapter struct {
 	pool pool
 
 	mentionNonce string // marks mentions made by Mention; see Post
+
+	editWait time.Duration // how long an edit submission's answer waits for the bot (editWait)
 }
 
 // identity is who the bot is in the workspace, from auth.test.
@@ -173,6 +201,7 @@ var (
 	_ bot.Platform     = (*Adapter)(nil)
 	_ bot.Mentioner    = (*Adapter)(nil)
 	_ bot.GrantNoticer = (*Adapter)(nil)
+	_ bot.Router       = (*Adapter)(nil)
 )
 
 // New checks the config and returns an adapter. It installs the Slack user
@@ -244,6 +273,7 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 		pool:    pool{max: cfg.Workers},
 
 		mentionNonce: rand.Text(),
+		editWait:     editWait,
 	}
 	a.groups = newGroupCache(a.fetchGroup, cfg.Now, DefaultGroupTTL)
 	a.grants = &grantNames{}

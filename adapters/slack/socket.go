@@ -15,6 +15,8 @@ import (
 // runSocket holds the Socket Mode connection until ctx ends. Every
 // envelope is acknowledged at once, then worked on in the background; a
 // retried envelope (retry_attempt > 0) is de-duplicated by its event id.
+// The edit modal's submission alone is acknowledged with the edit's
+// outcome (see submitEdit).
 func (a *Adapter) runSocket(ctx context.Context) error {
 	smc := socketmode.New(a.api, socketmode.OptionDialer(a.dialer()))
 	errc := make(chan error, 1)
@@ -101,6 +103,18 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 	// an ack always covers that envelope's work.
 	a.wg.Add(1)
 	defer a.wg.Done()
+	if req.Type == socketmode.RequestTypeInteractive {
+		// The edit modal's submission is acked with the edit's outcome
+		// (see submitEdit), off the loop that reads the connection.
+		if in, err := parseInteraction(req.Payload); err == nil && in.Kind == kindSubmitEdit {
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				a.socketEdit(ctx, smc, req.EnvelopeID, in, received)
+			}()
+			return
+		}
+	}
 	if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil {
 		if !errors.Is(err, context.Canceled) {
 			a.log.Error("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
@@ -140,5 +154,29 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 		a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
 	default:
 		log.Debug("slack: envelope ignored", "type", req.Type)
+	}
+}
+
+// socketEdit acks the edit modal's submission with the edit's outcome: a
+// refused edit's response_action "errors" payload keeps the modal open;
+// an ack without payload closes it.
+func (a *Adapter) socketEdit(ctx context.Context, smc *socketmode.Client, envelope string, in interaction, received time.Time) {
+	var payload any
+	var ans editAnswer
+	if a.ourTeam(in.Team, "interaction") {
+		ans = a.submitEdit(a.context(), in)
+		if p := ans.payload(); p != nil {
+			payload = p
+		}
+	}
+	if err := smc.AckCtx(ctx, envelope, payload); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			a.log.Error("slack: ack envelope", "envelope", envelope, "err", err)
+		}
+	} else {
+		a.acked(received)
+	}
+	if ans.notify != "" {
+		a.spawn("edit answer", func(ctx context.Context) { a.ephemeral(ctx, in.Channel, in.Thread, in.User, ans.notify) })
 	}
 }

@@ -213,7 +213,16 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 			Platform: ch.Platform, ID: ch.ID,
 			Approvers: ch.Approvers, ApproverGroups: ch.ApproverGroups, ApproverRoles: ch.ApproverRoles,
 			Requesters: ch.Requesters, RequesterGroups: ch.RequesterGroups, RequesterRoles: ch.RequesterRoles,
-			Tools: ch.Tools,
+			Tools:            ch.Tools,
+			ApprovalsChannel: ch.ApprovalsChannel, Notify: ch.Notify,
+		})
+	}
+	var escalation []bot.EscalationStep
+	for _, st := range cfg.Confirmation.Escalation {
+		escalation = append(escalation, bot.EscalationStep{
+			After:     st.After,
+			Mention:   st.MentionSet(),
+			Approvers: confirm.Approvers{Users: st.Approvers, Groups: st.ApproverGroups, Roles: st.ApproverRoles},
 		})
 	}
 	entries = append(entries, extraChannels...)
@@ -240,6 +249,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		MaxMessageChars:    cfg.Model.MaxMessageChars,
 		Timeout:            cfg.Confirmation.Timeout,
 		RemindBefore:       cfg.Confirmation.Reminder(),
+		Escalation:         escalation,
 		TurnsPerMinute:     cfg.Limits.Turns(),
 		PendingPerChannel:  cfg.Limits.Pending(),
 		Redact:             secrets.String,

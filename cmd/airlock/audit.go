@@ -37,6 +37,25 @@ type callRecord struct {
 	Outcome        string          `json:"outcome"`
 	Result         string          `json:"result,omitempty"`
 	RejectedClicks []rejectedClick `json:"rejected_clicks,omitempty"`
+	// Edits are approvers' changes of the arguments; Args stay the model's.
+	Edits []edit `json:"edits,omitempty"`
+	// Extended and Escalated are the card's Extend and the escalation
+	// steps (1-based) that fired, shown on each call of the card.
+	Extended  *extension `json:"extended,omitempty"`
+	Escalated []int      `json:"escalated,omitempty"`
+}
+
+type edit struct {
+	By     string          `json:"by"`
+	At     time.Time       `json:"at"`
+	Args   json.RawMessage `json:"args"`             // the arguments the call runs with
+	Voided []string        `json:"voided,omitempty"` // approvals the edit voided
+}
+
+type extension struct {
+	By    string    `json:"by"`
+	At    time.Time `json:"at"`
+	Until time.Time `json:"until"`
 }
 
 type approval struct {
@@ -145,6 +164,30 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
 			r.Outcome, r.Result = d.Status, d.Result
+		case confirm.AuditEdited:
+			var d struct {
+				After  json.RawMessage `json:"after"`
+				Voided []string        `json:"voided"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
+			r := get(e)
+			r.Edits = append(r.Edits, edit{By: e.Actor, At: e.At, Args: d.After, Voided: d.Voided})
+		case confirm.AuditExtended, confirm.AuditEscalated:
+			var d struct {
+				Until time.Time `json:"until"`
+				Step  int       `json:"step"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
+			for _, r := range order {
+				if r.BatchID != e.BatchID {
+					continue
+				}
+				if e.Kind == confirm.AuditExtended {
+					r.Extended = &extension{By: e.Actor, At: e.At, Until: d.Until}
+				} else {
+					r.Escalated = append(r.Escalated, d.Step)
+				}
+			}
 		case confirm.AuditRejectedClick:
 			if e.CallKey == "" {
 				continue // a button that named no call
@@ -249,6 +292,19 @@ func printRecords(w io.Writer, records []*callRecord) {
 				line += fmt.Sprintf("; revoked by %s at %s", g.RevokedBy, g.RevokedAt.UTC().Format(time.DateTime))
 			}
 			fmt.Fprintf(tw, "\t\t\t\t  %s\t\t%s\t\t\t\n", line, g.By)
+		}
+		for _, e := range r.Edits {
+			line := "edited to " + oneLine(string(e.Args), 120)
+			if len(e.Voided) > 0 {
+				line += "; voided approvals of " + strings.Join(e.Voided, ", ")
+			}
+			fmt.Fprintf(tw, "\t\t\t\t  edit\t%s\t%s\t%s\t\t\n", line, e.By, e.At.UTC().Format(time.DateTime))
+		}
+		if x := r.Extended; x != nil {
+			fmt.Fprintf(tw, "\t\t\t\t  extended\tuntil %s\t%s\t%s\t\t\n", x.Until.UTC().Format(time.DateTime), x.By, x.At.UTC().Format(time.DateTime))
+		}
+		for _, st := range r.Escalated {
+			fmt.Fprintf(tw, "\t\t\t\t  escalated\tstep %d\t\t\t\t\n", st)
 		}
 		for _, c := range r.RejectedClicks {
 			fmt.Fprintf(tw, "\t\t\t\t  rejected click\t%s\t%s\t%s\t\t\n", c.Why, c.By, c.At.UTC().Format(time.DateTime))

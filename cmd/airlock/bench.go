@@ -378,7 +378,7 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	// The clicks, first to the bare handler, then to Airlock.
 	clicks := func(base string, lat []time.Duration) error {
 		return benchParallel(ctx, o.cards, o.clickers, func(i int) error {
-			body := benchClick(i, fake.ref(i))
+			body := benchClick(i, fake.ref(i), fake.cardTS(i))
 			t0 := time.Now()
 			err := benchPost(ctx, client, base, "application/x-www-form-urlencoded", body)
 			lat[i] = time.Since(t0)
@@ -548,15 +548,17 @@ func benchMention(i int) []byte {
 	return b
 }
 
-func benchClick(i int, ref string) []byte {
+// benchClick is an Allow click on card i, posted as message cardTS in
+// its thread.
+func benchClick(i int, ref, cardTS string) []byte {
 	ch, ts := benchChannel(i), benchThread(i)
 	payload, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "token": "ignored", "trigger_id": fmt.Sprintf("%d.1700000000.bench", i),
 		"team": map[string]any{"id": benchTeam}, "api_app_id": "A0BENCH",
 		"user":      map[string]any{"id": benchApprover, "team_id": benchTeam},
 		"channel":   map[string]any{"id": ch},
-		"container": map[string]any{"type": "message", "channel_id": ch, "message_ts": ts, "thread_ts": ts},
-		"message":   map[string]any{"ts": ts, "thread_ts": ts},
+		"container": map[string]any{"type": "message", "channel_id": ch, "message_ts": cardTS, "thread_ts": ts},
+		"message":   map[string]any{"ts": cardTS, "thread_ts": ts},
 		"actions": []map[string]any{{
 			"action_id": slack.ActionAllow, "block_id": "calls", "value": ref, "type": "button", "action_ts": "1700000000.000001",
 		}},
@@ -764,6 +766,7 @@ type benchSlack struct {
 	cards   int
 	mu      sync.Mutex
 	refs    []string
+	cardTSs []string // each card's message ts
 	waiters map[int]chan struct{}
 
 	seq        atomic.Int64
@@ -777,7 +780,7 @@ type benchSlack struct {
 }
 
 func newBenchSlack(cards int) *benchSlack {
-	return &benchSlack{cards: cards, refs: make([]string, cards), waiters: map[int]chan struct{}{},
+	return &benchSlack{cards: cards, refs: make([]string, cards), cardTSs: make([]string, cards), waiters: map[int]chan struct{}{},
 		done: make([]atomic.Bool, cards), allDone: make(chan struct{})}
 }
 
@@ -794,6 +797,13 @@ func (f *benchSlack) ref(i int) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.refs[i]
+}
+
+// cardTS is the ts of card i's message.
+func (f *benchSlack) cardTS(i int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cardTSs[i]
 }
 
 // card is the index of the card whose thread ts is ts, or -1.
@@ -821,7 +831,7 @@ func (f *benchSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case i < 0:
 			f.unexpected.Add(1)
 		case params.Get("blocks") != "":
-			f.posted(i, allowRef(params.Get("blocks")))
+			f.posted(i, allowRef(params.Get("blocks")), ts)
 		case params.Get("text") == benchAnswer:
 			if f.done[i].CompareAndSwap(false, true) {
 				f.lastDone.Store(time.Now().UnixNano())
@@ -846,11 +856,11 @@ func (f *benchSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (f *benchSlack) posted(i int, ref string) {
+func (f *benchSlack) posted(i int, ref, ts string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.refs[i] == "" {
-		f.refs[i] = ref
+		f.refs[i], f.cardTSs[i] = ref, ts
 	}
 	if c := f.waiters[i]; c != nil {
 		close(c)

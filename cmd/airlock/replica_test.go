@@ -33,11 +33,13 @@ const replicaSecret = "replica-signing-secret"
 // slackAPI is a minimal fake of the Slack Web API for the replica test.
 type slackAPI struct {
 	*httptest.Server
-	mu     sync.Mutex
-	posts  []url.Values // chat.postMessage calls
-	ephem  []url.Values // chat.postEphemeral calls
-	outbox chan []byte  // Socket Mode envelopes to send
-	acks   []string
+	mu      sync.Mutex
+	posts   []url.Values // chat.postMessage calls
+	updates []url.Values // chat.update calls
+	opened  []string     // users conversations.open was called for
+	ephem   []url.Values // chat.postEphemeral calls
+	outbox  chan []byte  // Socket Mode envelopes to send
+	acks    []string
 }
 
 func newSlackAPI(t *testing.T) *slackAPI {
@@ -49,6 +51,9 @@ func newSlackAPI(t *testing.T) *slackAPI {
 		}
 		body, _ := io.ReadAll(r.Body)
 		params, _ := url.ParseQuery(string(body))
+		for k, v := range r.URL.Query() { // GET methods (chat.getPermalink)
+			params[k] = v
+		}
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 			var m map[string]any
 			_ = json.Unmarshal(body, &m)
@@ -71,9 +76,22 @@ func newSlackAPI(t *testing.T) *slackAPI {
 			s.posts = append(s.posts, params)
 			n := len(s.posts)
 			s.mu.Unlock()
-			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":"1900000000.%06d"}`, params.Get("channel"), n)
+			ts := fmt.Sprintf("1900000000.%06d", n)
+			rememberButtons(params, ts)
+			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, params.Get("channel"), ts)
 		case "chat.update":
+			s.mu.Lock()
+			s.updates = append(s.updates, params)
+			s.mu.Unlock()
 			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, params.Get("channel"), params.Get("ts"))
+		case "chat.getPermalink":
+			fmt.Fprintf(w, `{"ok":true,"channel":%q,"permalink":"https://example.slack.com/archives/%s/p%s"}`,
+				params.Get("channel"), params.Get("channel"), strings.ReplaceAll(params.Get("message_ts"), ".", ""))
+		case "conversations.open":
+			s.mu.Lock()
+			s.opened = append(s.opened, params.Get("users"))
+			s.mu.Unlock()
+			fmt.Fprintf(w, `{"ok":true,"channel":{"id":"D%s"}}`, strings.TrimPrefix(params.Get("users"), "U"))
 		case "chat.postEphemeral":
 			s.mu.Lock()
 			s.ephem = append(s.ephem, params)
@@ -276,16 +294,70 @@ func clickBody(user, value string) []byte {
 	return actionBody(user, slack.ActionAllow, value)
 }
 
+// posted is where a button was posted: its message's channel, ts and thread.
+type posted struct{ channel, ts, thread string }
+
+// buttonMessages maps button values (random references, unique across
+// tests) to the messages that carried them, first posted first, so a click
+// comes from a card it was on.
+var (
+	buttonMessages   sync.Map
+	buttonMessagesMu sync.Mutex
+)
+
+// messagesOf lists the messages that carried a button value.
+func messagesOf(value string) []posted {
+	v, _ := buttonMessages.Load(value)
+	ps, _ := v.([]posted)
+	return ps
+}
+
+func rememberButtons(params url.Values, ts string) {
+	var blocks []any
+	if json.Unmarshal([]byte(params.Get("blocks")), &blocks) != nil {
+		return
+	}
+	at := posted{params.Get("channel"), ts, params.Get("thread_ts")}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if val, ok := v["value"].(string); ok && v["action_id"] != nil {
+				buttonMessagesMu.Lock()
+				buttonMessages.Store(val, append(messagesOf(val), at))
+				buttonMessagesMu.Unlock()
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(blocks)
+}
+
 // actionBody is a block_actions interaction: user pressed the button with
-// the action id and value.
+// the action id and value, on the message that carried it.
 func actionBody(user, actionID, value string) []byte {
+	at := posted{"COPS", "1900000000.000001", "1800000000.000100"}
+	if ps := messagesOf(value); len(ps) > 0 {
+		at = ps[0]
+	}
+	return actionBodyOn(at, user, actionID, value)
+}
+
+// actionBodyOn is actionBody on a given message.
+func actionBodyOn(at posted, user, actionID, value string) []byte {
 	p, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "trigger_id": "1.2.3", "api_app_id": "A1",
 		"user":      map[string]any{"id": user, "username": "u", "team_id": "T1"},
 		"team":      map[string]any{"id": "T1"},
-		"channel":   map[string]any{"id": "COPS", "name": "ops"},
-		"container": map[string]any{"type": "message", "message_ts": "1900000000.000001", "channel_id": "COPS", "thread_ts": "1800000000.000100"},
-		"message":   map[string]any{"type": "message", "ts": "1900000000.000001", "user": "UBOT", "thread_ts": "1800000000.000100"},
+		"channel":   map[string]any{"id": at.channel, "name": "ops"},
+		"container": map[string]any{"type": "message", "message_ts": at.ts, "channel_id": at.channel, "thread_ts": at.thread},
+		"message":   map[string]any{"type": "message", "ts": at.ts, "user": "UBOT", "thread_ts": at.thread},
 		"actions":   []any{map[string]any{"action_id": actionID, "block_id": "b", "value": value, "type": "button", "action_ts": "1"}},
 	})
 	return []byte(url.Values{"payload": {string(p)}}.Encode())

@@ -114,6 +114,7 @@ func runSoak(ctx context.Context, driver, dsn string, storms, clicks int) ([]int
 			return nil, 0, fmt.Errorf("storm %d: turn: %w", i, err)
 		}
 		ref := plat.lastRef()
+		batchID, _, _ := confirm.ParseRef(ref)
 		var wg sync.WaitGroup
 		gate := make(chan struct{})
 		for c := 0; c < clicks; c++ {
@@ -121,7 +122,7 @@ func runSoak(ctx context.Context, driver, dsn string, storms, clicks int) ([]int
 			go func() {
 				defer wg.Done()
 				<-gate
-				_ = b.Decide(ctx, bot.Click{Platform: "soak", Channel: "C", User: "approver", Ref: ref, Allow: true})
+				_ = b.Decide(ctx, bot.Click{Platform: "soak", Channel: "C", User: "approver", Ref: ref, Message: batchID, Allow: true})
 			}()
 		}
 		close(gate)

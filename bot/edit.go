@@ -1,0 +1,243 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// EditForm is what an Edit… form shows for one waiting call.
+type EditForm struct {
+	Ref     string // the call's reference (for the submission)
+	Number  int    // 1-based position on the card
+	Tool    string
+	Args    string // the call's current arguments, pretty-printed JSON (untrusted text)
+	Summary string // the current read-back (untrusted text)
+}
+
+// EditError is an edit refused for what it says (not JSON, not valid for
+// the tool, refused by a rule). Message is safe to show the editor in the
+// form; nothing changed.
+type EditError struct{ Message string }
+
+func (e *EditError) Error() string { return "edit refused: " + e.Message }
+
+// EditedPrefix begins the tool result of a call an approver edited, so
+// the model knows what actually ran.
+const EditedPrefix = "An approver changed the arguments before running: "
+
+// MaxEditBytes caps edited arguments.
+const MaxEditBytes = 64 << 10
+
+// EditForm returns the form to edit a waiting call: c.Ref names the call,
+// c.Message the card it was clicked on. The clicker must be allowed to
+// allow the call, as for Decide.
+func (b *Bot) EditForm(ctx context.Context, c Click) (EditForm, error) {
+	if !b.enter() {
+		return EditForm{}, ErrShuttingDown
+	}
+	defer b.leave()
+	t, err := b.editTarget(ctx, c)
+	if err != nil {
+		return EditForm{}, err
+	}
+	return EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool, Args: prettyJSON(t.call.RunArgs()), Summary: t.call.Summary}, nil
+}
+
+// editTarget resolves and checks a click that edits a call: on one of its
+// batch's cards, by someone who may allow it, while it waits.
+func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
+	t, err := b.resolveClick(ctx, c)
+	if err != nil {
+		return clicked{}, err
+	}
+	if c.IsBot || !b.mayDecide(ctx, t.conv, t.batch, t.call, c.User, c.Roles) {
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "not an approver (edit)")
+		return clicked{}, ErrNotApprover
+	}
+	if c.User == t.batch.RequestedBy && !b.cfg.SelfApproval {
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "self-approval (edit)")
+		return clicked{}, ErrSelfApproval
+	}
+	if t.call.Decision != confirm.DecisionPending || b.now().After(t.call.ExpiresAt) {
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "call no longer pending (edit)")
+		return clicked{}, ErrAlreadyClosed
+	}
+	if _, ok := b.offered(t.conv, t.call.Tool); !ok {
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "tool gone (edit)")
+		return clicked{}, ErrNotEditable
+	}
+	return t, nil
+}
+
+// Edit applies an approver's arguments (JSON text) to a waiting call: they
+// are parsed and validated for the tool (*EditError when they are not
+// valid), judged by the policy again (*EditError when a rule refuses them
+// or the editor may not decide the call with them), stored beside the
+// model's, and the edit counts as the editor's Allow (earlier approvals of
+// the call are void). It returns once the edit is stored; the card
+// updates, the run and the model's continuation follow in the background.
+// Other errors are as Decide's (see UserMessage).
+func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
+	if !b.enter() {
+		return ErrShuttingDown
+	}
+	defer b.leave()
+	t, err := b.editTarget(ctx, c)
+	if err != nil {
+		return err
+	}
+	conv, batch, call := t.conv, t.batch, t.call
+	refuse := func(why, msg string) error {
+		b.rejectClick(ctx, c, conv.ID, batch.ID, call.Key, "edit refused: "+why)
+		return &EditError{Message: msg}
+	}
+	if len(text) > MaxEditBytes {
+		return refuse("too large", fmt.Sprintf("the arguments are longer than %d bytes", MaxEditBytes))
+	}
+	if _, err := tools.DecodeObject([]byte(text)); err != nil {
+		return refuse("not a JSON object", "the arguments must be one JSON object: "+b.scrub(err.Error()))
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(text)); err != nil {
+		return refuse("not JSON", "the arguments are not valid JSON")
+	}
+	args := json.RawMessage(compact.Bytes())
+	tc := confirm.ToolCall{ID: call.CallID, Name: call.Tool, Args: args}
+	if err := b.validateCall(ctx, conv, batch.RequestedBy, tc); err != nil {
+		return refuse("invalid", b.scrub(err.Error()))
+	}
+	tool, _ := b.offered(conv, call.Tool)
+	info := toolInfo(call.Tool, tool)
+	unknown, err := b.store.UnknownCalls(ctx, conv.ID)
+	if err != nil {
+		return fmt.Errorf("load calls with unknown outcomes: %w", err)
+	}
+	now := b.now().UTC()
+	v := confirm.All(b.cfg.Policy, repeatPolicy(unknown)).Evaluate(confirm.Request{
+		Call: tc, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Now: now,
+	})
+	if v.Deny {
+		msg := "refused by rule " + v.DenyRule
+		if v.DenyMessage != "" {
+			msg += ": " + v.DenyMessage
+		}
+		return refuse("rule "+v.DenyRule, msg)
+	}
+	e := confirm.EditCall{BatchID: batch.ID, Key: call.Key, Args: args, Summary: b.summary(tc), By: c.User, Now: now,
+		Approvals: v.Approvals, Restrict: v.Restrict, Reasons: v.Reasons}
+	if e.Approvals <= 0 {
+		e.Approvals = b.cfg.DefaultApprovals
+	}
+	e.Grantable = !v.NotGrantable && e.Approvals == 1
+	for _, set := range e.Restrict {
+		if !b.cfg.Channels.Admits(ctx, conv.Platform, c.User, c.Roles, set) {
+			return refuse("editor not in a restriction", "with these arguments a rule lets only "+setText(set)+" decide this call, and you are not among them")
+		}
+	}
+	res, err := b.store.EditCall(ctx, e)
+	if err != nil {
+		return fmt.Errorf("edit call: %w", err)
+	}
+	if !res.Won {
+		b.rejectClick(ctx, c, conv.ID, batch.ID, call.Key, "call no longer pending (edit)")
+		return ErrAlreadyClosed
+	}
+	b.log.Info("call edited", "batch", batch.ID, "call", call.Key, "tool", call.Tool, "by", c.User)
+	d := confirm.Decide{BatchID: batch.ID, Key: call.Key, Status: confirm.DecisionAllowed, By: c.User, Now: now}
+	// The edit is stored and counted: the editor's form can close now
+	// (Slack waits for this answer). The cards, the run and the model's
+	// continuation follow in the background; a shutdown waits for them,
+	// and a batch cut off is run by recovery at the next start.
+	if !b.enter() {
+		return nil
+	}
+	go func() {
+		defer b.leave()
+		b.decided(context.WithoutCancel(ctx), conv, batch, call, d, res)
+	}()
+	return nil
+}
+
+// setText names the members of an approver set for an editor.
+func setText(a confirm.Approvers) string {
+	var parts []string
+	parts = append(parts, a.Users...)
+	for _, g := range a.Groups {
+		parts = append(parts, "group "+g)
+	}
+	for _, r := range a.Roles {
+		parts = append(parts, "role "+r)
+	}
+	if len(parts) == 0 {
+		return "nobody"
+	}
+	return fmt.Sprint(parts)
+}
+
+// validateCall checks a call as a pause does: the tool is offered in the
+// conversation's channel, its arguments are valid (in the conversation's
+// context where the tool checks it), and its read-back can be built.
+func (b *Bot) validateCall(ctx context.Context, conv confirm.Conversation, requester string, c confirm.ToolCall) error {
+	t, ok := b.offered(conv, c.Name)
+	if !ok {
+		return fmt.Errorf("unknown tool %q", c.Name)
+	}
+	// A tool that checks where it would act (Discord moderation: the
+	// bot's role against the member's) gets the conversation.
+	if tv, ok := t.(interface {
+		ValidateContext(context.Context, json.RawMessage) error
+	}); ok {
+		info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread, RequestedBy: requester}
+		if err := tv.ValidateContext(confirm.WithRunInfo(ctx, info), c.Args); err != nil {
+			return err
+		}
+	} else if err := t.Validate(c.Args); err != nil {
+		return err
+	}
+	if _, err := t.Summary(c.Args); err != nil {
+		return fmt.Errorf("the read-back a person would approve could not be built from these arguments: %w", err)
+	}
+	return nil
+}
+
+// changes lists the top-level keys whose values differ between the
+// model's arguments and the edited ones, in key order, as compact JSON.
+func changes(before, after json.RawMessage) []card.Change {
+	var a, z map[string]json.RawMessage
+	_ = json.Unmarshal(before, &a)
+	_ = json.Unmarshal(after, &z)
+	keys := slices.Sorted(maps.Keys(a))
+	for k := range z {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []card.Change
+	for _, k := range keys {
+		x, y := compactJSON(a[k]), compactJSON(z[k])
+		if x != y {
+			out = append(out, card.Change{Key: k, Before: x, After: y})
+		}
+	}
+	return out
+}
+
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}

@@ -1,0 +1,330 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Router is implemented by platforms that can route cards: an approvals
+// channel with a pointer in the thread, and copies in approvers' DMs.
+type Router interface {
+	// Link returns a URL to a message posted with ref (as PostCard or
+	// PostPointer returned it), or to the thread itself when ref is "":
+	// a Slack permalink, a Discord jump URL.
+	Link(ctx context.Context, th Thread, ref string) (string, error)
+	// OpenDM returns the (top-level) thread of a direct message with user.
+	OpenDM(ctx context.Context, user string) (Thread, error)
+	// PostPointer posts the thread's pointer to a card posted in an
+	// approvals channel; UpdatePointer edits it to the outcome. Neither
+	// has buttons or pings.
+	PostPointer(ctx context.Context, th Thread, p card.Pointer) (ref string, err error)
+	UpdatePointer(ctx context.Context, th Thread, ref string, p card.Pointer) error
+}
+
+// refHas reports whether a stored card reference names the message: equal,
+// or one of its comma-separated messages (a card split over several).
+func refHas(ref, message string) bool {
+	if ref == "" || message == "" {
+		return false
+	}
+	if ref == message {
+		return true
+	}
+	return strings.Contains(ref, ",") && slices.Contains(strings.Split(ref, ","), message)
+}
+
+// postCard posts a paused batch's card where its channel's entry says: in
+// the thread, or in the approvals channel with a pointer left in the
+// thread; and, with notify dm, a copy in each approver's DMs. Every
+// message is remembered: a click counts only on the card or a copy. Only
+// the main card's failure fails the turn; copies and the pointer are
+// logged.
+func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platform, batch *confirm.Batch, intro string) error {
+	stored, err := b.store.Batch(ctx, batch.ID)
+	if err != nil {
+		return fmt.Errorf("reload batch: %w", err)
+	}
+	th := threadOf(conv)
+	approvals, dmCopies := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM)
+	r, canRoute := p.(Router)
+	c := b.cardOf(conv, stored, intro)
+	where := th
+	if approvals != "" && canRoute && !conv.DM {
+		where = Thread{Platform: conv.Platform, Channel: approvals}
+		c.Copy, c.ThreadLink = card.CopyApprovals, b.link(ctx, r, th, "")
+	}
+	ref, err := p.PostCard(ctx, where, c)
+	if err != nil {
+		return fmt.Errorf("post card: %w", err)
+	}
+	if err := b.store.SetCardRef(ctx, batch.ID, ref); err != nil {
+		return fmt.Errorf("store card ref: %w", err)
+	}
+	b.remember(ctx, batch.ID, confirm.CardMain, where, ref)
+	if where != th {
+		ptr := b.pointerOf(conv, stored, approvals, b.link(ctx, r, where, ref))
+		if pref, err := r.PostPointer(ctx, th, ptr); err != nil {
+			b.log.Error("post pointer to the approvals channel", "batch", batch.ID, "err", err)
+		} else {
+			b.remember(ctx, batch.ID, confirm.CardPointer, th, pref)
+		}
+	}
+	if dmCopies && canRoute && !conv.DM {
+		dc := c
+		dc.Copy, dc.ThreadLink = card.CopyDM, b.link(ctx, r, th, "")
+		for _, user := range b.cfg.Channels.People(ctx, conv.Platform, b.approversOf(conv), MaxDMCopies) {
+			dm, err := r.OpenDM(ctx, user)
+			if err != nil {
+				b.log.Error("open a DM for a card copy", "batch", batch.ID, "user", user, "err", err)
+				continue
+			}
+			dref, err := p.PostCard(ctx, dm, dc)
+			if err != nil {
+				b.log.Error("post a card copy in a DM", "batch", batch.ID, "user", user, "err", err)
+				continue
+			}
+			b.remember(ctx, batch.ID, confirm.CardDM, dm, dref)
+		}
+	}
+	return nil
+}
+
+func (b *Bot) remember(ctx context.Context, batchID, kind string, th Thread, ref string) {
+	if ref == "" {
+		return
+	}
+	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref, CreatedAt: b.now().UTC()}
+	if err := b.store.AddCardMessage(ctx, m); err != nil {
+		b.log.Error("remember a card message", "batch", batchID, "kind", kind, "err", err)
+	}
+}
+
+// link returns a URL of a message or thread, cached (links do not change);
+// "" when the platform can't say.
+func (b *Bot) link(ctx context.Context, r Router, th Thread, ref string) string {
+	key := th.Platform + "\x00" + th.Channel + "\x00" + th.Thread + "\x00" + ref
+	if v, ok := b.links.get(key); ok {
+		return v
+	}
+	u, err := r.Link(ctx, th, ref)
+	if err != nil {
+		b.log.Warn("link to a message", "channel", th.Channel, "err", err)
+		return ""
+	}
+	b.links.put(key, u)
+	return u
+}
+
+// linkCache is a small bounded cache of permalinks.
+type linkCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxLinks = 4096
+
+func (c *linkCache) get(k string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *linkCache) put(k, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxLinks {
+		c.m = map[string]string{}
+	}
+	c.m[k] = v
+}
+
+func (b *Bot) pointerOf(conv confirm.Conversation, batch *confirm.Batch, approvals, cardLink string) card.Pointer {
+	c := b.cardOf(conv, batch, "")
+	return card.Pointer{BatchID: batch.ID, Channel: approvals, CardLink: cardLink, Status: batch.Status, Calls: c.Calls}
+}
+
+// refreshCard re-renders a batch's card and every copy of it (and the
+// thread's pointer) from storage.
+func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchID string) {
+	batch, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		b.log.Error("reload batch for card", "batch", batchID, "err", err)
+		return
+	}
+	b.refreshCardOf(ctx, conv, batch)
+}
+
+func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
+	if batch.CardRef == "" {
+		return // no card was posted: the batch never paused
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		b.log.Error("update card", "err", err)
+		return
+	}
+	c := b.cardOf(conv, batch, b.introOf(ctx, batch))
+	th := threadOf(conv)
+	msgs, err := b.store.CardMessages(ctx, batch.ID)
+	if err != nil {
+		b.log.Error("list card messages", "batch", batch.ID, "err", err)
+	}
+	if len(msgs) == 0 { // a card posted before cards were remembered
+		msgs = []confirm.CardMessage{{Kind: confirm.CardMain, Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread, Ref: batch.CardRef}}
+	}
+	r, canRoute := p.(Router)
+	for _, m := range msgs {
+		where := Thread{Platform: m.Platform, Channel: m.Channel, Thread: m.Thread}
+		var err error
+		switch m.Kind {
+		case confirm.CardPointer:
+			if !canRoute {
+				continue
+			}
+			approvals, _ := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM)
+			if main := mainCard(msgs); main != nil {
+				approvals = main.Channel
+				err = r.UpdatePointer(ctx, where, m.Ref, b.pointerOf(conv, batch, approvals, b.link(ctx, r, Thread{Platform: main.Platform, Channel: main.Channel, Thread: main.Thread}, main.Ref)))
+			}
+		default:
+			cc := c
+			if where != th && canRoute {
+				cc.Copy, cc.ThreadLink = card.CopyApprovals, b.link(ctx, r, th, "")
+				if m.Kind == confirm.CardDM {
+					cc.Copy = card.CopyDM
+				}
+			}
+			err = p.UpdateCard(ctx, where, m.Ref, cc)
+		}
+		if err != nil {
+			b.log.Error("update card", "batch", batch.ID, "kind", m.Kind, "err", err)
+		}
+	}
+}
+
+func mainCard(msgs []confirm.CardMessage) *confirm.CardMessage {
+	for i := range msgs {
+		if msgs[i].Kind == confirm.CardMain {
+			return &msgs[i]
+		}
+	}
+	return nil
+}
+
+// onCard reports whether a click came from one of the batch's card
+// messages (its main card or a DM copy) on the conversation's platform. A
+// click right after a card was posted may come before its reference is
+// stored: for a young batch the turn posting it is waited for once.
+func (b *Bot) onCard(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, c Click) bool {
+	if c.Platform != conv.Platform || c.Message == "" {
+		return false
+	}
+	if refHas(batch.CardRef, c.Message) {
+		return true
+	}
+	match := func() bool {
+		msgs, err := b.store.CardMessages(ctx, batch.ID)
+		if err != nil {
+			b.log.Error("list card messages", "batch", batch.ID, "err", err)
+			return false
+		}
+		for _, m := range msgs {
+			if (m.Kind == confirm.CardMain || m.Kind == confirm.CardDM) && m.Platform == c.Platform && refHas(m.Ref, c.Message) {
+				return true
+			}
+		}
+		return false
+	}
+	if match() {
+		return true
+	}
+	if b.now().Sub(batch.CreatedAt) > time.Minute {
+		return false
+	}
+	if unlock, err := b.lockConversation(ctx, conv.ID); err == nil {
+		unlock()
+	}
+	return match()
+}
+
+// Errors of Extend and Edit.
+var (
+	ErrAlreadyExtended = errors.New("this card was already extended once")
+	ErrNotEditable     = errors.New("this call's arguments can't be edited")
+)
+
+// Extend pushes a waiting card's deadline by confirmation.timeout, once
+// per card: c.Ref is any call reference of the card, c.Message the card
+// message. Only someone who may decide a waiting call of it may.
+func (b *Bot) Extend(ctx context.Context, c Click) error {
+	if !b.enter() {
+		return ErrShuttingDown
+	}
+	defer b.leave()
+	t, err := b.resolveClick(ctx, c)
+	if err != nil {
+		return err
+	}
+	may := false
+	for _, call := range t.batch.Calls {
+		if call.Decision == confirm.DecisionPending && !c.IsBot && b.mayDecide(ctx, t.conv, t.batch, call, c.User, c.Roles) {
+			may = true
+			break
+		}
+	}
+	if !may {
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "not an approver (extend)")
+		return ErrNotApprover
+	}
+	now := b.now()
+	until := t.batch.ExpiresAt.Add(b.cfg.Timeout)
+	ok, err := b.store.ExtendBatch(ctx, t.batch.ID, c.User, until, now)
+	if err != nil {
+		return fmt.Errorf("extend: %w", err)
+	}
+	if !ok {
+		if t.batch.ExtendedBy != "" {
+			b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, "", "already extended")
+			return ErrAlreadyExtended
+		}
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, "", "card no longer waiting (extend)")
+		return ErrAlreadyClosed
+	}
+	b.log.Info("card extended", "batch", t.batch.ID, "by", c.User, "until", until.UTC())
+	b.refreshCard(ctx, t.conv, t.batch.ID)
+	return nil
+}
+
+// ClickedCard returns the waiting card a button belongs to, for forms that show it
+// (a deny reason, the full arguments): c.Ref names a call of the card and
+// c.Message must be one of the batch's card messages (the card, a DM copy),
+// so a routed card works wherever it was posted. It returns
+// confirm.ErrNotFound for a reference Airlock did not post there.
+func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
+	batchID, _, err := confirm.ParseRef(c.Ref)
+	if err != nil {
+		return nil, confirm.ErrNotFound
+	}
+	batch, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	if batch.Status != confirm.BatchPending || !b.onCard(ctx, conv, batch, c) {
+		return nil, confirm.ErrNotFound
+	}
+	cd := b.cardOf(conv, batch, b.introOf(ctx, batch))
+	return &cd, nil
+}
