@@ -104,6 +104,10 @@ type Config struct {
 	MaxHistoryMessages int
 	// MaxMessageChars cuts longer messages sent to the model; default 8000.
 	MaxMessageChars int
+	// SingleProcess says no other process shares the database (SQLite):
+	// conversations are then locked in memory only, without a lease row
+	// written and deleted around every turn and decision.
+	SingleProcess bool
 	// Metrics records decisions and runs; nil records nothing.
 	Metrics Metrics
 	// Trace, when set, is called at named points of the confirmation path
@@ -142,6 +146,9 @@ type Bot struct {
 	work      sync.WaitGroup // turns, clicks and sweeps in progress
 	tracing   bool           // cfg.Tracer records (not a no-op)
 	links     linkCache      // permalinks of threads and cards
+	intros    introCache     // the model's words of paused replies, by batch
+	convs     convCache      // conversations by id (their rows never change)
+	posted    postedCache    // each batch's card messages, as this process posted them
 }
 
 // New checks the config and returns a Bot. Register platforms before use.
@@ -211,6 +218,20 @@ func (b *Bot) platform(name string) (Platform, error) {
 		return nil, fmt.Errorf("bot: no platform %q registered", name)
 	}
 	return p, nil
+}
+
+// conversation loads a conversation by id; rows never change, so they are
+// cached.
+func (b *Bot) conversation(ctx context.Context, id int64) (confirm.Conversation, error) {
+	if c, ok := b.convs.get(id); ok {
+		return c, nil
+	}
+	c, err := b.store.ConversationByID(ctx, id)
+	if err != nil {
+		return c, err
+	}
+	b.convs.put(id, c)
+	return c, nil
 }
 
 // approversOf is who may approve in the conversation's channel.

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -168,21 +170,98 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 	}
 	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", d.By,
 		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
-	b.refreshCard(ctx, conv, batchID)
+	if !res.BatchDecided {
+		b.refreshCard(ctx, conv, batchID)
+	}
 	if res.Decided && d.Grant != nil {
 		b.postGrantNotice(ctx, conv, d.Grant)
 	}
 	if res.BatchDecided {
 		b.trace("decided")
+		// The batch runs now. Its card is updated once, after the run,
+		// unless running takes longer than RunningCardDelay: then it
+		// shows the decision and "running" first.
+		lc := b.cardLater(ctx, conv, batchID)
 		// The click counted; what follows is the bot's work, not the
 		// clicker's problem: failures are logged and told in the thread.
-		rctx, span := b.startResume(ctx, resumeClick, conv, batchID, waited...)
+		rctx, span := b.startResume(withLateCard(ctx, lc), resumeClick, conv, batchID, waited...)
 		err := b.resume(rctx, conv, batchID)
 		endSpan(span, err)
 		if err != nil {
 			b.log.Error("run decided batch", "batch", batchID, "err", err)
 		}
+		if !lc.finish() {
+			b.refreshCard(ctx, conv, batchID) // another worker ran it, or it failed
+		}
 	}
+}
+
+// RunningCardDelay is how long a decided batch may run before its card is
+// updated to show the decision and "running"; a faster run updates the
+// card once, with its outcome.
+const RunningCardDelay = 300 * time.Millisecond
+
+// lateCard is a card update deferred while its batch runs.
+type lateCard struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool // no timed update any more
+	final   bool // the card was updated after the run
+}
+
+type lateCardKey struct{}
+
+func withLateCard(ctx context.Context, lc *lateCard) context.Context {
+	return context.WithValue(ctx, lateCardKey{}, lc)
+}
+
+func lateCardFrom(ctx context.Context) *lateCard {
+	lc, _ := ctx.Value(lateCardKey{}).(*lateCard)
+	return lc
+}
+
+// cardLater updates the batch's card after RunningCardDelay unless the run
+// finished first.
+func (b *Bot) cardLater(ctx context.Context, conv confirm.Conversation, batchID string) *lateCard {
+	lc := &lateCard{}
+	lc.timer = time.AfterFunc(RunningCardDelay, func() {
+		lc.mu.Lock()
+		defer lc.mu.Unlock()
+		if !lc.stopped {
+			b.refreshCard(context.WithoutCancel(ctx), conv, batchID)
+		}
+	})
+	return lc
+}
+
+// stop cancels the timed update, waiting for one in progress, so an update
+// that follows is the newest.
+func (lc *lateCard) stop() {
+	if lc == nil {
+		return
+	}
+	lc.timer.Stop()
+	lc.mu.Lock()
+	lc.stopped = true
+	lc.mu.Unlock()
+}
+
+// ran records that the card was updated after the run.
+func (lc *lateCard) ran() {
+	if lc != nil {
+		lc.mu.Lock()
+		lc.final = true
+		lc.mu.Unlock()
+	}
+}
+
+// finish stops the timed update and reports whether the card was updated
+// after the run.
+func (lc *lateCard) finish() bool {
+	lc.stop()
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.final
 }
 
 // clicked is what a click names, checked: its batch, call and conversation.
@@ -211,7 +290,7 @@ func (b *Bot) resolveClick(ctx context.Context, c Click) (clicked, error) {
 		return clicked{}, confirm.ErrBadRef
 	}
 	call := batch.Calls[pos]
-	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+	conv, err := b.conversation(ctx, batch.ConversationID)
 	if err != nil {
 		return clicked{}, fmt.Errorf("load conversation: %w", err)
 	}
@@ -290,7 +369,7 @@ func (b *Bot) Revoke(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, 0, "", "", "unknown grant")
 		return fmt.Errorf("load grant: %w", err)
 	}
-	conv, err := b.store.ConversationByID(ctx, g.ConversationID)
+	conv, err := b.conversation(ctx, g.ConversationID)
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}

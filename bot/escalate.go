@@ -36,7 +36,7 @@ func (b *Bot) escalateOne(ctx context.Context, id string, i int, step Escalation
 	if err != nil {
 		return fmt.Errorf("load batch: %w", err)
 	}
-	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+	conv, err := b.conversation(ctx, batch.ConversationID)
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}
@@ -79,7 +79,7 @@ func (b *Bot) escalateOne(ctx context.Context, id string, i int, step Escalation
 // cardPlace is where a batch's card is: its thread, or the approvals
 // channel it was posted in.
 func (b *Bot) cardPlace(ctx context.Context, conv confirm.Conversation, batchID string) Thread {
-	if msgs, err := b.store.CardMessages(ctx, batchID); err == nil {
+	if msgs, err := b.cardMessages(ctx, batchID); err == nil {
 		if m := mainCard(msgs); m != nil {
 			return Thread{Platform: m.Platform, Channel: m.Channel, Thread: m.Thread}
 		}

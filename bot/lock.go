@@ -66,10 +66,14 @@ func leaseKey(convID int64) string { return fmt.Sprintf("conversation:%d", convI
 
 // lockConversation makes this worker the only one, in this process and
 // across replicas, working on the conversation: an in-process mutex plus a
-// lease in the database, renewed while held. It waits until both are had
-// or ctx ends.
+// lease in the database, renewed while held (only the mutex when the
+// database serves a single process). It waits until both are had or ctx
+// ends.
 func (b *Bot) lockConversation(ctx context.Context, convID int64) (func(), error) {
 	unlock := b.turns.lock(convID)
+	if b.cfg.SingleProcess {
+		return unlock, nil
+	}
 	for {
 		ok, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL, b.now())
 		if err != nil {
@@ -93,6 +97,9 @@ func (b *Bot) tryLockConversation(ctx context.Context, convID int64) (func(), bo
 	unlock, ok := b.turns.tryLock(convID)
 	if !ok {
 		return nil, false, nil
+	}
+	if b.cfg.SingleProcess {
+		return unlock, true, nil
 	}
 	got, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL, b.now())
 	if err != nil || !got {

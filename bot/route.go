@@ -68,13 +68,15 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 	if err := b.store.SetCardRef(ctx, batch.ID, ref); err != nil {
 		return fmt.Errorf("store card ref: %w", err)
 	}
-	b.remember(ctx, batch.ID, confirm.CardMain, where, ref)
+	var posted []confirm.CardMessage
+	defer func() { b.posted.put(batch.ID, posted) }()
+	b.remember(ctx, &posted, batch.ID, confirm.CardMain, where, ref)
 	if where != th {
 		ptr := b.pointerOf(conv, stored, approvals, b.link(ctx, r, where, ref))
 		if pref, err := r.PostPointer(ctx, th, ptr); err != nil {
 			b.log.Error("post pointer to the approvals channel", "batch", batch.ID, "err", err)
 		} else {
-			b.remember(ctx, batch.ID, confirm.CardPointer, th, pref)
+			b.remember(ctx, &posted, batch.ID, confirm.CardPointer, th, pref)
 		}
 	}
 	if dmCopies && canRoute && !conv.DM {
@@ -91,20 +93,33 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 				b.log.Error("post a card copy in a DM", "batch", batch.ID, "user", user, "err", err)
 				continue
 			}
-			b.remember(ctx, batch.ID, confirm.CardDM, dm, dref)
+			b.remember(ctx, &posted, batch.ID, confirm.CardDM, dm, dref)
 		}
 	}
 	return nil
 }
 
-func (b *Bot) remember(ctx context.Context, batchID, kind string, th Thread, ref string) {
+// remember stores a message posted for a batch and adds it to posted.
+func (b *Bot) remember(ctx context.Context, posted *[]confirm.CardMessage, batchID, kind string, th Thread, ref string) {
 	if ref == "" {
 		return
 	}
 	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref, CreatedAt: b.now().UTC()}
 	if err := b.store.AddCardMessage(ctx, m); err != nil {
 		b.log.Error("remember a card message", "batch", batchID, "kind", kind, "err", err)
+		return
 	}
+	*posted = append(*posted, m)
+}
+
+// cardMessages lists a batch's card messages: as this process posted them
+// when it did (the list is complete once postCard returned), else from
+// storage.
+func (b *Bot) cardMessages(ctx context.Context, batchID string) ([]confirm.CardMessage, error) {
+	if msgs, ok := b.posted.get(batchID); ok {
+		return msgs, nil
+	}
+	return b.store.CardMessages(ctx, batchID)
 }
 
 // link returns a URL of a message or thread, cached (links do not change);
@@ -123,29 +138,37 @@ func (b *Bot) link(ctx context.Context, r Router, th Thread, ref string) string 
 	return u
 }
 
-// linkCache is a small bounded cache of permalinks.
-type linkCache struct {
+const maxCached = 4096
+
+// cache is a small bounded map of values that never change once known;
+// when full it starts over.
+type cache[K comparable, V any] struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[K]V
 }
 
-const maxLinks = 4096
-
-func (c *linkCache) get(k string) (string, bool) {
+func (c *cache[K, V]) get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[k]
 	return v, ok
 }
 
-func (c *linkCache) put(k, v string) {
+func (c *cache[K, V]) put(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxLinks {
-		c.m = map[string]string{}
+	if c.m == nil || len(c.m) >= maxCached {
+		c.m = map[K]V{}
 	}
 	c.m[k] = v
 }
+
+type (
+	linkCache   = cache[string, string]                // permalinks
+	introCache  = cache[string, string]                // a paused reply's words, by batch
+	convCache   = cache[int64, confirm.Conversation]   // conversations by id
+	postedCache = cache[string, []confirm.CardMessage] // card messages by batch
+)
 
 func (b *Bot) pointerOf(conv confirm.Conversation, batch *confirm.Batch, approvals, cardLink string) card.Pointer {
 	c := b.cardOf(conv, batch, "")
@@ -153,14 +176,16 @@ func (b *Bot) pointerOf(conv confirm.Conversation, batch *confirm.Batch, approva
 }
 
 // refreshCard re-renders a batch's card and every copy of it (and the
-// thread's pointer) from storage.
-func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchID string) {
+// thread's pointer) from storage, and returns the batch as loaded (nil
+// when it could not be).
+func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchID string) *confirm.Batch {
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil {
 		b.log.Error("reload batch for card", "batch", batchID, "err", err)
-		return
+		return nil
 	}
 	b.refreshCardOf(ctx, conv, batch)
+	return batch
 }
 
 func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
@@ -174,7 +199,7 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 	}
 	c := b.cardOf(conv, batch, b.introOf(ctx, batch))
 	th := threadOf(conv)
-	msgs, err := b.store.CardMessages(ctx, batch.ID)
+	msgs, err := b.cardMessages(ctx, batch.ID)
 	if err != nil {
 		b.log.Error("list card messages", "batch", batch.ID, "err", err)
 	}
@@ -232,7 +257,7 @@ func (b *Bot) onCard(ctx context.Context, conv confirm.Conversation, batch *conf
 		return true
 	}
 	match := func() bool {
-		msgs, err := b.store.CardMessages(ctx, batch.ID)
+		msgs, err := b.cardMessages(ctx, batch.ID)
 		if err != nil {
 			b.log.Error("list card messages", "batch", batch.ID, "err", err)
 			return false
@@ -318,7 +343,7 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 	if err != nil {
 		return nil, err
 	}
-	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+	conv, err := b.conversation(ctx, batch.ConversationID)
 	if err != nil {
 		return nil, err
 	}

@@ -470,3 +470,43 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A fast run updates the card once, with its outcome; a slow one first
+// shows the decision and "running", then the outcome.
+func TestCardUpdatesOnceForAFastRunTwiceForASlowOne(t *testing.T) {
+	h := newHarness(t, "")
+	h.push(calls(tc("a", "deploy", `{}`)), text("done"))
+	h.turn("bob", "deploy")
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.plat.mu.Lock()
+	n, last := len(h.plat.updates), h.plat.updates[len(h.plat.updates)-1]
+	h.plat.mu.Unlock()
+	if n != 1 || last.Calls[0].Run != confirm.RunSucceeded {
+		t.Fatalf("a fast run: %d updates, the last %+v", n, last.Calls[0].Run)
+	}
+
+	block := make(chan struct{})
+	h.tools["deploy"].block = block
+	h.push(calls(tc("b", "deploy", `{}`)), text("done"))
+	h.turn("bob", "deploy again")
+	h.plat.mu.Lock()
+	card := h.plat.cards[len(h.plat.cards)-1]
+	h.plat.mu.Unlock()
+	decided := make(chan error, 1)
+	go func() {
+		decided <- h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: card.Calls[0].Ref, Message: cardMsg(card.Calls[0].Ref), Allow: true})
+	}()
+	eventually(t, "the card shows the decision while the tool runs", func() bool {
+		c := h.plat.lastCard()
+		return c.BatchID == card.BatchID && c.Calls[0].State.Kind == cardpkg.Allowed && c.Calls[0].Run != confirm.RunSucceeded
+	})
+	close(block)
+	if err := <-decided; err != nil {
+		t.Fatal(err)
+	}
+	if c := h.plat.lastCard(); c.Calls[0].Run != confirm.RunSucceeded {
+		t.Fatalf("after the run the card shows %q", c.Calls[0].Run)
+	}
+}

@@ -41,7 +41,7 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 	if !endsWithResults(hist) {
 		return nil
 	}
-	return b.converse(ctx, conv, batch.RequestedBy)
+	return b.converse(ctx, conv, batch.RequestedBy, hist)
 }
 
 // lastAuthor is the author of the newest message addressed to the bot.
@@ -129,8 +129,15 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if !done {
 		return nil, nil
 	}
-	b.refreshCard(ctx, conv, batchID)
-	b.noteUnknown(ctx, conv, batch)
+	lc := lateCardFrom(ctx)
+	lc.stop()
+	fresh := b.refreshCard(ctx, conv, batchID)
+	lc.ran()
+	if fresh != nil {
+		b.noteUnknown(ctx, conv, fresh)
+	} else {
+		b.noteUnknown(ctx, conv, batch)
+	}
 	return batch, nil
 }
 
@@ -263,15 +270,11 @@ func (b *Bot) scrub(s string) string {
 
 // noteUnknown tells the thread about calls whose outcome is unknown and
 // that no card shows (calls that ran without approval); a gated call's
-// card says it. The batch as claimed has the calls recovery marked; calls
-// that became unknown while running are reloaded.
+// card says it. batch must be loaded after its runs finished.
 func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
 	p, err := b.platform(conv.Platform)
 	if err != nil {
 		return
-	}
-	if fresh, err := b.store.Batch(ctx, batch.ID); err == nil {
-		batch = fresh
 	}
 	for _, c := range batch.Calls {
 		if c.Run != confirm.RunUnknown || (c.Flagged && batch.CardRef != "") {
@@ -300,7 +303,7 @@ func (b *Bot) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, id := range convs {
-		conv, err := b.store.ConversationByID(ctx, id)
+		conv, err := b.conversation(ctx, id)
 		if err != nil {
 			return fmt.Errorf("load conversation: %w", err)
 		}
@@ -315,7 +318,7 @@ func (b *Bot) Recover(ctx context.Context) error {
 		if err == nil && endsWithResults(hist) {
 			b.log.Warn("continuing a conversation left without an answer", "conversation", id)
 			rctx, span := b.startResume(ctx, resumeRecovery, conv, "")
-			err = b.converse(rctx, conv, lastAuthor(hist))
+			err = b.converse(rctx, conv, lastAuthor(hist), hist)
 			endSpan(span, err)
 		}
 		unlock()
@@ -356,7 +359,7 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("load batch: %w", err)
 	}
-	conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+	conv, err := b.conversation(ctx, batch.ConversationID)
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}
@@ -421,7 +424,7 @@ func (b *Bot) Sweep(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load batch: %w", err)
 		}
-		conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+		conv, err := b.conversation(ctx, batch.ConversationID)
 		if err != nil {
 			return fmt.Errorf("load conversation: %w", err)
 		}
@@ -471,7 +474,7 @@ func (b *Bot) remind(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("load batch: %w", err)
 		}
-		conv, err := b.store.ConversationByID(ctx, batch.ConversationID)
+		conv, err := b.conversation(ctx, batch.ConversationID)
 		if err != nil {
 			return fmt.Errorf("load conversation: %w", err)
 		}

@@ -117,7 +117,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text}); err != nil {
 		return err
 	}
-	return b.converse(ctx, conv, t.User)
+	return b.converse(ctx, conv, t.User, nil)
 }
 
 // mayMoveOn reports whether the author of a turn may abandon the thread's
@@ -248,17 +248,21 @@ func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 }
 
 // converse asks the model and acts on its reply until the model answers in
-// text, pauses on a gated call, or the turn runs out of tool rounds.
-func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester string) error {
+// text, pauses on a gated call, or the turn runs out of tool rounds. hist,
+// when not nil, is the conversation's history as the caller just loaded
+// it, used for the first request.
+func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester string, hist []model.Message) error {
 	th := threadOf(conv)
 	p, err := b.platform(conv.Platform)
 	if err != nil {
 		return err
 	}
-	for {
-		hist, err := b.history(ctx, conv.ID)
-		if err != nil {
-			return err
+	for first := true; ; first = false {
+		if !first || hist == nil {
+			var err error
+			if hist, err = b.history(ctx, conv.ID); err != nil {
+				return err
+			}
 		}
 		gctx := model.WithWaitNotice(ctx, func(wait time.Duration, err error) {
 			what := "the model's rate limit"
@@ -565,8 +569,11 @@ func (b *Bot) summary(c confirm.ToolCall) string {
 }
 
 // introOf returns the model's words in the stored assistant message of a
-// batch, for the card.
+// batch, for the card. They never change, so they are cached per batch.
 func (b *Bot) introOf(ctx context.Context, batch *confirm.Batch) string {
+	if s, ok := b.intros.get(batch.ID); ok {
+		return s
+	}
 	m, err := b.store.Message(ctx, batch.ConversationID, batch.MessageSeq)
 	if err != nil {
 		return ""
@@ -575,5 +582,6 @@ func (b *Bot) introOf(ctx context.Context, batch *confirm.Batch) string {
 	if json.Unmarshal(m.Body, &mm) != nil {
 		return ""
 	}
+	b.intros.put(batch.ID, mm.Text)
 	return mm.Text
 }

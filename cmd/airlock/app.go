@@ -250,6 +250,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		Timeout:            cfg.Confirmation.Timeout,
 		RemindBefore:       cfg.Confirmation.Reminder(),
 		Escalation:         escalation,
+		SingleProcess:      db.Driver() == storage.DriverSQLite,
 		TurnsPerMinute:     cfg.Limits.Turns(),
 		PendingPerChannel:  cfg.Limits.Pending(),
 		Redact:             secrets.String,

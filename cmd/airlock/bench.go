@@ -279,15 +279,16 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	tool := &benchTool{runs: map[string]int{}}
 	m := airmetrics.New(nil)
 	b, err := bot.New(bot.Config{
-		Store:    db,
-		Model:    m.Provider(benchModel{}, "bench"),
-		Tools:    benchTools{tool},
-		Policy:   confirm.NewPolicy(true, nil),
-		Channels: bot.NewChannels([]bot.Channel{{Platform: slack.Platform, ID: "*", Approvers: []string{benchApprover}}}),
-		Metrics:  m,
-		Now:      db.Clock(),
-		Logger:   logger,
-		WorkerID: fmt.Sprintf("bench/%d", os.Getpid()),
+		SingleProcess: db.Driver() == storage.DriverSQLite,
+		Store:         db,
+		Model:         m.Provider(benchModel{}, "bench"),
+		Tools:         benchTools{tool},
+		Policy:        confirm.NewPolicy(true, nil),
+		Channels:      bot.NewChannels([]bot.Channel{{Platform: slack.Platform, ID: "*", Approvers: []string{benchApprover}}}),
+		Metrics:       m,
+		Now:           db.Clock(),
+		Logger:        logger,
+		WorkerID:      fmt.Sprintf("bench/%d", os.Getpid()),
 		// The per-person and per-channel limits guard the turn path,
 		// not decisions: off, so one requester can make every card.
 	})
