@@ -146,7 +146,6 @@ type Bot struct {
 	work      sync.WaitGroup // turns, clicks and sweeps in progress
 	tracing   bool           // cfg.Tracer records (not a no-op)
 	links     linkCache      // permalinks of threads and cards
-	intros    introCache     // the model's words of paused replies, by batch
 	convs     convCache      // conversations by id (their rows never change)
 	posted    postedCache    // each batch's card messages, as this process posted them
 }

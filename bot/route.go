@@ -70,7 +70,11 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 	}
 	var posted []confirm.CardMessage
 	defer func() { b.posted.put(batch.ID, posted) }()
-	b.remember(ctx, &posted, batch.ID, confirm.CardMain, where, ref)
+	if where != th || dmCopies {
+		// The batch's card_ref names a card in its own thread; a card
+		// elsewhere, or one with copies, is listed with them.
+		b.remember(ctx, &posted, batch.ID, confirm.CardMain, where, ref)
+	}
 	if where != th {
 		ptr := b.pointerOf(conv, stored, approvals, b.link(ctx, r, where, ref))
 		if pref, err := r.PostPointer(ctx, th, ptr); err != nil {
@@ -138,7 +142,8 @@ func (b *Bot) link(ctx context.Context, r Router, th Thread, ref string) string 
 	return u
 }
 
-const maxCached = 4096
+// maxCached bounds each cache: a few hundred bytes an entry.
+const maxCached = 1024
 
 // cache is a small bounded map of values that never change once known;
 // when full it starts over.
@@ -277,6 +282,9 @@ func (b *Bot) onCard(ctx context.Context, conv confirm.Conversation, batch *conf
 	}
 	if unlock, err := b.lockConversation(ctx, conv.ID); err == nil {
 		unlock()
+	}
+	if fresh, err := b.store.Batch(ctx, batch.ID); err == nil && refHas(fresh.CardRef, c.Message) {
+		return true
 	}
 	return match()
 }

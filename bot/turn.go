@@ -569,11 +569,9 @@ func (b *Bot) summary(c confirm.ToolCall) string {
 }
 
 // introOf returns the model's words in the stored assistant message of a
-// batch, for the card. They never change, so they are cached per batch.
+// batch, for the card. (Not cached: a model's text may be long, and a card
+// is rendered only a few times.)
 func (b *Bot) introOf(ctx context.Context, batch *confirm.Batch) string {
-	if s, ok := b.intros.get(batch.ID); ok {
-		return s
-	}
 	m, err := b.store.Message(ctx, batch.ConversationID, batch.MessageSeq)
 	if err != nil {
 		return ""
@@ -582,6 +580,5 @@ func (b *Bot) introOf(ctx context.Context, batch *confirm.Batch) string {
 	if json.Unmarshal(m.Body, &mm) != nil {
 		return ""
 	}
-	b.intros.put(batch.ID, mm.Text)
 	return mm.Text
 }
