@@ -324,7 +324,9 @@ func rememberButtons(params url.Values, ts string) {
 		case map[string]any:
 			if val, ok := v["value"].(string); ok && v["action_id"] != nil {
 				buttonMessagesMu.Lock()
-				buttonMessages.Store(val, append(messagesOf(val), at))
+				if ps := messagesOf(val); len(ps) == 0 || ps[len(ps)-1] != at {
+					buttonMessages.Store(val, append(ps, at)) // once per message
+				}
 				buttonMessagesMu.Unlock()
 			}
 			for _, e := range v {

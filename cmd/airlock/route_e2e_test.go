@@ -204,8 +204,15 @@ tools:
 	if code, err := postSigned(addr, body, "application/json"); err != nil || code != 200 {
 		t.Fatalf("event: %d %v", code, err)
 	}
-	waitUntil(t, "the second card", func() bool { return len(api.buttons("airlock_allow")) > 3 })
-	second := api.buttons("airlock_allow")[len(api.buttons("airlock_allow"))-1]
+	var second string
+	waitUntil(t, "the second card and its DM copies", func() bool {
+		vs := api.buttons("airlock_allow")
+		if len(vs) <= 3 {
+			return false
+		}
+		second = vs[len(vs)-1]
+		return len(messagesOf(second)) == 3 // the card and two copies
+	})
 	pressOn("DBOB", "UBOB", second)
 	waitUntil(t, "the second deploy", func() bool { return len(tools.calls()) == 2 })
 	pressOn("DALICE", "UALICE", second)
