@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -32,17 +31,9 @@ func (b *Bot) escalate(ctx context.Context) error {
 }
 
 func (b *Bot) escalateOne(ctx context.Context, id string, i int, step EscalationStep, now time.Time) error {
-	batch, err := b.store.Batch(ctx, id)
-	if err != nil {
-		return fmt.Errorf("load batch: %w", err)
-	}
-	conv, err := b.conversation(ctx, batch.ConversationID)
-	if err != nil {
-		return fmt.Errorf("load conversation: %w", err)
-	}
-	p, err := b.platform(conv.Platform)
-	if err != nil {
-		return nil // a process serving that platform escalates it
+	batch, conv, p, err := b.served(ctx, id)
+	if err != nil || p == nil {
+		return err // nil p: a process serving that platform escalates it
 	}
 	won, err := b.store.MarkEscalated(ctx, id, i, now)
 	if err != nil || !won {
@@ -50,21 +41,8 @@ func (b *Bot) escalateOne(ctx context.Context, id string, i int, step Escalation
 	}
 	b.log.Info("escalated", "batch", id, "step", i+1)
 	where := b.cardPlace(ctx, conv, id)
-	who := strings.Join(step.Mention.Users, ", ")
-	if m, ok := p.(Mentioner); ok {
-		who = m.Mention(step.Mention)
-	}
-	if who == "" {
-		who = "Escalation"
-	}
-	var waiting []string
-	for _, c := range batch.Calls {
-		if c.Decision == confirm.DecisionPending {
-			waiting = append(waiting, fmt.Sprintf("%d. %s", c.Position+1, quote(c.Summary)))
-		}
-	}
 	msg := fmt.Sprintf("%s: escalated — a request has waited %s for a decision and expires at %s: %s",
-		who, now.Sub(batch.CreatedAt).Round(time.Second), batch.ExpiresAt.UTC().Format("15:04:05 UTC"), strings.Join(waiting, "; "))
+		mention(p, step.Mention, "Escalation"), now.Sub(batch.CreatedAt).Round(time.Second), batch.ExpiresAt.UTC().Format("15:04:05 UTC"), waitingCalls(batch))
 	if !step.Approvers.Empty() {
 		msg += " The people this step names may now decide it too."
 	}

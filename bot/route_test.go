@@ -510,3 +510,34 @@ func TestCardUpdatesOnceForAFastRunTwiceForASlowOne(t *testing.T) {
 		t.Fatalf("after the run the card shows %q", c.Calls[0].Run)
 	}
 }
+
+// A process that does not serve a conversation's platform leaves its
+// reminder and escalation to one that does, instead of using them up.
+func TestSweepLeavesOtherPlatformsRemindersAndEscalations(t *testing.T) {
+	step := bot.EscalationStep{After: time.Minute, Mention: confirm.Approvers{Users: []string{"lead"}}}
+	h, r := routed(t, bot.Channel{Approvers: []string{"alice"}}, func(c *bot.Config) {
+		c.RemindBefore = 2 * time.Minute
+		c.Escalation = []bot.EscalationStep{step}
+	})
+	h.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	other, err := bot.New(bot.Config{Store: h.store, Model: h.model, Tools: h.tools, Timeout: 10 * time.Minute,
+		RemindBefore: 2 * time.Minute, Escalation: []bot.EscalationStep{step},
+		Now: func() time.Time { return time.Unix(0, h.now.Load()).UTC() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.now.Add(int64(9 * time.Minute))
+	if err := other.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.bot.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	said := strings.Join(r.posts, "\n")
+	r.mu.Unlock()
+	if !strings.Contains(said, "still needs a decision") || !strings.Contains(said, "escalated") {
+		t.Fatalf("the serving process did not remind and escalate: %q", said)
+	}
+}

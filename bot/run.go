@@ -355,16 +355,9 @@ func (b *Bot) RecoverBatches(ctx context.Context) error {
 }
 
 func (b *Bot) recoverBatch(ctx context.Context, id string) error {
-	batch, err := b.store.Batch(ctx, id)
-	if err != nil {
-		return fmt.Errorf("load batch: %w", err)
-	}
-	conv, err := b.conversation(ctx, batch.ConversationID)
-	if err != nil {
-		return fmt.Errorf("load conversation: %w", err)
-	}
-	if _, err := b.platform(conv.Platform); err != nil {
-		return nil // a process serving that platform will finish it
+	batch, conv, p, err := b.served(ctx, id)
+	if err != nil || p == nil {
+		return err // nil p: a process serving that platform will finish it
 	}
 	unlock, ok, err := b.tryLockConversation(ctx, conv.ID)
 	if err != nil || !ok {
@@ -463,6 +456,13 @@ func (b *Bot) remind(ctx context.Context) error {
 		return err
 	}
 	for _, id := range ids {
+		batch, conv, p, err := b.served(ctx, id)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			continue // a process serving that platform reminds
+		}
 		won, err := b.store.MarkReminded(ctx, id, now)
 		if err != nil || !won {
 			if err != nil {
@@ -470,40 +470,57 @@ func (b *Bot) remind(ctx context.Context) error {
 			}
 			continue
 		}
-		batch, err := b.store.Batch(ctx, id)
-		if err != nil {
-			return fmt.Errorf("load batch: %w", err)
-		}
-		conv, err := b.conversation(ctx, batch.ConversationID)
-		if err != nil {
-			return fmt.Errorf("load conversation: %w", err)
-		}
-		p, err := b.platform(conv.Platform)
-		if err != nil {
-			return err
-		}
-		approvers := b.approversOf(conv)
-		who := strings.Join(approvers.Users, ", ")
-		if m, ok := p.(Mentioner); ok {
-			who = m.Mention(approvers)
-		}
-		if who == "" {
-			who = "Approvers"
-		}
-		var waiting []string
-		for _, c := range batch.Calls {
-			if c.Decision == confirm.DecisionPending {
-				waiting = append(waiting, fmt.Sprintf("%d. %s", c.Position+1, c.Summary))
-			}
-		}
 		left := batch.ExpiresAt.Sub(now).Round(time.Second)
 		msg := fmt.Sprintf("%s: a request here still needs a decision and expires in %s (%s): %s",
-			who, left, batch.ExpiresAt.UTC().Format("15:04:05 UTC"), strings.Join(waiting, "; "))
+			mention(p, b.approversOf(conv), "Approvers"), left, batch.ExpiresAt.UTC().Format("15:04:05 UTC"), waitingCalls(batch))
 		if err := p.Post(ctx, b.cardPlace(ctx, conv, id), msg); err != nil {
 			b.log.Error("post reminder", "batch", id, "err", err)
 		}
 	}
 	return nil
+}
+
+// served loads a batch, its conversation and the platform that serves it
+// here: p is nil when this process does not serve that platform.
+func (b *Bot) served(ctx context.Context, id string) (*confirm.Batch, confirm.Conversation, Platform, error) {
+	batch, err := b.store.Batch(ctx, id)
+	if err != nil {
+		return nil, confirm.Conversation{}, nil, fmt.Errorf("load batch: %w", err)
+	}
+	conv, err := b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return nil, confirm.Conversation{}, nil, fmt.Errorf("load conversation: %w", err)
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		p = nil
+	}
+	return batch, conv, p, nil
+}
+
+// mention names people on the platform (a mention that notifies them where
+// the platform can), or fallback when the set names nobody.
+func mention(p Platform, set confirm.Approvers, fallback string) string {
+	who := strings.Join(set.Users, ", ")
+	if m, ok := p.(Mentioner); ok {
+		who = m.Mention(set)
+	}
+	if who == "" {
+		return fallback
+	}
+	return who
+}
+
+// waitingCalls lists a batch's waiting calls with their read-backs,
+// each quoted inert.
+func waitingCalls(batch *confirm.Batch) string {
+	var waiting []string
+	for _, c := range batch.Calls {
+		if c.Decision == confirm.DecisionPending {
+			waiting = append(waiting, fmt.Sprintf("%d. %s", c.Position+1, quote(c.Summary)))
+		}
+	}
+	return strings.Join(waiting, "; ")
 }
 
 // Run sweeps for expiry and reminders every interval, and for work dead
