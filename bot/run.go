@@ -91,13 +91,34 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 		byKey[c.Key] = c
 		decisions[i] = b.decisionFor(c)
 	}
+	// The last call to run has its outcome written with the batch's
+	// completion, in one transaction (one write less per batch); until
+	// then it is held here.
+	last := ""
+	for _, c := range batch.Calls {
+		if c.Decision.Allowed() && c.Run == confirm.RunNotStarted {
+			last = c.Key
+		}
+	}
+	var held *outcome
 	has := func(name string) bool { _, ok := b.cfg.Tools.Get(name); return ok }
 	results, err := confirm.Execute(ctx, calls, decisions, has, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
 		c := byKey[key]
 		info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread,
 			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
-		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc)
+		var hold *outcome
+		if key == last {
+			held = &outcome{}
+			hold = held
+		}
+		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, hold)
 	})
+	// The outcome must be written even when ctx ended while the tool ran.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if held != nil && held.status != "" && err != nil && !errors.Is(err, confirm.ErrToolUnavailable) {
+		b.finishRun(wctx, batchID, last, held) // nothing completes below: write it now
+	}
 	if errors.Is(err, confirm.ErrToolUnavailable) {
 		// An allowed call names a tool the bot no longer carries (the
 		// config changed while the card waited): nothing of the request
@@ -122,7 +143,19 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if err != nil {
 		return nil, err
 	}
-	done, err := b.store.CompleteBatch(ctx, batchID, stored)
+	var done bool
+	if held != nil && held.status != "" {
+		done, err = b.store.FinishRunAndComplete(wctx, batchID, last, held.status, held.result, stored)
+		if err != nil {
+			// As if written apart: the outcome is logged if it can't be
+			// recorded, and the batch is completed all the same.
+			b.log.Error("record tool outcome with the batch", "batch", batchID, "call", last, "err", err)
+			b.finishRun(wctx, batchID, last, held)
+			done, err = b.store.CompleteBatch(ctx, batchID, stored)
+		}
+	} else {
+		done, err = b.store.CompleteBatch(ctx, batchID, stored)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
 	}
@@ -184,7 +217,9 @@ func (b *Bot) decisionFor(c confirm.Call) confirm.Decision {
 // running before the tool is called and to its outcome after; a call that
 // is not in not_started (it ran before a crash, or its outcome is unknown)
 // is never run again: its stored outcome answers the model.
-func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) (string, error) {
+// With hold, the outcome is not written but left in *hold for the caller
+// to write with the batch's completion.
+func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, hold *outcome) (string, error) {
 	won, err := b.store.StartRun(ctx, c.BatchID, c.Key)
 	if err != nil {
 		return "", fmt.Errorf("not executed: could not record the run: %w", err)
@@ -250,16 +285,32 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall) 
 		span.SetStatus(codes.Error, "tool run outcome unknown")
 	}
 	span.End()
-	// The outcome must be written even when ctx ended while the tool ran.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := b.store.FinishRun(wctx, c.BatchID, c.Key, status, result); err != nil {
-		b.log.Error("record tool outcome", "batch", c.BatchID, "call", c.Key, "err", err)
+	if hold != nil {
+		hold.status, hold.result = status, result
+	} else {
+		// The outcome must be written even when ctx ended while the tool ran.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		b.finishRun(wctx, c.BatchID, c.Key, &outcome{status, result})
 	}
 	if runErr != nil {
 		return "", errors.New(result)
 	}
 	return result, nil
+}
+
+// outcome is a run's outcome, as written by FinishRun.
+type outcome struct {
+	status confirm.RunStatus
+	result string
+}
+
+// finishRun records a run's outcome; a failure is logged (the run is left
+// running, hence unknown at the next recovery).
+func (b *Bot) finishRun(ctx context.Context, batchID, key string, o *outcome) {
+	if err := b.store.FinishRun(ctx, batchID, key, o.status, o.result); err != nil {
+		b.log.Error("record tool outcome", "batch", batchID, "call", key, "err", err)
+	}
 }
 
 // scrub removes secrets and URL credentials and queries from text a tool

@@ -296,6 +296,11 @@ type Store interface {
 	// CompleteBatch appends the tool-results message and takes the batch
 	// from running to done, in one transaction; false when not running.
 	CompleteBatch(ctx context.Context, batchID string, results Message) (bool, error)
+	// FinishRunAndComplete is FinishRun of the batch's last run and
+	// CompleteBatch in one transaction: false, and nothing written, when
+	// the batch was not running; an error, and nothing written, when the
+	// run was not running.
+	FinishRunAndComplete(ctx context.Context, batchID, key string, status RunStatus, result string, results Message) (bool, error)
 
 	// RecoverRunning marks the running calls of the given batches as
 	// unknown (the worker running them died) and returns the batch ids

@@ -32,6 +32,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"ResolvePendingExpiry", testResolvePendingExpiry},
 		{"ResolvePendingAbandon", testResolvePendingAbandon},
 		{"ClaimRunComplete", testClaimRunComplete},
+		{"FinishRunAndComplete", testFinishRunAndComplete},
 		{"RecoverRunning", testRecoverRunning},
 		{"AuditEvents", testAuditEvents},
 		{"AuditAppendOnly", testAuditAppendOnly},
@@ -634,6 +635,65 @@ func testResolvePendingAbandon(t *testing.T, db *DB) {
 		if ok, err := db.StartRun(ctx, b.ID, key); err != nil || ok {
 			t.Errorf("StartRun(%s) of abandoned batch = %v, %v", key, ok, err)
 		}
+	}
+}
+
+// FinishRunAndComplete writes the last run's outcome, its tool_result
+// event, the results message and the batch's completion together, or
+// nothing.
+func testFinishRunAndComplete(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	results := confirm.Message{Role: "tool", Body: json.RawMessage(`[{"id":"call_0","out":"done"}]`)}
+	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); err != nil || ok {
+		t.Fatalf("on a pending batch = %v, %v", ok, err)
+	}
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); err != nil || ok {
+		t.Fatalf("on a batch not running = %v, %v", ok, err)
+	}
+	if ok, err := db.ClaimBatch(ctx, b.ID, "w1"); err != nil || !ok {
+		t.Fatalf("ClaimBatch = %v, %v", ok, err)
+	}
+	// The run was never started: nothing is written, the batch still runs.
+	if _, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("a run not running: %v", err)
+	}
+	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchRunning || got.Calls[0].Run != confirm.RunNotStarted {
+		t.Fatalf("after a refused finish: batch %s, run %s", got.Status, got.Calls[0].Run)
+	}
+	if _, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunRunning, "x", results); err == nil {
+		t.Fatal("finishing to running succeeded")
+	}
+	if ok, err := db.StartRun(ctx, b.ID, "k0"); err != nil || !ok {
+		t.Fatalf("StartRun = %v, %v", ok, err)
+	}
+	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); err != nil || !ok {
+		t.Fatalf("FinishRunAndComplete = %v, %v", ok, err)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchDone || got.Calls[0].Run != confirm.RunSucceeded || got.Calls[0].Result != "done" {
+		t.Fatalf("after: batch %s, call %+v", got.Status, got.Calls[0])
+	}
+	msgs, err := db.Messages(ctx, b.ConversationID)
+	if err != nil || len(msgs) != 2 || string(msgs[1].Body) != string(results.Body) {
+		t.Fatalf("messages %+v, %v", msgs, err)
+	}
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: b.ConversationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Kind == confirm.AuditToolResult && e.CallKey == "k0" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d tool_result events", n)
+	}
+	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "again", results); err == nil && ok {
+		t.Fatal("a second finish and complete succeeded")
 	}
 }
 

@@ -91,35 +91,38 @@ func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm
 	default:
 		return fmt.Errorf("finish run: invalid run status %q", status)
 	}
-	now := utc(db.now())
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
-		// The UPDATE returns what the audit event needs.
-		var info struct {
-			ConversationID int64  `db:"conversation_id"`
-			Tool           string `db:"tool"`
-		}
-		err := db.get(ctx, tx, &info, db.q(`UPDATE calls SET run_status = ?, result = ?
-			WHERE batch_id = ? AND key = ? AND run_status = 'running'
-			RETURNING (SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id, tool`),
-			string(status), result, batchID, key)
-		if errors.Is(err, sql.ErrNoRows) {
-			if err := db.lostOrMissing(ctx, tx, batchID, key); !errors.Is(err, errLost) {
-				return err
-			}
-			return fmt.Errorf("call %s/%s: %w", batchID, key, ErrNotRunning)
-		}
-		if err != nil {
-			return fmt.Errorf("update call: %w", err)
-		}
-		return db.insertAudit(ctx, tx, confirm.AuditEvent{
-			At: now, Kind: confirm.AuditToolResult, ConversationID: info.ConversationID, BatchID: batchID,
-			CallKey: key, Tool: info.Tool, Actor: auditSystemActor, Detail: resultDetail(status, result),
-		})
-	})
+	err := db.tx(ctx, func(tx *sqlx.Tx) error { return db.finishRun(ctx, tx, batchID, key, status, result) })
 	if err != nil {
 		return fmt.Errorf("finish run %s/%s: %w", batchID, key, err)
 	}
 	return nil
+}
+
+// finishRun is FinishRun inside a transaction.
+func (db *DB) finishRun(ctx context.Context, tx *sqlx.Tx, batchID, key string, status confirm.RunStatus, result string) error {
+	now := utc(db.now())
+	// The UPDATE returns what the audit event needs.
+	var info struct {
+		ConversationID int64  `db:"conversation_id"`
+		Tool           string `db:"tool"`
+	}
+	err := db.get(ctx, tx, &info, db.q(`UPDATE calls SET run_status = ?, result = ?
+		WHERE batch_id = ? AND key = ? AND run_status = 'running'
+		RETURNING (SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id, tool`),
+		string(status), result, batchID, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		if err := db.lostOrMissing(ctx, tx, batchID, key); !errors.Is(err, errLost) {
+			return err
+		}
+		return fmt.Errorf("call %s/%s: %w", batchID, key, ErrNotRunning)
+	}
+	if err != nil {
+		return fmt.Errorf("update call: %w", err)
+	}
+	return db.insertAudit(ctx, tx, confirm.AuditEvent{
+		At: now, Kind: confirm.AuditToolResult, ConversationID: info.ConversationID, BatchID: batchID,
+		CallKey: key, Tool: info.Tool, Actor: auditSystemActor, Detail: resultDetail(status, result),
+	})
 }
 
 func resultDetail(status confirm.RunStatus, result string) string {
@@ -134,39 +137,66 @@ func resultDetail(status confirm.RunStatus, result string) string {
 // CompleteBatch takes the batch from running to done and appends the
 // tool-results message, in one transaction; false when it was not running.
 func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm.Message) (bool, error) {
-	now := utc(db.now())
-	won := false
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
-		won = false
-		var convID int64
-		err := db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
-			RETURNING conversation_id`), db.ts(now), batchID)
-		if errors.Is(err, sql.ErrNoRows) {
-			exists, err := db.batchExists(ctx, tx, batchID)
-			if err != nil {
-				return err
-			}
-			if !exists {
-				return fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
-			}
-			return errLost
-		}
-		if err != nil {
-			return fmt.Errorf("update batch: %w", err)
-		}
-		if err := db.appendMessages(ctx, tx, convID, []confirm.Message{results}); err != nil {
-			return fmt.Errorf("append results: %w", err)
-		}
-		won = true
-		return nil
-	})
+	err := db.tx(ctx, func(tx *sqlx.Tx) error { return db.completeBatch(ctx, tx, batchID, results) })
 	if errors.Is(err, errLost) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("complete batch %s: %w", batchID, err)
 	}
-	return won, nil
+	return true, nil
+}
+
+// FinishRunAndComplete is FinishRun of a batch's last run and
+// CompleteBatch, in one transaction: one write less per batch. False, and
+// nothing written, when the batch was not running; an error wrapping
+// ErrNotRunning, and nothing written, when the run was not running.
+func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, status confirm.RunStatus, result string, results confirm.Message) (bool, error) {
+	switch status {
+	case confirm.RunSucceeded, confirm.RunFailed, confirm.RunUnknown:
+	default:
+		return false, fmt.Errorf("finish run: invalid run status %q", status)
+	}
+	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+		// The batch first: one not running is "false", whatever its runs.
+		if err := db.completeBatch(ctx, tx, batchID, results); err != nil {
+			return err
+		}
+		return db.finishRun(ctx, tx, batchID, key, status, result)
+	})
+	if errors.Is(err, errLost) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("finish run %s/%s and complete: %w", batchID, key, err)
+	}
+	return true, nil
+}
+
+// completeBatch is CompleteBatch inside a transaction; errLost when the
+// batch was not running.
+func (db *DB) completeBatch(ctx context.Context, tx *sqlx.Tx, batchID string, results confirm.Message) error {
+	now := utc(db.now())
+	var convID int64
+	err := db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
+		RETURNING conversation_id`), db.ts(now), batchID)
+	if errors.Is(err, sql.ErrNoRows) {
+		exists, err := db.batchExists(ctx, tx, batchID)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
+		}
+		return errLost
+	}
+	if err != nil {
+		return fmt.Errorf("update batch: %w", err)
+	}
+	if err := db.appendMessages(ctx, tx, convID, []confirm.Message{results}); err != nil {
+		return fmt.Errorf("append results: %w", err)
+	}
+	return nil
 }
 
 // RecoverRunning marks the running calls of the given batches as unknown

@@ -146,6 +146,10 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	})
 
+	// The last run's outcome is written with the batch's results, in one
+	// transaction: killed after the runs and before that write, the first
+	// call's stored result reaches the model and the last call's outcome
+	// is unknown, never run again.
 	t.Run("after the runs, before their results were stored", func(t *testing.T) {
 		r := newCrashRig(t)
 		p := r.pauseDeploy("AIRLOCK_CRASH_AT=ran")
@@ -156,11 +160,15 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		p = startChatWith(t, r.bin, r.cfgPath)
 		answer := p.waitFor("model saw:") + p.waitFor("\n")
+		time.Sleep(200 * time.Millisecond) // a wrongful re-run would arrive now
 		if r.count("/status/api") != 1 || r.count("/deploy/api") != 1 {
 			t.Fatalf("a call ran again: %+v", r.tools.calls())
 		}
-		if !strings.Contains(answer, `"path":"/deploy/api"`) {
-			t.Fatalf("the stored result did not reach the model: %q", answer)
+		if !strings.Contains(answer, `"path":"/status/api"`) {
+			t.Fatalf("the first call's stored result did not reach the model: %q", answer)
+		}
+		if !strings.Contains(answer, "outcome of this tool call is unknown") {
+			t.Fatalf("the model was not told the last call's outcome is unknown: %q", answer)
 		}
 	})
 
