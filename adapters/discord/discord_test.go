@@ -870,6 +870,21 @@ func TestGuildCreateThreadsAndRoleMention(t *testing.T) {
 			map[string]any{"id": modRole, "name": "Moderators", "permissions": "8"},
 		},
 	})
+	// discordgo runs event handlers concurrently: let the guild's roles
+	// land before a message mentions one of them.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.a.mu.Lock()
+		known := h.a.botRoles[guildID] == botRole
+		h.a.mu.Unlock()
+		if known {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the guild's bot role was never noted")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	m := guildMessage("7601", userThread, requester, "<@&"+botRole+"> what broke?", false)
 	m["mention_roles"] = []string{botRole}
 	h.fd.send("MESSAGE_CREATE", m)
