@@ -100,23 +100,24 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 			last = c.Key
 		}
 	}
-	var held *outcome
+	outs := map[string]*outcome{} // each run's outcome, as stored (or to be)
 	has := func(name string) bool { _, ok := b.cfg.Tools.Get(name); return ok }
 	results, err := confirm.Execute(ctx, calls, decisions, has, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
 		c := byKey[key]
 		info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread,
 			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
-		var hold *outcome
-		if key == last {
-			held = &outcome{}
-			hold = held
-		}
-		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, hold)
+		o := &outcome{}
+		outs[key] = o
+		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, o, key == last)
 	})
+	held := outs[last]
+	if held != nil && !held.unwritten {
+		held = nil
+	}
 	// The outcome must be written even when ctx ended while the tool ran.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if held != nil && held.status != "" && err != nil && !errors.Is(err, confirm.ErrToolUnavailable) {
+	if held != nil && err != nil && !errors.Is(err, confirm.ErrToolUnavailable) {
 		b.finishRun(wctx, batchID, last, held) // nothing completes below: write it now
 	}
 	if errors.Is(err, confirm.ErrToolUnavailable) {
@@ -144,13 +145,15 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 		return nil, err
 	}
 	var done bool
-	if held != nil && held.status != "" {
+	exact := true // the outcomes in outs are what storage holds
+	if held != nil {
 		done, err = b.store.FinishRunAndComplete(wctx, batchID, last, held.status, held.result, stored)
 		if err != nil {
 			// As if written apart: the outcome is logged if it can't be
 			// recorded, and the batch is completed all the same.
 			b.log.Error("record tool outcome with the batch", "batch", batchID, "call", last, "err", err)
 			b.finishRun(wctx, batchID, last, held)
+			exact = false
 			done, err = b.store.CompleteBatch(ctx, batchID, stored)
 		}
 	} else {
@@ -162,9 +165,20 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if !done {
 		return nil, nil
 	}
+	for _, o := range outs {
+		exact = exact && !o.lost
+	}
 	lc := lateCardFrom(ctx)
 	lc.stop()
-	fresh := b.refreshCard(ctx, conv, batchID)
+	var fresh *confirm.Batch
+	if exact {
+		// This worker holds the claim: the batch is as loaded, with the
+		// outcomes it just stored, and done. No reload.
+		fresh = ranBatch(batch, outs)
+		b.refreshCardOf(ctx, conv, fresh)
+	} else {
+		fresh = b.refreshCard(ctx, conv, batchID)
+	}
 	lc.ran()
 	if fresh != nil {
 		b.noteUnknown(ctx, conv, fresh)
@@ -172,6 +186,19 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 		b.noteUnknown(ctx, conv, batch)
 	}
 	return batch, nil
+}
+
+// ranBatch is batch, done, with the run outcomes in outs.
+func ranBatch(batch *confirm.Batch, outs map[string]*outcome) *confirm.Batch {
+	done := *batch
+	done.Status = confirm.BatchDone
+	done.Calls = append([]confirm.Call(nil), batch.Calls...)
+	for i, c := range done.Calls {
+		if o := outs[c.Key]; o != nil && o.status != "" {
+			done.Calls[i].Run, done.Calls[i].Result = o.status, o.result
+		}
+	}
+	return &done
 }
 
 // refuseBatch answers every call of a batch that may not run: calls that
@@ -217,9 +244,9 @@ func (b *Bot) decisionFor(c confirm.Call) confirm.Decision {
 // running before the tool is called and to its outcome after; a call that
 // is not in not_started (it ran before a crash, or its outcome is unknown)
 // is never run again: its stored outcome answers the model.
-// With hold, the outcome is not written but left in *hold for the caller
-// to write with the batch's completion.
-func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, hold *outcome) (string, error) {
+// The outcome is left in *o; with hold it is not written but marked
+// unwritten for the caller to write with the batch's completion.
+func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, o *outcome, hold bool) (string, error) {
 	won, err := b.store.StartRun(ctx, c.BatchID, c.Key)
 	if err != nil {
 		return "", fmt.Errorf("not executed: could not record the run: %w", err)
@@ -233,6 +260,7 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 				}
 			}
 		}
+		o.status, o.result = c.Run, c.Result
 		switch c.Run {
 		case confirm.RunSucceeded:
 			return c.Result, nil
@@ -247,7 +275,8 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 	}
 	tool, ok := b.cfg.Tools.Get(tc.Name)
 	if !ok { // checked by Execute; kept for safety
-		_ = b.store.FinishRun(ctx, c.BatchID, c.Key, confirm.RunFailed, "tool not available")
+		o.status, o.result = confirm.RunFailed, "tool not available"
+		b.finishRun(ctx, c.BatchID, c.Key, o)
 		return "", fmt.Errorf("tool %q is not available", tc.Name)
 	}
 	b.log.Info("tool run", "batch", c.BatchID, "call", c.Key, "tool", tc.Name)
@@ -285,13 +314,14 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 		span.SetStatus(codes.Error, "tool run outcome unknown")
 	}
 	span.End()
-	if hold != nil {
-		hold.status, hold.result = status, result
+	o.status, o.result = status, result
+	if hold {
+		o.unwritten = true
 	} else {
 		// The outcome must be written even when ctx ended while the tool ran.
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		b.finishRun(wctx, c.BatchID, c.Key, &outcome{status, result})
+		b.finishRun(wctx, c.BatchID, c.Key, o)
 	}
 	if runErr != nil {
 		return "", errors.New(result)
@@ -301,15 +331,18 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 
 // outcome is a run's outcome, as written by FinishRun.
 type outcome struct {
-	status confirm.RunStatus
-	result string
+	status    confirm.RunStatus
+	result    string
+	unwritten bool // held for the batch's completion
+	lost      bool // could not be written
 }
 
 // finishRun records a run's outcome; a failure is logged (the run is left
-// running, hence unknown at the next recovery).
+// running, hence unknown at the next recovery) and marked in o.
 func (b *Bot) finishRun(ctx context.Context, batchID, key string, o *outcome) {
 	if err := b.store.FinishRun(ctx, batchID, key, o.status, o.result); err != nil {
 		b.log.Error("record tool outcome", "batch", batchID, "call", key, "err", err)
+		o.lost = true
 	}
 }
 
