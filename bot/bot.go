@@ -85,6 +85,10 @@ type Config struct {
 	// GrantFor is how long an "Allow for" grant lasts; 0: grants are off.
 	GrantFor     time.Duration
 	RemindBefore time.Duration // remind approvers this long before expiry; 0: never
+	// RunningCardDelay is how long a decided batch runs before its card
+	// shows the decision and "running"; a faster run updates the card once,
+	// with its outcome. Default DefaultRunningCardDelay.
+	RunningCardDelay time.Duration
 	// Escalation steps, in order of After: at each step's time a waiting
 	// card's place gets a message mentioning the step's people, and the
 	// step's approvers may decide the card from then on.
@@ -169,6 +173,9 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Minute
+	}
+	if cfg.RunningCardDelay <= 0 {
+		cfg.RunningCardDelay = DefaultRunningCardDelay
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -179,7 +179,7 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 	if res.BatchDecided {
 		b.trace("decided")
 		// The batch runs now. Its card is updated once, after the run,
-		// unless running takes longer than RunningCardDelay: then it
+		// unless running takes longer than Config.RunningCardDelay: then it
 		// shows the decision and "running" first.
 		lc := b.cardLater(ctx, conv, batchID)
 		// The click counted; what follows is the bot's work, not the
@@ -196,10 +196,10 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 	}
 }
 
-// RunningCardDelay is how long a decided batch may run before its card is
-// updated to show the decision and "running"; a faster run updates the
-// card once, with its outcome.
-const RunningCardDelay = 300 * time.Millisecond
+// DefaultRunningCardDelay is how long a decided batch may run before its
+// card is updated to show the decision and "running" (Config.RunningCardDelay);
+// a faster run updates the card once, with its outcome.
+const DefaultRunningCardDelay = 300 * time.Millisecond
 
 // lateCard is a card update deferred while its batch runs.
 type lateCard struct {
@@ -220,11 +220,11 @@ func lateCardFrom(ctx context.Context) *lateCard {
 	return lc
 }
 
-// cardLater updates the batch's card after RunningCardDelay unless the run
+// cardLater updates the batch's card after Config.RunningCardDelay unless the run
 // finished first.
 func (b *Bot) cardLater(ctx context.Context, conv confirm.Conversation, batchID string) *lateCard {
 	lc := &lateCard{}
-	lc.timer = time.AfterFunc(RunningCardDelay, func() {
+	lc.timer = time.AfterFunc(b.cfg.RunningCardDelay, func() {
 		lc.mu.Lock()
 		defer lc.mu.Unlock()
 		if !lc.stopped {

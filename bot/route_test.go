@@ -471,10 +471,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// A fast run updates the card once, with its outcome; a slow one first
-// shows the decision and "running", then the outcome.
+// A run faster than Config.RunningCardDelay updates the card once, with
+// its outcome; a slower one first shows the decision and "running", then
+// the outcome.
 func TestCardUpdatesOnceForAFastRunTwiceForASlowOne(t *testing.T) {
-	h := newHarness(t, "")
+	h := newHarnessWith(t, "", func(c *bot.Config) { c.RunningCardDelay = 5 * time.Second })
 	h.push(calls(tc("a", "deploy", `{}`)), text("done"))
 	h.turn("bob", "deploy")
 	if err := h.click("alice", 1, true, ""); err != nil {
@@ -487,6 +488,8 @@ func TestCardUpdatesOnceForAFastRunTwiceForASlowOne(t *testing.T) {
 		t.Fatalf("a fast run: %d updates, the last %+v", n, last.Calls[0].Run)
 	}
 
+	// A slow run (the delay made short here): the decision first.
+	h = newHarnessWith(t, "", func(c *bot.Config) { c.RunningCardDelay = 20 * time.Millisecond })
 	block := make(chan struct{})
 	h.tools["deploy"].block = block
 	h.push(calls(tc("b", "deploy", `{}`)), text("done"))
