@@ -84,7 +84,7 @@ func benchStorm(b *testing.B, db *DB) {
 
 // BenchmarkBatchLoad measures loading one batch (its calls and votes) out
 // of 2000 in a SQLite file, with no writes going on: the read the decision
-// path makes about three times per decision.
+// path makes twice per decision.
 func BenchmarkBatchLoad(b *testing.B) {
 	ctx := context.Background()
 	db, err := Open(ctx, "sqlite", filepath.Join(b.TempDir(), "bench.db"))
