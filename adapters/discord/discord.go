@@ -177,7 +177,10 @@ type Adapter struct {
 	workCtx  context.Context
 	queues   map[string][]func(context.Context)
 	botRoles map[string]string // guild id -> the bot's managed role id
-	wg       sync.WaitGroup
+	// managedRoles are guilds' managed roles seen before READY told the
+	// bot's name (guarded by mu); onReady matches them.
+	managedRoles map[string][]*discordgo.Role
+	wg           sync.WaitGroup
 }
 
 var (

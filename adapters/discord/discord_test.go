@@ -944,3 +944,36 @@ func TestRunExplainsDisallowedIntents(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestBotRoleNotedWhateverTheOrder: discordgo runs event handlers
+// concurrently, so a GUILD_CREATE can be handled before READY told the
+// bot's name; the guild's managed role named after the bot still counts
+// as the bot's, in either order.
+func TestBotRoleNotedWhateverTheOrder(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	guild := &discordgo.Guild{ID: guildID, Roles: []*discordgo.Role{
+		{ID: "5999", Name: "Airlock", Managed: true},
+		{ID: "6000", Name: "Other bot", Managed: true},
+		{ID: "6001", Name: "Airlock"}, // not managed: a role anyone could name so
+	}}
+	ready := &discordgo.Ready{User: &discordgo.User{ID: botID, Username: "Airlock"}}
+	for _, guildFirst := range []bool{true, false} {
+		a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if guildFirst {
+			a.noteGuild(guild)
+			a.onReady(nil, ready)
+		} else {
+			a.onReady(nil, ready)
+			a.noteGuild(guild)
+		}
+		a.mu.Lock()
+		got := a.botRoles[guildID]
+		a.mu.Unlock()
+		if got != "5999" {
+			t.Errorf("guild first %v: the bot's role is %q", guildFirst, got)
+		}
+	}
+}

@@ -85,7 +85,20 @@ func (a *Adapter) onReady(_ *discordgo.Session, r *discordgo.Ready) {
 	if r.User != nil && r.User.ID != "" {
 		id, name := r.User.ID, r.User.Username
 		a.botID.Store(&id)
+		// discordgo runs handlers concurrently: a GUILD_CREATE may have
+		// been handled before the bot's name was known. Its managed roles
+		// wait in managedRoles and are matched now, under the same lock.
+		a.mu.Lock()
 		a.botName.Store(&name)
+		for guild, roles := range a.managedRoles {
+			for _, r := range roles {
+				if r.Name == name {
+					a.botRoles[guild] = r.ID
+				}
+			}
+		}
+		a.managedRoles = nil
+		a.mu.Unlock()
 	}
 	for _, g := range r.Guilds {
 		a.noteGuild(g)
@@ -106,15 +119,24 @@ func (a *Adapter) noteGuild(g *discordgo.Guild) {
 	}
 	// A bot gets a managed role named after it; people often pick that
 	// role in the mention list, so a mention of it counts as the bot's.
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var name string
 	if p := a.botName.Load(); p != nil {
 		name = *p
 	}
 	for _, r := range g.Roles {
-		if r != nil && r.Managed && name != "" && r.Name == name {
-			a.mu.Lock()
+		if r == nil || !r.Managed {
+			continue
+		}
+		switch {
+		case name == "": // READY not handled yet: onReady matches it
+			if a.managedRoles == nil {
+				a.managedRoles = map[string][]*discordgo.Role{}
+			}
+			a.managedRoles[g.ID] = append(a.managedRoles[g.ID], r)
+		case r.Name == name:
 			a.botRoles[g.ID] = r.ID
-			a.mu.Unlock()
 		}
 	}
 }
