@@ -515,7 +515,8 @@ func TestCardUpdatesOnceForAFastRunTwiceForASlowOne(t *testing.T) {
 }
 
 // A process that does not serve a conversation's platform leaves its
-// reminder and escalation to one that does, instead of using them up.
+// reminder, escalation and expiry to one that does, instead of using them
+// up (and continuing a conversation it cannot post in).
 func TestSweepLeavesOtherPlatformsRemindersAndEscalations(t *testing.T) {
 	step := bot.EscalationStep{After: time.Minute, Mention: confirm.Approvers{Users: []string{"lead"}}}
 	h, r := routed(t, bot.Channel{Approvers: []string{"alice"}}, func(c *bot.Config) {
@@ -542,5 +543,28 @@ func TestSweepLeavesOtherPlatformsRemindersAndEscalations(t *testing.T) {
 	r.mu.Unlock()
 	if !strings.Contains(said, "still needs a decision") || !strings.Contains(said, "escalated") {
 		t.Fatalf("the serving process did not remind and escalate: %q", said)
+	}
+	// Past the deadline, the other process leaves the expiry too: the
+	// serving one expires the card and continues the conversation there.
+	h.push(text("it expired, so I did nothing"))
+	h.now.Add(int64(2 * time.Minute))
+	if err := other.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := h.store.FindConversation(context.Background(), "test", "C1", "T1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := h.store.PendingBatch(context.Background(), conv.ID); c == nil {
+		t.Fatal("a process not serving the platform expired the card")
+	}
+	if err := h.bot.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	said = strings.Join(r.posts, "\n")
+	r.mu.Unlock()
+	if !strings.Contains(said, "it expired, so I did nothing") {
+		t.Fatalf("the conversation was not continued after the expiry: %q", said)
 	}
 }

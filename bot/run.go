@@ -490,6 +490,13 @@ func (b *Bot) Sweep(ctx context.Context) error {
 		return fmt.Errorf("list expired: %w", err)
 	}
 	for _, id := range ids {
+		_, conv, p, err := b.served(ctx, id)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			continue // a process serving that platform expires it and continues the conversation
+		}
 		n, err := b.store.ResolvePending(ctx, id, confirm.DecisionExpired, SystemActor, confirm.ExpiredMessage, false, b.now())
 		if err != nil {
 			return fmt.Errorf("expire batch: %w", err)
@@ -500,10 +507,6 @@ func (b *Bot) Sweep(ctx context.Context) error {
 		batch, err := b.store.Batch(ctx, id)
 		if err != nil {
 			return fmt.Errorf("load batch: %w", err)
-		}
-		conv, err := b.conversation(ctx, batch.ConversationID)
-		if err != nil {
-			return fmt.Errorf("load conversation: %w", err)
 		}
 		b.log.Info("approval expired", "batch", id, "calls", n)
 		for range n {
