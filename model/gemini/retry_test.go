@@ -122,31 +122,7 @@ func TestNoRetry(t *testing.T) {
 
 func TestCancelDuringRateLimitWait(t *testing.T) {
 	f := newFake(t, exhausted(perMinute, "30s"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	waiting := make(chan struct{})
-	block := func(ctx context.Context, d time.Duration) error {
-		close(waiting)
-		<-ctx.Done() // stands for the 30 s timer
-		return ctx.Err()
-	}
-	p := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: block})
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Generate(ctx, hi)
-		done <- err
-	}()
-	<-waiting
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) || !model.RateLimited(err) {
-			t.Fatalf("err %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Generate did not return after the cancel")
-	}
-	if n := len(f.requests()); n != 1 {
-		t.Fatalf("%d requests", n)
-	}
+	modeltest.CancelDuringRateLimitWait(t, func(rp model.RetryPolicy) model.Provider {
+		return model.WithRetryPolicy(f.provider(t), rp)
+	}, func() int { return len(f.requests()) })
 }
