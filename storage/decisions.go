@@ -58,35 +58,9 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 	)
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		res, grant = confirm.DecideResult{}, nil
-		ok, err := db.lockPendingBatch(ctx, tx, d.BatchID, now)
+		info, err := db.lockPendingCall(ctx, tx, d.BatchID, d.Key, now)
 		if err != nil {
 			return err
-		}
-		if !ok {
-			exists, err := db.batchExists(ctx, tx, d.BatchID)
-			if err != nil {
-				return err
-			}
-			if !exists {
-				return fmt.Errorf("batch %s: %w", d.BatchID, confirm.ErrNotFound)
-			}
-			return db.lostOrMissing(ctx, tx, d.BatchID, d.Key)
-		}
-		lock := `SELECT b.conversation_id, c.tool, c.approvals FROM calls c JOIN batches b ON b.id = c.batch_id
-			WHERE c.batch_id = ? AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`
-		if db.driver == DriverPostgres {
-			lock += ` FOR UPDATE OF c`
-		}
-		var info struct {
-			ConversationID int64  `db:"conversation_id"`
-			Tool           string `db:"tool"`
-			Approvals      int    `db:"approvals"`
-		}
-		if err := db.get(ctx, tx, &info, db.q(lock), d.BatchID, d.Key, db.ts(now)); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return db.lostOrMissing(ctx, tx, d.BatchID, d.Key)
-			}
-			return fmt.Errorf("lock call: %w", err)
 		}
 		res.Required = max(info.Approvals, 1)
 		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
@@ -136,6 +110,49 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 
 // errAlreadyVoted rolls back a Decide whose voter had voted before.
 var errAlreadyVoted = errors.New("already voted")
+
+// pendingCall is what a decision needs of the call it locks.
+type pendingCall struct {
+	ConversationID int64  `db:"conversation_id"`
+	Tool           string `db:"tool"`
+	Approvals      int    `db:"approvals"`
+	Args           string `db:"args"`
+	EditedArgs     string `db:"edited_args"`
+}
+
+// lockPendingCall takes, in tx, the batch's lock and then the call's (see
+// Decide) and loads the call while it is pending and now is before its
+// expiry; otherwise it returns errLost, or ErrNotFound for a batch or call
+// that does not exist.
+func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key string, now time.Time) (pendingCall, error) {
+	var info pendingCall
+	ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+	if err != nil {
+		return info, err
+	}
+	if !ok {
+		exists, err := db.batchExists(ctx, tx, batchID)
+		if err != nil {
+			return info, err
+		}
+		if !exists {
+			return info, fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
+		}
+		return info, db.lostOrMissing(ctx, tx, batchID, key)
+	}
+	lock := `SELECT b.conversation_id, c.tool, c.approvals, c.args, c.edited_args FROM calls c JOIN batches b ON b.id = c.batch_id
+		WHERE c.batch_id = ? AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`
+	if db.driver == DriverPostgres {
+		lock += ` FOR UPDATE OF c`
+	}
+	if err := db.get(ctx, tx, &info, db.q(lock), batchID, key, db.ts(now)); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return info, db.lostOrMissing(ctx, tx, batchID, key)
+		}
+		return info, fmt.Errorf("lock call: %w", err)
+	}
+	return info, nil
+}
 
 // castVote records event.Actor's allow of the call event names (pending,
 // its row locked; res.Required set) as a vote and audits it as an

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,36 +46,9 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 	var res confirm.DecideResult
 	err = db.tx(ctx, func(tx *sqlx.Tx) error {
 		res = confirm.DecideResult{}
-		ok, err := db.lockPendingBatch(ctx, tx, e.BatchID, now)
+		info, err := db.lockPendingCall(ctx, tx, e.BatchID, e.Key, now)
 		if err != nil {
 			return err
-		}
-		if !ok {
-			exists, err := db.batchExists(ctx, tx, e.BatchID)
-			if err != nil {
-				return err
-			}
-			if !exists {
-				return fmt.Errorf("batch %s: %w", e.BatchID, confirm.ErrNotFound)
-			}
-			return db.lostOrMissing(ctx, tx, e.BatchID, e.Key)
-		}
-		lock := `SELECT b.conversation_id, c.tool, c.args, c.edited_args FROM calls c JOIN batches b ON b.id = c.batch_id
-			WHERE c.batch_id = ? AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`
-		if db.driver == DriverPostgres {
-			lock += ` FOR UPDATE OF c`
-		}
-		var info struct {
-			ConversationID int64  `db:"conversation_id"`
-			Tool           string `db:"tool"`
-			Args           string `db:"args"`
-			EditedArgs     string `db:"edited_args"`
-		}
-		if err := db.get(ctx, tx, &info, db.q(lock), e.BatchID, e.Key, db.ts(now)); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return db.lostOrMissing(ctx, tx, e.BatchID, e.Key)
-			}
-			return fmt.Errorf("lock call: %w", err)
 		}
 		res.Required = max(e.Approvals, 1)
 
