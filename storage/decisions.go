@@ -14,15 +14,18 @@ import (
 )
 
 // lockPendingBatch takes the batch row's write lock while it is pending
-// (on PostgreSQL the UPDATE's row lock serialises deciders of one batch).
-// It returns false when the batch is not pending.
-func (db *DB) lockPendingBatch(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (bool, error) {
-	res, err := db.exec(ctx, tx, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending'`), db.ts(now), batchID)
-	if err != nil {
-		return false, fmt.Errorf("lock batch: %w", err)
+// (on PostgreSQL the UPDATE's row lock serialises deciders of one batch)
+// and returns its conversation. ok is false when the batch is not pending.
+func (db *DB) lockPendingBatch(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (convID int64, ok bool, err error) {
+	err = db.get(ctx, tx, &convID, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending' RETURNING conversation_id`),
+		db.ts(now), batchID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
 	}
-	n, err := affected(res)
-	return n == 1, err
+	if err != nil {
+		return 0, false, fmt.Errorf("lock batch: %w", err)
+	}
+	return convID, true, nil
 }
 
 // Decide applies one person's decision to a call while the call is pending
@@ -126,7 +129,7 @@ type pendingCall struct {
 // that does not exist.
 func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key string, now time.Time) (pendingCall, error) {
 	var info pendingCall
-	ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+	_, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 	if err != nil {
 		return info, err
 	}
@@ -260,7 +263,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 	var changed int
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		changed = 0
-		ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+		_, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 		if err != nil {
 			return err
 		}

@@ -37,9 +37,12 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int, now t
 	}
 	now = db.nowOr(now)
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
-		convID, err := db.lockPending(ctx, tx, batchID, now)
+		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 		if err != nil {
 			return err
+		}
+		if !ok {
+			return errLost
 		}
 		r, err := db.exec(ctx, tx, db.q(`INSERT INTO batch_escalations (batch_id, step, fired_at) VALUES (?, ?, ?)
 			ON CONFLICT (batch_id, step) DO NOTHING`), batchID, step, db.ts(now))
@@ -67,21 +70,6 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int, now t
 		return false, fmt.Errorf("mark escalated %s step %d: %w", batchID, step, err)
 	}
 	return true, nil
-}
-
-// lockPending is lockPendingBatch returning the batch's conversation, and
-// errLost when the batch is not pending (or does not exist).
-func (db *DB) lockPending(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (int64, error) {
-	var convID int64
-	err := db.get(ctx, tx, &convID, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending' RETURNING conversation_id`),
-		db.ts(now), batchID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, errLost
-	}
-	if err != nil {
-		return 0, fmt.Errorf("lock batch: %w", err)
-	}
-	return convID, nil
 }
 
 // ExtendBatch pushes a pending batch's deadline to until, once per batch:
