@@ -21,12 +21,6 @@ const PolicyActor = "policy"
 func ruleActor(name string) string { return "rule:" + name }
 func grantActor(id string) string  { return "grant:" + id }
 
-// cardFor builds the card of a batch. grantFor is the "Allow for" duration
-// (0: grants are off).
-func cardFor(b *confirm.Batch, intro string, approvers confirm.Approvers, grantFor time.Duration) card.Card {
-	return cardWith(b, intro, approvers, grantFor, cardExtras{})
-}
-
 // cardExtras are the card's parts that come from the bot's config:
 // Extend, Edit… and the escalation steps.
 type cardExtras struct {
@@ -35,6 +29,8 @@ type cardExtras struct {
 	escalation []EscalationStep
 }
 
+// cardWith builds the card of a batch. grantFor is the "Allow for"
+// duration (0: grants are off).
 func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grantFor time.Duration, x cardExtras) card.Card {
 	c := card.Card{
 		BatchID:     b.ID,

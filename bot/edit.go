@@ -106,9 +106,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		return refuse("not a JSON object", "the arguments must be one JSON object: "+b.scrub(err.Error()))
 	}
 	var compact bytes.Buffer
-	if err := json.Compact(&compact, []byte(text)); err != nil {
-		return refuse("not JSON", "the arguments are not valid JSON")
-	}
+	_ = json.Compact(&compact, []byte(text)) // valid: DecodeObject checked it
 	args := json.RawMessage(compact.Bytes())
 	tc := confirm.ToolCall{ID: call.CallID, Name: call.Tool, Args: args}
 	if err := b.validateCall(ctx, conv, batch.RequestedBy, tc); err != nil {
@@ -116,12 +114,12 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	}
 	tool, _ := b.offered(conv, call.Tool)
 	info := toolInfo(call.Tool, tool)
-	unknown, err := b.store.UnknownCalls(ctx, conv.ID)
+	policy, err := b.policyIn(ctx, conv)
 	if err != nil {
-		return fmt.Errorf("load calls with unknown outcomes: %w", err)
+		return err
 	}
 	now := b.now().UTC()
-	v := confirm.All(b.cfg.Policy, repeatPolicy(unknown)).Evaluate(confirm.Request{
+	v := policy.Evaluate(confirm.Request{
 		Call: tc, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Now: now,
 	})
 	if v.Deny {
@@ -132,11 +130,8 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		return refuse("rule "+v.DenyRule, msg)
 	}
 	e := confirm.EditCall{BatchID: batch.ID, Key: call.Key, Args: args, Summary: b.summary(tc), By: c.User, Now: now,
-		Approvals: v.Approvals, Restrict: v.Restrict, Reasons: v.Reasons}
-	if e.Approvals <= 0 {
-		e.Approvals = b.cfg.DefaultApprovals
-	}
-	e.Grantable = !v.NotGrantable && e.Approvals == 1
+		Restrict: v.Restrict, Reasons: v.Reasons}
+	e.Approvals, e.Grantable = b.approvalsOf(v)
 	for _, set := range e.Restrict {
 		if !b.cfg.Channels.Admits(ctx, conv.Platform, c.User, c.Roles, set) {
 			return refuse("editor not in a restriction", "with these arguments a rule lets only "+setText(set)+" decide this call, and you are not among them")
@@ -214,7 +209,7 @@ func changes(before, after json.RawMessage) []card.Change {
 	var a, z map[string]json.RawMessage
 	_ = json.Unmarshal(before, &a)
 	_ = json.Unmarshal(after, &z)
-	keys := slices.Sorted(maps.Keys(a))
+	keys := slices.Collect(maps.Keys(a))
 	for k := range z {
 		if _, ok := a[k]; !ok {
 			keys = append(keys, k)

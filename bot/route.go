@@ -76,7 +76,7 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 		b.remember(ctx, &posted, batch.ID, confirm.CardMain, where, ref)
 	}
 	if where != th {
-		ptr := b.pointerOf(conv, stored, approvals, b.link(ctx, r, where, ref))
+		ptr := pointerOf(stored, c.Calls, approvals, b.link(ctx, r, where, ref))
 		if pref, err := r.PostPointer(ctx, th, ptr); err != nil {
 			b.log.Error("post pointer to the approvals channel", "batch", batch.ID, "err", err)
 		} else {
@@ -170,14 +170,14 @@ func (c *cache[K, V]) put(k K, v V) {
 
 type (
 	linkCache   = cache[string, string]                // permalinks
-	introCache  = cache[string, string]                // a paused reply's words, by batch
 	convCache   = cache[int64, confirm.Conversation]   // conversations by id
 	postedCache = cache[string, []confirm.CardMessage] // card messages by batch
 )
 
-func (b *Bot) pointerOf(conv confirm.Conversation, batch *confirm.Batch, approvals, cardLink string) card.Pointer {
-	c := b.cardOf(conv, batch, "")
-	return card.Pointer{BatchID: batch.ID, Channel: approvals, CardLink: cardLink, Status: batch.Status, Calls: c.Calls}
+// pointerOf is the thread's pointer to a batch's card in an approvals
+// channel; calls are the card's.
+func pointerOf(batch *confirm.Batch, calls []card.Call, approvals, cardLink string) card.Pointer {
+	return card.Pointer{BatchID: batch.ID, Channel: approvals, CardLink: cardLink, Status: batch.Status, Calls: calls}
 }
 
 // refreshCard re-renders a batch's card and every copy of it (and the
@@ -220,10 +220,9 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 			if !canRoute {
 				continue
 			}
-			approvals, _ := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM)
 			if main := mainCard(msgs); main != nil {
-				approvals = main.Channel
-				err = r.UpdatePointer(ctx, where, m.Ref, b.pointerOf(conv, batch, approvals, b.link(ctx, r, Thread{Platform: main.Platform, Channel: main.Channel, Thread: main.Thread}, main.Ref)))
+				cardLink := b.link(ctx, r, Thread{Platform: main.Platform, Channel: main.Channel, Thread: main.Thread}, main.Ref)
+				err = r.UpdatePointer(ctx, where, m.Ref, pointerOf(batch, c.Calls, main.Channel, cardLink))
 			}
 		default:
 			cc := c

@@ -110,16 +110,6 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 		outs[key] = o
 		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, o, key == last)
 	})
-	held := outs[last]
-	if held != nil && !held.unwritten {
-		held = nil
-	}
-	// The outcome must be written even when ctx ended while the tool ran.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if held != nil && err != nil && !errors.Is(err, confirm.ErrToolUnavailable) {
-		b.finishRun(wctx, batchID, last, held) // nothing completes below: write it now
-	}
 	if errors.Is(err, confirm.ErrToolUnavailable) {
 		// An allowed call names a tool the bot no longer carries (the
 		// config changed while the card waited): nothing of the request
@@ -127,7 +117,8 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 		b.log.Warn("an allowed call's tool is gone; nothing of the batch runs", "batch", batchID, "err", err)
 		results = b.refuseBatch(batch, err)
 	} else if err != nil {
-		// The stored batch broke another rule (it cannot, short of tampering).
+		// The stored batch broke another rule (it cannot, short of
+		// tampering). Execute refuses before running anything.
 		b.log.Error("decisions rejected; nothing runs", "batch", batchID, "err", err)
 		return nil, fmt.Errorf("execute batch: %w", err)
 	}
@@ -144,20 +135,26 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if err != nil {
 		return nil, err
 	}
+	// The outcomes and results must be written even when ctx ended while
+	// a tool ran.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	var done bool
-	exact := true // the outcomes in outs are what storage holds
-	if held != nil {
+	held := outs[last]
+	if held != nil && held.unwritten {
 		done, err = b.store.FinishRunAndComplete(wctx, batchID, last, held.status, held.result, stored)
 		if err != nil {
 			// As if written apart: the outcome is logged if it can't be
 			// recorded, and the batch is completed all the same.
 			b.log.Error("record tool outcome with the batch", "batch", batchID, "call", last, "err", err)
 			b.finishRun(wctx, batchID, last, held)
-			exact = false
-			done, err = b.store.CompleteBatch(ctx, batchID, stored)
+			held = nil
 		}
 	} else {
-		done, err = b.store.CompleteBatch(ctx, batchID, stored)
+		held = nil
+	}
+	if held == nil {
+		done, err = b.store.CompleteBatch(wctx, batchID, stored)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
@@ -165,27 +162,32 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if !done {
 		return nil, nil
 	}
-	for _, o := range outs {
-		exact = exact && !o.lost
-	}
 	lc := lateCardFrom(ctx)
 	lc.stop()
-	var fresh *confirm.Batch
-	if exact {
-		// This worker holds the claim: the batch is as loaded, with the
-		// outcomes it just stored, and done. No reload.
-		fresh = ranBatch(batch, outs)
-		b.refreshCardOf(ctx, conv, fresh)
+	// This worker holds the claim: the batch is as loaded, with the
+	// outcomes it stored, and done. It is reloaded only when an outcome
+	// could not be written.
+	fresh := ranBatch(batch, outs)
+	if anyLost(outs) {
+		if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
+			fresh = reloaded
+		}
 	} else {
-		fresh = b.refreshCard(ctx, conv, batchID)
+		b.refreshCardOf(ctx, conv, fresh)
 	}
 	lc.ran()
-	if fresh != nil {
-		b.noteUnknown(ctx, conv, fresh)
-	} else {
-		b.noteUnknown(ctx, conv, batch)
-	}
+	b.noteUnknown(ctx, conv, fresh)
 	return batch, nil
+}
+
+// anyLost reports whether an outcome could not be written.
+func anyLost(outs map[string]*outcome) bool {
+	for _, o := range outs {
+		if o.lost {
+			return true
+		}
+	}
+	return false
 }
 
 // ranBatch is batch, done, with the run outcomes in outs.

@@ -345,13 +345,13 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		return toolInfo(name, t), true
 	}
 	validate := func(c confirm.ToolCall) error { return b.validateCall(ctx, conv, requester, c) }
-	unknown, err := b.store.UnknownCalls(ctx, conv.ID)
+	policy, err := b.policyIn(ctx, conv)
 	if err != nil {
-		return nil, false, fmt.Errorf("load calls with unknown outcomes: %w", err)
+		return nil, false, err
 	}
 	now := b.now().UTC()
 	base := confirm.Request{Platform: conv.Platform, Channel: conv.Channel, Requester: requester, Now: now}
-	planned, _ := confirm.Plan(reply.ToolCalls, base, lookup, confirm.All(b.cfg.Policy, repeatPolicy(unknown)), validate)
+	planned, _ := confirm.Plan(reply.ToolCalls, base, lookup, policy, validate)
 	batch := &confirm.Batch{
 		ID:             newBatchID(),
 		ConversationID: conv.ID,
@@ -377,12 +377,8 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 			ExpiresAt:      batch.ExpiresAt,
 		}
 		if pc.Flagged {
-			c.Approvals = v.Approvals
-			if c.Approvals <= 0 {
-				c.Approvals = b.cfg.DefaultApprovals
-			}
+			c.Approvals, c.Grantable = b.approvalsOf(v)
 			c.Restrict = v.Restrict
-			c.Grantable = !v.NotGrantable && c.Approvals == 1
 		}
 		switch {
 		case pc.Invalid != nil:
@@ -425,6 +421,27 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 	}
 	b.notePauseDecisions(ctx, conv, batch, grants)
 	return batch, batch.Status == confirm.BatchPending, nil
+}
+
+// policyIn is the policy judging calls in the conversation: the
+// configured one, and a person's yes for a call equal to one whose outcome
+// is unknown.
+func (b *Bot) policyIn(ctx context.Context, conv confirm.Conversation) (confirm.Policy, error) {
+	unknown, err := b.store.UnknownCalls(ctx, conv.ID)
+	if err != nil {
+		return nil, fmt.Errorf("load calls with unknown outcomes: %w", err)
+	}
+	return confirm.All(b.cfg.Policy, repeatPolicy(unknown)), nil
+}
+
+// approvalsOf is how many distinct people must allow a call the verdict
+// asks about, and whether an "Allow for" may allow it.
+func (b *Bot) approvalsOf(v confirm.Verdict) (approvals int, grantable bool) {
+	approvals = v.Approvals
+	if approvals <= 0 {
+		approvals = b.cfg.DefaultApprovals
+	}
+	return approvals, !v.NotGrantable && approvals == 1
 }
 
 // grantFor returns the active grant of the conversation that covers a

@@ -222,7 +222,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		escalation = append(escalation, bot.EscalationStep{
 			After:     st.After,
 			Mention:   st.MentionSet(),
-			Approvers: confirm.Approvers{Users: st.Approvers, Groups: st.ApproverGroups, Roles: st.ApproverRoles},
+			Approvers: st.ApproverSet(),
 		})
 	}
 	entries = append(entries, extraChannels...)
