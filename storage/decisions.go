@@ -116,11 +116,9 @@ var errAlreadyVoted = errors.New("already voted")
 
 // pendingCall is what a decision needs of the call it locks.
 type pendingCall struct {
-	ConversationID int64  `db:"conversation_id"`
+	ConversationID int64
 	Tool           string `db:"tool"`
 	Approvals      int    `db:"approvals"`
-	Args           string `db:"args"`
-	EditedArgs     string `db:"edited_args"`
 }
 
 // lockPendingCall takes, in tx, the batch's lock and then the call's (see
@@ -129,7 +127,7 @@ type pendingCall struct {
 // that does not exist.
 func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key string, now time.Time) (pendingCall, error) {
 	var info pendingCall
-	_, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+	convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 	if err != nil {
 		return info, err
 	}
@@ -143,10 +141,10 @@ func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key str
 		}
 		return info, db.lostOrMissing(ctx, tx, batchID, key)
 	}
-	lock := `SELECT b.conversation_id, c.tool, c.approvals, c.args, c.edited_args FROM calls c JOIN batches b ON b.id = c.batch_id
-		WHERE c.batch_id = ? AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`
+	lock := `SELECT tool, approvals FROM calls
+		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`
 	if db.driver == DriverPostgres {
-		lock += ` FOR UPDATE OF c`
+		lock += ` FOR UPDATE`
 	}
 	if err := db.get(ctx, tx, &info, db.q(lock), batchID, key, db.ts(now)); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -154,6 +152,7 @@ func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key str
 		}
 		return info, fmt.Errorf("lock call: %w", err)
 	}
+	info.ConversationID = convID
 	return info, nil
 }
 
@@ -263,7 +262,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 	var changed int
 	err := db.tx(ctx, func(tx *sqlx.Tx) error {
 		changed = 0
-		_, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 		if err != nil {
 			return err
 		}
@@ -298,10 +297,6 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 		}
 		sort.Slice(all, func(i, j int) bool { return all[i].Position < all[j].Position })
 		if len(all) > 0 {
-			var convID int64
-			if err := db.get(ctx, tx, &convID, db.q(`SELECT conversation_id FROM batches WHERE id = ?`), batchID); err != nil {
-				return fmt.Errorf("load batch: %w", err)
-			}
 			for _, c := range all {
 				if err := db.insertAudit(ctx, tx, confirm.AuditEvent{
 					At: now, Kind: confirm.AuditDecision, ConversationID: convID, BatchID: batchID,

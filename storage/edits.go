@@ -50,6 +50,13 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		if err != nil {
 			return err
 		}
+		var args struct {
+			Model  string `db:"args"`
+			Edited string `db:"edited_args"`
+		}
+		if err := db.get(ctx, tx, &args, db.q(`SELECT args, edited_args FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.Key); err != nil {
+			return fmt.Errorf("load arguments: %w", err)
+		}
 		res.Required = max(e.Approvals, 1)
 
 		voided := []string{}
@@ -77,7 +84,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: e.BatchID, CallKey: e.Key, Tool: info.Tool, Actor: e.By}
 		edited := event
 		edited.Kind = confirm.AuditEdited
-		edited.Detail = editDetail(info.Args, info.EditedArgs, e, res.Required, voided)
+		edited.Detail = editDetail(args.Model, args.Edited, e, res.Required, voided)
 		if err := db.insertAudit(ctx, tx, edited); err != nil {
 			return err
 		}
