@@ -107,18 +107,6 @@ func WithRetryPolicy(p Provider, pol RetryPolicy) Provider {
 	return &retrying{p: p, pol: pol.withDefaults()}
 }
 
-// WithRetry is WithRetryPolicy with the given number of tries (at least
-// one), first backoff and sleep (nil: a real timer), and the defaults for
-// the rest: Retry-After honoured, full jitter, 60 s per wait, 3 min in all.
-//
-// Deprecated: use WithRetryPolicy; RetryPolicy{} is the default policy.
-func WithRetry(p Provider, attempts int, backoff time.Duration, sleep func(ctx context.Context, d time.Duration) error) Provider {
-	if attempts < 1 {
-		attempts = 1
-	}
-	return WithRetryPolicy(p, RetryPolicy{Attempts: attempts, Backoff: backoff, Sleep: sleep})
-}
-
 type waitNoticeKey struct{}
 
 // WithWaitNotice returns a ctx whose model requests, when a

@@ -272,23 +272,6 @@ func TestRetryAttempts(t *testing.T) {
 			t.Errorf("attempts %d: err %v after %d calls, want an error after %d", tc.attempts, err, f.calls, tc.calls)
 		}
 	}
-	// The deprecated form still tries at least once.
-	f := &failing{errs: []error{&model.APIError{Status: 500}}}
-	_, err := model.WithRetry(f, 0, time.Millisecond, (&modeltest.Sleeper{}).Sleep).Generate(context.Background(), model.Request{})
-	if err == nil || f.calls != 1 {
-		t.Fatalf("err %v after %d calls, want an error after 1", err, f.calls)
-	}
-}
-
-func TestWithRetryHonoursRetryAfter(t *testing.T) {
-	f := &failing{errs: []error{rateLimited(30 * time.Second)}}
-	s := &modeltest.Sleeper{}
-	if _, err := model.WithRetry(f, 4, 500*time.Millisecond, s.Sleep).Generate(context.Background(), model.Request{}); err != nil {
-		t.Fatal(err)
-	}
-	if w := s.Waits(); len(w) != 1 || w[0] < 30*time.Second || w[0] >= 34*time.Second {
-		t.Fatalf("waits %v", w)
-	}
 }
 
 // A cancel during a wait ends Generate promptly, with both errors.

@@ -113,8 +113,9 @@ mcp_servers:
 		}
 	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "ops__delete_item") && !strings.Contains(line, "always") ||
-			strings.HasPrefix(line, "ops__get_item") && !strings.Contains(line, "no") {
+		// The approval column, and the server's own reason for the flag.
+		if strings.HasPrefix(line, "ops__delete_item") && (!strings.Contains(line, " always ") || !strings.Contains(line, "not annotated readOnlyHint")) ||
+			strings.HasPrefix(line, "ops__get_item") && (!strings.Contains(line, " no ") || !strings.Contains(line, "readOnlyHint, trusted")) {
 			t.Fatalf("airlock tools: wrong approval in %q\n%s", line, out)
 		}
 	}

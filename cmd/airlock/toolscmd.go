@@ -40,6 +40,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	for _, t := range cfg.Tools {
 		source[t.Name] = "config"
 	}
+	why := map[string]string{} // an MCP tool's own reason for its flag
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mcp, err := startMCP(ctx, cfg, set, logger)
 	if err != nil {
@@ -50,6 +51,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		defer mcp.Close()
 		for _, info := range mcp.Tools() {
 			source[info.Name] = "mcp:" + info.Server
+			why[info.Name] = info.Why
 		}
 		for _, st := range mcp.Status() {
 			if st.Err != nil {
@@ -62,7 +64,11 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fmt.Fprintln(tw, "TOOL\tSOURCE\tAPPROVAL\tWHY")
 	for _, name := range set.Names() {
 		t, _ := set.Get(name)
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, source[name], approvalOf(policy, name, toolInfoOf(name, t)))
+		line := approvalOf(policy, name, toolInfoOf(name, t))
+		if w := why[name]; w != "" {
+			line += " (" + w + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, source[name], line)
 	}
 	if cfg.Discord != nil {
 		for _, name := range cfg.Discord.ModerationTools {
