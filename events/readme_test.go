@@ -1,7 +1,9 @@
 package events_test
 
-// The receiver code the README shows, verbatim (stdlib only), tested here:
-// the end-to-end test's receivers run it.
+// The receiver code the README shows (stdlib only), tested here: verify
+// and the shell check are the README's, byte for byte
+// (TestReadmeSnippetsAreTheReadmes), and the end-to-end test's receivers
+// run verify in receive, which does what the README says in words.
 
 import (
 	"crypto/hmac"
@@ -100,6 +102,29 @@ case ",$SIG," in *",v1=$want,"*) echo verified ;; *) echo "bad signature" >&2; e
 // --- end of the README snippets ---
 
 const secret = "whsec-0123456789abcdef0123456789abcdef"
+
+// TestReadmeSnippetsAreTheReadmes keeps the snippets tested here equal to
+// the README's.
+func TestReadmeSnippetsAreTheReadmes(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.ReadFile("readme_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(self), "func verify(")
+	end := strings.Index(string(self)[start:], "\n}\n")
+	if start < 0 || end < 0 {
+		t.Fatal("verify not found in readme_test.go")
+	}
+	for name, snippet := range map[string]string{"verify": string(self)[start : start+end+3], "the shell check": shellVerify} {
+		if !strings.Contains(string(readme), snippet) {
+			t.Errorf("README.md does not show %s as tested here:\n%s", name, snippet)
+		}
+	}
+}
 
 func TestReadmeVerify(t *testing.T) {
 	body := []byte(`{"id":"e1","type":"tool_call","args":{"a":  "<&>"}}`)
