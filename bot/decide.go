@@ -58,6 +58,24 @@ func (e *VoteError) Error() string {
 }
 func (e *VoteError) Unwrap() error { return ErrAlreadyVoted }
 
+// IsRefusal reports whether err is a click refused by the rules (someone
+// else's button, a second approval by the same person, the requester
+// allowing their own call, a closed call, …): nothing changed and nothing
+// failed. Platforms log refusals as information, other errors as errors.
+func IsRefusal(err error) bool {
+	for _, e := range []error{
+		ErrNotApprover, ErrAlreadyClosed, ErrWrongChannel, ErrSelfApproval,
+		ErrAlreadyVoted, ErrNotGrantable, ErrGrantNotActive,
+		ErrAlreadyExtended, ErrNotEditable,
+		confirm.ErrBadRef, confirm.ErrNotFound,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // UserMessage is what the clicker is told when a click changes nothing.
 func UserMessage(err error) string {
 	var ve *VoteError

@@ -163,6 +163,20 @@ type State struct {
 // Open reports whether the call still waits for a decision.
 func (c Call) Open() bool { return c.State.Kind == Waiting }
 
+// Call returns the card's call with the button reference ref, or nil (also
+// on a nil card).
+func (c *Card) Call(ref string) *Call {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Calls {
+		if c.Calls[i].Ref == ref {
+			return &c.Calls[i]
+		}
+	}
+	return nil
+}
+
 // Complete reports whether no call of the card waits any more.
 func (c Card) Complete() bool {
 	for _, cc := range c.Calls {

@@ -561,7 +561,7 @@ func (a *Adapter) openEdit(ctx context.Context, i *discordgo.Interaction, ref st
 	form, err := a.b.EditForm(fctx, click)
 	cancel()
 	if err != nil {
-		if knownClickError(err) {
+		if bot.IsRefusal(err) {
 			a.log.Info("discord: edit refused", "user", click.User, "channel", i.ChannelID, "err", err)
 		} else {
 			a.log.Error("discord: edit form", "user", click.User, "channel", i.ChannelID, "err", err)
@@ -641,28 +641,12 @@ func (a *Adapter) refused(ctx context.Context, i *discordgo.Interaction, c bot.C
 	if err == nil {
 		return
 	}
-	if knownClickError(err) {
+	if bot.IsRefusal(err) {
 		a.log.Info("discord: click changed nothing", "action", what, "user", c.User, "channel", i.ChannelID, "err", err)
 	} else {
 		a.log.Error("discord: "+what, "user", c.User, "channel", i.ChannelID, "err", err)
 	}
 	a.followUp(ctx, i, bot.UserMessage(err))
-}
-
-// knownClickError reports whether err is a refusal: the click changed
-// nothing, by the rules (not a fault).
-func knownClickError(err error) bool {
-	for _, e := range []error{
-		bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel,
-		bot.ErrSelfApproval, bot.ErrAlreadyVoted, bot.ErrNotGrantable, bot.ErrGrantNotActive,
-		bot.ErrAlreadyExtended, bot.ErrNotEditable,
-		confirm.ErrBadRef, confirm.ErrNotFound,
-	} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // argsGone answers "Show full arguments" on a card that no longer waits.
@@ -681,7 +665,7 @@ func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref st
 	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
 		a.log.Error("discord: load the card for its arguments", "channel", i.ChannelID, "err", err)
 	}
-	call := findCall(cd, ref)
+	call := cd.Call(ref)
 	if call == nil {
 		a.respondEphemeral(ctx, i, argsGone)
 		return
@@ -693,18 +677,6 @@ func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref st
 	if err != nil {
 		a.log.Error("discord: answer with the arguments", "interaction", i.ID, "err", err)
 	}
-}
-
-func findCall(cd *card.Card, ref string) *card.Call {
-	if cd == nil {
-		return nil
-	}
-	for i := range cd.Calls {
-		if cd.Calls[i].Ref == ref {
-			return &cd.Calls[i]
-		}
-	}
-	return nil
 }
 
 // clickChannel is the conversation channel of a click: the parent channel

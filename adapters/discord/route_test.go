@@ -306,7 +306,7 @@ func TestExtendClick(t *testing.T) {
 	if _, _, _, d := rb.get(); d[0].Message != "9200" || d[0].Channel != "3555" || d[0].User != dmUser || !d[0].Allow {
 		t.Fatalf("DM click %+v", d[0])
 	}
-	if !knownClickError(bot.ErrAlreadyExtended) || !knownClickError(bot.ErrNotEditable) {
+	if !bot.IsRefusal(bot.ErrAlreadyExtended) || !bot.IsRefusal(bot.ErrNotEditable) {
 		t.Fatal("extend and edit refusals are not known refusals")
 	}
 }

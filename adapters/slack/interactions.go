@@ -308,7 +308,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 	case kindOpenReason:
 		var call *cardpkg.Call
 		if card, err := a.clickedCard(ctx, in); err == nil {
-			call = findCall(card, in.Ref)
+			call = card.Call(in.Ref)
 		}
 		if call != nil && !call.Open() {
 			a.refused(ctx, in, bot.ErrAlreadyClosed)
@@ -324,7 +324,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 		if err != nil && !errors.Is(err, confirm.ErrNotFound) {
 			log.Error("slack: load card for arguments", "err", err)
 		}
-		call := findCall(card, in.Ref)
+		call := card.Call(in.Ref)
 		if call == nil {
 			a.ephemeral(ctx, in.Channel, in.Thread, in.User, "This card no longer waits for a decision, so its arguments are not shown here. The audit log keeps them.")
 			return
@@ -449,7 +449,7 @@ func (a *Adapter) editAnswer(in interaction, err error, modalOpen bool) editAnsw
 			return editAnswer{errors: map[string]string{EditBlockID: msg}}
 		}
 		return editAnswer{notify: "Your edit was not applied: " + msg + " Nothing changed."}
-	case refusal(err):
+	case bot.IsRefusal(err):
 		log.Info("slack: edit changed nothing", "why", err)
 	default:
 		log.Error("slack: edit failed", "err", err)
@@ -463,38 +463,10 @@ func (a *Adapter) editAnswer(in interaction, err error, modalOpen bool) editAnsw
 // logged as information; anything else as an error.
 func (a *Adapter) refused(ctx context.Context, in interaction, err error) {
 	log := a.log.With("user", in.User, "channel", in.Channel, "ref", in.Ref)
-	if refusal(err) {
+	if bot.IsRefusal(err) {
 		log.Info("slack: click changed nothing", "why", err)
 	} else {
 		log.Error("slack: click failed", "err", err)
 	}
 	a.ephemeral(ctx, in.Channel, in.Thread, in.User, bot.UserMessage(err))
-}
-
-// refusal reports whether err is the bot refusing a click (nothing
-// changed, nothing failed).
-func refusal(err error) bool {
-	for _, e := range []error{
-		bot.ErrNotApprover, bot.ErrAlreadyClosed, bot.ErrWrongChannel, bot.ErrSelfApproval,
-		bot.ErrAlreadyVoted, bot.ErrNotGrantable, bot.ErrGrantNotActive,
-		bot.ErrAlreadyExtended, bot.ErrNotEditable,
-		confirm.ErrBadRef, confirm.ErrNotFound,
-	} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-func findCall(card *cardpkg.Card, ref string) *cardpkg.Call {
-	if card == nil {
-		return nil
-	}
-	for i := range card.Calls {
-		if card.Calls[i].Ref == ref {
-			return &card.Calls[i]
-		}
-	}
-	return nil
 }

@@ -718,7 +718,7 @@ func TestExtendClick(t *testing.T) {
 	if len(w.ephemerals(alice)) != 0 {
 		t.Error("the extend that counted was answered")
 	}
-	if !refusal(bot.ErrAlreadyExtended) || !refusal(bot.ErrNotEditable) {
+	if !bot.IsRefusal(bot.ErrAlreadyExtended) || !bot.IsRefusal(bot.ErrNotEditable) {
 		t.Error("extend and edit refusals are not refusals")
 	}
 }
