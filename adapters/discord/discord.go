@@ -407,19 +407,13 @@ func noMentions() *discordgo.MessageAllowedMentions {
 // several messages when it does not fit in one; see RenderMessages) and
 // returns the message ids, comma-separated, as the card's reference.
 func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, cd card.Card) (string, error) {
-	ch := target(th)
 	var ids []string
 	for _, m := range RenderMessages(cd) {
-		sent, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
-			Content:         m.Content,
-			Embeds:          m.Embeds,
-			Components:      m.Components,
-			AllowedMentions: noMentions(),
-		}, discordgo.WithContext(ctx))
+		id, err := a.send(ctx, th, m, "card")
 		if err != nil {
-			return strings.Join(ids, ","), fmt.Errorf("discord: post card: %w", err)
+			return strings.Join(ids, ","), err
 		}
-		ids = append(ids, sent.ID)
+		ids = append(ids, id)
 	}
 	return strings.Join(ids, ","), nil
 }
@@ -432,28 +426,13 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, cd 
 	if len(msgs) != len(ids) {
 		a.log.Warn("discord: card reference and rendering differ in size", "ref", ref, "messages", len(msgs))
 	}
-	ch := target(th)
 	var errs []error
 	for i, id := range ids {
 		if i >= len(msgs) || id == "" {
 			break
 		}
-		m := msgs[i]
-		content := m.Content
-		embeds := m.Embeds
-		components := m.Components
-		if components == nil {
-			components = []discordgo.MessageComponent{}
-		}
-		edit := &discordgo.MessageEdit{
-			ID: id, Channel: ch,
-			Content:         &content,
-			Embeds:          &embeds,
-			Components:      &components,
-			AllowedMentions: noMentions(),
-		}
-		if _, err := a.s.ChannelMessageEditComplex(edit, discordgo.WithContext(ctx)); err != nil {
-			errs = append(errs, fmt.Errorf("discord: update card message %s: %w", id, err))
+		if err := a.edit(ctx, th, id, msgs[i], "card message"); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -463,36 +442,52 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, cd 
 // thread (see RenderGrantNotice), pinging nobody; its message id is the
 // reference.
 func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n card.GrantNotice) (string, error) {
-	m := RenderGrantNotice(n, a.now())
-	sent, err := a.s.ChannelMessageSendComplex(target(th), &discordgo.MessageSend{
-		Content:         m.Content,
-		Components:      m.Components,
-		AllowedMentions: noMentions(),
-	}, discordgo.WithContext(ctx))
-	if err != nil {
-		return "", fmt.Errorf("discord: post grant notice: %w", err)
-	}
-	return sent.ID, nil
+	return a.send(ctx, th, RenderGrantNotice(n, a.now()), "grant notice")
 }
 
 // UpdateGrantNotice implements bot.GrantNoticer: it edits the notice in
 // place; a revoked grant's notice loses its Revoke button.
 func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n card.GrantNotice) error {
-	if ref == "" || strings.Contains(ref, ",") {
+	if !isSnowflake(ref) {
 		return fmt.Errorf("discord: grant notice reference %q is not a message id", ref)
 	}
-	m := RenderGrantNotice(n, a.now())
-	content, components := m.Content, m.Components
-	embeds := []*discordgo.MessageEmbed{}
+	return a.edit(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice")
+}
+
+// send posts one rendered message in the thread, pinging nobody, and
+// returns its id.
+func (a *Adapter) send(ctx context.Context, th bot.Thread, m CardMessage, what string) (string, error) {
+	sent, err := a.s.ChannelMessageSendComplex(target(th), &discordgo.MessageSend{
+		Content:         m.Content,
+		Embeds:          m.Embeds,
+		Components:      m.Components,
+		AllowedMentions: noMentions(),
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("discord: post %s: %w", what, err)
+	}
+	return sent.ID, nil
+}
+
+// edit replaces a message with a rendered one, pinging nobody: embeds and
+// buttons the new rendering lacks are removed.
+func (a *Adapter) edit(ctx context.Context, th bot.Thread, id string, m CardMessage, what string) error {
+	content, embeds, components := m.Content, m.Embeds, m.Components
+	if embeds == nil {
+		embeds = []*discordgo.MessageEmbed{}
+	}
+	if components == nil {
+		components = []discordgo.MessageComponent{}
+	}
 	_, err := a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{
-		ID: ref, Channel: target(th),
+		ID: id, Channel: target(th),
 		Content:         &content,
 		Embeds:          &embeds,
 		Components:      &components,
 		AllowedMentions: noMentions(),
 	}, discordgo.WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("discord: update grant notice %s: %w", ref, err)
+		return fmt.Errorf("discord: update %s %s: %w", what, id, err)
 	}
 	return nil
 }

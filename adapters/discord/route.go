@@ -81,15 +81,7 @@ func (a *Adapter) OpenDM(ctx context.Context, user string) (bot.Thread, error) {
 // thread, without buttons, pinging nobody; its message id is the
 // reference.
 func (a *Adapter) PostPointer(ctx context.Context, th bot.Thread, p card.Pointer) (string, error) {
-	m := RenderPointer(p)
-	sent, err := a.s.ChannelMessageSendComplex(target(th), &discordgo.MessageSend{
-		Content:         m.Content,
-		AllowedMentions: noMentions(),
-	}, discordgo.WithContext(ctx))
-	if err != nil {
-		return "", fmt.Errorf("discord: post pointer: %w", err)
-	}
-	return sent.ID, nil
+	return a.send(ctx, th, RenderPointer(p), "pointer")
 }
 
 // UpdatePointer implements bot.Router: it edits the pointer in place,
@@ -98,17 +90,5 @@ func (a *Adapter) UpdatePointer(ctx context.Context, th bot.Thread, ref string, 
 	if !isSnowflake(ref) {
 		return fmt.Errorf("discord: pointer reference %q is not a message id", ref)
 	}
-	m := RenderPointer(p)
-	content, embeds, components := m.Content, m.Embeds, m.Components
-	_, err := a.s.ChannelMessageEditComplex(&discordgo.MessageEdit{
-		ID: ref, Channel: target(th),
-		Content:         &content,
-		Embeds:          &embeds,
-		Components:      &components,
-		AllowedMentions: noMentions(),
-	}, discordgo.WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("discord: update pointer %s: %w", ref, err)
-	}
-	return nil
+	return a.edit(ctx, th, ref, RenderPointer(p), "pointer")
 }
