@@ -189,8 +189,11 @@ func TestHTTPAckBeforeWork(t *testing.T) {
 	if got := b.decided.Load(); got != 0 {
 		t.Fatalf("%d decisions finished before release", got)
 	}
-	if n := rec.count(); n != 1 || rec.acks[0] != Platform {
-		t.Fatalf("acks recorded %v, want one for %q", rec.acks, Platform)
+	rec.mu.Lock()
+	acks := append([]string(nil), rec.acks...)
+	rec.mu.Unlock()
+	if len(acks) != 1 || acks[0] != Platform {
+		t.Fatalf("acks recorded %v, want one for %q", acks, Platform)
 	}
 	close(b.release)
 }

@@ -103,10 +103,13 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 	// an ack always covers that envelope's work.
 	a.wg.Add(1)
 	defer a.wg.Done()
+	var in interaction
+	var inErr error
 	if req.Type == socketmode.RequestTypeInteractive {
-		// The edit modal's submission is acked with the edit's outcome
-		// (see submitEdit), off the loop that reads the connection.
-		if in, err := parseInteraction(req.Payload); err == nil && in.Kind == kindSubmitEdit {
+		// Parsed once, here: the edit modal's submission is acked with the
+		// edit's outcome (see submitEdit), off the loop that reads the
+		// connection.
+		if in, inErr = parseInteraction(req.Payload); inErr == nil && in.Kind == kindSubmitEdit {
 			a.wg.Add(1)
 			go func() {
 				defer a.wg.Done()
@@ -143,9 +146,8 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 		}
 		log.Warn("slack: event ignored", "err", err)
 	case socketmode.RequestTypeInteractive:
-		in, err := parseInteraction(req.Payload)
-		if err != nil {
-			log.Warn("slack: interaction ignored", "err", err)
+		if inErr != nil {
+			log.Warn("slack: interaction ignored", "err", inErr)
 			return
 		}
 		if !a.ourTeam(in.Team, "interaction") {
