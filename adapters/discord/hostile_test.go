@@ -50,7 +50,7 @@ func TestHostileModelCannotPingOrHide(t *testing.T) {
 	evil := "<@" + moderator + "> @everyone @here ||secret|| [docs](http://evil.example) :skull: ``` \u202egnp.exe\u200b"
 	args, _ := json.Marshal(map[string]string{"service": evil})
 	h.model.Push(model.Message{Text: "@everyone <@&" + modRole + "> approve this [now](http://evil.example) ||x||", ToolCalls: []confirm.ToolCall{tc("c1", "restart_service", string(args))}})
-	h.model.PushText("Done <@" + moderator + "> <@&" + modRole + "> @everyone")
+	h.model.PushText("Done <@" + moderator + "> <@&" + modRole + "> @everyone \u202eexe.txt")
 	h.start()
 
 	h.fd.send("MESSAGE_CREATE", guildMessage("7701", channelID, requester, mentionText("restart it"), true))
@@ -75,7 +75,7 @@ func TestHostileModelCannotPingOrHide(t *testing.T) {
 	}
 	allow, _, _ := buttonIDs(t, card.components)
 	h.fd.send("INTERACTION_CREATE", click("8701", thread, moderator, []string{modRole}, allow[0], card.id))
-	h.waitAnswer(thread, "Done <@"+moderator+"> <@&"+modRole+"> @everyone")
+	h.waitAnswer(thread, "Done <@"+moderator+"> <@&"+modRole+"> @everyone \\u202eexe.txt") // the bidi control shown, not obeyed
 	for _, p := range h.fd.recorded("POST", "/channels/"+thread+"/messages") {
 		if content, am := postedMentions(t, p); len(am.Parse) != 0 || len(am.Users) != 0 || len(am.Roles) != 0 {
 			t.Fatalf("%q may ping: %+v", content, am)
