@@ -7,6 +7,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -54,8 +55,13 @@ func RenderGrantNotice(n cardpkg.GrantNotice, now time.Time) []slack.Block {
 
 // GrantNoticeText is a grant notice's plain text (notifications, clients
 // without Block Kit): the notice's shared words, escaped, so user ids in
-// it are plain text and ping nobody.
-func GrantNoticeText(n cardpkg.GrantNotice) string { return clip(postText(n.Text()), 3000) }
+// it are plain text and ping nobody. The tool's name and the people are
+// names, not prose: every hidden character in them is shown escaped, the
+// zero-width (non-)joiners too, so "dep\u200cloy" never reads as "deploy".
+func GrantNoticeText(n cardpkg.GrantNotice) string {
+	n.Tool, n.By, n.RevokedBy = visible.Reveal(n.Tool), visible.Reveal(n.By), visible.Reveal(n.RevokedBy)
+	return clip(postText(n.Text()), 3000)
+}
 
 // date is a time as a date element: each reader sees it in their own time
 // zone; the fallback is UTC.

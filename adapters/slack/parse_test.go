@@ -512,6 +512,7 @@ func FuzzRender(f *testing.F) {
 	f.Add(strings.Repeat("t", 100), strings.Repeat("&", 500), strings.Repeat("<\n", 600), strings.Repeat("é", 1300), 30)
 	f.Add("x\u202e", "<@UALICE> :skull: *b*", "\x1b[2J\u200b", "<!subteam^SOPS>", 3)
 	f.Add("deploy", "UALICE", "{}", "SOPS", 13)
+	f.Add("dep\u200cloy", "U\u200dALICE", "", "0", 1) // a name's (non-)joiners, kept in prose, shown in names
 	f.Fuzz(func(t *testing.T, tool, summary, args, intro string, n int) {
 		card := baseCard()
 		card.Intro = intro
