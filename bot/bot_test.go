@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -919,4 +920,42 @@ func cardMsg(ref string) string {
 		return ""
 	}
 	return "card-" + id
+}
+
+// TestCardIntro: the model's words that came with its calls are on the
+// card when posted and on every update, for a batch stored with them and
+// for one stored by a release that kept them only in the assistant message.
+func TestCardIntro(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	reply := calls(tc("a", "deploy", `{}`))
+	reply.Text = "I'll deploy api now."
+	h.push(reply, text("Deployed."))
+	h.turn("bob", "deploy api")
+	if got := h.plat.lastCard().Intro; got != reply.Text {
+		t.Fatalf("posted card's intro %q, want %q", got, reply.Text)
+	}
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.plat.lastCard(); !c.Complete() || c.Intro != reply.Text {
+		t.Fatalf("final card: complete %v, intro %q", c.Complete(), c.Intro)
+	}
+
+	// A batch as an older release stored it: no intro column value.
+	reply.Text = "Deploying web as well."
+	h.push(reply)
+	h.turn("bob", "deploy web")
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.Exec(`UPDATE batches SET intro = NULL WHERE status = 'pending'`); err != nil {
+		t.Fatal(err)
+	}
+	card, err := h.bot.PendingCard(context.Background(), bot.Thread{Platform: "test", Channel: "C1", Thread: "T1"})
+	if err != nil || card.Intro != reply.Text {
+		t.Fatalf("card of an older batch: %v, intro %q, want %q", err, card.Intro, reply.Text)
+	}
 }

@@ -203,7 +203,14 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 		// The click counted; what follows is the bot's work, not the
 		// clicker's problem: failures are logged and told in the thread.
 		rctx, span := b.startResume(withLateCard(ctx, lc), resumeClick, conv, batchID, waited...)
-		err := b.resume(rctx, conv, batchID)
+		// The batch as deciding it left it, unless its card's reference
+		// was stored after that (a click racing the card's post): then
+		// it is loaded, so the card is updated.
+		decided := res.Batch
+		if decided != nil && decided.CardRef == "" {
+			decided = nil
+		}
+		err := b.resume(rctx, conv, batchID, decided)
 		endSpan(span, err)
 		if err != nil {
 			b.log.Error("run decided batch", "batch", batchID, "err", err)

@@ -17,18 +17,20 @@ import (
 )
 
 // resume runs a fully decided batch and continues the model in its thread.
-func (b *Bot) resume(ctx context.Context, conv confirm.Conversation, batchID string) error {
+// decided is the batch as stored when it was decided, or nil to load it
+// (see finishBatch).
+func (b *Bot) resume(ctx context.Context, conv confirm.Conversation, batchID string, decided *confirm.Batch) error {
 	unlock, err := b.lockConversation(ctx, conv.ID)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return b.resumeLocked(ctx, conv, batchID)
+	return b.resumeLocked(ctx, conv, batchID, decided)
 }
 
 // resumeLocked is resume for a caller holding the conversation.
-func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batchID string) error {
-	batch, err := b.finishBatch(ctx, conv, batchID)
+func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batchID string, decided *confirm.Batch) error {
+	batch, err := b.finishBatch(ctx, conv, batchID, decided)
 	if err != nil || batch == nil {
 		return err
 	}
@@ -70,8 +72,11 @@ func endsWithResults(h []model.Message) bool {
 // order (run status written before and after each), and appends one result
 // per call to the conversation. It returns the batch when this worker
 // completed it; nil when another worker had it or it was already done.
-// The caller holds the conversation's turn lock.
-func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string) (*confirm.Batch, error) {
+// The caller holds the conversation's turn lock. decided, when not nil, is
+// the batch as stored in the transaction that decided it: a decided batch
+// does not change until claimed, so once the claim is won it is the batch
+// (running), and it is not loaded again.
+func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string, decided *confirm.Batch) (*confirm.Batch, error) {
 	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
 	if err != nil {
 		return nil, fmt.Errorf("claim batch: %w", err)
@@ -79,8 +84,12 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if !won {
 		return nil, nil
 	}
-	batch, err := b.store.Batch(ctx, batchID)
-	if err != nil {
+	var batch *confirm.Batch
+	if decided != nil && decided.ID == batchID && decided.Status == confirm.BatchDecided {
+		claimed := *decided
+		claimed.Status, claimed.ClaimedBy = confirm.BatchRunning, b.cfg.WorkerID
+		batch = &claimed
+	} else if batch, err = b.store.Batch(ctx, batchID); err != nil {
 		return nil, fmt.Errorf("load batch: %w", err)
 	}
 	calls := make([]confirm.ToolCall, len(batch.Calls))
@@ -468,7 +477,7 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 		return nil
 	}
 	rctx, span := b.startResume(ctx, resumeRecovery, conv, id)
-	err = b.resumeLocked(rctx, conv, id)
+	err = b.resumeLocked(rctx, conv, id, nil)
 	endSpan(span, err)
 	return err
 }
@@ -517,7 +526,7 @@ func (b *Bot) Sweep(ctx context.Context) error {
 		waited := b.recordResolved(ctx, nil, batch, confirm.DecisionExpired, "expired")
 		b.refreshCard(ctx, conv, id)
 		rctx, span := b.startResume(ctx, resumeExpiry, conv, id, waited...)
-		err = b.resume(rctx, conv, id)
+		err = b.resume(rctx, conv, id, nil)
 		endSpan(span, err)
 		if err != nil {
 			b.log.Error("continue after expiry", "batch", id, "err", err)

@@ -240,7 +240,7 @@ func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 		return fmt.Errorf("load open batches: %w", err)
 	}
 	for _, id := range open {
-		if _, err := b.finishBatch(ctx, conv, id); err != nil {
+		if _, err := b.finishBatch(ctx, conv, id, nil); err != nil {
 			return err
 		}
 	}
@@ -303,7 +303,8 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 		if paused {
 			return b.postCard(ctx, conv, p, batch, reply.Text)
 		}
-		if _, err := b.finishBatch(ctx, conv, batch.ID); err != nil {
+		// Nothing waited on a person: the batch is as pause stored it.
+		if _, err := b.finishBatch(ctx, conv, batch.ID, batch); err != nil {
 			return err
 		}
 	}
@@ -352,6 +353,7 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 	now := b.now().UTC()
 	base := confirm.Request{Platform: conv.Platform, Channel: conv.Channel, Requester: requester, Now: now}
 	planned, _ := confirm.Plan(reply.ToolCalls, base, lookup, policy, validate)
+	intro := reply.Text
 	batch := &confirm.Batch{
 		ID:             newBatchID(),
 		ConversationID: conv.ID,
@@ -359,6 +361,7 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		Status:         confirm.BatchDecided,
 		CreatedAt:      now,
 		ExpiresAt:      now.Add(b.cfg.Timeout),
+		Intro:          &intro,
 	}
 	grants := map[string]*confirm.Grant{} // per tool, looked up once
 	for _, pc := range planned {
@@ -585,10 +588,14 @@ func (b *Bot) summary(c confirm.ToolCall) string {
 	return s
 }
 
-// introOf returns the model's words in the stored assistant message of a
-// batch, for the card. (Not cached: a model's text may be long, and a card
-// is rendered only a few times.)
+// introOf returns the model's words that came with a batch's calls, for
+// its card: as stored with the batch, or, for a batch stored by an older
+// release, from its assistant message. (Not cached in memory: a model's
+// text may be long, and a card is rendered only a few times.)
 func (b *Bot) introOf(ctx context.Context, batch *confirm.Batch) string {
+	if batch.Intro != nil {
+		return *batch.Intro
+	}
 	m, err := b.store.Message(ctx, batch.ConversationID, batch.MessageSeq)
 	if err != nil {
 		return ""

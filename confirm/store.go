@@ -88,6 +88,10 @@ type Batch struct {
 	// then the new deadline).
 	ExtendedBy string     `db:"extended_by"`
 	ExtendedAt *time.Time `db:"extended_at"`
+	// Intro is the model's words that came with the calls, as its card
+	// shows them; nil when not stored (a batch from an older release: the
+	// words are in the assistant message at MessageSeq).
+	Intro *string `db:"intro"`
 	// Escalated lists the escalation steps that fired, in order.
 	Escalated []int  `db:"-"`
 	Calls     []Call `db:"-"` // in the model's order
@@ -165,6 +169,11 @@ type DecideResult struct {
 	Votes        int  // distinct approvals recorded (after this one)
 	Required     int  // approvals the call needs
 	AlreadyVoted bool // this person had approved before; nothing changed
+	// Batch is, when BatchDecided, the batch as the deciding transaction
+	// left it (decided, every call decided), read in that transaction: a
+	// decided batch changes only once claimed, so its runner need not
+	// load it again.
+	Batch *Batch
 }
 
 // Grant lets later calls of one tool in one conversation run without a

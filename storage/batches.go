@@ -102,10 +102,10 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			return fmt.Errorf("append assistant message: %w", err)
 		}
 		nb.MessageSeq = msgs[0].Seq
-		_, err := db.exec(ctx, tx, db.q(`INSERT INTO batches (id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		_, err := db.exec(ctx, tx, db.q(`INSERT INTO batches (id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, updated_at, intro)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			nb.ID, nb.ConversationID, nb.MessageSeq, nb.RequestedBy, string(nb.Status), nb.CardRef, nb.ClaimedBy,
-			db.ts(nb.CreatedAt), db.nts(nb.ExpiresAt), db.ts(now))
+			db.ts(nb.CreatedAt), db.nts(nb.ExpiresAt), db.ts(now), nb.Intro)
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
@@ -240,14 +240,12 @@ func (db *DB) PendingBatch(ctx context.Context, conversationID int64) (*confirm.
 	return b, nil
 }
 
-// loadBatch loads the batch where selects (a condition on batches b) with
-// its calls, their votes and the batch's fired escalation steps in one
-// statement: a row per call, in position order, its votes as a JSON array
-// of [approver, at] pairs, oldest first, and the steps as a JSON array in
-// ascending order (the first row's is used; the primary key lookup per
-// row is cheaper than a second round trip). ErrNotFound when there is no
-// such batch (a batch has at least one call).
-func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string, args ...any) (*confirm.Batch, error) {
+// batchQuery is loadBatch's statement for a condition, built once per
+// condition (the conditions are a few constants).
+func (db *DB) batchQuery(where string) string {
+	if q, ok := db.batchQueries.Load(where); ok {
+		return q.(string)
+	}
 	votes := `(SELECT json_group_array(json_array(v.approver, v.at) ORDER BY v.at, v.id) FROM votes v
 		WHERE v.batch_id = c.batch_id AND v.key = c.key)`
 	steps := `(SELECT json_group_array(e.step ORDER BY e.step) FROM batch_escalations e WHERE e.batch_id = b.id)`
@@ -258,7 +256,19 @@ func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string
 	}
 	query := db.q(`SELECT ` + prefixed("b.", batchColumns) + `, ` + prefixed("c.", callColumns) + `, ` + votes + `, ` + steps + `
 		FROM batches b JOIN calls c ON c.batch_id = b.id WHERE ` + where + ` ORDER BY c.position`)
-	rows, err := db.query(ctx, q, query, args...)
+	db.batchQueries.Store(where, query)
+	return query
+}
+
+// loadBatch loads the batch where selects (a condition on batches b) with
+// its calls, their votes and the batch's fired escalation steps in one
+// statement: a row per call, in position order, its votes as a JSON array
+// of [approver, at] pairs, oldest first, and the steps as a JSON array in
+// ascending order (the first row's is used; the primary key lookup per
+// row is cheaper than a second round trip). ErrNotFound when there is no
+// such batch (a batch has at least one call).
+func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string, args ...any) (*confirm.Batch, error) {
+	rows, err := db.query(ctx, q, db.batchQuery(where), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -113,3 +113,81 @@ func BenchmarkBatchLoad(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecisionPath measures storage's share of the decision path on
+// SQLite, from 16 goroutines as the Slack adapter's workers would: for
+// each pending batch of one gated call (b.N of them, made before the
+// clock starts), the click's batch load, Decide (which returns the
+// decided batch), ClaimBatch, StartRun, FinishRunAndComplete, the history
+// load and the model's answer appended. One op is one decision.
+func BenchmarkDecisionPath(b *testing.B) {
+	ctx := context.Background()
+	db, err := Open(ctx, "sqlite", filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	type item struct {
+		id   string
+		conv int64
+	}
+	items := make(chan item, b.N)
+	for i := 0; i < b.N; i++ {
+		conv, err := db.Conversation(ctx, "bench", "C", strconv.Itoa(i), false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := db.AppendMessages(ctx, conv.ID, confirm.Message{Role: "user", Body: json.RawMessage(`{"text":"deploy please"}`)}); err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now()
+		batch := &confirm.Batch{ConversationID: conv.ID, Status: confirm.BatchPending, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+			Calls: []confirm.Call{{Key: "c1", Tool: "deploy", Args: json.RawMessage(`{"service":"api","version":"1.2.3"}`), Flagged: true, Decision: confirm.DecisionPending}}}
+		if err := db.CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{"calls":[{"name":"deploy"}]}`)}); err != nil {
+			b.Fatal(err)
+		}
+		items <- item{batch.ID, conv.ID}
+	}
+	close(items)
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range items {
+				if _, err := db.Batch(ctx, it.id); err != nil {
+					b.Error(err)
+					return
+				}
+				res, err := db.Decide(ctx, confirm.Decide{BatchID: it.id, Key: "c1", Status: confirm.DecisionAllowed, By: "u", Now: time.Now()})
+				if err != nil || !res.BatchDecided || res.Batch == nil {
+					b.Error("decide:", err, res)
+					return
+				}
+				if won, err := db.ClaimBatch(ctx, it.id, "w"); err != nil || !won {
+					b.Error("claim:", err)
+					return
+				}
+				if won, err := db.StartRun(ctx, it.id, "c1"); err != nil || !won {
+					b.Error("start run:", err)
+					return
+				}
+				if ok, err := db.FinishRunAndComplete(ctx, it.id, "c1", confirm.RunSucceeded, `{"ok":true}`,
+					confirm.Message{Role: "tool", Body: json.RawMessage(`{"results":[{"key":"c1","content":"{\"ok\":true}"}]}`)}); err != nil || !ok {
+					b.Error("finish:", err)
+					return
+				}
+				if _, err := db.Messages(ctx, it.conv); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := db.AppendMessages(ctx, it.conv, confirm.Message{Role: "assistant", Body: json.RawMessage(`{"text":"Deployed."}`)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -341,10 +341,12 @@ func testCreateBatchRoundTrip(t *testing.T, db *DB) {
 	}
 	expires := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.FixedZone("X", 3600))
 	oddArgs := `{"b": 1, "a":2}`
+	intro := "Deploying v2 ‮<!channel> now"
 	b := &confirm.Batch{
 		ConversationID: conv.ID,
 		RequestedBy:    "U-alice",
 		ExpiresAt:      expires,
+		Intro:          &intro,
 		Calls: []confirm.Call{ // positions out of slice order: Batch orders by position
 			{Key: "#1", Position: 1, Tool: "restart", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowedByPolicy, Summary: "restart web"},
 			{Key: "call_a", Position: 0, CallID: "call_a", Tool: "deploy", Args: json.RawMessage(oddArgs), Flagged: true, Summary: "deploy v2 to prod"},
@@ -365,6 +367,9 @@ func testCreateBatchRoundTrip(t *testing.T, db *DB) {
 	if got.ConversationID != conv.ID || got.MessageSeq != 2 || got.RequestedBy != "U-alice" || got.Status != confirm.BatchPending ||
 		got.CardRef != "" || got.ClaimedBy != "" {
 		t.Errorf("batch = %+v", got)
+	}
+	if got.Intro == nil || *got.Intro != intro {
+		t.Errorf("Intro = %v, want %q exactly", got.Intro, intro)
 	}
 	if !got.ExpiresAt.Equal(expires) || got.ExpiresAt.Location() != time.UTC {
 		t.Errorf("ExpiresAt = %v, want %v in UTC", got.ExpiresAt, expires)
@@ -439,6 +444,19 @@ func testCreateBatchRoundTrip(t *testing.T, db *DB) {
 	}
 	if c := loadBatch(t, db, "my-id").Calls[0]; !c.ExpiresAt.IsZero() {
 		t.Errorf("zero expiry stored as %v", c.ExpiresAt)
+	}
+	// No intro given: none stored (a card reads the message), and an
+	// empty one is kept as empty.
+	if got := loadBatch(t, db, "my-id").Intro; got != nil {
+		t.Errorf("Intro = %q, want nil", *got)
+	}
+	empty := ""
+	b3 := &confirm.Batch{ConversationID: conv.ID, Intro: &empty, Calls: []confirm.Call{{Key: "x", Tool: "t", Args: json.RawMessage(`1`)}}}
+	if err := db.CreateBatch(ctx, b3, confirm.Message{Role: "assistant", Body: json.RawMessage(`3`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadBatch(t, db, b3.ID).Intro; got == nil || *got != "" {
+		t.Errorf("empty Intro = %v, want a pointer to \"\"", got)
 	}
 }
 

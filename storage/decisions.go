@@ -39,7 +39,8 @@ func (db *DB) lockPendingBatch(ctx context.Context, tx *sqlx.Tx, batchID string,
 // Votes of a call needing more than one approval are audited as approval
 // events; the deciding one also as a decision event. Lost races and
 // decisions on calls no longer pending (or expired) return Won=false and no
-// error; a missing batch or call returns ErrNotFound.
+// error; a missing batch or call returns ErrNotFound. A decision that
+// decides the batch returns it (DecideResult.Batch).
 //
 // Deciders of one batch queue: the batch row's conditional UPDATE and then
 // the call row's lock (SELECT ... FOR UPDATE on PostgreSQL; SQLite's write
@@ -92,9 +93,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			}
 			grant = &g
 		}
-		decided, err := db.finishDeciding(ctx, tx, d.BatchID, now)
-		res.BatchDecided = decided
-		return err
+		return db.finishDecidingInto(ctx, tx, d.BatchID, now, &res)
 	})
 	if errors.Is(err, errLost) {
 		return confirm.DecideResult{}, nil
@@ -238,6 +237,22 @@ func (db *DB) finishDeciding(ctx context.Context, tx *sqlx.Tx, batchID string, n
 	}
 	n, err := affected(r)
 	return n == 1, err
+}
+
+// finishDecidingInto is finishDeciding for a decision: it sets
+// res.BatchDecided and, when the batch was decided, res.Batch as it now
+// stands. The batch is read on the writer, whose page cache this
+// transaction just warmed, rather than by its runner from a reader after.
+func (db *DB) finishDecidingInto(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time, res *confirm.DecideResult) error {
+	decided, err := db.finishDeciding(ctx, tx, batchID, now)
+	if err != nil || !decided {
+		return err
+	}
+	res.BatchDecided = true
+	if res.Batch, err = db.loadBatch(ctx, tx, `b.id = ?`, batchID); err != nil {
+		return fmt.Errorf("load decided batch: %w", err)
+	}
+	return nil
 }
 
 func decisionDetail(status confirm.DecisionStatus, message, reason string, abandoned bool) string {

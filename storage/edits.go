@@ -99,8 +99,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return err
 		}
 		res.Decided = true
-		res.BatchDecided, err = db.finishDeciding(ctx, tx, e.BatchID, now)
-		return err
+		return db.finishDecidingInto(ctx, tx, e.BatchID, now, &res)
 	})
 	if errors.Is(err, errLost) || errors.Is(err, errAlreadyVoted) {
 		return confirm.DecideResult{}, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -125,8 +126,14 @@ func testQuorum(t *testing.T, db *DB) {
 	// The one-approval call: allowed by its first vote, no approval event,
 	// and that decides the batch.
 	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "other", Status: confirm.DecisionAllowed, By: "U-carol"})
+	decided := res.Batch
+	res.Batch = nil
 	if want := (confirm.DecideResult{Won: true, Decided: true, BatchDecided: true, Votes: 1, Required: 1}); res != want {
 		t.Fatalf("one-approval call = %+v, want %+v", res, want)
+	}
+	// The decision returns the batch as it left it: what a load gives.
+	if stored := loadBatch(t, db, b.ID); !reflect.DeepEqual(decided, stored) || stored.Status != confirm.BatchDecided {
+		t.Fatalf("returned batch\n%+v\nstored\n%+v", decided, stored)
 	}
 	if n := len(auditOf(t, db, b.ConversationID, confirm.AuditApproval)); n != 2 {
 		t.Errorf("%d approval events after a one-approval allow, want still 2", n)

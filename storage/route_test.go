@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -526,10 +527,15 @@ func testEditCallDecides(t *testing.T, db *DB) {
 		t.Fatalf("EditCall k1 = %+v, %v", res, err)
 	}
 	res, err = db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 12}`), By: "U-y", Now: now.Add(time.Second), Approvals: 0})
+	decided := res.Batch
+	res.Batch = nil
 	if err != nil || res != (confirm.DecideResult{Won: true, Decided: true, BatchDecided: true, Votes: 1, Required: 1}) {
 		t.Fatalf("re-edit = %+v, %v; want the batch decided", res, err)
 	}
 	got := loadBatch(t, db, b.ID)
+	if !reflect.DeepEqual(decided, got) {
+		t.Fatalf("the edit returned the batch\n%+v\nstored\n%+v", decided, got)
+	}
 	if c := callByKey(t, got, "k1"); got.Status != confirm.BatchDecided || c.DecidedBy != "U-y" || string(c.EditedArgs) != `{"n": 12}` ||
 		c.EditedBy != "U-y" || voters(c) != "U-y" || c.Approvals != 1 {
 		t.Fatalf("batch %s, call %+v", got.Status, c)
@@ -788,6 +794,9 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 	b := loadBatch(t, db, "b1")
 	if b.CardRef != "C-ops/1700.000002" || b.ExtendedBy != "" || b.ExtendedAt != nil || b.Escalated != nil {
 		t.Fatalf("old batch = %+v", b)
+	}
+	if b.Intro != nil { // migration 007: its card reads the words from the message
+		t.Fatalf("old batch's intro = %q, want none stored", *b.Intro)
 	}
 	if c := b.Calls[0]; c.EditedArgs != nil || c.EditedBy != "" || c.EditedAt != nil || string(c.RunArgs()) != `{"a": 1}` || voters(c) != "U-early" {
 		t.Fatalf("old call = %+v", c)

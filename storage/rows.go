@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,25 +17,26 @@ import (
 var errLost = errors.New("lost")
 
 type batchRow struct {
-	ID             string `db:"id"`
-	ConversationID int64  `db:"conversation_id"`
-	MessageSeq     int    `db:"message_seq"`
-	RequestedBy    string `db:"requested_by"`
-	Status         string `db:"status"`
-	CardRef        string `db:"card_ref"`
-	ClaimedBy      string `db:"claimed_by"`
-	CreatedAt      dbTime `db:"created_at"`
-	ExpiresAt      dbTime `db:"expires_at"`
-	ExtendedBy     string `db:"extended_by"`
-	ExtendedAt     dbTime `db:"extended_at"`
+	ID             string         `db:"id"`
+	ConversationID int64          `db:"conversation_id"`
+	MessageSeq     int            `db:"message_seq"`
+	RequestedBy    string         `db:"requested_by"`
+	Status         string         `db:"status"`
+	CardRef        string         `db:"card_ref"`
+	ClaimedBy      string         `db:"claimed_by"`
+	CreatedAt      dbTime         `db:"created_at"`
+	ExpiresAt      dbTime         `db:"expires_at"`
+	ExtendedBy     string         `db:"extended_by"`
+	ExtendedAt     dbTime         `db:"extended_at"`
+	Intro          sql.NullString `db:"intro"`
 }
 
-const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at`
+const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at, intro`
 
 // fields are the scan destinations of batchColumns, in order.
 func (r *batchRow) fields() []any {
 	return []any{&r.ID, &r.ConversationID, &r.MessageSeq, &r.RequestedBy, &r.Status, &r.CardRef, &r.ClaimedBy, &r.CreatedAt, &r.ExpiresAt,
-		&r.ExtendedBy, &r.ExtendedAt}
+		&r.ExtendedBy, &r.ExtendedAt, &r.Intro}
 }
 
 // batch converts the row, without calls.
@@ -51,7 +53,16 @@ func (r batchRow) batch() *confirm.Batch {
 		ExpiresAt:      r.ExpiresAt.t,
 		ExtendedBy:     r.ExtendedBy,
 		ExtendedAt:     r.ExtendedAt.ptr(),
+		Intro:          nullString(r.Intro),
 	}
+}
+
+// nullString is a nullable text as a pointer: nil for NULL.
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
 }
 
 type callRow struct {

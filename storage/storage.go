@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,8 @@ type DB struct {
 	driver string       // DriverSQLite or DriverPostgres
 	stmts  [2]stmtCache // SQLite: prepared on x, on r
 	clock  clock        // the database's clock, as measured by SyncClock
+	// batchQueries holds loadBatch's statements by condition.
+	batchQueries sync.Map
 	// webhooks are the targets every audit row is queued for (SetWebhooks).
 	webhooks atomic.Pointer[[]WebhookTarget]
 }
