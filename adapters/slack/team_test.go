@@ -16,8 +16,8 @@ import (
 )
 
 // End to end, against the fake Slack with the real client, a real bot on
-// real SQLite: deliveries from another workspace over Socket Mode (the
-// edit modal's submission, answered on its own path, and a click), and
+// real SQLite: deliveries from another workspace (the edit modal's
+// submission, answered on its own path, and a click), and
 // the card of a call a grant allowed when the adapter that shows it can
 // neither remember the grant's notice nor ask storage who granted it.
 
@@ -39,28 +39,26 @@ func (w *world) pendingCall(ref string) *cardpkg.Call {
 	return call
 }
 
-// sendInteractive sends an interactivity payload over Socket Mode and
-// waits until the adapter acknowledges its envelope; it returns the
-// ack's payload ("" for none).
-func (w *world) sendInteractive(payload map[string]any) string {
-	w.t.Helper()
-	id := w.fake.sendEnvelope("interactive", payload, 0)
-	waitFor(w.t, "the ack of envelope "+id+" (unacknowledged, Slack would retry it)", func() bool { return w.fake.acked(id) })
-	return string(w.fake.ackPayload(id))
+// Guards the workspace check on both paths of an edit modal's submission
+// (answered with the edit's outcome, apart from other interactions) and
+// of a click, over Socket Mode and over HTTP: a submission of a modal
+// Alice really opened on a real card (its genuine metadata) and her Allow
+// click, both carrying another workspace's team id, are acknowledged
+// (an empty answer: the modal closes, Slack does not retry) and change
+// nothing: the calls still wait, nothing ran, the arguments are the
+// model's, no edit or decision is stored or audited, the card is not
+// updated and nobody is told anything. The same submission and click from
+// the installed workspace then do take effect (the tool runs with the
+// edited arguments), so the refusal is the workspace's and not the
+// payloads'.
+func TestForeignTeamEditAndClickChangeNothing(t *testing.T) {
+	for _, mode := range []string{ModeSocket, ModeHTTP} {
+		t.Run(mode, func(t *testing.T) { foreignTeamEditAndClick(t, mode) })
+	}
 }
 
-// Guards the workspace check on the Socket Mode path: an edit modal's
-// submission (answered with the edit's outcome, on its own path) and an
-// Allow click, both carrying another workspace's team id but otherwise
-// genuine (a real card, its real metadata, a real approver), are
-// acknowledged, so Slack does not retry them, and change nothing: the
-// calls still wait, nothing ran, the arguments are the model's, no edit
-// or decision is stored, the card is not updated and nobody is told
-// anything. The same submission and click from the installed workspace
-// then do take effect, so the refusal is the workspace's and not the
-// payloads'.
-func TestSocketForeignTeamEditAndClickChangeNothing(t *testing.T) {
-	w := newWorld(t, ModeSocket)
+func foreignTeamEditAndClick(t *testing.T, mode string) {
+	w := newWorld(t, mode)
 	w.model.PushCalls(
 		tc("call_deploy", "deploy", `{"service":"api"}`),
 		tc("call_deploy2", "deploy", `{"service":"db"}`),
@@ -78,19 +76,24 @@ func TestSocketForeignTeamEditAndClickChangeNothing(t *testing.T) {
 	// modal's real metadata.
 	w.deliverInteraction(clickOn(card, alice, ActionEdit, first))
 	waitFor(t, "views.open", func() bool { return len(w.fake.callsTo("views.open")) == 1 })
-	meta, _ := w.fake.callsTo("views.open")[0].JSON["view"].(map[string]any)["private_metadata"].(string)
-	if !strings.Contains(meta, first) || !strings.Contains(meta, CardRef(chanOps, card.TS)) {
-		t.Fatalf("edit modal metadata %q", meta)
+	view := w.fake.callsTo("views.open")[0].JSON["view"].(map[string]any)
+	meta, _ := view["private_metadata"].(string)
+	if view["callback_id"] != CallbackEdit || !strings.Contains(meta, first) || !strings.Contains(meta, CardRef(chanOps, card.TS)) {
+		t.Fatalf("edit modal %v, metadata %q", view["callback_id"], meta)
 	}
 	w.ad.Wait()
 	decisions, rejected := len(w.audit(confirm.AuditDecision)), len(w.audit(confirm.AuditRejectedClick))
 
 	// The submission and a click on call 2, from another workspace.
 	const edited = `{"service":"web"}`
-	if resp := w.sendInteractive(fromTeam(editSubmission(alice, meta, edited), foreignTeam)); resp != "" {
-		t.Errorf("the foreign submission was answered %q, want an empty ack", resp)
+	foreign := fromTeam(editSubmission(alice, meta, edited), foreignTeam)
+	if tm := foreign["team"].(map[string]any)["id"]; tm != foreignTeam {
+		t.Fatalf("the foreign submission's team is %v", tm)
 	}
-	w.sendInteractive(fromTeam(clickOn(card, alice, ActionAllow, second), foreignTeam))
+	if resp := w.submitView(foreign); resp != "" {
+		t.Errorf("the foreign submission was answered %q, want an empty answer", resp)
+	}
+	w.deliverInteraction(fromTeam(clickOn(card, alice, ActionAllow, second), foreignTeam))
 	w.ad.Wait()
 
 	if n := w.tools["deploy"].runs.Load(); n != 0 {
@@ -117,6 +120,9 @@ func TestSocketForeignTeamEditAndClickChangeNothing(t *testing.T) {
 	if n := len(w.fake.callsTo("chat.postEphemeral")); n != 0 {
 		t.Errorf("%d ephemeral replies to foreign deliveries", n)
 	}
+	if n := len(w.fake.callsTo("views.open")); n != 1 {
+		t.Errorf("%d views opened, want Alice's one", n)
+	}
 	if n := len(w.model.Requests()); n != 1 {
 		t.Errorf("the model got %d requests, want 1", n)
 	}
@@ -126,8 +132,8 @@ func TestSocketForeignTeamEditAndClickChangeNothing(t *testing.T) {
 
 	// The control: the same submission from the installed workspace is
 	// applied (and counts as Alice's Allow of call 1)...
-	if resp := w.sendInteractive(editSubmission(alice, meta, edited)); resp != "" {
-		t.Fatalf("the edit was answered %q, want an empty ack (the modal closes)", resp)
+	if resp := w.submitView(editSubmission(alice, meta, edited)); resp != "" {
+		t.Fatalf("the edit was answered %q, want an empty answer (the modal closes)", resp)
 	}
 	w.waitUpdateOf("the card showing the edit", chanOps, card.TS, func(c apiCall) bool {
 		return strings.Contains(blocksText(t, c), "Edited by <@"+alice+">")
@@ -143,12 +149,22 @@ func TestSocketForeignTeamEditAndClickChangeNothing(t *testing.T) {
 		t.Fatalf("deploy ran %d times while call 2 waits", n)
 	}
 
-	// ...and the same click allows call 2: the batch runs.
-	w.sendInteractive(clickOn(card, alice, ActionAllow, second))
+	// ...and the same click allows call 2: the batch runs, call 1 with the
+	// edited arguments.
+	w.deliverInteraction(clickOn(card, alice, ActionAllow, second))
 	w.waitText(chanOps, "Deployed web and db.")
 	w.ad.Wait()
 	if n := w.tools["deploy"].runs.Load(); n != 2 {
 		t.Fatalf("deploy ran %d times, want 2", n)
+	}
+	var ranWeb bool
+	for _, r := range lastToolResults(t, w.model.Requests()[1]) {
+		if r.Name == "deploy" && strings.HasPrefix(r.Content, "An approver changed the arguments before running:") && strings.Contains(r.Content, "web") {
+			ranWeb = true
+		}
+	}
+	if !ranWeb {
+		t.Errorf("the model was not told call 1 ran with the edited arguments: %+v", lastToolResults(t, w.model.Requests()[1]))
 	}
 	updates := w.updatesOf(chanOps, card.TS)
 	if final := updates[len(updates)-1]; !closedCard(t, final, alice) {
