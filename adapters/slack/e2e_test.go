@@ -132,6 +132,16 @@ func newWorld(t *testing.T, mode string) *world {
 	return newWorldWith(t, mode, nil)
 }
 
+// worldChannels is the world's channels: alice and the ops group approve
+// in #ops, bob anywhere else and in DMs.
+func worldChannels() *bot.Channels {
+	return bot.NewChannels([]bot.Channel{
+		{Platform: Platform, ID: chanOps, Approvers: []string{alice}, ApproverGroups: []string{groupOps}},
+		{Platform: Platform, ID: "*", Approvers: []string{bob}},
+		{Platform: Platform, ID: bot.DMChannel, Approvers: []string{bob}},
+	})
+}
+
 func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -148,14 +158,10 @@ func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 	w.fake.setGroup(groupOps, carol)
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg0 := bot.Config{
-		Store: db,
-		Model: w.model,
-		Tools: w.tools,
-		Channels: bot.NewChannels([]bot.Channel{
-			{Platform: Platform, ID: chanOps, Approvers: []string{alice}, ApproverGroups: []string{groupOps}},
-			{Platform: Platform, ID: "*", Approvers: []string{bob}},
-			{Platform: Platform, ID: bot.DMChannel, Approvers: []string{bob}},
-		}),
+		Store:    db,
+		Model:    w.model,
+		Tools:    w.tools,
+		Channels: worldChannels(),
 		Timeout:  30 * time.Minute,
 		Logger:   logger,
 		WorkerID: "test-" + mode,

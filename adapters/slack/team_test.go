@@ -186,14 +186,10 @@ func (w *world) replica(store EventStore, edit func(*bot.Config)) *world {
 	ctx, cancel := context.WithCancel(context.Background())
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", "b")
 	cfg := bot.Config{
-		Store: w.db,
-		Model: w.model,
-		Tools: w.tools,
-		Channels: bot.NewChannels([]bot.Channel{
-			{Platform: Platform, ID: chanOps, Approvers: []string{alice}, ApproverGroups: []string{groupOps}},
-			{Platform: Platform, ID: "*", Approvers: []string{bob}},
-			{Platform: Platform, ID: bot.DMChannel, Approvers: []string{bob}},
-		}),
+		Store:    w.db,
+		Model:    w.model,
+		Tools:    w.tools,
+		Channels: worldChannels(),
 		Timeout:  30 * time.Minute,
 		Logger:   logger,
 		WorkerID: "test-replica-b",
