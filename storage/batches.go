@@ -344,11 +344,7 @@ func parseSteps(s string) ([]int, error) {
 
 // SetCardRef stores the platform's reference of the batch's card.
 func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
-	res, err := db.exec(ctx, db.x, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
-	if err != nil {
-		return fmt.Errorf("set card ref: %w", err)
-	}
-	n, err := affected(res)
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
 	if err != nil {
 		return fmt.Errorf("set card ref: %w", err)
 	}

@@ -45,14 +45,10 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 	case m.Platform == "" || m.Channel == "":
 		return fmt.Errorf("add card message: platform %q and channel %q must be set", m.Platform, m.Channel)
 	}
-	r, err := db.exec(ctx, db.x, db.q(`INSERT INTO cards (`+cardColumns+`)
+	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO cards (`+cardColumns+`)
 		SELECT id, ?, ?, ?, ?, ?, ? FROM batches WHERE id = ?
 		ON CONFLICT (batch_id, ref) DO NOTHING`),
 		m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(db.nowOr(m.CreatedAt)), m.BatchID)
-	if err != nil {
-		return fmt.Errorf("add card message: %w", err)
-	}
-	n, err := affected(r)
 	if err != nil {
 		return fmt.Errorf("add card message: %w", err)
 	}

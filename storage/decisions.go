@@ -161,14 +161,10 @@ func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key str
 // res.Won, or res.AlreadyVoted with errAlreadyVoted when that person had
 // voted before.
 func (db *DB) castVote(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEvent, now time.Time, res *confirm.DecideResult) error {
-	r, err := db.exec(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
+	n, err := db.execCount(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (batch_id, key, approver) DO NOTHING`), event.BatchID, event.CallKey, event.Actor, db.ts(now))
 	if err != nil {
 		return fmt.Errorf("insert vote: %w", err)
-	}
-	n, err := affected(r)
-	if err != nil {
-		return err
 	}
 	if n == 1 && res.Required == 1 {
 		// A vote on a call needing one decides it in the same
@@ -199,15 +195,11 @@ func (db *DB) castVote(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEven
 // decideCall takes the call event names (pending, its row locked) to
 // status by event.Actor and audits the decision.
 func (db *DB) decideCall(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason string, now time.Time) error {
-	r, err := db.exec(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
+	n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
 		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
 		string(status), event.Actor, db.ts(now), message, reason, event.BatchID, event.CallKey, db.ts(now))
 	if err != nil {
 		return fmt.Errorf("update call: %w", err)
-	}
-	n, err := affected(r)
-	if err != nil {
-		return err
 	}
 	if n == 0 { // cannot happen under the row lock; lose rather than count twice
 		return errLost
@@ -230,13 +222,12 @@ func (db *DB) countVotes(ctx context.Context, tx *sqlx.Tx, batchID, key string) 
 // finishDeciding takes the batch from pending to decided when none of its
 // calls is pending any more (one statement).
 func (db *DB) finishDeciding(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (bool, error) {
-	r, err := db.exec(ctx, tx, db.q(`UPDATE batches SET status = 'decided', updated_at = ? WHERE id = ? AND status = 'pending'
+	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET status = 'decided', updated_at = ? WHERE id = ? AND status = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), db.ts(now), batchID, batchID)
 	if err != nil {
 		return false, fmt.Errorf("mark batch decided: %w", err)
 	}
-	n, err := affected(r)
-	return n == 1, err
+	return n == 1, nil
 }
 
 // finishDecidingInto is finishDeciding for a decision: it sets

@@ -64,16 +64,14 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			e.BatchID, e.Key); err != nil {
 			return fmt.Errorf("load votes: %w", err)
 		}
-		r, err := db.exec(ctx, tx, db.q(`UPDATE calls SET edited_args = ?, edited_by = ?, edited_at = ?, summary = ?,
+		n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET edited_args = ?, edited_by = ?, edited_at = ?, summary = ?,
 				approvals = ?, restrict_to = ?, reasons = ?, grantable = ?
 			WHERE batch_id = ? AND key = ? AND decision = 'pending'`),
 			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, e.Grantable, e.BatchID, e.Key)
 		if err != nil {
 			return fmt.Errorf("update call: %w", err)
 		}
-		if n, err := affected(r); err != nil {
-			return err
-		} else if n == 0 { // cannot happen under the row lock
+		if n == 0 { // cannot happen under the row lock
 			return errLost
 		}
 		if len(voided) > 0 {

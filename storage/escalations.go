@@ -44,14 +44,10 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int, now t
 		if !ok {
 			return errLost
 		}
-		r, err := db.exec(ctx, tx, db.q(`INSERT INTO batch_escalations (batch_id, step, fired_at) VALUES (?, ?, ?)
+		n, err := db.execCount(ctx, tx, db.q(`INSERT INTO batch_escalations (batch_id, step, fired_at) VALUES (?, ?, ?)
 			ON CONFLICT (batch_id, step) DO NOTHING`), batchID, step, db.ts(now))
 		if err != nil {
 			return fmt.Errorf("insert escalation: %w", err)
-		}
-		n, err := affected(r)
-		if err != nil {
-			return err
 		}
 		if n == 0 {
 			return errLost
@@ -105,15 +101,11 @@ func (db *DB) ExtendBatch(ctx context.Context, batchID, by string, until, now ti
 		}
 		// expires_at = the deadline read: when another replica extended in
 		// between, this one loses rather than audit the wrong "before".
-		r, err := db.exec(ctx, tx, db.q(`UPDATE batches SET expires_at = ?, extended_by = ?, extended_at = ?, reminded_at = NULL, updated_at = ?
+		n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET expires_at = ?, extended_by = ?, extended_at = ?, reminded_at = NULL, updated_at = ?
 			WHERE id = ? AND status = 'pending' AND extended_by = '' AND expires_at = ? AND expires_at > ? AND expires_at < ?`),
 			db.ts(until), by, db.ts(now), db.ts(now), batchID, db.ts(cur.ExpiresAt.t), db.ts(now), db.ts(until))
 		if err != nil {
 			return fmt.Errorf("update batch: %w", err)
-		}
-		n, err := affected(r)
-		if err != nil {
-			return err
 		}
 		if n == 0 {
 			return errLost

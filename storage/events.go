@@ -10,11 +10,11 @@ import (
 // PruneEvents forgets platform event ids seen before the time: platforms
 // retry within minutes, so old ids only take space.
 func (db *DB) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
-	r, err := db.exec(ctx, db.x, db.q(`DELETE FROM events WHERE seen_at < ?`), db.ts(before))
+	n, err := db.execCount(ctx, db.x, db.q(`DELETE FROM events WHERE seen_at < ?`), db.ts(before))
 	if err != nil {
 		return 0, fmt.Errorf("prune events: %w", err)
 	}
-	return affected(r)
+	return n, nil
 }
 
 // MarkEvent records a platform event id; it reports true only the first
@@ -23,14 +23,10 @@ func (db *DB) MarkEvent(ctx context.Context, platform, eventID string, at time.T
 	if eventID == "" {
 		return false, errors.New("mark event: empty event id")
 	}
-	r, err := db.exec(ctx, db.x, db.q(`INSERT INTO events (platform, event_id, seen_at) VALUES (?, ?, ?)
+	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO events (platform, event_id, seen_at) VALUES (?, ?, ?)
 		ON CONFLICT (platform, event_id) DO NOTHING`), platform, eventID, db.ts(db.nowOr(at)))
 	if err != nil {
 		return false, fmt.Errorf("mark event: %w", err)
-	}
-	n, err := affected(r)
-	if err != nil {
-		return false, err
 	}
 	return n == 1, nil
 }

@@ -144,11 +144,7 @@ func (db *DB) RevokeGrant(ctx context.Context, id, by string, now time.Time) (bo
 // SetGrantNoticeRef records the platform's reference of the grant's notice;
 // ErrNotFound when the grant does not exist.
 func (db *DB) SetGrantNoticeRef(ctx context.Context, id, ref string) error {
-	res, err := db.exec(ctx, db.x, db.q(`UPDATE grants SET notice_ref = ? WHERE id = ?`), ref, id)
-	if err != nil {
-		return fmt.Errorf("set grant notice ref: %w", err)
-	}
-	n, err := affected(res)
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE grants SET notice_ref = ? WHERE id = ?`), ref, id)
 	if err != nil {
 		return fmt.Errorf("set grant notice ref: %w", err)
 	}

@@ -11,16 +11,12 @@ import (
 // previous lease has lapsed; one conditional write decides.
 func (db *DB) AcquireLease(ctx context.Context, key, holder string, ttl time.Duration, now time.Time) (bool, error) {
 	now = db.nowOr(now)
-	r, err := db.exec(ctx, db.x, db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, ?, ?)
+	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`),
 		key, holder, db.ts(now.Add(ttl)), db.ts(now))
 	if err != nil {
 		return false, fmt.Errorf("acquire lease: %w", err)
-	}
-	n, err := affected(r)
-	if err != nil {
-		return false, err
 	}
 	return n == 1, nil
 }
@@ -49,14 +45,10 @@ func (db *DB) DueReminders(ctx context.Context, now, due time.Time) ([]string, e
 // MarkReminded records that a batch's reminder was posted; true only for
 // the first caller.
 func (db *DB) MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error) {
-	r, err := db.exec(ctx, db.x, db.q(`UPDATE batches SET reminded_at = ? WHERE id = ? AND reminded_at IS NULL AND status = 'pending'`),
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE batches SET reminded_at = ? WHERE id = ? AND reminded_at IS NULL AND status = 'pending'`),
 		db.ts(db.nowOr(now)), batchID)
 	if err != nil {
 		return false, fmt.Errorf("mark reminded: %w", err)
-	}
-	n, err := affected(r)
-	if err != nil {
-		return false, err
 	}
 	return n == 1, nil
 }

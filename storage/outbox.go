@@ -442,13 +442,12 @@ func (db *DB) ClaimDeliveries(ctx context.Context, target, worker string, now ti
 // MarkDelivered records that a webhook accepted the delivery (a 2xx);
 // false when it was no longer pending.
 func (db *DB) MarkDelivered(ctx context.Context, id int64, now time.Time) (bool, error) {
-	r, err := db.exec(ctx, db.x, db.q(`UPDATE outbox SET status = 'delivered', delivered_at = ?, claimed_by = '', claim_expires_at = NULL, last_error = ''
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE outbox SET status = 'delivered', delivered_at = ?, claimed_by = '', claim_expires_at = NULL, last_error = ''
 		WHERE id = ? AND status = 'pending'`), db.ts(db.nowOr(now)), id)
 	if err != nil {
 		return false, fmt.Errorf("mark delivered %d: %w", id, err)
 	}
-	n, err := affected(r)
-	return n == 1, err
+	return n == 1, nil
 }
 
 // lastErrorLen bounds the error text kept with a delivery.
@@ -467,13 +466,12 @@ func (db *DB) MarkFailed(ctx context.Context, id int64, worker string, now, next
 		next = now
 	}
 	msg, _ := excerpt(lastErr, lastErrorLen)
-	r, err := db.exec(ctx, db.x, db.q(`UPDATE outbox SET status = ?, next_attempt_at = ?, last_error = ?, dead_at = ?, claimed_by = '', claim_expires_at = NULL
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE outbox SET status = ?, next_attempt_at = ?, last_error = ?, dead_at = ?, claimed_by = '', claim_expires_at = NULL
 		WHERE id = ? AND status = 'pending' AND claimed_by = ?`), string(status), db.ts(next), msg, deadAt, id, worker)
 	if err != nil {
 		return false, fmt.Errorf("mark failed %d: %w", id, err)
 	}
-	n, err := affected(r)
-	return n == 1, err
+	return n == 1, nil
 }
 
 // DeliveryFilter selects deliveries; zero fields select everything.
@@ -538,22 +536,21 @@ func (db *DB) Delivery(ctx context.Context, id int64) (*Delivery, error) {
 // attempts and first-attempt time reset (a fresh 24 hours of retries);
 // false when it was not dead (or does not exist).
 func (db *DB) RetryDelivery(ctx context.Context, id int64, now time.Time) (bool, error) {
-	r, err := db.exec(ctx, db.x, db.q(`UPDATE outbox SET status = 'pending', attempts = 0, first_attempt_at = NULL, next_attempt_at = ?,
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE outbox SET status = 'pending', attempts = 0, first_attempt_at = NULL, next_attempt_at = ?,
 			dead_at = NULL, claimed_by = '', claim_expires_at = NULL
 		WHERE id = ? AND status = 'dead'`), db.ts(db.nowOr(now)), id)
 	if err != nil {
 		return false, fmt.Errorf("retry delivery %d: %w", id, err)
 	}
-	n, err := affected(r)
-	return n == 1, err
+	return n == 1, nil
 }
 
 // PruneDeliveries deletes deliveries delivered before the time; pending
 // and dead ones are kept.
 func (db *DB) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
-	r, err := db.exec(ctx, db.x, db.q(`DELETE FROM outbox WHERE status = 'delivered' AND delivered_at < ?`), db.ts(before))
+	n, err := db.execCount(ctx, db.x, db.q(`DELETE FROM outbox WHERE status = 'delivered' AND delivered_at < ?`), db.ts(before))
 	if err != nil {
 		return 0, fmt.Errorf("prune deliveries: %w", err)
 	}
-	return affected(r)
+	return n, nil
 }

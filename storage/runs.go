@@ -18,11 +18,7 @@ const resultExcerptLen = 2000
 // batchTransition runs one conditional UPDATE on a batch and reports whether
 // it changed the row; ErrNotFound when the batch does not exist.
 func (db *DB) batchTransition(ctx context.Context, query string, batchID string, args ...any) (bool, error) {
-	res, err := db.exec(ctx, db.x, db.q(query), args...)
-	if err != nil {
-		return false, err
-	}
-	n, err := affected(res)
+	n, err := db.execCount(ctx, db.x, db.q(query), args...)
 	if err != nil {
 		return false, err
 	}
@@ -64,12 +60,8 @@ func (db *DB) ReleaseBatch(ctx context.Context, batchID string) error {
 // StartRun takes an allowed call's run from not_started to running; false
 // when it was not in not_started or the call is not allowed.
 func (db *DB) StartRun(ctx context.Context, batchID, key string) (bool, error) {
-	res, err := db.exec(ctx, db.x, db.q(`UPDATE calls SET run_status = 'running'
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE calls SET run_status = 'running'
 		WHERE batch_id = ? AND key = ? AND run_status = 'not_started' AND decision IN ('allowed', 'allowed_by_policy', 'allowed_by_grant')`), batchID, key)
-	if err != nil {
-		return false, fmt.Errorf("start run: %w", err)
-	}
-	n, err := affected(res)
 	if err != nil {
 		return false, fmt.Errorf("start run: %w", err)
 	}

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -141,6 +142,20 @@ func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, arg
 		return st.ExecContext(ctx, args...)
 	}
 	return ex.ExecContext(ctx, query, args...)
+}
+
+// execCount runs a statement through ex and returns how many rows it
+// changed.
+func (db *DB) execCount(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (int64, error) {
+	res, err := db.exec(ctx, ex, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("rows affected: %w", err)
+	}
+	return n, nil
 }
 
 // get scans the one row of a query through q into dest.

@@ -435,11 +435,3 @@ func notFound(err error) error {
 	}
 	return err
 }
-
-func affected(res sql.Result) (int64, error) {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("rows affected: %w", err)
-	}
-	return n, nil
-}
