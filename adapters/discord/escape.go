@@ -38,25 +38,7 @@ func escapeMarkdown(s string) string {
 // result: it cuts between source characters (never inside an escape) and
 // ends a cut text with "…".
 func escapeClip(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	esc := escapeMarkdown(s)
-	if runes(esc) <= n {
-		return esc
-	}
-	var b strings.Builder
-	count := 0
-	for _, r := range visible.Reveal(s) {
-		p := escapeRune(r)
-		if count+runes(p) > n-1 {
-			break
-		}
-		b.WriteString(p)
-		count += runes(p)
-	}
-	b.WriteString("…")
-	return b.String()
+	return visible.ClipPieces(visible.Reveal(s), n, escapeRune)
 }
 
 // escapeRune is one revealed character as escaped markdown.

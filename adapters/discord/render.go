@@ -921,16 +921,7 @@ func isSnowflake(s string) bool {
 func runes(s string) int { return utf8.RuneCountInString(s) }
 
 // truncate cuts s to at most n characters, ending in "…" when cut.
-func truncate(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	if runes(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
+func truncate(s string, n int) string { return visible.Clip(s, n) }
 
 // truncateMarkup is truncate for text that mixes Airlock's markup with
 // escaped text (a header, a status): it never cuts inside an escape, a

@@ -2,7 +2,6 @@ package slack
 
 import (
 	"strings"
-	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 )
@@ -30,23 +29,7 @@ func escape(s string) string { return escaper.Replace(s) }
 // cutting between source characters (never inside an entity) and ending a
 // cut text with "…".
 func escapeClip(s string, n int) string {
-	esc := escape(s)
-	if utf8.RuneCountInString(esc) <= n {
-		return esc
-	}
-	var b strings.Builder
-	count := 0
-	for _, r := range s {
-		p := escape(string(r))
-		pl := utf8.RuneCountInString(p)
-		if count+pl > n-1 {
-			break
-		}
-		b.WriteString(p)
-		count += pl
-	}
-	b.WriteString("…")
-	return b.String()
+	return visible.ClipPieces(s, n, func(r rune) string { return escape(string(r)) })
 }
 
 // revealClip writes s's hidden characters as visible escapes and keeps at
@@ -54,26 +37,12 @@ func escapeClip(s string, n int) string {
 // (never inside an escape) and ending a cut text with "…". Its result is
 // for rich_text and plain_text, which Slack shows literally.
 func revealClip(s string, n int) string {
-	out := visible.Reveal(s)
-	if utf8.RuneCountInString(out) <= n {
-		return out
-	}
-	var b strings.Builder
-	count := 0
-	for _, r := range s {
-		p := string(r)
+	return visible.ClipPieces(s, n, func(r rune) string {
 		if visible.Hidden(r) {
-			p = visible.Escape(r)
+			return visible.Escape(r)
 		}
-		pl := utf8.RuneCountInString(p)
-		if count+pl > n-1 {
-			break
-		}
-		b.WriteString(p)
-		count += pl
-	}
-	b.WriteString("…")
-	return b.String()
+		return string(r)
+	})
 }
 
 // postText is an answer or notice as Post sends it: mrkdwn whose

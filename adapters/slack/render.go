@@ -946,16 +946,7 @@ func chunkArgs(s string, n int) []string {
 // --- text helpers ---
 
 // clip keeps at most n characters of s, ending a cut text with "…".
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	if n <= 1 {
-		return string(r[:max(n, 0)])
-	}
-	return string(r[:n-1]) + "…"
-}
+func clip(s string, n int) string { return visible.Clip(s, n) }
 
 // clipSection keeps a section's text within Slack's limit.
 func clipSection(s string) string { return clip(s, maxSectionText) }

@@ -121,3 +121,41 @@ func Preview(s string, maxChars, maxLines int) (text string, hidden int) {
 	}
 	return strings.TrimRight(b.String(), "\n"), total - shown
 }
+
+// Clip keeps at most n characters of s, ending a cut text with "…"
+// (which counts as one of the n).
+func Clip(s string, n int) string {
+	return ClipPieces(s, n, nil)
+}
+
+// ClipPieces writes s with each character replaced by piece(r) (an
+// escape, say) and keeps at most n characters of the result: it cuts
+// between source characters, never inside a piece, and ends a cut text
+// with "…" (which counts as one of the n). A nil piece keeps characters
+// as they are.
+func ClipPieces(s string, n int, piece func(rune) string) string {
+	if n <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	count := 0 // characters written
+	cut := -1  // bytes of b that fit before a "…", once known
+	for _, r := range s {
+		var p string
+		if piece != nil {
+			p = piece(r)
+		} else {
+			p = string(r)
+		}
+		pl := utf8.RuneCountInString(p)
+		if cut < 0 && count+pl > n-1 {
+			cut = b.Len()
+		}
+		if count+pl > n {
+			return b.String()[:cut] + "…"
+		}
+		b.WriteString(p)
+		count += pl
+	}
+	return b.String()
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 )
 
 func TestReveal(t *testing.T) {
@@ -65,4 +66,41 @@ func FuzzReveal(f *testing.F) {
 			t.Fatal("line breaks changed")
 		}
 	})
+}
+
+func TestClipPieces(t *testing.T) {
+	esc := func(r rune) string {
+		if r == '<' {
+			return "&lt;"
+		}
+		return string(r)
+	}
+	for _, tc := range []struct {
+		in    string
+		n     int
+		piece func(rune) string
+		want  string
+	}{
+		{"", 5, nil, ""},
+		{"abc", 0, nil, ""},
+		{"abc", 3, nil, "abc"},
+		{"abcd", 3, nil, "ab…"},
+		{"abcd", 1, nil, "…"},
+		{"héllo wörld", 6, nil, "héllo…"},
+		{"a<b", 6, esc, "a&lt;b"},  // fits exactly
+		{"a<bc", 6, esc, "a&lt;…"}, // the cut after a whole piece
+		{"ab<c", 6, esc, "ab…"},    // never inside "&lt;"
+		{"<<", 8, esc, "&lt;&lt;"}, // pieces only
+		{"<<<", 8, esc, "&lt;…"},
+	} {
+		if got := ClipPieces(tc.in, tc.n, tc.piece); got != tc.want {
+			t.Errorf("ClipPieces(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+		if got := ClipPieces(tc.in, tc.n, tc.piece); utf8.RuneCountInString(got) > max(tc.n, 0) {
+			t.Errorf("ClipPieces(%q, %d) = %q: longer than %d", tc.in, tc.n, got, tc.n)
+		}
+	}
+	if got := Clip("abcdef", 4); got != "abc…" {
+		t.Errorf("Clip = %q", got)
+	}
 }
