@@ -179,12 +179,9 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 	case "/quit", "/exit":
 		return true
 	case "/card":
-		card, err := b.PendingCard(ctx, s.thread())
-		if err != nil {
-			s.printf("No card is waiting.\n")
-			return false
+		if card, ok := s.pendingCard(ctx, b); ok {
+			s.printCard(*card)
 		}
-		s.printCard(*card)
 	case "/allow", "/deny":
 		s.decide(ctx, b, cmd == "/allow", rest)
 	case "/args":
@@ -199,14 +196,25 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 	return false
 }
 
+// pendingCard returns the thread's waiting card; false, with the reason
+// printed, when none waits or it could not be loaded.
+func (s *Shell) pendingCard(ctx context.Context, b Bot) (*cardpkg.Card, bool) {
+	card, err := b.PendingCard(ctx, s.thread())
+	switch {
+	case errors.Is(err, confirm.ErrNotFound):
+		s.printf("No card is waiting.\n")
+		return nil, false
+	case err != nil:
+		s.printf("error: %v\n", err)
+		return nil, false
+	}
+	return card, true
+}
+
 // decide parses "N [N...]", "all", or for deny "N reason..." / "all reason...".
 func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
-	card, err := b.PendingCard(ctx, s.thread())
-	if errors.Is(err, confirm.ErrNotFound) {
-		s.printf("No card is waiting.\n")
-		return
-	} else if err != nil {
-		s.printf("error: %v\n", err)
+	card, ok := s.pendingCard(ctx, b)
+	if !ok {
 		return
 	}
 	fields := strings.Fields(args)
@@ -278,12 +286,8 @@ const EditUsage = `Usage: /edit N {"key": "value", ...} allows call N with these
 // (allow it with those arguments). Anything else prints the usage and
 // asks nothing of the bot.
 func (s *Shell) edit(ctx context.Context, b Bot, rest string) {
-	card, err := b.PendingCard(ctx, s.thread())
-	if errors.Is(err, confirm.ErrNotFound) {
-		s.printf("No card is waiting.\n")
-		return
-	} else if err != nil {
-		s.printf("error: %v\n", err)
+	card, ok := s.pendingCard(ctx, b)
+	if !ok {
 		return
 	}
 	fields := strings.Fields(rest)
@@ -350,12 +354,8 @@ func (s *Shell) extend(ctx context.Context, b Bot, rest string) {
 		s.printf("/extend takes nothing after it.\n")
 		return
 	}
-	card, err := b.PendingCard(ctx, s.thread())
-	if errors.Is(err, confirm.ErrNotFound) {
-		s.printf("No card is waiting.\n")
-		return
-	} else if err != nil {
-		s.printf("error: %v\n", err)
+	card, ok := s.pendingCard(ctx, b)
+	if !ok {
 		return
 	}
 	if e := card.Extended; e != nil {
@@ -373,9 +373,8 @@ func (s *Shell) extend(ctx context.Context, b Bot, rest string) {
 
 // args prints the whole arguments of a call of the waiting card.
 func (s *Shell) args(ctx context.Context, b Bot, arg string) {
-	card, err := b.PendingCard(ctx, s.thread())
-	if err != nil {
-		s.printf("No card is waiting.\n")
+	card, ok := s.pendingCard(ctx, b)
+	if !ok {
 		return
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(arg))
