@@ -10,15 +10,11 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-func TestSQLiteMigrateUpgrade(t *testing.T) {
-	testMigrateUpgrade(t, "sqlite", filepath.Join(t.TempDir(), "old.db"))
-}
-
-// testMigrateUpgrade builds a database as the release before migration 004
-// left it, with data, and checks Open upgrades it in place: old rows read
-// back with the new columns' defaults.
-func testMigrateUpgrade(t *testing.T, driver, dsn string) {
-	ctx := t.Context()
+// openAtMigration opens dsn as a release that knew migrations up to last
+// left it: migrated that far, without the read pool or anything Open adds.
+// It is closed when the test ends.
+func openAtMigration(t *testing.T, driver, dsn string, last int) *DB {
+	t.Helper()
 	name, raw := "pgx", dsn
 	if driver == DriverSQLite {
 		var err error
@@ -32,10 +28,23 @@ func testMigrateUpgrade(t *testing.T, driver, dsn string) {
 		t.Fatal(err)
 	}
 	old := &DB{x: x, driver: driver}
-	defer old.Close()
-	if err := old.migrateTo(ctx, 3); err != nil {
+	t.Cleanup(func() { old.Close() })
+	if err := old.migrateTo(t.Context(), last); err != nil {
 		t.Fatal(err)
 	}
+	return old
+}
+
+func TestSQLiteMigrateUpgrade(t *testing.T) {
+	testMigrateUpgrade(t, "sqlite", filepath.Join(t.TempDir(), "old.db"))
+}
+
+// testMigrateUpgrade builds a database as the release before migration 004
+// left it, with data, and checks Open upgrades it in place: old rows read
+// back with the new columns' defaults.
+func testMigrateUpgrade(t *testing.T, driver, dsn string) {
+	ctx := t.Context()
+	old := openAtMigration(t, driver, dsn, 3)
 	now := old.ts(time.Now())
 	for _, q := range []struct {
 		sql  string

@@ -730,23 +730,7 @@ func TestSQLiteMigrateCards(t *testing.T) {
 // clicks, and the new columns read back empty.
 func testMigrateCards(t *testing.T, driver, dsn string) {
 	ctx := t.Context()
-	name, raw := "pgx", dsn
-	if driver == DriverSQLite {
-		var err error
-		if raw, err = sqliteDSN(dsn); err != nil {
-			t.Fatal(err)
-		}
-		name = "sqlite3"
-	}
-	x, err := sqlx.Open(name, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &DB{x: x, driver: driver}
-	defer old.Close()
-	if err := old.migrateTo(ctx, 5); err != nil {
-		t.Fatal(err)
-	}
+	old := openAtMigration(t, driver, dsn, 5)
 	created := time.Now().Add(-time.Minute)
 	ts, exp := old.ts(created), old.ts(created.Add(time.Hour))
 	for _, q := range []struct {
