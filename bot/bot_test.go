@@ -935,6 +935,11 @@ func TestCardIntro(t *testing.T) {
 	if got := h.plat.lastCard().Intro; got != reply.Text {
 		t.Fatalf("posted card's intro %q, want %q", got, reply.Text)
 	}
+	// Stored with the batch, so its card needs no message load.
+	stored, err := h.store.Batch(context.Background(), h.plat.lastCard().BatchID)
+	if err != nil || stored.Intro == nil || *stored.Intro != reply.Text {
+		t.Fatalf("stored batch's intro: %v, %v", stored, err)
+	}
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
