@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,5 +239,3 @@ func mustTool(t *testing.T, set *tools.Set, name string) tools.Tool {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

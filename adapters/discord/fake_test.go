@@ -584,19 +584,4 @@ func editSubmit(id, channel, user string, roles []string, customID, args, messag
 	return m
 }
 
-// inDM turns a guild interaction payload into one in a DM channel: a
-// user, no member, no server.
-func inDM(m map[string]any, channel string) map[string]any {
-	member := m["member"].(map[string]any)
-	m["user"] = member["user"]
-	delete(m, "member")
-	delete(m, "guild_id")
-	delete(m, "app_permissions")
-	m["channel_id"] = channel
-	if msg, ok := m["message"].(map[string]any); ok {
-		msg["channel_id"] = channel
-	}
-	return m
-}
-
 func (f *fakeDiscord) String() string { return fmt.Sprintf("fake discord at %s", f.rest.URL) }
