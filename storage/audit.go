@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -29,7 +27,7 @@ type auditRow struct {
 // Audit appends an audit event (and its webhook deliveries, in the same
 // transaction); a zero At is now.
 func (db *DB) Audit(ctx context.Context, e confirm.AuditEvent) error {
-	if err := db.tx(ctx, func(tx *sqlx.Tx) error { return db.insertAudit(ctx, tx, e) }); err != nil {
+	if err := db.tx(ctx, func(tx dbtx) error { return db.insertAudit(ctx, tx, e) }); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
@@ -38,7 +36,7 @@ func (db *DB) Audit(ctx context.Context, e confirm.AuditEvent) error {
 // insertAudit is the one place audit rows are written. With webhooks set,
 // it also writes the event's outbox rows through ex, which must then be the
 // audit row's transaction so both commit or neither does.
-func (db *DB) insertAudit(ctx context.Context, ex sqlx.ExtContext, e confirm.AuditEvent) error {
+func (db *DB) insertAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) error {
 	if e.Kind == "" {
 		return errors.New("audit event without kind")
 	}

@@ -97,7 +97,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		}
 	}
 	msgs := []confirm.Message{assistant}
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		if err := db.appendMessages(ctx, tx, nb.ConversationID, msgs); err != nil {
 			return fmt.Errorf("append assistant message: %w", err)
 		}
@@ -179,7 +179,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 // auditPauseDecision audits a call decided at pause time by a rule (a
 // decision event naming the rule) or by a grant (grant_used); other calls
 // need nothing beyond their tool_call event.
-func (db *DB) auditPauseDecision(ctx context.Context, tx *sqlx.Tx, b *confirm.Batch, c confirm.Call, now time.Time) error {
+func (db *DB) auditPauseDecision(ctx context.Context, tx dbtx, b *confirm.Batch, c confirm.Call, now time.Time) error {
 	actor := c.DecidedBy
 	if actor == "" {
 		actor = auditSystemActor

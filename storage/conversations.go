@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -72,7 +70,7 @@ func (db *DB) AppendMessages(ctx context.Context, conversationID int64, msgs ...
 		return nil
 	}
 	out := append([]confirm.Message(nil), msgs...)
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		return db.appendMessages(ctx, tx, conversationID, out)
 	})
 	if err != nil {
@@ -87,7 +85,7 @@ func (db *DB) AppendMessages(ctx context.Context, conversationID int64, msgs ...
 // appenders queue: on PostgreSQL on the conversation row's lock, taken
 // first, on SQLite on the transaction's write lock (the primary key on
 // (conversation_id, seq) backs this up).
-func (db *DB) appendMessages(ctx context.Context, tx *sqlx.Tx, conversationID int64, msgs []confirm.Message) error {
+func (db *DB) appendMessages(ctx context.Context, tx dbtx, conversationID int64, msgs []confirm.Message) error {
 	var last int
 	if db.driver == DriverPostgres {
 		var id int64

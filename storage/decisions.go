@@ -8,15 +8,13 @@ import (
 	"sort"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
 // lockPendingBatch takes the batch row's write lock while it is pending
 // (on PostgreSQL the UPDATE's row lock serialises deciders of one batch)
 // and returns its conversation. ok is false when the batch is not pending.
-func (db *DB) lockPendingBatch(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (convID int64, ok bool, err error) {
+func (db *DB) lockPendingBatch(ctx context.Context, tx dbtx, batchID string, now time.Time) (convID int64, ok bool, err error) {
 	err = db.get(ctx, tx, &convID, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending' RETURNING conversation_id`),
 		db.ts(now), batchID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -60,7 +58,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 		res   confirm.DecideResult
 		grant *confirm.Grant
 	)
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		res, grant = confirm.DecideResult{}, nil
 		info, err := db.lockPendingCall(ctx, tx, d.BatchID, d.Key, now)
 		if err != nil {
@@ -124,7 +122,7 @@ type pendingCall struct {
 // Decide) and loads the call while it is pending and now is before its
 // expiry; otherwise it returns errLost, or ErrNotFound for a batch or call
 // that does not exist.
-func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key string, now time.Time) (pendingCall, error) {
+func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string, now time.Time) (pendingCall, error) {
 	var info pendingCall
 	convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 	if err != nil {
@@ -160,7 +158,7 @@ func (db *DB) lockPendingCall(ctx context.Context, tx *sqlx.Tx, batchID, key str
 // approval when the call needs more than one. It sets res.Votes and
 // res.Won, or res.AlreadyVoted with errAlreadyVoted when that person had
 // voted before.
-func (db *DB) castVote(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEvent, now time.Time, res *confirm.DecideResult) error {
+func (db *DB) castVote(ctx context.Context, tx dbtx, event confirm.AuditEvent, now time.Time, res *confirm.DecideResult) error {
 	n, err := db.execCount(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (batch_id, key, approver) DO NOTHING`), event.BatchID, event.CallKey, event.Actor, db.ts(now))
 	if err != nil {
@@ -194,7 +192,7 @@ func (db *DB) castVote(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEven
 
 // decideCall takes the call event names (pending, its row locked) to
 // status by event.Actor and audits the decision.
-func (db *DB) decideCall(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason string, now time.Time) error {
+func (db *DB) decideCall(ctx context.Context, tx dbtx, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason string, now time.Time) error {
 	n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
 		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
 		string(status), event.Actor, db.ts(now), message, reason, event.BatchID, event.CallKey, db.ts(now))
@@ -211,7 +209,7 @@ func (db *DB) decideCall(ctx context.Context, tx *sqlx.Tx, event confirm.AuditEv
 }
 
 // countVotes counts a call's votes.
-func (db *DB) countVotes(ctx context.Context, tx *sqlx.Tx, batchID, key string) (int, error) {
+func (db *DB) countVotes(ctx context.Context, tx dbtx, batchID, key string) (int, error) {
 	var n int
 	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM votes WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
 		return 0, fmt.Errorf("count votes: %w", err)
@@ -221,7 +219,7 @@ func (db *DB) countVotes(ctx context.Context, tx *sqlx.Tx, batchID, key string) 
 
 // finishDeciding takes the batch from pending to decided when none of its
 // calls is pending any more (one statement).
-func (db *DB) finishDeciding(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time) (bool, error) {
+func (db *DB) finishDeciding(ctx context.Context, tx dbtx, batchID string, now time.Time) (bool, error) {
 	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET status = 'decided', updated_at = ? WHERE id = ? AND status = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), db.ts(now), batchID, batchID)
 	if err != nil {
@@ -234,7 +232,7 @@ func (db *DB) finishDeciding(ctx context.Context, tx *sqlx.Tx, batchID string, n
 // res.BatchDecided and, when the batch was decided, res.Batch as it now
 // stands. The batch is read on the writer, whose page cache this
 // transaction just warmed, rather than by its runner from a reader after.
-func (db *DB) finishDecidingInto(ctx context.Context, tx *sqlx.Tx, batchID string, now time.Time, res *confirm.DecideResult) error {
+func (db *DB) finishDecidingInto(ctx context.Context, tx dbtx, batchID string, now time.Time, res *confirm.DecideResult) error {
 	decided, err := db.finishDeciding(ctx, tx, batchID, now)
 	if err != nil || !decided {
 		return err
@@ -266,7 +264,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 	}
 	now = db.nowOr(now)
 	var changed int
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		changed = 0
 		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 		if err != nil {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -44,7 +42,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 	}
 	now := db.nowOr(e.Now)
 	var res confirm.DecideResult
-	err = db.tx(ctx, func(tx *sqlx.Tx) error {
+	err = db.tx(ctx, func(tx dbtx) error {
 		res = confirm.DecideResult{}
 		info, err := db.lockPendingCall(ctx, tx, e.BatchID, e.Key, now)
 		if err != nil {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -36,7 +34,7 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int, now t
 		return false, fmt.Errorf("mark escalated: negative step %d", step)
 	}
 	now = db.nowOr(now)
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 		if err != nil {
 			return err
@@ -84,7 +82,7 @@ func (db *DB) ExtendBatch(ctx context.Context, batchID, by string, until, now ti
 		return false, errors.New("extend batch: zero deadline")
 	}
 	now, until = db.nowOr(now), utc(until)
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		var cur struct {
 			ConversationID int64  `db:"conversation_id"`
 			ExpiresAt      dbTime `db:"expires_at"`

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -18,7 +16,7 @@ import (
 // grant_created. It fills in g: ID (random when empty), ConversationID,
 // Tool (the call's when empty), CreatedBy (d.By when empty), CreatedAt (now
 // when zero), BatchID and CallKey; a grant is stored not revoked.
-func (db *DB) insertGrant(ctx context.Context, tx *sqlx.Tx, g *confirm.Grant, convID int64, d confirm.Decide, tool string, now time.Time) error {
+func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID int64, d confirm.Decide, tool string, now time.Time) error {
 	if g.ID == "" {
 		g.ID = newID()
 	}
@@ -112,7 +110,7 @@ func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Gran
 func (db *DB) RevokeGrant(ctx context.Context, id, by string, now time.Time) (bool, error) {
 	now = db.nowOr(now)
 	won := false
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		won = false
 		var g grantRow
 		err := db.get(ctx, tx, &g, db.q(`UPDATE grants SET revoked_by = ?, revoked_at = ? WHERE id = ? AND revoked_at IS NULL

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -281,7 +279,7 @@ func webhookActor(a string) string {
 
 // enqueue writes the outbox rows of audit row e (ID and At set) for the
 // targets whose filter takes its event, in the audit row's transaction.
-func (db *DB) enqueue(ctx context.Context, ex sqlx.ExtContext, e confirm.AuditEvent, targets []WebhookTarget) error {
+func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, targets []WebhookTarget) error {
 	ev, d := eventOf(e)
 	var to []string
 	for _, t := range targets {

@@ -15,7 +15,10 @@ import (
 // connections: a write through a reader is refused, not a second writer.
 func TestSQLiteOneWriterReadOnlyReaders(t *testing.T) {
 	db := openSQLite(t)
-	if n := db.x.Stats().MaxOpenConnections; n != 1 {
+	if db.w == nil {
+		t.Fatal("no held writer")
+	}
+	if n := db.w.pool.Stats().MaxOpenConnections; n != 1 {
 		t.Fatalf("writer pool has %d connections, want 1", n)
 	}
 	if db.r == nil || db.r == db.x {
@@ -91,9 +94,8 @@ func TestStableParams(t *testing.T) {
 	}
 }
 
-// Statements are prepared once per pool and reused, including a
-// statement first seen inside a transaction (prepared in the
-// background, since the transaction holds the one writer connection).
+// Statements are prepared once per connection and reused: on the read
+// pool, and on the writer, inside a transaction too.
 func TestSQLitePreparedStatements(t *testing.T) {
 	db := openSQLite(t)
 	b := newBatch(t, db, later(), confirm.DecisionPending)
@@ -106,21 +108,27 @@ func TestSQLitePreparedStatements(t *testing.T) {
 		t.Fatal("no statement prepared on the read pool")
 	}
 	// Decide runs statements only inside a transaction.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app", Now: time.Now()}); err != nil {
+	var before, after int
+	count := func() int {
+		var n int
+		if err := db.w.do(t.Context(), func(*held) error { n = len(db.w.stmts); return nil }); err != nil {
 			t.Fatal(err)
 		}
-		db.stmts[0].mu.Lock()
-		n := len(db.stmts[0].stmts)
-		db.stmts[0].mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no statement prepared on the writer")
-		}
-		time.Sleep(5 * time.Millisecond)
+		return n
+	}
+	before = count()
+	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app", Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if after = count(); after <= before {
+		t.Fatalf("the writer had %d statements prepared before Decide and %d after", before, after)
+	}
+	b2 := newBatch(t, db, later(), confirm.DecisionPending)
+	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app", Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if again := count(); again != after {
+		t.Fatalf("a second Decide prepared %d more statements on the writer", again-after)
 	}
 }
 

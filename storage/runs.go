@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -83,7 +81,7 @@ func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm
 	default:
 		return fmt.Errorf("finish run: invalid run status %q", status)
 	}
-	err := db.tx(ctx, func(tx *sqlx.Tx) error { return db.finishRun(ctx, tx, batchID, key, status, result) })
+	err := db.tx(ctx, func(tx dbtx) error { return db.finishRun(ctx, tx, batchID, key, status, result) })
 	if err != nil {
 		return fmt.Errorf("finish run %s/%s: %w", batchID, key, err)
 	}
@@ -91,7 +89,7 @@ func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm
 }
 
 // finishRun is FinishRun inside a transaction.
-func (db *DB) finishRun(ctx context.Context, tx *sqlx.Tx, batchID, key string, status confirm.RunStatus, result string) error {
+func (db *DB) finishRun(ctx context.Context, tx dbtx, batchID, key string, status confirm.RunStatus, result string) error {
 	now := utc(db.now())
 	// The UPDATE returns what the audit event needs.
 	var info struct {
@@ -129,7 +127,7 @@ func resultDetail(status confirm.RunStatus, result string) string {
 // CompleteBatch takes the batch from running to done and appends the
 // tool-results message, in one transaction; false when it was not running.
 func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm.Message) (bool, error) {
-	err := db.tx(ctx, func(tx *sqlx.Tx) error { return db.completeBatch(ctx, tx, batchID, results) })
+	err := db.tx(ctx, func(tx dbtx) error { return db.completeBatch(ctx, tx, batchID, results) })
 	if errors.Is(err, errLost) {
 		return false, nil
 	}
@@ -149,7 +147,7 @@ func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, sta
 	default:
 		return false, fmt.Errorf("finish run: invalid run status %q", status)
 	}
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		// The batch first: one not running is "false", whatever its runs.
 		if err := db.completeBatch(ctx, tx, batchID, results); err != nil {
 			return err
@@ -167,7 +165,7 @@ func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, sta
 
 // completeBatch is CompleteBatch inside a transaction; errLost when the
 // batch was not running.
-func (db *DB) completeBatch(ctx context.Context, tx *sqlx.Tx, batchID string, results confirm.Message) error {
+func (db *DB) completeBatch(ctx context.Context, tx dbtx, batchID string, results confirm.Message) error {
 	now := utc(db.now())
 	var convID int64
 	err := db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
@@ -197,7 +195,7 @@ func (db *DB) completeBatch(ctx context.Context, tx *sqlx.Tx, batchID string, re
 func (db *DB) RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error) {
 	now := utc(db.now())
 	var ids []string
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		ids = nil
 		var calls []changedCall
 		for _, id := range batchIDs {

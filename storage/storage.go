@@ -47,15 +47,19 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 
 // DB is the SQL store. It is safe for concurrent use.
 //
-// On SQLite, writes and transactions go through x, a pool of exactly one
-// connection: SQLite takes one writer at a time anyway, and a writer
-// queued in Go waits only for the commit before it, where several
-// connections would wait in SQLite's busy handler, which sleeps (1, 2, 5,
-// 10 ms ...) rather than waking when the lock is free. Reads outside
-// transactions go through r, read-only connections that WAL lets read
-// while the writer writes. On PostgreSQL, r is x.
+// On SQLite, writes and transactions go through w, exactly one
+// connection held by Airlock (see writer): SQLite takes one writer at a
+// time anyway, and a writer queued in Go waits only for the commit before
+// it, where several connections would wait in SQLite's busy handler,
+// which sleeps (1, 2, 5, 10 ms ...) rather than waking when the lock is
+// free. A statement given x outside a transaction runs on w too; x itself
+// (one connection) is left to migrations, and is the writer of an
+// in-memory database, which has no w. Reads outside transactions go
+// through r, read-only connections that WAL lets read while the writer
+// writes. On PostgreSQL, r is x and there is no w.
 type DB struct {
 	x      *sqlx.DB     // writes and transactions
+	w      *writer      // SQLite's held write connection (nil: use x)
 	r      *sqlx.DB     // reads outside transactions
 	driver string       // DriverSQLite or DriverPostgres
 	stmts  [2]stmtCache // SQLite: prepared on x, on r
@@ -125,6 +129,15 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		r.SetMaxOpenConns(sqliteReaders)
 		r.SetMaxIdleConns(sqliteReaders)
 		db.r = r
+		wp, err := sqlx.Open(name, dsn)
+		if err != nil {
+			r.Close()
+			x.Close()
+			return nil, fmt.Errorf("open %s writer: %w", driver, err)
+		}
+		wp.SetMaxOpenConns(1)
+		wp.SetMaxIdleConns(1)
+		db.w = newWriter(wp)
 	}
 	return db, nil
 }
@@ -233,6 +246,9 @@ func (db *DB) Close() error {
 	if db.r != nil && db.r != db.x {
 		db.r.Close()
 	}
+	if db.w != nil {
+		db.w.close()
+	}
 	return db.x.Close()
 }
 
@@ -285,7 +301,7 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	err = db.tx(ctx, func(tx *sqlx.Tx) error {
+	err = db.tx(ctx, func(tx dbtx) error {
 		if db.driver == DriverPostgres {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
 				return fmt.Errorf("lock: %w", err)
@@ -299,7 +315,7 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 			return fmt.Errorf("create schema_migrations: %w", err)
 		}
 		var applied []int
-		if err := tx.SelectContext(ctx, &applied, `SELECT version FROM schema_migrations`); err != nil {
+		if err := sqlx.SelectContext(ctx, tx, &applied, `SELECT version FROM schema_migrations`); err != nil {
 			return fmt.Errorf("read schema_migrations: %w", err)
 		}
 		done := map[int]bool{}
@@ -313,7 +329,7 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply %s: %w", m.name, err)
 			}
-			if _, err := tx.ExecContext(ctx, tx.Rebind(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
+			if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
 				m.version, m.name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 				return fmt.Errorf("record %s: %w", m.name, err)
 			}
@@ -327,7 +343,10 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 }
 
 // tx runs fn in a transaction, committing when it returns nil.
-func (db *DB) tx(ctx context.Context, fn func(tx *sqlx.Tx) error) (err error) {
+func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
+	if db.w != nil {
+		return db.w.tx(ctx, fn)
+	}
 	tx, err := db.x.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // turnLockClass is the first key of the pg_advisory_xact_lock(int, int)
@@ -25,7 +23,7 @@ func (db *DB) CountTurn(ctx context.Context, platform, user string, now time.Tim
 	now = db.nowOr(now)
 	since := now.Add(-window)
 	var n int
-	err := db.tx(ctx, func(tx *sqlx.Tx) error {
+	err := db.tx(ctx, func(tx dbtx) error {
 		if db.driver == DriverPostgres {
 			if _, err := db.exec(ctx, tx, `SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text || chr(31) || $3::text))`,
 				turnLockClass, platform, user); err != nil {

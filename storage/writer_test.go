@@ -1,0 +1,153 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// countLeases counts the leases table's rows through a reader.
+func countLeases(t *testing.T, db *DB) int {
+	t.Helper()
+	var n int
+	if err := db.get(t.Context(), db.reader(), &n, `SELECT COUNT(*) FROM leases`); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A write waiting for the held writer gives up when its context ends,
+// having written nothing; once the holder lets go, writes go through.
+func TestWriterWaitEndsWithContext(t *testing.T) {
+	db := openSQLite(t)
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.w.do(context.Background(), func(*held) error {
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := db.AcquireLease(ctx, "k", "me", time.Minute, time.Now())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a write waiting for a held writer returned %v, want the context's deadline", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("the write gave up after %v", waited)
+	}
+	err = db.tx(ctx, func(tx dbtx) error { t.Error("a transaction ran after its context ended"); return nil })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a transaction waiting for a held writer returned %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := countLeases(t, db); n != 0 {
+		t.Fatalf("%d leases written by writes that gave up", n)
+	}
+	if ok, err := db.AcquireLease(t.Context(), "k", "me", time.Minute, time.Now()); err != nil || !ok {
+		t.Fatalf("write after the holder let go: %v %v", ok, err)
+	}
+}
+
+// A transaction whose function fails or panics is rolled back, and the
+// writer serves the next one.
+func TestWriterRollsBackOnErrorAndPanic(t *testing.T) {
+	db := openSQLite(t)
+	insert := db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, 'h', '2030-01-01')`)
+	boom := errors.New("boom")
+	err := db.tx(t.Context(), func(tx dbtx) error {
+		if _, err := db.exec(t.Context(), tx, insert, "a"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("tx returned %v, want its function's error", err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic was swallowed")
+			}
+		}()
+		db.tx(t.Context(), func(tx dbtx) error {
+			if _, err := db.exec(t.Context(), tx, insert, "b"); err != nil {
+				return err
+			}
+			panic("in a transaction")
+		})
+	}()
+	if n := countLeases(t, db); n != 0 {
+		t.Fatalf("%d rows of rolled-back transactions are there", n)
+	}
+	// A failing statement (a duplicate key) rolls back the rows before it.
+	if _, err := db.exec(t.Context(), db.x, insert, "c"); err != nil {
+		t.Fatal(err)
+	}
+	err = db.tx(t.Context(), func(tx dbtx) error {
+		if _, err := db.exec(t.Context(), tx, insert, "d"); err != nil {
+			return err
+		}
+		_, err := db.exec(t.Context(), tx, insert, "c")
+		return err
+	})
+	if err == nil {
+		t.Fatal("a duplicate key was accepted")
+	}
+	if n := countLeases(t, db); n != 1 {
+		t.Fatalf("%d leases, want the one written outside the failed transaction", n)
+	}
+}
+
+// Once a transaction runs, its caller leaving (its context ending) does
+// not cut it off half way: it commits whole.
+func TestWriterTransactionOutlivesItsCaller(t *testing.T) {
+	db := openSQLite(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	err := db.tx(ctx, func(tx dbtx) error {
+		for _, k := range []string{"a", "b"} {
+			if _, err := db.exec(ctx, tx, db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, 'h', '2030-01-01')`), k); err != nil {
+				return err
+			}
+			cancel()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countLeases(t, db); n != 2 {
+		t.Fatalf("%d of the transaction's 2 rows were written", n)
+	}
+}
+
+// A writer connection that went bad is replaced: the statement that found
+// it bad fails, the next write succeeds.
+func TestWriterReplacesABrokenConnection(t *testing.T) {
+	db := openSQLite(t)
+	if _, err := db.AcquireLease(t.Context(), "a", "me", time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	err := db.w.do(t.Context(), func(h *held) error {
+		h.w.conn.Close() // as if the driver had lost it
+		_, err := h.ExecContext(t.Context(), `DELETE FROM leases`)
+		return err
+	})
+	if err == nil {
+		t.Fatal("a statement on a closed connection succeeded")
+	}
+	if ok, err := db.AcquireLease(t.Context(), "b", "me", time.Minute, time.Now()); err != nil || !ok {
+		t.Fatalf("write after the connection broke: %v %v", ok, err)
+	}
+	if n := countLeases(t, db); n != 2 {
+		t.Fatalf("%d leases, want 2", n)
+	}
+}
