@@ -84,6 +84,7 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if !won {
 		return nil, nil
 	}
+	b.trace("claimed")
 	var batch *confirm.Batch
 	if decided != nil && decided.ID == batchID && decided.Status == confirm.BatchDecided {
 		claimed := *decided

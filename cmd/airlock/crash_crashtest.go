@@ -8,7 +8,7 @@ import (
 )
 
 // In a crashtest build, AIRLOCK_CRASH_AT=<point> kills the process with
-// SIGKILL when the bot reaches that point ("decided", "ran").
+// SIGKILL when the bot reaches that point ("decided", "claimed", "ran").
 func init() {
 	at := os.Getenv("AIRLOCK_CRASH_AT")
 	if at == "" {

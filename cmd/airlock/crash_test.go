@@ -120,6 +120,27 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	})
 
+	// Killed after a runner claimed the batch and before any run started,
+	// the batch is recovered from the dead worker and every call runs once.
+	t.Run("after the claim, before the first run", func(t *testing.T) {
+		r := newCrashRig(t)
+		p := r.pauseDeploy("AIRLOCK_CRASH_AT=claimed")
+		p.send("/allow 2")
+		exited(t, p)
+		if n := len(r.tools.calls()); n != 0 {
+			t.Fatalf("tools ran before the crash: %d", n)
+		}
+		p = startChatWith(t, r.bin, r.cfgPath)
+		answer := p.waitFor("model saw:") + p.waitFor("\n")
+		time.Sleep(200 * time.Millisecond) // a wrongful second run would arrive now
+		if r.count("/status/api") != 1 || r.count("/deploy/api") != 1 {
+			t.Fatalf("after restart: %+v", r.tools.calls())
+		}
+		if !strings.Contains(answer, "/deploy/api") {
+			t.Fatalf("answer: %q", answer)
+		}
+	})
+
 	t.Run("during a slow tool run", func(t *testing.T) {
 		r := newCrashRig(t)
 		release := make(chan struct{})
