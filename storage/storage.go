@@ -87,6 +87,7 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		keepFreedMemory()
 	case "postgres", "postgresql", "pgx":
 		driver, name = DriverPostgres, "pgx"
 		if dsn == "" {
