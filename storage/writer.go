@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -22,8 +24,8 @@ type dbtx interface {
 // than going through a database/sql transaction: such a transaction starts
 // a goroutine to watch its context, so does every query in it, and
 // go-sqlite3 runs each statement given a context that can end in a
-// goroutine of its own. Each of those wakes a thread, and together they
-// were most of a write transaction's time. On the held connection every
+// goroutine of its own. Each of those wakes a thread; together they were
+// about a fifth of BenchmarkDecisionPath's time. On the held connection every
 // statement runs with a context that cannot end (a statement is short; a
 // transaction's commit must not be cut off half way by a caller who
 // left), so none of that happens; waiting for the connection still ends
@@ -33,11 +35,19 @@ type dbtx interface {
 // transaction's, or a single one) and gives the slot back. Nothing else
 // uses the connection; a writer in a transaction must not ask for the
 // writer again (it would wait for itself).
+//
+// A holder that lets go while others wait yields its processor: the
+// waiter the release woke is queued to run next on this processor, but
+// only after the releaser's own work (a card's HTTP request, JSON), so
+// with every core busy the connection sat idle for that long between
+// holders. Yielding lets the next holder start at once: about a sixth
+// more decisions per second in `airlock bench`.
 type writer struct {
-	pool  *sqlx.DB      // a pool of one connection, held from first use
-	slot  chan struct{} // full while the connection is held
-	conn  *sqlx.Conn    // nil before first use and after it broke
-	stmts map[string]*sqlx.Stmt
+	pool    *sqlx.DB      // a pool of one connection, held from first use
+	slot    chan struct{} // full while the connection is held
+	waiting atomic.Int32  // callers waiting for the slot
+	conn    *sqlx.Conn    // nil before first use and after it broke
+	stmts   map[string]*sqlx.Stmt
 }
 
 func newWriter(pool *sqlx.DB) *writer {
@@ -58,8 +68,15 @@ var _ dbtx = (*held)(nil)
 func (w *writer) hold(ctx context.Context) (*held, error) {
 	select {
 	case w.slot <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		w.waiting.Add(1)
+		select {
+		case w.slot <- struct{}{}:
+			w.waiting.Add(-1)
+		case <-ctx.Done():
+			w.waiting.Add(-1)
+			return nil, ctx.Err()
+		}
 	}
 	if w.conn == nil {
 		c, err := w.pool.Connx(ctx)
@@ -83,6 +100,9 @@ func (w *writer) release(h *held) {
 		w.conn, w.stmts = nil, nil
 	}
 	<-w.slot
+	if w.waiting.Load() > 0 {
+		runtime.Gosched() // see writer
+	}
 }
 
 // do runs fn holding the connection (no transaction: each statement

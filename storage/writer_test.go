@@ -45,6 +45,9 @@ func TestWriterWaitEndsWithContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a transaction waiting for a held writer returned %v", err)
 	}
+	if n := db.w.waiting.Load(); n != 0 {
+		t.Fatalf("%d callers counted as waiting after both gave up", n)
+	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
