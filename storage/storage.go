@@ -138,7 +138,7 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		}
 		wp.SetMaxOpenConns(1)
 		wp.SetMaxIdleConns(1)
-		db.w = newWriter(wp)
+		db.w = newWriter(wp, x)
 	}
 	return db, nil
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -42,16 +43,78 @@ type dbtx interface {
 // with every core busy the connection sat idle for that long between
 // holders. Yielding lets the next holder start at once: about a sixth
 // more decisions per second in `airlock bench`.
+//
+// Checkpoints (copying the WAL's pages into the database file, with an
+// fsync) run beside the writer, not in it: SQLite runs one in the
+// committing connection once the WAL passes 1000 pages, which under load
+// was every few dozen decisions, each stopping every writer for the
+// copy and the fsync. The writer connection's own threshold is raised to
+// writerCheckpointPages, a backstop; a checkpointer goroutine runs a
+// PASSIVE checkpoint (it waits for no reader or writer) on its own
+// connection every checkpointEvery holds and every checkpointInterval.
 type writer struct {
 	pool    *sqlx.DB      // a pool of one connection, held from first use
 	slot    chan struct{} // full while the connection is held
 	waiting atomic.Int32  // callers waiting for the slot
 	conn    *sqlx.Conn    // nil before first use and after it broke
 	stmts   map[string]*sqlx.Stmt
+	holds   int // holds since the last nudge (under the slot)
+
+	ckpt      *sqlx.DB      // the checkpointer's connection
+	nudge     chan struct{} // asks for a checkpoint now
+	stop      chan struct{}
+	ckptDone  chan struct{}
+	ckptCount atomic.Int64 // checkpoints run (tests)
 }
 
-func newWriter(pool *sqlx.DB) *writer {
-	return &writer{pool: pool, slot: make(chan struct{}, 1)}
+const (
+	// writerCheckpointPages is the writer connection's own
+	// wal_autocheckpoint: reached only when the checkpointer falls behind.
+	writerCheckpointPages = 10000
+	// checkpointEvery is how many writer holds (transactions or single
+	// statements) pass between nudges to the checkpointer.
+	checkpointEvery = 128
+	// checkpointInterval is how often the checkpointer runs regardless.
+	checkpointInterval = time.Second
+)
+
+// newWriter makes the writer on pool (one connection) with a
+// checkpointer on ckpt (one connection, otherwise idle).
+func newWriter(pool, ckpt *sqlx.DB) *writer {
+	w := &writer{pool: pool, slot: make(chan struct{}, 1), ckpt: ckpt,
+		nudge: make(chan struct{}, 1), stop: make(chan struct{}), ckptDone: make(chan struct{})}
+	go w.checkpoints()
+	return w
+}
+
+// checkpoints runs PASSIVE checkpoints when nudged and every
+// checkpointInterval until stop. A checkpoint that fails (the database
+// is busy checkpointing already) is left to the next one.
+func (w *writer) checkpoints() {
+	defer close(w.ckptDone)
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.nudge:
+		case <-t.C:
+		}
+		if _, err := w.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+			continue
+		}
+		// The pages written meanwhile, holding the writer: with them
+		// copied too and no writer appending, the next write starts the
+		// WAL over instead of growing it.
+		err := w.do(context.Background(), func(h *held) error {
+			_, err := h.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+			return err
+		})
+		if err == nil {
+			w.ckptCount.Add(1)
+		}
+	}
 }
 
 // held is the writer connection while one caller holds it. Its methods
@@ -84,6 +147,11 @@ func (w *writer) hold(ctx context.Context) (*held, error) {
 			<-w.slot
 			return nil, fmt.Errorf("writer connection: %w", err)
 		}
+		if _, err := c.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf(`PRAGMA wal_autocheckpoint = %d`, writerCheckpointPages)); err != nil {
+			c.Close()
+			<-w.slot
+			return nil, fmt.Errorf("writer connection: %w", err)
+		}
 		w.conn, w.stmts = c, map[string]*sqlx.Stmt{}
 	}
 	return &held{w: w}, nil
@@ -98,6 +166,13 @@ func (w *writer) release(h *held) {
 		}
 		w.conn.Close()
 		w.conn, w.stmts = nil, nil
+	}
+	if w.holds++; w.holds >= checkpointEvery {
+		w.holds = 0
+		select {
+		case w.nudge <- struct{}{}:
+		default: // one is asked for already
+		}
 	}
 	<-w.slot
 	if w.waiting.Load() > 0 {
@@ -178,8 +253,17 @@ func (h *held) check(err error) error {
 	return err
 }
 
+// ExecContext runs a statement. One that returns rows (RETURNING, a
+// PRAGMA, a SELECT) runs unprepared: go-sqlite3 leaves a prepared
+// statement that stepped to a row active until its next run, and an
+// active statement on the writer holds back the commit of everything
+// written after it.
 func (h *held) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = context.WithoutCancel(ctx)
+	if mayReturnRows(query) {
+		res, err := h.w.conn.ExecContext(ctx, query, args...)
+		return res, h.check(err)
+	}
 	if st := h.stmt(ctx, query); st != nil {
 		res, err := st.ExecContext(ctx, args...)
 		return res, h.check(err)
@@ -216,8 +300,19 @@ func (h *held) QueryRowxContext(ctx context.Context, query string, args ...any) 
 	return h.w.conn.QueryRowxContext(ctx, query, args...)
 }
 
-// close closes the held connection's statements and the connection.
+// mayReturnRows reports whether a statement might return rows.
+func mayReturnRows(query string) bool {
+	q := strings.ToUpper(strings.TrimSpace(query))
+	return strings.HasPrefix(q, "SELECT") || strings.HasPrefix(q, "PRAGMA") || strings.HasPrefix(q, "WITH") ||
+		strings.HasPrefix(q, "VALUES") || strings.Contains(q, "RETURNING")
+}
+
+// close stops the checkpointer and closes the held connection's
+// statements and the connection. The checkpointer's connection is the
+// caller's to close.
 func (w *writer) close() error {
+	close(w.stop)
+	<-w.ckptDone
 	w.slot <- struct{}{}
 	defer func() { <-w.slot }()
 	if w.conn != nil {

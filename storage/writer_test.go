@@ -3,8 +3,14 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // countLeases counts the leases table's rows through a reader.
@@ -152,5 +158,79 @@ func TestWriterReplacesABrokenConnection(t *testing.T) {
 	}
 	if n := countLeases(t, db); n != 2 {
 		t.Fatalf("%d leases, want 2", n)
+	}
+}
+
+// Under a stream of writes the checkpointer, not the writer, copies the
+// WAL into the database: the writer's own threshold is the backstop,
+// checkpoints run beside it, and the WAL file stays far below what the
+// writes added up to.
+func TestCheckpointsRunBesideTheWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	db, err := Open(t.Context(), "sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var own int
+	if err := db.w.do(t.Context(), func(h *held) error {
+		return sqlx.GetContext(t.Context(), h, &own, `PRAGMA wal_autocheckpoint`)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if own != writerCheckpointPages {
+		t.Fatalf("the writer checkpoints itself every %d pages, want %d", own, writerCheckpointPages)
+	}
+	const n = 3000
+	for i := range n {
+		if _, err := db.AcquireLease(t.Context(), fmt.Sprintf("k%d", i), strings.Repeat("h", 2000), time.Minute, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := db.w.ckptCount.Load(); got < n/checkpointEvery/2 {
+		t.Fatalf("%d checkpoints ran beside %d writes, want about %d", got, n, n/checkpointEvery)
+	}
+	st, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The writes added over 40 MB of pages to the WAL: a WAL that is
+	// never started over (checkpoints that never catch up) holds them all.
+	if st.Size() > 16<<20 {
+		t.Fatalf("the WAL grew to %d bytes", st.Size())
+	}
+}
+
+// A statement that returns rows, run on the writer as an exec, does not
+// hold back the writes after it: readers see them at once.
+func TestWriterExecOfARowsStatementHoldsNothingBack(t *testing.T) {
+	db := openSQLite(t)
+	ctx := t.Context()
+	for i, q := range []string{
+		`PRAGMA wal_checkpoint(PASSIVE)`,
+		`SELECT 1`,
+		`UPDATE leases SET holder = 'x' WHERE key = 'k0' RETURNING key`,
+	} {
+		if i == 2 {
+			if _, err := db.AcquireLease(ctx, "k0", "me", time.Minute, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 { // the second run would find a cached statement
+			if _, err := db.exec(ctx, db.x, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		key := fmt.Sprintf("after%d", i)
+		if _, err := db.AcquireLease(ctx, key, "me", time.Minute, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := db.get(ctx, db.reader(), &n, db.q(`SELECT COUNT(*) FROM leases WHERE key = ?`), key); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("after %q a reader does not see the next write", q)
+		}
 	}
 }
