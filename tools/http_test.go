@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -270,5 +273,39 @@ func TestHTTPNetworkErrorAndContext(t *testing.T) {
 	_, err = tool.Run(context.Background(), json.RawMessage(`{"id":"1"}`), "k")
 	if err == nil || !strings.HasPrefix(err.Error(), "http request: ") {
 		t.Errorf("closed server: %v", err)
+	}
+}
+
+// Many runs of one HTTP tool at once, round after round, reuse the
+// connections of the first round.
+func TestHTTPKeepsConnectionsOfConcurrentRuns(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	s := mustNew(t, []Config{{Name: "call", Parameters: itemSchema, HTTP: &HTTPConfig{URL: srv.URL + "/hook"}}}, Options{})
+	tool := mustGet(t, s, "call")
+	const runs, rounds = 24, 4
+	for range rounds {
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Go(func() {
+				if _, err := tool.Run(context.Background(), json.RawMessage(`{"id":"1"}`), fmt.Sprintf("k%d", i)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n := conns.Load(); n > runs+runs/4 {
+		t.Fatalf("%d rounds of %d concurrent runs opened %d connections, want about %d", rounds, runs, n, runs)
 	}
 }

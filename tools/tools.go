@@ -117,7 +117,12 @@ func New(cfgs []Config, opts Options) (*Set, error) {
 		opts.MaxOutput = DefaultMaxOutput
 	}
 	if opts.HTTPClient == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Go's default keeps 2 idle connections a host: runs of one
+		// service approved at once would each open a new one.
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 64
 		opts.HTTPClient = &http.Client{
+			Transport:     t,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
