@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,7 @@ type writer struct {
 	ckpt      *sqlx.DB      // the checkpointer's connection
 	nudge     chan struct{} // asks for a checkpoint now
 	stop      chan struct{}
+	stopOnce  sync.Once
 	ckptDone  chan struct{}
 	ckptCount atomic.Int64 // checkpoints run (tests)
 }
@@ -311,7 +313,7 @@ func mayReturnRows(query string) bool {
 // statements and the connection. The checkpointer's connection is the
 // caller's to close.
 func (w *writer) close() error {
-	close(w.stop)
+	w.stopOnce.Do(func() { close(w.stop) })
 	<-w.ckptDone
 	w.slot <- struct{}{}
 	defer func() { <-w.slot }()

@@ -234,3 +234,20 @@ func TestWriterExecOfARowsStatementHoldsNothingBack(t *testing.T) {
 		}
 	}
 }
+
+// Closing twice is harmless, and a write after Close fails cleanly.
+func TestCloseTwice(t *testing.T) {
+	db, err := Open(t.Context(), "sqlite", filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := db.AcquireLease(t.Context(), "k", "me", time.Minute, time.Now()); err == nil {
+		t.Fatal("a write after Close succeeded")
+	}
+}
