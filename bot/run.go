@@ -77,22 +77,11 @@ func endsWithResults(h []model.Message) bool {
 // does not change until claimed, so once the claim is won it is the batch
 // (running), and it is not loaded again.
 func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string, decided *confirm.Batch) (*confirm.Batch, error) {
-	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
-	if err != nil {
-		return nil, fmt.Errorf("claim batch: %w", err)
-	}
-	if !won {
-		return nil, nil
+	batch, started, err := b.claim(ctx, batchID, decided)
+	if err != nil || batch == nil {
+		return nil, err
 	}
 	b.trace("claimed")
-	var batch *confirm.Batch
-	if decided != nil && decided.ID == batchID && decided.Status == confirm.BatchDecided {
-		claimed := *decided
-		claimed.Status, claimed.ClaimedBy = confirm.BatchRunning, b.cfg.WorkerID
-		batch = &claimed
-	} else if batch, err = b.store.Batch(ctx, batchID); err != nil {
-		return nil, fmt.Errorf("load batch: %w", err)
-	}
 	calls := make([]confirm.ToolCall, len(batch.Calls))
 	decisions := make([]confirm.Decision, len(batch.Calls))
 	byKey := make(map[string]confirm.Call, len(batch.Calls))
@@ -118,7 +107,7 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
 		o := &outcome{}
 		outs[key] = o
-		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, o, key == last)
+		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, o, key == last, key == started)
 	})
 	if errors.Is(err, confirm.ErrToolUnavailable) {
 		// An allowed call names a tool the bot no longer carries (the
@@ -190,6 +179,70 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	return batch, nil
 }
 
+// claim takes a decided batch for this worker and returns it (running),
+// or nil when another worker had it or it was not decided. Given decided
+// (the batch as its deciding transaction left it), the claim also starts
+// the run of the first call that will run, in one write, and started
+// names it; otherwise the batch is loaded after the claim and no run is
+// started with it.
+func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch) (batch *confirm.Batch, started string, err error) {
+	if decided == nil || decided.ID != batchID || decided.Status != confirm.BatchDecided {
+		won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
+		if err != nil {
+			return nil, "", fmt.Errorf("claim batch: %w", err)
+		}
+		if !won {
+			return nil, "", nil
+		}
+		if batch, err = b.store.Batch(ctx, batchID); err != nil {
+			return nil, "", fmt.Errorf("load batch: %w", err)
+		}
+		return batch, "", nil
+	}
+	first := b.firstToRun(decided)
+	won, ok := false, false
+	if first == "" {
+		won, err = b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
+	} else {
+		won, ok, err = b.store.ClaimBatchStarting(ctx, batchID, b.cfg.WorkerID, first)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("claim batch: %w", err)
+	}
+	if !won {
+		return nil, "", nil
+	}
+	claimed := *decided
+	claimed.Status, claimed.ClaimedBy = confirm.BatchRunning, b.cfg.WorkerID
+	if ok {
+		started = first
+	}
+	return &claimed, started, nil
+}
+
+// firstToRun is the key of the batch's first call, in the model's order,
+// that confirm.Execute will run: allowed, not started, its tool here, and
+// every decision of the batch such that Execute runs the batch at all. ""
+// when there is none.
+func (b *Bot) firstToRun(batch *confirm.Batch) string {
+	calls := make([]confirm.ToolCall, len(batch.Calls))
+	decisions := make([]confirm.Decision, len(batch.Calls))
+	for i, c := range batch.Calls {
+		calls[i] = confirm.ToolCall{ID: c.CallID, Name: c.Tool, Args: c.RunArgs()}
+		decisions[i] = b.decisionFor(c)
+	}
+	has := func(name string) bool { _, ok := b.cfg.Tools.Get(name); return ok }
+	if confirm.CheckDecisions(calls, decisions, has) != nil {
+		return ""
+	}
+	for _, c := range batch.Calls {
+		if c.Decision.Allowed() && c.Run == confirm.RunNotStarted {
+			return c.Key
+		}
+	}
+	return ""
+}
+
 // anyLost reports whether an outcome could not be written.
 func anyLost(outs map[string]*outcome) bool {
 	for _, o := range outs {
@@ -257,11 +310,15 @@ func (b *Bot) decisionFor(c confirm.Call) confirm.Decision {
 // is not in not_started (it ran before a crash, or its outcome is unknown)
 // is never run again: its stored outcome answers the model.
 // The outcome is left in *o; with hold it is not written but marked
-// unwritten for the caller to write with the batch's completion.
-func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, o *outcome, hold bool) (string, error) {
-	won, err := b.store.StartRun(ctx, c.BatchID, c.Key)
-	if err != nil {
-		return "", fmt.Errorf("not executed: could not record the run: %w", err)
+// unwritten for the caller to write with the batch's completion. With
+// started, the run was taken to running with the batch's claim.
+func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, o *outcome, hold, started bool) (string, error) {
+	won := started // its run was started with the batch's claim
+	if !started {
+		var err error
+		if won, err = b.store.StartRun(ctx, c.BatchID, c.Key); err != nil {
+			return "", fmt.Errorf("not executed: could not record the run: %w", err)
+		}
 	}
 	if !won {
 		fresh, err := b.store.Batch(ctx, c.BatchID)
@@ -303,9 +360,9 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 	// closed connection): cutting it off would report "failed" for an
 	// action that may have happened. The tool's own timeout bounds it; a
 	// process that exits meanwhile leaves it running, hence unknown.
-	started := time.Now()
+	t0 := time.Now()
 	out, runErr := tool.Run(context.WithoutCancel(ctx), tc.Args, c.IdempotencyKey)
-	elapsed := time.Since(started)
+	elapsed := time.Since(t0)
 	status, result := confirm.RunSucceeded, b.scrub(out)
 	switch {
 	case errors.Is(runErr, tools.ErrOutcomeUnknown):

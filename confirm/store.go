@@ -296,6 +296,10 @@ type Store interface {
 	// ClaimBatch takes a batch from decided to running for worker; only
 	// one caller wins.
 	ClaimBatch(ctx context.Context, batchID, worker string) (bool, error)
+	// ClaimBatchStarting is ClaimBatch and StartRun of the call key in one
+	// transaction; started is false when that run did not start (the
+	// claim stands). A lost claim changes nothing.
+	ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (won, started bool, err error)
 	// StartRun takes a call's run from not_started to running; false when
 	// it was not in not_started (it ran, or is running elsewhere).
 	StartRun(ctx context.Context, batchID, key string) (bool, error)

@@ -45,6 +45,8 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"RaceDecideSameCall", testRaceDecideSameCall},
 		{"RaceDecideAllCalls", testRaceDecideAllCalls},
 		{"RaceClaim", testRaceClaim},
+		{"ClaimBatchStarting", testClaimBatchStarting},
+		{"RaceClaimStarting", testRaceClaimStarting},
 		{"MarkEventOnce", testMarkEventOnce},
 		{"Leases", testLeases},
 		{"RaceLease", testRaceLease},
@@ -1279,6 +1281,102 @@ func testRaceClaim(t *testing.T, db *DB) {
 	}
 	if got := loadBatch(t, db, b.ID); got.ClaimedBy != winner || got.Status != confirm.BatchRunning {
 		t.Fatalf("batch = %s claimed by %q, want running by %q", got.Status, got.ClaimedBy, winner)
+	}
+}
+
+// ClaimBatchStarting claims a decided batch and starts one run in one
+// write: the run starts only with the claim, a denied call's run never
+// starts, and a lost claim changes nothing.
+func testClaimBatchStarting(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
+	if won, started, err := db.ClaimBatchStarting(ctx, b.ID, "w1", "k0"); err != nil || won || started {
+		t.Fatalf("ClaimBatchStarting of a pending batch = %v, %v, %v", won, started, err)
+	}
+	if c := callByKey(t, loadBatch(t, db, b.ID), "k0"); c.Run != confirm.RunNotStarted {
+		t.Fatalf("a lost claim started k0: %s", c.Run)
+	}
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U"})
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U"})
+	// The denied call: the claim is won, its run does not start.
+	if won, started, err := db.ClaimBatchStarting(ctx, b.ID, "w1", "k0"); err != nil || !won || started {
+		t.Fatalf("ClaimBatchStarting(denied k0) = %v, %v, %v; want won, not started", won, started, err)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchRunning || got.ClaimedBy != "w1" {
+		t.Fatalf("batch = %s by %q", got.Status, got.ClaimedBy)
+	}
+	if c := callByKey(t, got, "k0"); c.Run != confirm.RunNotStarted {
+		t.Fatalf("denied k0 run = %s", c.Run)
+	}
+	// A second claim loses and starts nothing.
+	if won, started, err := db.ClaimBatchStarting(ctx, b.ID, "w2", "k1"); err != nil || won || started {
+		t.Fatalf("second ClaimBatchStarting = %v, %v, %v", won, started, err)
+	}
+	if c := callByKey(t, loadBatch(t, db, b.ID), "k1"); c.Run != confirm.RunNotStarted {
+		t.Fatalf("a lost claim started k1: %s", c.Run)
+	}
+	if _, _, err := db.ClaimBatchStarting(ctx, "missing", "w", "k0"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("ClaimBatchStarting(missing) error = %v, want ErrNotFound", err)
+	}
+
+	// An allowed call: claimed and started at once; StartRun then loses.
+	b2 := newBatch(t, db, later(), confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	if won, started, err := db.ClaimBatchStarting(ctx, b2.ID, "w1", "k0"); err != nil || !won || !started {
+		t.Fatalf("ClaimBatchStarting(allowed) = %v, %v, %v", won, started, err)
+	}
+	got = loadBatch(t, db, b2.ID)
+	if c := callByKey(t, got, "k0"); got.Status != confirm.BatchRunning || c.Run != confirm.RunRunning {
+		t.Fatalf("batch %s, k0 run %s; want running, running", got.Status, c.Run)
+	}
+	if ok, err := db.StartRun(ctx, b2.ID, "k0"); err != nil || ok {
+		t.Fatalf("StartRun after ClaimBatchStarting = %v, %v", ok, err)
+	}
+	// A crash now leaves the run unknown: it is never run again.
+	if _, err := db.RecoverRunning(ctx, b2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if c := callByKey(t, loadBatch(t, db, b2.ID), "k0"); c.Run != confirm.RunUnknown {
+		t.Fatalf("recovered k0 run = %s, want unknown", c.Run)
+	}
+}
+
+// Of many runners claiming one batch and starting its run at once,
+// exactly one wins, and the run is started once.
+func testRaceClaimStarting(t *testing.T, db *DB) {
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	const n = 20
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	wins, starts := make([]bool, n), make([]bool, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			wins[i], starts[i], errs[i] = db.ClaimBatchStarting(t.Context(), b.ID, fmt.Sprintf("w%d", i), "k0")
+		})
+	}
+	close(start)
+	wg.Wait()
+	won, started := 0, 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("ClaimBatchStarting %d: %v", i, errs[i])
+		}
+		if wins[i] {
+			won++
+		}
+		if starts[i] {
+			started++
+			if !wins[i] {
+				t.Fatalf("runner %d started the run without the claim", i)
+			}
+		}
+	}
+	if won != 1 || started != 1 {
+		t.Fatalf("%d claims won and %d runs started of %d runners, want 1 and 1", won, started, n)
 	}
 }
 

@@ -33,15 +33,55 @@ func (db *DB) batchTransition(ctx context.Context, query string, batchID string,
 	return false, nil
 }
 
+// claimBatch takes a decided batch (id) to running for a worker.
+const claimBatch = `UPDATE batches SET status = 'running', claimed_by = ?, updated_at = ? WHERE id = ? AND status = 'decided'`
+
+// startRun takes an allowed call's run (batch_id, key) from not_started
+// to running.
+const startRun = `UPDATE calls SET run_status = 'running'
+	WHERE batch_id = ? AND key = ? AND run_status = 'not_started' AND decision IN ('allowed', 'allowed_by_policy', 'allowed_by_grant')`
+
 // ClaimBatch takes a batch from decided to running for worker; only one
 // caller wins.
 func (db *DB) ClaimBatch(ctx context.Context, batchID, worker string) (bool, error) {
-	won, err := db.batchTransition(ctx, `UPDATE batches SET status = 'running', claimed_by = ?, updated_at = ? WHERE id = ? AND status = 'decided'`,
-		batchID, worker, db.ts(db.now()), batchID)
+	won, err := db.batchTransition(ctx, claimBatch, batchID, worker, db.ts(db.now()), batchID)
 	if err != nil {
 		return false, fmt.Errorf("claim batch: %w", err)
 	}
 	return won, nil
+}
+
+// ClaimBatchStarting is ClaimBatch that also starts the run of the
+// batch's call key, as StartRun would, in the same transaction: a
+// runner's claim and its first run's start are one write. started is
+// false when that run was not started (the call is not allowed, or not
+// in not_started); the claim stands all the same. A lost claim changes
+// nothing.
+func (db *DB) ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (won, started bool, err error) {
+	err = db.tx(ctx, func(tx dbtx) error {
+		won, started = false, false
+		n, err := db.execCount(ctx, tx, db.q(claimBatch), worker, db.ts(db.now()), batchID)
+		if err != nil || n == 0 {
+			return err
+		}
+		won = true
+		n, err = db.execCount(ctx, tx, db.q(startRun), batchID, key)
+		started = n == 1
+		return err
+	})
+	if err != nil {
+		return false, false, fmt.Errorf("claim batch and start run: %w", err)
+	}
+	if !won {
+		exists, err := db.batchExists(ctx, db.reader(), batchID)
+		if err != nil {
+			return false, false, fmt.Errorf("claim batch: %w", err)
+		}
+		if !exists {
+			return false, false, fmt.Errorf("claim batch %s: %w", batchID, confirm.ErrNotFound)
+		}
+	}
+	return won, started, nil
 }
 
 // ReleaseBatch takes a batch from running back to decided, clearing the
@@ -58,8 +98,7 @@ func (db *DB) ReleaseBatch(ctx context.Context, batchID string) error {
 // StartRun takes an allowed call's run from not_started to running; false
 // when it was not in not_started or the call is not allowed.
 func (db *DB) StartRun(ctx context.Context, batchID, key string) (bool, error) {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE calls SET run_status = 'running'
-		WHERE batch_id = ? AND key = ? AND run_status = 'not_started' AND decision IN ('allowed', 'allowed_by_policy', 'allowed_by_grant')`), batchID, key)
+	n, err := db.execCount(ctx, db.x, db.q(startRun), batchID, key)
 	if err != nil {
 		return false, fmt.Errorf("start run: %w", err)
 	}
