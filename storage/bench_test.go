@@ -118,8 +118,9 @@ func BenchmarkBatchLoad(b *testing.B) {
 // SQLite, from 16 goroutines as the Slack adapter's workers would: for
 // each pending batch of one gated call (b.N of them, made before the
 // clock starts), the click's batch load, Decide (which returns the
-// decided batch), ClaimBatch, StartRun, FinishRunAndComplete, the history
-// load and the model's answer appended. One op is one decision.
+// decided batch), ClaimBatchStarting (the claim with the run's start),
+// FinishRunAndComplete, the history load and the model's answer
+// appended. One op is one decision.
 func BenchmarkDecisionPath(b *testing.B) {
 	ctx := context.Background()
 	db, err := Open(ctx, "sqlite", filepath.Join(b.TempDir(), "bench.db"))
@@ -165,12 +166,8 @@ func BenchmarkDecisionPath(b *testing.B) {
 					b.Error("decide:", err, res)
 					return
 				}
-				if won, err := db.ClaimBatch(ctx, it.id, "w"); err != nil || !won {
-					b.Error("claim:", err)
-					return
-				}
-				if won, err := db.StartRun(ctx, it.id, "c1"); err != nil || !won {
-					b.Error("start run:", err)
+				if won, started, err := db.ClaimBatchStarting(ctx, it.id, "w", "c1"); err != nil || !won || !started {
+					b.Error("claim and start:", err)
 					return
 				}
 				if ok, err := db.FinishRunAndComplete(ctx, it.id, "c1", confirm.RunSucceeded, `{"ok":true}`,
