@@ -94,6 +94,22 @@ func exited(t *testing.T, p *chatProcess) {
 	}
 }
 
+// killedBeforeAnyRun pauses the deploy, allows it with the binary set to
+// die at point, checks nothing ran, restarts it on the same database and
+// returns the rig and what the model saw next.
+func killedBeforeAnyRun(t *testing.T, point string) (*crashRig, string) {
+	t.Helper()
+	r := newCrashRig(t)
+	p := r.pauseDeploy("AIRLOCK_CRASH_AT=" + point)
+	p.send("/allow 2")
+	exited(t, p)
+	if n := len(r.tools.calls()); n != 0 {
+		t.Fatalf("tools ran before the crash: %d", n)
+	}
+	p = startChatWith(t, r.bin, r.cfgPath)
+	return r, p.waitFor("model saw:") + p.waitFor("\n")
+}
+
 // TestCrashRecovery kills the real binary with SIGKILL at several points
 // of the confirmation path, restarts it on the same database, and checks
 // that no tool ran twice, no allowed call was lost, and the conversation
@@ -103,15 +119,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	t.Run("after the decision, before the run", func(t *testing.T) {
-		r := newCrashRig(t)
-		p := r.pauseDeploy("AIRLOCK_CRASH_AT=decided")
-		p.send("/allow 2")
-		exited(t, p)
-		if n := len(r.tools.calls()); n != 0 {
-			t.Fatalf("tools ran before the crash: %d", n)
-		}
-		p = startChatWith(t, r.bin, r.cfgPath)
-		answer := p.waitFor("model saw:") + p.waitFor("\n")
+		r, answer := killedBeforeAnyRun(t, "decided")
 		if r.count("/status/api") != 1 || r.count("/deploy/api") != 1 {
 			t.Fatalf("after restart: %+v", r.tools.calls())
 		}
@@ -125,15 +133,7 @@ func TestCrashRecovery(t *testing.T) {
 	// unknown and never run (at most once, whatever the timing); the rest
 	// of the batch runs after the restart.
 	t.Run("after the claim, before the first run", func(t *testing.T) {
-		r := newCrashRig(t)
-		p := r.pauseDeploy("AIRLOCK_CRASH_AT=claimed")
-		p.send("/allow 2")
-		exited(t, p)
-		if n := len(r.tools.calls()); n != 0 {
-			t.Fatalf("tools ran before the crash: %d", n)
-		}
-		p = startChatWith(t, r.bin, r.cfgPath)
-		answer := p.waitFor("model saw:") + p.waitFor("\n")
+		r, answer := killedBeforeAnyRun(t, "claimed")
 		time.Sleep(200 * time.Millisecond) // a wrongful run would arrive now
 		if r.count("/status/api") != 0 || r.count("/deploy/api") != 1 {
 			t.Fatalf("after restart: %+v", r.tools.calls())
