@@ -129,8 +129,12 @@ type held struct {
 
 var _ dbtx = (*held)(nil)
 
-// hold waits for the connection, or for ctx to end.
+// hold waits for the connection, or for ctx to end; a caller whose ctx
+// has ended writes nothing.
 func (w *writer) hold(ctx context.Context) (*held, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case w.slot <- struct{}{}:
 	default:

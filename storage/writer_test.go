@@ -66,6 +66,23 @@ func TestWriterWaitEndsWithContext(t *testing.T) {
 	}
 }
 
+// A caller whose context has ended writes nothing, even with the writer
+// free.
+func TestWriterRefusesAnEndedContext(t *testing.T) {
+	db := openSQLite(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := db.AcquireLease(ctx, "k", "me", time.Minute, time.Now()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write with an ended context returned %v", err)
+	}
+	if err := db.tx(ctx, func(dbtx) error { t.Error("a transaction ran after its context ended"); return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a transaction with an ended context returned %v", err)
+	}
+	if n := countLeases(t, db); n != 0 {
+		t.Fatalf("%d leases written", n)
+	}
+}
+
 // A transaction whose function fails or panics is rolled back, and the
 // writer serves the next one.
 func TestWriterRollsBackOnErrorAndPanic(t *testing.T) {
