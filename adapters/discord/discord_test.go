@@ -184,8 +184,9 @@ func (h *harness) start() {
 		h.t.Fatal("no IDENTIFY")
 	}
 	// Events sent before READY is handled would be wiped by it (READY
-	// resets the session's guild state): wait for it.
-	for deadline := time.Now().Add(10 * time.Second); h.a.userID() == ""; {
+	// resets the session's guild state): wait for it. (The bot's id is
+	// known from the token before READY; its name only from READY.)
+	for deadline := time.Now().Add(10 * time.Second); h.a.botName.Load() == nil; {
 		if time.Now().After(deadline) {
 			h.t.Fatal("READY was never handled")
 		}

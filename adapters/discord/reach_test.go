@@ -47,6 +47,7 @@ func TestModerationRefusedBeforeTheCard(t *testing.T) {
 	h.model.PushCalls(tc("c6", ToolKickMember, `{"user":"`+adminUser+`","reason":"raid"}`))
 	h.start()
 	h.fd.send("GUILD_CREATE", guildObject(5))
+	h.waitGuildRole(guildID, "", -1) // the server is in the session's state
 
 	h.fd.send("MESSAGE_CREATE", guildMessage("7701", channelID, requester, mentionText("kick the raiders"), true))
 	thread := h.threadFor("7701")
@@ -94,6 +95,7 @@ func TestModerationRefusedBeforeTheCard(t *testing.T) {
 	// Airlock's role moved above Admins: the call gets its card.
 	role := guildRoles(11)[4].(map[string]any)
 	h.fd.send("GUILD_ROLE_UPDATE", map[string]any{"guild_id": guildID, "role": role})
+	h.waitGuildRole(guildID, role["id"].(string), int(role["position"].(int)))
 	h.fd.send("MESSAGE_CREATE", guildMessage("7703", thread, requester, mentionText("now the admin"), true))
 	card = h.card(thread, 2)
 	if d := card.embeds[0]["description"].(string); !strings.Contains(shown(d), "Kick <@"+adminUser+">") {
@@ -203,5 +205,39 @@ func TestModerationValidateFromREST(t *testing.T) {
 	}
 	if err := mods[0].Validate(json.RawMessage(`{"user":"` + spammer + `","reason":"x"}`)); err != nil {
 		t.Fatalf("Validate: %v", err)
+	}
+}
+
+// waitGuildRole waits until the session's state holds the server, with
+// its owner and roles, and (with roleID) that role at position: the
+// gateway's events are applied in order, but the test must not send the
+// next one's consequences before it can tell.
+func (h *harness) waitGuildRole(guild, roleID string, position int) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	held := func() bool {
+		st := h.a.Session().State
+		st.RLock()
+		defer st.RUnlock()
+		for _, g := range st.Guilds {
+			if g == nil || g.ID != guild || g.OwnerID == "" || len(g.Roles) == 0 {
+				continue
+			}
+			if roleID == "" {
+				return true
+			}
+			for _, r := range g.Roles {
+				if r != nil && r.ID == roleID && r.Position == position {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for !held() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("the session's state never held server %s (role %q at %d)", guild, roleID, position)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
