@@ -27,8 +27,8 @@ type dbtx interface {
 // a goroutine to watch its context, so does every query in it, and
 // go-sqlite3 runs each statement given a context that can end in a
 // goroutine of its own. Each of those wakes a thread; together they were
-// about a fifth of BenchmarkDecisionPath's time. On the held connection every
-// statement runs with a context that cannot end (a statement is short; a
+// about a fifth of BenchmarkDecisionPath's time. On the held connection
+// every statement runs with a context that cannot end (a statement is short; a
 // transaction's commit must not be cut off half way by a caller who
 // left), so none of that happens; waiting for the connection still ends
 // with the caller's context. Statements are prepared once on it.
@@ -52,7 +52,9 @@ type dbtx interface {
 // copy and the fsync. The writer connection's own threshold is raised to
 // writerCheckpointPages, a backstop; a checkpointer goroutine runs a
 // PASSIVE checkpoint (it waits for no reader or writer) on its own
-// connection every checkpointEvery holds and every checkpointInterval.
+// connection every checkpointEvery holds and every checkpointInterval,
+// then copies the few pages written meanwhile holding the writer, so that
+// the WAL starts over (see checkpoints).
 type writer struct {
 	pool    *sqlx.DB      // a pool of one connection, held from first use
 	slot    chan struct{} // full while the connection is held
