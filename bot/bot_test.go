@@ -903,6 +903,18 @@ func TestAToolGoneWhileTheCardWaitedRunsNothing(t *testing.T) {
 	if n := h2.tools["status"].runs.Load(); n != 0 {
 		t.Fatalf("the ungated call ran although the batch broke a rule")
 	}
+	// Nor was a run recorded as started (it would be left running, then
+	// reported unknown).
+	id, _, _ := confirm.ParseRef(ref)
+	b, err := h2.store.Batch(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.Calls {
+		if c.Run != confirm.RunNotStarted {
+			t.Fatalf("call %s run %s, want not started", c.Key, c.Run)
+		}
+	}
 	res := lastToolResults(t, h2.lastRequest())
 	if len(res) != 2 || !strings.Contains(res[0].Content, "none of its calls ran") || !strings.Contains(res[1].Content, "none of its calls ran") {
 		t.Fatalf("results: %+v", res)

@@ -100,8 +100,7 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 		}
 	}
 	outs := map[string]*outcome{} // each run's outcome, as stored (or to be)
-	has := func(name string) bool { _, ok := b.cfg.Tools.Get(name); return ok }
-	results, err := confirm.Execute(ctx, calls, decisions, has, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
+	results, err := confirm.Execute(ctx, calls, decisions, b.hasTool, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
 		c := byKey[key]
 		info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread,
 			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
@@ -221,26 +220,29 @@ func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch)
 }
 
 // firstToRun is the key of the batch's first call, in the model's order,
-// that confirm.Execute will run: allowed, not started, its tool here, and
-// every decision of the batch such that Execute runs the batch at all. ""
-// when there is none.
+// that confirm.Execute will run: allowed and not started. "" when there
+// is none, or when an allowed call's tool is gone (Execute then runs
+// nothing of the batch).
 func (b *Bot) firstToRun(batch *confirm.Batch) string {
-	calls := make([]confirm.ToolCall, len(batch.Calls))
-	decisions := make([]confirm.Decision, len(batch.Calls))
-	for i, c := range batch.Calls {
-		calls[i] = confirm.ToolCall{ID: c.CallID, Name: c.Tool, Args: c.RunArgs()}
-		decisions[i] = b.decisionFor(c)
-	}
-	has := func(name string) bool { _, ok := b.cfg.Tools.Get(name); return ok }
-	if confirm.CheckDecisions(calls, decisions, has) != nil {
-		return ""
-	}
+	first := ""
 	for _, c := range batch.Calls {
-		if c.Decision.Allowed() && c.Run == confirm.RunNotStarted {
-			return c.Key
+		if !c.Decision.Allowed() {
+			continue
+		}
+		if !b.hasTool(c.Tool) {
+			return ""
+		}
+		if first == "" && c.Run == confirm.RunNotStarted {
+			first = c.Key
 		}
 	}
-	return ""
+	return first
+}
+
+// hasTool reports whether the bot carries the tool.
+func (b *Bot) hasTool(name string) bool {
+	_, ok := b.cfg.Tools.Get(name)
+	return ok
 }
 
 // anyLost reports whether an outcome could not be written.
