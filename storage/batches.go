@@ -354,13 +354,18 @@ func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
 	return nil
 }
 
-// batchExists reports whether the batch exists.
-func (db *DB) batchExists(ctx context.Context, ex sqlx.QueryerContext, batchID string) (bool, error) {
+// batchLostOrMissing explains a conditional UPDATE on a batch that
+// changed no row: ErrNotFound when the batch does not exist, errLost
+// otherwise.
+func (db *DB) batchLostOrMissing(ctx context.Context, ex sqlx.QueryerContext, batchID string) error {
 	var n int
 	if err := db.get(ctx, ex, &n, db.q(`SELECT COUNT(*) FROM batches WHERE id = ?`), batchID); err != nil {
-		return false, err
+		return err
 	}
-	return n > 0, nil
+	if n == 0 {
+		return fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
+	}
+	return errLost
 }
 
 // callExists reports whether the call exists.

@@ -129,12 +129,8 @@ func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string,
 		return info, err
 	}
 	if !ok {
-		exists, err := db.batchExists(ctx, tx, batchID)
-		if err != nil {
+		if err := db.batchLostOrMissing(ctx, tx, batchID); !errors.Is(err, errLost) {
 			return info, err
-		}
-		if !exists {
-			return info, fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
 		}
 		return info, db.lostOrMissing(ctx, tx, batchID, key)
 	}

@@ -23,12 +23,8 @@ func (db *DB) batchTransition(ctx context.Context, query string, batchID string,
 	if n == 1 {
 		return true, nil
 	}
-	exists, err := db.batchExists(ctx, db.x, batchID)
-	if err != nil {
+	if err := db.batchLostOrMissing(ctx, db.reader(), batchID); !errors.Is(err, errLost) {
 		return false, err
-	}
-	if !exists {
-		return false, fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
 	}
 	return false, nil
 }
@@ -59,7 +55,6 @@ func (db *DB) ClaimBatch(ctx context.Context, batchID, worker string) (bool, err
 // nothing.
 func (db *DB) ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (won, started bool, err error) {
 	err = db.tx(ctx, func(tx dbtx) error {
-		won, started = false, false
 		n, err := db.execCount(ctx, tx, db.q(claimBatch), worker, db.ts(db.now()), batchID)
 		if err != nil || n == 0 {
 			return err
@@ -73,12 +68,8 @@ func (db *DB) ClaimBatchStarting(ctx context.Context, batchID, worker, key strin
 		return false, false, fmt.Errorf("claim batch and start run: %w", err)
 	}
 	if !won {
-		exists, err := db.batchExists(ctx, db.reader(), batchID)
-		if err != nil {
+		if err := db.batchLostOrMissing(ctx, db.reader(), batchID); !errors.Is(err, errLost) {
 			return false, false, fmt.Errorf("claim batch: %w", err)
-		}
-		if !exists {
-			return false, false, fmt.Errorf("claim batch %s: %w", batchID, confirm.ErrNotFound)
 		}
 	}
 	return won, started, nil
@@ -210,14 +201,7 @@ func (db *DB) completeBatch(ctx context.Context, tx dbtx, batchID string, result
 	err := db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
 		RETURNING conversation_id`), db.ts(now), batchID)
 	if errors.Is(err, sql.ErrNoRows) {
-		exists, err := db.batchExists(ctx, tx, batchID)
-		if err != nil {
-			return err
-		}
-		if !exists {
-			return fmt.Errorf("batch %s: %w", batchID, confirm.ErrNotFound)
-		}
-		return errLost
+		return db.batchLostOrMissing(ctx, tx, batchID)
 	}
 	if err != nil {
 		return fmt.Errorf("update batch: %w", err)

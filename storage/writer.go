@@ -56,12 +56,12 @@ type dbtx interface {
 // then copies the few pages written meanwhile holding the writer, so that
 // the WAL starts over (see checkpoints).
 type writer struct {
-	pool    *sqlx.DB      // a pool of one connection, held from first use
-	slot    chan struct{} // full while the connection is held
-	waiting atomic.Int32  // callers waiting for the slot
-	conn    *sqlx.Conn    // nil before first use and after it broke
-	stmts   map[string]*sqlx.Stmt
-	holds   int // holds since the last nudge (under the slot)
+	pool    *sqlx.DB            // a pool of one connection, held from first use
+	slot    chan struct{}       // full while the connection is held
+	waiting atomic.Int32        // callers waiting for the slot
+	conn    *sqlx.Conn          // nil before first use and after it broke
+	stmts   map[string]prepared // by query (under the slot)
+	holds   int                 // holds since the last nudge (under the slot)
 
 	ckpt      *sqlx.DB      // the checkpointer's connection
 	nudge     chan struct{} // asks for a checkpoint now
@@ -160,7 +160,7 @@ func (w *writer) hold(ctx context.Context) (*held, error) {
 			<-w.slot
 			return nil, fmt.Errorf("writer connection: %w", err)
 		}
-		w.conn, w.stmts = c, map[string]*sqlx.Stmt{}
+		w.conn, w.stmts = c, map[string]prepared{}
 	}
 	return &held{w: w}, nil
 }
@@ -168,12 +168,8 @@ func (w *writer) hold(ctx context.Context) (*held, error) {
 // release gives the connection back; a broken one is closed and made
 // anew by the next holder.
 func (w *writer) release(h *held) {
-	if h.broken && w.conn != nil {
-		for _, st := range w.stmts {
-			st.Close()
-		}
-		w.conn.Close()
-		w.conn, w.stmts = nil, nil
+	if h.broken {
+		w.drop()
 	}
 	if w.holds++; w.holds >= checkpointEvery {
 		w.holds = 0
@@ -231,26 +227,39 @@ func (w *writer) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 	return nil
 }
 
-// stmt returns query prepared on the connection, or nil to run it
-// unprepared (the cache is full, or preparing failed: running it reports
-// why).
-func (h *held) stmt(ctx context.Context, query string) *sqlx.Stmt {
+// prepared is a statement prepared on the writer connection. rows says
+// it may return rows: go-sqlite3 leaves a prepared statement that stepped
+// to a row active until its next run, and an active statement on the
+// writer holds back the commit of everything written after it, so such
+// a statement is never run prepared as an exec.
+type prepared struct {
+	st   *sqlx.Stmt // nil: run the query unprepared
+	rows bool
+}
+
+// stmt returns query prepared on the connection, preparing it the first
+// time. Its st is nil to run it unprepared: the cache is full, the text
+// holds several statements (a migration's: prepared, only the first
+// would run), or preparing failed (running it reports why).
+func (h *held) stmt(ctx context.Context, query string) prepared {
 	w := h.w
-	if st := w.stmts[query]; st != nil {
-		return st
+	if p, ok := w.stmts[query]; ok {
+		return p
 	}
-	if len(w.stmts) >= maxCachedStmts || strings.Contains(query, ";") {
-		// A statement prepared from several (a migration's) would run
-		// only the first.
-		return nil
+	p := prepared{rows: mayReturnRows(query)}
+	if len(w.stmts) >= maxCachedStmts {
+		return p
 	}
-	st, err := w.conn.PreparexContext(ctx, stableParams(query))
-	if err != nil {
-		h.check(err)
-		return nil
+	if !strings.Contains(query, ";") {
+		st, err := w.conn.PreparexContext(ctx, stableParams(query))
+		if err != nil {
+			h.check(err)
+			return p
+		}
+		p.st = st
 	}
-	w.stmts[query] = st
-	return st
+	w.stmts[query] = p
+	return p
 }
 
 // check notes an error that says the connection is unusable.
@@ -261,19 +270,12 @@ func (h *held) check(err error) error {
 	return err
 }
 
-// ExecContext runs a statement. One that returns rows (RETURNING, a
-// PRAGMA, a SELECT) runs unprepared: go-sqlite3 leaves a prepared
-// statement that stepped to a row active until its next run, and an
-// active statement on the writer holds back the commit of everything
-// written after it.
+// ExecContext runs a statement; one that may return rows runs
+// unprepared (see prepared).
 func (h *held) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = context.WithoutCancel(ctx)
-	if mayReturnRows(query) {
-		res, err := h.w.conn.ExecContext(ctx, query, args...)
-		return res, h.check(err)
-	}
-	if st := h.stmt(ctx, query); st != nil {
-		res, err := st.ExecContext(ctx, args...)
+	if p := h.stmt(ctx, query); p.st != nil && !p.rows {
+		res, err := p.st.ExecContext(ctx, args...)
 		return res, h.check(err)
 	}
 	res, err := h.w.conn.ExecContext(ctx, query, args...)
@@ -281,19 +283,17 @@ func (h *held) ExecContext(ctx context.Context, query string, args ...any) (sql.
 }
 
 func (h *held) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	ctx = context.WithoutCancel(ctx)
-	if st := h.stmt(ctx, query); st != nil {
-		rows, err := st.QueryContext(ctx, args...)
-		return rows, h.check(err)
+	rows, err := h.QueryxContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := h.w.conn.QueryContext(ctx, query, args...)
-	return rows, h.check(err)
+	return rows.Rows, nil
 }
 
 func (h *held) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
 	ctx = context.WithoutCancel(ctx)
-	if st := h.stmt(ctx, query); st != nil {
-		rows, err := st.QueryxContext(ctx, args...)
+	if p := h.stmt(ctx, query); p.st != nil {
+		rows, err := p.st.QueryxContext(ctx, args...)
 		return rows, h.check(err)
 	}
 	rows, err := h.w.conn.QueryxContext(ctx, query, args...)
@@ -302,8 +302,8 @@ func (h *held) QueryxContext(ctx context.Context, query string, args ...any) (*s
 
 func (h *held) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
 	ctx = context.WithoutCancel(ctx)
-	if st := h.stmt(ctx, query); st != nil {
-		return st.QueryRowxContext(ctx, args...)
+	if p := h.stmt(ctx, query); p.st != nil {
+		return p.st.QueryRowxContext(ctx, args...)
 	}
 	return h.w.conn.QueryRowxContext(ctx, query, args...)
 }
@@ -323,12 +323,20 @@ func (w *writer) close() error {
 	<-w.ckptDone
 	w.slot <- struct{}{}
 	defer func() { <-w.slot }()
-	if w.conn != nil {
-		for _, st := range w.stmts {
-			st.Close()
-		}
-		w.conn.Close()
-		w.conn, w.stmts = nil, nil
-	}
+	w.drop()
 	return w.pool.Close()
+}
+
+// drop closes the connection and its statements (under the slot).
+func (w *writer) drop() {
+	if w.conn == nil {
+		return
+	}
+	for _, p := range w.stmts {
+		if p.st != nil {
+			p.st.Close()
+		}
+	}
+	w.conn.Close()
+	w.conn, w.stmts = nil, nil
 }
