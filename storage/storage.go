@@ -53,12 +53,12 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 // it, where several connections would wait in SQLite's busy handler,
 // which sleeps (1, 2, 5, 10 ms ...) rather than waking when the lock is
 // free. A statement given x outside a transaction runs on w too; x itself
-// (one connection) is left to migrations, and is the writer of an
-// in-memory database, which has no w. Reads outside transactions go
+// (one connection) is left to the migrations at Open and to w's
+// checkpoints, and is the writer of an in-memory database, which has no w. Reads outside transactions go
 // through r, read-only connections that WAL lets read while the writer
 // writes. On PostgreSQL, r is x and there is no w.
 type DB struct {
-	x      *sqlx.DB     // writes and transactions
+	x      *sqlx.DB     // writes and transactions (SQLite: see above)
 	w      *writer      // SQLite's held write connection (nil: use x)
 	r      *sqlx.DB     // reads outside transactions
 	driver string       // DriverSQLite or DriverPostgres
