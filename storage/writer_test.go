@@ -212,8 +212,10 @@ func TestCheckpointsRunBesideTheWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writes added over 40 MB of pages to the WAL: a WAL that is
-	// never started over (checkpoints that never catch up) holds them all.
-	if st.Size() > 16<<20 {
+	// never started over (checkpoints that never catch up) holds them all
+	// (43 MB). Started over, it stayed at 5–12 MB here; the margin is for
+	// a checkpointer slowed by a busy machine.
+	if st.Size() > 28<<20 {
 		t.Fatalf("the WAL grew to %d bytes", st.Size())
 	}
 }
