@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/jmoiron/sqlx"
 )
 
 // SQLite has one writer connection and a separate pool of read-only
@@ -58,6 +59,31 @@ func TestSQLiteReaderDSN(t *testing.T) {
 	r = sqliteReaderDSN(w + "&_cache_size=-4000")
 	if !strings.Contains(r, "_cache_size=-4000") {
 		t.Errorf("reader DSN %q dropped the DSN's cache size", r)
+	}
+}
+
+// The held writer's page cache is 1 MiB unless the DSN says, and the
+// connection really has it.
+func TestSQLiteWriterCache(t *testing.T) {
+	w, err := sqliteDSN("/data/a.db?mode=rwc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sqliteWriterDSN(w); !strings.Contains(got, "_cache_size=-1024") || !strings.Contains(got, "_txlock=immediate") {
+		t.Errorf("writer DSN %q", got)
+	}
+	if got := sqliteWriterDSN(w + "&_cache_size=-4000"); !strings.Contains(got, "_cache_size=-4000") || strings.Contains(got, "-1024") {
+		t.Errorf("writer DSN %q does not keep the DSN's cache size", got)
+	}
+	db := openSQLite(t)
+	var size int
+	if err := db.w.do(t.Context(), func(h *held) error {
+		return sqlx.GetContext(t.Context(), h, &size, `PRAGMA cache_size`)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if size != -1024 {
+		t.Fatalf("the writer's cache_size is %d, want -1024", size)
 	}
 }
 
