@@ -157,6 +157,11 @@ type BenchReport struct {
 	RSSBeforeBytes  int64   `json:"rss_before_bytes"`
 	RSSPendingBytes int64   `json:"rss_pending_bytes"`
 	RSSPerCardBytes float64 `json:"rss_per_card_bytes"`
+	// RSSPerCardSecondHalfBytes is the growth while the second half of
+	// the cards was made, per card: RSSPerCardBytes without what the
+	// first cards cost once (connections, page caches, goroutine stacks,
+	// the Go heap's headroom).
+	RSSPerCardSecondHalfBytes float64 `json:"rss_per_card_second_half_bytes"`
 	// HeapPerCardBytes is the growth of the Go heap's live bytes per card.
 	HeapPerCardBytes float64 `json:"heap_per_card_bytes"`
 	RSSPeakBytes     int64   `json:"rss_peak_bytes"`
@@ -204,6 +209,7 @@ func (r *BenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  CPU per decision %.2f ms (bare handler: %.3f ms per request)\n", r.CPUMsPerDecision, r.BareCPUMsPerRequest)
 	fmt.Fprintf(w, "  RSS              %.1f MiB before, %.1f MiB with %d cards pending: %.0f bytes per card (Go heap %.0f)\n",
 		mib(r.RSSBeforeBytes), mib(r.RSSPendingBytes), r.Cards, r.RSSPerCardBytes, r.HeapPerCardBytes)
+	fmt.Fprintf(w, "  RSS per card while the second half was made: %.0f bytes\n", r.RSSPerCardSecondHalfBytes)
 	fmt.Fprintf(w, "  RSS peak         %.1f MiB: %.2f × the pending figure\n", mib(r.RSSPeakBytes), r.PeakOverPending)
 	fmt.Fprintf(w, "  tool runs %d, card updates %d, refusals %d, unexpected posts %d\n", r.ToolRuns, r.CardUpdates, r.Refusals, r.UnexpectedPosts)
 	for _, t := range r.Targets {
@@ -345,9 +351,10 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rssBefore, heapBefore := benchMemory()
 
 	// The cards: one mention each, -clickers creators, each waiting for
-	// its card before the next mention.
-	start := time.Now()
-	err = benchParallel(ctx, o.cards, o.clickers, func(i int) error {
+	// its card before the next mention. They are made in two halves with
+	// the memory sampled between: the second half's growth is what a
+	// pending card costs once the pools, caches and stacks are warm.
+	mention := func(i int) error {
 		posted := fake.await(i)
 		if err := benchPost(ctx, client, eventsURL, "application/json", benchMention(i)); err != nil {
 			return fmt.Errorf("mention %d: %w", i, err)
@@ -358,18 +365,29 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		case <-ctx.Done():
 			return fmt.Errorf("card %d was not posted: %w", i, ctx.Err())
 		}
-	})
-	if err != nil {
+	}
+	half := o.cards / 2
+	start := time.Now()
+	if err := benchParallel(ctx, half, o.clickers, mention); err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	rssHalf, _ := benchMemory()
+	start = time.Now()
+	if err := benchParallel(ctx, o.cards-half, o.clickers, func(i int) error { return mention(half + i) }); err != nil {
 		return nil, err
 	}
 	sa.Wait()
-	rep.CardsSeconds = time.Since(start).Seconds()
+	rep.CardsSeconds = (took + time.Since(start)).Seconds()
 
 	// Memory with every card pending.
 	rssPending, heapPending := benchMemory()
 	rep.RSSBeforeBytes, rep.RSSPendingBytes = rssBefore, rssPending
 	rep.RSSPerCardBytes = float64(rssPending-rssBefore) / float64(o.cards)
 	rep.HeapPerCardBytes = float64(heapPending-heapBefore) / float64(o.cards)
+	if n := o.cards - half; n > 0 {
+		rep.RSSPerCardSecondHalfBytes = float64(rssPending-rssHalf) / float64(n)
+	}
 	if o.memprofile != "" {
 		if err := benchHeapProfile(o.memprofile); err != nil {
 			return nil, err
