@@ -18,7 +18,7 @@ import (
 // tenth of the storage's CPU in BenchmarkDecisionPath. Airlock raises the
 // threshold to keepFreedCMemory, once, when it opens a SQLite database.
 // What is kept is bounded by the most SQLite ever held at once (its
-// caches are 2 MiB on the writer and 512 KiB a reader). An operator who
+// caches are 1 MiB on the writer and 512 KiB a reader). An operator who
 // tunes malloc (MALLOC_TRIM_THRESHOLD_, or glibc.malloc.trim_threshold in
 // GLIBC_TUNABLES) keeps their setting.
 const keepFreedCMemory = 64 << 20

@@ -54,9 +54,10 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 // which sleeps (1, 2, 5, 10 ms ...) rather than waking when the lock is
 // free. A statement given x outside a transaction runs on w too; x itself
 // (one connection) is left to the migrations at Open and to w's
-// checkpoints, and is the writer of an in-memory database, which has no w. Reads outside transactions go
-// through r, read-only connections that WAL lets read while the writer
-// writes. On PostgreSQL, r is x and there is no w.
+// checkpoints, and is the writer of an in-memory database, which has no
+// w. Reads outside transactions go through r, read-only connections that
+// WAL lets read while the writer writes. On PostgreSQL, r is x and there
+// is no w.
 type DB struct {
 	x      *sqlx.DB     // writes and transactions (SQLite: see above)
 	w      *writer      // SQLite's held write connection (nil: use x)
@@ -155,14 +156,7 @@ const sqliteReaders = 4
 // under load is before nearly every read, so a larger one only holds
 // memory.
 func sqliteReaderDSN(dsn string) string {
-	base, rawQuery, _ := strings.Cut(dsn, "?")
-	q, _ := url.ParseQuery(rawQuery) // made by sqliteDSN
-	q.Set("_txlock", "deferred")
-	q.Set("_query_only", "1")
-	if !q.Has("_cache_size") {
-		q.Set("_cache_size", "-512")
-	}
-	return base + "?" + q.Encode()
+	return sqlitePoolDSN(dsn, "-512", map[string]string{"_txlock": "deferred", "_query_only": "1"})
 }
 
 // sqliteWriterDSN is the DSN of the held writer connection: its page
@@ -171,11 +165,19 @@ func sqliteReaderDSN(dsn string) string {
 // pages of the indexes and the newest leaves): at 20,000 pending cards in
 // `airlock bench` a 1 MiB cache wrote as fast as SQLite's default of
 // 2 MB, and the process stayed about 1.7 MB smaller.
-func sqliteWriterDSN(dsn string) string {
+func sqliteWriterDSN(dsn string) string { return sqlitePoolDSN(dsn, "-1024", nil) }
+
+// sqlitePoolDSN is dsn (as sqliteDSN made it) for one pool: its page
+// cache is cache (_cache_size) unless dsn sets one, and the parameters
+// in set replace dsn's.
+func sqlitePoolDSN(dsn, cache string, set map[string]string) string {
 	base, rawQuery, _ := strings.Cut(dsn, "?")
 	q, _ := url.ParseQuery(rawQuery) // made by sqliteDSN
+	for k, v := range set {
+		q.Set(k, v)
+	}
 	if !q.Has("_cache_size") {
-		q.Set("_cache_size", "-1024")
+		q.Set("_cache_size", cache)
 	}
 	return base + "?" + q.Encode()
 }
