@@ -62,6 +62,7 @@ type writer struct {
 	conn    *sqlx.Conn          // nil before first use and after it broke
 	stmts   map[string]prepared // by query (under the slot)
 	holds   int                 // holds since the last nudge (under the slot)
+	written atomic.Bool         // held since the checkpointer last was
 
 	ckpt      *sqlx.DB      // the checkpointer's connection
 	nudge     chan struct{} // asks for a checkpoint now
@@ -91,9 +92,10 @@ func newWriter(pool, ckpt *sqlx.DB) *writer {
 	return w
 }
 
-// checkpoints runs PASSIVE checkpoints when nudged and every
-// checkpointInterval until stop. A checkpoint that fails (the database
-// is busy checkpointing already) is left to the next one.
+// checkpoints runs PASSIVE checkpoints when nudged, and every
+// checkpointInterval when the writer was held since the last one (an idle
+// process checkpoints nothing), until stop. A checkpoint that fails (the
+// database is busy checkpointing already) is left to the next one.
 func (w *writer) checkpoints() {
 	defer close(w.ckptDone)
 	t := time.NewTicker(checkpointInterval)
@@ -104,6 +106,9 @@ func (w *writer) checkpoints() {
 			return
 		case <-w.nudge:
 		case <-t.C:
+			if !w.written.Load() {
+				continue
+			}
 		}
 		if _, err := w.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
 			continue
@@ -113,6 +118,9 @@ func (w *writer) checkpoints() {
 		// WAL over instead of growing it.
 		err := w.do(context.Background(), func(h *held) error {
 			_, err := h.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+			if err == nil {
+				w.written.Store(false) // everything held before is copied
+			}
 			return err
 		})
 		if err == nil {
@@ -162,6 +170,7 @@ func (w *writer) hold(ctx context.Context) (*held, error) {
 		}
 		w.conn, w.stmts = c, map[string]prepared{}
 	}
+	w.written.Store(true)
 	return &held{w: w}, nil
 }
 

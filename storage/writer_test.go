@@ -220,6 +220,26 @@ func TestCheckpointsRunBesideTheWriter(t *testing.T) {
 	}
 }
 
+// An idle writer is not checkpointed every second; once written to, it
+// is within about a second.
+func TestCheckpointsSkipAnIdleWriter(t *testing.T) {
+	db := openSQLite(t)
+	time.Sleep(checkpointInterval + checkpointInterval/4)
+	if n := db.w.ckptCount.Load(); n != 0 {
+		t.Fatalf("%d checkpoints of a writer nobody used", n)
+	}
+	if _, err := db.AcquireLease(t.Context(), "k", "me", time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * checkpointInterval)
+	for db.w.ckptCount.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after a write")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A statement that returns rows, run on the writer as an exec, does not
 // hold back the writes after it: readers see them at once.
 func TestWriterExecOfARowsStatementHoldsNothingBack(t *testing.T) {
