@@ -127,7 +127,9 @@ type Call struct {
 	DenyReason string `db:"deny_reason"`
 	// GrantID is the grant that allowed the call (allowed_by_grant).
 	GrantID string `db:"grant_id"`
-	// Votes are the approvals recorded so far, oldest first.
+	// Votes are the approvals recorded so far of a call needing more
+	// than one, oldest first. A call needing one keeps none: its one
+	// approval decides it, and DecidedBy says whose.
 	Votes          []Vote    `db:"-"`
 	Run            RunStatus `db:"run_status"`
 	Result         string    `db:"result"`
@@ -270,10 +272,11 @@ type Store interface {
 
 	// Decide applies one person's decision to a call, only while it is
 	// pending and d.Now is before its expiry, and records it in the audit.
-	// A deny decides the call at once. An allow is recorded as a vote per
-	// (call, person), unique; the call becomes allowed in the same
-	// transaction as its Approvals-th distinct vote (a call needing one is
-	// allowed by its first). When it decides the last pending call, the
+	// A deny decides the call at once. On a call needing more than one
+	// approval an allow is recorded as a vote per (call, person), unique;
+	// the call becomes allowed in the same transaction as its
+	// Approvals-th distinct vote. A call needing one is allowed by its
+	// first, recorded as its decision (no vote is kept). When it decides the last pending call, the
 	// batch goes from pending to decided. With d.Grant, an allow that
 	// decides the call also stores the grant (audited grant_created).
 	Decide(ctx context.Context, d Decide) (DecideResult, error)

@@ -150,21 +150,22 @@ func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string,
 }
 
 // castVote records event.Actor's allow of the call event names (pending,
-// its row locked; res.Required set) as a vote and audits it as an
-// approval when the call needs more than one. It sets res.Votes and
-// res.Won, or res.AlreadyVoted with errAlreadyVoted when that person had
-// voted before.
+// its row locked; res.Required set). On a call needing more than one it
+// is a vote row, audited as an approval; on a call needing one it decides
+// the call in this transaction, which stores who (decided_by), so no row
+// is kept. It sets res.Votes and res.Won, or res.AlreadyVoted with
+// errAlreadyVoted when that person had voted before.
 func (db *DB) castVote(ctx context.Context, tx dbtx, event confirm.AuditEvent, now time.Time, res *confirm.DecideResult) error {
+	if res.Required == 1 {
+		res.Votes, res.Won = 1, true
+		return nil
+	}
 	n, err := db.execCount(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (batch_id, key, approver) DO NOTHING`), event.BatchID, event.CallKey, event.Actor, db.ts(now))
 	if err != nil {
 		return fmt.Errorf("insert vote: %w", err)
 	}
-	if n == 1 && res.Required == 1 {
-		// A vote on a call needing one decides it in the same
-		// transaction, so a pending one had none before this.
-		res.Votes = 1
-	} else if res.Votes, err = db.countVotes(ctx, tx, event.BatchID, event.CallKey); err != nil {
+	if res.Votes, err = db.countVotes(ctx, tx, event.BatchID, event.CallKey); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -172,18 +173,13 @@ func (db *DB) castVote(ctx context.Context, tx dbtx, event confirm.AuditEvent, n
 		return errAlreadyVoted
 	}
 	res.Won = true
-	if res.Required > 1 {
-		e := event
-		e.Kind = confirm.AuditApproval
-		e.Detail = jsonDetail(struct {
-			Votes    int `json:"votes"`
-			Required int `json:"required"`
-		}{res.Votes, res.Required})
-		if err := db.insertAudit(ctx, tx, e); err != nil {
-			return err
-		}
-	}
-	return nil
+	e := event
+	e.Kind = confirm.AuditApproval
+	e.Detail = jsonDetail(struct {
+		Votes    int `json:"votes"`
+		Required int `json:"required"`
+	}{res.Votes, res.Required})
+	return db.insertAudit(ctx, tx, e)
 }
 
 // decideCall takes the call event names (pending, its row locked) to

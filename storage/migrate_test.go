@@ -84,13 +84,23 @@ func testMigrateUpgrade(t *testing.T, driver, dsn string) {
 	if n, err := db.CountTurn(ctx, "slack", "U", time.Time{}, time.Minute); err != nil || n != 1 {
 		t.Fatalf("CountTurn = %d, %v", n, err)
 	}
-	// The rebuilt calls table takes votes and the new decisions.
+	// The rebuilt calls table takes votes (of a call needing two) and the
+	// new decisions.
+	if _, err := db.x.ExecContext(ctx, `UPDATE calls SET approvals = 2 WHERE batch_id = 'b1'`); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := db.Decide(ctx, confirm.Decide{BatchID: "b1", Key: "k", Status: confirm.DecisionAllowed, By: "U-b"}); err != nil || !res.Won || res.Decided {
+		t.Fatalf("first vote on the old call = %+v, %v", res, err)
+	}
+	if _, err := db.x.ExecContext(ctx, `UPDATE calls SET approvals = 1 WHERE batch_id = 'b1'`); err != nil {
+		t.Fatal(err)
+	}
 	res, err := db.Decide(ctx, confirm.Decide{BatchID: "b1", Key: "k", Status: confirm.DecisionAllowed, By: "U-a",
 		Grant: &confirm.Grant{ExpiresAt: time.Now().Add(time.Hour)}})
 	if err != nil || !res.Decided || !res.BatchDecided {
 		t.Fatalf("Decide on the old call = %+v, %v", res, err)
 	}
-	if c := loadBatch(t, db, "b1").Calls[0]; c.Decision != confirm.DecisionAllowed || len(c.Votes) != 1 || c.Votes[0].By != "U-a" {
+	if c := loadBatch(t, db, "b1").Calls[0]; c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-a" || len(c.Votes) != 1 || c.Votes[0].By != "U-b" {
 		t.Fatalf("old call after Decide = %+v", c)
 	}
 	if _, err := db.ActiveGrant(ctx, 7, "deploy", time.Time{}); err != nil {
