@@ -156,7 +156,24 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	} else {
 		d.Reason = capReason(c.Reason)
 	}
+	// A click that will decide the batch claims it with the decision and
+	// starts its first run (one write less), which needs the
+	// conversation: taken here when it is free; a busy conversation's
+	// batch is claimed by its runner after, as any decided batch. Not
+	// with a grant, whose notice is posted before the run: a crash then
+	// would leave a run started that never reached its tool (unknown).
+	var unlock func()
+	if d.Grant == nil && decidesBatch(batch, call, c.Allow) {
+		if u, ok, err := b.tryLockConversation(ctx, conv.ID); err == nil && ok {
+			unlock = u
+			d.Claim = &confirm.Claim{Worker: b.cfg.WorkerID, Runnable: b.hasTool}
+		}
+	}
 	res, err := b.store.Decide(ctx, d)
+	if unlock != nil && (err != nil || !res.Claimed) {
+		unlock()
+		unlock = nil
+	}
 	if err != nil {
 		return fmt.Errorf("decide: %w", err)
 	}
@@ -168,14 +185,29 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "call no longer pending")
 		return ErrAlreadyClosed
 	}
-	b.decided(ctx, conv, batch, call, d, res)
+	b.decided(ctx, conv, batch, call, d, res, unlock)
 	return nil
+}
+
+// decidesBatch reports whether a click on call would decide its batch, as
+// loaded: every other call is decided, and the click decides the call (a
+// deny, or the last approval it needs). A batch that changed meanwhile
+// only makes the guess wrong, never the decision.
+func decidesBatch(batch *confirm.Batch, call confirm.Call, allow bool) bool {
+	for _, c := range batch.Calls {
+		if c.Key != call.Key && c.Decision == confirm.DecisionPending {
+			return false
+		}
+	}
+	return !allow || len(call.Votes)+1 >= max(call.Approvals, 1)
 }
 
 // decided finishes a counted decision: metrics and the wait's span, the
 // card and its copies updated, a grant's notice, and, when the batch is
-// fully decided, its run and the conversation's continuation.
-func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, d confirm.Decide, res confirm.DecideResult) {
+// fully decided, its run and the conversation's continuation. When the
+// decision claimed the batch (res.Claimed), unlock releases the
+// conversation the caller took for it.
+func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, d confirm.Decide, res confirm.DecideResult, unlock func()) {
 	batchID := batch.ID
 	var waited []trace.Link
 	if res.Decided {
@@ -206,11 +238,16 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 		// The batch as deciding it left it, unless its card's reference
 		// was stored after that (a click racing the card's post): then
 		// it is loaded, so the card is updated.
-		decided := res.Batch
-		if decided != nil && decided.CardRef == "" {
-			decided = nil
+		var err error
+		if res.Claimed {
+			err = b.resumeClaimed(rctx, conv, res.Batch, res.Started, unlock)
+		} else {
+			decided := res.Batch
+			if decided != nil && decided.CardRef == "" {
+				decided = nil
+			}
+			err = b.resume(rctx, conv, batchID, decided)
 		}
-		err := b.resume(rctx, conv, batchID, decided)
 		endSpan(span, err)
 		if err != nil {
 			b.log.Error("run decided batch", "batch", batchID, "err", err)

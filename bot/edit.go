@@ -156,7 +156,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	}
 	go func() {
 		defer b.leave()
-		b.decided(context.WithoutCancel(ctx), conv, batch, call, d, res)
+		b.decided(context.WithoutCancel(ctx), conv, batch, call, d, res, nil)
 	}()
 	return nil
 }

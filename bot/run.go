@@ -34,6 +34,26 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 	if err != nil || batch == nil {
 		return err
 	}
+	return b.continueAfter(ctx, conv, batch)
+}
+
+// resumeClaimed is resume for a batch its deciding click claimed (see
+// confirm.Claim), started naming the run the claim started; unlock
+// releases the conversation, held since before the claim.
+func (b *Bot) resumeClaimed(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, started string, unlock func()) error {
+	defer unlock()
+	// The claim's copy of the batch lacks the card's reference when the
+	// click raced its storing: the card is then updated from a reload.
+	done, err := b.runClaimed(ctx, conv, batch, started, batch.CardRef == "")
+	if err != nil || done == nil {
+		return err
+	}
+	return b.continueAfter(ctx, conv, done)
+}
+
+// continueAfter asks the model to answer the results of batch, just
+// completed, unless a newer turn moved the conversation on.
+func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error {
 	// Continue only when this batch's results end the conversation: a newer
 	// turn may already have moved it on.
 	hist, err := b.history(ctx, conv.ID)
@@ -81,6 +101,14 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	if err != nil || batch == nil {
 		return nil, err
 	}
+	return b.runClaimed(ctx, conv, batch, started, false)
+}
+
+// runClaimed is finishBatch once the batch is claimed: batch is it as
+// claimed (running), started the call whose run the claim started ("" none).
+// With reload, the card is updated from the batch loaded after the run.
+func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, started string, reload bool) (*confirm.Batch, error) {
+	batchID := batch.ID
 	b.trace("claimed")
 	calls := make([]confirm.ToolCall, len(batch.Calls))
 	decisions := make([]confirm.Decision, len(batch.Calls))
@@ -164,9 +192,9 @@ func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchI
 	lc.stop()
 	// This worker holds the claim: the batch is as loaded, with the
 	// outcomes it stored, and done. It is reloaded only when an outcome
-	// could not be written.
+	// could not be written, or with reload.
 	fresh := ranBatch(batch, outs)
-	if anyLost(outs) {
+	if anyLost(outs) || reload {
 		if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
 			fresh = reloaded
 		}
@@ -198,7 +226,7 @@ func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch)
 		}
 		return batch, "", nil
 	}
-	first := b.firstToRun(decided)
+	first := confirm.FirstToRun(decided, b.hasTool)
 	won, ok := false, false
 	if first == "" {
 		won, err = b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
@@ -217,26 +245,6 @@ func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch)
 		started = first
 	}
 	return &claimed, started, nil
-}
-
-// firstToRun is the key of the batch's first call, in the model's order,
-// that confirm.Execute will run: allowed and not started. "" when there
-// is none, or when an allowed call's tool is gone (Execute then runs
-// nothing of the batch).
-func (b *Bot) firstToRun(batch *confirm.Batch) string {
-	first := ""
-	for _, c := range batch.Calls {
-		if !c.Decision.Allowed() {
-			continue
-		}
-		if !b.hasTool(c.Tool) {
-			return ""
-		}
-		if first == "" && c.Run == confirm.RunNotStarted {
-			first = c.Key
-		}
-	}
-	return first
 }
 
 // hasTool reports whether the bot carries the tool.

@@ -358,27 +358,37 @@ func TestTracesOfRecovery(t *testing.T) {
 			}
 		}
 	})
-	h.push(calls(tc("r", "deploy", `{}`)))
-	h.turn("bob", "deploy")
+	h.push(calls(tc("r1", "deploy", `{}`), tc("r2", "deploy", `{}`)))
+	h.turn("bob", "deploy twice")
 	batchID := h.plat.lastCard().BatchID
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
 	func() {
 		defer func() {
 			if r := recover(); r != (crash{}) {
 				t.Fatalf("recovered %v", r)
 			}
 		}()
-		_ = h.click("alice", 1, true, "") // decided, then the process "dies" before running
+		// Decided (the write claims the batch and starts r1's run), then
+		// the process "dies" before running anything.
+		_ = h.click("alice", 2, true, "")
 	}()
 
 	h2, exp := tracedHarnessAt(t, path, nil, nil)
+	h2.now.Add(int64(bot.LeaseTTL + time.Second)) // the dead worker's lease lapsed
 	h2.push(text("deployed after recovery"))
 	if err := h2.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	resume := oneSpan(t, exp, bot.SpanResume)
 	wantAttrs(t, resume, map[attribute.Key]any{bot.AttrResumeTrigger: "recovery", bot.AttrBatchID: batchID})
+	// r1 is unknown (never run again); r2 runs.
 	run := oneSpan(t, exp, bot.SpanToolRun)
 	childOf(t, run, resume)
-	wantAttrs(t, run, map[attribute.Key]any{bot.AttrDecidedBy: "alice", bot.AttrRunStatus: "succeeded", bot.AttrDecisionID: batchID + "/r"})
+	wantAttrs(t, run, map[attribute.Key]any{bot.AttrDecidedBy: "alice", bot.AttrRunStatus: "succeeded", bot.AttrDecisionID: batchID + "/r2"})
 	childOf(t, oneSpan(t, exp, "chat m-1"), resume)
+	if n := h2.tools["deploy"].runs.Load(); n != 1 {
+		t.Fatalf("recovery ran %d calls, want 1 (r2)", n)
+	}
 }

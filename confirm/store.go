@@ -161,6 +161,41 @@ type Decide struct {
 	// transaction (ConversationID comes from the batch; the caller sets
 	// ID, Tool, CreatedBy, CreatedAt, ExpiresAt).
 	Grant *Grant
+	// Claim, when set and this decision decides the batch, claims the
+	// batch for its runner in the same transaction (see Claim).
+	Claim *Claim
+}
+
+// Claim is a decider's claim of the batch its decision may decide: the
+// batch goes from pending straight to running for Worker, and the run of
+// the call FirstToRun names (Runnable says which tools the runner
+// carries) is started, so a click that decides a batch and the start of
+// its run are one write. The caller must already hold the batch's
+// conversation (its turn lock), as a runner does: nothing else may take
+// a batch that is running.
+type Claim struct {
+	Worker   string
+	Runnable func(tool string) bool
+}
+
+// FirstToRun is the key of the batch's first call, in the model's order,
+// that Execute will run: allowed, its tool runnable, not started. It is
+// "" when there is none, or when an allowed call's tool is not runnable
+// (Execute then runs nothing of the batch).
+func FirstToRun(b *Batch, runnable func(tool string) bool) string {
+	first := ""
+	for _, c := range b.Calls {
+		if !c.Decision.Allowed() {
+			continue
+		}
+		if !runnable(c.Tool) {
+			return ""
+		}
+		if first == "" && c.Run == RunNotStarted {
+			first = c.Key
+		}
+	}
+	return first
 }
 
 // DecideResult says what a Decide did.
@@ -172,10 +207,15 @@ type DecideResult struct {
 	Required     int  // approvals the call needs
 	AlreadyVoted bool // this person had approved before; nothing changed
 	// Batch is, when BatchDecided, the batch as the deciding transaction
-	// left it (decided, every call decided), read in that transaction: a
-	// decided batch changes only once claimed, so its runner need not
-	// load it again.
+	// left it (decided, every call decided; running when Claimed), read in
+	// that transaction: a decided batch changes only once claimed, so its
+	// runner need not load it again.
 	Batch *Batch
+	// Claimed: the decision decided the batch and Decide.Claim claimed it
+	// (Batch is running). Started names the call whose run the claim
+	// started ("" none); Batch shows that call as before its start.
+	Claimed bool
+	Started string
 }
 
 // Grant lets later calls of one tool in one conversation run without a
@@ -277,8 +317,10 @@ type Store interface {
 	// the call becomes allowed in the same transaction as its
 	// Approvals-th distinct vote. A call needing one is allowed by its
 	// first, recorded as its decision (no vote is kept). When it decides the last pending call, the
-	// batch goes from pending to decided. With d.Grant, an allow that
-	// decides the call also stores the grant (audited grant_created).
+	// batch goes from pending to decided, or with d.Claim to running,
+	// claimed, with the run of FirstToRun's call started. With d.Grant, an
+	// allow that decides the call also stores the grant (audited
+	// grant_created).
 	Decide(ctx context.Context, d Decide) (DecideResult, error)
 	// ResolvePending decides every still-pending call of a pending batch
 	// with status (DecisionDenied for an abandoned pause, DecisionExpired)

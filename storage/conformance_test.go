@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,8 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"RaceClaim", testRaceClaim},
 		{"ClaimBatchStarting", testClaimBatchStarting},
 		{"RaceClaimStarting", testRaceClaimStarting},
+		{"DecideClaiming", testDecideClaiming},
+		{"RaceDecideClaiming", testRaceDecideClaiming},
 		{"MarkEventOnce", testMarkEventOnce},
 		{"Leases", testLeases},
 		{"RaceLease", testRaceLease},
@@ -1377,6 +1380,139 @@ func testRaceClaimStarting(t *testing.T, db *DB) {
 	}
 	if won != 1 || started != 1 {
 		t.Fatalf("%d claims won and %d runs started of %d runners, want 1 and 1", won, started, n)
+	}
+}
+
+func runnable(tools ...string) func(string) bool {
+	return func(tool string) bool { return slices.Contains(tools, tool) }
+}
+
+// A decision with a claim that decides the batch takes it straight to
+// running for the claimer and starts its first run to be; one that does
+// not decide it claims nothing.
+func testDecideClaiming(t *testing.T, db *DB) {
+	ctx := t.Context()
+	claim := &confirm.Claim{Worker: "w1", Runnable: runnable("deploy")}
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending, confirm.DecisionPending)
+	// Not the last pending call: decided, nothing claimed.
+	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U", Claim: claim}); !res.Won || res.BatchDecided || res.Claimed || res.Started != "" {
+		t.Fatalf("deny of k0 = %+v, want won and nothing claimed", res)
+	}
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U"})
+	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchPending || got.ClaimedBy != "" {
+		t.Fatalf("batch %s claimed by %q before its last decision", got.Status, got.ClaimedBy)
+	}
+	res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U", Claim: claim})
+	if !res.Won || !res.Decided || !res.BatchDecided || !res.Claimed || res.Started != "k1" {
+		t.Fatalf("last decision = %+v, want the batch claimed and k1 (the first allowed) started", res)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchRunning || got.ClaimedBy != "w1" {
+		t.Fatalf("batch %s claimed by %q, want running by w1", got.Status, got.ClaimedBy)
+	}
+	if k1, k2 := callByKey(t, got, "k1"), callByKey(t, got, "k2"); k1.Run != confirm.RunRunning || k2.Run != confirm.RunNotStarted {
+		t.Fatalf("runs k1 %s, k2 %s; want running, not_started", k1.Run, k2.Run)
+	}
+	// The returned batch is as the runner expects it: running, claimed, its
+	// calls as before the run started.
+	if res.Batch == nil || res.Batch.Status != confirm.BatchRunning || res.Batch.ClaimedBy != "w1" || callByKey(t, res.Batch, "k1").Run != confirm.RunNotStarted {
+		t.Fatalf("returned batch %+v", res.Batch)
+	}
+	// Nobody else can take it, nor start its run again.
+	if won, err := db.ClaimBatch(ctx, b.ID, "w2"); err != nil || won {
+		t.Fatalf("ClaimBatch of a batch claimed by its decision = %v, %v", won, err)
+	}
+	if ok, err := db.StartRun(ctx, b.ID, "k1"); err != nil || ok {
+		t.Fatalf("StartRun of the run the claim started = %v, %v", ok, err)
+	}
+	if kinds := strings.Join(auditKinds(t, db, b.ConversationID), " "); strings.Count(kinds, "decision:") != 3 {
+		t.Fatalf("audit %s, want three decisions", kinds)
+	}
+
+	// An allowed call whose tool the runner lacks: claimed, nothing started
+	// (the runner refuses the whole batch).
+	b2 := newBatch(t, db, later(), confirm.DecisionPending)
+	res = decide(t, db, confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Claim: &confirm.Claim{Worker: "w1", Runnable: runnable("status")}})
+	if !res.Claimed || res.Started != "" || callByKey(t, loadBatch(t, db, b2.ID), "k0").Run != confirm.RunNotStarted {
+		t.Fatalf("decision with the tool gone = %+v", res)
+	}
+	// A deny of the only call: claimed, nothing to start.
+	b3 := newBatch(t, db, later(), confirm.DecisionPending)
+	res = decide(t, db, confirm.Decide{BatchID: b3.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U", Claim: claim})
+	if !res.Claimed || res.Started != "" || loadBatch(t, db, b3.ID).Status != confirm.BatchRunning {
+		t.Fatalf("deny with a claim = %+v", res)
+	}
+	// A first approval of a call needing two claims nothing; the lost
+	// decision after the batch is claimed changes nothing.
+	b4 := newBatch(t, db, later(), confirm.DecisionPending)
+	if _, err := db.x.ExecContext(ctx, db.q(`UPDATE calls SET approvals = 2 WHERE batch_id = ?`), b4.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b4.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-a", Claim: claim}); !res.Won || res.Decided || res.Claimed {
+		t.Fatalf("first of two approvals = %+v", res)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b4.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-b", Claim: claim}); !res.Claimed || res.Started != "k0" {
+		t.Fatalf("second of two approvals = %+v", res)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b4.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-c", Claim: &confirm.Claim{Worker: "w2", Runnable: runnable("deploy")}}); res.Won || res.Claimed {
+		t.Fatalf("a decision after the claim = %+v", res)
+	}
+	if got := loadBatch(t, db, b4.ID); got.ClaimedBy != "w1" || len(callByKey(t, got, "k0").Votes) != 2 {
+		t.Fatalf("batch claimed by %q, votes %+v", got.ClaimedBy, callByKey(t, got, "k0").Votes)
+	}
+}
+
+// Of deciders racing for the last pending calls of one batch, each with
+// a claim, exactly one decides the batch and claims it, and its run is
+// started once.
+func testRaceDecideClaiming(t *testing.T, db *DB) {
+	const n = 8
+	decisions := make([]confirm.DecisionStatus, n)
+	for i := range decisions {
+		decisions[i] = confirm.DecisionPending
+	}
+	b := newBatch(t, db, later(), decisions...)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]confirm.DecideResult, 2*n)
+	errs := make([]error, 2*n)
+	for i := range 2 * n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: fmt.Sprintf("k%d", i%n), Status: confirm.DecisionAllowed,
+				By: fmt.Sprintf("U%d", i), Now: time.Now(), Claim: &confirm.Claim{Worker: fmt.Sprintf("w%d", i), Runnable: runnable("deploy")}})
+		})
+	}
+	close(start)
+	wg.Wait()
+	won, claimed, worker := 0, 0, ""
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("Decide %d: %v", i, errs[i])
+		}
+		if res.Won {
+			won++
+		}
+		if res.Claimed {
+			claimed++
+			worker = fmt.Sprintf("w%d", i)
+			if res.Started != "k0" {
+				t.Fatalf("the claim started %q, want k0", res.Started)
+			}
+		}
+	}
+	got := loadBatch(t, db, b.ID)
+	if won != n || claimed != 1 || got.Status != confirm.BatchRunning || got.ClaimedBy != worker {
+		t.Fatalf("%d decisions won, %d claims, batch %s by %q (claimer %q); want %d, 1, running by the claimer", won, claimed, got.Status, got.ClaimedBy, worker, n)
+	}
+	running := 0
+	for _, c := range got.Calls {
+		if c.Run == confirm.RunRunning {
+			running++
+		}
+	}
+	if running != 1 || callByKey(t, got, "k0").Run != confirm.RunRunning {
+		t.Fatalf("%d runs started, want k0 only", running)
 	}
 }
 

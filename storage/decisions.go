@@ -91,7 +91,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			}
 			grant = &g
 		}
-		return db.finishDecidingInto(ctx, tx, d.BatchID, now, &res)
+		return db.finishDecidingInto(ctx, tx, d.BatchID, now, d.Claim, &res)
 	})
 	if errors.Is(err, errLost) {
 		return confirm.DecideResult{}, nil
@@ -220,18 +220,51 @@ func (db *DB) finishDeciding(ctx context.Context, tx dbtx, batchID string, now t
 	return n == 1, nil
 }
 
+// finishDecidingClaimed is finishDeciding that takes the batch straight
+// to running, claimed by worker (one statement).
+func (db *DB) finishDecidingClaimed(ctx context.Context, tx dbtx, batchID, worker string, now time.Time) (bool, error) {
+	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET status = 'running', claimed_by = ?, updated_at = ? WHERE id = ? AND status = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), worker, db.ts(now), batchID, batchID)
+	if err != nil {
+		return false, fmt.Errorf("mark batch decided and claimed: %w", err)
+	}
+	return n == 1, nil
+}
+
 // finishDecidingInto is finishDeciding for a decision: it sets
 // res.BatchDecided and, when the batch was decided, res.Batch as it now
 // stands. The batch is read on the writer, whose page cache this
 // transaction just warmed, rather than by its runner from a reader after.
-func (db *DB) finishDecidingInto(ctx context.Context, tx dbtx, batchID string, now time.Time, res *confirm.DecideResult) error {
-	decided, err := db.finishDeciding(ctx, tx, batchID, now)
+// With claim, the decided batch is claimed and the run of its first call
+// to run started (confirm.Claim), setting res.Claimed and res.Started.
+func (db *DB) finishDecidingInto(ctx context.Context, tx dbtx, batchID string, now time.Time, claim *confirm.Claim, res *confirm.DecideResult) error {
+	var decided bool
+	var err error
+	if claim != nil {
+		decided, err = db.finishDecidingClaimed(ctx, tx, batchID, claim.Worker, now)
+	} else {
+		decided, err = db.finishDeciding(ctx, tx, batchID, now)
+	}
 	if err != nil || !decided {
 		return err
 	}
-	res.BatchDecided = true
+	res.BatchDecided, res.Claimed = true, claim != nil
 	if res.Batch, err = db.loadBatch(ctx, tx, `b.id = ?`, batchID); err != nil {
 		return fmt.Errorf("load decided batch: %w", err)
+	}
+	if claim == nil {
+		return nil
+	}
+	first := confirm.FirstToRun(res.Batch, claim.Runnable)
+	if first == "" {
+		return nil
+	}
+	n, err := db.execCount(ctx, tx, db.q(startRun), batchID, first)
+	if err != nil {
+		return fmt.Errorf("start run: %w", err)
+	}
+	if n == 1 {
+		res.Started = first // res.Batch shows it not started, as a runner expects
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return err
 		}
 		res.Decided = true
-		return db.finishDecidingInto(ctx, tx, e.BatchID, now, &res)
+		return db.finishDecidingInto(ctx, tx, e.BatchID, now, nil, &res)
 	})
 	if errors.Is(err, errLost) || errors.Is(err, errAlreadyVoted) {
 		return confirm.DecideResult{}, nil

@@ -118,30 +118,23 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	t.Run("after the decision, before the run", func(t *testing.T) {
-		r, answer := killedBeforeAnyRun(t, "decided")
-		if r.count("/status/api") != 1 || r.count("/deploy/api") != 1 {
-			t.Fatalf("after restart: %+v", r.tools.calls())
-		}
-		if !strings.Contains(answer, "/deploy/api") {
-			t.Fatalf("answer: %q", answer)
-		}
-	})
-
-	// The runner's claim starts its first run in the same write: killed
-	// right after it, that call, which never reached its service, is
-	// unknown and never run (at most once, whatever the timing); the rest
-	// of the batch runs after the restart.
-	t.Run("after the claim, before the first run", func(t *testing.T) {
-		r, answer := killedBeforeAnyRun(t, "claimed")
-		time.Sleep(200 * time.Millisecond) // a wrongful run would arrive now
-		if r.count("/status/api") != 0 || r.count("/deploy/api") != 1 {
-			t.Fatalf("after restart: %+v", r.tools.calls())
-		}
-		if !strings.Contains(answer, "outcome of this tool call is unknown") {
-			t.Fatalf("the model was not told the first call's outcome is unknown: %q", answer)
-		}
-	})
+	// The deciding click's write also claims the batch and starts its
+	// first run: killed right after the decision or the claim, that call,
+	// which never reached its service, is unknown and never run (at most
+	// once, whatever the timing); the rest of the batch runs after the
+	// restart.
+	for _, point := range []string{"decided", "claimed"} {
+		t.Run("after the deciding click, before the first run ("+point+")", func(t *testing.T) {
+			r, answer := killedBeforeAnyRun(t, point)
+			time.Sleep(200 * time.Millisecond) // a wrongful run would arrive now
+			if r.count("/status/api") != 0 || r.count("/deploy/api") != 1 {
+				t.Fatalf("after restart: %+v", r.tools.calls())
+			}
+			if !strings.Contains(answer, "outcome of this tool call is unknown") || !strings.Contains(answer, "/deploy/api") {
+				t.Fatalf("the model was not told the first call's outcome is unknown and the second's result: %q", answer)
+			}
+		})
+	}
 
 	t.Run("during a slow tool run", func(t *testing.T) {
 		r := newCrashRig(t)

@@ -1,0 +1,110 @@
+package bot_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// claimCounter counts the claims a runner makes after a batch was decided.
+type claimCounter struct {
+	confirm.Store
+	claims atomic.Int64
+}
+
+func (c *claimCounter) ClaimBatch(ctx context.Context, batchID, worker string) (bool, error) {
+	c.claims.Add(1)
+	return c.Store.ClaimBatch(ctx, batchID, worker)
+}
+
+func (c *claimCounter) ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (bool, bool, error) {
+	c.claims.Add(1)
+	return c.Store.ClaimBatchStarting(ctx, batchID, worker, key)
+}
+
+func countingClaims(t *testing.T) (*harness, *claimCounter) {
+	var cc *claimCounter
+	h := newHarnessWith(t, "", func(c *bot.Config) {
+		cc = &claimCounter{Store: c.Store}
+		c.Store = cc
+	})
+	return h, cc
+}
+
+// The click that decides a batch claims it in the same write: the batch
+// runs without a claim of its own; a click that leaves a call pending
+// claims nothing.
+func TestTheDecidingClickClaimsTheBatch(t *testing.T) {
+	h, cc := countingClaims(t)
+	h.push(calls(tc("a", "deploy", `{"n":1}`), tc("b", "deploy", `{"n":2}`)), text("deployed twice"))
+	h.turn("bob", "deploy twice")
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	batchID := h.plat.lastCard().BatchID
+	if b, err := h.store.Batch(context.Background(), batchID); err != nil || b.Status != confirm.BatchPending || b.ClaimedBy != "" {
+		t.Fatalf("after the first of two clicks: %+v, %v", b, err)
+	}
+	if err := h.click("alice", 2, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].runs.Load(); n != 2 || h.plat.lastPost() != "deployed twice" {
+		t.Fatalf("runs %d, post %q", n, h.plat.lastPost())
+	}
+	if n := cc.claims.Load(); n != 0 {
+		t.Fatalf("the runner claimed the batch again (%d claims)", n)
+	}
+	b, err := h.store.Batch(context.Background(), batchID)
+	if err != nil || b.Status != confirm.BatchDone || b.Calls[0].Run != confirm.RunSucceeded || b.Calls[1].Run != confirm.RunSucceeded {
+		t.Fatalf("batch after the run: %+v, %v", b, err)
+	}
+}
+
+// A click on a batch whose conversation is busy (a turn or another
+// batch's run holds it) decides without claiming; the batch then runs,
+// once, when the conversation is free, claimed by its runner.
+func TestAClickOnABusyConversationLeavesTheClaimToItsRunner(t *testing.T) {
+	h, cc := countingClaims(t)
+	h.push(calls(tc("a", "deploy", `{}`)), text("deployed"))
+	h.turn("bob", "deploy")
+	batchID := h.plat.lastCard().BatchID
+	b, err := h.store.Batch(context.Background(), batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := h.bot.HoldConversation(b.ConversationID)
+	done := make(chan error, 1)
+	go func() { done <- h.click("alice", 1, true, "") }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err = h.store.Batch(context.Background(), batchID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Status != confirm.BatchPending {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the click was not recorded while the conversation was busy")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b.Status != confirm.BatchDecided || b.ClaimedBy != "" || h.tools["deploy"].runs.Load() != 0 {
+		t.Fatalf("while the conversation is busy: batch %s claimed by %q, runs %d; want decided, unclaimed, none",
+			b.Status, b.ClaimedBy, h.tools["deploy"].runs.Load())
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].runs.Load(); n != 1 || h.plat.lastPost() != "deployed" {
+		t.Fatalf("runs %d, post %q", n, h.plat.lastPost())
+	}
+	if n := cc.claims.Load(); n != 1 {
+		t.Fatalf("%d claims by the runner, want 1", n)
+	}
+}
