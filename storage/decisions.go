@@ -113,7 +113,7 @@ var errAlreadyVoted = errors.New("already voted")
 
 // pendingCall is what a decision needs of the call it locks.
 type pendingCall struct {
-	ConversationID int64
+	ConversationID int64  `db:"conversation_id"`
 	Tool           string `db:"tool"`
 	Approvals      int    `db:"approvals"`
 }
@@ -121,9 +121,26 @@ type pendingCall struct {
 // lockPendingCall takes, in tx, the batch's lock and then the call's (see
 // Decide) and loads the call while it is pending and now is before its
 // expiry; otherwise it returns errLost, or ErrNotFound for a batch or call
-// that does not exist.
+// that does not exist. On SQLite the transaction's write lock, taken at
+// its start, already holds both: one SELECT checks the batch and loads
+// the call.
 func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string, now time.Time) (pendingCall, error) {
 	var info pendingCall
+	if db.driver == DriverSQLite {
+		err := db.get(ctx, tx, &info, `SELECT b.conversation_id, c.tool, c.approvals FROM batches b JOIN calls c ON c.batch_id = b.id
+			WHERE b.id = ? AND b.status = 'pending' AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`,
+			batchID, key, db.ts(now))
+		if errors.Is(err, sql.ErrNoRows) {
+			if err := db.batchLostOrMissing(ctx, tx, batchID); !errors.Is(err, errLost) {
+				return info, err
+			}
+			return info, db.lostOrMissing(ctx, tx, batchID, key)
+		}
+		if err != nil {
+			return info, fmt.Errorf("lock call: %w", err)
+		}
+		return info, nil
+	}
 	convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 	if err != nil {
 		return info, err
