@@ -126,10 +126,25 @@ func (db *DB) finishRun(ctx context.Context, tx dbtx, batchID, key string, statu
 		ConversationID int64  `db:"conversation_id"`
 		Tool           string `db:"tool"`
 	}
-	err := db.get(ctx, tx, &info, db.q(`UPDATE calls SET run_status = ?, result = ?
-		WHERE batch_id = ? AND key = ? AND run_status = 'running'
-		RETURNING (SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id, tool`),
-		string(status), result, batchID, key)
+	var err error
+	if db.driver == DriverSQLite {
+		// RETURNING costs SQLite more than a second statement does.
+		var n int64
+		n, err = db.execCount(ctx, tx, `UPDATE calls SET run_status = ?, result = ? WHERE batch_id = ? AND key = ? AND run_status = 'running'`,
+			string(status), result, batchID, key)
+		if err == nil && n == 0 {
+			err = sql.ErrNoRows
+		}
+		if err == nil {
+			err = db.get(ctx, tx, &info, `SELECT b.conversation_id, c.tool FROM calls c JOIN batches b ON b.id = c.batch_id
+				WHERE c.batch_id = ? AND c.key = ?`, batchID, key)
+		}
+	} else {
+		err = db.get(ctx, tx, &info, db.q(`UPDATE calls SET run_status = ?, result = ?
+			WHERE batch_id = ? AND key = ? AND run_status = 'running'
+			RETURNING (SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id, tool`),
+			string(status), result, batchID, key)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		if err := db.lostOrMissing(ctx, tx, batchID, key); !errors.Is(err, errLost) {
 			return err
@@ -198,8 +213,21 @@ func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, sta
 func (db *DB) completeBatch(ctx context.Context, tx dbtx, batchID string, results confirm.Message) error {
 	now := utc(db.now())
 	var convID int64
-	err := db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
-		RETURNING conversation_id`), db.ts(now), batchID)
+	var err error
+	if db.driver == DriverSQLite {
+		// RETURNING costs SQLite more than a second statement does.
+		var n int64
+		n, err = db.execCount(ctx, tx, `UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'`, db.ts(now), batchID)
+		if err == nil && n == 0 {
+			err = sql.ErrNoRows
+		}
+		if err == nil {
+			err = db.get(ctx, tx, &convID, `SELECT conversation_id FROM batches WHERE id = ?`, batchID)
+		}
+	} else {
+		err = db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
+			RETURNING conversation_id`), db.ts(now), batchID)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return db.batchLostOrMissing(ctx, tx, batchID)
 	}
