@@ -90,6 +90,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}
+	b.convs.put(conv.ID, conv) // the clicks on its cards look it up by id
 	setConversation(ctx, conv)
 	unlock, err := b.lockConversation(ctx, conv.ID)
 	if err != nil {
