@@ -86,7 +86,7 @@ const (
 	checkpointInterval = time.Second
 	// restartFrames is how long the WAL may grow (frames, of a page
 	// each) before a nudged checkpoint holds the writer to start it over.
-	restartFrames = 2048
+	restartFrames = 1024
 )
 
 // newWriter makes the writer on pool (one connection) with a
