@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,17 +27,33 @@ const (
 // apiCall is one Web API call the fake received.
 type apiCall struct {
 	Method string
-	Params url.Values     // form parameters
-	JSON   map[string]any // JSON body (views.open, apps.connections.open)
-	TS     string         // chat.postMessage: the ts the fake gave the message
+	Params url.Values                 // form parameters
+	JSON   map[string]any             // JSON body (chat.update, views.open, apps.connections.open)
+	Raw    map[string]json.RawMessage // the JSON body's fields as sent
+	TS     string                     // chat.postMessage: the ts the fake gave the message
+	Type   string                     // the request's Content-Type
+	Token  string                     // the token it carried
 }
 
+// fakeAnswer is an HTTP answer the fake gives a method's next call
+// instead of its own (a 429 with its Retry-After, a 500).
+type fakeAnswer struct {
+	status     int
+	retryAfter string
+	body       string // default: an HTML page, as Slack's errors come
+}
+
+// param is a form parameter, or a field of a JSON body: a string's value,
+// anything else as its JSON (blocks).
 func (c apiCall) param(k string) string {
 	if v := c.Params.Get(k); v != "" {
 		return v
 	}
 	if s, ok := c.JSON[k].(string); ok {
 		return s
+	}
+	if raw, ok := c.Raw[k]; ok && string(raw) != "null" {
+		return string(raw)
 	}
 	return ""
 }
@@ -57,6 +74,29 @@ type fakeSlack struct {
 	conns   int
 	outbox  chan []byte
 	retired bool
+	scripts map[string][]fakeAnswer // method → answers for its next calls
+}
+
+// answerNext makes the method's next calls get these answers, in order.
+func (f *fakeSlack) answerNext(method string, answers ...fakeAnswer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.scripts == nil {
+		f.scripts = map[string][]fakeAnswer{}
+	}
+	f.scripts[method] = append(f.scripts[method], answers...)
+}
+
+// scripted takes the method's next scripted answer, if any.
+func (f *fakeSlack) scripted(method string) (fakeAnswer, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.scripts[method]
+	if len(q) == 0 {
+		return fakeAnswer{}, false
+	}
+	f.scripts[method] = q[1:]
+	return q[0], true
 }
 
 func newFakeSlack(t *testing.T) *fakeSlack {
@@ -124,7 +164,7 @@ func (f *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		if len(body) > 0 {
-			if err := json.Unmarshal(body, &call.JSON); err != nil {
+			if json.Unmarshal(body, &call.JSON) != nil || json.Unmarshal(body, &call.Raw) != nil {
 				writeJSON(w, map[string]any{"ok": false, "error": "invalid_json"})
 				return
 			}
@@ -149,7 +189,21 @@ func (f *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if method == "chat.postMessage" {
 		call.TS = f.nextTS()
 	}
+	call.Type, call.Token = r.Header.Get("Content-Type"), token
 	f.record(call)
+	if ans, ok := f.scripted(method); ok {
+		if ans.retryAfter != "" {
+			w.Header().Set("Retry-After", ans.retryAfter)
+		}
+		body := "<html>scripted answer</html>"
+		if ans.body != "" {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			body = ans.body
+		}
+		w.WriteHeader(ans.status)
+		_, _ = w.Write([]byte(body))
+		return
+	}
 	switch method {
 	case "auth.test":
 		writeJSON(w, map[string]any{"ok": true, "url": "https://airlock-test.slack.com/", "team": "Airlock Test",
@@ -162,6 +216,16 @@ func (f *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, map[string]any{"ok": true, "channel": ch, "ts": ts, "message": msg})
 	case "chat.update":
+		// Slack reads blocks as an array from a JSON body, as a string
+		// holding one from a form.
+		if blocks, ok := call.Raw["blocks"]; ok && !bytes.HasPrefix(blocks, []byte("[")) {
+			writeJSON(w, map[string]any{"ok": false, "error": "invalid_blocks_format"})
+			return
+		}
+		if call.param("channel") == "" || !tsPattern.MatchString(call.param("ts")) {
+			writeJSON(w, map[string]any{"ok": false, "error": "message_not_found"})
+			return
+		}
 		writeJSON(w, map[string]any{"ok": true, "channel": call.param("channel"), "ts": call.param("ts"), "text": call.param("text"),
 			"message": map[string]any{"type": "message", "user": botUser, "text": call.param("text")}})
 	case "chat.postEphemeral":

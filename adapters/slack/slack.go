@@ -436,13 +436,14 @@ func (a *Adapter) postBlocks(ctx context.Context, th bot.Thread, what string, bl
 	return CardRef(ch, ts), nil
 }
 
-// updateBlocks replaces a message postBlocks posted (chat.update).
+// updateBlocks replaces a message postBlocks posted (chat.update, as
+// JSON: see callJSON).
 func (a *Adapter) updateBlocks(ctx context.Context, ref, what string, blocks []slack.Block, text string) error {
 	ch, ts, err := ParseCardRef(ref)
 	if err != nil {
 		return err
 	}
-	if _, _, _, err := a.api.UpdateMessageContext(ctx, ch, ts, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false)); err != nil {
+	if err := a.callJSON(ctx, "chat.update", chatUpdate{Channel: ch, TS: ts, Text: text, Blocks: blocks}); err != nil {
 		return fmt.Errorf("slack: chat.update (%s): %w", what, err)
 	}
 	return nil

@@ -838,6 +838,11 @@ func (f *benchSlack) card(ts string) int {
 func (f *benchSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	params, _ := url.ParseQuery(string(body))
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") { // chat.update
+		var m struct{ Channel, TS string }
+		_ = json.Unmarshal(body, &m)
+		params = url.Values{"channel": {m.Channel}, "ts": {m.TS}}
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	switch strings.TrimPrefix(r.URL.Path, "/api/") {
 	case "auth.test":

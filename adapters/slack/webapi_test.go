@@ -1,0 +1,132 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// newUpdater is an adapter over a stub bot whose Web API is the fake.
+func newUpdater(t *testing.T) (*Adapter, *fakeSlack) {
+	t.Helper()
+	fake := newFakeSlack(t)
+	ad, err := New(Config{Mode: ModeHTTP, BotToken: testBotToken, SigningSecret: testSecret, APIURL: fake.apiURL()}, newStubBot(), stubEvents{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ad, fake
+}
+
+var updateBlocks = []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, "*allowed* <@U1> & \"quoted\"", false, false), nil, nil)}
+
+// A card's update is a JSON body with the bot token: the blocks as an
+// array, exactly as rendered, not a string inside a form.
+func TestCardUpdateIsJSON(t *testing.T) {
+	ad, fake := newUpdater(t)
+	if err := ad.updateBlocks(t.Context(), CardRef("C0OPS", "1700000000.000200"), "card", updateBlocks, "fallback <text>"); err != nil {
+		t.Fatal(err)
+	}
+	calls := fake.callsTo("chat.update")
+	if len(calls) != 1 {
+		t.Fatalf("%d chat.update calls, want 1", len(calls))
+	}
+	c := calls[0]
+	want, _ := json.Marshal(updateBlocks)
+	if !strings.HasPrefix(c.Type, "application/json") || c.Token != testBotToken || c.Params != nil {
+		t.Fatalf("chat.update sent as %q with token %q, form %v; want JSON with the bot token", c.Type, c.Token, c.Params)
+	}
+	if c.param("channel") != "C0OPS" || c.param("ts") != "1700000000.000200" || c.param("text") != "fallback <text>" || c.param("blocks") != string(want) {
+		t.Fatalf("chat.update body %s", c.Raw)
+	}
+}
+
+// A 429 is retried after its Retry-After, as slack-go's client retries
+// it: the update lands.
+func TestCardUpdateRetriesARateLimit(t *testing.T) {
+	ad, fake := newUpdater(t)
+	fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "1"})
+	start := time.Now()
+	if err := ad.updateBlocks(t.Context(), CardRef("C0OPS", "1700000000.000200"), "card", updateBlocks, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.callsTo("chat.update")); n != 2 {
+		t.Fatalf("%d chat.update calls, want 2 (the limited one, then the retry)", n)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Fatalf("retried after %v, before the Retry-After of 1s", waited)
+	}
+}
+
+// Waiting out a rate limit ends with the caller's context; the failures
+// are slack-go's error types, so they read as before.
+func TestCardUpdateFailures(t *testing.T) {
+	ref := CardRef("C0OPS", "1700000000.000200")
+	t.Run("rate limited past the caller's deadline", func(t *testing.T) {
+		ad, fake := newUpdater(t)
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "60"})
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := ad.updateBlocks(ctx, ref, "card", updateBlocks, "t")
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 10*time.Second || len(fake.callsTo("chat.update")) != 1 {
+			t.Fatalf("err %v after %v and %d calls; want the deadline, soon, one call", err, time.Since(start), len(fake.callsTo("chat.update")))
+		}
+	})
+	t.Run("rate limited four times", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("waits out three Retry-Afters")
+		}
+		ad, fake := newUpdater(t)
+		limited := fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "0"} // at least a second, as slack-go
+		fake.answerNext("chat.update", limited, limited, limited, limited)
+		err := ad.updateBlocks(t.Context(), ref, "card", updateBlocks, "t")
+		var rl *slack.RateLimitedError
+		if !errors.As(err, &rl) || rl.RetryAfter != time.Second || len(fake.callsTo("chat.update")) != 4 {
+			t.Fatalf("err %v after %d calls; want a RateLimitedError after 4", err, len(fake.callsTo("chat.update")))
+		}
+	})
+	t.Run("server error", func(t *testing.T) {
+		ad, fake := newUpdater(t)
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusInternalServerError})
+		err := ad.updateBlocks(t.Context(), ref, "card", updateBlocks, "t")
+		var sc slack.StatusCodeError
+		if !errors.As(err, &sc) || sc.Code != http.StatusInternalServerError || len(fake.callsTo("chat.update")) != 1 {
+			t.Fatalf("err %v; want a StatusCodeError 500, not retried", err)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		ad, fake := newUpdater(t)
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusOK, body: `{"ok":false,"error":"message_not_found"}`})
+		err := ad.updateBlocks(t.Context(), ref, "card", updateBlocks, "t")
+		var se slack.SlackErrorResponse
+		if !errors.As(err, &se) || se.Err != "message_not_found" || !strings.Contains(err.Error(), "chat.update (card)") {
+			t.Fatalf("err %v; want Slack's message_not_found", err)
+		}
+	})
+	t.Run("wrong token", func(t *testing.T) {
+		fake := newFakeSlack(t)
+		ad, err := New(Config{Mode: ModeHTTP, BotToken: "xoxb-other", SigningSecret: testSecret, APIURL: fake.apiURL()}, newStubBot(), stubEvents{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ad.updateBlocks(t.Context(), ref, "card", updateBlocks, "t")
+		var se slack.SlackErrorResponse
+		if !errors.As(err, &se) || se.Err != "invalid_auth" {
+			t.Fatalf("err %v; want invalid_auth", err)
+		}
+	})
+}
+
+func TestRetryAfter(t *testing.T) {
+	for header, want := range map[string]time.Duration{"": time.Minute, "x": time.Minute, "-1": time.Minute, "0": time.Second, " 3 ": 3 * time.Second, "120": 2 * time.Minute} {
+		if got := retryAfter(header); got != want {
+			t.Errorf("retryAfter(%q) = %v, want %v", header, got, want)
+		}
+	}
+}
