@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"fmt"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +108,54 @@ func testMigrateUpgrade(t *testing.T, driver, dsn string) {
 	}
 	if _, err := db.ActiveGrant(ctx, 7, "deploy", time.Time{}); err != nil {
 		t.Fatalf("ActiveGrant after upgrade: %v", err)
+	}
+}
+
+// Migration 8 (SQLite) rebuilds the audit without AUTOINCREMENT and drops
+// calls_running: the rows and their ids are kept, the audit stays
+// append-only, and new rows follow the old ids.
+func TestSQLiteMigrationEightKeepsTheAudit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	old := openAtMigration(t, DriverSQLite, path, 7)
+	ctx := t.Context()
+	conv, err := old.Conversation(ctx, "slack", "C1", "t1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, kind := range []confirm.AuditKind{confirm.AuditRejectedClick, confirm.AuditDecision, confirm.AuditToolResult} {
+		if err := old.insertAudit(ctx, old.x, confirm.AuditEvent{Kind: kind, ConversationID: conv.ID, Actor: "U1", Detail: fmt.Sprintf(`{"n":%d}`, i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := old.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil || len(before) != 3 {
+		t.Fatalf("audit before: %v, %v", before, err)
+	}
+	old.Close()
+
+	db, err := Open(ctx, DriverSQLite, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	after, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil || !reflect.DeepEqual(before, after) {
+		t.Fatalf("audit after the upgrade\n%+v, %v\nwant\n%+v", after, err, before)
+	}
+	for _, q := range []string{`UPDATE audit SET actor = 'X'`, `DELETE FROM audit`} {
+		if _, err := db.x.ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Fatalf("%s after the upgrade: %v, want refused (append-only)", q, err)
+		}
+	}
+	if err := db.insertAudit(ctx, db.x, confirm.AuditEvent{Kind: confirm.AuditDecision, ConversationID: conv.ID, Actor: "U2"}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil || len(all) != 4 || all[3].ID <= before[2].ID {
+		t.Fatalf("a new row after the upgrade: %+v, %v", all, err)
+	}
+	var n int
+	if err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'calls_running' OR (name = 'audit' AND sql LIKE '%AUTOINCREMENT%')`); err != nil || n != 0 {
+		t.Fatalf("%d leftovers (calls_running, audit's AUTOINCREMENT), %v", n, err)
 	}
 }
