@@ -209,6 +209,10 @@ func (f *fakeSlack) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"ok": true, "url": "https://airlock-test.slack.com/", "team": "Airlock Test",
 			"user": "airlock", "team_id": "T0TEST", "user_id": botUser, "bot_id": "BBOT", "is_enterprise_install": false})
 	case "chat.postMessage":
+		if blocks, ok := call.Raw["blocks"]; ok && !bytes.HasPrefix(blocks, []byte("[")) {
+			writeJSON(w, map[string]any{"ok": false, "error": "invalid_blocks_format"})
+			return
+		}
 		ch, ts := call.param("channel"), call.TS
 		msg := map[string]any{"type": "message", "user": botUser, "bot_id": "BBOT", "text": call.param("text"), "ts": ts}
 		if th := call.param("thread_ts"); th != "" {

@@ -417,23 +417,15 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c c
 // postBlocks posts a message of Airlock's (a card, a grant notice) in the
 // thread, without unfurls, and returns its reference "<channel>/<ts>".
 func (a *Adapter) postBlocks(ctx context.Context, th bot.Thread, what string, blocks []slack.Block, text string) (string, error) {
-	opts := []slack.MsgOption{
-		slack.MsgOptionBlocks(blocks...),
-		slack.MsgOptionText(text, false),
-		slack.MsgOptionDisableLinkUnfurl(),
-		slack.MsgOptionDisableMediaUnfurl(),
-	}
-	if th.Thread != "" {
-		opts = append(opts, slack.MsgOptionTS(th.Thread))
-	}
-	ch, ts, err := a.api.PostMessageContext(ctx, th.Channel, opts...)
-	if err != nil {
+	var ans posted
+	if err := a.callJSON(ctx, "chat.postMessage", chatPost{Channel: th.Channel, Text: text, Blocks: blocks, ThreadTS: th.Thread}, &ans); err != nil {
 		return "", fmt.Errorf("slack: chat.postMessage (%s): %w", what, err)
 	}
+	ch := ans.Channel
 	if ch == "" {
 		ch = th.Channel
 	}
-	return CardRef(ch, ts), nil
+	return CardRef(ch, ans.TS), nil
 }
 
 // updateBlocks replaces a message postBlocks posted (chat.update, as
@@ -443,7 +435,7 @@ func (a *Adapter) updateBlocks(ctx context.Context, ref, what string, blocks []s
 	if err != nil {
 		return err
 	}
-	if err := a.callJSON(ctx, "chat.update", chatUpdate{Channel: ch, TS: ts, Text: text, Blocks: blocks}); err != nil {
+	if err := a.callJSON(ctx, "chat.update", chatUpdate{Channel: ch, TS: ts, Text: text, Blocks: blocks}, &slack.SlackResponse{}); err != nil {
 		return fmt.Errorf("slack: chat.update (%s): %w", what, err)
 	}
 	return nil
@@ -475,14 +467,7 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 }
 
 func (a *Adapter) post(ctx context.Context, th bot.Thread, text string, blocks []slack.Block) error {
-	opts := []slack.MsgOption{slack.MsgOptionText(text, false), slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
-	if blocks != nil {
-		opts = append(opts, slack.MsgOptionBlocks(blocks...))
-	}
-	if th.Thread != "" {
-		opts = append(opts, slack.MsgOptionTS(th.Thread))
-	}
-	if _, _, err := a.api.PostMessageContext(ctx, th.Channel, opts...); err != nil {
+	if err := a.callJSON(ctx, "chat.postMessage", chatPost{Channel: th.Channel, Text: text, Blocks: blocks, ThreadTS: th.Thread}, &posted{}); err != nil {
 		return fmt.Errorf("slack: chat.postMessage: %w", err)
 	}
 	return nil

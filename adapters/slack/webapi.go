@@ -14,12 +14,12 @@ import (
 	"github.com/slack-go/slack"
 )
 
-// chat.update goes out as JSON. slack-go form-encodes every Web API call:
-// a card's blocks, JSON already, were URL-escaped into the form (and
-// parsed back out by Slack), about a fifth of the CPU a card's update cost
-// Airlock and its largest allocation per decision in `airlock bench`.
-// Slack takes JSON bodies for its write methods; chat.update, made at
-// least once for every decision, is sent so. It behaves as slack-go's
+// chat.postMessage and chat.update go out as JSON. slack-go form-encodes
+// every Web API call: a card's blocks, JSON already, were URL-escaped into
+// the form (and parsed back out by Slack), about a fifth of the CPU a
+// card's update cost Airlock and its largest allocation per decision in
+// `airlock bench`. Slack takes JSON bodies for its write methods; the two
+// every card and every answer use are sent so. They behave as slack-go's
 // client does with OptionRetry(3): a 429 is retried up to three times,
 // after its Retry-After (at least a second; a minute when the header is
 // missing), and failures are slack-go's error types.
@@ -38,9 +38,30 @@ type chatUpdate struct {
 	Blocks  []slack.Block `json:"blocks"`
 }
 
-// callJSON calls the Web API method with body as JSON and the bot token;
-// nil when Slack answered ok.
-func (a *Adapter) callJSON(ctx context.Context, method string, body any) error {
+// chatPost is chat.postMessage's JSON body: never unfurled, and Slack
+// neither links names nor parses the text (its defaults).
+type chatPost struct {
+	Channel     string        `json:"channel"`
+	Text        string        `json:"text"`
+	Blocks      []slack.Block `json:"blocks,omitempty"`
+	ThreadTS    string        `json:"thread_ts,omitempty"`
+	UnfurlLinks bool          `json:"unfurl_links"`
+	UnfurlMedia bool          `json:"unfurl_media"`
+}
+
+// posted is chat.postMessage's answer.
+type posted struct {
+	slack.SlackResponse
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+}
+
+// answer is a Web API answer: Err is nil when it was ok.
+type answer interface{ Err() error }
+
+// callJSON calls the Web API method with body as JSON and the bot token,
+// reads Slack's answer into out and returns its error: nil when ok.
+func (a *Adapter) callJSON(ctx context.Context, method string, body any, out answer) error {
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", method, err)
@@ -75,13 +96,12 @@ func (a *Adapter) callJSON(ctx context.Context, method string, body any) error {
 			discard(resp)
 			return slack.StatusCodeError{Code: resp.StatusCode, Status: resp.Status}
 		}
-		var answer slack.SlackResponse
-		err = json.NewDecoder(io.LimitReader(resp.Body, maxJSONAnswerBytes)).Decode(&answer)
+		err = json.NewDecoder(io.LimitReader(resp.Body, maxJSONAnswerBytes)).Decode(out)
 		discard(resp)
 		if err != nil {
 			return fmt.Errorf("decode %s answer: %w", method, err)
 		}
-		return answer.Err()
+		return out.Err()
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/airlockhq/airlock/bot"
 )
 
 // newUpdater is an adapter over a stub bot whose Web API is the fake.
@@ -43,6 +45,37 @@ func TestCardUpdateIsJSON(t *testing.T) {
 	}
 	if c.param("channel") != "C0OPS" || c.param("ts") != "1700000000.000200" || c.param("text") != "fallback <text>" || c.param("blocks") != string(want) {
 		t.Fatalf("chat.update body %s", c.Raw)
+	}
+}
+
+// A card and an answer are posted as JSON bodies: the blocks as an array,
+// in the thread, never unfurled, and the answer's text without blocks.
+func TestPostsAreJSON(t *testing.T) {
+	ad, fake := newUpdater(t)
+	th := bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000100"}
+	ref, err := ad.postBlocks(t.Context(), th, "card", updateBlocks, "fallback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ad.post(t.Context(), th, "the answer", nil); err != nil {
+		t.Fatal(err)
+	}
+	posts := fake.callsTo("chat.postMessage")
+	if len(posts) != 2 || ref != CardRef("C0OPS", posts[0].TS) {
+		t.Fatalf("card ref %q after %d posts", ref, len(posts))
+	}
+	want, _ := json.Marshal(updateBlocks)
+	for i, p := range posts {
+		if !strings.HasPrefix(p.Type, "application/json") || p.Token != testBotToken || p.param("channel") != "C0OPS" ||
+			p.param("thread_ts") != th.Thread || p.param("unfurl_links") != "false" || p.param("unfurl_media") != "false" {
+			t.Fatalf("post %d: %q %s", i, p.Type, p.Raw)
+		}
+	}
+	if posts[0].param("blocks") != string(want) || posts[0].param("text") != "fallback" {
+		t.Fatalf("card posted as %s", posts[0].Raw)
+	}
+	if _, ok := posts[1].Raw["blocks"]; ok || posts[1].param("text") != "the answer" {
+		t.Fatalf("answer posted as %s", posts[1].Raw)
 	}
 }
 

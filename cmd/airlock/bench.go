@@ -838,10 +838,17 @@ func (f *benchSlack) card(ts string) int {
 func (f *benchSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	params, _ := url.ParseQuery(string(body))
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") { // chat.update
-		var m struct{ Channel, TS string }
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") { // chat.postMessage, chat.update
+		var m struct {
+			Channel, TS, Text string
+			ThreadTS          string          `json:"thread_ts"`
+			Blocks            json.RawMessage `json:"blocks"`
+		}
 		_ = json.Unmarshal(body, &m)
-		params = url.Values{"channel": {m.Channel}, "ts": {m.TS}}
+		params = url.Values{"channel": {m.Channel}, "ts": {m.TS}, "text": {m.Text}, "thread_ts": {m.ThreadTS}}
+		if len(m.Blocks) > 0 {
+			params.Set("blocks", string(m.Blocks))
+		}
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	switch strings.TrimPrefix(r.URL.Path, "/api/") {
