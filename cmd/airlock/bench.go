@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
@@ -162,6 +163,12 @@ type BenchReport struct {
 	// first cards cost once (connections, page caches, goroutine stacks,
 	// the Go heap's headroom).
 	RSSPerCardSecondHalfBytes float64 `json:"rss_per_card_second_half_bytes"`
+	// RSSPerCardSettledBytes is RSSPerCardBytes with both samples taken
+	// once the Go runtime returned its free memory to the system
+	// (debug.FreeOSMemory), as an idle process's does within minutes: what
+	// the cards keep, without the heap spans the runtime held on to after
+	// the burst that made them. The target is on RSSPerCardBytes.
+	RSSPerCardSettledBytes float64 `json:"rss_per_card_settled_bytes"`
 	// HeapPerCardBytes is the growth of the Go heap's live bytes per card.
 	HeapPerCardBytes float64 `json:"heap_per_card_bytes"`
 	RSSPeakBytes     int64   `json:"rss_peak_bytes"`
@@ -209,7 +216,8 @@ func (r *BenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  CPU per decision %.2f ms (bare handler: %.3f ms per request)\n", r.CPUMsPerDecision, r.BareCPUMsPerRequest)
 	fmt.Fprintf(w, "  RSS              %.1f MiB before, %.1f MiB with %d cards pending: %.0f bytes per card (Go heap %.0f)\n",
 		mib(r.RSSBeforeBytes), mib(r.RSSPendingBytes), r.Cards, r.RSSPerCardBytes, r.HeapPerCardBytes)
-	fmt.Fprintf(w, "  RSS per card while the second half was made: %.0f bytes\n", r.RSSPerCardSecondHalfBytes)
+	fmt.Fprintf(w, "  RSS per card while the second half was made: %.0f bytes; once the runtime returned its free memory: %.0f bytes\n",
+		r.RSSPerCardSecondHalfBytes, r.RSSPerCardSettledBytes)
 	fmt.Fprintf(w, "  RSS peak         %.1f MiB: %.2f × the pending figure\n", mib(r.RSSPeakBytes), r.PeakOverPending)
 	fmt.Fprintf(w, "  tool runs %d, card updates %d, refusals %d, unexpected posts %d\n", r.ToolRuns, r.CardUpdates, r.Refusals, r.UnexpectedPosts)
 	for _, t := range r.Targets {
@@ -349,6 +357,7 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 
 	// Memory before any card.
 	rssBefore, heapBefore := benchMemory()
+	settledBefore := benchSettled()
 
 	// The cards: one mention each, -clickers creators, each waiting for
 	// its card before the next mention. They are made in two halves with
@@ -384,6 +393,7 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rssPending, heapPending := benchMemory()
 	rep.RSSBeforeBytes, rep.RSSPendingBytes = rssBefore, rssPending
 	rep.RSSPerCardBytes = float64(rssPending-rssBefore) / float64(o.cards)
+	rep.RSSPerCardSettledBytes = float64(benchSettled()-settledBefore) / float64(o.cards)
 	rep.HeapPerCardBytes = float64(heapPending-heapBefore) / float64(o.cards)
 	if n := o.cards - half; n > 0 {
 		rep.RSSPerCardSecondHalfBytes = float64(rssPending-rssHalf) / float64(n)
@@ -606,6 +616,14 @@ func benchMemory() (rss, heapLive int64) {
 		return v, heapLive
 	}
 	return int64(s[1].Value.Uint64() - s[2].Value.Uint64()), heapLive
+}
+
+// benchSettled is the resident memory once the Go runtime returned its
+// free memory to the system (see RSSPerCardSettledBytes).
+func benchSettled() int64 {
+	debug.FreeOSMemory()
+	rss, _ := benchMemory()
+	return rss
 }
 
 // benchCPU is the CPU time (user and system) the process has used, from
