@@ -2,6 +2,8 @@ package bot_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,5 +108,45 @@ func TestAClickOnABusyConversationLeavesTheClaimToItsRunner(t *testing.T) {
 	}
 	if n := cc.claims.Load(); n != 1 {
 		t.Fatalf("%d claims by the runner, want 1", n)
+	}
+}
+
+// Clicks racing on every call of a batch at once, each call clicked many
+// times: whichever click decides the batch, and whether it claims it or
+// leaves it to its runner, each call is decided once, each runs once, in
+// the model's order, and the model is asked once for the results.
+func TestRacingClicksOnEveryCallRunEachOnce(t *testing.T) {
+	for round := range 5 {
+		h, _ := countingClaims(t)
+		h.push(calls(tc("a", "deploy", `{"n":1}`), tc("b", "deploy", `{"n":2}`), tc("c", "deploy", `{"n":3}`)), text("all three done"))
+		h.turn("bob", "deploy thrice")
+		card := h.plat.lastCard()
+		asked := len(h.model.Requests())
+		var wg sync.WaitGroup
+		var won atomic.Int64
+		start := make(chan struct{})
+		for i := range 30 {
+			ref := card.Calls[i%3].Ref
+			wg.Go(func() {
+				<-start
+				if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
+					won.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if won.Load() != 3 || h.tools["deploy"].runs.Load() != 3 {
+			t.Fatalf("round %d: %d clicks counted, %d runs; want 3 and 3", round, won.Load(), h.tools["deploy"].runs.Load())
+		}
+		h.tools["deploy"].mu.Lock()
+		args := slices.Clone(h.tools["deploy"].args)
+		h.tools["deploy"].mu.Unlock()
+		if !slices.Equal(args, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}) {
+			t.Fatalf("round %d: ran %v, want the model's order", round, args)
+		}
+		if n := len(h.model.Requests()) - asked; n != 1 || h.plat.lastPost() != "all three done" {
+			t.Fatalf("round %d: the model was asked %d times after the clicks, last post %q", round, n, h.plat.lastPost())
+		}
 	}
 }
