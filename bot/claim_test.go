@@ -150,3 +150,51 @@ func TestRacingClicksOnEveryCallRunEachOnce(t *testing.T) {
 		}
 	}
 }
+
+// A panic after the deciding click's claim (recovered, as the adapters
+// recover a worker's) does not keep the conversation: the next turn in
+// the thread goes ahead, and the sweep for dead work finishes the batch,
+// its started call unknown, never run.
+func TestAPanicAfterTheClaimReleasesTheConversation(t *testing.T) {
+	var crashed atomic.Bool
+	h := newHarnessWith(t, "", func(c *bot.Config) {
+		c.SingleProcess = true // the in-process lock alone, as on SQLite
+		c.Trace = func(point string) {
+			if point == "decided" && crashed.CompareAndSwap(false, true) {
+				panic("boom")
+			}
+		}
+	})
+	h.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		_ = h.click("alice", 1, true, "")
+	}()
+	h.push(text("the status is fine"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.turn("bob", "and the status?")
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the next turn waited on the conversation the panicked click had claimed")
+	}
+	h.push(text("I could not confirm the deploy"))
+	if err := h.bot.RecoverBatches(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].runs.Load(); n != 0 {
+		t.Fatalf("the started call ran %d times after the panic", n)
+	}
+	b, err := h.store.Batch(context.Background(), h.plat.cards[0].BatchID)
+	if err != nil || b.Status != confirm.BatchDone || b.Calls[0].Run != confirm.RunUnknown {
+		t.Fatalf("batch after recovery: %+v, %v; want done, its call unknown", b, err)
+	}
+}

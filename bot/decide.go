@@ -165,7 +165,10 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	var unlock func()
 	if d.Grant == nil && decidesBatch(batch, call, c.Allow) {
 		if u, ok, err := b.tryLockConversation(ctx, conv.ID); err == nil && ok {
-			unlock = u
+			// Released by the run, or here if anything before it
+			// panics (a recovered panic must not keep the conversation).
+			unlock = sync.OnceFunc(u)
+			defer unlock()
 			d.Claim = &confirm.Claim{Worker: b.cfg.WorkerID, Runnable: b.hasTool}
 		}
 	}
