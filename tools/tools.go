@@ -110,6 +110,16 @@ type Set struct {
 	byKey map[string]Tool
 }
 
+// KeepAliveTransport is Go's default transport keeping up to 64 idle
+// connections a host. Go's default keeps 2: concurrent runs of one
+// service, or requests to one model provider, would each open (and
+// handshake) a new connection. The model provider's client uses it too.
+func KeepAliveTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 64
+	return t
+}
+
 // New builds the configured tools. The first error found is returned as a
 // *ConfigError naming its key.
 func New(cfgs []Config, opts Options) (*Set, error) {
@@ -117,12 +127,8 @@ func New(cfgs []Config, opts Options) (*Set, error) {
 		opts.MaxOutput = DefaultMaxOutput
 	}
 	if opts.HTTPClient == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// Go's default keeps 2 idle connections a host: runs of one
-		// service approved at once would each open a new one.
-		t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 64
 		opts.HTTPClient = &http.Client{
-			Transport:     t,
+			Transport:     KeepAliveTransport(),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}

@@ -268,27 +268,12 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	return &app{store: db, bot: b, tools: set, metrics: m, flushTraces: flushTraces, mcp: mcp}, nil
 }
 
-// maxIdlePerHost is how many idle connections an outgoing client keeps
-// to one host. Go's default of 2 closed most connections to the model
-// provider after each request once more than two turns ran at once, and
-// each next request paid a new TCP and TLS handshake.
-const maxIdlePerHost = 64
-
-// keepAlive is Go's default transport keeping maxIdlePerHost idle
-// connections a host.
-func keepAlive() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 4 * maxIdlePerHost
-	t.MaxIdleConnsPerHost = maxIdlePerHost
-	return t
-}
-
 func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
 	var (
 		p   model.Provider
 		err error
 	)
-	client := &http.Client{Timeout: 5 * time.Minute, Transport: keepAlive()}
+	client := &http.Client{Timeout: 5 * time.Minute, Transport: tools.KeepAliveTransport()}
 	switch m.Provider {
 	case "gemini":
 		p, err = gemini.New(ctx, gemini.Config{APIKey: m.APIKey, BaseURL: m.BaseURL, Model: m.Name, HTTPClient: client})
