@@ -316,11 +316,11 @@ type Store interface {
 	// approval an allow is recorded as a vote per (call, person), unique;
 	// the call becomes allowed in the same transaction as its
 	// Approvals-th distinct vote. A call needing one is allowed by its
-	// first, recorded as its decision (no vote is kept). When it decides the last pending call, the
-	// batch goes from pending to decided, or with d.Claim to running,
-	// claimed, with the run of FirstToRun's call started. With d.Grant, an
-	// allow that decides the call also stores the grant (audited
-	// grant_created).
+	// first, recorded as its decision (no vote is kept). When it decides
+	// the last pending call, the batch goes from pending to decided, or
+	// with d.Claim to running, claimed, with the run of FirstToRun's call
+	// started. With d.Grant, an allow that decides the call also stores
+	// the grant (audited grant_created).
 	Decide(ctx context.Context, d Decide) (DecideResult, error)
 	// ResolvePending decides every still-pending call of a pending batch
 	// with status (DecisionDenied for an abandoned pause, DecisionExpired)

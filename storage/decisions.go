@@ -227,23 +227,17 @@ func (db *DB) countVotes(ctx context.Context, tx dbtx, batchID, key string) (int
 }
 
 // finishDeciding takes the batch from pending to decided when none of its
-// calls is pending any more (one statement).
-func (db *DB) finishDeciding(ctx context.Context, tx dbtx, batchID string, now time.Time) (bool, error) {
-	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET status = 'decided', updated_at = ? WHERE id = ? AND status = 'pending'
-		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), db.ts(now), batchID, batchID)
-	if err != nil {
-		return false, fmt.Errorf("mark batch decided: %w", err)
+// calls is pending any more (one statement); with a worker, straight to
+// running, claimed by it.
+func (db *DB) finishDeciding(ctx context.Context, tx dbtx, batchID, worker string, now time.Time) (bool, error) {
+	set := `status = 'decided', claimed_by = ?`
+	if worker != "" {
+		set = `status = 'running', claimed_by = ?`
 	}
-	return n == 1, nil
-}
-
-// finishDecidingClaimed is finishDeciding that takes the batch straight
-// to running, claimed by worker (one statement).
-func (db *DB) finishDecidingClaimed(ctx context.Context, tx dbtx, batchID, worker string, now time.Time) (bool, error) {
-	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET status = 'running', claimed_by = ?, updated_at = ? WHERE id = ? AND status = 'pending'
+	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET `+set+`, updated_at = ? WHERE id = ? AND status = 'pending'
 		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), worker, db.ts(now), batchID, batchID)
 	if err != nil {
-		return false, fmt.Errorf("mark batch decided and claimed: %w", err)
+		return false, fmt.Errorf("mark batch decided: %w", err)
 	}
 	return n == 1, nil
 }
@@ -255,13 +249,11 @@ func (db *DB) finishDecidingClaimed(ctx context.Context, tx dbtx, batchID, worke
 // With claim, the decided batch is claimed and the run of its first call
 // to run started (confirm.Claim), setting res.Claimed and res.Started.
 func (db *DB) finishDecidingInto(ctx context.Context, tx dbtx, batchID string, now time.Time, claim *confirm.Claim, res *confirm.DecideResult) error {
-	var decided bool
-	var err error
+	worker := ""
 	if claim != nil {
-		decided, err = db.finishDecidingClaimed(ctx, tx, batchID, claim.Worker, now)
-	} else {
-		decided, err = db.finishDeciding(ctx, tx, batchID, now)
+		worker = claim.Worker
 	}
+	decided, err := db.finishDeciding(ctx, tx, batchID, worker, now)
 	if err != nil || !decided {
 		return err
 	}
@@ -353,7 +345,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 				}
 			}
 		}
-		if _, err := db.finishDeciding(ctx, tx, batchID, now); err != nil {
+		if _, err := db.finishDeciding(ctx, tx, batchID, "", now); err != nil {
 			return err
 		}
 		changed = len(all)

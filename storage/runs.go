@@ -10,6 +10,25 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
+// updateReturning runs a conditional UPDATE (args its arguments) and,
+// when it changed a row, reads dest: on PostgreSQL with the UPDATE's
+// RETURNING returning, on SQLite with the SELECT sel (selArgs) after it,
+// as SQLite runs RETURNING through a temporary table, dearer than a second
+// statement. sql.ErrNoRows when no row changed.
+func (db *DB) updateReturning(ctx context.Context, tx dbtx, dest any, update string, args []any, returning, sel string, selArgs ...any) error {
+	if db.driver != DriverSQLite {
+		return db.get(ctx, tx, dest, db.q(update+` RETURNING `+returning), args...)
+	}
+	n, err := db.execCount(ctx, tx, update, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return sql.ErrNoRows
+	}
+	return db.get(ctx, tx, dest, sel, selArgs...)
+}
+
 // resultExcerptLen bounds the result text copied into a tool_result event.
 const resultExcerptLen = 2000
 
@@ -126,25 +145,11 @@ func (db *DB) finishRun(ctx context.Context, tx dbtx, batchID, key string, statu
 		ConversationID int64  `db:"conversation_id"`
 		Tool           string `db:"tool"`
 	}
-	var err error
-	if db.driver == DriverSQLite {
-		// RETURNING costs SQLite more than a second statement does.
-		var n int64
-		n, err = db.execCount(ctx, tx, `UPDATE calls SET run_status = ?, result = ? WHERE batch_id = ? AND key = ? AND run_status = 'running'`,
-			string(status), result, batchID, key)
-		if err == nil && n == 0 {
-			err = sql.ErrNoRows
-		}
-		if err == nil {
-			err = db.get(ctx, tx, &info, `SELECT b.conversation_id, c.tool FROM calls c JOIN batches b ON b.id = c.batch_id
-				WHERE c.batch_id = ? AND c.key = ?`, batchID, key)
-		}
-	} else {
-		err = db.get(ctx, tx, &info, db.q(`UPDATE calls SET run_status = ?, result = ?
-			WHERE batch_id = ? AND key = ? AND run_status = 'running'
-			RETURNING (SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id, tool`),
-			string(status), result, batchID, key)
-	}
+	err := db.updateReturning(ctx, tx, &info,
+		`UPDATE calls SET run_status = ?, result = ? WHERE batch_id = ? AND key = ? AND run_status = 'running'`,
+		[]any{string(status), result, batchID, key},
+		`(SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id, tool`,
+		`SELECT b.conversation_id, c.tool FROM calls c JOIN batches b ON b.id = c.batch_id WHERE c.batch_id = ? AND c.key = ?`, batchID, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		if err := db.lostOrMissing(ctx, tx, batchID, key); !errors.Is(err, errLost) {
 			return err
@@ -213,21 +218,9 @@ func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, sta
 func (db *DB) completeBatch(ctx context.Context, tx dbtx, batchID string, results confirm.Message) error {
 	now := utc(db.now())
 	var convID int64
-	var err error
-	if db.driver == DriverSQLite {
-		// RETURNING costs SQLite more than a second statement does.
-		var n int64
-		n, err = db.execCount(ctx, tx, `UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'`, db.ts(now), batchID)
-		if err == nil && n == 0 {
-			err = sql.ErrNoRows
-		}
-		if err == nil {
-			err = db.get(ctx, tx, &convID, `SELECT conversation_id FROM batches WHERE id = ?`, batchID)
-		}
-	} else {
-		err = db.get(ctx, tx, &convID, db.q(`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'
-			RETURNING conversation_id`), db.ts(now), batchID)
-	}
+	err := db.updateReturning(ctx, tx, &convID,
+		`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'`, []any{db.ts(now), batchID},
+		`conversation_id`, `SELECT conversation_id FROM batches WHERE id = ?`, batchID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return db.batchLostOrMissing(ctx, tx, batchID)
 	}
