@@ -414,8 +414,9 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c c
 	return a.updateBlocks(ctx, ref, "card", RenderWith(c, a.grants.of(ctx, c)), FallbackText(c))
 }
 
-// postBlocks posts a message of Airlock's (a card, a grant notice) in the
-// thread, without unfurls, and returns its reference "<channel>/<ts>".
+// postBlocks posts a message of Airlock's (a card, a grant notice, a
+// reminder; text only without blocks) in the thread, without unfurls, and
+// returns its reference "<channel>/<ts>".
 func (a *Adapter) postBlocks(ctx context.Context, th bot.Thread, what string, blocks []slack.Block, text string) (string, error) {
 	var ans posted
 	if err := a.callJSON(ctx, "chat.postMessage", chatPost{Channel: th.Channel, Text: text, Blocks: blocks, ThreadTS: th.Thread}, &ans); err != nil {
@@ -456,19 +457,13 @@ const maxReminderChars = 2900
 // (see reminder).
 func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 	if blocks, fallback, ok := a.reminder(text); ok {
-		return a.post(ctx, th, fallback, blocks)
+		_, err := a.postBlocks(ctx, th, "reminder", blocks, fallback)
+		return err
 	}
 	for _, part := range splitText(postText(mentionMarker.ReplaceAllString(text, "")), maxPostChars) {
-		if err := a.post(ctx, th, part, nil); err != nil {
+		if _, err := a.postBlocks(ctx, th, "text", nil, part); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func (a *Adapter) post(ctx context.Context, th bot.Thread, text string, blocks []slack.Block) error {
-	if err := a.callJSON(ctx, "chat.postMessage", chatPost{Channel: th.Channel, Text: text, Blocks: blocks, ThreadTS: th.Thread}, &posted{}); err != nil {
-		return fmt.Errorf("slack: chat.postMessage: %w", err)
 	}
 	return nil
 }

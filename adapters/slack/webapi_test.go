@@ -57,7 +57,7 @@ func TestPostsAreJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ad.post(t.Context(), th, "the answer", nil); err != nil {
+	if err := ad.Post(t.Context(), th, "the answer"); err != nil {
 		t.Fatal(err)
 	}
 	posts := fake.callsTo("chat.postMessage")
