@@ -71,6 +71,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return soak(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
+	case benchServerCmd:
+		return benchServer(ctx, args[1:], stdin, stdout, stderr)
 	case "grants":
 		return grants(ctx, args[1:], stdout, stderr)
 	case "tools":

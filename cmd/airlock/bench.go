@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -10,16 +10,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
-	"runtime/metrics"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,27 +27,26 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/adapters/slack"
-	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
-	airmetrics "github.com/airlockhq/airlock/metrics"
-	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/storage"
-	"github.com/airlockhq/airlock/tools"
 )
 
-// bench measures the decision path end to end, in one process, against
-// fakes on 127.0.0.1: a fake Slack Web API, an instant model and an
-// instant tool, with the real Slack adapter in HTTP mode behind the real
-// HTTP server on a real listener, and real storage (SQLite in a temporary
-// file, or PostgreSQL in a fresh schema). It creates -cards cards (one
-// mention each, -clickers at a time), then -clickers concurrent clickers
-// POST one signed Allow click per card. It reports the clicks' ack
-// latency as the client sees it, decisions finished per second (until
-// every batch is done and the model's answer posted), and memory per
-// pending card; and, in the same run, the baselines they are judged
-// against: a bare net/http handler answering the same requests from the
-// same client, and raw commits per second of the database with the same
-// settings. Every decision must run its tool exactly once.
+// bench measures the decision path end to end against fakes on
+// 127.0.0.1: a fake Slack Web API, an instant model and an instant tool,
+// with the real Slack adapter in HTTP mode behind the real HTTP server on
+// a real listener, and real storage (SQLite in a temporary file, or
+// PostgreSQL in a fresh schema). Airlock runs in a process of its own
+// (this executable as bench-server), so that its memory and CPU are
+// measured without the fake Slack's and the clients'. The bench creates
+// -cards cards (one mention each, -clickers at a time), then -clickers
+// concurrent clickers POST one signed Allow click per card. It reports
+// the clicks' ack latency as the client sees it, decisions finished per
+// second (until every batch is done and the model's answer posted), and
+// Airlock's memory per pending card; and, in the same run, the baselines
+// they are judged against: a bare net/http handler in Airlock's process
+// answering the same requests from the same client, and raw commits per
+// second of the database with the same settings. Every decision must run
+// its tool exactly once.
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("airlock bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -120,6 +116,9 @@ type BenchReport struct {
 	Cards      int    `json:"cards"`
 	Clickers   int    `json:"clickers"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
+	// AirlockPID is the process Airlock ran in, apart from the bench's
+	// fakes and clients; its memory and CPU are the figures below.
+	AirlockPID int `json:"airlock_pid"`
 
 	// Ack latency of the clicks, measured by the client: from sending the
 	// request to reading the whole response.
@@ -143,18 +142,23 @@ type BenchReport struct {
 	RawPostgresCommitsPerSecond float64 `json:"raw_postgres_commits_per_second,omitempty"`
 	// DecisionsOverRawCommits is decisions/s ÷ raw commits/s of the driver used.
 	DecisionsOverRawCommits float64 `json:"decisions_over_raw_commits"`
-	// CPU time of the whole process (Airlock, the fakes and the clients)
-	// per decision, from the first click until every batch is done; and
-	// per request of the bare baseline. Less sensitive than rates to
-	// other load on a shared machine.
+	// CPU time of Airlock's process per decision, from the first click
+	// until every batch is done; and per request of the bare baseline
+	// (served by the same process). Less sensitive than rates to other
+	// load on a shared machine.
 	CPUMsPerDecision    float64 `json:"cpu_ms_per_decision"`
 	BareCPUMsPerRequest float64 `json:"bare_cpu_ms_per_request"`
+	// HarnessCPUMsPerDecision is the bench's own process's CPU (the fake
+	// Slack, the clickers) per decision over the same span: it runs on
+	// the same cores as Airlock.
+	HarnessCPUMsPerDecision float64 `json:"harness_cpu_ms_per_decision"`
 
 	CardsSeconds float64 `json:"cards_seconds"` // creating the cards
 
-	// Resident memory (VmRSS, or the Go runtime's total where /proc is
-	// missing) before the cards and with every card pending, both sampled
-	// after a GC; the peak is VmHWM at the end of the decisions.
+	// Airlock's resident memory (VmRSS, or the Go runtime's total where
+	// /proc is missing) before the cards and with every card pending,
+	// both sampled after a GC; the peak is VmHWM at the end of the
+	// decisions.
 	RSSBeforeBytes  int64   `json:"rss_before_bytes"`
 	RSSPendingBytes int64   `json:"rss_pending_bytes"`
 	RSSPerCardBytes float64 `json:"rss_per_card_bytes"`
@@ -213,7 +217,8 @@ func (r *BenchReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  raw Postgres commits/s: %.0f\n", r.RawPostgresCommitsPerSecond)
 	}
 	fmt.Fprintf(w, "  decisions/s ÷ raw commits/s: %.3f\n", r.DecisionsOverRawCommits)
-	fmt.Fprintf(w, "  CPU per decision %.2f ms (bare handler: %.3f ms per request)\n", r.CPUMsPerDecision, r.BareCPUMsPerRequest)
+	fmt.Fprintf(w, "  CPU per decision %.2f ms (bare handler: %.3f ms per request; the bench's fakes and clients beside it: %.2f ms)\n",
+		r.CPUMsPerDecision, r.BareCPUMsPerRequest, r.HarnessCPUMsPerDecision)
 	fmt.Fprintf(w, "  RSS              %.1f MiB before, %.1f MiB with %d cards pending: %.0f bytes per card (Go heap %.0f)\n",
 		mib(r.RSSBeforeBytes), mib(r.RSSPendingBytes), r.Cards, r.RSSPerCardBytes, r.HeapPerCardBytes)
 	fmt.Fprintf(w, "  RSS per card while the second half was made: %.0f bytes; once the runtime returned its free memory: %.0f bytes\n",
@@ -250,7 +255,7 @@ func benchChannel(i int) string { return fmt.Sprintf("C0BENCH%04d", i%benchChann
 func benchThread(i int) string  { return fmt.Sprintf("1700000000.%06d", i) }
 
 func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchReport, error) {
-	rep := &BenchReport{Driver: o.driver, Cards: o.cards, Clickers: o.clickers, GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	rep := &BenchReport{Driver: o.driver, Cards: o.cards, Clickers: o.clickers}
 	dir, err := os.MkdirTemp("", "airlock-bench")
 	if err != nil {
 		return nil, err
@@ -268,13 +273,6 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		dsn = filepath.Join(dir, "airlock.db")
 	}
 
-	// Logs as airlock run writes them (info, text), to nowhere; warnings
-	// and errors also to stderr.
-	logger := slog.New(benchLogHandler{
-		all:  slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}),
-		warn: slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}),
-	})
-
 	fake := newBenchSlack(o.cards)
 	fakeSrv, fakeURL, err := benchServe(fake)
 	if err != nil {
@@ -282,66 +280,14 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	}
 	defer fakeSrv.Close()
 
-	db, err := storage.Open(ctx, o.driver, dsn)
+	air, err := startBenchServer(ctx, o, dsn, fakeURL, stderr)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	if err := db.SyncClock(ctx); err != nil {
-		return nil, err
-	}
-	tool := &benchTool{runs: map[string]int{}}
-	m := airmetrics.New(nil)
-	b, err := bot.New(bot.Config{
-		SingleProcess: db.Driver() == storage.DriverSQLite,
-		Store:         db,
-		Model:         m.Provider(benchModel{}, "bench"),
-		Tools:         benchTools{tool},
-		Policy:        confirm.NewPolicy(true, nil),
-		Channels:      bot.NewChannels([]bot.Channel{{Platform: slack.Platform, ID: "*", Approvers: []string{benchApprover}}}),
-		Metrics:       m,
-		Now:           db.Clock(),
-		Logger:        logger,
-		WorkerID:      fmt.Sprintf("bench/%d", os.Getpid()),
-		// The per-person and per-channel limits guard the turn path,
-		// not decisions: off, so one requester can make every card.
-	})
-	if err != nil {
-		return nil, err
-	}
-	sa, err := slack.New(slack.Config{
-		Mode: slack.ModeHTTP, BotToken: "xoxb-bench", SigningSecret: benchSecret, APIURL: fakeURL + "/api/", Logger: logger,
-		Workers: o.workers, Metrics: m,
-	}, b, db)
-	if err != nil {
-		return nil, err
-	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	if err := sa.Start(runCtx); err != nil {
-		return nil, err
-	}
-	b.Register(slack.Platform, sa)
-	var bg sync.WaitGroup
-	defer bg.Wait()
-	defer stopRun()
-	bg.Go(func() { _ = sa.Run(runCtx) })
-	bg.Go(func() { b.Run(runCtx, time.Second) })
-
-	routes := map[string]http.Handler{"/slack/events": sa.Handler(), "GET /metrics": m.Handler()}
-	airSrv, airURL, err := benchServe(httpHandler(db, routes))
-	if err != nil {
-		return nil, err
-	}
-	defer airSrv.Close()
-	bareSrv, bareURL, err := benchServe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.WriteHeader(http.StatusOK)
-	}))
-	if err != nil {
-		return nil, err
-	}
-	defer bareSrv.Close()
+	defer air.stop()
+	// The fakes and the clients run on one P: they need less than a core,
+	// and more Ps would only spin beside Airlock's on the same cores.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 
 	client := &http.Client{
 		Timeout: 30 * time.Second,
@@ -353,11 +299,18 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		},
 	}
 	defer client.CloseIdleConnections()
-	eventsURL := airURL + "/slack/events"
+	eventsURL := air.hello.Events + "/slack/events"
 
-	// Memory before any card.
-	rssBefore, heapBefore := benchMemory()
-	settledBefore := benchSettled()
+	// Airlock's memory before any card.
+	before, err := air.sample(false, false)
+	if err != nil {
+		return nil, err
+	}
+	settledBefore, err := air.sample(false, true)
+	if err != nil {
+		return nil, err
+	}
+	rep.GOMAXPROCS, rep.AirlockPID = before.Procs, before.PID
 
 	// The cards: one mention each, -clickers creators, each waiting for
 	// its card before the next mention. They are made in two halves with
@@ -381,35 +334,49 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		return nil, err
 	}
 	took := time.Since(start)
-	rssHalf, _ := benchMemory()
+	atHalf, err := air.sample(true, false)
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
 	if err := benchParallel(ctx, o.cards-half, o.clickers, func(i int) error { return mention(half + i) }); err != nil {
 		return nil, err
 	}
-	sa.Wait()
 	rep.CardsSeconds = (took + time.Since(start)).Seconds()
 
 	// Memory with every card pending.
-	rssPending, heapPending := benchMemory()
-	rep.RSSBeforeBytes, rep.RSSPendingBytes = rssBefore, rssPending
-	rep.RSSPerCardBytes = float64(rssPending-rssBefore) / float64(o.cards)
-	rep.RSSPerCardSettledBytes = float64(benchSettled()-settledBefore) / float64(o.cards)
-	rep.HeapPerCardBytes = float64(heapPending-heapBefore) / float64(o.cards)
+	pending, err := air.sample(true, false)
+	if err != nil {
+		return nil, err
+	}
+	settledPending, err := air.sample(false, true)
+	if err != nil {
+		return nil, err
+	}
+	rep.RSSBeforeBytes, rep.RSSPendingBytes = before.RSS, pending.RSS
+	rep.RSSPerCardBytes = float64(pending.RSS-before.RSS) / float64(o.cards)
+	rep.RSSPerCardSettledBytes = float64(settledPending.RSS-settledBefore.RSS) / float64(o.cards)
+	rep.HeapPerCardBytes = float64(pending.HeapLive-before.HeapLive) / float64(o.cards)
 	if n := o.cards - half; n > 0 {
-		rep.RSSPerCardSecondHalfBytes = float64(rssPending-rssHalf) / float64(n)
+		rep.RSSPerCardSecondHalfBytes = float64(pending.RSS-atHalf.RSS) / float64(n)
 	}
 	if o.memprofile != "" {
-		if err := benchHeapProfile(o.memprofile); err != nil {
+		if err := air.profile("heap", o.memprofile); err != nil {
 			return nil, err
 		}
 	}
 
-	// The clicks, first to the bare handler, then to Airlock.
+	// The clicks, first to the bare handler, then to Airlock; their
+	// bodies made beforehand, so that the clickers' CPU does not compete
+	// with Airlock's for the cores.
+	bodies := make([][]byte, o.cards)
+	for i := range bodies {
+		bodies[i] = benchClick(i, fake.ref(i), fake.cardTS(i))
+	}
 	clicks := func(base string, lat []time.Duration) error {
 		return benchParallel(ctx, o.cards, o.clickers, func(i int) error {
-			body := benchClick(i, fake.ref(i), fake.cardTS(i))
 			t0 := time.Now()
-			err := benchPost(ctx, client, base, "application/x-www-form-urlencoded", body)
+			err := benchPost(ctx, client, base, "application/x-www-form-urlencoded", bodies[i])
 			lat[i] = time.Since(t0)
 			if err != nil {
 				return fmt.Errorf("click %d: %w", i, err)
@@ -418,24 +385,25 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		})
 	}
 	bare := make([]time.Duration, o.cards)
-	cpu0 := benchCPU()
-	if err := clicks(bareURL+"/slack/events", bare); err != nil {
+	cpu0, err := air.sample(false, false)
+	if err != nil {
 		return nil, err
 	}
-	rep.BareCPUMsPerRequest = float64(benchCPU()-cpu0) / float64(time.Millisecond) / float64(o.cards)
+	if err := clicks(air.hello.Bare+"/slack/events", bare); err != nil {
+		return nil, err
+	}
+	cpu1, err := air.sample(false, false)
+	if err != nil {
+		return nil, err
+	}
+	rep.BareCPUMsPerRequest = float64(cpu1.CPU-cpu0.CPU) / float64(time.Millisecond) / float64(o.cards)
 	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
+		if err := air.profile("cpu-start", o.cpuprofile); err != nil {
 			return nil, err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	acks := make([]time.Duration, o.cards)
-	cpu1 := benchCPU()
+	hcpu0 := benchCPU()
 	first := time.Now()
 	if err := clicks(eventsURL, acks); err != nil {
 		return nil, err
@@ -446,12 +414,16 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		return nil, fmt.Errorf("%d of %d decisions finished: %w", fake.doneCount.Load(), o.cards, ctx.Err())
 	}
 	last := time.Unix(0, fake.lastDone.Load())
-	cpuDecisions := benchCPU() - cpu1
-	if o.cpuprofile != "" {
-		pprof.StopCPUProfile()
+	rep.HarnessCPUMsPerDecision = float64(benchCPU()-hcpu0) / float64(time.Millisecond) / float64(o.cards)
+	cpu2, err := air.sample(false, false)
+	if err != nil {
+		return nil, err
 	}
-	sa.Wait()
-	rep.RSSPeakBytes = benchPeak()
+	if o.cpuprofile != "" {
+		if err := air.profile("cpu-stop", ""); err != nil {
+			return nil, err
+		}
+	}
 
 	rep.BareP50Ms, rep.BareP99Ms = quantileMs(bare, 0.50), quantileMs(bare, 0.99)
 	rep.AckP50Ms, rep.AckP99Ms = quantileMs(acks, 0.50), quantileMs(acks, 0.99)
@@ -459,32 +431,43 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rep.Decisions = int(fake.doneCount.Load())
 	rep.DecisionSeconds = last.Sub(first).Seconds()
 	rep.DecisionsPerSecond = float64(rep.Decisions) / rep.DecisionSeconds
-	rep.CPUMsPerDecision = float64(cpuDecisions) / float64(time.Millisecond) / float64(rep.Decisions)
+	rep.CPUMsPerDecision = float64(cpu2.CPU-cpu1.CPU) / float64(time.Millisecond) / float64(rep.Decisions)
+
+	// Every batch done, every tool run exactly once.
+	reply, err := air.do(benchRequest{Op: "result"})
+	if err != nil {
+		return nil, err
+	}
+	res := reply.Result
+	if res == nil {
+		return nil, errors.New("airlock result: no runs")
+	}
+	final, err := air.sample(false, false)
+	if err != nil {
+		return nil, err
+	}
+	rep.RSSPeakBytes = final.Peak
 	if rep.RSSPendingBytes > 0 {
 		rep.PeakOverPending = float64(rep.RSSPeakBytes) / float64(rep.RSSPendingBytes)
 	}
 	rep.CardUpdates = fake.updates.Load()
 	rep.Refusals = fake.ephemerals.Load()
 	rep.UnexpectedPosts = fake.unexpected.Load()
-
-	// Every batch done, every tool run exactly once.
-	open := 0
-	for _, st := range []confirm.BatchStatus{confirm.BatchPending, confirm.BatchDecided, confirm.BatchRunning} {
-		ids, err := db.BatchesIn(ctx, st)
-		if err != nil {
-			return nil, err
+	rep.ToolRuns = res.ToolRuns
+	rep.ExactlyOnce = res.Open == 0 && res.ToolRuns == int64(o.cards) && len(res.Runs) == o.cards
+	for i := range o.cards {
+		if id, _, err := confirm.ParseRef(fake.ref(i)); err != nil || res.Runs[id] != 1 {
+			rep.ExactlyOnce = false
 		}
-		open += len(ids)
 	}
-	rep.ToolRuns, rep.ExactlyOnce = tool.check(fake, o.cards)
-	rep.ExactlyOnce = rep.ExactlyOnce && open == 0
-	if open > 0 {
-		fmt.Fprintf(stderr, "airlock bench: %d batches not done\n", open)
+	if res.Open > 0 {
+		fmt.Fprintf(stderr, "airlock bench: %d batches not done\n", res.Open)
 	}
 
-	// The baselines' raw commits, after the run (not to count in its memory).
-	stopRun()
-	bg.Wait()
+	// The baselines' raw commits, once Airlock has stopped.
+	if err := air.stop(); err != nil {
+		return nil, err
+	}
 	n := max(2000, min(20000, 4*o.cards))
 	if rep.RawSQLiteCommitsPerSecond, err = storage.RawCommits(ctx, storage.DriverSQLite, filepath.Join(dir, "raw.db"), n); err != nil {
 		return nil, err
@@ -499,6 +482,99 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rep.DecisionsOverRawCommits = rep.DecisionsPerSecond / raw
 	rep.targets()
 	return rep, nil
+}
+
+// benchAirlock is the bench's Airlock: a bench-server process (this
+// executable, started anew) and its listeners. Its figures are asked for
+// over its stdin and stdout, which no one else can reach.
+type benchAirlock struct {
+	hello  benchHello
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+	enc    *json.Encoder
+	dec    *json.Decoder
+	once   sync.Once
+	err    error
+}
+
+// startBenchServer starts the bench's Airlock process and waits for its
+// listeners. Its warnings go to stderr.
+func startBenchServer(ctx context.Context, o benchOptions, dsn, slackURL string, stderr io.Writer) (*benchAirlock, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("start airlock: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, exe, benchServerCmd, "-driver", o.driver, "-dsn", dsn, "-slack", slackURL, "-workers", strconv.Itoa(o.workers))
+	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start airlock: %w", err)
+	}
+	a := &benchAirlock{cmd: cmd, stdin: stdin, stdout: stdout, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout)}
+	if err := a.dec.Decode(&a.hello); err != nil {
+		return nil, fmt.Errorf("start airlock: no listeners announced: %w (exit: %v)", err, a.stop())
+	}
+	return a, nil
+}
+
+// stop closes the process's stdin, which stops it, and waits for it.
+func (a *benchAirlock) stop() error {
+	a.once.Do(func() {
+		a.stdin.Close()
+		_, _ = io.Copy(io.Discard, a.stdout)
+		if err := a.cmd.Wait(); err != nil {
+			a.err = fmt.Errorf("airlock %s: %w", benchServerCmd, err)
+		}
+	})
+	return a.err
+}
+
+// do sends one request and reads its reply.
+func (a *benchAirlock) do(req benchRequest) (benchReply, error) {
+	var reply benchReply
+	if err := a.enc.Encode(req); err != nil {
+		return reply, fmt.Errorf("airlock %s: %w", req.Op, err)
+	}
+	if err := a.dec.Decode(&reply); err != nil {
+		return reply, fmt.Errorf("airlock %s: %w", req.Op, err)
+	}
+	if reply.Error != "" {
+		return reply, fmt.Errorf("airlock %s: %s", req.Op, reply.Error)
+	}
+	return reply, nil
+}
+
+// sample is the process's figures; wait: once its work so far is done;
+// settle: after it returned its free memory to the system.
+func (a *benchAirlock) sample(wait, settle bool) (benchSample, error) {
+	reply, err := a.do(benchRequest{Op: "sample", Wait: wait, Settle: settle})
+	if err != nil || reply.Sample == nil {
+		return benchSample{}, cmp.Or(err, errors.New("airlock sample: no figures"))
+	}
+	return *reply.Sample, nil
+}
+
+// profile asks for a profile op (heap, cpu-start, cpu-stop) into file,
+// made absolute.
+func (a *benchAirlock) profile(op, file string) error {
+	if file != "" {
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return err
+		}
+		file = abs
+	}
+	_, err := a.do(benchRequest{Op: op, File: file})
+	return err
 }
 
 // benchParallel calls fn(i) for i in [0, n) from workers goroutines; the
@@ -604,90 +680,6 @@ func quantileMs(ds []time.Duration, q float64) float64 {
 	return float64(s[i]) / float64(time.Millisecond)
 }
 
-// benchMemory returns the resident set and the Go heap's live bytes after
-// a GC, so two samples compare what is kept rather than where the GC
-// cycle happened to be.
-func benchMemory() (rss, heapLive int64) {
-	runtime.GC()
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
-	metrics.Read(s)
-	heapLive = int64(s[0].Value.Uint64())
-	if v, ok := procStatus("VmRSS"); ok {
-		return v, heapLive
-	}
-	return int64(s[1].Value.Uint64() - s[2].Value.Uint64()), heapLive
-}
-
-// benchSettled is the resident memory once the Go runtime returned its
-// free memory to the system (see RSSPerCardSettledBytes).
-func benchSettled() int64 {
-	debug.FreeOSMemory()
-	rss, _ := benchMemory()
-	return rss
-}
-
-// benchCPU is the CPU time (user and system) the process has used, from
-// /proc/self/stat (in clock ticks, 100 a second); zero where it is missing.
-func benchCPU() time.Duration {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command (which may hold spaces), from field 3.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
-	}
-	return time.Duration(utime+stime) * (time.Second / 100)
-}
-
-// benchPeak is the peak resident set (VmHWM), or the Go runtime's total
-// where /proc is missing.
-func benchPeak() int64 {
-	if v, ok := procStatus("VmHWM"); ok {
-		return v
-	}
-	rss, _ := benchMemory()
-	return rss
-}
-
-// procStatus reads a "kB" field of /proc/self/status, in bytes.
-func procStatus(field string) (int64, bool) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != field {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		return n << 10, err == nil
-	}
-	return 0, false
-}
-
-func benchHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return pprof.Lookup("heap").WriteTo(f, 0)
-}
-
 // benchSchema makes a fresh schema on the PostgreSQL server and returns a
 // DSN using it, and a function dropping it.
 func benchSchema(ctx context.Context, dsn string) (string, func(), error) {
@@ -719,81 +711,6 @@ func benchSchema(ctx context.Context, dsn string) (string, func(), error) {
 	u.RawQuery = q.Encode()
 	return u.String(), drop, nil
 }
-
-// benchLogHandler formats every record at info and up, as airlock run
-// does, and also writes warnings and errors to stderr.
-type benchLogHandler struct{ all, warn slog.Handler }
-
-func (h benchLogHandler) Enabled(ctx context.Context, l slog.Level) bool {
-	return h.all.Enabled(ctx, l)
-}
-func (h benchLogHandler) Handle(ctx context.Context, r slog.Record) error {
-	if h.warn.Enabled(ctx, r.Level) {
-		_ = h.warn.Handle(ctx, r.Clone())
-	}
-	return h.all.Handle(ctx, r)
-}
-func (h benchLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return benchLogHandler{all: h.all.WithAttrs(as), warn: h.warn.WithAttrs(as)}
-}
-func (h benchLogHandler) WithGroup(g string) slog.Handler {
-	return benchLogHandler{all: h.all.WithGroup(g), warn: h.warn.WithGroup(g)}
-}
-
-// benchModel answers at once: a call of the bench tool to a person's
-// message, and a short text to the tool's result. It keeps nothing, so it
-// adds nothing to the memory per card (modeltest.Scripted records every
-// request).
-type benchModel struct{}
-
-func (benchModel) Generate(_ context.Context, req model.Request) (model.Message, error) {
-	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == model.RoleTool {
-		return model.Message{Role: model.RoleAssistant, Text: benchAnswer}, nil
-	}
-	return model.Message{Role: model.RoleAssistant, Text: "I'll run the bench tool.",
-		ToolCalls: []confirm.ToolCall{{ID: "call_bench", Name: benchToolName, Args: json.RawMessage(`{"target":"bench"}`)}}}, nil
-}
-
-// benchTool is an instant gated tool counting its runs per batch.
-type benchTool struct {
-	mu   sync.Mutex
-	runs map[string]int // batch id -> runs
-	n    atomic.Int64
-}
-
-func (t *benchTool) Spec() model.ToolSpec {
-	return model.ToolSpec{Name: benchToolName, Description: "Does nothing, at once.", Parameters: json.RawMessage(`{"type":"object"}`)}
-}
-func (t *benchTool) Confirm() bool                           { return true }
-func (t *benchTool) Validate(json.RawMessage) error          { return nil }
-func (t *benchTool) Summary(json.RawMessage) (string, error) { return "Run the bench tool", nil }
-func (t *benchTool) Run(_ context.Context, _ json.RawMessage, key string) (string, error) {
-	batch, _, _ := strings.Cut(key, "/")
-	t.mu.Lock()
-	t.runs[batch]++
-	t.mu.Unlock()
-	t.n.Add(1)
-	return `{"ok":true}`, nil
-}
-
-// check reports the runs and whether each card's batch ran exactly once.
-func (t *benchTool) check(f *benchSlack, cards int) (int64, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ok := len(t.runs) == cards
-	for i := range cards {
-		id, _, err := confirm.ParseRef(f.ref(i))
-		if err != nil || t.runs[id] != 1 {
-			ok = false
-		}
-	}
-	return t.n.Load(), ok && t.n.Load() == int64(cards)
-}
-
-type benchTools struct{ t *benchTool }
-
-func (s benchTools) Get(name string) (tools.Tool, bool) { return s.t, name == benchToolName }
-func (s benchTools) Specs() []model.ToolSpec            { return []model.ToolSpec{s.t.Spec()} }
 
 // benchSlack is a fake Slack Web API: auth.test, chat.postMessage (a card:
 // its Allow button's reference is kept; the model's answer: the card's
@@ -855,8 +772,10 @@ func (f *benchSlack) card(ts string) int {
 
 func (f *benchSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	params, _ := url.ParseQuery(string(body))
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") { // chat.postMessage, chat.update
+	var params url.Values
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		params, _ = url.ParseQuery(string(body))
+	} else { // chat.postMessage, chat.update
 		var m struct {
 			Channel, TS, Text string
 			ThreadTS          string          `json:"thread_ts"`

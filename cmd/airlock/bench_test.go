@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,9 @@ func benchSmoke(t *testing.T, args ...string) BenchReport {
 	}
 	if rep.Cards != 20 || rep.Clickers != 4 || rep.Decisions != 20 {
 		t.Errorf("cards %d, clickers %d, decisions %d; want 20, 4, 20", rep.Cards, rep.Clickers, rep.Decisions)
+	}
+	if rep.AirlockPID <= 0 || rep.AirlockPID == os.Getpid() {
+		t.Errorf("airlock_pid %d: Airlock did not run in a process of its own (the bench is %d)", rep.AirlockPID, os.Getpid())
 	}
 	if !rep.ExactlyOnce || rep.ToolRuns != 20 {
 		t.Errorf("exactly once %v, tool runs %d; want true, 20", rep.ExactlyOnce, rep.ToolRuns)
@@ -100,10 +104,83 @@ func TestBenchFlags(t *testing.T) {
 		{"bench", "-clickers", "0"},
 		{"bench", "-driver", "mysql"},
 		{"bench", "-driver", "postgres"},
+		{"bench-server"},
+		{"bench-server", "-dsn", "x.db"},
+		{"bench-server", "-slack", "http://127.0.0.1:1"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, nil, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
 		}
 	}
+}
+
+// The bench's Airlock process answers its requests over stdin and stdout,
+// says so when a request is unknown, stops when stdin is closed, and
+// fails when stdin holds something other than requests.
+func TestBenchServerControl(t *testing.T) {
+	fake := newBenchSlack(1)
+	srv, fakeURL, err := benchServe(fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	start := func() (*io.PipeWriter, *json.Decoder, <-chan int, *bytes.Buffer) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		var errOut bytes.Buffer
+		code := make(chan int, 1)
+		go func() {
+			code <- run(context.Background(), []string{"bench-server", "-dsn", filepath.Join(t.TempDir(), "a.db"), "-slack", fakeURL}, inR, outW, &errOut)
+			outW.Close()
+		}()
+		dec := json.NewDecoder(outR)
+		var hello benchHello
+		if err := dec.Decode(&hello); err != nil || !strings.HasPrefix(hello.Events, "http://127.0.0.1:") || !strings.HasPrefix(hello.Bare, "http://127.0.0.1:") {
+			t.Fatalf("hello %+v, %v", hello, err)
+		}
+		return inW, dec, code, &errOut
+	}
+	exit := func(code <-chan int) int {
+		select {
+		case c := <-code:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatal("bench-server did not stop")
+			return -1
+		}
+	}
+
+	in, dec, code, _ := start()
+	ask := func(req string) benchReply {
+		t.Helper()
+		if _, err := io.WriteString(in, req+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		var r benchReply
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := ask(`{"op":"sample","Wait":true}`); r.Error != "" || r.Sample == nil || r.Sample.PID != os.Getpid() || r.Sample.RSS <= 0 {
+		t.Errorf("sample: %+v %+v", r, r.Sample)
+	}
+	if r := ask(`{"op":"format-disk"}`); !strings.Contains(r.Error, `unknown op "format-disk"`) {
+		t.Errorf("unknown op answered %+v", r)
+	}
+	if r := ask(`{"op":"result"}`); r.Error != "" || r.Result == nil || r.Result.ToolRuns != 0 || r.Result.Open != 0 {
+		t.Errorf("result: %+v %+v", r, r.Result)
+	}
+	in.Close()
+	if c := exit(code); c != 0 {
+		t.Errorf("closing stdin: exit %d, want 0", c)
+	}
+
+	in, _, code, errOut := start()
+	_, _ = io.WriteString(in, "sample please\n")
+	if c := exit(code); c != 1 || !strings.Contains(errOut.String(), "bad request") {
+		t.Errorf("a line that is no request: exit %d, want 1; stderr %q", c, errOut.String())
+	}
+	in.Close()
 }
