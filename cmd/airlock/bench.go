@@ -286,8 +286,10 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	}
 	defer air.stop()
 	// The fakes and the clients run on one P: they need less than a core,
-	// and more Ps would only spin beside Airlock's on the same cores.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	// and more Ps would only spin beside Airlock's on the same cores. The
+	// raw commits, after, get them all, as Airlock's process does.
+	procs := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(procs)
 
 	client := &http.Client{
 		Timeout: 30 * time.Second,
@@ -468,6 +470,7 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	if err := air.stop(); err != nil {
 		return nil, err
 	}
+	runtime.GOMAXPROCS(procs)
 	n := max(2000, min(20000, 4*o.cards))
 	if rep.RawSQLiteCommitsPerSecond, err = storage.RawCommits(ctx, storage.DriverSQLite, filepath.Join(dir, "raw.db"), n); err != nil {
 		return nil, err
