@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -10,6 +11,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -130,6 +133,13 @@ type BenchReport struct {
 	BareP99Ms float64 `json:"bare_p99_ms"`
 	// AckP99OverBare is ack p99 / bare p99.
 	AckP99OverBare float64 `json:"ack_p99_over_bare"`
+	// AckServerP99AtMostMs bounds the p99 of the clicks' ack time inside
+	// Airlock's handler (airlock_ack_seconds, from the handler's start to
+	// the answer written): the upper bound of the histogram's bucket that
+	// holds it. The rest of the client's figure is the time the request
+	// and its answer wait for a core, at both ends. -1: past the last
+	// bound (3 s).
+	AckServerP99AtMostMs float64 `json:"ack_server_p99_at_most_ms"`
 
 	// Decisions finished: from the first click sent until every batch is
 	// done (its tool run, its results stored, the model's answer posted).
@@ -210,7 +220,7 @@ func (r *BenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "airlock bench: %d cards, %d clickers, %s, GOMAXPROCS %d\n", r.Cards, r.Clickers, r.Driver, r.GOMAXPROCS)
 	fmt.Fprintf(w, "  ack latency      p50 %.2f ms  p99 %.2f ms\n", r.AckP50Ms, r.AckP99Ms)
 	fmt.Fprintf(w, "  bare handler     p50 %.2f ms  p99 %.2f ms\n", r.BareP50Ms, r.BareP99Ms)
-	fmt.Fprintf(w, "  ack p99 / bare p99: %.2f\n", r.AckP99OverBare)
+	fmt.Fprintf(w, "  ack p99 / bare p99: %.2f (in Airlock's handler, airlock_ack_seconds: p99 <= %g ms)\n", r.AckP99OverBare, r.AckServerP99AtMostMs)
 	fmt.Fprintf(w, "  decisions        %d in %.2f s: %.0f/s (cards made in %.2f s)\n", r.Decisions, r.DecisionSeconds, r.DecisionsPerSecond, r.CardsSeconds)
 	fmt.Fprintf(w, "  raw SQLite commits/s: %.0f\n", r.RawSQLiteCommitsPerSecond)
 	if r.RawPostgresCommitsPerSecond > 0 {
@@ -405,6 +415,10 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		}
 	}
 	acks := make([]time.Duration, o.cards)
+	acked0, err := benchAckHistogram(ctx, client, air.hello.Events)
+	if err != nil {
+		return nil, err
+	}
 	hcpu0 := benchCPU()
 	first := time.Now()
 	if err := clicks(eventsURL, acks); err != nil {
@@ -416,6 +430,14 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		return nil, fmt.Errorf("%d of %d decisions finished: %w", fake.doneCount.Load(), o.cards, ctx.Err())
 	}
 	last := time.Unix(0, fake.lastDone.Load())
+	acked1, err := benchAckHistogram(ctx, client, air.hello.Events)
+	if err != nil {
+		return nil, err
+	}
+	rep.AckServerP99AtMostMs = -1 // past the last bound
+	if q := benchBucketQuantile(acked0, acked1, 0.99); !math.IsInf(q, 1) {
+		rep.AckServerP99AtMostMs = q * 1000
+	}
 	rep.HarnessCPUMsPerDecision = float64(benchCPU()-hcpu0) / float64(time.Millisecond) / float64(o.cards)
 	cpu2, err := air.sample(false, false)
 	if err != nil {
@@ -578,6 +600,59 @@ func (a *benchAirlock) profile(op, file string) error {
 	}
 	_, err := a.do(benchRequest{Op: op, File: file})
 	return err
+}
+
+// benchAckHistogram scrapes Airlock's /metrics for the cumulative counts
+// of airlock_ack_seconds's buckets, by upper bound (seconds).
+func benchAckHistogram(ctx context.Context, client *http.Client, base string) (map[float64]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape metrics: %s", resp.Status)
+	}
+	buckets := map[float64]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		// airlock_ack_seconds_bucket{platform="slack",le="0.001"} 3980
+		line, ok := strings.CutPrefix(sc.Text(), `airlock_ack_seconds_bucket{platform="slack",le="`)
+		if !ok {
+			continue
+		}
+		le, count, ok := strings.Cut(line, `"} `)
+		bound, err1 := strconv.ParseFloat(le, 64)
+		n, err2 := strconv.ParseFloat(count, 64)
+		if ok && err1 == nil && err2 == nil {
+			buckets[bound] = n
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	if len(buckets) == 0 {
+		return nil, errors.New("scrape metrics: no airlock_ack_seconds buckets for slack")
+	}
+	return buckets, nil
+}
+
+// benchBucketQuantile is the upper bound of the bucket holding the
+// q-quantile of what was observed between two scrapes of a histogram
+// (+Inf when it is past the last bound).
+func benchBucketQuantile(before, after map[float64]float64, q float64) float64 {
+	bounds := slices.Sorted(maps.Keys(after))
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	for _, b := range bounds {
+		if after[b]-before[b] >= q*total {
+			return b
+		}
+	}
+	return math.Inf(1)
 }
 
 // benchParallel calls fn(i) for i in [0, n) from workers goroutines; the
