@@ -57,7 +57,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.cards, "cards", 2000, "cards to create and decide")
 	fs.IntVar(&o.clickers, "clickers", 50, "concurrent clickers (and card creators)")
 	fs.StringVar(&o.driver, "driver", "sqlite", "sqlite or postgres")
-	fs.StringVar(&o.dsn, "dsn", "", "postgres: the server (a fresh schema is made in it and dropped after); sqlite: a file (default: a new file in a temporary folder)")
+	fs.StringVar(&o.dsn, "dsn", "", "postgres: the server (a fresh schema is made in it and dropped after); sqlite: a new or empty file (default: one in a temporary folder)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the decision phase (the clicks until every batch is done) to this file")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile taken with every card pending to this file")
@@ -72,6 +72,10 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch o.driver {
 	case storage.DriverSQLite:
+		if err := benchNewFile(o.dsn); err != nil {
+			fmt.Fprintf(stderr, "airlock bench: -dsn: %v\n", err)
+			return 2
+		}
 	case storage.DriverPostgres:
 		if o.dsn == "" {
 			fmt.Fprintln(stderr, "airlock bench: -dsn is required for postgres")
@@ -99,6 +103,20 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// benchNewFile refuses a SQLite DSN naming a file that holds anything:
+// the bench's Airlock would recover and change what is in it (a
+// database of airlock run's, given by mistake).
+func benchNewFile(dsn string) error {
+	if dsn == "" {
+		return nil
+	}
+	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		return fmt.Errorf("%s is not empty; the bench needs a new file", path)
+	}
+	return nil
 }
 
 // maxBenchCards keeps each card's thread ts within Slack's 6 digits.

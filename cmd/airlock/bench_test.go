@@ -100,18 +100,31 @@ func TestBenchText(t *testing.T) {
 }
 
 func TestBenchFlags(t *testing.T) {
+	// A database that holds something is refused, and left as it was.
+	used := filepath.Join(t.TempDir(), "airlock.db")
+	if err := os.WriteFile(used, []byte("SQLite format 3\x00 and the rest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if b, err := os.ReadFile(used); err != nil || string(b) != "SQLite format 3\x00 and the rest" {
+			t.Errorf("the used database changed: %q, %v", b, err)
+		}
+	}()
 	for _, args := range [][]string{
 		{"bench", "-cards", "0"},
 		{"bench", "-clickers", "0"},
 		{"bench", "-driver", "mysql"},
 		{"bench", "-driver", "postgres"},
-		{"bench-server"},
-		{"bench-server", "-dsn", "x.db"},
-		{"bench-server", "-slack", "http://127.0.0.1:1"},
+		{"bench", "-dsn", used},
+		{"bench", "-dsn", "file:" + used + "?_busy_timeout=1"},
+		{"bench-server", "-dsn", filepath.Join(t.TempDir(), "a.db"), "-slack", "http://127.0.0.1:1"}, // not started by the bench
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, nil, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
+		}
+		if strings.Contains(strings.Join(args, " "), used) && !strings.Contains(errOut.String(), "not empty") {
+			t.Errorf("%v: stderr %q does not say the file is not empty", args, errOut.String())
 		}
 	}
 }
@@ -120,6 +133,14 @@ func TestBenchFlags(t *testing.T) {
 // says so when a request is unknown, stops when stdin is closed, and
 // fails when stdin holds something other than requests.
 func TestBenchServerControl(t *testing.T) {
+	t.Setenv(benchServerEnv, "1") // as airlock bench starts it
+	// The flags are checked once it is started so.
+	for _, args := range [][]string{{"bench-server"}, {"bench-server", "-dsn", "x.db"}, {"bench-server", "-slack", "http://127.0.0.1:1"}} {
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
+		}
+	}
 	fake := newBenchSlack(1)
 	srv, fakeURL, err := benchServe(fake)
 	if err != nil {

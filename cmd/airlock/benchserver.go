@@ -64,6 +64,12 @@ func benchServer(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if os.Getenv(benchServerEnv) == "" {
+		// Not for use on its own: it would recover whatever database it is
+		// given with the bench's tool, and answer to the bench's secret.
+		fmt.Fprintln(stderr, "airlock bench-server: only airlock bench starts it")
+		return 2
+	}
 	if *dsn == "" || *slackAPI == "" || stdin == nil {
 		fmt.Fprintln(stderr, "airlock bench-server: -dsn and -slack are required (it is started by airlock bench)")
 		return 2
