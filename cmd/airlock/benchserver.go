@@ -38,8 +38,9 @@ import (
 // fake Slack's or the clickers'.
 const benchServerCmd = "bench-server"
 
-// benchServerEnv is set in the environment of the bench's server process,
-// so that a test binary started as one (see TestMain) runs it.
+// benchServerEnv is set in the environment of the bench's server process:
+// bench-server runs only with it, and a test binary started as one (see
+// TestMain) runs it instead of the tests.
 const benchServerEnv = "AIRLOCK_BENCH_SERVER"
 
 // benchHello is the first line the bench server prints on stdout, once
