@@ -332,11 +332,11 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	eventsURL := air.hello.Events + "/slack/events"
 
 	// Airlock's memory before any card.
-	before, err := air.sample(false, false)
+	before, err := air.memory(false, false)
 	if err != nil {
 		return nil, err
 	}
-	settledBefore, err := air.sample(false, true)
+	settledBefore, err := air.memory(false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		return nil, err
 	}
 	took := time.Since(start)
-	atHalf, err := air.sample(true, false)
+	atHalf, err := air.memory(true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -375,11 +375,11 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rep.CardsSeconds = (took + time.Since(start)).Seconds()
 
 	// Memory with every card pending.
-	pending, err := air.sample(true, false)
+	pending, err := air.memory(true, false)
 	if err != nil {
 		return nil, err
 	}
-	settledPending, err := air.sample(false, true)
+	settledPending, err := air.memory(false, true)
 	if err != nil {
 		return nil, err
 	}
@@ -415,29 +415,33 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		})
 	}
 	bare := make([]time.Duration, o.cards)
-	cpu0, err := air.sample(false, false)
+	cpu0, err := air.cpu()
 	if err != nil {
 		return nil, err
 	}
 	if err := clicks(air.hello.Bare+"/slack/events", bare); err != nil {
 		return nil, err
 	}
-	cpu1, err := air.sample(false, false)
+	cpu1, err := air.cpu()
 	if err != nil {
 		return nil, err
 	}
 	rep.BareCPUMsPerRequest = float64(cpu1.CPU-cpu0.CPU) / float64(time.Millisecond) / float64(o.cards)
+	acked0, err := benchAckHistogram(ctx, client, air.hello.Events)
+	if err != nil {
+		return nil, err
+	}
 	if o.cpuprofile != "" {
 		if err := air.profile("cpu-start", o.cpuprofile); err != nil {
 			return nil, err
 		}
 	}
 	acks := make([]time.Duration, o.cards)
-	acked0, err := benchAckHistogram(ctx, client, air.hello.Events)
+	cpu2, err := air.cpu()
 	if err != nil {
 		return nil, err
 	}
-	hcpu0 := benchCPU()
+	harness0 := benchCPU()
 	first := time.Now()
 	if err := clicks(eventsURL, acks); err != nil {
 		return nil, err
@@ -448,16 +452,8 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		return nil, fmt.Errorf("%d of %d decisions finished: %w", fake.doneCount.Load(), o.cards, ctx.Err())
 	}
 	last := time.Unix(0, fake.lastDone.Load())
-	acked1, err := benchAckHistogram(ctx, client, air.hello.Events)
-	if err != nil {
-		return nil, err
-	}
-	rep.AckServerP99AtMostMs = -1 // past the last bound
-	if q := benchBucketQuantile(acked0, acked1, 0.99); !math.IsInf(q, 1) {
-		rep.AckServerP99AtMostMs = q * 1000
-	}
-	rep.HarnessCPUMsPerDecision = float64(benchCPU()-hcpu0) / float64(time.Millisecond) / float64(o.cards)
-	cpu2, err := air.sample(false, false)
+	harness := benchCPU() - harness0
+	cpu3, err := air.cpu()
 	if err != nil {
 		return nil, err
 	}
@@ -466,6 +462,14 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 			return nil, err
 		}
 	}
+	acked1, err := benchAckHistogram(ctx, client, air.hello.Events)
+	if err != nil {
+		return nil, err
+	}
+	rep.AckServerP99AtMostMs = -1 // past the last bound
+	if q := benchBucketQuantile(acked0, acked1, 0.99); !math.IsInf(q, 1) {
+		rep.AckServerP99AtMostMs = q * 1000
+	}
 
 	rep.BareP50Ms, rep.BareP99Ms = quantileMs(bare, 0.50), quantileMs(bare, 0.99)
 	rep.AckP50Ms, rep.AckP99Ms = quantileMs(acks, 0.50), quantileMs(acks, 0.99)
@@ -473,7 +477,12 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rep.Decisions = int(fake.doneCount.Load())
 	rep.DecisionSeconds = last.Sub(first).Seconds()
 	rep.DecisionsPerSecond = float64(rep.Decisions) / rep.DecisionSeconds
-	rep.CPUMsPerDecision = float64(cpu2.CPU-cpu1.CPU) / float64(time.Millisecond) / float64(rep.Decisions)
+	rep.CPUMsPerDecision = float64(cpu3.CPU-cpu2.CPU) / float64(time.Millisecond) / float64(rep.Decisions)
+	rep.HarnessCPUMsPerDecision = float64(harness) / float64(time.Millisecond) / float64(rep.Decisions)
+	rep.RSSPeakBytes = cpu3.Peak
+	if rep.RSSPendingBytes > 0 {
+		rep.PeakOverPending = float64(rep.RSSPeakBytes) / float64(rep.RSSPendingBytes)
+	}
 
 	// Every batch done, every tool run exactly once.
 	reply, err := air.do(benchRequest{Op: "result"})
@@ -483,14 +492,6 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	res := reply.Result
 	if res == nil {
 		return nil, errors.New("airlock result: no runs")
-	}
-	final, err := air.sample(false, false)
-	if err != nil {
-		return nil, err
-	}
-	rep.RSSPeakBytes = final.Peak
-	if rep.RSSPendingBytes > 0 {
-		rep.PeakOverPending = float64(rep.RSSPeakBytes) / float64(rep.RSSPendingBytes)
 	}
 	rep.CardUpdates = fake.updates.Load()
 	rep.Refusals = fake.ephemerals.Load()
@@ -596,26 +597,29 @@ func (a *benchAirlock) do(req benchRequest) (benchReply, error) {
 	return reply, nil
 }
 
-// sample is the process's figures; wait: once its work so far is done;
-// settle: after it returned its free memory to the system.
-func (a *benchAirlock) sample(wait, settle bool) (benchSample, error) {
-	reply, err := a.do(benchRequest{Op: "sample", Wait: wait, Settle: settle})
+// cpu is the process's CPU time and peak memory so far.
+func (a *benchAirlock) cpu() (benchSample, error) {
+	return a.sample(benchRequest{Op: "cpu"})
+}
+
+// memory is the process's figures with its resident memory after a GC;
+// wait: once its work so far is done; settle: after it returned its free
+// memory to the system.
+func (a *benchAirlock) memory(wait, settle bool) (benchSample, error) {
+	return a.sample(benchRequest{Op: "memory", Wait: wait, Settle: settle})
+}
+
+func (a *benchAirlock) sample(req benchRequest) (benchSample, error) {
+	reply, err := a.do(req)
 	if err != nil || reply.Sample == nil {
-		return benchSample{}, cmp.Or(err, errors.New("airlock sample: no figures"))
+		return benchSample{}, cmp.Or(err, fmt.Errorf("airlock %s: no figures", req.Op))
 	}
 	return *reply.Sample, nil
 }
 
 // profile asks for a profile op (heap, cpu-start, cpu-stop) into file,
-// made absolute.
+// a path as the bench sees it (the process shares its working directory).
 func (a *benchAirlock) profile(op, file string) error {
-	if file != "" {
-		abs, err := filepath.Abs(file)
-		if err != nil {
-			return err
-		}
-		file = abs
-	}
 	_, err := a.do(benchRequest{Op: op, File: file})
 	return err
 }

@@ -185,8 +185,12 @@ func TestBenchServerControl(t *testing.T) {
 		}
 		return r
 	}
-	if r := ask(`{"op":"sample","Wait":true}`); r.Error != "" || r.Sample == nil || r.Sample.PID != os.Getpid() || r.Sample.RSS <= 0 {
+	if r := ask(`{"op":"memory","Wait":true}`); r.Error != "" || r.Sample == nil || r.Sample.PID != os.Getpid() || r.Sample.RSS <= 0 {
 		t.Errorf("sample: %+v %+v", r, r.Sample)
+	}
+	// The CPU sample forces no GC: it leaves the memory figures out.
+	if r := ask(`{"op":"cpu"}`); r.Error != "" || r.Sample == nil || r.Sample.PID != os.Getpid() || r.Sample.RSS != 0 || r.Sample.Peak <= 0 {
+		t.Errorf("cpu: %+v %+v", r, r.Sample)
 	}
 	if r := ask(`{"op":"format-disk"}`); !strings.Contains(r.Error, `unknown op "format-disk"`) {
 		t.Errorf("unknown op answered %+v", r)

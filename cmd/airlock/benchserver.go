@@ -156,22 +156,24 @@ func serveBench(ctx context.Context, driver, dsn, slackAPI string, workers int, 
 	}
 	ctl := &benchControl{db: db, sa: sa, tool: tool}
 	defer ctl.stopCPU()
-	requests := make(chan benchRequest)
-	bad := make(chan error, 1)
-	go func() { // until stdin is closed or holds something else
-		defer close(requests)
+	// Requests are read beside, so that a signal stops the process even
+	// while stdin stays open; they are answered here, one at a time.
+	type read struct {
+		req benchRequest
+		err error
+	}
+	reads := make(chan read)
+	go func() {
 		dec := json.NewDecoder(stdin)
 		for {
-			var req benchRequest
-			if err := dec.Decode(&req); err != nil {
-				if !errors.Is(err, io.EOF) {
-					bad <- fmt.Errorf("bad request: %w", err)
-				}
+			var r read
+			r.err = dec.Decode(&r.req)
+			select {
+			case reads <- r:
+			case <-ctx.Done():
 				return
 			}
-			select {
-			case requests <- req:
-			case <-ctx.Done():
+			if r.err != nil {
 				return
 			}
 		}
@@ -180,16 +182,14 @@ func serveBench(ctx context.Context, driver, dsn, slackAPI string, workers int, 
 		select {
 		case <-ctx.Done():
 			return nil
-		case req, ok := <-requests:
-			if !ok {
-				select {
-				case err := <-bad:
-					return err
-				default:
-					return nil
-				}
+		case r := <-reads:
+			switch {
+			case errors.Is(r.err, io.EOF): // the bench is done, or gone
+				return nil
+			case r.err != nil:
+				return fmt.Errorf("bad request: %w", r.err)
 			}
-			if err := enc.Encode(ctl.do(ctx, req)); err != nil {
+			if err := enc.Encode(ctl.do(ctx, r.req)); err != nil {
 				return err
 			}
 		}
@@ -198,9 +198,10 @@ func serveBench(ctx context.Context, driver, dsn, slackAPI string, workers int, 
 
 // benchRequest is one of the bench's requests to its Airlock process:
 //
-//	sample      its figures (benchSample); Wait: once the adapter's work so
-//	            far is done; Settle: after returning the Go runtime's free
-//	            memory to the system
+//	cpu         its CPU time and peak memory so far (benchSample)
+//	memory      the same with its resident memory after a GC; Wait: once
+//	            the adapter's work so far is done; Settle: after returning
+//	            the Go runtime's free memory to the system
 //	heap        write a heap profile to File
 //	cpu-start   start a CPU profile into File; cpu-stop ends it
 //	result      the tool's runs (benchResult), once the adapter's work is done
@@ -220,8 +221,8 @@ type benchReply struct {
 // benchSample is the process's figures.
 type benchSample struct {
 	PID      int   `json:"pid"`
-	RSS      int64 `json:"rss"`       // VmRSS (or the Go runtime's total), after a GC
-	HeapLive int64 `json:"heap_live"` // the Go heap's live bytes, after the same GC
+	RSS      int64 `json:"rss"`       // memory: VmRSS (or the Go runtime's total), after a GC
+	HeapLive int64 `json:"heap_live"` // memory: the Go heap's live bytes, after the same GC
 	Peak     int64 `json:"peak"`      // VmHWM
 	CPU      int64 `json:"cpu_ns"`    // user and system CPU time so far
 	Procs    int   `json:"gomaxprocs"`
@@ -247,16 +248,17 @@ func (c *benchControl) do(ctx context.Context, req benchRequest) benchReply {
 	var err error
 	reply := benchReply{}
 	switch req.Op {
-	case "sample":
+	case "cpu", "memory":
 		if req.Wait {
 			c.sa.Wait()
 		}
 		if req.Settle {
 			debug.FreeOSMemory()
 		}
-		s := benchSample{PID: os.Getpid(), Procs: runtime.GOMAXPROCS(0), CPU: int64(benchCPU())}
-		s.RSS, s.HeapLive = benchMemory()
-		s.Peak = benchPeak()
+		s := benchSample{PID: os.Getpid(), Procs: runtime.GOMAXPROCS(0), CPU: int64(benchCPU()), Peak: benchPeak()}
+		if req.Op == "memory" { // not for cpu: its GC would count in the span measured
+			s.RSS, s.HeapLive = benchMemory()
+		}
 		reply.Sample = &s
 	case "heap":
 		err = benchHeapProfile(req.File)
