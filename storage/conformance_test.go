@@ -710,10 +710,16 @@ func testFinishRunAndComplete(t *testing.T, db *DB) {
 	for _, e := range evs {
 		if e.Kind == confirm.AuditToolResult && e.CallKey == "k0" {
 			n++
+			if e.Tool != b.Calls[0].Tool || e.BatchID != b.ID || e.ConversationID != b.ConversationID || !strings.Contains(e.Detail, `"done"`) {
+				t.Fatalf("tool_result event %+v", e)
+			}
 		}
 	}
 	if n != 1 {
 		t.Fatalf("%d tool_result events", n)
+	}
+	if msgs[1].Seq != msgs[0].Seq+1 || msgs[1].ConversationID != b.ConversationID {
+		t.Fatalf("results message %+v after %+v", msgs[1], msgs[0])
 	}
 	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "again", results); err == nil && ok {
 		t.Fatal("a second finish and complete succeeded")
