@@ -37,7 +37,7 @@ var shellSchemaFuzz = map[string]any{
 }
 
 // noDuplicateKeys reports whether no object in the JSON value v has a key
-// twice. It is written apart from checkDuplicateKeys, recursively.
+// twice. It is written apart from checkKeysAndNumbers, recursively.
 func noDuplicateKeys(v []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	tok, err := dec.Token()

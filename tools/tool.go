@@ -239,8 +239,8 @@ func normalizeArgs(args []byte) []byte {
 }
 
 // decodeObject decodes a single JSON object, numbers as json.Number. It
-// rejects invalid UTF-8 and duplicate keys, so what was validated is what
-// any reader of the raw bytes sees.
+// rejects invalid UTF-8, duplicate keys and numbers out of a double's
+// range, so what was validated is what any reader of the raw bytes sees.
 func decodeObject(data []byte) (map[string]any, error) {
 	if !utf8.Valid(data) {
 		return nil, errors.New("not valid UTF-8")
@@ -258,14 +258,16 @@ func decodeObject(data []byte) (map[string]any, error) {
 	if !ok {
 		return nil, errors.New("must be a JSON object")
 	}
-	if err := checkDuplicateKeys(data); err != nil {
+	if err := checkKeysAndNumbers(data); err != nil {
 		return nil, err
 	}
 	return obj, nil
 }
 
-// checkDuplicateKeys rejects an object with a key twice, at any depth.
-func checkDuplicateKeys(data []byte) error {
+// checkKeysAndNumbers rejects an object with a key twice, at any depth,
+// and a number too large for a double (most JSON readers, Go's
+// encoding/json into any among them, refuse it).
+func checkKeysAndNumbers(data []byte) error {
 	type frame struct {
 		keys      map[string]bool // nil for an array
 		expectKey bool
@@ -298,6 +300,11 @@ func checkDuplicateKeys(data []byte) error {
 				stack[len(stack)-1].expectKey = true
 			}
 			continue
+		}
+		if n, ok := tok.(json.Number); ok {
+			if _, err := strconv.ParseFloat(string(n), 64); err != nil {
+				return fmt.Errorf("number %s out of range", capRunes(string(n), 24))
+			}
 		}
 		if top == nil || top.keys == nil {
 			continue

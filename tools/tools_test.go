@@ -175,7 +175,7 @@ func TestValidate(t *testing.T) {
 			t.Errorf("Validate(%s): %v", good, err)
 		}
 	}
-	for _, good := range []string{`{}`, ``, `{"anything":[1,{"x":null}]}`} {
+	for _, good := range []string{`{}`, ``, `{"anything":[1,{"x":null}]}`, `{"n":123456789012345678901234567890,"e":-1e308}`} {
 		if err := free.Validate(json.RawMessage(good)); err != nil {
 			t.Errorf("free Validate(%q): %v", good, err)
 		}
@@ -198,6 +198,8 @@ func TestValidate(t *testing.T) {
 		{`{"env":"prod","env":"staging"}`, `invalid arguments: duplicate key "env"`},
 		{`{"env":"prod","meta":{"a":1,"b":{"a":2},"a":3}}`, `invalid arguments: duplicate key "a"`},
 		{"{\"env\":\"prod\",\"s\":\"\xff\"}", "invalid arguments: not valid UTF-8"},
+		{`{"env":"prod","count":1e400}`, "invalid arguments: number 1e400 out of range"},
+		{`{"env":"prod","meta":[{"n":-` + strings.Repeat("1", 400) + `}]}`, "invalid arguments: number -" + strings.Repeat("1", 22) + "… out of range"},
 	}
 	for _, tc := range bad {
 		err := deploy.Validate(json.RawMessage(tc.args))
