@@ -236,13 +236,17 @@ func (w *writer) do(ctx context.Context, fn func(h *held) error) error {
 // successive transactions share (a table's last page, an index's busy
 // ones) and the commit's own work are paid once per group: in `airlock
 // bench` the writer's time in COMMIT and BEGIN fell by about two fifths
-// and decisions per second rose by about 5%. A transaction whose function fails
-// rolls back to its savepoint, leaving the others' writes; one that
-// cannot (SQLite rolled the whole transaction back itself, on a full disk
-// or an I/O error) fails the group, and every member's caller gets the
-// error. With nobody waiting a transaction commits at once, as without
-// grouping. Nothing a member wrote is visible to readers before the
-// group commits; its caller has not returned by then.
+// and decisions per second rose by about 5%.
+//
+// A transaction whose function fails rolls back to its savepoint,
+// leaving the others' writes; one that cannot (SQLite rolled the whole
+// transaction back itself, on a full disk or an I/O error) fails the
+// group, and every member's caller gets the error. A member's caller
+// returns only once its group is settled, whatever its own outcome: what
+// it read may have been another member's write. With nobody waiting a
+// transaction commits at once, as without grouping. Nothing a member
+// wrote is visible to readers before the group commits; its caller has
+// not returned by then.
 type group struct {
 	done    chan struct{} // closed when the group committed or failed
 	err     error         // why it failed; set before done is closed
@@ -291,7 +295,7 @@ func (w *writer) undo(h *held, g *group, cause error) {
 		if err == nil {
 			return
 		}
-		cause = fmt.Errorf("transaction rolled back (%w) with another that failed: %v", err, cause)
+		cause = fmt.Errorf("a transaction grouped with this one failed (%v) and could not be undone alone, so the group was rolled back: %w", cause, err)
 	} else {
 		cause = nil // nobody else's: nothing of it to report
 	}
