@@ -743,7 +743,7 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 		{`INSERT INTO batches (id, conversation_id, message_seq, status, created_at, expires_at, updated_at)
 			VALUES ('b2', 7, 2, 'pending', ?, ?, ?)`, []any{ts, exp, ts}},
 		{`INSERT INTO calls (batch_id, key, position, tool, args, flagged, decision, run_status, idempotency_key, expires_at, approvals)
-			VALUES ('b1', 'k', 0, 'deploy', '{"a": 1}', TRUE, 'pending', 'not_started', 'b1/k', ?, 1)`, []any{exp}},
+			VALUES ('b1', 'k', 0, 'deploy', '{"a": 1}', TRUE, 'pending', 'not_started', 'b1/k', ?, 2)`, []any{exp}},
 		{`INSERT INTO calls (batch_id, key, position, tool, args, flagged, decision, run_status, idempotency_key, expires_at, approvals)
 			VALUES ('b2', 'k', 0, 'deploy', '{}', TRUE, 'pending', 'not_started', 'b2/k', ?, 1)`, []any{exp}},
 		{`INSERT INTO votes (batch_id, key, approver, at) VALUES ('b1', 'k', 'U-early', ?)`, []any{ts}},
