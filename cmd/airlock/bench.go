@@ -158,6 +158,16 @@ type BenchReport struct {
 	// and its answer wait for a core, at both ends. -1: past the last
 	// bound (3 s).
 	AckServerP99AtMostMs float64 `json:"ack_server_p99_at_most_ms"`
+	// The clicks' wait before the handler started: from sending the
+	// request to the handler's start in the process serving it (a
+	// response header the bench's server adds; one clock), for Airlock
+	// and for the bare handler. Inside one Go process a request waits
+	// there while every P is busy: the scheduler looks for network events
+	// when a P runs out of work, or every 10 ms.
+	AckWaitP50Ms  float64 `json:"ack_wait_p50_ms"`
+	AckWaitP99Ms  float64 `json:"ack_wait_p99_ms"`
+	BareWaitP50Ms float64 `json:"bare_wait_p50_ms"`
+	BareWaitP99Ms float64 `json:"bare_wait_p99_ms"`
 
 	// Decisions finished: from the first click sent until every batch is
 	// done (its tool run, its results stored, the model's answer posted).
@@ -239,6 +249,7 @@ func (r *BenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  ack latency      p50 %.2f ms  p99 %.2f ms\n", r.AckP50Ms, r.AckP99Ms)
 	fmt.Fprintf(w, "  bare handler     p50 %.2f ms  p99 %.2f ms\n", r.BareP50Ms, r.BareP99Ms)
 	fmt.Fprintf(w, "  ack p99 / bare p99: %.2f (in Airlock's handler, airlock_ack_seconds: p99 <= %g ms)\n", r.AckP99OverBare, r.AckServerP99AtMostMs)
+	fmt.Fprintf(w, "  before the handler started: p50 %.2f ms  p99 %.2f ms (bare: p50 %.2f ms  p99 %.2f ms)\n", r.AckWaitP50Ms, r.AckWaitP99Ms, r.BareWaitP50Ms, r.BareWaitP99Ms)
 	fmt.Fprintf(w, "  decisions        %d in %.2f s: %.0f/s (cards made in %.2f s)\n", r.Decisions, r.DecisionSeconds, r.DecisionsPerSecond, r.CardsSeconds)
 	fmt.Fprintf(w, "  raw SQLite commits/s: %.0f\n", r.RawSQLiteCommitsPerSecond)
 	if r.RawPostgresCommitsPerSecond > 0 {
@@ -348,7 +359,7 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	// pending card costs once the pools, caches and stacks are warm.
 	mention := func(i int) error {
 		posted := fake.await(i)
-		if err := benchPost(ctx, client, eventsURL, "application/json", benchMention(i)); err != nil {
+		if _, err := benchPost(ctx, client, eventsURL, "application/json", benchMention(i)); err != nil {
 			return fmt.Errorf("mention %d: %w", i, err)
 		}
 		select {
@@ -403,23 +414,29 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	for i := range bodies {
 		bodies[i] = benchClick(i, fake.ref(i), fake.cardTS(i))
 	}
-	clicks := func(base string, lat []time.Duration) error {
+	// lat: from sending to the whole answer read; wait: from sending to
+	// the handler's start (the two processes read one clock).
+	clicks := func(base string, lat, wait []time.Duration) error {
 		return benchParallel(ctx, o.cards, o.clickers, func(i int) error {
 			t0 := time.Now()
-			err := benchPost(ctx, client, base, "application/x-www-form-urlencoded", bodies[i])
+			started, err := benchPost(ctx, client, base, "application/x-www-form-urlencoded", bodies[i])
 			lat[i] = time.Since(t0)
 			if err != nil {
 				return fmt.Errorf("click %d: %w", i, err)
 			}
+			if started.IsZero() {
+				return fmt.Errorf("click %d: the answer lacks %s", i, benchStartHeader)
+			}
+			wait[i] = max(started.Sub(t0), 0)
 			return nil
 		})
 	}
-	bare := make([]time.Duration, o.cards)
+	bare, bareWait := make([]time.Duration, o.cards), make([]time.Duration, o.cards)
 	cpu0, err := air.cpu()
 	if err != nil {
 		return nil, err
 	}
-	if err := clicks(air.hello.Bare+"/slack/events", bare); err != nil {
+	if err := clicks(air.hello.Bare+"/slack/events", bare, bareWait); err != nil {
 		return nil, err
 	}
 	cpu1, err := air.cpu()
@@ -436,14 +453,14 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 			return nil, err
 		}
 	}
-	acks := make([]time.Duration, o.cards)
+	acks, ackWait := make([]time.Duration, o.cards), make([]time.Duration, o.cards)
 	cpu2, err := air.cpu()
 	if err != nil {
 		return nil, err
 	}
 	harness0 := benchCPU()
 	first := time.Now()
-	if err := clicks(eventsURL, acks); err != nil {
+	if err := clicks(eventsURL, acks, ackWait); err != nil {
 		return nil, err
 	}
 	select {
@@ -474,6 +491,8 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rep.BareP50Ms, rep.BareP99Ms = quantileMs(bare, 0.50), quantileMs(bare, 0.99)
 	rep.AckP50Ms, rep.AckP99Ms = quantileMs(acks, 0.50), quantileMs(acks, 0.99)
 	rep.AckP99OverBare = rep.AckP99Ms / rep.BareP99Ms
+	rep.BareWaitP50Ms, rep.BareWaitP99Ms = quantileMs(bareWait, 0.50), quantileMs(bareWait, 0.99)
+	rep.AckWaitP50Ms, rep.AckWaitP99Ms = quantileMs(ackWait, 0.50), quantileMs(ackWait, 0.99)
 	rep.Decisions = int(fake.doneCount.Load())
 	rep.DecisionSeconds = last.Sub(first).Seconds()
 	rep.DecisionsPerSecond = float64(rep.Decisions) / rep.DecisionSeconds
@@ -718,26 +737,30 @@ func benchServe(h http.Handler) (*http.Server, string, error) {
 }
 
 // benchPost sends a request signed as Slack signs it and reads the whole
-// answer; anything but 200 is an error.
-func benchPost(ctx context.Context, client *http.Client, u, contentType string, body []byte) error {
+// answer; anything but 200 is an error. started is when the handler began
+// on it (benchStartHeader), zero when the answer does not say.
+func benchPost(ctx context.Context, client *http.Client, u, contentType string, body []byte) (started time.Time, err error) {
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("X-Slack-Request-Timestamp", ts)
 	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(slack.Sign(benchSecret, ts, body)))
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %s", resp.Status)
+		return time.Time{}, fmt.Errorf("status %s", resp.Status)
 	}
-	return nil
+	if ns, err := strconv.ParseInt(resp.Header.Get(benchStartHeader), 10, 64); err == nil {
+		started = time.Unix(0, ns)
+	}
+	return started, nil
 }
 
 func benchMention(i int) []byte {

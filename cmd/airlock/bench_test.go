@@ -45,7 +45,8 @@ func benchSmoke(t *testing.T, args ...string) BenchReport {
 	}
 	for name, v := range map[string]float64{
 		"ack_p50_ms": rep.AckP50Ms, "ack_p99_ms": rep.AckP99Ms, "bare_p50_ms": rep.BareP50Ms, "bare_p99_ms": rep.BareP99Ms,
-		"ack_p99_over_bare": rep.AckP99OverBare, "ack_server_p99_at_most_ms": rep.AckServerP99AtMostMs, "decision_seconds": rep.DecisionSeconds, "decisions_per_second": rep.DecisionsPerSecond,
+		"ack_p99_over_bare": rep.AckP99OverBare, "ack_server_p99_at_most_ms": rep.AckServerP99AtMostMs,
+		"ack_wait_p99_ms": rep.AckWaitP99Ms, "bare_wait_p99_ms": rep.BareWaitP99Ms, "decision_seconds": rep.DecisionSeconds, "decisions_per_second": rep.DecisionsPerSecond,
 		"raw_sqlite_commits_per_second": rep.RawSQLiteCommitsPerSecond, "decisions_over_raw_commits": rep.DecisionsOverRawCommits,
 		"cards_seconds": rep.CardsSeconds, "rss_before_bytes": float64(rep.RSSBeforeBytes), "rss_pending_bytes": float64(rep.RSSPendingBytes),
 		"rss_peak_bytes": float64(rep.RSSPeakBytes), "peak_over_pending": rep.PeakOverPending,

@@ -136,15 +136,15 @@ func serveBench(ctx context.Context, driver, dsn, slackAPI string, workers int, 
 	bg.Go(func() { b.Run(runCtx, time.Second) })
 
 	routes := map[string]http.Handler{"/slack/events": sa.Handler(), "GET /metrics": m.Handler()}
-	airSrv, airURL, err := benchServe(httpHandler(db, routes))
+	airSrv, airURL, err := benchServe(benchStamped(httpHandler(db, routes)))
 	if err != nil {
 		return err
 	}
 	defer airSrv.Close()
-	bareSrv, bareURL, err := benchServe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	bareSrv, bareURL, err := benchServe(benchStamped(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusOK)
-	}))
+	})))
 	if err != nil {
 		return err
 	}
@@ -455,3 +455,16 @@ type benchTools struct{ t *benchTool }
 
 func (s benchTools) Get(name string) (tools.Tool, bool) { return s.t, name == benchToolName }
 func (s benchTools) Specs() []model.ToolSpec            { return []model.ToolSpec{s.t.Spec()} }
+
+// benchStartHeader carries, in the bench's servers' answers, when the
+// handler started on the request (Unix nanoseconds).
+const benchStartHeader = "X-Airlock-Bench-Handler-Start"
+
+// benchStamped adds benchStartHeader to h's answers: the bench splits a
+// click's latency into the wait before the handler and the rest.
+func benchStamped(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(benchStartHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+		h.ServeHTTP(w, r)
+	})
+}
