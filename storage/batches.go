@@ -233,7 +233,7 @@ func (db *DB) Batch(ctx context.Context, id string) (*confirm.Batch, error) {
 // ErrNotFound when none.
 func (db *DB) PendingBatch(ctx context.Context, conversationID int64) (*confirm.Batch, error) {
 	b, err := db.loadBatch(ctx, db.reader(), `b.id = (SELECT id FROM batches
-		WHERE conversation_id = ? AND status = 'pending' ORDER BY created_at DESC, id DESC LIMIT 1)`, conversationID)
+		WHERE conversation_id = ? AND status = 'pending' AND status <> 'done' ORDER BY created_at DESC, id DESC LIMIT 1)`, conversationID)
 	if err != nil {
 		return nil, fmt.Errorf("load pending batch: %w", err)
 	}
@@ -398,7 +398,7 @@ func (db *DB) lostOrMissing(ctx context.Context, ex sqlx.QueryerContext, batchID
 func (db *DB) PendingInChannel(ctx context.Context, platform, channel string) (int, error) {
 	var n int
 	if err := db.get(ctx, db.reader(), &n, db.q(`SELECT COUNT(*) FROM batches b JOIN conversations c ON c.id = b.conversation_id
-		WHERE c.platform = ? AND c.channel = ? AND b.status = 'pending'`), platform, channel); err != nil {
+		WHERE c.platform = ? AND c.channel = ? AND b.status = 'pending' AND b.status <> 'done'`), platform, channel); err != nil {
 		return 0, fmt.Errorf("pending in channel: %w", err)
 	}
 	return n, nil
@@ -425,10 +425,16 @@ func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm
 	return out, nil
 }
 
-// BatchesIn lists ids of batches in the status, oldest first.
+// BatchesIn lists ids of batches in the status, oldest first. Done
+// batches are listed by reading every batch (the status index holds open
+// batches only); the others through the index.
 func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]string, error) {
+	query := `SELECT id FROM batches WHERE status = ? AND status <> 'done' ORDER BY created_at, id`
+	if status == confirm.BatchDone {
+		query = `SELECT id FROM batches WHERE status = ? ORDER BY created_at, id`
+	}
 	var ids []string
-	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches WHERE status = ? ORDER BY created_at, id`), string(status)); err != nil {
+	if err := db.sel(ctx, db.reader(), &ids, db.q(query), string(status)); err != nil {
 		return nil, fmt.Errorf("batches in %s: %w", status, err)
 	}
 	return ids, nil
@@ -440,7 +446,7 @@ func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]stri
 func (db *DB) OpenBatches(ctx context.Context, conversationID int64) ([]string, error) {
 	var ids []string
 	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches
-		WHERE conversation_id = ? AND status IN ('decided', 'running') ORDER BY created_at, id`), conversationID); err != nil {
+		WHERE conversation_id = ? AND status IN ('decided', 'running') AND status <> 'done' ORDER BY created_at, id`), conversationID); err != nil {
 		return nil, fmt.Errorf("open batches: %w", err)
 	}
 	return ids, nil
@@ -474,7 +480,7 @@ func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, 
 func (db *DB) PendingApprovals(ctx context.Context) (int, error) {
 	var n int
 	err := db.get(ctx, db.reader(), &n, `SELECT COUNT(*) FROM calls c JOIN batches b ON b.id = c.batch_id
-		WHERE b.status = 'pending' AND c.decision = 'pending'`)
+		WHERE b.status = 'pending' AND b.status <> 'done' AND c.decision = 'pending'`)
 	if err != nil {
 		return 0, fmt.Errorf("count pending approvals: %w", err)
 	}

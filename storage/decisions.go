@@ -364,7 +364,7 @@ func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm
 // at or before now, oldest first.
 func (db *DB) ExpiredBatches(ctx context.Context, now time.Time) ([]string, error) {
 	var ids []string
-	err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM batches b WHERE b.status = 'pending' AND EXISTS (
+	err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM batches b WHERE b.status = 'pending' AND b.status <> 'done' AND EXISTS (
 			SELECT 1 FROM calls c WHERE c.batch_id = b.id AND c.decision = 'pending' AND c.expires_at <= ?)
 		ORDER BY b.created_at, b.id`), db.ts(db.nowOr(now)))
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 func (db *DB) DueEscalations(ctx context.Context, step int, pausedBefore time.Time) ([]string, error) {
 	var ids []string
 	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM batches b
-		WHERE b.status = 'pending' AND b.created_at <= ?
+		WHERE b.status = 'pending' AND b.status <> 'done' AND b.created_at <= ?
 		AND NOT EXISTS (SELECT 1 FROM batch_escalations e WHERE e.batch_id = b.id AND e.step = ?)
 		ORDER BY b.created_at, b.id`), db.ts(pausedBefore), step); err != nil {
 		return nil, fmt.Errorf("due escalations of step %d: %w", step, err)

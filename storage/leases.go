@@ -35,7 +35,7 @@ func (db *DB) ReleaseLease(ctx context.Context, key, holder string) error {
 func (db *DB) DueReminders(ctx context.Context, now, due time.Time) ([]string, error) {
 	var ids []string
 	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches
-		WHERE status = 'pending' AND reminded_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ? AND expires_at > ?
+		WHERE status = 'pending' AND status <> 'done' AND reminded_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ? AND expires_at > ?
 		ORDER BY expires_at, id`), db.ts(due), db.ts(now)); err != nil {
 		return nil, fmt.Errorf("due reminders: %w", err)
 	}

@@ -1,0 +1,74 @@
+package storage
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Every query over batches that the sweepers, turns and clicks run
+// finds its rows through an index, never by reading every batch: most
+// batches are done, and the status indexes hold open batches only (so a
+// query must name their condition, status <> 'done', for SQLite to use
+// them). The statements checked are the ones the read pool prepared
+// while the functions below ran, each with SQLite's EXPLAIN QUERY PLAN.
+func TestSQLiteBatchQueriesUseIndexes(t *testing.T) {
+	db := openSQLite(t)
+	ctx := t.Context()
+	now := time.Now()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	calls := []func() error{
+		func() error { _, err := db.PendingBatch(ctx, b.ConversationID); return err },
+		func() error { _, err := db.PendingInChannel(ctx, "slack", "C"); return err },
+		func() error { _, err := db.BatchesIn(ctx, confirm.BatchPending); return err },
+		func() error { _, err := db.BatchesIn(ctx, confirm.BatchRunning); return err },
+		func() error { _, err := db.OpenBatches(ctx, b.ConversationID); return err },
+		func() error { _, err := db.PendingApprovals(ctx); return err },
+		func() error { _, err := db.ExpiredBatches(ctx, now); return err },
+		func() error { _, err := db.DueEscalations(ctx, 0, now); return err },
+		func() error { _, err := db.DueReminders(ctx, now, now.Add(time.Hour)); return err },
+		func() error { _, err := db.UnknownCalls(ctx, b.ConversationID); return err },
+		func() error { _, err := db.Batch(ctx, b.ID); return err },
+	}
+	for i, call := range calls {
+		if err := call(); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	db.stmts[1].mu.Lock()
+	var queries []string
+	for q := range db.stmts[1].stmts {
+		if strings.Contains(q, "batches") {
+			queries = append(queries, q)
+		}
+	}
+	db.stmts[1].mu.Unlock()
+	if len(queries) < len(calls) {
+		t.Fatalf("%d statements over batches prepared on the read pool, want at least %d", len(queries), len(calls))
+	}
+	for _, q := range queries {
+		args := make([]any, strings.Count(q, "?")) // unbound: NULL (no query here has a ? in a literal)
+		rows, err := db.r.QueryxContext(ctx, "EXPLAIN QUERY PLAN "+stableParams(q), args...)
+		if err != nil {
+			t.Fatalf("explain %s: %v", q, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		for _, step := range plan {
+			// "SCAN b" or "SCAN batches": every batch read.
+			if f := strings.Fields(step); len(f) == 2 && f[0] == "SCAN" && (f[1] == "b" || f[1] == "batches") {
+				t.Errorf("reads every batch:\n%s\nplan: %s", q, strings.Join(plan, "; "))
+			}
+		}
+	}
+}
