@@ -263,13 +263,14 @@ func (db *DB) batchQuery(where string) string {
 // loadBatch loads the batch where selects (a condition on batches b) with
 // its calls, their votes and the batch's fired escalation steps in one
 // statement: a row per call, in position order, its votes as a JSON array
-// of [approver, at] pairs, oldest first (read only for a call needing
-// more than one approval: a call needing one keeps none, and nothing
-// shows votes for it; on a reader, whose page cache every commit empties,
-// skipping the lookup was about 3% more decisions a second), and the steps as a JSON array in
+// of [approver, at] pairs, oldest first, and the steps as a JSON array in
 // ascending order (the first row's is used; the primary key lookup per
-// row is cheaper than a second round trip). ErrNotFound when there is no
-// such batch (a batch has at least one call).
+// row is cheaper than a second round trip). Votes are looked up only for
+// a call needing more than one approval (a call needing one keeps none,
+// and nothing shows votes for it): on a reader, whose page cache every
+// commit empties, the lookup skipped was about 3% more decisions a
+// second. ErrNotFound when there is no such batch (a batch has at least
+// one call).
 func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string, args ...any) (*confirm.Batch, error) {
 	rows, err := db.query(ctx, q, db.batchQuery(where), args...)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,79 @@ func TestSQLiteMigrationEightKeepsTheAudit(t *testing.T) {
 	var n int
 	if err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'calls_running' OR (name = 'audit' AND sql LIKE '%AUTOINCREMENT%')`); err != nil || n != 0 {
 		t.Fatalf("%d leftovers (calls_running, audit's AUTOINCREMENT), %v", n, err)
+	}
+}
+
+func TestSQLiteMigrateOpenBatches(t *testing.T) {
+	testMigrateOpenBatches(t, DriverSQLite, filepath.Join(t.TempDir(), "old.db"))
+}
+
+// testMigrateOpenBatches upgrades a database at migration 8 with a batch
+// whose escalation steps 0 and 2 had fired, one with none and one done:
+// after migration 9 (partial status indexes) the first loads its steps,
+// the second none, a step firing later is loaded too, and the status
+// queries find the open batches and not the done one.
+func testMigrateOpenBatches(t *testing.T, driver, dsn string) {
+	ctx := t.Context()
+	old := openAtMigration(t, driver, dsn, 8)
+	ts := old.ts(time.Now())
+	exp := old.ts(time.Now().Add(time.Hour))
+	conv, err := old.Conversation(ctx, "slack", "C1", "t1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"esc", "plain", "done"} {
+		status := "pending"
+		if id == "done" {
+			status = "done"
+		}
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (?, ?, 'assistant', '{}', ?)`, []any{conv.ID, i + 1, ts}},
+			{`INSERT INTO batches (id, conversation_id, message_seq, status, created_at, expires_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				[]any{id, conv.ID, i + 1, status, ts, exp, ts}},
+			{`INSERT INTO calls (batch_id, key, position, tool, args, flagged, decision, run_status, idempotency_key, expires_at, approvals)
+				VALUES (?, 'k', 0, 'deploy', '{}', TRUE, 'pending', 'not_started', ?, ?, 1)`, []any{id, id + "/k", exp}},
+		} {
+			if _, err := old.x.ExecContext(ctx, old.q(q.sql), q.args...); err != nil {
+				t.Fatalf("%s: %v", q.sql, err)
+			}
+		}
+	}
+	for _, step := range []int{2, 0} {
+		if _, err := old.x.ExecContext(ctx, old.q(`INSERT INTO batch_escalations (batch_id, step, fired_at) VALUES ('esc', ?, ?)`), step, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+
+	db, err := Open(ctx, driver, dsn)
+	if err != nil {
+		t.Fatalf("Open of a database at migration 8: %v", err)
+	}
+	defer db.Close()
+	if got := loadBatch(t, db, "esc").Escalated; !slices.Equal(got, []int{0, 2}) {
+		t.Fatalf("steps of the escalated batch after the upgrade = %v, want [0 2]", got)
+	}
+	if got := loadBatch(t, db, "plain").Escalated; got != nil {
+		t.Fatalf("steps of a batch never escalated = %v", got)
+	}
+	if ok, err := db.MarkEscalated(ctx, "plain", 1, time.Now()); err != nil || !ok {
+		t.Fatalf("MarkEscalated after the upgrade = %v, %v", ok, err)
+	}
+	if got := loadBatch(t, db, "plain").Escalated; !slices.Equal(got, []int{1}) {
+		t.Fatalf("steps after a step fired = %v, want [1]", got)
+	}
+	ids, err := db.BatchesIn(ctx, confirm.BatchPending)
+	if err != nil || !slices.Equal(slices.Sorted(slices.Values(ids)), []string{"esc", "plain"}) {
+		t.Fatalf("pending batches = %v, %v", ids, err)
+	}
+	if ids, err := db.BatchesIn(ctx, confirm.BatchDone); err != nil || !slices.Equal(ids, []string{"done"}) {
+		t.Fatalf("done batches = %v, %v", ids, err)
+	}
+	if b, err := db.PendingBatch(ctx, conv.ID); err != nil || b.ID == "done" {
+		t.Fatalf("pending batch = %+v, %v", b, err)
 	}
 }

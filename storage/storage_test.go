@@ -90,6 +90,9 @@ func TestPostgres(t *testing.T) {
 	t.Run("EscalateReplicas", func(t *testing.T) {
 		testEscalateReplicas(t, "postgres", freshSchema(t))
 	})
+	t.Run("MigrateOpenBatches", func(t *testing.T) {
+		testMigrateOpenBatches(t, "postgres", freshSchema(t))
+	})
 }
 
 func TestSQLiteConcurrentOpen(t *testing.T) {
