@@ -112,12 +112,6 @@ func (db *DB) appendMessages(ctx context.Context, tx dbtx, conversationID int64,
 		}
 		last = row.Last
 	}
-	return db.insertMessages(ctx, tx, conversationID, last, msgs)
-}
-
-// insertMessages writes msgs after the conversation's message last (the
-// caller holds the conversation's appends), setting their fields.
-func (db *DB) insertMessages(ctx context.Context, tx dbtx, conversationID int64, last int, msgs []confirm.Message) error {
 	insert := db.q(`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (?, ?, ?, ?, ?)`)
 	for i := range msgs {
 		m := &msgs[i]

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -160,14 +159,9 @@ func (db *DB) finishRun(ctx context.Context, tx dbtx, batchID, key string, statu
 	if err != nil {
 		return fmt.Errorf("update call: %w", err)
 	}
-	return db.auditResult(ctx, tx, info.ConversationID, batchID, key, info.Tool, status, result, now)
-}
-
-// auditResult records a run's tool_result audit event.
-func (db *DB) auditResult(ctx context.Context, tx dbtx, convID int64, batchID, key, tool string, status confirm.RunStatus, result string, now time.Time) error {
 	return db.insertAudit(ctx, tx, confirm.AuditEvent{
-		At: now, Kind: confirm.AuditToolResult, ConversationID: convID, BatchID: batchID,
-		CallKey: key, Tool: tool, Actor: auditSystemActor, Detail: resultDetail(status, result),
+		At: now, Kind: confirm.AuditToolResult, ConversationID: info.ConversationID, BatchID: batchID,
+		CallKey: key, Tool: info.Tool, Actor: auditSystemActor, Detail: resultDetail(status, result),
 	})
 }
 
@@ -204,9 +198,6 @@ func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, sta
 		return false, fmt.Errorf("finish run: invalid run status %q", status)
 	}
 	err := db.tx(ctx, func(tx dbtx) error {
-		if db.driver == DriverSQLite {
-			return db.finishRunAndCompleteSQLite(ctx, tx, batchID, key, status, result, results)
-		}
 		// The batch first: one not running is "false", whatever its runs.
 		if err := db.completeBatch(ctx, tx, batchID, results); err != nil {
 			return err
@@ -220,49 +211,6 @@ func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, sta
 		return false, fmt.Errorf("finish run %s/%s and complete: %w", batchID, key, err)
 	}
 	return true, nil
-}
-
-// finishRunAndCompleteSQLite is FinishRunAndComplete's transaction on
-// SQLite in five statements rather than seven: the two conditional
-// UPDATEs, then one SELECT for what the appended message and the audit
-// event need (the conversation, the call's tool, the last message's seq;
-// the transaction's write lock already queues appenders), then the two
-// INSERTs.
-func (db *DB) finishRunAndCompleteSQLite(ctx context.Context, tx dbtx, batchID, key string, status confirm.RunStatus, result string, results confirm.Message) error {
-	now := utc(db.now())
-	// The batch first: one not running is "false", whatever its runs.
-	n, err := db.execCount(ctx, tx, `UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'`, db.ts(now), batchID)
-	if err != nil {
-		return fmt.Errorf("update batch: %w", err)
-	}
-	if n == 0 {
-		return db.batchLostOrMissing(ctx, tx, batchID)
-	}
-	n, err = db.execCount(ctx, tx, `UPDATE calls SET run_status = ?, result = ? WHERE batch_id = ? AND key = ? AND run_status = 'running'`,
-		string(status), result, batchID, key)
-	if err != nil {
-		return fmt.Errorf("update call: %w", err)
-	}
-	if n == 0 {
-		if err := db.lostOrMissing(ctx, tx, batchID, key); !errors.Is(err, errLost) {
-			return err
-		}
-		return fmt.Errorf("call %s/%s: %w", batchID, key, ErrNotRunning)
-	}
-	var info struct {
-		ConversationID int64  `db:"conversation_id"`
-		Tool           string `db:"tool"`
-		Last           int    `db:"last"`
-	}
-	if err := db.get(ctx, tx, &info, `SELECT b.conversation_id, c.tool,
-			COALESCE((SELECT MAX(seq) FROM messages WHERE conversation_id = b.conversation_id), 0) AS last
-		FROM batches b JOIN calls c ON c.batch_id = b.id WHERE b.id = ? AND c.key = ?`, batchID, key); err != nil {
-		return fmt.Errorf("load run: %w", err)
-	}
-	if err := db.insertMessages(ctx, tx, info.ConversationID, info.Last, []confirm.Message{results}); err != nil {
-		return fmt.Errorf("append results: %w", err)
-	}
-	return db.auditResult(ctx, tx, info.ConversationID, batchID, key, info.Tool, status, result, now)
 }
 
 // completeBatch is CompleteBatch inside a transaction; errLost when the
