@@ -63,7 +63,12 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.memprofile, "memprofile", "", "write a heap profile taken with every card pending to this file")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	fs.IntVar(&o.workers, "workers", 0, "the Slack adapter's workers (default: its default, slack.DefaultConcurrency)")
+	fs.IntVar(&o.probe, "probe", 0, "also send this many requests a second to the bare handler, in Airlock's process, while the clicks are sent (default 0: none)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.probe < 0 || o.probe > maxBenchProbe {
+		fmt.Fprintf(stderr, "airlock bench: -probe must be 0 to %d\n", maxBenchProbe)
 		return 2
 	}
 	if o.cards < 1 || o.clickers < 1 || o.cards > maxBenchCards {
@@ -119,6 +124,9 @@ func benchNewFile(dsn string) error {
 	return nil
 }
 
+// maxBenchProbe bounds -probe: more would be a load of its own.
+const maxBenchProbe = 5000
+
 // maxBenchCards keeps each card's thread ts within Slack's 6 digits.
 const maxBenchCards = 999_999
 
@@ -129,6 +137,7 @@ type benchOptions struct {
 	cpuprofile, memprofile string
 	timeout                time.Duration
 	workers                int
+	probe                  int
 }
 
 // BenchReport is what airlock bench prints (-json: as is).
@@ -168,6 +177,14 @@ type BenchReport struct {
 	AckWaitP99Ms  float64 `json:"ack_wait_p99_ms"`
 	BareWaitP50Ms float64 `json:"bare_wait_p50_ms"`
 	BareWaitP99Ms float64 `json:"bare_wait_p99_ms"`
+	// With -probe: the bare handler's latency (as AckP50Ms measures it)
+	// for requests sent at a steady rate while the clicks were sent, so
+	// served by Airlock's process while it decided: what any handler of
+	// that process would see. AckP99OverLoadedBare is ack p99 / this p99.
+	LoadedBareRequests   int     `json:"loaded_bare_requests,omitempty"`
+	LoadedBareP50Ms      float64 `json:"loaded_bare_p50_ms,omitempty"`
+	LoadedBareP99Ms      float64 `json:"loaded_bare_p99_ms,omitempty"`
+	AckP99OverLoadedBare float64 `json:"ack_p99_over_loaded_bare,omitempty"`
 
 	// Decisions finished: from the first click sent until every batch is
 	// done (its tool run, its results stored, the model's answer posted).
@@ -250,6 +267,10 @@ func (r *BenchReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  bare handler     p50 %.2f ms  p99 %.2f ms\n", r.BareP50Ms, r.BareP99Ms)
 	fmt.Fprintf(w, "  ack p99 / bare p99: %.2f (in Airlock's handler, airlock_ack_seconds: p99 <= %g ms)\n", r.AckP99OverBare, r.AckServerP99AtMostMs)
 	fmt.Fprintf(w, "  before the handler started: p50 %.2f ms  p99 %.2f ms (bare: p50 %.2f ms  p99 %.2f ms)\n", r.AckWaitP50Ms, r.AckWaitP99Ms, r.BareWaitP50Ms, r.BareWaitP99Ms)
+	if r.LoadedBareRequests > 0 {
+		fmt.Fprintf(w, "  bare handler while Airlock decided (%d requests): p50 %.2f ms  p99 %.2f ms; ack p99 / that p99: %.2f\n",
+			r.LoadedBareRequests, r.LoadedBareP50Ms, r.LoadedBareP99Ms, r.AckP99OverLoadedBare)
+	}
 	fmt.Fprintf(w, "  decisions        %d in %.2f s: %.0f/s (cards made in %.2f s)\n", r.Decisions, r.DecisionSeconds, r.DecisionsPerSecond, r.CardsSeconds)
 	fmt.Fprintf(w, "  raw SQLite commits/s: %.0f\n", r.RawSQLiteCommitsPerSecond)
 	if r.RawPostgresCommitsPerSecond > 0 {
@@ -459,8 +480,17 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 		return nil, err
 	}
 	harness0 := benchCPU()
+	var probed func() []time.Duration
+	if o.probe > 0 {
+		probed = benchProbe(ctx, air.hello.Bare+"/slack/events", bodies[0], o.probe)
+	}
 	first := time.Now()
-	if err := clicks(eventsURL, acks, ackWait); err != nil {
+	err = clicks(eventsURL, acks, ackWait)
+	var loaded []time.Duration
+	if probed != nil {
+		loaded = probed()
+	}
+	if err != nil {
 		return nil, err
 	}
 	select {
@@ -491,6 +521,11 @@ func runBench(ctx context.Context, o benchOptions, stderr io.Writer) (*BenchRepo
 	rep.BareP50Ms, rep.BareP99Ms = quantileMs(bare, 0.50), quantileMs(bare, 0.99)
 	rep.AckP50Ms, rep.AckP99Ms = quantileMs(acks, 0.50), quantileMs(acks, 0.99)
 	rep.AckP99OverBare = rep.AckP99Ms / rep.BareP99Ms
+	if len(loaded) > 0 {
+		rep.LoadedBareRequests = len(loaded)
+		rep.LoadedBareP50Ms, rep.LoadedBareP99Ms = quantileMs(loaded, 0.50), quantileMs(loaded, 0.99)
+		rep.AckP99OverLoadedBare = rep.AckP99Ms / rep.LoadedBareP99Ms
+	}
 	rep.BareWaitP50Ms, rep.BareWaitP99Ms = quantileMs(bareWait, 0.50), quantileMs(bareWait, 0.99)
 	rep.AckWaitP50Ms, rep.AckWaitP99Ms = quantileMs(ackWait, 0.50), quantileMs(ackWait, 0.99)
 	rep.Decisions = int(fake.doneCount.Load())
@@ -792,6 +827,63 @@ func benchClick(i int, ref, cardTS string) []byte {
 		}},
 	})
 	return []byte("payload=" + url.QueryEscape(string(payload)))
+}
+
+// benchProbe sends body to the bare handler at u, rate times a second,
+// each request on time however long the earlier ones take (at most 64 at
+// once, on connections of their own), until the function it returns is
+// called; that returns the latencies of the requests answered with 200.
+func benchProbe(ctx context.Context, u string, body []byte, rate int) func() []time.Duration {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+	stop := make(chan struct{})
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		sent sync.WaitGroup
+	)
+	slots := make(chan struct{}, 64)
+	send := func() {
+		select {
+		case slots <- struct{}{}:
+		default:
+			return // 64 outstanding: this one is skipped
+		}
+		sent.Go(func() {
+			defer func() { <-slots }()
+			t0 := time.Now()
+			if _, err := benchPost(ctx, client, u, "application/x-www-form-urlencoded", body); err == nil {
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second / time.Duration(rate))
+		defer t.Stop()
+		for {
+			send() // the first at once: a short run has one at least
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() []time.Duration {
+		close(stop)
+		<-done
+		sent.Wait()
+		client.CloseIdleConnections()
+		mu.Lock()
+		defer mu.Unlock()
+		return lat
+	}
 }
 
 // quantileMs is the q-quantile of ds in milliseconds.

@@ -70,7 +70,22 @@ func benchSmoke(t *testing.T, args ...string) BenchReport {
 }
 
 func TestBenchSmoke(t *testing.T) {
-	benchSmoke(t)
+	rep := benchSmoke(t)
+	if rep.LoadedBareRequests != 0 || rep.AckP99OverLoadedBare != 0 {
+		t.Errorf("without -probe: %d loaded bare requests, ratio %v; want none", rep.LoadedBareRequests, rep.AckP99OverLoadedBare)
+	}
+}
+
+// With -probe, the bare handler is also timed while the clicks are sent,
+// and the ack's p99 is set against it.
+func TestBenchProbe(t *testing.T) {
+	rep := benchSmoke(t, "-probe", "1000")
+	if rep.LoadedBareRequests < 1 || !(rep.LoadedBareP50Ms > 0) || !(rep.LoadedBareP99Ms >= rep.LoadedBareP50Ms) {
+		t.Errorf("loaded bare: %d requests, p50 %v, p99 %v", rep.LoadedBareRequests, rep.LoadedBareP50Ms, rep.LoadedBareP99Ms)
+	}
+	if want := rep.AckP99Ms / rep.LoadedBareP99Ms; rep.AckP99OverLoadedBare != want {
+		t.Errorf("ack_p99_over_loaded_bare = %v, want %v", rep.AckP99OverLoadedBare, want)
+	}
 }
 
 func TestBenchSmokePostgres(t *testing.T) {
@@ -114,6 +129,8 @@ func TestBenchFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "-cards", "0"},
 		{"bench", "-clickers", "0"},
+		{"bench", "-probe", "-1"},
+		{"bench", "-probe", "5001"},
 		{"bench", "-driver", "mysql"},
 		{"bench", "-driver", "postgres"},
 		{"bench", "-dsn", used},
@@ -123,6 +140,9 @@ func TestBenchFlags(t *testing.T) {
 		var out, errOut bytes.Buffer
 		if code := run(context.Background(), args, nil, &out, &errOut); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
+		}
+		if args[1] == "-probe" && !strings.Contains(errOut.String(), "-probe must be") {
+			t.Errorf("%v: stderr %q does not name -probe", args, errOut.String())
 		}
 		if strings.Contains(strings.Join(args, " "), used) && !strings.Contains(errOut.String(), "not empty") {
 			t.Errorf("%v: stderr %q does not say the file is not empty", args, errOut.String())
