@@ -518,7 +518,7 @@ func (b *Bot) RecoverBatches(ctx context.Context) error {
 }
 
 func (b *Bot) recoverBatch(ctx context.Context, id string) error {
-	batch, conv, p, err := b.served(ctx, id)
+	_, conv, p, err := b.served(ctx, id)
 	if err != nil || p == nil {
 		return err // nil p: a process serving that platform will finish it
 	}
@@ -528,7 +528,8 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 	}
 	defer unlock()
 	// Reload under the lock: the holder may have finished meanwhile.
-	if batch, err = b.store.Batch(ctx, id); err != nil {
+	batch, err := b.store.Batch(ctx, id)
+	if err != nil {
 		return fmt.Errorf("reload batch: %w", err)
 	}
 	switch batch.Status {

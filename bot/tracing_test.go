@@ -102,7 +102,7 @@ func wantAttrs(t *testing.T, s tracetest.SpanStub, want map[attribute.Key]any) {
 		case attribute.INT64:
 			got = int(v.AsInt64())
 		default:
-			got = v.Emit()
+			got = v.String()
 		}
 		if got != w {
 			t.Errorf("%s: %s = %v, want %v", s.Name, k, got, w)
@@ -134,17 +134,17 @@ func noContentInSpans(t *testing.T, exp *tracetest.InMemoryExporter, texts ...st
 		var parts []string
 		parts = append(parts, s.Name, s.Status.Description)
 		for _, kv := range s.Attributes {
-			parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+			parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 		}
 		for _, e := range s.Events {
 			parts = append(parts, e.Name)
 			for _, kv := range e.Attributes {
-				parts = append(parts, kv.Value.Emit())
+				parts = append(parts, kv.Value.String())
 			}
 		}
 		for _, l := range s.Links {
 			for _, kv := range l.Attributes {
-				parts = append(parts, kv.Value.Emit())
+				parts = append(parts, kv.Value.String())
 			}
 		}
 		all := strings.Join(parts, "\n")

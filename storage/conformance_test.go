@@ -346,7 +346,7 @@ func testCreateBatchRoundTrip(t *testing.T, db *DB) {
 	}
 	expires := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.FixedZone("X", 3600))
 	oddArgs := `{"b": 1, "a":2}`
-	intro := "Deploying v2 ‮<!channel> now"
+	intro := "Deploying v2 \u202e<!channel> now" // a right-to-left override, escaped here
 	b := &confirm.Batch{
 		ConversationID: conv.ID,
 		RequestedBy:    "U-alice",

@@ -255,7 +255,7 @@ func memTracer(t *testing.T) (trace.Tracer, *tracetest.InMemoryExporter) {
 func attrs(s tracetest.SpanStub) map[attribute.Key]string {
 	out := map[attribute.Key]string{}
 	for _, kv := range s.Attributes {
-		out[kv.Key] = kv.Value.Emit()
+		out[kv.Key] = kv.Value.String()
 	}
 	return out
 }
