@@ -45,7 +45,7 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 	for _, call := range b.Calls {
 		st := stateOf(call, b.RequestedBy)
 		c.Calls = append(c.Calls, card.Call{
-			Ref:       confirm.Ref(b.ID, call.Position),
+			Ref:       confirm.RefAt(b.ID, call.Position, call.Revision),
 			Number:    call.Position + 1,
 			Key:       call.Key,
 			Tool:      call.Tool,

@@ -48,6 +48,12 @@ var (
 	ErrAlreadyVoted   = errors.New("you already approved this call")
 	ErrNotGrantable   = errors.New("this call can't be allowed with a grant")
 	ErrGrantNotActive = errors.New("this grant was already revoked or has expired")
+	// ErrEscalationGrant: an escalation step let the clicker decide this
+	// card, and that card only: they may not grant later calls.
+	ErrEscalationGrant = errors.New("an escalation step let you decide this card only; you can't grant later calls")
+	// ErrStaleRevision: the click, form or view showed arguments that an
+	// edit has replaced since; nothing changed and the card was updated.
+	ErrStaleRevision = errors.New("the arguments changed since you looked")
 )
 
 // VoteError is ErrAlreadyVoted with how many more approvals the call needs.
@@ -65,8 +71,8 @@ func (e *VoteError) Unwrap() error { return ErrAlreadyVoted }
 func IsRefusal(err error) bool {
 	for _, e := range []error{
 		ErrNotApprover, ErrAlreadyClosed, ErrWrongChannel, ErrSelfApproval,
-		ErrAlreadyVoted, ErrNotGrantable, ErrGrantNotActive,
-		ErrAlreadyExtended, ErrNotEditable,
+		ErrAlreadyVoted, ErrNotGrantable, ErrGrantNotActive, ErrEscalationGrant,
+		ErrAlreadyExtended, ErrNotEditable, ErrStaleRevision,
 		confirm.ErrBadRef, confirm.ErrNotFound,
 	} {
 		if errors.Is(err, e) {
@@ -91,6 +97,10 @@ func UserMessage(err error) string {
 		return "You asked for this call, so you can't allow it yourself (confirmation.self_approval is off). Another approver must decide; you can still deny it. Nothing changed."
 	case errors.Is(err, ErrNotGrantable):
 		return "This call can't be allowed with a grant (it needs more than one approval, or a rule rules it out). Use Allow. Nothing changed."
+	case errors.Is(err, ErrStaleRevision):
+		return "The arguments changed since you looked — see the updated card. Nothing changed."
+	case errors.Is(err, ErrEscalationGrant):
+		return "An escalation step let you decide this card, and this card only: a grant would also allow later calls, so it is not yours to give. Use Allow. Nothing changed."
 	case errors.Is(err, ErrGrantNotActive):
 		return "This grant was already revoked or has expired. Nothing changed."
 	case errors.As(err, &ee):
@@ -129,6 +139,9 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	if err != nil {
 		return err
 	}
+	if err := b.checkRevision(ctx, c, t); err != nil {
+		return err
+	}
 	batch, call, conv, batchID := t.batch, t.call, t.conv, t.batch.ID
 	approver := !c.IsBot && b.mayDecide(ctx, conv, batch, call, c.User, c.Roles)
 	// The requester may withdraw (deny) their own calls: it can only stop things.
@@ -142,7 +155,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "self-approval")
 		return ErrSelfApproval
 	}
-	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Now: b.now()}
+	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Now: b.now(), Revision: t.revision}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
 		if c.Grant {
@@ -150,8 +163,13 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 				b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "not grantable")
 				return ErrNotGrantable
 			}
+			if !b.mayGrant(ctx, conv, call, c.User, c.Roles) {
+				b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "grant by an escalation-only decider")
+				return ErrEscalationGrant
+			}
 			now := b.now().UTC()
-			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatedAt: now, ExpiresAt: now.Add(b.cfg.GrantFor)}
+			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatorRoles: c.Roles,
+				Requester: batch.RequestedBy, CreatedAt: now, ExpiresAt: now.Add(b.cfg.GrantFor)}
 		}
 	} else {
 		d.Reason = capReason(c.Reason)
@@ -179,6 +197,9 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	}
 	if err != nil {
 		return fmt.Errorf("decide: %w", err)
+	}
+	if res.Stale {
+		return b.staleClick(ctx, c, t)
 	}
 	if res.AlreadyVoted {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "already approved")
@@ -329,22 +350,45 @@ func (lc *lateCard) finish() bool {
 	return lc.final
 }
 
-// clicked is what a click names, checked: its batch, call and conversation.
+// clicked is what a click names, checked: its batch, call and
+// conversation, and the revision of the call's arguments the button, form
+// or view showed.
 type clicked struct {
-	batch *confirm.Batch
-	call  confirm.Call
-	conv  confirm.Conversation
+	batch    *confirm.Batch
+	call     confirm.Call
+	conv     confirm.Conversation
+	revision int
+}
+
+// checkRevision refuses a click made on arguments an edit has replaced
+// since (see staleClick).
+func (b *Bot) checkRevision(ctx context.Context, c Click, t clicked) error {
+	if t.revision == t.call.Revision {
+		return nil
+	}
+	return b.staleClick(ctx, c, t)
+}
+
+// staleClick answers a click, form or view whose revision of the call's
+// arguments is not the call's any more: it changes nothing, is audited,
+// and the card is rendered again, so every copy shows the current
+// arguments and buttons.
+func (b *Bot) staleClick(ctx context.Context, c Click, t clicked) error {
+	b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "stale revision")
+	b.refreshCard(ctx, t.conv, t.batch.ID)
+	return ErrStaleRevision
 }
 
 // resolveClick loads what a click's reference names and checks that the
 // click came from one of that batch's card messages. A click that fails is
 // audited and the error is one for UserMessage.
 func (b *Bot) resolveClick(ctx context.Context, c Click) (clicked, error) {
-	batchID, pos, err := confirm.ParseRef(c.Ref)
+	ref, err := confirm.ParseCallRef(c.Ref)
 	if err != nil {
 		b.rejectClick(ctx, c, 0, "", "", "malformed reference")
 		return clicked{}, err
 	}
+	batchID, pos := ref.Batch, ref.Position
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil {
 		b.rejectClick(ctx, c, 0, batchID, "", "unknown batch")
@@ -363,7 +407,7 @@ func (b *Bot) resolveClick(ctx context.Context, c Click) (clicked, error) {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "button not on this batch's card")
 		return clicked{}, ErrWrongChannel
 	}
-	return clicked{batch: batch, call: call, conv: conv}, nil
+	return clicked{batch: batch, call: call, conv: conv, revision: ref.Revision}, nil
 }
 
 // mayDecide reports whether the user may decide the call: when rules
@@ -414,7 +458,7 @@ func (b *Bot) postGrantNotice(ctx context.Context, conv confirm.Conversation, g 
 }
 
 func grantNotice(g confirm.Grant) card.GrantNotice {
-	return card.GrantNotice{Ref: confirm.GrantRef(g.ID), GrantID: g.ID, Tool: g.Tool, By: g.CreatedBy, Until: g.ExpiresAt, RevokedBy: g.RevokedBy, RevokedAt: g.RevokedAt}
+	return card.GrantNotice{Ref: confirm.GrantRef(g.ID), GrantID: g.ID, Tool: g.Tool, By: g.CreatedBy, For: g.Requester, Until: g.ExpiresAt, RevokedBy: g.RevokedBy, RevokedAt: g.RevokedAt}
 }
 
 // Revoke revokes the grant a Revoke button names. Only an approver of the

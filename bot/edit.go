@@ -58,6 +58,9 @@ func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
 	if err != nil {
 		return clicked{}, err
 	}
+	if err := b.checkRevision(ctx, c, t); err != nil {
+		return clicked{}, err
+	}
 	if c.IsBot || !b.mayDecide(ctx, t.conv, t.batch, t.call, c.User, c.Roles) {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "not an approver (edit)")
 		return clicked{}, ErrNotApprover
@@ -130,7 +133,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		return refuse("rule "+v.DenyRule, msg)
 	}
 	e := confirm.EditCall{BatchID: batch.ID, Key: call.Key, Args: args, Summary: b.summary(tc), By: c.User, Now: now,
-		Restrict: v.Restrict, Reasons: v.Reasons}
+		Restrict: v.Restrict, Reasons: v.Reasons, Revision: t.revision}
 	e.Approvals, e.Grantable = b.approvalsOf(v)
 	for _, set := range e.Restrict {
 		if !b.cfg.Channels.Admits(ctx, conv.Platform, c.User, c.Roles, set) {
@@ -140,6 +143,9 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	res, err := b.store.EditCall(ctx, e)
 	if err != nil {
 		return fmt.Errorf("edit call: %w", err)
+	}
+	if res.Stale {
+		return b.staleClick(ctx, c, t)
 	}
 	if !res.Won {
 		b.rejectClick(ctx, c, conv.ID, batch.ID, call.Key, "call no longer pending (edit)")

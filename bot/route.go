@@ -342,11 +342,11 @@ func (b *Bot) Extend(ctx context.Context, c Click) error {
 // so a routed card works wherever it was posted. It returns
 // confirm.ErrNotFound for a reference Airlock did not post there.
 func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
-	batchID, _, err := confirm.ParseRef(c.Ref)
+	ref, err := confirm.ParseCallRef(c.Ref)
 	if err != nil {
 		return nil, confirm.ErrNotFound
 	}
-	batch, err := b.store.Batch(ctx, batchID)
+	batch, err := b.store.Batch(ctx, ref.Batch)
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +356,9 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 	}
 	if batch.Status != confirm.BatchPending || !b.onCard(ctx, conv, batch, c) {
 		return nil, confirm.ErrNotFound
+	}
+	if ref.Position < len(batch.Calls) && batch.Calls[ref.Position].Revision != ref.Revision {
+		return nil, b.staleClick(ctx, c, clicked{batch: batch, call: batch.Calls[ref.Position], conv: conv, revision: ref.Revision})
 	}
 	cd := b.cardOf(conv, batch, b.introOf(ctx, batch))
 	return &cd, nil

@@ -63,7 +63,7 @@ func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batc
 	if !endsWithResults(hist) {
 		return nil
 	}
-	return b.converse(ctx, conv, batch.RequestedBy, hist)
+	return b.converse(ctx, conv, asker{User: batch.RequestedBy}, hist)
 }
 
 // lastAuthor is the author of the newest message addressed to the bot.
@@ -481,7 +481,7 @@ func (b *Bot) Recover(ctx context.Context) error {
 		if err == nil && endsWithResults(hist) {
 			b.log.Warn("continuing a conversation left without an answer", "conversation", id)
 			rctx, span := b.startResume(ctx, resumeRecovery, conv, "")
-			err = b.converse(rctx, conv, lastAuthor(hist), hist)
+			err = b.converse(rctx, conv, asker{User: lastAuthor(hist)}, hist)
 			endSpan(span, err)
 		}
 		unlock()

@@ -118,7 +118,15 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text}); err != nil {
 		return err
 	}
-	return b.converse(ctx, conv, t.User, nil)
+	return b.converse(ctx, conv, asker{User: t.User, Roles: t.Roles}, nil)
+}
+
+// asker is the author of the turn a model reply answers: its requester.
+// Roles are known only while the turn is handled (a continuation after a
+// click knows the user only).
+type asker struct {
+	User  string
+	Roles []string
 }
 
 // mayMoveOn reports whether the author of a turn may abandon the thread's
@@ -252,7 +260,7 @@ func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 // text, pauses on a gated call, or the turn runs out of tool rounds. hist,
 // when not nil, is the conversation's history as the caller just loaded
 // it, used for the first request.
-func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester string, hist []model.Message) error {
+func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester asker, hist []model.Message) error {
 	th := threadOf(conv)
 	p, err := b.platform(conv.Platform)
 	if err != nil {
@@ -333,12 +341,43 @@ func (b *Bot) stopForRounds(ctx context.Context, conv confirm.Conversation, p Pl
 
 // pause stores a reply with tool calls as a batch. The policy judges each
 // call: a call it asks about waits for people's decisions (the batch is
-// paused), unless an active grant of this conversation covers it; a call it
-// denies is refused by its rule; the others are allowed by policy. A call
-// of a tool not offered in the channel is refused like an unknown tool; a
-// call whose read-back cannot be built is invalid; a call equal to an
-// earlier call whose outcome is unknown needs a person's yes.
-func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester string, reply model.Message) (*confirm.Batch, bool, error) {
+// paused), unless an active grant of this conversation covers it (see
+// grantFor); a call it denies is refused by its rule; the others are
+// allowed by policy. A call of a tool not offered in the channel is
+// refused like an unknown tool; a call whose read-back cannot be built is
+// invalid; a call equal to an earlier call whose outcome is unknown needs
+// a person's yes. A grant revoked or expired after it was looked up is
+// caught by the transaction storing the batch: the reply is planned again.
+func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester asker, reply model.Message) (*confirm.Batch, bool, error) {
+	for attempt := 1; ; attempt++ {
+		batch, used, err := b.planBatch(ctx, conv, requester, reply)
+		if err != nil {
+			return nil, false, err
+		}
+		assistant, err := storedMessage(reply)
+		if err != nil {
+			return nil, false, err
+		}
+		err = b.store.CreateBatch(ctx, batch, assistant)
+		if errors.Is(err, confirm.ErrGrantInactive) && attempt < maxPlanAttempts {
+			b.log.Info("a grant ended while its batch was planned; planning again", "conversation", conv.ID, "err", err)
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("store batch: %w", err)
+		}
+		b.notePauseDecisions(ctx, conv, batch, used)
+		return batch, batch.Status == confirm.BatchPending, nil
+	}
+}
+
+// maxPlanAttempts bounds how often a reply is planned again because a
+// grant ended meanwhile (each attempt sees the grants ended before it).
+const maxPlanAttempts = 4
+
+// planBatch judges the calls of a reply (see pause) and returns the batch
+// to store and the grants it uses, by id.
+func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requester asker, reply model.Message) (*confirm.Batch, map[string]*confirm.Grant, error) {
 	lookup := func(name string) (confirm.ToolInfo, bool) {
 		t, ok := b.offered(conv, name)
 		if !ok {
@@ -346,25 +385,26 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		}
 		return toolInfo(name, t), true
 	}
-	validate := func(c confirm.ToolCall) error { return b.validateCall(ctx, conv, requester, c) }
+	validate := func(c confirm.ToolCall) error { return b.validateCall(ctx, conv, requester.User, c) }
 	policy, err := b.policyIn(ctx, conv)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	now := b.now().UTC()
-	base := confirm.Request{Platform: conv.Platform, Channel: conv.Channel, Requester: requester, Now: now}
+	base := confirm.Request{Platform: conv.Platform, Channel: conv.Channel, Requester: requester.User, Now: now}
 	planned, _ := confirm.Plan(reply.ToolCalls, base, lookup, policy, validate)
 	intro := reply.Text
 	batch := &confirm.Batch{
 		ID:             newBatchID(),
 		ConversationID: conv.ID,
-		RequestedBy:    requester,
+		RequestedBy:    requester.User,
 		Status:         confirm.BatchDecided,
 		CreatedAt:      now,
 		ExpiresAt:      now.Add(b.cfg.Timeout),
 		Intro:          &intro,
 	}
-	grants := map[string]*confirm.Grant{} // per tool, looked up once
+	active := map[string][]confirm.Grant{} // per tool, looked up once
+	used := map[string]*confirm.Grant{}
 	for _, pc := range planned {
 		v := pc.Verdict
 		c := confirm.Call{
@@ -400,10 +440,11 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 			c.DenyMessage = confirm.SiblingInvalidMessage
 		case pc.Flagged:
 			c.Decision = confirm.DecisionPending
-			if g, err := b.grantFor(ctx, conv, c, now, grants); err != nil {
-				return nil, false, err
+			if g, err := b.grantFor(ctx, conv, c, requester, now, active); err != nil {
+				return nil, nil, err
 			} else if g != nil {
 				c.Decision, c.DecidedBy, c.DecidedAt, c.GrantID = confirm.DecisionAllowedByGrant, grantActor(g.ID), &now, g.ID
+				used[g.ID] = g
 			}
 		default:
 			c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionAllowedByPolicy, PolicyActor, &now
@@ -416,15 +457,7 @@ func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester st
 		}
 		batch.Calls = append(batch.Calls, c)
 	}
-	assistant, err := storedMessage(reply)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := b.store.CreateBatch(ctx, batch, assistant); err != nil {
-		return nil, false, fmt.Errorf("store batch: %w", err)
-	}
-	b.notePauseDecisions(ctx, conv, batch, grants)
-	return batch, batch.Status == confirm.BatchPending, nil
+	return batch, used, nil
 }
 
 // policyIn is the policy judging calls in the conversation: the
@@ -448,25 +481,72 @@ func (b *Bot) approvalsOf(v confirm.Verdict) (approvals int, grantable bool) {
 	return approvals, !v.NotGrantable && approvals == 1
 }
 
-// grantFor returns the active grant of the conversation that covers a
-// flagged call, or nil: grants cover only calls needing one approval that
-// no rule made ungrantable, of the grant's tool, in the grant's thread.
-func (b *Bot) grantFor(ctx context.Context, conv confirm.Conversation, c confirm.Call, now time.Time, cache map[string]*confirm.Grant) (*confirm.Grant, error) {
-	if b.cfg.GrantFor <= 0 || !c.Grantable {
+// grantFor returns the newest active grant of the conversation that covers
+// a flagged call, or nil. Grants cover only calls needing one approval
+// that no rule made ungrantable, of the grant's tool, in the grant's
+// thread; of turns started by the grant's requester or by an approver of
+// the channel; and only calls its creator may decide now: admitted by
+// every restriction the call's verdict names, or, for a call without
+// restrictions, an approver of the channel. A grant never widens who
+// approves.
+func (b *Bot) grantFor(ctx context.Context, conv confirm.Conversation, c confirm.Call, requester asker, now time.Time, cache map[string][]confirm.Grant) (*confirm.Grant, error) {
+	if b.cfg.GrantFor <= 0 || !c.Grantable || c.Approvals > 1 {
 		return nil, nil
 	}
-	if g, ok := cache[c.Tool]; ok {
-		return g, nil
+	gs, ok := cache[c.Tool]
+	if !ok {
+		var err error
+		if gs, err = b.store.ActiveGrants(ctx, conv.ID, c.Tool, now); err != nil {
+			return nil, fmt.Errorf("look up grants: %w", err)
+		}
+		cache[c.Tool] = gs
 	}
-	g, err := b.store.ActiveGrant(ctx, conv.ID, c.Tool, now)
-	if errors.Is(err, confirm.ErrNotFound) {
-		g, err = nil, nil
+	var approver *bool // whether the requester may approve here, asked once
+	for i := range gs {
+		g := &gs[i]
+		if requester.User == "" || requester.User != g.Requester {
+			if approver == nil {
+				ok := requester.User != "" && b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, requester.User, requester.Roles)
+				approver = &ok
+			}
+			if !*approver {
+				continue
+			}
+		}
+		if b.creatorMayDecide(ctx, conv, c, *g) {
+			return g, nil
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("look up grants: %w", err)
+	return nil, nil
+}
+
+// creatorMayDecide reports whether a grant's creator may decide the call
+// now, with the roles they had when they made it: when rules restricted
+// the call, only a member of every restriction; otherwise an approver of
+// the channel. Escalation steps widen who decides one card, never what a
+// grant covers.
+func (b *Bot) creatorMayDecide(ctx context.Context, conv confirm.Conversation, c confirm.Call, g confirm.Grant) bool {
+	return b.mayGrant(ctx, conv, c, g.CreatedBy, g.CreatorRoles)
+}
+
+// mayGrant reports whether user (with roles) may decide the call other
+// than through an escalation step: a member of every restriction rules
+// put on it, or, without restrictions, an approver of the channel. Only
+// they may make a grant, and a grant covers a call only while its creator
+// may.
+func (b *Bot) mayGrant(ctx context.Context, conv confirm.Conversation, c confirm.Call, user string, roles []string) bool {
+	if user == "" {
+		return false
 	}
-	cache[c.Tool] = g
-	return g, nil
+	if len(c.Restrict) == 0 {
+		return b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, user, roles)
+	}
+	for _, set := range c.Restrict {
+		if !b.cfg.Channels.Admits(ctx, conv.Platform, user, roles, set) {
+			return false
+		}
+	}
+	return true
 }
 
 // notePauseDecisions tells the thread, one line each, about calls decided
@@ -478,8 +558,8 @@ func (b *Bot) notePauseDecisions(ctx context.Context, conv confirm.Conversation,
 		case confirm.DecisionDeniedByRule:
 			msg = fmt.Sprintf("Call %d (%s: %s) was refused by rule %s and not run.", c.Position+1, c.Tool, quote(c.Summary), strings.TrimPrefix(c.DecidedBy, "rule:"))
 		case confirm.DecisionAllowedByGrant:
-			g := grants[c.Tool]
-			msg = fmt.Sprintf("Call %d (%s: %s) is allowed by %s's grant until %s.", c.Position+1, c.Tool, quote(c.Summary), g.CreatedBy, g.ExpiresAt.UTC().Format("15:04 UTC"))
+			g := grants[c.GrantID]
+			msg = fmt.Sprintf("Call %d (%s: %s) is allowed by %s's grant for %s's requests until %s.", c.Position+1, c.Tool, quote(c.Summary), g.CreatedBy, g.Requester, g.ExpiresAt.UTC().Format("15:04 UTC"))
 		default:
 			continue
 		}

@@ -300,10 +300,13 @@ func Duration(d time.Duration) string {
 // GrantNotice is the message that announces a grant, with a Revoke button
 // for approvers.
 type GrantNotice struct {
-	Ref       string // opaque reference for the Revoke button; see confirm.ParseGrantRef
-	GrantID   string
-	Tool      string
-	By        string // who granted (platform user id)
+	Ref     string // opaque reference for the Revoke button; see confirm.ParseGrantRef
+	GrantID string
+	Tool    string
+	By      string // who granted (platform user id)
+	// For is the requester whose later turns the grant covers (platform
+	// user id); turns of the channel's approvers are covered too.
+	For       string
 	Until     time.Time
 	RevokedBy string // set once revoked
 	RevokedAt *time.Time
@@ -314,7 +317,7 @@ func (n GrantNotice) Active(now time.Time) bool { return n.RevokedAt == nil && n
 
 // Text is the notice in shared words.
 func (n GrantNotice) Text() string {
-	s := fmt.Sprintf("%s granted calls of %s in this thread without a card until %s.", n.By, n.Tool, n.Until.UTC().Format("15:04 UTC"))
+	s := fmt.Sprintf("%s granted calls of %s in this thread without a card until %s, for requests by %s or an approver of this channel.", n.By, n.Tool, n.Until.UTC().Format("15:04 UTC"), n.For)
 	if n.RevokedAt != nil {
 		s += fmt.Sprintf(" Revoked by %s at %s.", n.RevokedBy, n.RevokedAt.UTC().Format("15:04:05 UTC"))
 	}

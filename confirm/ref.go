@@ -10,33 +10,77 @@ import (
 const refSep = "."
 
 // Ref is the opaque reference a button carries: the batch and the call's
-// position. The server owns the request; the reference names it only.
+// position. The server owns the request; the reference names it only. It
+// is the reference at revision 0 of the call's arguments (see RefAt).
 func Ref(batchID string, position int) string {
 	return batchID + refSep + strconv.Itoa(position)
+}
+
+// RefAt is the reference of a call's buttons, forms and views while its
+// arguments are at revision (0 before any edit; each edit adds one): a
+// click carrying an older revision was made on what its giver saw before
+// an edit, and changes nothing. Revision 0 is written as Ref writes it, so
+// buttons posted before revisions existed name revision 0.
+func RefAt(batchID string, position, revision int) string {
+	if revision == 0 {
+		return Ref(batchID, position)
+	}
+	return Ref(batchID, position) + refSep + strconv.Itoa(revision)
 }
 
 // ErrBadRef: the reference is not one Airlock issued.
 var ErrBadRef = errors.New("unknown or malformed button reference")
 
-// ParseRef splits a reference made by Ref.
+// CallRef is a call reference, parsed.
+type CallRef struct {
+	Batch    string
+	Position int
+	Revision int // the revision of the arguments the button, form or view showed
+}
+
+// ParseRef splits a reference made by Ref or RefAt, dropping the revision.
 func ParseRef(ref string) (batchID string, position int, err error) {
+	r, err := ParseCallRef(ref)
+	return r.Batch, r.Position, err
+}
+
+// ParseCallRef splits a reference made by RefAt.
+func ParseCallRef(ref string) (CallRef, error) {
 	if len(ref) > 100 {
-		return "", 0, ErrBadRef
+		return CallRef{}, ErrBadRef
 	}
-	id, pos, ok := strings.Cut(ref, refSep)
-	if !ok || id == "" || pos == "" {
-		return "", 0, ErrBadRef
+	id, rest, ok := strings.Cut(ref, refSep)
+	if !ok || id == "" || rest == "" {
+		return CallRef{}, ErrBadRef
 	}
 	for _, r := range id {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return "", 0, ErrBadRef
+			return CallRef{}, ErrBadRef
 		}
 	}
-	n, err := strconv.Atoi(pos)
-	if err != nil || n < 0 || n > 10000 || strconv.Itoa(n) != pos {
-		return "", 0, ErrBadRef
+	pos, rev, hasRev := strings.Cut(rest, refSep)
+	n, ok := refNumber(pos)
+	if !ok {
+		return CallRef{}, ErrBadRef
 	}
-	return id, n, nil
+	out := CallRef{Batch: id, Position: n}
+	if hasRev {
+		// Revision 0 is never written out: ".0" is not a reference Airlock issued.
+		if out.Revision, ok = refNumber(rev); !ok || out.Revision == 0 {
+			return CallRef{}, ErrBadRef
+		}
+	}
+	return out, nil
+}
+
+// refNumber parses a position or revision: decimal, no sign or leading
+// zero, at most 10000.
+func refNumber(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 10000 || strconv.Itoa(n) != s {
+		return 0, false
+	}
+	return n, true
 }
 
 // grantRefPrefix starts a grant's reference (its notice's Revoke button).

@@ -35,6 +35,10 @@ type EditCall struct {
 	Summary string          // the read-back of the edited arguments
 	By      string          // the editor
 	Now     time.Time
+	// Revision is the revision of the arguments the editor's form showed:
+	// an edit at another revision changes nothing (Stale); one at the
+	// current revision makes the next.
+	Revision int
 	// The policy's verdict on the edited arguments replaces the call's.
 	Approvals int
 	Restrict  []Approvers

@@ -11,6 +11,9 @@ import (
 var (
 	// ErrNotFound: no such conversation, batch or call.
 	ErrNotFound = errors.New("not found")
+	// ErrGrantInactive: a grant a batch was planned with was revoked or
+	// expired before the batch was stored.
+	ErrGrantInactive = errors.New("grant no longer active")
 )
 
 // Conversation is one chat thread the bot talks in.
@@ -140,6 +143,10 @@ type Call struct {
 	EditedArgs json.RawMessage `db:"edited_args"`
 	EditedBy   string          `db:"edited_by"`
 	EditedAt   *time.Time      `db:"edited_at"`
+	// Revision counts the edits of the call's arguments (0: the model's).
+	// Every button, form and view of the call carries the revision it
+	// showed (RefAt); a decision made at another revision changes nothing.
+	Revision int `db:"revision"`
 }
 
 // Vote is one person's approval of a call.
@@ -157,6 +164,9 @@ type Decide struct {
 	Message string         // deny message for the model (may be empty: DefaultDenyMessage)
 	Reason  string         // a deny's reason in the person's words (may be empty)
 	Now     time.Time
+	// Revision is the revision of the call's arguments the decider saw: a
+	// decision at another revision changes nothing (DecideResult.Stale).
+	Revision int
 	// Grant, with an allow that decides the call, is created in the same
 	// transaction (ConversationID comes from the batch; the caller sets
 	// ID, Tool, CreatedBy, CreatedAt, ExpiresAt).
@@ -206,6 +216,9 @@ type DecideResult struct {
 	Votes        int  // distinct approvals recorded (after this one)
 	Required     int  // approvals the call needs
 	AlreadyVoted bool // this person had approved before; nothing changed
+	// Stale: the call's arguments were edited since the decider looked
+	// (Decide.Revision is not the call's); nothing changed.
+	Stale bool
 	// Batch is, when BatchDecided, the batch as the deciding transaction
 	// left it (decided, every call decided; running when Claimed), read in
 	// that transaction: a decided batch changes only once claimed, so its
@@ -219,19 +232,28 @@ type DecideResult struct {
 }
 
 // Grant lets later calls of one tool in one conversation run without a
-// card until it expires or is revoked.
+// card until it expires or is revoked. It covers only turns of its
+// Requester (or of an approver of the channel), and a call whose verdict
+// restricts who may decide only when its creator is admitted by every
+// restriction (checked when the grant would be used).
 type Grant struct {
-	ID             string     `db:"id"`
-	ConversationID int64      `db:"conversation_id"`
-	Tool           string     `db:"tool"`
-	CreatedBy      string     `db:"created_by"`
-	CreatedAt      time.Time  `db:"created_at"`
-	ExpiresAt      time.Time  `db:"expires_at"`
-	RevokedBy      string     `db:"revoked_by"`
-	RevokedAt      *time.Time `db:"revoked_at"`
-	BatchID        string     `db:"batch_id"` // the call whose "Allow for" created it
-	CallKey        string     `db:"call_key"`
-	NoticeRef      string     `db:"notice_ref"` // the platform's reference of the grant's notice (with Revoke)
+	ID             string `db:"id"`
+	ConversationID int64  `db:"conversation_id"`
+	Tool           string `db:"tool"`
+	CreatedBy      string `db:"created_by"`
+	// CreatorRoles are the creator's platform roles when they made it
+	// (Discord), for the restrictions a later call's rules name.
+	CreatorRoles []string `db:"-"`
+	// Requester is who asked for the call whose "Allow for" made the grant:
+	// the grant covers their later turns of the thread.
+	Requester string     `db:"requester"`
+	CreatedAt time.Time  `db:"created_at"`
+	ExpiresAt time.Time  `db:"expires_at"`
+	RevokedBy string     `db:"revoked_by"`
+	RevokedAt *time.Time `db:"revoked_at"`
+	BatchID   string     `db:"batch_id"` // the call whose "Allow for" created it
+	CallKey   string     `db:"call_key"`
+	NoticeRef string     `db:"notice_ref"` // the platform's reference of the grant's notice (with Revoke)
 }
 
 // Active reports whether the grant covers calls at now.
@@ -298,7 +320,10 @@ type Store interface {
 	// per call (with its reasons), approval_request when the batch is
 	// pending, a decision event for each call decided at pause time by a
 	// rule (denied_by_rule) and grant_used for each call a grant allowed.
-	// It sets b.MessageSeq.
+	// It sets b.MessageSeq. The grant of each call a grant allowed is
+	// checked active (not revoked, not expired) in that transaction: when
+	// one is not, nothing is stored and the error is ErrGrantInactive (the
+	// caller plans again).
 	CreateBatch(ctx context.Context, b *Batch, assistant Message) error
 	// Batch loads a batch with its calls; ErrNotFound when none.
 	Batch(ctx context.Context, id string) (*Batch, error)
@@ -388,9 +413,9 @@ type Store interface {
 	DueReminders(ctx context.Context, now, due time.Time) ([]string, error)
 	MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error)
 
-	// ActiveGrant returns the newest grant of the conversation for the tool
-	// that is active at now; ErrNotFound when none.
-	ActiveGrant(ctx context.Context, conversationID int64, tool string, now time.Time) (*Grant, error)
+	// ActiveGrants lists the grants of the conversation for the tool that
+	// are active at now, newest first.
+	ActiveGrants(ctx context.Context, conversationID int64, tool string, now time.Time) ([]Grant, error)
 	// Grant loads one grant; ErrNotFound when none.
 	Grant(ctx context.Context, id string) (*Grant, error)
 	// Grants lists grants, newest first.

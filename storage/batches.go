@@ -43,7 +43,9 @@ func toolCallDetail(c confirm.Call) string {
 // the audit events in one transaction: tool_call per call, approval_request
 // when the batch is pending, decision for each call a rule refused
 // (denied_by_rule) and grant_used for each call a grant allowed
-// (allowed_by_grant). It fills in b: ID (random when empty), MessageSeq,
+// (allowed_by_grant); the grant of each such call is checked active in the
+// same transaction (ErrGrantInactive when not, and nothing is stored). It
+// fills in b: ID (random when empty), MessageSeq,
 // Status (pending when empty), CreatedAt (now when zero), and per call
 // BatchID, Decision (pending when empty), Run (not_started when empty),
 // IdempotencyKey (<batch id>/<key> when empty), ExpiresAt (the batch's when
@@ -98,6 +100,9 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	}
 	msgs := []confirm.Message{assistant}
 	err := db.tx(ctx, func(tx dbtx) error {
+		if err := db.checkGrantsActive(ctx, tx, nb.Calls, now); err != nil {
+			return err
+		}
 		if err := db.appendMessages(ctx, tx, nb.ConversationID, msgs); err != nil {
 			return fmt.Errorf("append assistant message: %w", err)
 		}
@@ -109,7 +114,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL)`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0)`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {

@@ -26,8 +26,9 @@ func (db *DB) lockPendingBatch(ctx context.Context, tx dbtx, batchID string, now
 	return convID, true, nil
 }
 
-// Decide applies one person's decision to a call while the call is pending
-// and d.Now is before its expiry, audits it, and takes the batch to decided
+// Decide applies one person's decision to a call while the call is pending,
+// d.Now is before its expiry and d.Revision is the call's revision (else
+// Stale, and nothing changes), audits it, and takes the batch to decided
 // when no call is left pending, all in one transaction. A deny (any status
 // but allowed) decides the call at once, storing d.Message and d.Reason. An
 // allow is a vote, unique per call and person: a repeat returns
@@ -65,6 +66,10 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			return err
 		}
 		res.Required = max(info.Approvals, 1)
+		if info.Revision != d.Revision {
+			res.Stale = true
+			return errStale
+		}
 		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
 
 		if allow {
@@ -96,7 +101,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 	if errors.Is(err, errLost) {
 		return confirm.DecideResult{}, nil
 	}
-	if errors.Is(err, errAlreadyVoted) {
+	if errors.Is(err, errAlreadyVoted) || errors.Is(err, errStale) {
 		return res, nil
 	}
 	if err != nil {
@@ -111,11 +116,16 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 // errAlreadyVoted rolls back a Decide whose voter had voted before.
 var errAlreadyVoted = errors.New("already voted")
 
+// errStale rolls back a decision or edit made at a revision of the call's
+// arguments that is no longer its own.
+var errStale = errors.New("stale revision")
+
 // pendingCall is what a decision needs of the call it locks.
 type pendingCall struct {
 	ConversationID int64  `db:"conversation_id"`
 	Tool           string `db:"tool"`
 	Approvals      int    `db:"approvals"`
+	Revision       int    `db:"revision"`
 }
 
 // lockPendingCall takes, in tx, the batch's lock and then the call's (see
@@ -127,7 +137,7 @@ type pendingCall struct {
 func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string, now time.Time) (pendingCall, error) {
 	var info pendingCall
 	if db.driver == DriverSQLite {
-		err := db.get(ctx, tx, &info, `SELECT b.conversation_id, c.tool, c.approvals FROM batches b JOIN calls c ON c.batch_id = b.id
+		err := db.get(ctx, tx, &info, `SELECT b.conversation_id, c.tool, c.approvals, c.revision FROM batches b JOIN calls c ON c.batch_id = b.id
 			WHERE b.id = ? AND b.status = 'pending' AND c.key = ? AND c.decision = 'pending' AND (c.expires_at IS NULL OR c.expires_at > ?)`,
 			batchID, key, db.ts(now))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -151,7 +161,7 @@ func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string,
 		}
 		return info, db.lostOrMissing(ctx, tx, batchID, key)
 	}
-	lock := `SELECT tool, approvals FROM calls
+	lock := `SELECT tool, approvals, revision FROM calls
 		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`
 	if db.driver == DriverPostgres {
 		lock += ` FOR UPDATE`

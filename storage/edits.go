@@ -11,7 +11,9 @@ import (
 
 // EditCall stores an approver's arguments beside the model's and records
 // the editor's allow, in one transaction and only while the call is
-// pending and e.Now is before its expiry: it sets edited_args (args, the
+// pending, e.Now is before its expiry and e.Revision is the call's
+// revision (else Stale, and nothing changes): it makes the next revision,
+// sets edited_args (args, the
 // model's bytes, are never touched), edited_by, edited_at, the new
 // read-back and the policy's new verdict (approvals at least 1, restrict,
 // reasons, grantable), deletes the call's earlier votes (they approved
@@ -48,6 +50,10 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		if err != nil {
 			return err
 		}
+		if info.Revision != e.Revision {
+			res.Stale = true
+			return errStale
+		}
 		var args struct {
 			Model  string `db:"args"`
 			Edited string `db:"edited_args"`
@@ -63,9 +69,9 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return fmt.Errorf("load votes: %w", err)
 		}
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET edited_args = ?, edited_by = ?, edited_at = ?, summary = ?,
-				approvals = ?, restrict_to = ?, reasons = ?, grantable = ?
-			WHERE batch_id = ? AND key = ? AND decision = 'pending'`),
-			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, e.Grantable, e.BatchID, e.Key)
+				approvals = ?, restrict_to = ?, reasons = ?, grantable = ?, revision = revision + 1
+			WHERE batch_id = ? AND key = ? AND decision = 'pending' AND revision = ?`),
+			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, e.Grantable, e.BatchID, e.Key, e.Revision)
 		if err != nil {
 			return fmt.Errorf("update call: %w", err)
 		}
@@ -99,6 +105,9 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 	})
 	if errors.Is(err, errLost) || errors.Is(err, errAlreadyVoted) {
 		return confirm.DecideResult{}, nil
+	}
+	if errors.Is(err, errStale) {
+		return confirm.DecideResult{Stale: true}, nil
 	}
 	if err != nil {
 		return confirm.DecideResult{}, fmt.Errorf("edit call %s/%s: %w", e.BatchID, e.Key, err)

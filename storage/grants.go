@@ -15,7 +15,8 @@ import (
 // (batch d.BatchID, key d.Key, of tool in conversation convID), and audits
 // grant_created. It fills in g: ID (random when empty), ConversationID,
 // Tool (the call's when empty), CreatedBy (d.By when empty), CreatedAt (now
-// when zero), BatchID and CallKey; a grant is stored not revoked.
+// when zero), BatchID and CallKey; a grant is stored not revoked. Its
+// Requester and CreatorRoles are the caller's (the bot sets them).
 func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID int64, d confirm.Decide, tool string, now time.Time) error {
 	if g.ID == "" {
 		g.ID = newID()
@@ -35,8 +36,13 @@ func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID
 	g.ExpiresAt = utc(g.ExpiresAt)
 	g.RevokedBy, g.RevokedAt = "", nil
 	g.BatchID, g.CallKey = d.BatchID, d.Key
-	_, err := db.exec(ctx, tx, db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', NULL, ?, ?, ?)`),
-		g.ID, g.ConversationID, g.Tool, g.CreatedBy, db.ts(g.CreatedAt), db.ts(g.ExpiresAt), g.BatchID, g.CallKey, g.NoticeRef)
+	roles, err := marshalList(g.CreatorRoles)
+	if err != nil {
+		return fmt.Errorf("insert grant: roles: %w", err)
+	}
+	_, err = db.exec(ctx, tx, db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', NULL, ?, ?, ?, ?, ?)`),
+		g.ID, g.ConversationID, g.Tool, g.CreatedBy, db.ts(g.CreatedAt), db.ts(g.ExpiresAt), g.BatchID, g.CallKey, g.NoticeRef,
+		g.Requester, roles)
 	if err != nil {
 		return fmt.Errorf("insert grant: %w", err)
 	}
@@ -47,23 +53,54 @@ func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID
 			GrantID   string    `json:"grant_id"`
 			Tool      string    `json:"tool"`
 			ExpiresAt time.Time `json:"expires_at"`
-		}{g.ID, g.Tool, g.ExpiresAt}),
+			Requester string    `json:"requester"`
+		}{g.ID, g.Tool, g.ExpiresAt, g.Requester}),
 	})
 }
 
-// ActiveGrant returns the conversation's newest grant for the tool that is
+// ActiveGrants lists the conversation's grants for the tool that are
 // active at now (the database clock's now when zero): not revoked and
-// expiring after now. ErrNotFound when none.
-func (db *DB) ActiveGrant(ctx context.Context, conversationID int64, tool string, now time.Time) (*confirm.Grant, error) {
-	var r grantRow
-	err := db.get(ctx, db.reader(), &r, db.q(`SELECT `+grantColumns+` FROM grants
+// expiring after now, newest first.
+func (db *DB) ActiveGrants(ctx context.Context, conversationID int64, tool string, now time.Time) ([]confirm.Grant, error) {
+	var rows []grantRow
+	err := db.sel(ctx, db.reader(), &rows, db.q(`SELECT `+grantColumns+` FROM grants
 		WHERE conversation_id = ? AND tool = ? AND revoked_at IS NULL AND expires_at > ?
-		ORDER BY created_at DESC, id DESC LIMIT 1`), conversationID, tool, db.ts(db.nowOr(now)))
+		ORDER BY created_at DESC, id DESC`), conversationID, tool, db.ts(db.nowOr(now)))
 	if err != nil {
-		return nil, fmt.Errorf("active grant: %w", notFound(err))
+		return nil, fmt.Errorf("active grants: %w", err)
 	}
-	g := r.grant()
-	return &g, nil
+	out := make([]confirm.Grant, len(rows))
+	for i, r := range rows {
+		out[i] = r.grant()
+	}
+	return out, nil
+}
+
+// checkGrantsActive checks, in the transaction that stores a batch, that
+// the grant of each call a grant allowed is still active at now:
+// ErrGrantInactive when one was revoked or expired since it was looked up.
+// On PostgreSQL the grant row is share-locked, so a revocation racing the
+// batch waits for it and comes after it.
+func (db *DB) checkGrantsActive(ctx context.Context, tx dbtx, calls []confirm.Call, now time.Time) error {
+	query := `SELECT COUNT(*) FROM grants WHERE id = ? AND revoked_at IS NULL AND expires_at > ?`
+	if db.driver == DriverPostgres {
+		query = `SELECT COUNT(*) FROM (SELECT 1 FROM grants WHERE id = ? AND revoked_at IS NULL AND expires_at > ? FOR SHARE) g`
+	}
+	checked := map[string]bool{}
+	for _, c := range calls {
+		if c.Decision != confirm.DecisionAllowedByGrant || checked[c.GrantID] {
+			continue
+		}
+		var n int
+		if err := db.get(ctx, tx, &n, db.q(query), c.GrantID, db.ts(now)); err != nil {
+			return fmt.Errorf("check grant %s: %w", c.GrantID, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("call %q, grant %s: %w", c.Key, c.GrantID, confirm.ErrGrantInactive)
+		}
+		checked[c.GrantID] = true
+	}
+	return nil
 }
 
 // Grant loads one grant; ErrNotFound when none.

@@ -110,7 +110,7 @@ func testMigrateUpgrade(t *testing.T, driver, dsn string) {
 	if c := loadBatch(t, db, "b1").Calls[0]; c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-a" {
 		t.Fatalf("old call after Decide = %+v", c)
 	}
-	if _, err := db.ActiveGrant(ctx, 7, "deploy", time.Time{}); err != nil {
+	if _, err := firstActiveGrant(ctx, db, 7, "deploy", time.Time{}); err != nil {
 		t.Fatalf("ActiveGrant after upgrade: %v", err)
 	}
 }

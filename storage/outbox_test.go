@@ -167,6 +167,7 @@ func testOutboxEvents(t *testing.T, db *DB) {
 		{Key: "granted", Position: 2, Tool: "restart", Args: json.RawMessage(`{"x":1}`), Decision: confirm.DecisionAllowedByGrant,
 			DecidedBy: "grant:g-7", GrantID: "g-7"},
 	}}
+	seedGrant(t, db, conv.ID, "g-7", "restart")
 	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -304,7 +305,7 @@ func testGrants(t *testing.T, db *DB) {
 	if _, err := db.Grant(ctx, "g-early"); !errors.Is(err, confirm.ErrNotFound) {
 		t.Fatalf("grant of a non-deciding vote: %v, want ErrNotFound", err)
 	}
-	if _, err := db.ActiveGrant(ctx, b.ConversationID, "deploy", now); !errors.Is(err, confirm.ErrNotFound) {
+	if _, err := firstActiveGrant(ctx, db, b.ConversationID, "deploy", now); !errors.Is(err, confirm.ErrNotFound) {
 		t.Fatalf("ActiveGrant before the deciding allow: %v, want ErrNotFound", err)
 	}
 
@@ -327,7 +328,7 @@ func testGrants(t *testing.T, db *DB) {
 	}
 
 	// ActiveGrant: only that conversation and tool, before expiry.
-	if a, err := db.ActiveGrant(ctx, b.ConversationID, "deploy", now.Add(time.Minute)); err != nil || a.ID != "g1" {
+	if a, err := firstActiveGrant(ctx, db, b.ConversationID, "deploy", now.Add(time.Minute)); err != nil || a.ID != "g1" {
 		t.Fatalf("ActiveGrant = %+v, %v", a, err)
 	}
 	other := newConversation(t, db)
@@ -341,7 +342,7 @@ func testGrants(t *testing.T, db *DB) {
 		{b.ConversationID, "deploy", until},
 		{b.ConversationID, "deploy", until.Add(time.Second)},
 	} {
-		if a, err := db.ActiveGrant(ctx, q.conv, q.tool, q.at); !errors.Is(err, confirm.ErrNotFound) {
+		if a, err := firstActiveGrant(ctx, db, q.conv, q.tool, q.at); !errors.Is(err, confirm.ErrNotFound) {
 			t.Errorf("ActiveGrant(%d, %s, %v) = %+v, %v; want ErrNotFound", q.conv, q.tool, q.at, a, err)
 		}
 	}
@@ -352,7 +353,7 @@ func testGrants(t *testing.T, db *DB) {
 	if newer.CreatedBy != "U-carol" {
 		t.Errorf("CreatedBy defaulted to %q, want the decider", newer.CreatedBy)
 	}
-	if a, err := db.ActiveGrant(ctx, b.ConversationID, "deploy", now.Add(2*time.Minute)); err != nil || a.ID != "g2" {
+	if a, err := firstActiveGrant(ctx, db, b.ConversationID, "deploy", now.Add(2*time.Minute)); err != nil || a.ID != "g2" {
 		t.Fatalf("ActiveGrant with two = %+v, %v; want the newest g2", a, err)
 	}
 	all, err := db.Grants(ctx, confirm.GrantFilter{ConversationID: b.ConversationID})
@@ -388,7 +389,7 @@ func testGrants(t *testing.T, db *DB) {
 	if err != nil || g2.RevokedBy != "U-dave" || g2.RevokedAt == nil || !g2.RevokedAt.Equal(utc(revokedAt)) || g2.Active(revokedAt) {
 		t.Fatalf("revoked grant = %+v, %v", g2, err)
 	}
-	if a, err := db.ActiveGrant(ctx, b.ConversationID, "deploy", revokedAt.Add(time.Second)); err != nil || a.ID != "g1" {
+	if a, err := firstActiveGrant(ctx, db, b.ConversationID, "deploy", revokedAt.Add(time.Second)); err != nil || a.ID != "g1" {
 		t.Fatalf("ActiveGrant after revoking g2 = %+v, %v; want g1", a, err)
 	}
 	active, err := db.Grants(ctx, confirm.GrantFilter{ConversationID: b.ConversationID, ActiveAt: revokedAt.Add(time.Second)})
@@ -442,6 +443,7 @@ func testPauseDecisions(t *testing.T, db *DB) {
 		{Key: "flagged0", Position: 3, Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true}, // approvals 0: stored 1
 		{Key: "plain", Position: 4, Tool: "status", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowedByPolicy},
 	}}
+	seedGrant(t, db, conv.ID, "g-7", "restart")
 	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -518,6 +520,7 @@ func testAbandonGranted(t *testing.T, db *DB) {
 		{Key: "g", Position: 0, Tool: "restart", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowedByGrant, GrantID: "x"},
 		{Key: "p", Position: 1, Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true},
 	}}
+	seedGrant(t, db, conv.ID, "x", "restart")
 	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -526,5 +529,28 @@ func testAbandonGranted(t *testing.T, db *DB) {
 	}
 	if c := callByKey(t, loadBatch(t, db, b.ID), "g"); c.Decision != confirm.DecisionDenied {
 		t.Fatalf("granted call of an abandoned reply = %+v", c)
+	}
+}
+
+// firstActiveGrant is ActiveGrants' newest grant, or ErrNotFound.
+func firstActiveGrant(ctx context.Context, db *DB, conv int64, tool string, at time.Time) (*confirm.Grant, error) {
+	gs, err := db.ActiveGrants(ctx, conv, tool, at)
+	if err != nil {
+		return nil, err
+	}
+	if len(gs) == 0 {
+		return nil, confirm.ErrNotFound
+	}
+	return &gs[0], nil
+}
+
+// seedGrant stores an active grant as an earlier "Allow for" would have,
+// for batches planned with it.
+func seedGrant(t *testing.T, db *DB, convID int64, id, tool string) {
+	t.Helper()
+	now := time.Now().UTC()
+	if _, err := db.x.ExecContext(t.Context(), db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, 'U-granter', ?, ?, '', NULL, '', '', '', 'U-author', '[]')`),
+		id, convID, tool, db.ts(now), db.ts(now.Add(time.Hour))); err != nil {
+		t.Fatalf("seed grant: %v", err)
 	}
 }

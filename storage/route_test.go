@@ -478,10 +478,10 @@ func testEditCallQuorum(t *testing.T, db *DB) {
 	}
 
 	// B cannot count twice; A's allow now approves the edited call.
-	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-b", Now: now.Add(2 * time.Second)}); res.Won || !res.AlreadyVoted {
+	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-b", Now: now.Add(2 * time.Second), Revision: 1}); res.Won || !res.AlreadyVoted {
 		t.Fatalf("B again = %+v", res)
 	}
-	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-a", Now: now.Add(3 * time.Second)})
+	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-a", Now: now.Add(3 * time.Second), Revision: 1})
 	if !res.Won || !res.Decided || res.Votes != 2 || res.Required != 2 {
 		t.Fatalf("A after the edit = %+v", res)
 	}
@@ -524,7 +524,7 @@ func testEditCallDecides(t *testing.T, db *DB) {
 	if err != nil || res != (confirm.DecideResult{Won: true, Votes: 1, Required: 2}) {
 		t.Fatalf("EditCall k1 = %+v, %v", res, err)
 	}
-	res, err = db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 12}`), By: "U-y", Now: now.Add(time.Second), Approvals: 0})
+	res, err = db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 12}`), By: "U-y", Now: now.Add(time.Second), Approvals: 0, Revision: 1})
 	decided := res.Batch
 	res.Batch = nil
 	if err != nil || res != (confirm.DecideResult{Won: true, Decided: true, BatchDecided: true, Votes: 1, Required: 1}) {

@@ -91,15 +91,16 @@ type callRow struct {
 	EditedArgs     string `db:"edited_args"` // "": not edited
 	EditedBy       string `db:"edited_by"`
 	EditedAt       dbTime `db:"edited_at"`
+	Revision       int    `db:"revision"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
-		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt}
+		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -138,6 +139,7 @@ func (r callRow) call() (confirm.Call, error) {
 		EditedArgs:     rawBytes(r.EditedArgs),
 		EditedBy:       r.EditedBy,
 		EditedAt:       r.EditedAt.ptr(),
+		Revision:       r.Revision,
 	}, nil
 }
 
@@ -201,16 +203,22 @@ type grantRow struct {
 	BatchID        string `db:"batch_id"`
 	CallKey        string `db:"call_key"`
 	NoticeRef      string `db:"notice_ref"`
+	Requester      string `db:"requester"`
+	CreatorRoles   string `db:"creator_roles"` // JSON array
 }
 
-const grantColumns = `id, conversation_id, tool, created_by, created_at, expires_at, revoked_by, revoked_at, batch_id, call_key, notice_ref`
+const grantColumns = `id, conversation_id, tool, created_by, created_at, expires_at, revoked_by, revoked_at, batch_id, call_key, notice_ref, requester, creator_roles`
 
 func (r grantRow) grant() confirm.Grant {
-	return confirm.Grant{
+	g := confirm.Grant{
 		ID: r.ID, ConversationID: r.ConversationID, Tool: r.Tool, CreatedBy: r.CreatedBy,
 		CreatedAt: r.CreatedAt.t, ExpiresAt: r.ExpiresAt.t, RevokedBy: r.RevokedBy, RevokedAt: r.RevokedAt.ptr(),
-		BatchID: r.BatchID, CallKey: r.CallKey, NoticeRef: r.NoticeRef,
+		BatchID: r.BatchID, CallKey: r.CallKey, NoticeRef: r.NoticeRef, Requester: r.Requester,
 	}
+	if err := unmarshalList(r.CreatorRoles, &g.CreatorRoles); err != nil {
+		g.CreatorRoles = nil // unreadable roles admit nothing a role restriction asks for
+	}
+	return g
 }
 
 type changedCall struct {

@@ -93,6 +93,9 @@ func TestPostgres(t *testing.T) {
 	t.Run("MigrateOpenBatches", func(t *testing.T) {
 		testMigrateOpenBatches(t, "postgres", freshSchema(t))
 	})
+	t.Run("MigrateIntegrity", func(t *testing.T) {
+		testMigrateIntegrity(t, "postgres", freshSchema(t))
+	})
 }
 
 func TestSQLiteConcurrentOpen(t *testing.T) {

@@ -769,7 +769,7 @@ func ArgsReply(c card.Call) *discordgo.InteractionResponseData {
 func RenderGrantNotice(n card.GrantNotice, now time.Time) CardMessage {
 	tool := escapeClip(n.Tool, 100)
 	var b strings.Builder
-	fmt.Fprintf(&b, "🔓 %s allowed calls of %s in this thread to run without a card until <t:%d:f>.", mention(n.By), tool, n.Until.Unix())
+	fmt.Fprintf(&b, "🔓 %s allowed calls of %s in this thread to run without a card until <t:%d:f>, for requests by %s or an approver of this channel.", mention(n.By), tool, n.Until.Unix(), mention(n.For))
 	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
 	switch {
 	case n.RevokedAt != nil:

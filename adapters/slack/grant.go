@@ -31,7 +31,7 @@ func RenderGrantNotice(n cardpkg.GrantNotice, now time.Time) []slack.Block {
 		rtText(" in this thread without a card until ", nil),
 	}
 	els = append(els, date(n.Until, "{date_short_pretty} at {time}")...)
-	els = append(els, rtText(".", nil))
+	els = append(els, rtText(", for requests by ", nil), person(n.For), rtText(" or an approver of this channel.", nil))
 	active := n.Active(now)
 	switch {
 	case n.RevokedAt != nil:
@@ -59,7 +59,7 @@ func RenderGrantNotice(n cardpkg.GrantNotice, now time.Time) []slack.Block {
 // names, not prose: every hidden character in them is shown escaped, the
 // zero-width (non-)joiners too, so "dep\u200cloy" never reads as "deploy".
 func GrantNoticeText(n cardpkg.GrantNotice) string {
-	n.Tool, n.By, n.RevokedBy = visible.Reveal(n.Tool), visible.Reveal(n.By), visible.Reveal(n.RevokedBy)
+	n.Tool, n.By, n.For, n.RevokedBy = visible.Reveal(n.Tool), visible.Reveal(n.By), visible.Reveal(n.For), visible.Reveal(n.RevokedBy)
 	return clip(postText(n.Text()), 3000)
 }
 
