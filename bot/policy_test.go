@@ -184,7 +184,7 @@ func TestGrantCoversTheNextCallOfThatToolInThatThreadOnly(t *testing.T) {
 		t.Fatalf("a granted call was carded (%d cards) or did not run", len(h.plat.cards))
 	}
 	said := strings.Join(h.plat.posts, "\n")
-	if !strings.Contains(said, "allowed by alice's grant until") {
+	if !strings.Contains(said, "allowed by alice's grant for bob's requests until") {
 		t.Fatalf("thread: %q", said)
 	}
 	// Another tool, another thread: cards.

@@ -382,7 +382,15 @@ func TestEditVoidsEarlierApprovalsAndHonoursSelfApproval(t *testing.T) {
 	if !c.Open() || len(c.Votes) != 1 || c.Votes[0].By != "bob" {
 		t.Fatalf("after the edit: open %v votes %+v (alice approved other arguments)", c.Open(), c.Votes)
 	}
-	if err := clickOn(h, "alice", ref, main, true); err != nil {
+	// Alice's card still showed the old arguments: her click there counts
+	// for nothing; on the updated card it does.
+	if err := clickOn(h, "alice", ref, main, true); !errors.Is(err, bot.ErrStaleRevision) {
+		t.Fatalf("alice's allow from before the edit: %v, want ErrStaleRevision", err)
+	}
+	if c.Ref == ref {
+		t.Fatalf("the edited call's buttons carry the same reference %q as before the edit", ref)
+	}
+	if err := clickOn(h, "alice", c.Ref, main, true); err != nil {
 		t.Fatalf("alice approves the edited call: %v", err)
 	}
 	if err := h.bot.Shutdown(context.Background()); err != nil {

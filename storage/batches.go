@@ -100,7 +100,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	}
 	msgs := []confirm.Message{assistant}
 	err := db.tx(ctx, func(tx dbtx) error {
-		if err := db.checkGrantsActive(ctx, tx, nb.Calls, now); err != nil {
+		if err := db.checkGrantsActive(ctx, tx, nb.Calls, nb.CreatedAt); err != nil {
 			return err
 		}
 		if err := db.appendMessages(ctx, tx, nb.ConversationID, msgs); err != nil {
