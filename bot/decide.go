@@ -361,9 +361,10 @@ type clicked struct {
 }
 
 // checkRevision refuses a click made on arguments an edit has replaced
-// since (see staleClick).
+// since (see staleClick). A call no longer pending is left to the checks
+// that say so.
 func (b *Bot) checkRevision(ctx context.Context, c Click, t clicked) error {
-	if t.revision == t.call.Revision {
+	if t.revision == t.call.Revision || t.call.Decision != confirm.DecisionPending {
 		return nil
 	}
 	return b.staleClick(ctx, c, t)

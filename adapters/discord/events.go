@@ -661,7 +661,16 @@ func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref st
 	if i.Message != nil {
 		c.Message = i.Message.ID
 	}
+	if i.Member != nil && i.Member.User != nil {
+		c.User = i.Member.User.ID
+	} else if i.User != nil {
+		c.User = i.User.ID
+	}
 	cd, err := a.b.ClickedCard(ctx, c)
+	if errors.Is(err, bot.ErrStaleRevision) {
+		a.respondEphemeral(ctx, i, bot.UserMessage(err))
+		return
+	}
 	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
 		a.log.Error("discord: load the card for its arguments", "channel", i.ChannelID, "err", err)
 	}

@@ -470,7 +470,7 @@ func TestRenderStatesGolden(t *testing.T) {
 // the button.
 func TestGrantNoticeGolden(t *testing.T) {
 	created := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
-	n := card.GrantNotice{Ref: confirm.GrantRef("grantid234"), GrantID: "grantid234", Tool: "restart_service", By: moderator, Until: created.Add(time.Hour)}
+	n := card.GrantNotice{Ref: confirm.GrantRef("grantid234"), GrantID: "grantid234", Tool: "restart_service", By: moderator, For: "444444444444444444", Until: created.Add(time.Hour)}
 	active := RenderGrantNotice(n, created)
 	golden(t, "grant_notice_active.json", active)
 	if len(active.Components) != 1 {
@@ -498,7 +498,7 @@ func TestGrantNoticeGolden(t *testing.T) {
 	}
 
 	// Hostile names stay inert.
-	n.Tool, n.By = "x||@everyone <@1>", "<@&"+modRole+"> [x](http://evil)\u202e"
+	n.Tool, n.By, n.For = "x||@everyone <@1>", "<@&"+modRole+"> [x](http://evil)\u202e", "<@&"+modRole+">"
 	for _, m := range []CardMessage{RenderGrantNotice(n, created), RenderGrantNotice(n, n.Until)} {
 		if bad := liveMarkup(m.Content); len(bad) != 0 {
 			t.Fatalf("live in the notice %q: %v", m.Content, bad)

@@ -199,8 +199,8 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 			if n := w.tools["deploy"].runs.Load(); n != 2 {
 				t.Fatalf("deploy ran %d times, want 2", n)
 			}
-			line := w.waitText(chanOps, "grant until")
-			if !strings.Contains(line.param("text"), alice+"'s grant") || line.param("thread_ts") != mentionTS {
+			line := w.waitText(chanOps, "'s requests until")
+			if !strings.Contains(line.param("text"), alice+"'s grant for "+bob+"'s requests") || line.param("thread_ts") != mentionTS {
 				t.Errorf("grant use line %q in thread %q", line.param("text"), line.param("thread_ts"))
 			}
 

@@ -307,7 +307,12 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 		}
 	case kindOpenReason:
 		var call *cardpkg.Call
-		if card, err := a.clickedCard(ctx, in); err == nil {
+		card, err := a.clickedCard(ctx, in)
+		if errors.Is(err, bot.ErrStaleRevision) {
+			a.refused(ctx, in, err)
+			return
+		}
+		if err == nil {
 			call = card.Call(in.Ref)
 		}
 		if call != nil && !call.Open() {
@@ -321,6 +326,10 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 		}
 	case kindShowArgs:
 		card, err := a.clickedCard(ctx, in)
+		if errors.Is(err, bot.ErrStaleRevision) {
+			a.refused(ctx, in, err)
+			return
+		}
 		if err != nil && !errors.Is(err, confirm.ErrNotFound) {
 			log.Error("slack: load card for arguments", "err", err)
 		}

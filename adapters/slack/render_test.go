@@ -136,7 +136,7 @@ func longArgsCard() cardpkg.Card {
 var grantedBy = map[string]string{"g7hq2k": "UALICE"}
 
 func grantNotice() cardpkg.GrantNotice {
-	return cardpkg.GrantNotice{Ref: confirm.GrantRef("g7hq2k"), GrantID: "g7hq2k", Tool: "deploy", By: "UALICE", Until: t0.Add(time.Hour)}
+	return cardpkg.GrantNotice{Ref: confirm.GrantRef("g7hq2k"), GrantID: "g7hq2k", Tool: "deploy", By: "UALICE", For: "UBOB", Until: t0.Add(time.Hour)}
 }
 
 func revokedNotice() cardpkg.GrantNotice {
@@ -435,14 +435,14 @@ func TestHostileCardIsInert(t *testing.T) {
 // A grant notice names people and the tool inertly; Revoke (no style,
 // the grant's reference) only while the grant is active.
 func TestGrantNotice(t *testing.T) {
-	evil := cardpkg.GrantNotice{Ref: confirm.GrantRef("g7hq2k"), GrantID: "g7hq2k", Tool: "de<!channel>ploy\u202e", By: "<!here>", Until: t0.Add(time.Hour)}
+	evil := cardpkg.GrantNotice{Ref: confirm.GrantRef("g7hq2k"), GrantID: "g7hq2k", Tool: "de<!channel>ploy\u202e", By: "<!here>", For: "<!everyone>", Until: t0.Add(time.Hour)}
 	for name, tc := range map[string]struct {
 		n      cardpkg.GrantNotice
 		now    time.Time
 		revoke bool
 		says   string
 	}{
-		"active":  {grantNotice(), t0, true, "<@UALICE> granted calls of deploy in this thread without a card until 2026-11-29 13:00 UTC."},
+		"active":  {grantNotice(), t0, true, "<@UALICE> granted calls of deploy in this thread without a card until 2026-11-29 13:00 UTC, for requests by <@UBOB> or an approver of this channel."},
 		"revoked": {revokedNotice(), t0, false, "Revoked by <@UCAROL> 2026-11-29 12:01:30 UTC. Later calls need a card again."},
 		"expired": {grantNotice(), t0.Add(2 * time.Hour), false, "Expired. Later calls need a card again."},
 		"hostile": {evil, t0, true, "<!here> granted calls of de<!channel>ploy\\u202e in this thread"},
