@@ -313,3 +313,26 @@ func TestDecisionStatusAllowed(t *testing.T) {
 		}
 	}
 }
+
+// A reference carries the revision of the arguments it showed; revision 0
+// is written as before revisions existed, so old buttons name it.
+func TestRefRevision(t *testing.T) {
+	if got := RefAt("abc", 2, 0); got != Ref("abc", 2) || got != "abc.2" {
+		t.Fatalf("RefAt at revision 0 = %q", got)
+	}
+	r, err := ParseCallRef(RefAt("abc", 2, 3))
+	if err != nil || r != (CallRef{Batch: "abc", Position: 2, Revision: 3}) {
+		t.Fatalf("ParseCallRef(RefAt(abc, 2, 3)) = %+v, %v", r, err)
+	}
+	if r, err := ParseCallRef("abc.2"); err != nil || r.Revision != 0 {
+		t.Fatalf("ParseCallRef of a reference without a revision = %+v, %v", r, err)
+	}
+	for _, bad := range []string{"abc.2.0", "abc.2.01", "abc.2.", "abc.2.-1", "abc.2.x", "abc.2.3.4", "abc.2.10001"} {
+		if _, err := ParseCallRef(bad); err != ErrBadRef {
+			t.Errorf("ParseCallRef(%q) = %v, want ErrBadRef", bad, err)
+		}
+	}
+	if id, pos, err := ParseRef(RefAt("abc", 2, 3)); err != nil || id != "abc" || pos != 2 {
+		t.Errorf("ParseRef drops the revision: %q %d %v", id, pos, err)
+	}
+}

@@ -84,7 +84,7 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCONV\tTOOL\tBY\tCREATED (UTC)\tUNTIL (UTC)\tSTATE")
+	fmt.Fprintln(tw, "ID\tCONV\tTOOL\tBY\tFOR\tCREATED (UTC)\tUNTIL (UTC)\tSTATE")
 	for _, g := range list {
 		state := "active"
 		switch {
@@ -93,7 +93,7 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case !g.Active(now):
 			state = "expired"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.ConversationID, g.Tool, g.CreatedBy,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.ConversationID, g.Tool, g.CreatedBy, g.Requester,
 			g.CreatedAt.UTC().Format(time.DateTime), g.ExpiresAt.UTC().Format(time.DateTime), state)
 	}
 	tw.Flush()
