@@ -121,6 +121,9 @@ type Model struct {
 	BaseURL       string `yaml:"base_url"`
 	SystemPrompt  string `yaml:"system_prompt"`
 	MaxToolRounds int    `yaml:"max_tool_rounds"`
+	// MaxCallsPerReply bounds the tool calls of one model reply; a reply
+	// with more is answered whole as invalid, nothing run; default 32.
+	MaxCallsPerReply int `yaml:"max_calls_per_reply"`
 	// MaxHistoryMessages bounds the messages of a thread sent to the
 	// model (the oldest drop first); default 100.
 	MaxHistoryMessages int `yaml:"max_history_messages"`
@@ -270,6 +273,8 @@ const (
 	DefaultTimeout       = 30 * time.Minute
 	DefaultRemindBefore  = 5 * time.Minute
 	DefaultMaxToolRounds = 8
+
+	DefaultMaxCallsPerReply = 32
 
 	DefaultGrantDuration = time.Hour
 	MaxGrantDuration     = 24 * time.Hour
@@ -546,6 +551,9 @@ func (c *Config) applyDefaults() {
 	if c.Model.MaxToolRounds == 0 {
 		c.Model.MaxToolRounds = DefaultMaxToolRounds
 	}
+	if c.Model.MaxCallsPerReply == 0 {
+		c.Model.MaxCallsPerReply = DefaultMaxCallsPerReply
+	}
 	if c.Model.MaxHistoryMessages == 0 {
 		c.Model.MaxHistoryMessages = DefaultMaxHistoryMessages
 	}
@@ -596,6 +604,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Model.MaxToolRounds < 0 {
 		return keyErr("model.max_tool_rounds", "must be positive")
+	}
+	if c.Model.MaxCallsPerReply < 0 {
+		return keyErr("model.max_calls_per_reply", "must be positive")
 	}
 	if c.Model.MaxHistoryMessages < 2 {
 		return keyErr("model.max_history_messages", "must be at least 2")
