@@ -1,9 +1,13 @@
 package bot_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
@@ -73,3 +77,56 @@ func TestCallsPerReplyAtTheLimitRun(t *testing.T) {
 	}
 }
 
+
+// A person hammering a button they may not press costs one audit row a
+// minute per batch and reason, not one per click; the next row says how
+// many were folded into it.
+func TestRejectedClicksAreCoalesced(t *testing.T) {
+	h := newHarness(t, "")
+	h.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "x")
+	for range 30 {
+		if err := h.click("mallory", 1, true, ""); !errors.Is(err, bot.ErrNotApprover) {
+			t.Fatalf("err = %v", err)
+		}
+		h.now.Add(int64(time.Second))
+	}
+	if err := h.click("bob", 1, true, ""); err == nil {
+		t.Fatal("the requester allowed his own call")
+	}
+	rows := func() []confirm.AuditEvent {
+		events, err := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []confirm.AuditEvent
+		for _, e := range events {
+			if e.Kind == confirm.AuditRejectedClick {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	got := rows()
+	if len(got) != 2 || got[0].Actor != "mallory" || got[1].Actor != "bob" {
+		t.Fatalf("rejected_click rows after 30 clicks by mallory and 1 by bob: %d, want one each", len(got))
+	}
+	h.now.Add(int64(time.Minute))
+	if err := h.click("mallory", 1, true, ""); !errors.Is(err, bot.ErrNotApprover) {
+		t.Fatalf("err = %v", err)
+	}
+	got = rows()
+	if len(got) != 3 {
+		t.Fatalf("%d rows, want 3", len(got))
+	}
+	var d struct {
+		Why        string `json:"why"`
+		Suppressed int    `json:"suppressed"`
+	}
+	if err := json.Unmarshal([]byte(got[2].Detail), &d); err != nil || d.Why != "not an approver" || d.Suppressed != 29 {
+		t.Fatalf("detail %s: want why and suppressed 29", got[2].Detail)
+	}
+	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
+		t.Fatal("a rejected click changed something")
+	}
+}

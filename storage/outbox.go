@@ -148,6 +148,9 @@ type WebhookEvent struct {
 	// deadline; grant_created, the grant's end.
 	Expires *time.Time `json:"expires,omitempty"`
 	Step    *int       `json:"step,omitempty"` // escalated: the step that fired
+	// Suppressed (rejected_click): the same person's same rejections on the
+	// same batch counted, not sent, since the previous such event.
+	Suppressed int64 `json:"suppressed,omitempty"`
 }
 
 // WebhookConversation names the thread an event belongs to.
@@ -199,6 +202,9 @@ func (ev WebhookEvent) encode() []byte {
 	if ev.Step != nil {
 		o.add("step", *ev.Step)
 	}
+	if ev.Suppressed != 0 {
+		o.add("suppressed", ev.Suppressed)
+	}
 	return []byte(o.String())
 }
 
@@ -218,6 +224,8 @@ type auditDetail struct {
 	Reasons   []confirm.Reason `json:"reasons"`
 	Until     *time.Time       `json:"until"` // extended
 	Step      *int             `json:"step"`  // escalated
+	// Suppressed: rejected_click, repeats counted since the key's last row.
+	Suppressed int64 `json:"suppressed"`
 }
 
 // eventOf maps an audit row to its webhook event, without id,
@@ -251,7 +259,7 @@ func eventOf(e confirm.AuditEvent) (WebhookEvent, auditDetail) {
 			ev.Outcome = OutcomeDenied
 		}
 	case confirm.AuditRejectedClick:
-		ev.Reason = d.Why
+		ev.Reason, ev.Suppressed = d.Why, d.Suppressed
 	case confirm.AuditToolResult:
 		ev.Outcome = d.Status
 	case confirm.AuditGrantCreated:
