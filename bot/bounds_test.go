@@ -77,7 +77,6 @@ func TestCallsPerReplyAtTheLimitRun(t *testing.T) {
 	}
 }
 
-
 // A person hammering a button they may not press costs one audit row a
 // minute per batch and reason, not one per click; the next row says how
 // many were folded into it.

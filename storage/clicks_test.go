@@ -224,4 +224,3 @@ func testRejectedClickReplicas(t *testing.T, driver, dsn string) {
 		t.Fatalf("%d webhook deliveries from two replicas, want 2", len(ds))
 	}
 }
-
