@@ -25,3 +25,27 @@ func TestMaxCallsPerReply(t *testing.T) {
 		t.Fatalf("a negative limit: %v, want an error naming model.max_calls_per_reply", err)
 	}
 }
+
+// A configured tool named like an MCP server's tools is refused, naming
+// the tool and the server; so are MCP servers whose tool names can meet.
+func TestToolNameClashesNameBoth(t *testing.T) {
+	cfg := minimal + `tools:
+  - name: a__b__c
+    http: {url: 'http://127.0.0.1:9/x'}
+mcp_servers:
+  - {name: z, url: 'http://127.0.0.1:9/mcp'}
+  - {name: a__b, url: 'http://127.0.0.1:9/mcp'}
+`
+	_, err := Parse([]byte(cfg), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "tools[0].name") || !strings.Contains(err.Error(), `mcp_servers[1] ("a__b")`) {
+		t.Fatalf("err = %v, want tools[0].name and mcp_servers[1] (\"a__b\") named", err)
+	}
+	cfg = minimal + `mcp_servers:
+  - {name: a__b, url: 'http://127.0.0.1:9/mcp', confirm: true}
+  - {name: a, url: 'http://127.0.0.1:9/mcp', confirm: false}
+`
+	_, err = Parse([]byte(cfg), env(nil))
+	if err == nil || !strings.Contains(err.Error(), "mcp_servers[1].name") || !strings.Contains(err.Error(), `mcp_servers[0].name "a__b"`) {
+		t.Fatalf("err = %v, want mcp_servers[1].name and mcp_servers[0].name named", err)
+	}
+}

@@ -677,17 +677,18 @@ func (c *Config) Validate() error {
 	}
 	// An MCP server's tools are known only once it answers: a name under a
 	// configured server's prefix is accepted.
-	fromMCP := func(name string) bool {
-		for _, m := range c.MCPServers {
+	mcpServerOf := func(name string) int {
+		for j, m := range c.MCPServers {
 			if strings.HasPrefix(name, m.Name+mcptools.Separator) {
-				return true
+				return j
 			}
 		}
-		return false
+		return -1
 	}
+	fromMCP := func(name string) bool { return mcpServerOf(name) >= 0 }
 	for i, t := range c.Tools {
-		if fromMCP(t.Name) {
-			return keyErr(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server %q", t.Name, strings.SplitN(t.Name, mcptools.Separator, 2)[0])
+		if j := mcpServerOf(t.Name); j >= 0 {
+			return keyErr(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server mcp_servers[%d] (%q), whose tools are named %s<tool>", t.Name, j, c.MCPServers[j].Name, c.MCPServers[j].Name+mcptools.Separator)
 		}
 	}
 	for i, name := range c.Confirmation.Tools {
