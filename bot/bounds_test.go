@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/rules"
 )
 
 // A reply with more calls than model.max_calls_per_reply is answered whole
@@ -127,5 +128,33 @@ func TestRejectedClicksAreCoalesced(t *testing.T) {
 	}
 	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
 		t.Fatal("a rejected click changed something")
+	}
+}
+
+// A tool only a rule gates is described to the model as waiting for
+// approval, like a flagged one, so the model does not claim it is done; a
+// tool no ask rule can match in the channel is not.
+func TestRuleGatedToolsAreDescribedAsWaitingForApproval(t *testing.T) {
+	set, err := rules.Compile([]rules.Config{
+		{Name: "db-status", When: `tool == "status" && args.svc == "db"`, Action: rules.ActionAsk},
+		{Name: "elsewhere", When: `channel == "C9" && tool == "other"`, Action: rules.ActionAsk},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWith(t, "", func(c *bot.Config) { c.Policy = confirm.NewPolicy(true, nil, set) })
+	h.tools["other"] = &fakeTool{name: "other", log: h.ran, mu: h.tools["status"].mu}
+	h.push(text("hi"))
+	h.turn("bob", "hi")
+	seen := 0
+	for _, s := range h.model.Requests()[0].Tools {
+		gated := s.Name == "deploy" || s.Name == "status"
+		if strings.Contains(s.Description, bot.ApprovalNote) != gated {
+			t.Errorf("%s: description %q", s.Name, s.Description)
+		}
+		seen++
+	}
+	if seen != 4 {
+		t.Fatalf("%d tools offered", seen)
 	}
 }

@@ -563,7 +563,9 @@ func (b *Bot) offered(conv confirm.Conversation, name string) (tools.Tool, bool)
 const ApprovalNote = "Calls of this tool wait for a person's approval before they run: when you call it, tell the user it is waiting for approval, never that it is done."
 
 // specsFor returns the tools offered in the conversation's channel as the
-// model sees them, each gated tool's description saying so.
+// model sees them, each gated tool's description saying so: a tool whose
+// every call asks (its flag, confirmation.tools) and a tool some ask rule
+// could gate in this channel (whatever the arguments, requester or time).
 func (b *Bot) specsFor(conv confirm.Conversation) []model.ToolSpec {
 	all := b.cfg.Tools.Specs()
 	out := make([]model.ToolSpec, 0, len(all))
@@ -573,9 +575,10 @@ func (b *Bot) specsFor(conv confirm.Conversation) []model.ToolSpec {
 			continue
 		}
 		info := toolInfo(s.Name, t)
-		v := b.cfg.Policy.Evaluate(confirm.Request{Call: confirm.ToolCall{Name: s.Name, Args: json.RawMessage("{}")}, Tool: &info,
-			Platform: conv.Platform, Channel: conv.Channel})
-		if v.Ask && alwaysAsks(v.Reasons) {
+		req := confirm.Request{Call: confirm.ToolCall{Name: s.Name, Args: json.RawMessage("{}")}, Tool: &info,
+			Platform: conv.Platform, Channel: conv.Channel}
+		v := b.cfg.Policy.Evaluate(req)
+		if (v.Ask && alwaysAsks(v.Reasons)) || confirm.MayAsk(b.cfg.Policy, req) {
 			s.Description = strings.TrimSpace(s.Description + " " + ApprovalNote)
 		}
 		out = append(out, s)
