@@ -49,3 +49,24 @@ mcp_servers:
 		t.Fatalf("err = %v, want mcp_servers[1].name and mcp_servers[0].name named", err)
 	}
 }
+
+func TestWebhookMaxResultBytes(t *testing.T) {
+	base := minimal + "events:\n  webhooks:\n    - {url: 'https://siem.example/a', secret: 0123456789abcdef0123"
+	c, err := Parse([]byte(base+", max_result_bytes: 100}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Events.Webhooks[0].Target().MaxResultBytes; got != 100 {
+		t.Fatalf("max_result_bytes: %d", got)
+	}
+	c, err = Parse([]byte(base+"}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Events.Webhooks[0].Target().MaxResultBytes; got != 16<<10 {
+		t.Fatalf("default max_result_bytes: %d, want 16 KiB", got)
+	}
+	if _, err := Parse([]byte(base+", max_result_bytes: -5}\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "events.webhooks[0].max_result_bytes") {
+		t.Fatalf("negative: %v", err)
+	}
+}

@@ -14,14 +14,15 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// clickTests are the coalescing of rejected clicks, run by runConformance
-// on SQLite and PostgreSQL.
-var clickTests = []struct {
+// boundsTests are the coalescing of rejected clicks and the results of
+// tool_result events, run by runConformance on SQLite and PostgreSQL.
+var boundsTests = []struct {
 	name string
 	fn   func(t *testing.T, db *DB)
 }{
 	{"RejectedClicksCoalesce", testRejectedClicksCoalesce},
 	{"RaceRejectedClicks", testRaceRejectedClicks},
+	{"OutboxToolResult", testOutboxToolResult},
 }
 
 func rejected(conv int64, batch, actor, why string, at time.Time) confirm.AuditEvent {

@@ -78,7 +78,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"OutboxClaimsInOrder", testOutboxClaimsInOrder},
 		{"OutboxClaimExpiry", testOutboxClaimExpiry},
 	}
-	for _, tc := range append(append(tests, routeTests...), clickTests...) {
+	for _, tc := range append(append(tests, routeTests...), boundsTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
 		})
