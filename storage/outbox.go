@@ -151,10 +151,10 @@ type WebhookEvent struct {
 	// (ResultTruncated then set); nil when the webhook takes no result.
 	Result          *string `json:"result,omitempty"`
 	ResultTruncated bool    `json:"result_truncated,omitempty"`
-	Rule      string          `json:"rule,omitempty"`    // the rule that refused (decision) or flagged (tool_call) the call
-	Grant     string          `json:"grant,omitempty"`   // grant id (grant_* events)
-	Reason    string          `json:"reason,omitempty"`  // a person's reason with a deny; why a click was rejected
-	Votes     int             `json:"votes,omitempty"`   // approval: distinct allows so far
+	Rule            string  `json:"rule,omitempty"`   // the rule that refused (decision) or flagged (tool_call) the call
+	Grant           string  `json:"grant,omitempty"`  // grant id (grant_* events)
+	Reason          string  `json:"reason,omitempty"` // a person's reason with a deny; why a click was rejected
+	Votes           int     `json:"votes,omitempty"`  // approval: distinct allows so far
 	// Required is how many distinct allows the call needs (approval).
 	Required int `json:"required,omitempty"`
 	// Expires: approval_request, when the card expires; extended, the new
