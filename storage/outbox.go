@@ -146,15 +146,10 @@ type WebhookEvent struct {
 	ModelArgs json.RawMessage `json:"model_args,omitempty"`
 	Actor     string          `json:"actor"`             // platform user id, or "airlock"
 	Outcome   string          `json:"outcome,omitempty"` // decision/expired: allowed|denied|expired|abandoned; tool_result: succeeded|failed|unknown
-	// Result (tool_result) is the run's result as stored, scrubbed of
-	// secrets, cut at the webhook's max_result_bytes on a UTF-8 boundary
-	// (ResultTruncated then set); nil when the webhook takes no result.
-	Result          *string `json:"result,omitempty"`
-	ResultTruncated bool    `json:"result_truncated,omitempty"`
-	Rule            string  `json:"rule,omitempty"`   // the rule that refused (decision) or flagged (tool_call) the call
-	Grant           string  `json:"grant,omitempty"`  // grant id (grant_* events)
-	Reason          string  `json:"reason,omitempty"` // a person's reason with a deny; why a click was rejected
-	Votes           int     `json:"votes,omitempty"`  // approval: distinct allows so far
+	Rule      string          `json:"rule,omitempty"`    // the rule that refused (decision) or flagged (tool_call) the call
+	Grant     string          `json:"grant,omitempty"`   // grant id (grant_* events)
+	Reason    string          `json:"reason,omitempty"`  // a person's reason with a deny; why a click was rejected
+	Votes     int             `json:"votes,omitempty"`   // approval: distinct allows so far
 	// Required is how many distinct allows the call needs (approval).
 	Required int `json:"required,omitempty"`
 	// Expires: approval_request, when the card expires; extended, the new
@@ -164,6 +159,11 @@ type WebhookEvent struct {
 	// Suppressed (rejected_click): the same person's same rejections on the
 	// same batch counted, not sent, since the previous such event.
 	Suppressed int64 `json:"suppressed,omitempty"`
+	// Result (tool_result) is the run's result as stored, scrubbed of
+	// secrets, cut at the webhook's max_result_bytes on a UTF-8 boundary
+	// (ResultTruncated then set); nil when the webhook takes no result.
+	Result          *string `json:"result,omitempty"`
+	ResultTruncated bool    `json:"result_truncated,omitempty"`
 }
 
 // WebhookConversation names the thread an event belongs to.
