@@ -67,6 +67,10 @@ type Tools interface {
 	Specs() []model.ToolSpec
 }
 
+// DefaultMaxCallsPerReply is the default bound on the tool calls of one
+// model reply (model.max_calls_per_reply).
+const DefaultMaxCallsPerReply = 32
+
 // Config wires a Bot.
 type Config struct {
 	Store         confirm.Store
@@ -77,6 +81,10 @@ type Config struct {
 	SystemPrompt  string
 	MaxToolRounds int           // default 8
 	Timeout       time.Duration // how long a pause waits; default 30m
+	// MaxCallsPerReply bounds the tool calls of one model reply; a reply
+	// with more is answered whole as invalid. Default
+	// DefaultMaxCallsPerReply.
+	MaxCallsPerReply int
 	// DefaultApprovals is how many distinct people must allow a gated call
 	// when neither its tool nor a rule says; default 1.
 	DefaultApprovals int
@@ -170,6 +178,9 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if cfg.MaxToolRounds <= 0 {
 		cfg.MaxToolRounds = confirm.DefaultMaxToolRounds
+	}
+	if cfg.MaxCallsPerReply <= 0 {
+		cfg.MaxCallsPerReply = DefaultMaxCallsPerReply
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Minute

@@ -546,13 +546,20 @@ func denyMessage(user, reason string) string {
 
 func (b *Bot) rejectClick(ctx context.Context, c Click, convID int64, batchID, key, why string) {
 	detail, _ := json.Marshal(map[string]any{"why": why, "allow": c.Allow, "platform": c.Platform, "channel": c.Channel, "ref": card.Excerpt(c.Ref, 100)})
-	b.log.Warn("click rejected", "why", why, "user", c.User, "channel", c.Channel, "batch", batchID)
-	if err := b.store.Audit(ctx, confirm.AuditEvent{
+	// Coalesced: one audit row (and webhook event) per person, batch and
+	// reason a minute, across replicas; the repeats are counted.
+	written, err := b.store.AuditRejectedClick(ctx, confirm.AuditEvent{
 		At: b.now().UTC(), Kind: confirm.AuditRejectedClick, ConversationID: convID,
 		BatchID: batchID, CallKey: key, Actor: c.User, Detail: string(detail),
-	}); err != nil {
+	}, why)
+	if err != nil {
 		b.log.Error("audit rejected click", "err", err)
 	}
+	log := b.log.Warn
+	if err == nil && !written {
+		log = b.log.Debug // a repeat within the minute: counted, not audited
+	}
+	log("click rejected", "why", why, "user", c.User, "channel", c.Channel, "batch", batchID)
 }
 
 // PendingCard returns the card of the thread's pending pause, or

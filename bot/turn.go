@@ -302,6 +302,9 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 			}
 			return p.Post(ctx, th, text)
 		}
+		if len(reply.ToolCalls) > b.cfg.MaxCallsPerReply {
+			return b.stopForCalls(ctx, conv, p, reply)
+		}
 		if err := confirm.CheckRounds(roundsThisTurn(hist), b.cfg.MaxToolRounds); err != nil {
 			return b.stopForRounds(ctx, conv, p, reply)
 		}
@@ -322,15 +325,31 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 // stopForRounds answers every call of a reply past the round limit without
 // running it, so the history stays whole, and says so in the thread.
 func (b *Bot) stopForRounds(ctx context.Context, conv confirm.Conversation, p Platform, reply model.Message) error {
+	return b.stopUnrun(ctx, conv, p, reply,
+		fmt.Sprintf("Not executed: this turn reached its limit of %d tool rounds.", b.cfg.MaxToolRounds),
+		fmt.Sprintf("I stopped: this turn reached its limit of %d tool rounds (model.max_tool_rounds). Nothing more was run.", b.cfg.MaxToolRounds))
+}
+
+// stopForCalls answers a reply with more calls than model.max_calls_per_reply
+// whole as invalid: no call runs, no card asks anyone, every call gets the
+// same error result, and the thread is told in one line.
+func (b *Bot) stopForCalls(ctx context.Context, conv confirm.Conversation, p Platform, reply model.Message) error {
+	why := fmt.Sprintf("too many calls in one reply: %d, at most %d", len(reply.ToolCalls), b.cfg.MaxCallsPerReply)
+	b.log.Warn("reply refused: "+why, "conversation", conv.ID)
+	return b.stopUnrun(ctx, conv, p, reply, "Not executed: "+why+".",
+		"I stopped: the model asked for "+why+" (model.max_calls_per_reply). Nothing was run.")
+}
+
+// stopUnrun answers every call of a reply with result without running it,
+// so the history stays whole, ends the turn with notice and posts it.
+func (b *Bot) stopUnrun(ctx context.Context, conv confirm.Conversation, p Platform, reply model.Message, result, notice string) error {
 	keys := confirm.Keys(reply.ToolCalls)
 	results := model.Message{Role: model.RoleTool}
 	for i, c := range reply.ToolCalls {
 		results.Results = append(results.Results, model.ToolResult{
-			CallID: c.ID, Key: keys[i], Name: c.Name, IsError: true,
-			Content: fmt.Sprintf("Not executed: this turn reached its limit of %d tool rounds.", b.cfg.MaxToolRounds),
+			CallID: c.ID, Key: keys[i], Name: c.Name, IsError: true, Content: result,
 		})
 	}
-	notice := fmt.Sprintf("I stopped: this turn reached its limit of %d tool rounds (model.max_tool_rounds). Nothing more was run.", b.cfg.MaxToolRounds)
 	// The notice ends the turn in the history too, so a restart finds
 	// nothing left to answer and never asks the model again.
 	if err := b.append(ctx, conv.ID, reply, results, model.Message{Role: model.RoleAssistant, Text: notice}); err != nil {
@@ -624,7 +643,9 @@ func (b *Bot) offered(conv confirm.Conversation, name string) (tools.Tool, bool)
 const ApprovalNote = "Calls of this tool wait for a person's approval before they run: when you call it, tell the user it is waiting for approval, never that it is done."
 
 // specsFor returns the tools offered in the conversation's channel as the
-// model sees them, each gated tool's description saying so.
+// model sees them, each gated tool's description saying so: a tool whose
+// every call asks (its flag, confirmation.tools) and a tool some ask rule
+// could gate in this channel (whatever the arguments, requester or time).
 func (b *Bot) specsFor(conv confirm.Conversation) []model.ToolSpec {
 	all := b.cfg.Tools.Specs()
 	out := make([]model.ToolSpec, 0, len(all))
@@ -634,9 +655,10 @@ func (b *Bot) specsFor(conv confirm.Conversation) []model.ToolSpec {
 			continue
 		}
 		info := toolInfo(s.Name, t)
-		v := b.cfg.Policy.Evaluate(confirm.Request{Call: confirm.ToolCall{Name: s.Name, Args: json.RawMessage("{}")}, Tool: &info,
-			Platform: conv.Platform, Channel: conv.Channel})
-		if v.Ask && alwaysAsks(v.Reasons) {
+		req := confirm.Request{Call: confirm.ToolCall{Name: s.Name, Args: json.RawMessage("{}")}, Tool: &info,
+			Platform: conv.Platform, Channel: conv.Channel}
+		v := b.cfg.Policy.Evaluate(req)
+		if (v.Ask && alwaysAsks(v.Reasons)) || confirm.MayAsk(b.cfg.Policy, req) {
 			s.Description = strings.TrimSpace(s.Description + " " + ApprovalNote)
 		}
 		out = append(out, s)

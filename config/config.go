@@ -121,6 +121,9 @@ type Model struct {
 	BaseURL       string `yaml:"base_url"`
 	SystemPrompt  string `yaml:"system_prompt"`
 	MaxToolRounds int    `yaml:"max_tool_rounds"`
+	// MaxCallsPerReply bounds the tool calls of one model reply; a reply
+	// with more is answered whole as invalid, nothing run; default 32.
+	MaxCallsPerReply int `yaml:"max_calls_per_reply"`
 	// MaxHistoryMessages bounds the messages of a thread sent to the
 	// model (the oldest drop first); default 100.
 	MaxHistoryMessages int `yaml:"max_history_messages"`
@@ -270,6 +273,8 @@ const (
 	DefaultTimeout       = 30 * time.Minute
 	DefaultRemindBefore  = 5 * time.Minute
 	DefaultMaxToolRounds = 8
+
+	DefaultMaxCallsPerReply = 32
 
 	DefaultGrantDuration = time.Hour
 	MaxGrantDuration     = 24 * time.Hour
@@ -546,6 +551,9 @@ func (c *Config) applyDefaults() {
 	if c.Model.MaxToolRounds == 0 {
 		c.Model.MaxToolRounds = DefaultMaxToolRounds
 	}
+	if c.Model.MaxCallsPerReply == 0 {
+		c.Model.MaxCallsPerReply = DefaultMaxCallsPerReply
+	}
 	if c.Model.MaxHistoryMessages == 0 {
 		c.Model.MaxHistoryMessages = DefaultMaxHistoryMessages
 	}
@@ -596,6 +604,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Model.MaxToolRounds < 0 {
 		return keyErr("model.max_tool_rounds", "must be positive")
+	}
+	if c.Model.MaxCallsPerReply < 0 {
+		return keyErr("model.max_calls_per_reply", "must be positive")
 	}
 	if c.Model.MaxHistoryMessages < 2 {
 		return keyErr("model.max_history_messages", "must be at least 2")
@@ -666,17 +677,18 @@ func (c *Config) Validate() error {
 	}
 	// An MCP server's tools are known only once it answers: a name under a
 	// configured server's prefix is accepted.
-	fromMCP := func(name string) bool {
-		for _, m := range c.MCPServers {
+	mcpServerOf := func(name string) int {
+		for j, m := range c.MCPServers {
 			if strings.HasPrefix(name, m.Name+mcptools.Separator) {
-				return true
+				return j
 			}
 		}
-		return false
+		return -1
 	}
+	fromMCP := func(name string) bool { return mcpServerOf(name) >= 0 }
 	for i, t := range c.Tools {
-		if fromMCP(t.Name) {
-			return keyErr(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server %q", t.Name, strings.SplitN(t.Name, mcptools.Separator, 2)[0])
+		if j := mcpServerOf(t.Name); j >= 0 {
+			return keyErr(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server mcp_servers[%d] (%q), whose tools are named %s<tool>", t.Name, j, c.MCPServers[j].Name, c.MCPServers[j].Name+mcptools.Separator)
 		}
 	}
 	for i, name := range c.Confirmation.Tools {

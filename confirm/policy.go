@@ -134,16 +134,45 @@ func None() Policy { return PolicyFunc(func(Request) Verdict { return Verdict{} 
 // All combines policies: each call gets the Merge of their verdicts. A
 // policy added with All can only add calls that need confirmation (or
 // refuse them), never remove them.
-func All(policies ...Policy) Policy {
-	return PolicyFunc(func(r Request) Verdict {
-		vs := make([]Verdict, 0, len(policies))
-		for _, p := range policies {
-			if p != nil {
-				vs = append(vs, p.Evaluate(r))
-			}
+func All(policies ...Policy) Policy { return all(policies) }
+
+type all []Policy
+
+func (ps all) Evaluate(r Request) Verdict {
+	vs := make([]Verdict, 0, len(ps))
+	for _, p := range ps {
+		if p != nil {
+			vs = append(vs, p.Evaluate(r))
 		}
-		return Merge(vs...)
-	})
+	}
+	return Merge(vs...)
+}
+
+// MayAsk holds when one of the policies may ask (see MayAsk).
+func (ps all) MayAsk(r Request) bool {
+	for _, p := range ps {
+		if MayAsk(p, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// MayAsker is a policy that can tell whether some call of a tool could be
+// asked about, whatever its arguments, requester and time: a rule whose
+// expression could hold for the tool.
+type MayAsker interface {
+	// MayAsk reports whether some call of r.Call.Name at r.Platform and
+	// r.Channel could be asked about.
+	MayAsk(r Request) bool
+}
+
+// MayAsk reports whether p may ask about some call of the tool of r (its
+// arguments, requester and time unknown); false for a policy that cannot
+// tell (only MayAskers can).
+func MayAsk(p Policy, r Request) bool {
+	m, ok := p.(MayAsker)
+	return ok && m.MayAsk(r)
 }
 
 // Merge combines verdicts on one call: a deny wins (the first one's rule

@@ -400,6 +400,11 @@ type Store interface {
 
 	// Audit appends an audit event.
 	Audit(ctx context.Context, e AuditEvent) error
+	// AuditRejectedClick appends a rejected_click event coalesced: at most
+	// one per (actor, batch, reason) a minute, the others counted (and
+	// the count carried by the key's next event); false when it was only
+	// counted.
+	AuditRejectedClick(ctx context.Context, e AuditEvent, reason string) (bool, error)
 	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
 
 	// AcquireLease takes or renews holder's lease on key until now+ttl;

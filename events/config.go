@@ -26,17 +26,36 @@ type Webhook struct {
 	URL    string   `yaml:"url"`
 	Secret string   `yaml:"secret"` // signs every request (Airlock-Signature)
 	Events []string `yaml:"events"` // the event types it takes; empty: all
+	// MaxResultBytes bounds the result a tool_result event carries (cut on
+	// a UTF-8 boundary, result_truncated: true); unset: DefaultMaxResultBytes;
+	// 0: no result.
+	MaxResultBytes *int `yaml:"max_result_bytes"`
 }
 
 // MinSecretLen is the shortest webhook secret accepted.
 const MinSecretLen = 16
+
+// DefaultMaxResultBytes is the default of events.webhooks[].max_result_bytes;
+// MaxMaxResultBytes the most it may be.
+const (
+	DefaultMaxResultBytes = 16 << 10
+	MaxMaxResultBytes     = 1 << 20
+)
+
+// ResultBytes is the webhook's max_result_bytes with its default.
+func (w Webhook) ResultBytes() int {
+	if w.MaxResultBytes == nil {
+		return DefaultMaxResultBytes
+	}
+	return *w.MaxResultBytes
+}
 
 // ID is the webhook's stable id, derived from its URL (storage.WebhookID).
 func (w Webhook) ID() string { return storage.WebhookID(w.URL) }
 
 // Target is the webhook as storage needs it.
 func (w Webhook) Target() storage.WebhookTarget {
-	t := storage.WebhookTarget{ID: w.ID()}
+	t := storage.WebhookTarget{ID: w.ID(), MaxResultBytes: w.ResultBytes()}
 	for _, e := range w.Events {
 		t.Events = append(t.Events, storage.EventType(e))
 	}
@@ -104,6 +123,9 @@ func (c Config) Validate() error {
 		urls[w.URL] = i
 		if len(w.Secret) < MinSecretLen {
 			return keyErr(key+".secret", "required, at least %d characters (e.g. openssl rand -hex 32, given as ${AIRLOCK_WEBHOOK_SECRET})", MinSecretLen)
+		}
+		if n := w.ResultBytes(); n < 0 || n > MaxMaxResultBytes {
+			return keyErr(key+".max_result_bytes", "%d: must be between 0 (no result) and %d", n, MaxMaxResultBytes)
 		}
 		seen := map[string]bool{}
 		for j, e := range w.Events {

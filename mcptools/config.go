@@ -196,8 +196,30 @@ func ValidateAll(cfgs []Config) error {
 			return &tools.ConfigError{Key: key + ".name", Err: fmt.Errorf("duplicate %q", c.Name)}
 		}
 		seen[c.Name] = true
+		for j, o := range cfgs[:i] {
+			if short, long := namesOverlap(o.Name, c.Name); short != "" {
+				joined := long + Separator + "x"
+				return &tools.ConfigError{Key: key + ".name", Err: fmt.Errorf(
+					"%q and mcp_servers[%d].name %q can give two tools one name (server %q's tool %q and server %q's tool %q are both %q): rename one",
+					c.Name, j, o.Name, short, joined[len(short)+len(Separator):], long, "x", joined)}
+			}
+		}
 	}
 	return nil
+}
+
+// namesOverlap reports, as (shorter, longer), two server names whose joined
+// tool names can be equal: <a>__<t> = <b>__<u> needs b to be a followed by
+// "__" (t = <rest>__<u>) or by "_" alone (t = _<u>). Other names sharing a
+// prefix (aws, aws_s3) never give one name to two tools.
+func namesOverlap(x, y string) (shorter, longer string) {
+	if len(x) > len(y) {
+		x, y = y, x
+	}
+	if y == x+"_" || strings.HasPrefix(y, x+Separator) {
+		return x, y
+	}
+	return "", ""
 }
 
 func validHeaderName(name string) bool {

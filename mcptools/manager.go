@@ -109,6 +109,10 @@ func start(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger,
 			log.Error("mcp server not started", "server", cfg.Name, "err", "duplicate name")
 			continue
 		}
+		if other := overlapping(m.servers, cfg.Name); other != "" {
+			log.Error("mcp server not started: its tool names can be another server's", "server", cfg.Name, "other_server", other)
+			continue
+		}
 		seen[cfg.Name] = true
 		m.servers = append(m.servers, newServer(m, cfg, dial))
 	}
@@ -496,8 +500,8 @@ func (s *server) refresh(ctx context.Context, sess *mcp.ClientSession) error {
 			s.log.Warn("mcp tool skipped", "tool", mt.Name, "err", err)
 			continue
 		}
-		if s.m.set.Has(t.name) && !ours[t.name] {
-			s.log.Warn("mcp tool skipped: the name is taken", "tool", mt.Name, "name", t.name)
+		if holder, taken := s.m.set.Get(t.name); taken && !ours[t.name] {
+			s.log.Warn("mcp tool not offered: its name is taken", "tool", mt.Name, "name", t.name, "taken_by", holderOf(holder))
 			continue
 		}
 		built = append(built, t)
@@ -523,4 +527,23 @@ func (s *server) refresh(ctx context.Context, sess *mcp.ClientSession) error {
 		s.log.Info("mcp server tools changed", "tools", names)
 	}
 	return nil
+}
+
+// overlapping returns the name of a server among started whose tool names
+// can equal those of a server called name (see namesOverlap), or "".
+func overlapping(started []*server, name string) string {
+	for _, o := range started {
+		if short, _ := namesOverlap(o.cfg.Name, name); short != "" {
+			return o.cfg.Name
+		}
+	}
+	return ""
+}
+
+// holderOf names the tool holding a name in the set, for a log line.
+func holderOf(t tools.Tool) string {
+	if mt, ok := t.(*mcpTool); ok {
+		return fmt.Sprintf("MCP server %q's tool %q", mt.srv.cfg.Name, mt.remote)
+	}
+	return fmt.Sprintf("the configured tool %q", t.Spec().Name)
 }

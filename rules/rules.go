@@ -92,6 +92,7 @@ type rule struct {
 	notGrant  bool
 	usesArgs  bool // the expression refers to args
 	prg       cel.Program
+	partial   cel.Program // prg evaluating with unknowns (MayAsk)
 }
 
 var namePattern = regexp.MustCompile(`^[a-z0-9_-]+$`)
@@ -202,6 +203,15 @@ func Compile(cfgs []Config) (*Set, error) {
 			}
 		}
 		r.prg, err = env.Program(ast,
+			cel.CostTracking(dynamicCallCost{}),
+			cel.CostLimit(CostLimit),
+			cel.InterruptCheckFrequency(interruptCheckFrequency),
+		)
+		if err != nil {
+			return nil, &Error{Key: key("when"), Err: err}
+		}
+		r.partial, err = env.Program(ast,
+			cel.EvalOptions(cel.OptPartialEval),
 			cel.CostTracking(dynamicCallCost{}),
 			cel.CostLimit(CostLimit),
 			cel.InterruptCheckFrequency(interruptCheckFrequency),

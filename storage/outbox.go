@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,6 +57,10 @@ const (
 type WebhookTarget struct {
 	ID     string      // WebhookID of its URL
 	Events []EventType // the types it takes; empty: all
+	// MaxResultBytes bounds the result a tool_result event carries: the
+	// run's stored (scrubbed) result, cut on a UTF-8 boundary with
+	// result_truncated set. 0: no result is sent.
+	MaxResultBytes int
 }
 
 func (t WebhookTarget) takes(typ EventType) bool {
@@ -102,7 +107,10 @@ func (db *DB) SetWebhooks(targets []WebhookTarget) error {
 				return fmt.Errorf("set webhooks: target %s: unknown event type %q", t.ID, e)
 			}
 		}
-		out = append(out, WebhookTarget{ID: t.ID, Events: append([]EventType(nil), t.Events...)})
+		if t.MaxResultBytes < 0 {
+			return fmt.Errorf("set webhooks: target %s: negative max result bytes %d", t.ID, t.MaxResultBytes)
+		}
+		out = append(out, WebhookTarget{ID: t.ID, Events: append([]EventType(nil), t.Events...), MaxResultBytes: t.MaxResultBytes})
 	}
 	if len(out) == 0 {
 		db.webhooks.Store(nil)
@@ -148,6 +156,14 @@ type WebhookEvent struct {
 	// deadline; grant_created, the grant's end.
 	Expires *time.Time `json:"expires,omitempty"`
 	Step    *int       `json:"step,omitempty"` // escalated: the step that fired
+	// Suppressed (rejected_click): the same person's same rejections on the
+	// same batch counted, not sent, since the previous such event.
+	Suppressed int64 `json:"suppressed,omitempty"`
+	// Result (tool_result) is the run's result as stored, scrubbed of
+	// secrets, cut at the webhook's max_result_bytes on a UTF-8 boundary
+	// (ResultTruncated then set); nil when the webhook takes no result.
+	Result          *string `json:"result,omitempty"`
+	ResultTruncated bool    `json:"result_truncated,omitempty"`
 }
 
 // WebhookConversation names the thread an event belongs to.
@@ -187,6 +203,12 @@ func (ev WebhookEvent) encode() []byte {
 			o.add(f.k, f.v)
 		}
 	}
+	if ev.Result != nil {
+		o.add("result", *ev.Result)
+		if ev.ResultTruncated {
+			o.add("result_truncated", true)
+		}
+	}
 	if ev.Votes != 0 {
 		o.add("votes", ev.Votes)
 	}
@@ -198,6 +220,9 @@ func (ev WebhookEvent) encode() []byte {
 	}
 	if ev.Step != nil {
 		o.add("step", *ev.Step)
+	}
+	if ev.Suppressed != 0 {
+		o.add("suppressed", ev.Suppressed)
 	}
 	return []byte(o.String())
 }
@@ -218,6 +243,8 @@ type auditDetail struct {
 	Reasons   []confirm.Reason `json:"reasons"`
 	Until     *time.Time       `json:"until"` // extended
 	Step      *int             `json:"step"`  // escalated
+	// Suppressed: rejected_click, repeats counted since the key's last row.
+	Suppressed int64 `json:"suppressed"`
 }
 
 // eventOf maps an audit row to its webhook event, without id,
@@ -251,7 +278,7 @@ func eventOf(e confirm.AuditEvent) (WebhookEvent, auditDetail) {
 			ev.Outcome = OutcomeDenied
 		}
 	case confirm.AuditRejectedClick:
-		ev.Reason = d.Why
+		ev.Reason, ev.Suppressed = d.Why, d.Suppressed
 	case confirm.AuditToolResult:
 		ev.Outcome = d.Status
 	case confirm.AuditGrantCreated:
@@ -316,11 +343,45 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 			return fmt.Errorf("load call arguments: %w", err)
 		}
 	}
-	body := string(ev.encode())
+	// A tool_result carries the run's result, cut per webhook.
+	var result *string
+	if ev.Type == EventToolResult && e.BatchID != "" && e.CallKey != "" && slices.ContainsFunc(targets, func(t WebhookTarget) bool {
+		return t.MaxResultBytes > 0 && slices.Contains(to, t.ID)
+	}) {
+		var r sql.NullString
+		err := db.get(ctx, ex, &r, db.q(`SELECT result FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("load call result: %w", err)
+		}
+		if r.Valid {
+			result = &r.String
+		}
+	}
+	bodies := map[int]string{} // by the result's bound
+	bodyFor := func(max int) string {
+		if result == nil {
+			max = 0
+		}
+		if b, ok := bodies[max]; ok {
+			return b
+		}
+		ev.Result, ev.ResultTruncated = nil, false
+		if max > 0 {
+			cut, truncated := excerpt(*result, max)
+			ev.Result, ev.ResultTruncated = &cut, truncated
+		}
+		b := string(ev.encode())
+		bodies[max] = b
+		return b
+	}
+	maxOf := make(map[string]int, len(targets))
+	for _, t := range targets {
+		maxOf[t.ID] = t.MaxResultBytes
+	}
 	insert := db.q(`INSERT INTO outbox (event_id, target, type, conversation_id, audit_id, body, status, created_at, next_attempt_at)
 		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
 	for _, target := range to {
-		if _, err := db.exec(ctx, ex, insert, ev.ID, target, string(ev.Type), e.ConversationID, e.ID, body, db.ts(e.At), db.ts(e.At)); err != nil {
+		if _, err := db.exec(ctx, ex, insert, ev.ID, target, string(ev.Type), e.ConversationID, e.ID, bodyFor(maxOf[target]), db.ts(e.At), db.ts(e.At)); err != nil {
 			return fmt.Errorf("insert delivery to %s: %w", target, err)
 		}
 	}

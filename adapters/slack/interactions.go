@@ -361,7 +361,7 @@ func (a *Adapter) openEdit(ctx context.Context, in interaction) {
 		a.refused(ctx, in, err)
 		return
 	}
-	if n := utf8.RuneCountInString(form.Args); n > MaxEditChars {
+	if n := utf8.RuneCountInString(EditValue(form.Args)); n > MaxEditChars {
 		a.log.Info("slack: arguments too large to edit", "user", in.User, "ref", in.Ref, "chars", n)
 		a.ephemeral(ctx, in.Channel, in.Thread, in.User, fmt.Sprintf(
 			"This call's arguments are too large to edit in Slack (%s; a Slack form holds %s). Allow or deny it as it is. Nothing changed.",

@@ -831,6 +831,13 @@ func DenyReasonModal(meta ModalMeta, call *cardpkg.Call) slack.ModalViewRequest 
 	}
 }
 
+// EditValue is the edit modal's pre-filled text for a call's arguments:
+// their JSON with every hidden character (bidi controls, zero-width and
+// other format characters, C0 and C1 controls) written as its JSON escape,
+// such as \u202e, as the terminal shows it. Inside a JSON string the
+// escape is the same character, so the text decodes to the same value.
+func EditValue(args string) string { return visible.Reveal(args) }
+
 // EditModal is the modal Edit… opens: the call (number, tool, current
 // read-back) and one multi-line input holding its arguments as pretty
 // JSON, labelled with the call's number and tool. Its private metadata
@@ -849,7 +856,7 @@ func EditModal(meta ModalMeta, f bot.EditForm) slack.ModalViewRequest {
 	input := slack.NewPlainTextInputBlockElement(nil, editActionID)
 	input.Multiline = true
 	input.MaxLength = MaxEditChars
-	input.InitialValue = f.Args
+	input.InitialValue = EditValue(f.Args)
 	input.FocusOnLoad = true
 	label := slack.NewTextBlockObject(slack.PlainTextType, clip(fmt.Sprintf("Arguments of call %d (%s), as JSON", f.Number, tool), 2000), false, false)
 	hint := slack.NewTextBlockObject(slack.PlainTextType, "Checked against the tool's schema and the policy before anything changes.", false, false)

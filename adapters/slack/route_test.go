@@ -345,8 +345,8 @@ func TestEditModal(t *testing.T) {
 		if b.BlockID != EditBlockID || b.Element.ActionID != editActionID || !b.Element.Multiline || b.Element.MaxLength != MaxEditChars {
 			t.Errorf("input %+v", b)
 		}
-		if b.Element.InitialValue != args {
-			t.Errorf("initial value %q, want the arguments as given", b.Element.InitialValue)
+		if want := "{\n  \"service\": \"<!here> \\u202e\"\n}"; b.Element.InitialValue != want {
+			t.Errorf("initial value %q, want the arguments as given, hidden characters escaped: %q", b.Element.InitialValue, want)
 		}
 		if b.Label.Text != "Arguments of call 2 (deploy), as JSON" || b.Label.Emoji {
 			t.Errorf("label %+v", b.Label)

@@ -247,6 +247,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		Channels:           bot.NewChannels(entries),
 		SystemPrompt:       cfg.Model.SystemPrompt,
 		MaxToolRounds:      cfg.Model.MaxToolRounds,
+		MaxCallsPerReply:   cfg.Model.MaxCallsPerReply,
 		MaxHistoryMessages: cfg.Model.MaxHistoryMessages,
 		MaxMessageChars:    cfg.Model.MaxMessageChars,
 		Timeout:            cfg.Confirmation.Timeout,

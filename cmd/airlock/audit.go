@@ -78,6 +78,9 @@ type rejectedClick struct {
 	By  string    `json:"by"`
 	At  time.Time `json:"at"`
 	Why string    `json:"why"`
+	// Suppressed: the same person's same rejections of the batch counted,
+	// not recorded, since the previous row (rejected clicks are coalesced).
+	Suppressed int64 `json:"suppressed,omitempty"`
 }
 
 // auditRecords folds audit events into one record per call, in the order
@@ -193,11 +196,12 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 				continue // a button that named no call
 			}
 			var d struct {
-				Why string `json:"why"`
+				Why        string `json:"why"`
+				Suppressed int64  `json:"suppressed"`
 			}
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
-			r.RejectedClicks = append(r.RejectedClicks, rejectedClick{By: e.Actor, At: e.At, Why: d.Why})
+			r.RejectedClicks = append(r.RejectedClicks, rejectedClick{By: e.Actor, At: e.At, Why: d.Why, Suppressed: d.Suppressed})
 		}
 	}
 	sort.SliceStable(order, func(i, j int) bool { return order[i].AskedAt.Before(order[j].AskedAt) })
@@ -307,7 +311,11 @@ func printRecords(w io.Writer, records []*callRecord) {
 			fmt.Fprintf(tw, "\t\t\t\t  escalated\tstep %d\t\t\t\t\n", st)
 		}
 		for _, c := range r.RejectedClicks {
-			fmt.Fprintf(tw, "\t\t\t\t  rejected click\t%s\t%s\t%s\t\t\n", c.Why, c.By, c.At.UTC().Format(time.DateTime))
+			why := c.Why
+			if c.Suppressed > 0 {
+				why += fmt.Sprintf(" (and %d more before, not recorded)", c.Suppressed)
+			}
+			fmt.Fprintf(tw, "\t\t\t\t  rejected click\t%s\t%s\t%s\t\t\n", why, c.By, c.At.UTC().Format(time.DateTime))
 		}
 	}
 	tw.Flush()
