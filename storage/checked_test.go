@@ -157,7 +157,9 @@ func testRaceMarkChecked(t *testing.T, db *DB) {
 	won := make([]bool, n)
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { won[i], errs[i] = db.MarkChecked(t.Context(), b.ID, "a", "U-"+string(rune('a'+i)), time.Time{}) })
+		wg.Go(func() {
+			won[i], errs[i] = db.MarkChecked(t.Context(), b.ID, "a", "U-"+string(rune('a'+i)), time.Time{})
+		})
 	}
 	wg.Wait()
 	wins := 0
