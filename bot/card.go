@@ -61,6 +61,7 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 			Run:       call.Run,
 			Result:    call.Result,
 			Editable:  st.Kind == card.Waiting && call.Flagged && x.editable != nil && x.editable(call.Tool),
+			Check:     checkOf(call),
 		})
 		if len(call.EditedArgs) > 0 && call.EditedAt != nil {
 			c.Calls[len(c.Calls)-1].Edited = &card.Edit{By: call.EditedBy, At: *call.EditedAt, Changes: changes(call.Args, call.EditedArgs)}

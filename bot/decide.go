@@ -72,7 +72,7 @@ func IsRefusal(err error) bool {
 	for _, e := range []error{
 		ErrNotApprover, ErrAlreadyClosed, ErrWrongChannel, ErrSelfApproval,
 		ErrAlreadyVoted, ErrNotGrantable, ErrGrantNotActive, ErrEscalationGrant,
-		ErrAlreadyExtended, ErrNotEditable, ErrStaleRevision,
+		ErrAlreadyExtended, ErrNotEditable, ErrStaleRevision, ErrAlreadyChecked,
 		confirm.ErrBadRef, confirm.ErrNotFound,
 	} {
 		if errors.Is(err, e) {
@@ -109,6 +109,8 @@ func UserMessage(err error) string {
 		return "This card was already extended once. Nothing changed."
 	case errors.Is(err, ErrNotEditable):
 		return "This call's arguments can't be edited (its tool is no longer available here). Nothing changed."
+	case errors.Is(err, ErrAlreadyChecked):
+		return "This run was already marked checked (or its outcome is known). Nothing changed."
 	case errors.Is(err, ErrShuttingDown):
 		return "Airlock is restarting; nothing changed. Click again in a minute."
 	case errors.Is(err, ErrNotApprover):

@@ -292,12 +292,18 @@ func TestUncertainOutcomeIsUnknownAndGatesTheRepeat(t *testing.T) {
 	if charge.n.Load() != 1 {
 		t.Fatal("the repeat ran before a decision")
 	}
-	// A different amount is a different call: it runs at once.
-	h.turn("bob", "never mind")
-	h.push(calls(tc("", "charge", `{"amount": 11}`)), text("charged 11"))
-	h.turn("bob", "charge 11")
-	if len(h.plat.cards) != 1 || charge.n.Load() != 2 {
-		t.Fatalf("cards %d, runs %d", len(h.plat.cards), charge.n.Load())
+	// Other arguments (a note, another amount) are still calls of a tool
+	// whose run nobody checked: each needs a person's yes too.
+	for i, args := range []string{`{"amount": 10, "note": "retry"}`, `{"amount": 11}`} {
+		h.turn("bob", "never mind")
+		h.push(calls(tc("", "charge", args)), text("charged"))
+		h.turn("bob", "charge again")
+		if len(h.plat.cards) != 2+i || charge.n.Load() != 1 {
+			t.Fatalf("%s: cards %d, runs %d; want a card and no run", args, len(h.plat.cards), charge.n.Load())
+		}
+		if c := h.plat.cards[1+i].Calls[0]; len(c.Reasons) != 1 || c.Reasons[0].Kind != confirm.ReasonUnknownOutcome || c.Grantable {
+			t.Fatalf("%s: card call %+v; want reason unknown_outcome, not grantable", args, c)
+		}
 	}
 }
 

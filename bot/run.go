@@ -432,21 +432,19 @@ func (b *Bot) scrub(s string) string {
 }
 
 // noteUnknown tells the thread about calls whose outcome is unknown and
-// that no card shows (calls that ran without approval); a gated call's
-// card says it. batch must be loaded after its runs finished.
+// that no card shows (calls that ran without approval), each line with
+// "I checked — go on" (see postUnknownNotice); a gated call's card says
+// it and has the button. batch must be loaded after its runs finished.
 func (b *Bot) noteUnknown(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
 	p, err := b.platform(conv.Platform)
 	if err != nil {
 		return
 	}
 	for _, c := range batch.Calls {
-		if c.Run != confirm.RunUnknown || (c.Flagged && batch.CardRef != "") {
+		if c.Run != confirm.RunUnknown || c.CheckedAt != nil || (c.Flagged && batch.CardRef != "") {
 			continue
 		}
-		msg := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): it may or may not have taken effect. It was not retried; check before retrying.", c.Position+1, c.Tool, quote(c.Summary))
-		if err := p.Post(ctx, threadOf(conv), msg); err != nil {
-			b.log.Error("post unknown outcome", "err", err)
-		}
+		b.postUnknownNotice(ctx, conv, p, c)
 	}
 }
 

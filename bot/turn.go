@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -364,8 +363,8 @@ func (b *Bot) stopUnrun(ctx context.Context, conv confirm.Conversation, p Platfo
 // grantFor); a call it denies is refused by its rule; the others are
 // allowed by policy. A call of a tool not offered in the channel is
 // refused like an unknown tool; a call whose read-back cannot be built is
-// invalid; a call equal to an earlier call whose outcome is unknown needs
-// a person's yes. A grant revoked or expired after it was looked up is
+// invalid; a call of a tool with an earlier run whose outcome is unknown,
+// not yet marked checked, needs a person's yes. A grant revoked or expired after it was looked up is
 // caught by the transaction storing the batch: the reply is planned again.
 func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester asker, reply model.Message) (*confirm.Batch, bool, error) {
 	for attempt := 1; ; attempt++ {
@@ -480,14 +479,14 @@ func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requeste
 }
 
 // policyIn is the policy judging calls in the conversation: the
-// configured one, and a person's yes for a call equal to one whose outcome
-// is unknown.
+// configured one, and a person's yes for every call of a tool with a run
+// whose outcome is unknown that nobody marked checked yet.
 func (b *Bot) policyIn(ctx context.Context, conv confirm.Conversation) (confirm.Policy, error) {
 	unknown, err := b.store.UnknownCalls(ctx, conv.ID)
 	if err != nil {
 		return nil, fmt.Errorf("load calls with unknown outcomes: %w", err)
 	}
-	return confirm.All(b.cfg.Policy, repeatPolicy(unknown)), nil
+	return confirm.All(b.cfg.Policy, uncheckedPolicy(unknown)), nil
 }
 
 // approvalsOf is how many distinct people must allow a call the verdict
@@ -598,34 +597,20 @@ func toolInfo(name string, t tools.Tool) confirm.ToolInfo {
 	return info
 }
 
-// repeatPolicy asks for calls equal (same tool, arguments equal as decoded
-// JSON) to a call whose outcome is unknown; no grant covers them.
-func repeatPolicy(unknown []confirm.Call) confirm.Policy {
-	type seen struct {
-		tool string
-		args any
-	}
-	var list []seen
+// uncheckedPolicy asks for every call of a tool that has a run whose
+// outcome is unknown and that nobody marked checked yet in the
+// conversation, whatever its arguments (a retry with a note is a retry
+// all the same); no grant covers them.
+func uncheckedPolicy(unknown []confirm.Call) confirm.Policy {
+	gated := map[string]bool{}
 	for _, u := range unknown {
-		var v any
-		if json.Unmarshal(u.RunArgs(), &v) == nil {
-			list = append(list, seen{u.Tool, v})
-		}
+		gated[u.Tool] = true
 	}
 	return confirm.PolicyFunc(func(r confirm.Request) confirm.Verdict {
-		if len(list) == 0 {
+		if !gated[r.Call.Name] {
 			return confirm.Verdict{}
 		}
-		var v any
-		if json.Unmarshal(r.Call.Args, &v) != nil {
-			return confirm.Verdict{}
-		}
-		for _, s := range list {
-			if s.tool == r.Call.Name && reflect.DeepEqual(s.args, v) {
-				return confirm.Verdict{Ask: true, NotGrantable: true, Reasons: []confirm.Reason{{Kind: confirm.ReasonUnknownOutcome}}}
-			}
-		}
-		return confirm.Verdict{}
+		return confirm.Verdict{Ask: true, NotGrantable: true, Reasons: []confirm.Reason{{Kind: confirm.ReasonUnknownOutcome}}}
 	})
 }
 

@@ -115,6 +115,59 @@ type Call struct {
 	// Edited is set when an approver changed the arguments: Summary and
 	// Args are then the edited call's.
 	Edited *Edit
+	// Check is set when the call's run ended unknown: until a person marks
+	// it checked, every later call of its tool in the conversation needs a
+	// yes. While it is not done, renderers offer "I checked — go on"
+	// (Slack action_id airlock_checked) carrying Check.Ref; once done they
+	// say who checked it and when.
+	Check *Check
+}
+
+// CheckedLabel is the label of the button that marks an unknown run checked.
+const CheckedLabel = "I checked — go on"
+
+// Check is where a person's check of an unknown run stands.
+type Check struct {
+	Ref string     // opaque reference for the button; see confirm.ParseCheckedRef
+	By  string     // platform user id of who marked it checked; "" while not
+	At  *time.Time // when; nil while not checked
+}
+
+// Done reports whether a person marked the run checked.
+func (k Check) Done() bool { return k.At != nil }
+
+// Text is the check in shared words: "checked by U1 at 12:00:00 UTC";
+// empty while not checked.
+func (k Check) Text() string {
+	if !k.Done() {
+		return ""
+	}
+	return "checked by " + k.By + " at " + k.At.UTC().Format("15:04:05 UTC")
+}
+
+// UnknownNotice is the thread line that announces the unknown outcome of
+// a call no card shows (it ran without approval), with "I checked — go
+// on" while it is not checked.
+type UnknownNotice struct {
+	Check   Check
+	Number  int    // 1-based position of the call in its reply
+	Tool    string // (untrusted text)
+	Summary string // the read-back (untrusted text)
+}
+
+// GateText says what an unchecked unknown run means for later calls.
+func GateText(tool string) string {
+	return "Until someone marks it checked, every call of " + tool + " in this thread needs a person's yes."
+}
+
+// Text is the notice in shared words (the tool and read-back as given:
+// callers quote or escape them).
+func (n UnknownNotice) Text() string {
+	s := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): it may or may not have taken effect. It was not retried; check before retrying. ", n.Number, n.Tool, n.Summary)
+	if n.Check.Done() {
+		return s + "Checked by " + n.Check.By + " at " + n.Check.At.UTC().Format("15:04:05 UTC") + "; later calls are judged as usual."
+	}
+	return s + GateText(n.Tool)
 }
 
 // Edit records an approver's change of a call's arguments.
@@ -277,7 +330,11 @@ func (c Call) Outcome() string {
 	case confirm.RunFailed:
 		return who + "; failed: " + Excerpt(c.Result, 200)
 	case confirm.RunUnknown:
-		return who + "; outcome unknown — check before retrying (it may have taken effect; Airlock will not retry it)"
+		out := who + "; outcome unknown — check before retrying (it may have taken effect; Airlock will not retry it)"
+		if c.Check != nil && c.Check.Done() {
+			out += "; " + c.Check.Text()
+		}
+		return out
 	}
 	return who
 }

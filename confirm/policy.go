@@ -33,7 +33,7 @@ const (
 	ReasonConfirmationTools ReasonKind = "confirmation_tools" // the tool is listed in confirmation.tools
 	ReasonRule              ReasonKind = "rule"               // a confirmation.rules entry matched
 	ReasonRuleError         ReasonKind = "rule_error"         // a rule could not be evaluated: counts as ask
-	ReasonUnknownOutcome    ReasonKind = "unknown_outcome"    // an equal earlier call's outcome is unknown
+	ReasonUnknownOutcome    ReasonKind = "unknown_outcome"    // an earlier call of the tool has an unknown outcome nobody checked yet
 )
 
 // Reason is one reason of a verdict.
@@ -54,7 +54,7 @@ func (r Reason) String() string {
 	case ReasonRuleError:
 		return "rule " + r.Rule + " could not be evaluated"
 	case ReasonUnknownOutcome:
-		return "an earlier equal call's outcome is unknown: check whether it took effect"
+		return "an earlier call of this tool has an unknown outcome: check whether it took effect"
 	}
 	return string(r.Kind)
 }

@@ -147,6 +147,13 @@ type Call struct {
 	// Every button, form and view of the call carries the revision it
 	// showed (RefAt); a decision made at another revision changes nothing.
 	Revision int `db:"revision"`
+	// CheckedBy and CheckedAt record the person who marked an unknown
+	// outcome checked (see CheckStore); nil: not checked.
+	CheckedBy string     `db:"checked_by"`
+	CheckedAt *time.Time `db:"checked_at"`
+	// NoticeRef is the platform's reference of the thread line that
+	// announced the call's unknown outcome ("" when none was posted).
+	NoticeRef string `db:"notice_ref"`
 }
 
 // Vote is one person's approval of a call.
@@ -358,7 +365,7 @@ type Store interface {
 	// a channel of a platform (all its threads).
 	PendingInChannel(ctx context.Context, platform, channel string) (int, error)
 	// UnknownCalls lists the conversation's calls whose run outcome is
-	// unknown, oldest first.
+	// unknown and that nobody marked checked yet, oldest first.
 	UnknownCalls(ctx context.Context, conversationID int64) ([]Call, error)
 	// ExpiredBatches lists pending batches with a pending call past its expiry.
 	ExpiredBatches(ctx context.Context, now time.Time) ([]string, error)
@@ -445,6 +452,8 @@ type Store interface {
 
 	// RouteStore: card messages, escalation, extend and edit (route.go).
 	RouteStore
+	// CheckStore: unknown outcomes marked checked (checked.go).
+	CheckStore
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -114,7 +114,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0)`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '')`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {
@@ -410,12 +410,13 @@ func (db *DB) PendingInChannel(ctx context.Context, platform, channel string) (i
 	return n, nil
 }
 
-// UnknownCalls lists the conversation's calls whose run outcome is unknown,
-// oldest first (by batch creation, then position).
+// UnknownCalls lists the conversation's calls whose run outcome is unknown
+// and that nobody marked checked yet (see MarkChecked), oldest first (by
+// batch creation, then position).
 func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm.Call, error) {
 	var rows []callRow
 	if err := db.sel(ctx, db.reader(), &rows, db.q(`SELECT `+prefixed("c.", callColumns)+` FROM calls c JOIN batches b ON b.id = c.batch_id
-		WHERE b.conversation_id = ? AND c.run_status = 'unknown'
+		WHERE b.conversation_id = ? AND c.run_status = 'unknown' AND c.checked_at IS NULL
 		ORDER BY b.created_at, b.id, c.position`), conversationID); err != nil {
 		return nil, fmt.Errorf("unknown calls: %w", err)
 	}
@@ -425,7 +426,7 @@ func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm
 	}
 	if err := db.attachVotes(ctx, out, `SELECT v.batch_id, v.key, v.approver, v.at FROM votes v
 		JOIN calls c ON c.batch_id = v.batch_id AND c.key = v.key JOIN batches b ON b.id = v.batch_id
-		WHERE b.conversation_id = ? AND c.run_status = 'unknown' ORDER BY v.at, v.id`, conversationID); err != nil {
+		WHERE b.conversation_id = ? AND c.run_status = 'unknown' AND c.checked_at IS NULL ORDER BY v.at, v.id`, conversationID); err != nil {
 		return nil, fmt.Errorf("unknown calls: votes: %w", err)
 	}
 	return out, nil

@@ -34,13 +34,16 @@ const (
 	EventExtended        EventType = "extended"    // an approver pushed a card's deadline (expires: the new one)
 	EventEscalated       EventType = "escalated"   // an escalation step fired (step)
 	EventCallEdited      EventType = "call_edited" // an approver changed a call's arguments (args: the new ones; model_args: the model's)
+	// EventUnknownChecked: a person marked a run whose outcome was unknown
+	// checked; later calls of its tool are judged by the policy again.
+	EventUnknownChecked EventType = "unknown_checked"
 )
 
 // EventTypes lists every webhook event type.
 var EventTypes = []EventType{
 	EventToolCall, EventApprovalRequest, EventApproval, EventDecision, EventExpired,
 	EventRejectedClick, EventToolResult, EventGrantCreated, EventGrantUsed, EventGrantRevoked,
-	EventExtended, EventEscalated, EventCallEdited,
+	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked,
 }
 
 // Outcomes of decision, expired and tool_result events.

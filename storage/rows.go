@@ -92,15 +92,18 @@ type callRow struct {
 	EditedBy       string `db:"edited_by"`
 	EditedAt       dbTime `db:"edited_at"`
 	Revision       int    `db:"revision"`
+	CheckedBy      string `db:"checked_by"`
+	CheckedAt      dbTime `db:"checked_at"` // NULL: not checked
+	NoticeRef      string `db:"notice_ref"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
-		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision}
+		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -140,6 +143,9 @@ func (r callRow) call() (confirm.Call, error) {
 		EditedBy:       r.EditedBy,
 		EditedAt:       r.EditedAt.ptr(),
 		Revision:       r.Revision,
+		CheckedBy:      r.CheckedBy,
+		CheckedAt:      r.CheckedAt.ptr(),
+		NoticeRef:      r.NoticeRef,
 	}, nil
 }
 

@@ -121,6 +121,9 @@ type Bot interface {
 	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
 	Edit(ctx context.Context, c bot.Click, args string) error
 	Extend(ctx context.Context, c bot.Click) error
+	// MarkChecked marks a run whose outcome is unknown checked ("I
+	// checked — go on" on its card or its thread line).
+	MarkChecked(ctx context.Context, c bot.Click) error
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas

@@ -847,6 +847,7 @@ func (nopBot) Note(context.Context, bot.Turn) error                      { retur
 func (nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
 func (nopBot) Decide(context.Context, bot.Click) error                   { return nil }
 func (nopBot) Revoke(context.Context, bot.Click) error                   { return nil }
+func (nopBot) MarkChecked(context.Context, bot.Click) error              { return nil }
 func (nopBot) EditForm(context.Context, bot.Click) (bot.EditForm, error) {
 	return bot.EditForm{}, confirm.ErrNotFound
 }

@@ -402,6 +402,11 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 				return
 			}
 			a.extend(ctx, i, ref)
+		case action == actionChecked:
+			if !a.deferUpdate(ctx, i) {
+				return
+			}
+			a.checked(ctx, i, ref)
 		default: // Allow, "Allow for", Deny
 			if !a.deferUpdate(ctx, i) {
 				return

@@ -43,6 +43,7 @@ const (
 	actionEdit       = "e" // "Edit…" button: opens the edit modal (ref: the call's)
 	actionEditSubmit = "f" // the edit modal's submit
 	actionExtend     = "x" // the card's Extend button (ref: any call reference of the card)
+	actionChecked    = "k" // "I checked — go on" on an unknown run's card or thread line (ref: a checked reference)
 )
 
 // ReasonInputID is the custom id of the reason modal's text input.
@@ -110,7 +111,7 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 	}
 	switch action {
 	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
-		actionEdit, actionEditSubmit, actionExtend:
+		actionEdit, actionEditSubmit, actionExtend, actionChecked:
 		return action, ref, true
 	}
 	return "", "", false
@@ -140,7 +141,9 @@ type CardMessage struct {
 // extended, a last row holds "Extend <duration>" (secondary style). No
 // other button of a card uses the success or danger style. A call
 // needing several approvals keeps its buttons until it is decided. A
-// complete card has no components.
+// complete card has no components but one: while a call's run whose
+// outcome is unknown is not marked checked, a row of "I checked — go on"
+// (secondary style) buttons, one per such call.
 //
 // Every text from the model, a tool or a person is inert (see
 // escape.go): it shows as written, with no markdown, links, mentions or
@@ -190,6 +193,9 @@ func RenderMessages(cd card.Card) []CardMessage {
 		}
 		if cd.Complete() || m.Components == nil {
 			m.Components = []discordgo.MessageComponent{}
+		}
+		if cd.Complete() {
+			m.Components = append(m.Components, checkedRows(calls, len(cd.Calls) > 1)...)
 		}
 		if n := len(m.Embeds); n > 0 && !cd.Complete() && !cd.ExpiresAt.IsZero() {
 			last := m.Embeds[n-1]
@@ -603,9 +609,82 @@ func statusLine(c card.Call) string {
 	case confirm.RunFailed:
 		return "⚠️ " + out + "; failed: " + escapeClip(oneLine(c.Result), maxResultChars)
 	case confirm.RunUnknown:
-		return "⚠️ " + out + "; **outcome unknown**: it may or may not have happened. A person must check it; it will not be retried."
+		return "⚠️ " + out + "; **outcome unknown**: it may or may not have happened. A person must check it; it will not be retried." + checkedLine(c.Check)
 	}
 	return "✅ " + out
+}
+
+// checkedLine says what an unknown run means for its tool's later calls
+// and, once a person checked it, who and when.
+func checkedLine(k *card.Check) string {
+	switch {
+	case k == nil:
+		return ""
+	case k.Done():
+		return "\n☑️ Checked by " + mention(k.By) + when(k.At) + "; later calls of this tool are judged as usual."
+	}
+	return "\nUntil someone marks it checked, every call of this tool in this thread needs a person's yes."
+}
+
+// checkedButton is "I checked — go on" (secondary style) carrying a
+// checked reference; false when the reference does not fit a custom id.
+func checkedButton(ref, label string) (discordgo.Button, bool) {
+	id := customID(actionChecked, ref)
+	if ref == "" || len(id) > maxCustomID {
+		return discordgo.Button{}, false
+	}
+	return discordgo.Button{Label: label, Style: discordgo.SecondaryButton, CustomID: id}, true
+}
+
+// checkedRows are the rows of "I checked — go on" buttons of calls whose
+// run ended unknown and that nobody checked yet, maxButtons to a row;
+// numbered, each label names its call.
+func checkedRows(calls []card.Call, numbered bool) []discordgo.MessageComponent {
+	var btns []discordgo.MessageComponent
+	for _, c := range calls {
+		if c.Check == nil || c.Check.Done() {
+			continue
+		}
+		label := card.CheckedLabel
+		if numbered {
+			label = "[" + strconv.Itoa(c.Number) + "] " + label
+		}
+		if b, ok := checkedButton(c.Check.Ref, label); ok {
+			btns = append(btns, b)
+		}
+	}
+	var rows []discordgo.MessageComponent
+	for len(btns) > 0 && len(rows) < maxRows {
+		n := min(len(btns), maxButtons)
+		rows = append(rows, discordgo.ActionsRow{Components: btns[:n]})
+		btns = btns[n:]
+	}
+	return rows
+}
+
+// RenderUnknownNotice renders the thread line of a call no card shows
+// whose run ended unknown: which call (tool and read-back inert), that it
+// may or may not have happened, and until a person marks it checked that
+// every call of its tool needs a yes, with "I checked — go on"
+// (secondary style) carrying only the checked reference; once checked,
+// who checked it and when, without the button.
+func RenderUnknownNotice(n card.UnknownNotice) CardMessage {
+	var b strings.Builder
+	fmt.Fprintf(&b, "⚠️ Outcome unknown for call %d (%s)", n.Number, escapeClip(n.Tool, 100))
+	if s := strings.TrimSpace(n.Summary); s != "" {
+		b.WriteString(": " + escapeClip(oneLine(s), maxReasonChars))
+	}
+	b.WriteString("\nIt may or may not have taken effect. It was not retried; check before retrying.")
+	k := n.Check
+	b.WriteString(checkedLine(&k))
+	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
+	if !k.Done() {
+		if btn, ok := checkedButton(k.Ref, card.CheckedLabel); ok {
+			m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{btn}})
+		}
+	}
+	m.Content = truncateMarkup(b.String(), maxContent)
+	return m
 }
 
 // reasonLine is a person's deny words on a line of their own, inert.

@@ -54,6 +54,8 @@ type Bot interface {
 	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
 	Edit(ctx context.Context, c bot.Click, args string) error
 	Extend(ctx context.Context, c bot.Click) error
+	MarkChecked(ctx context.Context, c bot.Click) error
+	UncheckedRuns(ctx context.Context, th bot.Thread) ([]cardpkg.UnknownNotice, error)
 }
 
 // Shell reads commands from In and writes the conversation to Out.
@@ -105,6 +107,9 @@ const Help = `Type a message to talk to the agent. Commands:
   /edit N {JSON}      allow call N with these arguments instead (JSON on one line)
   /edit N             show call N's arguments to edit
   /extend             push the waiting card's deadline (once per card)
+  /checked            list runs whose outcome is unknown and not yet checked
+  /checked N          mark run N checked once you know whether it took effect
+                      (until then every call of its tool needs a yes)
   /card               show the waiting card again
   /help               show this help
   /quit               leave (a waiting card stays waiting)
@@ -190,6 +195,8 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 		s.edit(ctx, b, rest)
 	case "/extend":
 		s.extend(ctx, b, rest)
+	case "/checked":
+		s.checked(ctx, b, rest)
 	default:
 		s.printf("Unknown command %s. /help lists the commands.\n", cmd)
 	}
@@ -412,6 +419,9 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 			continue
 		}
 		fmt.Fprintf(s.Out, "%s [%d] %s: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Outcome()))
+		if c.Check != nil && !c.Check.Done() {
+			fmt.Fprintf(s.Out, "%s [%d]: %s\n", req, c.Number, checkHint(c.Tool))
+		}
 	}
 	if card.Extended != nil && !prev.extended {
 		fmt.Fprintf(s.Out, "%s: %s\n", req, extension(card))
@@ -537,6 +547,9 @@ func Render(c cardpkg.Card) string {
 			w.WriteString("\n")
 		}
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
+		if call.Check != nil && !call.Check.Done() {
+			fmt.Fprintf(&w, "|     %s\n", checkHint(call.Tool))
+		}
 		if call.Open() && call.Editable {
 			editable = true
 			fmt.Fprintf(&w, "|     /edit %d shows its arguments to change before allowing\n", call.Number)

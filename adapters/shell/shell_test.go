@@ -90,7 +90,7 @@ func TestHostileCardIsInert(t *testing.T) {
 			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
 		}
 	}
-	for _, want := range []string{`\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier equal call's outcome is unknown"} {
+	for _, want := range []string{`\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("card lacks %q:\n%s", want, out)
 		}

@@ -87,6 +87,7 @@ func (s *stubBot) HandleTurn(context.Context, bot.Turn) error                   
 func (s *stubBot) Note(context.Context, bot.Turn) error                          { return nil }
 func (s *stubBot) HasConversation(context.Context, bot.Thread) (bool, error)     { return true, nil }
 func (s *stubBot) Revoke(context.Context, bot.Click) error                       { return nil }
+func (s *stubBot) MarkChecked(context.Context, bot.Click) error                  { return nil }
 func (s *stubBot) ClickedCard(context.Context, bot.Click) (*cardpkg.Card, error) { return nil, nil }
 func (s *stubBot) Channels() *bot.Channels                                       { return s.channels }
 func (s *stubBot) Decide(ctx context.Context, c bot.Click) error {

@@ -28,6 +28,7 @@ const (
 	kindExtend                                  // Extend: push the card's deadline once
 	kindOpenEdit                                // Edit…: open the edit modal
 	kindSubmitEdit                              // the edit modal's submission: answered synchronously
+	kindChecked                                 // "I checked — go on" on an unknown run's card or thread line
 )
 
 // interaction is a validated interactivity payload.
@@ -42,7 +43,7 @@ type interaction struct {
 	// carries it in its private_metadata ("" only in a deny-reason modal
 	// opened before cards were remembered: the bot refuses it).
 	Message   string
-	Ref       string // the call's opaque reference (a grant's, for kindRevoke)
+	Ref       string // the call's opaque reference (a grant's, for kindRevoke; a checked one for kindChecked)
 	Allow     bool
 	Grant     bool // "Allow for 1h": allow and grant
 	Reason    string
@@ -159,12 +160,18 @@ func parseInteraction(payload []byte) (interaction, error) {
 			in.Kind = kindExtend
 		case ActionEdit:
 			in.Kind = kindOpenEdit
+		case ActionChecked:
+			in.Kind = kindChecked
 		default:
 			return interaction{}, badInteraction("unknown action_id %q", clip(act.ActionID, 60))
 		}
 		if in.Kind == kindRevoke {
 			if _, err := confirm.ParseGrantRef(act.Value); err != nil {
 				return interaction{}, badInteraction("%s: button value is not a grant reference", act.ActionID)
+			}
+		} else if in.Kind == kindChecked {
+			if _, _, err := confirm.ParseCheckedRef(act.Value); err != nil {
+				return interaction{}, badInteraction("%s: button value is not a checked reference", act.ActionID)
 			}
 		} else if _, _, err := confirm.ParseRef(act.Value); err != nil {
 			return interaction{}, badInteraction("%s: button value is not a call reference", act.ActionID)
@@ -295,6 +302,10 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 		}
 	case kindExtend:
 		if err := a.bot.Extend(ctx, a.click(in)); err != nil {
+			a.refused(ctx, in, err)
+		}
+	case kindChecked:
+		if err := a.bot.MarkChecked(ctx, a.click(in)); err != nil {
 			a.refused(ctx, in, err)
 		}
 	case kindOpenEdit:

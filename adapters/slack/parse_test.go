@@ -359,6 +359,7 @@ func (*nopBot) Note(context.Context, bot.Turn) error                      { retu
 func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
 func (*nopBot) Decide(context.Context, bot.Click) error                   { return nil }
 func (*nopBot) Revoke(context.Context, bot.Click) error                   { return nil }
+func (*nopBot) MarkChecked(context.Context, bot.Click) error              { return nil }
 func (*nopBot) Extend(context.Context, bot.Click) error                   { return nil }
 func (*nopBot) Edit(context.Context, bot.Click, string) error             { return nil }
 func (*nopBot) EditForm(context.Context, bot.Click) (bot.EditForm, error) {

@@ -30,6 +30,7 @@ const (
 	ActionRevokeGrant = "airlock_revoke_grant" // no style, on a grant notice: revokes the grant
 	ActionEdit        = "airlock_edit"         // no style: "Edit…" opens the edit modal (value: the call's reference)
 	ActionExtend      = "airlock_extend"       // no style, once per card: "Extend 30m" (value: Card.ExtendRef)
+	ActionChecked     = "airlock_checked"      // no style: "I checked — go on" on an unknown run (value: its confirm.CheckedRef)
 
 	// CallbackDenyReason is the callback_id of the deny-reason modal.
 	CallbackDenyReason = "airlock_deny_reason"
@@ -94,7 +95,9 @@ var (
 // reason…" (no style) and, when the card cut its arguments, "Show full
 // arguments" (no style), and a footer saying who may approve and when the
 // request expires. A call needing several approvals keeps its buttons
-// until it is decided. A complete card has no buttons at all.
+// until it is decided. A complete card has no buttons, except "I checked
+// — go on" (no style) on a call whose run ended unknown until a person
+// marks it checked; then the call says who checked it and when.
 //
 // Every text the model, a tool, a rule or a person wrote is in rich_text
 // text elements, which Slack shows literally: no mrkdwn, links, mentions
@@ -136,7 +139,7 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 		preview := argsPreview(call.Args)
 		offer := preview.cut && !complete
 		need := 1
-		if call.Open() || offer {
+		if call.Open() || offer || checkable(call) {
 			need = 2
 		}
 		if need > budget {
@@ -145,7 +148,7 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 		budget -= need
 		shown++
 		blocks = append(blocks, callBlock(call, preview, offer, grantedBy))
-		if call.Open() || offer {
+		if call.Open() || offer || checkable(call) {
 			blocks = append(blocks, callActions(c, call, offer))
 		}
 	}
@@ -347,6 +350,9 @@ func stateWord(c cardpkg.Call) string {
 	case confirm.RunFailed:
 		return who + "; failed"
 	case confirm.RunUnknown:
+		if c.Check != nil && c.Check.Done() {
+			return who + "; outcome unknown; checked"
+		}
 		return who + "; outcome unknown"
 	}
 	return who
@@ -592,7 +598,36 @@ func callActions(cd cardpkg.Card, c cardpkg.Call, offer bool) slack.Block {
 		show.AccessibilityLabel = clip(fmt.Sprintf("Show the full arguments of call %d", c.Number), 75)
 		els = append(els, show)
 	}
+	if checkable(c) {
+		els = append(els, checkedButton(c.Check.Ref, c.Number))
+	}
 	return slack.NewActionBlock("actions_"+strconv.Itoa(c.Number), els...)
+}
+
+// checkable reports whether the call offers "I checked — go on": its run
+// ended unknown and nobody marked it checked yet.
+func checkable(c cardpkg.Call) bool { return c.Check != nil && !c.Check.Done() && c.Check.Ref != "" }
+
+// checkedButton is "I checked — go on" (no style) carrying the checked
+// reference of call number n.
+func checkedButton(ref string, n int) slack.BlockElement {
+	b := slack.NewButtonBlockElement(ActionChecked, ref, plain(cardpkg.CheckedLabel))
+	b.AccessibilityLabel = clip(fmt.Sprintf("I checked the outcome of call %d: go on", n), 75)
+	return b
+}
+
+// checkedStatus says what an unknown run means for its tool's later
+// calls, and once a person checked it, who and when.
+func checkedStatus(k *cardpkg.Check) []slack.RichTextSectionElement {
+	if k == nil {
+		return nil
+	}
+	if !k.Done() {
+		return []slack.RichTextSectionElement{rtText("\nUntil someone marks it checked, every call of this tool in this thread needs a person's yes.", nil)}
+	}
+	out := []slack.RichTextSectionElement{rtText("\nChecked by ", bold), person(k.By)}
+	out = append(out, when(k.At)...)
+	return append(out, rtText("; later calls of this tool are judged as usual.", nil))
 }
 
 // offersGrant reports whether the card offers "Allow for" on the call.
@@ -674,6 +709,7 @@ func status(c cardpkg.Call, grantedBy map[string]string) []slack.RichTextSection
 	case confirm.RunUnknown:
 		out = append(out, sep, emoji("warning"), rtText(" outcome unknown", bold),
 			rtText(": it may or may not have happened. A person must check it; it will not be retried.", nil))
+		out = append(out, checkedStatus(c.Check)...)
 	}
 	return out
 }

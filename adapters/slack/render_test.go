@@ -164,6 +164,10 @@ func TestRenderGolden(t *testing.T) {
 		"card_approvals_copy":  approvalsCopyCard(),
 		"pointer_waiting":      waitingPointer(),
 		"pointer_complete":     completePointer(),
+		"card_unknown":         unknownCard(false),
+		"card_unknown_checked": unknownCard(true),
+		"unknown_notice":       unknownNotice(false),
+		"unknown_notice_check": unknownNotice(true),
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -175,6 +179,8 @@ func TestRenderGolden(t *testing.T) {
 				msg = map[string]any{"text": GrantNoticeText(v), "blocks": RenderGrantNotice(v, t0)}
 			case cardpkg.Pointer:
 				msg = map[string]any{"text": PointerText(v), "blocks": RenderPointer(v)}
+			case cardpkg.UnknownNotice:
+				msg = map[string]any{"text": UnknownNoticeText(v), "blocks": RenderUnknownNotice(v)}
 			}
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
@@ -403,7 +409,7 @@ func TestHostileCardIsInert(t *testing.T) {
 		"Restart api\\u202egnp.exe\\u200b <!channel> <!here> <!subteam^SOPS> @everyone <@UMALLORY>", // the read-back as written
 		"\"note\": \"Restart api\\u202egnp.exe\\u200b <!channel>",                                   // the arguments, hidden characters escaped
 		"more characters hidden. Show full arguments opens them whole.",
-		"needs 2 approvals: an earlier equal call's outcome is unknown: check whether it took effect; rule <!channel> *r* \\u202e",
+		"needs 2 approvals: an earlier call of this tool has an unknown outcome: check whether it took effect; rule <!channel> *r* \\u202e",
 		"Who may decide: <@UMALLORY>, group <!subteam^SOPS>, <!subteam^SOPS>, role <!everyone>",
 		"Waiting for approvers: 2 of 2 approvals: <!here>, <@UALICE>",
 		"Reason: <!channel> *no* :skull: \\u202e",

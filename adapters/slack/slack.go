@@ -157,6 +157,9 @@ type Bot interface {
 	// the edit modal shows (Edit…); Edit applies the modal's submission.
 	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
 	Edit(ctx context.Context, c bot.Click, args string) error
+	// MarkChecked marks a run whose outcome is unknown checked ("I
+	// checked — go on" on its card or its thread line).
+	MarkChecked(ctx context.Context, c bot.Click) error
 }
 
 // EventStore is what the adapter needs from storage: recording event ids

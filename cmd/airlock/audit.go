@@ -43,6 +43,8 @@ type callRecord struct {
 	// steps (1-based) that fired, shown on each call of the card.
 	Extended  *extension `json:"extended,omitempty"`
 	Escalated []int      `json:"escalated,omitempty"`
+	// Checked is who marked an unknown outcome checked, and when.
+	Checked *approval `json:"checked,omitempty"`
 }
 
 type edit struct {
@@ -191,6 +193,8 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 					r.Escalated = append(r.Escalated, d.Step)
 				}
 			}
+		case confirm.AuditUnknownChecked:
+			get(e).Checked = &approval{By: e.Actor, At: e.At}
 		case confirm.AuditRejectedClick:
 			if e.CallKey == "" {
 				continue // a button that named no call
@@ -286,6 +290,9 @@ func printRecords(w io.Writer, records []*callRecord) {
 		}
 		for _, a := range r.ApprovedBy {
 			fmt.Fprintf(tw, "\t\t\t\t  approval\t\t%s\t%s\t\t\n", a.By, a.At.UTC().Format(time.DateTime))
+		}
+		if c := r.Checked; c != nil {
+			fmt.Fprintf(tw, "\t\t\t\t  checked\t\t%s\t%s\t\t\n", c.By, c.At.UTC().Format(time.DateTime))
 		}
 		if g := r.Grant; g != nil {
 			line := "grant " + g.ID + " " + g.Role

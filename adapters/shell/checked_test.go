@@ -1,0 +1,121 @@
+package shell
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/model/modeltest"
+	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/tools"
+)
+
+func (f *fakeBot) MarkChecked(_ context.Context, c bot.Click) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clicks = append(f.clicks, c)
+	return f.err
+}
+
+func (f *fakeBot) UncheckedRuns(context.Context, bot.Thread) ([]cardpkg.UnknownNotice, error) {
+	return nil, nil
+}
+
+// chargeTool is an ungated tool whose first run's outcome is unknown.
+type chargeTool struct{ runs atomic.Int64 }
+
+func (c *chargeTool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: "charge", Description: "Charge.", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+func (c *chargeTool) Confirm() bool                  { return false }
+func (c *chargeTool) Validate(json.RawMessage) error { return nil }
+func (c *chargeTool) Summary(args json.RawMessage) (string, error) {
+	return "charge " + string(args), nil
+}
+func (c *chargeTool) Run(context.Context, json.RawMessage, string) (string, error) {
+	if c.runs.Add(1) == 1 {
+		return "", fmt.Errorf("read: connection reset by peer: %w", tools.ErrOutcomeUnknown)
+	}
+	return "charged", nil
+}
+
+type oneTool struct{ t tools.Tool }
+
+func (o oneTool) Get(name string) (tools.Tool, bool) {
+	if name == o.t.Spec().Name {
+		return o.t, true
+	}
+	return nil, false
+}
+func (o oneTool) Specs() []model.ToolSpec { return []model.ToolSpec{o.t.Spec()} }
+
+// In the terminal, with the real bot: a charge whose outcome is unknown
+// says so and how to go on; the retry with a note waits for a yes;
+// /checked lists the run, /checked 1 marks it (once), and the next
+// charge runs as usual.
+func TestCheckedCommand(t *testing.T) {
+	db, err := storage.Open(context.Background(), "sqlite", filepath.Join(t.TempDir(), "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	charge := &chargeTool{}
+	m := modeltest.NewScripted()
+	m.PushCalls(confirm.ToolCall{ID: "c1", Name: "charge", Args: json.RawMessage(`{"amount":10}`)}).PushText("Maybe charged.")
+	m.PushCalls(confirm.ToolCall{ID: "c2", Name: "charge", Args: json.RawMessage(`{"amount":10,"note":"retry"}`)})
+	m.PushCalls(confirm.ToolCall{ID: "c3", Name: "charge", Args: json.RawMessage(`{"amount":10,"note":"retry"}`)}).PushText("Charged.")
+	b, err := bot.New(bot.Config{Store: db, Model: m, Tools: oneTool{charge},
+		Channels: bot.NewChannels([]bot.Channel{{Platform: Platform, ID: DefaultChannel, Approvers: []string{DefaultUser}}}),
+		Timeout:  time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	s := New(strings.NewReader("charge 10\nagain\n/checked\n/checked 2\n/checked x\n/checked 1\n/checked 1\n/checked\nnever mind, charge it\n"), &out)
+	b.Register(Platform, s)
+	if err := s.Run(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"outcome unknown for call 1 (charge: charge {\"amount\":10})",
+		"until marked checked, every call of charge needs a yes; /checked lists runs to mark checked",
+		"APPROVAL NEEDED",
+		"an earlier call of this tool has an unknown outcome",
+		"1. request ",
+		`"2" is not a run number (1-1)`,
+		`"x" is not a run number (1-1)`,
+		"Marked checked: call 1 (charge)",
+		"No run with an unknown outcome waits to be checked.",
+		"Charged.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("terminal lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "Marked checked:"); n != 1 {
+		t.Errorf("marked checked %d times:\n%s", n, got)
+	}
+	if charge.runs.Load() != 2 {
+		t.Errorf("charge ran %d times, want 2 (the first, and the one after the check)", charge.runs.Load())
+	}
+	evs, _ := db.AuditEvents(context.Background(), confirm.AuditFilter{})
+	n := 0
+	for _, e := range evs {
+		if e.Kind == confirm.AuditUnknownChecked && e.Actor == DefaultUser {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d unknown_checked events, want 1", n)
+	}
+}

@@ -1,0 +1,73 @@
+package slack
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/slack-go/slack"
+
+	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
+)
+
+// Unknown outcomes. A run whose outcome is unknown gates its tool in the
+// thread until a person marks it checked. A call no card shows (it ran
+// without approval) gets a thread line (PostUnknownNotice) with "I checked
+// — go on" (action_id airlock_checked, value its confirm.CheckedRef); a
+// carded call has the button on its card. The click is the bot's to judge
+// (an approver of the channel); the line is then updated to say who
+// checked it and when, without the button.
+
+var _ bot.UnknownNoticer = (*Adapter)(nil)
+
+// RenderUnknownNotice returns the Block Kit blocks of an unknown outcome's
+// thread line: which call (its tool's name and read-back literal), that it
+// may or may not have happened, and while nobody checked it, that every
+// call of its tool needs a yes and the "I checked — go on" button; once
+// checked, who checked it and when.
+func RenderUnknownNotice(n cardpkg.UnknownNotice) []slack.Block {
+	els := []slack.RichTextSectionElement{
+		emoji("warning"), rtText(" Outcome unknown", bold),
+		rtText(" for call "+strconv.Itoa(n.Number)+" (", nil), rtText(revealClip(oneLine(n.Tool), maxToolChars), code), rtText(")", nil),
+		rtText(": it may or may not have taken effect. It was not retried; check before retrying.", nil),
+	}
+	k := n.Check
+	els = append(els, checkedStatus(&k)...)
+	secs := []slack.RichTextElement{slack.NewRichTextSection(els...)}
+	if s := oneLine(n.Summary); s != "" {
+		secs = append(secs, richQuote(revealClip(s, maxSummaryChars)))
+	}
+	blocks := []slack.Block{slack.NewRichTextBlock("unknown", secs...)}
+	if !k.Done() && k.Ref != "" {
+		blocks = append(blocks,
+			slack.NewActionBlock("unknown_actions", checkedButton(k.Ref, n.Number)),
+			slack.NewContextBlock("unknown_footer", mrkdwn("Any approver of this channel may mark it checked once they know whether it took effect.")),
+		)
+	}
+	return blocks
+}
+
+// UnknownNoticeText is the line's plain text (notifications, clients
+// without Block Kit): Airlock's words, the tool's name only when it is a
+// plain name, no read-back and no user id, so it pings nobody.
+func UnknownNoticeText(n cardpkg.UnknownNotice) string {
+	s := "Outcome unknown for call " + strconv.Itoa(n.Number) + " (" + toolWord(n.Tool) + "): it may or may not have taken effect; check before retrying."
+	if n.Check.Done() {
+		s += " Marked checked."
+	} else {
+		s += " Until someone marks it checked, calls of this tool need a yes."
+	}
+	return clip(postText(s), 3000)
+}
+
+// PostUnknownNotice implements bot.UnknownNoticer: it posts the line in
+// the thread and returns "<channel>/<ts>".
+func (a *Adapter) PostUnknownNotice(ctx context.Context, th bot.Thread, n cardpkg.UnknownNotice) (string, error) {
+	return a.postBlocks(ctx, th, "unknown outcome", RenderUnknownNotice(n), UnknownNoticeText(n))
+}
+
+// UpdateUnknownNotice implements bot.UnknownNoticer: it replaces the
+// posted line (chat.update), without the button once checked.
+func (a *Adapter) UpdateUnknownNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.UnknownNotice) error {
+	return a.updateBlocks(ctx, ref, "unknown outcome", RenderUnknownNotice(n), UnknownNoticeText(n))
+}
