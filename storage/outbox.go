@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/redact"
 )
 
 // EventType names a webhook event.
@@ -316,7 +317,9 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 			return fmt.Errorf("load call arguments: %w", err)
 		}
 	}
-	body := string(ev.encode())
+	// What leaves for a webhook holds no secret (WithScrub): the model's
+	// arguments, the edited ones, results and details alike.
+	body := string(redact.JSON(ev.encode(), db.scrub))
 	insert := db.q(`INSERT INTO outbox (event_id, target, type, conversation_id, audit_id, body, status, created_at, next_attempt_at)
 		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
 	for _, target := range to {
