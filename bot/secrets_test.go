@@ -29,9 +29,11 @@ type secretTool struct {
 	out  string
 }
 
-func (s *secretTool) Spec() model.ToolSpec                { return model.ToolSpec{Name: "deploy"} }
-func (s *secretTool) Confirm() bool                       { return true }
-func (s *secretTool) Validate(args json.RawMessage) error { return json.Unmarshal(args, new(map[string]any)) }
+func (s *secretTool) Spec() model.ToolSpec { return model.ToolSpec{Name: "deploy"} }
+func (s *secretTool) Confirm() bool        { return true }
+func (s *secretTool) Validate(args json.RawMessage) error {
+	return json.Unmarshal(args, new(map[string]any))
+}
 func (s *secretTool) Summary(args json.RawMessage) (string, error) {
 	var m map[string]string
 	_ = json.Unmarshal(args, &m)
