@@ -3,10 +3,15 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,5 +89,101 @@ mcp_servers:
 	}
 	if !strings.Contains(log, "starting with token=[redacted] (base64 [redacted])") {
 		t.Errorf("the stderr line is not logged scrubbed:\n%s", log)
+	}
+}
+
+// TestEndToEndSecretsNotToTheModel: through the real binary, a service
+// that echoes the token Airlock sends it (given through ${ENV}) base64-,
+// URL- and JSON-escaped, or places it across the 16 KiB cap, and an MCP
+// server that splits it across two text parts, get no form or part of it
+// to the model.
+func TestEndToEndSecretsNotToTheModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const token = "svc_e2e/TOKEN+0123456789&x"
+	goJSON, _ := json.Marshal(token)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/encoded":
+			fmt.Fprintf(w, "b64=%s b64url=%s q=%s p=%s json=%s",
+				base64.StdEncoding.EncodeToString([]byte(token)), base64.RawURLEncoding.EncodeToString([]byte(token)),
+				url.QueryEscape(token), url.PathEscape(token), goJSON)
+		case "/big":
+			// The token from the header starts 5 bytes before the cap.
+			fmt.Fprint(w, strings.Repeat("a", 16<<10-5)+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+"tail")
+		}
+	}))
+	defer echo.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "ops", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "split", Description: "Splits.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "key " + token[:9]}, &mcp.TextContent{Text: token[9:] + " end"}}}, nil, nil
+		})
+	mcpSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer mcpSrv.Close()
+
+	var mu sync.Mutex
+	var seen []string // tool results the model got
+	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.Role == "tool":
+			mu.Lock()
+			seen = append(seen, last.Content)
+			mu.Unlock()
+			return modeltest.TextReply("model got it")
+		case strings.Contains(last.Content, "encoded"):
+			return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "c1", Name: "fetch", Arguments: `{"path":"encoded"}`})
+		case strings.Contains(last.Content, "big"):
+			return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "c2", Name: "fetch", Arguments: `{"path":"big"}`})
+		case strings.Contains(last.Content, "split"):
+			return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "c3", Name: "ops__split", Arguments: `{}`})
+		}
+		return modeltest.TextReply("hello")
+	})
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf(`
+storage: {dsn: %q}
+model: {provider: openai, name: fake, base_url: %q}
+channels: [{platform: shell, id: "*", approvers: [local]}]
+tools:
+  - name: fetch
+    description: Fetch a page.
+    parameters: {type: object, properties: {path: {type: string, enum: [encoded, big]}}, required: [path]}
+    http:
+      method: GET
+      url: "%s/{{.path}}"
+      headers: {Authorization: "Bearer ${AIRLOCK_TEST_SVC_TOKEN}"}
+mcp_servers:
+  - name: ops
+    url: %q
+    trust_annotations: true
+`, filepath.Join(dir, "airlock.db"), model.BaseURL(), echo.URL, mcpSrv.URL)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startChatWith(t, airlockBinary(t), cfgPath, "AIRLOCK_TEST_SVC_TOKEN="+token)
+	for _, msg := range []string{"encoded", "big", "split"} {
+		p.send(msg)
+		p.waitFor("model got it")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 {
+		t.Fatalf("the model got %d tool results, want 3", len(seen))
+	}
+	forms := []string{token, base64.StdEncoding.EncodeToString([]byte(token)), base64.RawURLEncoding.EncodeToString([]byte(token)),
+		url.QueryEscape(token), url.PathEscape(token), strings.Trim(string(goJSON), `"`), token[:5], token[9:]}
+	for i, got := range seen {
+		for _, f := range forms {
+			if strings.Contains(got, f) {
+				t.Errorf("tool result %d holds %q:\n%s", i+1, f, got[max(0, len(got)-300):])
+			}
+		}
+		if !strings.Contains(got, "[redacted]") && i != 1 {
+			t.Errorf("tool result %d has no marker: %s", i+1, got)
+		}
 	}
 }
