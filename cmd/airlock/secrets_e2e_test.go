@@ -146,7 +146,7 @@ func TestEndToEndSecretsNotToTheModel(t *testing.T) {
 	cfgPath := filepath.Join(dir, "airlock.yaml")
 	cfg := fmt.Sprintf(`
 storage: {dsn: %q}
-model: {provider: openai, name: fake, base_url: %q}
+model: {provider: openai, name: fake, base_url: %q, max_message_chars: 100000}
 channels: [{platform: shell, id: "*", approvers: [local]}]
 tools:
   - name: fetch
@@ -182,7 +182,8 @@ mcp_servers:
 				t.Errorf("tool result %d holds %q:\n%s", i+1, f, got[max(0, len(got)-300):])
 			}
 		}
-		if !strings.Contains(got, "[redacted]") && i != 1 {
+		// The cut result has no room for the marker: the token is dropped.
+		if !strings.Contains(got, "[redacted]") && i != 1 || i == 1 && !strings.Contains(got, "[output truncated") {
 			t.Errorf("tool result %d has no marker: %s", i+1, got)
 		}
 	}
