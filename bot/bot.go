@@ -257,12 +257,13 @@ func (b *Bot) approversOf(conv confirm.Conversation) confirm.Approvers {
 }
 
 // cardOf builds the card of a batch of the conversation.
+// Every adapter renders it, so nothing on it carries a secret (scrubCard).
 func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro string) card.Card {
-	return cardWith(batch, intro, b.approversOf(conv), b.cfg.GrantFor, cardExtras{
+	return scrubCard(cardWith(batch, intro, b.approversOf(conv), b.cfg.GrantFor, cardExtras{
 		extendBy:   b.cfg.Timeout,
 		editable:   func(tool string) bool { _, ok := b.offered(conv, tool); return ok },
 		escalation: b.cfg.Escalation,
-	})
+	}), b.cfg.Redact)
 }
 
 func threadOf(c confirm.Conversation) Thread {

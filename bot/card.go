@@ -121,6 +121,27 @@ func stateOf(c confirm.Call, requester string) card.State {
 	return st
 }
 
+// scrubCard removes secrets from everything on a card the model, a tool or
+// a person wrote: the intro, each call's read-back, arguments (as shown:
+// the arguments that run stay exact), changes, messages and result.
+func scrubCard(c card.Card, scrub func(string) string) card.Card {
+	c.Intro = scrub(c.Intro)
+	for i := range c.Calls {
+		cc := &c.Calls[i]
+		cc.Summary, cc.Args, cc.Result = scrub(cc.Summary), scrub(cc.Args), scrub(cc.Result)
+		cc.State.Message, cc.State.Reason = scrub(cc.State.Message), scrub(cc.State.Reason)
+		if cc.Edited != nil {
+			e := *cc.Edited
+			e.Changes = slices.Clone(e.Changes)
+			for k := range e.Changes {
+				e.Changes[k].Before, e.Changes[k].After = scrub(e.Changes[k].Before), scrub(e.Changes[k].After)
+			}
+			cc.Edited = &e
+		}
+	}
+	return c
+}
+
 func prettyJSON(raw json.RawMessage) string {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -48,7 +50,10 @@ func (b *Bot) EditForm(ctx context.Context, c Click) (EditForm, error) {
 	if err != nil {
 		return EditForm{}, err
 	}
-	return EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool, Args: prettyJSON(t.call.RunArgs()), Summary: t.call.Summary}, nil
+	// Shown with secrets as [redacted] (Edit refuses to run that marker
+	// in a secret's place); the call's arguments stay exact.
+	return EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool,
+		Args: b.cfg.Redact(prettyJSON(t.call.RunArgs())), Summary: b.cfg.Redact(t.call.Summary)}, nil
 }
 
 // editTarget resolves and checks a click that edits a call: on one of its
@@ -107,6 +112,10 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	}
 	if _, err := tools.DecodeObject([]byte(text)); err != nil {
 		return refuse("not a JSON object", "the arguments must be one JSON object: "+b.scrub(err.Error()))
+	}
+	if hidesSecret(b.cfg.Redact, prettyJSON(call.RunArgs()), text) {
+		return refuse("redacted secret", "the form shows a secret of these arguments as "+redact.Marker+
+			", and that marker would run in its place: type the value itself, or Deny and ask again")
 	}
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, []byte(text)) // valid: DecodeObject checked it
@@ -241,4 +250,11 @@ func compactJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return buf.String()
+}
+
+// hidesSecret reports whether an edit's text holds the marker while the
+// form showed the call's arguments (shown, before scrubbing) with a secret
+// replaced by it: the marker would run in the secret's place.
+func hidesSecret(scrub func(string) string, shown, text string) bool {
+	return strings.Contains(text, redact.Marker) && scrub(shown) != shown
 }

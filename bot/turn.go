@@ -673,7 +673,8 @@ func (b *Bot) summary(c confirm.ToolCall) string {
 		b.log.Warn("summary template failed; showing the arguments only", "tool", c.Name, "err", err)
 		return c.Name + " (read-back unavailable; check the arguments)"
 	}
-	return s
+	// Stored to be shown (the card, thread lines, the audit): no secret.
+	return b.cfg.Redact(s)
 }
 
 // introOf returns the model's words that came with a batch's calls, for

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -66,8 +67,9 @@ type ServerStatus struct {
 
 // Manager runs the configured MCP servers and keeps their tools in a set.
 type Manager struct {
-	set *tools.Set
-	log *slog.Logger
+	set    *tools.Set
+	log    *slog.Logger
+	redact *redact.Redactor // scrubs results and stderr lines before they are cut
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -89,16 +91,34 @@ type dialFunc func(cfg Config, log *slog.Logger) (mcp.Transport, error)
 // reached is logged with its name and error, lacks tools in the set and is
 // tried again with backoff, as is one whose connection drops. The servers'
 // processes and connections end when ctx ends or on Close.
-func Start(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger) *Manager {
-	return start(ctx, cfgs, set, log, nil)
+func Start(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger, opts ...Option) *Manager {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return startWith(ctx, cfgs, set, log, nil, o.redact)
 }
 
+// Option is an option of Start.
+type Option func(*options)
+
+type options struct{ redact *redact.Redactor }
+
+// WithRedactor scrubs the servers' results, and the stderr lines logged,
+// with r before they are cut (so no secret is left in part at the cut),
+// after joining a result's parts (so a secret split across two is found).
+func WithRedactor(r *redact.Redactor) Option { return func(o *options) { o.redact = r } }
+
 func start(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger, dial dialFunc) *Manager {
+	return startWith(ctx, cfgs, set, log, dial, nil)
+}
+
+func startWith(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger, dial dialFunc, r *redact.Redactor) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	m := &Manager{set: set, log: log, ctx: mctx, cancel: cancel, ready: make(chan struct{})}
+	m := &Manager{set: set, log: log, redact: r, ctx: mctx, cancel: cancel, ready: make(chan struct{})}
 	seen := map[string]bool{}
 	for i, cfg := range cfgs {
 		if err := cfg.Validate(fmt.Sprintf("mcp_servers[%d]", i)); err != nil {
@@ -291,7 +311,7 @@ func (s *server) transport() (mcp.Transport, error) {
 		}
 	}
 	if len(s.cfg.Command) > 0 {
-		return commandTransport(s.cfg, s.log), nil
+		return commandTransport(s.cfg, s.log, s.m.redact), nil
 	}
 	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: s.http}, nil
 }

@@ -159,6 +159,17 @@ func newTestServer(rec *recorder, h *hooks) *mcp.Server {
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil, nil
 		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "parts", Description: "Returns the given text parts."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			Parts   []string `json:"parts"`
+			IsError bool     `json:"is_error"`
+		}) (*mcp.CallToolResult, any, error) {
+			res := &mcp.CallToolResult{IsError: in.IsError}
+			for _, p := range in.Parts {
+				res.Content = append(res.Content, &mcp.TextContent{Text: p})
+			}
+			return res, nil, nil
+		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "say", Description: "Writes a line to stderr."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Text string `json:"text"`

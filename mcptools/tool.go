@@ -283,14 +283,20 @@ func (t *mcpTool) result(res *mcp.CallToolResult) (string, error) {
 			parts = append(parts, string(b))
 		}
 	}
-	out := strings.Join(parts, "\n")
+	// Scrubbed after joining (a secret split across two parts is found)
+	// and before the cap (none is left in part at the cut).
+	r := t.srv.m.redact
+	out := r.Join(parts, "\n")
 	if res.IsError {
 		if strings.TrimSpace(out) == "" {
 			out = "the tool reported an error"
 		}
-		return "", &ToolError{Server: t.srv.cfg.Name, Tool: t.remote, Text: capBytes(out, maxErrorText)}
+		if len(out) > maxErrorText {
+			out = r.Prefix(out, maxErrorText-len("…")) + "…"
+		}
+		return "", &ToolError{Server: t.srv.cfg.Name, Tool: t.remote, Text: out}
 	}
-	return tools.CapOutput([]byte(out), tools.DefaultMaxOutput), nil
+	return tools.CapOutput([]byte(out), tools.DefaultMaxOutput, r), nil
 }
 
 // holdsJSON reports whether one of texts is the JSON value b.
@@ -334,16 +340,4 @@ func capRunes(s string, max int) string {
 		n++
 	}
 	return s
-}
-
-// capBytes cuts s to at most max bytes at a rune boundary, ending in "…".
-func capBytes(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlockhq/airlock/redact"
 )
 
 // methodCallTool is the MCP method of a tool call.
@@ -98,11 +100,11 @@ func (c *trackConn) Close() error {
 
 // commandTransport starts the stdio server: its environment is PATH and
 // HOME from ours plus the configured env, nothing else; its stderr lines go
-// to log.
-func commandTransport(cfg Config, log *slog.Logger) mcp.Transport {
+// to log, scrubbed by r.
+func commandTransport(cfg Config, log *slog.Logger, r *redact.Redactor) mcp.Transport {
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Env = cleanEnv(cfg.Env)
-	stderr := &lineLogger{log: log}
+	stderr := &lineLogger{log: log, redact: r}
 	cmd.Stderr = stderr
 	cmd.WaitDelay = stopGrace
 	return &trackTransport{
@@ -129,9 +131,11 @@ func cleanEnv(extra map[string]string) []string {
 	return env
 }
 
-// lineLogger logs each line written to it, cut at maxStderrLine bytes.
+// lineLogger logs each line written to it, scrubbed by redact, then cut
+// at maxStderrLine bytes.
 type lineLogger struct {
-	log *slog.Logger
+	log    *slog.Logger
+	redact *redact.Redactor
 
 	mu   sync.Mutex
 	buf  []byte
@@ -149,7 +153,9 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 			chunk = p[:i]
 		}
 		if !l.over {
-			room := maxStderrLine - len(l.buf)
+			// Kept past the cut by the longest secret, so that one
+			// crossing it is scrubbed whole (emit).
+			room := maxStderrLine + l.redact.MaxLen() - len(l.buf)
 			if len(chunk) > room {
 				l.buf = append(l.buf, chunk[:room]...)
 				l.over = true
@@ -169,7 +175,9 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 // emit logs the buffered line; the caller holds mu.
 func (l *lineLogger) emit() {
 	line := strings.TrimRight(string(l.buf), "\r")
-	if l.over {
+	cut := l.over || len(line) > maxStderrLine
+	line = l.redact.Prefix(line, maxStderrLine)
+	if cut {
 		line += " [cut]"
 	}
 	l.buf, l.over = l.buf[:0], false

@@ -20,19 +20,20 @@ const Marker = "[redacted]"
 // secret: redacting short values would mangle ordinary text.
 const MinLen = 6
 
-// Redactor replaces known secret values in text. A nil *Redactor redacts
+// Redactor replaces known secret values in text, as written and in the
+// encodings a secret travels in (see Forms). A nil *Redactor redacts
 // nothing. It is safe for concurrent use.
 type Redactor struct {
-	secrets []string // deduplicated, longest first
+	secrets []string // every form, deduplicated, longest first
 }
 
-// New returns a Redactor of the secrets at least MinLen characters long;
-// shorter ones are ignored.
+// New returns a Redactor of the secrets at least MinLen characters long,
+// each with its encoded forms (Forms); shorter ones are ignored.
 func New(secrets []string) *Redactor {
 	r := &Redactor{}
 	for _, s := range secrets {
 		if utf8.RuneCountInString(s) >= MinLen {
-			r.secrets = append(r.secrets, s)
+			r.secrets = append(r.secrets, Forms(s)...)
 		}
 	}
 	slices.SortFunc(r.secrets, func(a, b string) int {
@@ -75,39 +76,154 @@ func (r *Redactor) String(s string) string {
 // mark replaces each maximal run of bytes covered by secret occurrences with
 // Marker, and reports whether there was any.
 func (r *Redactor) mark(s string) (string, bool) {
-	// depth[i] counts the occurrences starting at i minus those ending at i.
-	var depth []int
+	runs := r.runs(s)
+	if len(runs) == 0 {
+		return s, false
+	}
+	return apply(s, runs), true
+}
+
+// runs returns the maximal runs of bytes of s covered by secret
+// occurrences, in order: overlapping or adjacent occurrences are one run.
+func (r *Redactor) runs(s string) [][2]int {
+	if r == nil {
+		return nil
+	}
+	var iv [][2]int
 	for _, sec := range r.secrets {
 		for i := 0; i <= len(s)-len(sec); {
 			j := strings.Index(s[i:], sec)
 			if j < 0 {
 				break
 			}
-			if depth == nil {
-				depth = make([]int, len(s)+1)
-			}
-			depth[i+j]++
-			depth[i+j+len(sec)]--
+			iv = append(iv, [2]int{i + j, i + j + len(sec)})
 			i += j + 1
 		}
 	}
-	if depth == nil {
-		return s, false
+	return merge(iv)
+}
+
+// merge sorts intervals and joins those that overlap or touch.
+func merge(iv [][2]int) [][2]int {
+	if len(iv) == 0 {
+		return nil
 	}
+	slices.SortFunc(iv, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	out := iv[:1]
+	for _, x := range iv[1:] {
+		last := &out[len(out)-1]
+		if x[0] <= last[1] {
+			last[1] = max(last[1], x[1])
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// apply replaces each run of s with Marker.
+func apply(s string, runs [][2]int) string {
 	var b strings.Builder
 	b.Grow(len(s))
-	open := 0
-	for i := 0; i < len(s); i++ {
-		was := open
-		open += depth[i]
-		switch {
-		case open > 0 && was == 0:
-			b.WriteString(Marker)
-		case open == 0:
-			b.WriteByte(s[i])
-		}
+	at := 0
+	for _, run := range runs {
+		b.WriteString(s[at:run[0]])
+		b.WriteString(Marker)
+		at = run[1]
 	}
-	return b.String(), true
+	b.WriteString(s[at:])
+	return b.String()
+}
+
+// Join returns parts joined with sep, redacted as one text: a secret is
+// found within a part, in the joined text, and across the boundary of
+// parts as if they were joined with nothing (a secret a server split in
+// two). Such a secret becomes one Marker, the separator inside it gone.
+func (r *Redactor) Join(parts []string, sep string) string {
+	joined := strings.Join(parts, sep)
+	if r == nil || len(r.secrets) == 0 {
+		return joined
+	}
+	concat := strings.Join(parts, "")
+	runs := r.runs(joined)
+	if across := r.runs(concat); len(across) > 0 {
+		// at[i] is where byte i of concat is in joined.
+		at := make([]int, 0, len(concat))
+		j := 0
+		for k, p := range parts {
+			if k > 0 {
+				j += len(sep)
+			}
+			for range len(p) {
+				at = append(at, j)
+				j++
+			}
+		}
+		for _, run := range across {
+			runs = append(runs, [2]int{at[run[0]], at[run[1]-1] + 1})
+		}
+		runs = merge(runs)
+	}
+	if len(runs) == 0 {
+		return joined
+	}
+	// Marker-like secrets may reappear: String handles them.
+	return r.String(apply(joined, runs))
+}
+
+// MaxLen is the length in bytes of the longest secret form; 0 without any.
+// A text cut from a longer one must extend MaxLen bytes past the cut for
+// Prefix to see a secret that crosses it.
+func (r *Redactor) MaxLen() int {
+	if r == nil || len(r.secrets) == 0 {
+		return 0
+	}
+	return len(r.secrets[0])
+}
+
+// Prefix returns s redacted and cut to at most max bytes: the cut never
+// falls inside a secret (one crossing it is a whole Marker if that fits,
+// else dropped, never left in part), a Marker or a rune. When s is the start of a longer text, it must
+// hold at least max+MaxLen() bytes (or all of the text).
+func (r *Redactor) Prefix(s string, max int) string {
+	if max < 0 {
+		max = 0
+	}
+	if len(s) > max {
+		c := runeCut(s, max)
+		for _, run := range r.runs(s) {
+			if run[0] < c && c < run[1] {
+				c = run[1]
+				break
+			}
+		}
+		s = s[:c]
+	}
+	out := r.String(s)
+	if len(out) <= max {
+		return out
+	}
+	c := runeCut(out, max)
+	from := c - len(Marker) + 1
+	if from < 0 {
+		from = 0
+	}
+	if k := strings.Index(out[from:], Marker); k >= 0 && from+k < c {
+		c = from + k
+	}
+	return out[:c]
+}
+
+// runeCut is the largest cut of s at most max that does not split a rune.
+func runeCut(s string, max int) int {
+	if max >= len(s) {
+		return len(s)
+	}
+	c := max
+	for c > 0 && c > max-utf8.UTFMax && !utf8.RuneStart(s[c]) {
+		c--
+	}
+	return c
 }
 
 func (r *Redactor) contains(s string) bool {

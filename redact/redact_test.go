@@ -119,6 +119,20 @@ func FuzzRedact(f *testing.F) {
 		if again := r.String(out); again != out {
 			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, again)
 		}
+		half := len(s) / 2
+		cut := r.Prefix(s, half)
+		joined := r.Join([]string{s[:half], s[half:]}, "\n")
+		for _, sec := range secrets {
+			if utf8.RuneCountInString(sec) < MinLen {
+				continue
+			}
+			if strings.Contains(cut, sec) || strings.Contains(joined, sec) || strings.Contains(strings.ReplaceAll(joined, "\n", ""), sec) && !strings.Contains(sec, "\n") && !strings.Contains(s, "\n") {
+				t.Fatalf("Prefix %q / Join %q of %q holds %q", cut, joined, s, sec)
+			}
+		}
+		if len(cut) > half {
+			t.Fatalf("Prefix(%q, %d) = %q, longer", s, half, cut)
+		}
 		u := URLs(s)
 		if again := URLs(u); again != u {
 			t.Fatalf("URLs not idempotent: %q -> %q -> %q", s, u, again)

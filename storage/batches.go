@@ -11,21 +11,23 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/redact"
 )
 
 // toolCallDetail renders a tool_call audit detail: a JSON object with the
 // call's arguments spliced in as the exact bytes the model sent
-// (json.Marshal would compact them and escape <, > and &).
-func toolCallDetail(c confirm.Call) string {
+// (json.Marshal would compact them and escape <, > and &), but for the
+// secrets scrub removes from them and from the read-back (see WithScrub).
+func toolCallDetail(c confirm.Call, scrub func(string) string) string {
 	var o rawObject
 	if c.CallID != "" {
 		o.add("call_id", c.CallID)
 	}
-	o.addRaw("args", c.Args)
+	o.addRaw("args", redact.JSON(c.Args, scrub))
 	o.add("flagged", c.Flagged)
 	o.add("decision", string(c.Decision))
 	if c.Summary != "" {
-		o.add("summary", c.Summary)
+		o.add("summary", scrub(c.Summary))
 	}
 	if len(c.Reasons) > 0 {
 		o.add("reasons", c.Reasons)
@@ -139,7 +141,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			err := db.insertAudit(ctx, tx, confirm.AuditEvent{
 				At: now, Kind: confirm.AuditToolCall, ConversationID: nb.ConversationID, BatchID: nb.ID,
 				CallKey: c.Key, Tool: c.Tool, Actor: nb.RequestedBy,
-				Detail: toolCallDetail(c),
+				Detail: toolCallDetail(c, db.scrub),
 			})
 			if err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/redact"
 )
 
 // EventType names a webhook event.
@@ -373,7 +374,9 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 			cut, truncated := excerpt(*result, max)
 			ev.Result, ev.ResultTruncated = &cut, truncated
 		}
-		b := string(ev.encode())
+		// What leaves for a webhook holds no secret (WithScrub): the
+		// model's arguments, the edited ones, results and details alike.
+		b := string(redact.JSON(ev.encode(), db.scrub))
 		bodies[max] = b
 		return b
 	}

@@ -69,6 +69,24 @@ type DB struct {
 	batchQueries sync.Map
 	// webhooks are the targets every audit row is queued for (SetWebhooks).
 	webhooks atomic.Pointer[[]WebhookTarget]
+	// scrub removes secrets from the tool_call audit detail and webhook
+	// bodies (WithScrub); the identity by default.
+	scrub func(string) string
+}
+
+// Option is an option of Open.
+type Option func(*DB)
+
+// WithScrub makes storage remove secrets with scrub (e.g. the redactor of
+// the config's ${ENV} values) from what it writes for people and other
+// systems: the tool_call audit event's arguments and read-back, and every
+// webhook body. The calls' arguments are stored exactly as they run.
+func WithScrub(scrub func(string) string) Option {
+	return func(db *DB) {
+		if scrub != nil {
+			db.scrub = scrub
+		}
+	}
 }
 
 var _ confirm.Store = (*DB)(nil)
@@ -76,7 +94,7 @@ var _ confirm.Store = (*DB)(nil)
 // Open connects to the database and applies pending migrations. driver is
 // "sqlite" (the default when empty; dsn is a file path or a "file:" URI) or
 // "postgres" (dsn is a libpq URL or key=value string, opened with pgx).
-func Open(ctx context.Context, driver, dsn string) (*DB, error) {
+func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) {
 	var (
 		name string
 		err  error
@@ -112,7 +130,10 @@ func Open(ctx context.Context, driver, dsn string) (*DB, error) {
 		x.SetMaxIdleConns(32)
 		x.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	db := &DB{x: x, r: x, driver: driver}
+	db := &DB{x: x, r: x, driver: driver, scrub: func(s string) string { return s }}
+	for _, opt := range opts {
+		opt(db)
+	}
 	if err := db.connect(ctx); err != nil {
 		x.Close()
 		return nil, fmt.Errorf("open %s: %w", driver, err)

@@ -29,6 +29,7 @@ type execExecutor struct {
 	timeout   time.Duration
 	env       map[string]string
 	maxOutput int
+	redact    *redact.Redactor
 }
 
 func newExecExecutor(key string, cfg *ExecConfig, opts Options) (*execExecutor, error) {
@@ -36,7 +37,7 @@ func newExecExecutor(key string, cfg *ExecConfig, opts Options) (*execExecutor, 
 	if len(cfg.Command) == 0 {
 		return nil, cerr(".command", errors.New("required"))
 	}
-	e := &execExecutor{timeout: cfg.Timeout, env: make(map[string]string, len(cfg.Env)), maxOutput: opts.MaxOutput}
+	e := &execExecutor{timeout: cfg.Timeout, env: make(map[string]string, len(cfg.Env)), maxOutput: opts.MaxOutput, redact: opts.Redactor}
 	for i, arg := range cfg.Command {
 		sub := fmt.Sprintf(".command[%d]", i)
 		t, err := parseTemplate(fmt.Sprintf("command[%d]", i), arg)
@@ -127,8 +128,10 @@ func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Env = e.environ(body, idempotencyKey)
 	cmd.Stdin = bytes.NewReader(body)
-	stdout := &capBuffer{max: e.maxOutput}
-	combined := &capBuffer{max: e.maxOutput}
+	// Kept past the cap by the longest secret, so one crossing the cap is
+	// seen whole and scrubbed, not left in part.
+	stdout := &capBuffer{max: e.maxOutput + e.redact.MaxLen()}
+	combined := &capBuffer{max: e.maxOutput + e.redact.MaxLen()}
 	cmd.Stdout = io.MultiWriter(stdout, combined)
 	cmd.Stderr = combined
 	cmd.WaitDelay = waitDelay
@@ -138,20 +141,20 @@ func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
-		return truncateOutput(stdout.bytes(), e.maxOutput, stdout.size()), nil
+		return truncateOutput(stdout.bytes(), e.maxOutput, stdout.size(), e.redact), nil
 	case cmd.Process == nil: // never started: nothing ran
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("canceled: %w", ctx.Err())
 		}
 		return "", fmt.Errorf("start: %w", err)
 	case ctx.Err() != nil:
-		return "", withOutput(fmt.Errorf("%w: canceled while running, the process was killed: %w", ErrOutcomeUnknown, ctx.Err()), combined, e.maxOutput)
+		return "", withOutput(fmt.Errorf("%w: canceled while running, the process was killed: %w", ErrOutcomeUnknown, ctx.Err()), combined, e.maxOutput, e.redact)
 	case runCtx.Err() != nil:
-		return "", withOutput(fmt.Errorf("%w: timed out after %s, the process was killed", ErrOutcomeUnknown, e.timeout), combined, e.maxOutput)
+		return "", withOutput(fmt.Errorf("%w: timed out after %s, the process was killed", ErrOutcomeUnknown, e.timeout), combined, e.maxOutput, e.redact)
 	case errors.As(err, &exitErr):
-		return "", withOutput(err, combined, e.maxOutput)
+		return "", withOutput(err, combined, e.maxOutput, e.redact)
 	default: // e.g. its output stayed open after it exited
-		return "", withOutput(fmt.Errorf("%w: wait: %w", ErrOutcomeUnknown, err), combined, e.maxOutput)
+		return "", withOutput(fmt.Errorf("%w: wait: %w", ErrOutcomeUnknown, err), combined, e.maxOutput, e.redact)
 	}
 }
 
@@ -177,13 +180,13 @@ func (e *execExecutor) environ(args []byte, idempotencyKey string) []string {
 	return out
 }
 
-// withOutput appends the process's output, if any, to err, without the
-// userinfo and query strings of URLs in it.
-func withOutput(err error, out *capBuffer, max int) error {
+// withOutput appends the process's output, if any, to err, scrubbed by r
+// and without the userinfo and query strings of URLs in it.
+func withOutput(err error, out *capBuffer, max int, r *redact.Redactor) error {
 	if out.size() == 0 {
 		return err
 	}
-	return fmt.Errorf("%w: %s", err, redact.URLs(strings.TrimSpace(truncateOutput(out.bytes(), max, out.size()))))
+	return fmt.Errorf("%w: %s", err, redact.URLs(strings.TrimSpace(truncateOutput(out.bytes(), max, out.size(), r))))
 }
 
 // capBuffer keeps the first max bytes written to it and counts the rest.

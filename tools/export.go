@@ -9,6 +9,8 @@ import (
 	"text/template"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/airlockhq/airlock/redact"
 )
 
 // This file exports what config tools do for other tool sources (MCP
@@ -102,13 +104,14 @@ func RenderSummary(name string, tmpl *template.Template, declared []string, args
 	return capRunes(w.buf.String(), MaxSummaryRunes), nil
 }
 
-// CapOutput keeps at most max bytes of out (DefaultMaxOutput when max <= 0),
-// cut at a rune boundary, noting a cut as config tools do.
-func CapOutput(out []byte, max int) string {
+// CapOutput scrubs out with r (nil: nothing), then keeps at most max bytes
+// of it (DefaultMaxOutput when max <= 0), cut at a rune boundary and never
+// inside a secret, noting a cut as config tools do.
+func CapOutput(out []byte, max int, r *redact.Redactor) string {
 	if max <= 0 {
 		max = DefaultMaxOutput
 	}
-	return truncateOutput(out, max, int64(len(out)))
+	return truncateOutput(out, max, int64(len(out)), r)
 }
 
 // ValidName reports whether name is a tool name every provider accepts

@@ -92,10 +92,10 @@ func TestRenderSummaryAndCapOutput(t *testing.T) {
 	if _, err := ParseSummary("{{.x"); err == nil {
 		t.Error("ParseSummary: no error")
 	}
-	if got := CapOutput([]byte("héllo"), 2); got != "h\n[output truncated: kept 1 of 6 bytes]" {
+	if got := CapOutput([]byte("héllo"), 2, nil); got != "h\n[output truncated: kept 1 of 6 bytes]" {
 		t.Errorf("CapOutput = %q", got)
 	}
-	if got := CapOutput([]byte("ok"), 0); got != "ok" {
+	if got := CapOutput([]byte("ok"), 0, nil); got != "ok" {
 		t.Errorf("CapOutput = %q", got)
 	}
 }

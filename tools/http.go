@@ -53,6 +53,7 @@ type httpExecutor struct {
 	timeout   time.Duration
 	client    *http.Client
 	maxOutput int
+	redact    *redact.Redactor
 }
 
 func newHTTPExecutor(key string, cfg *HTTPConfig, opts Options) (*httpExecutor, error) {
@@ -63,6 +64,7 @@ func newHTTPExecutor(key string, cfg *HTTPConfig, opts Options) (*httpExecutor, 
 		timeout:   cfg.Timeout,
 		client:    opts.HTTPClient,
 		maxOutput: opts.MaxOutput,
+		redact:    opts.Redactor,
 	}
 	if h.method == "" {
 		h.method = http.MethodPost
@@ -160,18 +162,21 @@ func (h *httpExecutor) run(ctx context.Context, body []byte, data map[string]any
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, errorExcerpt))
-		return "", &HTTPError{StatusCode: resp.StatusCode, Body: redact.URLs(strings.TrimSpace(cutUTF8(b, errorExcerpt)))}
+		// Read past the excerpt by the longest secret, so one crossing
+		// the cut is seen whole and scrubbed, not left in part.
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(errorExcerpt+h.redact.MaxLen())))
+		return "", &HTTPError{StatusCode: resp.StatusCode, Body: redact.URLs(strings.TrimSpace(h.redact.Prefix(string(b), errorExcerpt)))}
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxOutput)+1))
+	read := h.maxOutput + h.redact.MaxLen()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(read)+1))
 	if err != nil {
 		return "", h.failure(ctx, runCtx, true, "http response", err)
 	}
 	total := int64(len(b))
-	if len(b) > h.maxOutput {
+	if len(b) > read {
 		total = -1 // more than kept, size unknown
 	}
-	return truncateOutput(b, h.maxOutput, total), nil
+	return truncateOutput(b, h.maxOutput, total, h.redact), nil
 }
 
 // failure is the error of a run that failed in op: an ordinary error while
@@ -447,13 +452,17 @@ func escapeURLValue(s string) string {
 	return b.String()
 }
 
-// truncateOutput keeps at most max bytes of out, cut at a rune boundary, and
-// notes a cut. total is the size of the whole output, -1 when unknown.
-func truncateOutput(out []byte, max int, total int64) string {
-	if total >= 0 && total == int64(len(out)) && len(out) <= max {
-		return string(out)
+// truncateOutput scrubs out with r, then keeps at most max bytes of it, cut
+// at a rune boundary and never inside a secret, and notes a cut. total is
+// the size of the whole output, -1 when unknown. When out is not all of it,
+// out must hold at least max+r.MaxLen() bytes (see redact.Prefix).
+func truncateOutput(out []byte, max int, total int64, r *redact.Redactor) string {
+	if total >= 0 && total == int64(len(out)) {
+		if s := r.String(string(out)); len(s) <= max {
+			return s
+		}
 	}
-	kept := cutUTF8(out, max)
+	kept := r.Prefix(string(out), max)
 	if total < 0 {
 		return fmt.Sprintf("%s\n[output truncated to %d bytes]", kept, len(kept))
 	}

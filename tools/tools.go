@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/redact"
 )
 
 // Config is one tool as written in the config file (key `tools[]`).
@@ -76,6 +77,10 @@ type Options struct {
 	// MaxOutput is the number of bytes of a result kept; <= 0 means
 	// DefaultMaxOutput.
 	MaxOutput int
+	// Redactor scrubs secrets from a result (and the output an error
+	// quotes) before it is cut at MaxOutput, so no secret is left in part
+	// at the cut. Nil scrubs nothing here (the bot still scrubs).
+	Redactor *redact.Redactor
 }
 
 // ConfigError is an error in one key of the tools config.

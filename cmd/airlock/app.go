@@ -107,6 +107,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cmd != "chat" {
 		logger = newLogger(stderr, cfg.Log)
 	}
+	// No log line carries a secret: the config's ${ENV} values, and their
+	// encodings, are scrubbed from every record (MCP servers' stderr too).
+	secrets := redact.New(cfg.Secrets())
+	logger = slog.New(redact.NewHandler(logger.Handler(), secrets))
 	var runErr error
 	switch cmd {
 	case "check-config":
@@ -132,7 +136,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		runErr = serve(ctx, cfg, logger)
 	}
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		fmt.Fprintf(stderr, "airlock: %v\n", runErr)
+		fmt.Fprintf(stderr, "airlock: %s\n", secrets.String(runErr.Error()))
 		return 1
 	}
 	return 0
@@ -164,7 +168,11 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	if !cfg.Confirmation.FlagHonoured() {
 		logger.Warn("confirmation.enabled is false: the tools' confirm flag is not honoured; only confirmation.tools are gated")
 	}
-	set, err := tools.New(cfg.Tools, tools.Options{})
+	// One redactor of the config's ${ENV} values scrubs what tools return
+	// (before their cap), what the bot shows, audits and sends, and what
+	// storage writes for audit and webhooks.
+	secrets := redact.New(cfg.Secrets())
+	set, err := tools.New(cfg.Tools, tools.Options{Redactor: secrets})
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +186,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	if err != nil {
 		return nil, err
 	}
-	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(secrets.String))
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +242,6 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		db.Close()
 		return nil, err
 	}
-	secrets := redact.New(cfg.Secrets())
 	host, _ := os.Hostname()
 	b, err := bot.New(bot.Config{
 		Store:              db,
@@ -446,7 +453,7 @@ func startMCP(ctx context.Context, cfg *config.Config, set *tools.Set, logger *s
 	if len(cfg.MCPServers) == 0 {
 		return nil, nil
 	}
-	m := mcptools.Start(ctx, cfg.MCPServers, set, logger.With("component", "mcp"))
+	m := mcptools.Start(ctx, cfg.MCPServers, set, logger.With("component", "mcp"), mcptools.WithRedactor(redact.New(cfg.Secrets())))
 	if err := m.WaitReady(ctx); err != nil {
 		m.Close()
 		return nil, err

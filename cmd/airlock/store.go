@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/airlockhq/airlock/config"
+	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -17,7 +18,8 @@ func openStore(ctx context.Context, cfgPath string) (*config.Config, *storage.DB
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+	// What the command audits reaches the webhooks scrubbed, as the bot's.
+	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(redact.New(cfg.Secrets()).String))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -31,7 +32,8 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1
 	}
-	set, err := tools.New(cfg.Tools, tools.Options{})
+	secrets := redact.New(cfg.Secrets())
+	set, err := tools.New(cfg.Tools, tools.Options{Redactor: secrets})
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1
@@ -41,7 +43,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		source[t.Name] = "config"
 	}
 	why := map[string]string{} // an MCP tool's own reason for its flag
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), secrets))
 	mcp, err := startMCP(ctx, cfg, set, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
@@ -55,7 +57,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		for _, st := range mcp.Status() {
 			if st.Err != nil {
-				fmt.Fprintf(stderr, "airlock: MCP server %s: %v (its tools are absent)\n", st.Name, st.Err)
+				fmt.Fprintf(stderr, "airlock: MCP server %s: %s (its tools are absent)\n", st.Name, secrets.String(st.Err.Error()))
 			}
 		}
 	}
