@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/redact"
 )
 
 // EditCall stores an approver's arguments beside the model's and records
@@ -86,7 +87,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: e.BatchID, CallKey: e.Key, Tool: info.Tool, Actor: e.By}
 		edited := event
 		edited.Kind = confirm.AuditEdited
-		edited.Detail = editDetail(args.Model, args.Edited, e, res.Required, voided)
+		edited.Detail = editDetail(args.Model, args.Edited, e, res.Required, voided, db.scrub)
 		if err := db.insertAudit(ctx, tx, edited); err != nil {
 			return err
 		}
@@ -118,17 +119,19 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 // editDetail renders a call_edited audit detail, the arguments spliced in
 // as their exact bytes: before (the model's), previous_edit (an earlier
 // edit's, or null), after, the new read-back and approvals needed, and
-// voided (the approvers whose votes the edit deleted, oldest first).
-func editDetail(model, previous string, e confirm.EditCall, approvals int, voided []string) string {
+// voided (the approvers whose votes the edit deleted, oldest first). The
+// arguments and read-back are without the secrets scrub removes (see
+// WithScrub); the call keeps them exact.
+func editDetail(model, previous string, e confirm.EditCall, approvals int, voided []string, scrub func(string) string) string {
 	var o rawObject
-	o.addRaw("before", []byte(model))
+	o.addRaw("before", redact.JSON([]byte(model), scrub))
 	if previous == "" {
 		o.field("previous_edit", []byte("null"))
 	} else {
-		o.addRaw("previous_edit", []byte(previous))
+		o.addRaw("previous_edit", redact.JSON([]byte(previous), scrub))
 	}
-	o.addRaw("after", e.Args)
-	o.add("summary", e.Summary)
+	o.addRaw("after", redact.JSON(e.Args, scrub))
+	o.add("summary", scrub(e.Summary))
 	o.add("approvals", approvals)
 	o.add("voided", voided)
 	return o.String()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +197,46 @@ func testMigrateIntegrity(t *testing.T, driver, dsn string) {
 	g, err := db.Grant(ctx, "g1")
 	if err != nil || g.Requester != "U-bob" || g.CreatorRoles != nil {
 		t.Fatalf("old grant = %+v, %v; want requester U-bob from its batch", g, err)
+	}
+}
+
+// An edit's call_edited audit detail holds no secret (WithScrub): the
+// model's arguments, an earlier edit's and the new ones; the call keeps
+// the edited arguments exact, for the run.
+func TestSQLiteEditAuditScrubbed(t *testing.T) {
+	const secret = "s3cr3t-t0ken-value"
+	scrub := func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
+	db, err := Open(t.Context(), DriverSQLite, filepath.Join(t.TempDir(), "a.db"), WithScrub(scrub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	edited := `{"token":"` + secret + `"}`
+	for rev, args := range []string{`{"n":1,"t":"` + secret + `"}`, edited} {
+		if res, err := db.EditCall(t.Context(), confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(args),
+			Summary: "use " + secret, By: "U-ed", Now: time.Now(), Approvals: 2, Revision: rev}); err != nil || !res.Won {
+			t.Fatalf("EditCall = %+v, %v", res, err)
+		}
+	}
+	evs, err := db.AuditEvents(t.Context(), confirm.AuditFilter{ConversationID: b.ConversationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Kind != confirm.AuditEdited {
+			continue
+		}
+		n++
+		if strings.Contains(e.Detail, secret) || !json.Valid([]byte(e.Detail)) || !strings.Contains(e.Detail, "[redacted]") {
+			t.Errorf("call_edited detail %s: want valid JSON without the secret", e.Detail)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d call_edited events, want 2", n)
+	}
+	if c := callByKey(t, loadBatch(t, db, b.ID), "k0"); string(c.EditedArgs) != edited {
+		t.Fatalf("edited arguments %s, want them exact", c.EditedArgs)
 	}
 }
