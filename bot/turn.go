@@ -364,8 +364,9 @@ func (b *Bot) stopUnrun(ctx context.Context, conv confirm.Conversation, p Platfo
 // allowed by policy. A call of a tool not offered in the channel is
 // refused like an unknown tool; a call whose read-back cannot be built is
 // invalid; a call of a tool with an earlier run whose outcome is unknown,
-// not yet marked checked, needs a person's yes. A grant revoked or expired after it was looked up is
-// caught by the transaction storing the batch: the reply is planned again.
+// not yet marked checked, needs a person's yes. A grant revoked or expired
+// after it was looked up is caught by the transaction storing the batch:
+// the reply is planned again.
 func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester asker, reply model.Message) (*confirm.Batch, bool, error) {
 	for attempt := 1; ; attempt++ {
 		batch, used, err := b.planBatch(ctx, conv, requester, reply)
@@ -519,39 +520,26 @@ func (b *Bot) grantFor(ctx context.Context, conv confirm.Conversation, c confirm
 		}
 		cache[c.Tool] = gs
 	}
-	var approver *bool // whether the requester may approve here, asked once
+	if len(gs) == 0 || requester.User == "" {
+		return nil, nil
+	}
+	approves := b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, requester.User, requester.Roles)
 	for i := range gs {
 		g := &gs[i]
-		if requester.User == "" || requester.User != g.Requester {
-			if approver == nil {
-				ok := requester.User != "" && b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, requester.User, requester.Roles)
-				approver = &ok
-			}
-			if !*approver {
-				continue
-			}
-		}
-		if b.creatorMayDecide(ctx, conv, c, *g) {
+		// The creator's roles are those they had when they made it.
+		if (g.Requester == requester.User || approves) && b.mayGrant(ctx, conv, c, g.CreatedBy, g.CreatorRoles) {
 			return g, nil
 		}
 	}
 	return nil, nil
 }
 
-// creatorMayDecide reports whether a grant's creator may decide the call
-// now, with the roles they had when they made it: when rules restricted
-// the call, only a member of every restriction; otherwise an approver of
-// the channel. Escalation steps widen who decides one card, never what a
-// grant covers.
-func (b *Bot) creatorMayDecide(ctx context.Context, conv confirm.Conversation, c confirm.Call, g confirm.Grant) bool {
-	return b.mayGrant(ctx, conv, c, g.CreatedBy, g.CreatorRoles)
-}
-
 // mayGrant reports whether user (with roles) may decide the call other
 // than through an escalation step: a member of every restriction rules
 // put on it, or, without restrictions, an approver of the channel. Only
 // they may make a grant, and a grant covers a call only while its creator
-// may.
+// may: escalation steps widen who decides one card, never what a grant
+// covers.
 func (b *Bot) mayGrant(ctx context.Context, conv confirm.Conversation, c confirm.Call, user string, roles []string) bool {
 	if user == "" {
 		return false
