@@ -357,8 +357,10 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 	if batch.Status != confirm.BatchPending || !b.onCard(ctx, conv, batch, c) {
 		return nil, confirm.ErrNotFound
 	}
-	if ref.Position < len(batch.Calls) && batch.Calls[ref.Position].Revision != ref.Revision {
-		return nil, b.staleClick(ctx, c, clicked{batch: batch, call: batch.Calls[ref.Position], conv: conv, revision: ref.Revision})
+	if ref.Position < len(batch.Calls) {
+		if err := b.checkRevision(ctx, c, clicked{batch: batch, call: batch.Calls[ref.Position], conv: conv, revision: ref.Revision}); err != nil {
+			return nil, err
+		}
 	}
 	cd := b.cardOf(conv, batch, b.introOf(ctx, batch))
 	return &cd, nil
