@@ -156,6 +156,7 @@ type Bot struct {
 	turns     keyedMutex
 	stopping  bool           // Shutdown began; guarded by mu
 	work      sync.WaitGroup // turns, clicks and sweeps in progress
+	sweeping  sync.Mutex     // the sweep and escalate jobs take turns, as in Sweep
 	tracing   bool           // cfg.Tracer records (not a no-op)
 	links     linkCache      // permalinks of threads and cards
 	convs     convCache      // conversations by id (their rows never change)

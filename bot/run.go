@@ -552,16 +552,23 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 // Sweep expires pending calls past their deadline (answering the model
 // for them and continuing their conversations) and posts reminders before
 // expiry.
-func (b *Bot) Sweep(ctx context.Context) error {
+func (b *Bot) Sweep(ctx context.Context) error { return b.sweep(ctx, true) }
+
+// sweep is Sweep; the sweep job leaves escalation to its own job.
+func (b *Bot) sweep(ctx context.Context, escalate bool) error {
 	if !b.enter() {
 		return nil
 	}
 	defer b.leave()
+	b.sweeping.Lock()
+	defer b.sweeping.Unlock()
 	if err := b.remind(ctx); err != nil {
 		b.log.Error("reminders", "err", err)
 	}
-	if err := b.escalate(ctx); err != nil {
-		b.log.Error("escalation", "err", err)
+	if escalate {
+		if err := b.escalate(ctx); err != nil {
+			b.log.Error("escalation", "err", err)
+		}
 	}
 	ids, err := b.store.ExpiredBatches(ctx, b.now())
 	if err != nil {
@@ -686,35 +693,4 @@ func waitingCalls(batch *confirm.Batch) string {
 		}
 	}
 	return strings.Join(waiting, "; ")
-}
-
-// Run sweeps for expiry and reminders every interval, and for work dead
-// workers left every ten intervals, until ctx ends.
-func (b *Bot) Run(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for n := 1; ; n++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := b.Sweep(ctx); err != nil && ctx.Err() == nil {
-				b.log.Error("sweep", "err", err)
-			}
-			if n%10 == 0 {
-				if err := b.RecoverBatches(ctx); err != nil && ctx.Err() == nil {
-					b.log.Error("recover", "err", err)
-				}
-			}
-			if n%3600 == 1 {
-				// Platforms retry deliveries within minutes; a day is plenty.
-				if _, err := b.store.PruneEvents(ctx, b.now().Add(-24*time.Hour)); err != nil && ctx.Err() == nil {
-					b.log.Error("prune events", "err", err)
-				}
-			}
-		}
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/airlockhq/airlock/jobs"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -81,6 +82,7 @@ type Deliverer struct {
 	opts      Options
 	client    *http.Client
 	log       *slog.Logger
+	base      *slog.Logger // log without the job's name
 	lastPrune time.Time
 }
 
@@ -129,35 +131,46 @@ func NewDeliverer(db *storage.DB, hooks []Webhook, opts Options) *Deliverer {
 	}
 	return &Deliverer{
 		db: db, hooks: append([]Webhook(nil), hooks...), opts: opts, client: client,
-		log: log.With("job", "webhooks"),
+		log: log.With("job", "webhooks"), base: log,
 	}
 }
 
-// Name names the job in logs.
+// Name names the job in logs and metrics.
 func (d *Deliverer) Name() string { return "webhooks" }
 
-// Run polls every Interval until ctx ends, sending what is due, and prunes
-// delivered rows every PruneEvery. Errors are logged, never returned: it
-// returns nil when ctx ends.
-func (d *Deliverer) Run(ctx context.Context) error {
-	tick, stop := d.opts.Ticker(d.opts.Interval)
-	defer stop()
-	for {
-		if _, err := d.Poll(ctx); err != nil && ctx.Err() == nil {
-			d.log.Error("deliver", "err", err)
-		}
-		if err := d.prune(ctx); err != nil && ctx.Err() == nil {
-			d.log.Error("prune deliveries", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick:
-		}
-	}
+// JobTimeout is the deadline of one run of the job: a run cut off leaves
+// its claims to lapse, and the next run sends what is still due.
+const JobTimeout = 5 * time.Minute
+
+// Job is the deliverer's work for a jobs.Runner: at start and every
+// Interval, it sends what is due (Poll) and prunes delivered rows at most
+// every PruneEvery.
+func (d *Deliverer) Job() jobs.Job {
+	return jobs.Job{Name: d.Name(), Every: d.opts.Interval, Timeout: JobTimeout, AtStart: true, Run: d.tick}
 }
 
-// maxRounds bounds one Poll, so Run gets back to its ticker and pruning.
+func (d *Deliverer) tick(ctx context.Context) error {
+	_, err := d.Poll(ctx)
+	if err != nil {
+		err = fmt.Errorf("deliver: %w", err)
+	}
+	if perr := d.prune(ctx); perr != nil {
+		err = errors.Join(err, fmt.Errorf("prune deliveries: %w", perr))
+	}
+	return err
+}
+
+// Run runs Job on its own runner until ctx ends. Errors are logged, never
+// returned: it returns nil when ctx ends.
+func (d *Deliverer) Run(ctx context.Context) error {
+	r := jobs.New(jobs.Options{Logger: d.base, Ticker: d.opts.Ticker})
+	if err := r.Add(d.Job()); err != nil {
+		return err
+	}
+	return r.Run(ctx)
+}
+
+// maxRounds bounds one Poll, so the job gets back to its pruning.
 const maxRounds = 100
 
 // Poll sends every delivery due now: each round claims the head of every

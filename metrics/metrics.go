@@ -1,7 +1,8 @@
 // Package metrics owns Airlock's Prometheus metrics: their names (a
 // contract with operators' dashboards), the registry served on
 // GET /metrics, and small recorders the bot, the model providers, the
-// platforms and the webhook deliverer call. A nil *Metrics records nothing.
+// platforms and the webhook deliverer call. Background jobs' metrics live
+// in jobs/ and join this registry. A nil *Metrics records nothing.
 package metrics
 
 import (
@@ -75,6 +76,15 @@ func New(pending func() float64) *Metrics {
 		}, pending))
 	}
 	return m
+}
+
+// Registerer is the registry GET /metrics serves, for collectors other
+// packages keep beside their code (jobs/); nil for a nil *Metrics.
+func (m *Metrics) Registerer() prometheus.Registerer {
+	if m == nil {
+		return nil
+	}
+	return m.reg
 }
 
 // Handler serves the metrics in the Prometheus text format.

@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/jobs"
 	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/metrics"
 	"github.com/airlockhq/airlock/model"
@@ -377,15 +378,12 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		}
 	}()
 	logger.Info("airlock running", "listen", ln.Addr().String(), "slack", cfg.Slack != nil, "discord", cfg.Discord != nil)
-	wg.Add(1)
-	go func() { defer wg.Done(); a.bot.Run(ctx, time.Second) }()
-	wg.Add(1)
-	go func() { defer wg.Done(); a.syncClock(ctx, logger, time.Minute) }()
-	if len(cfg.Events.Webhooks) > 0 {
-		host, _ := os.Hostname()
-		d := events.NewDeliverer(a.store, cfg.Events.Webhooks, events.Options{Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Logger: logger, Metrics: a.metrics})
-		run(d.Name(), d.Run)
+	background, err := a.backgroundJobs(cfg, logger)
+	if err != nil {
+		return err
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = background.Run(ctx) }()
 	<-ctx.Done()
 	// Stop taking turns and clicks; let started work (tool runs) finish
 	// for up to shutdown_timeout. What is cut off is recovered at the next
@@ -490,21 +488,26 @@ func newLogger(w io.Writer, l config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// syncClock is the job that re-measures the database clock's offset every
-// interval, so a drifting local clock never shifts expiry or leases.
-func (a *app) syncClock(ctx context.Context, logger *slog.Logger, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := a.store.SyncClock(ctx); err != nil && ctx.Err() == nil {
-				logger.Warn("sync with the database clock", "err", err)
-			}
+// backgroundJobs is the process's background work, one runner of named
+// jobs: the bot's (sweep, escalate, recover, prune_events), clock_sync
+// (the database clock's offset re-measured every minute, so a drifting
+// local clock never shifts expiry or leases) and, with webhooks, their
+// delivery. Their metrics join /metrics.
+func (a *app) backgroundJobs(cfg *config.Config, logger *slog.Logger) (*jobs.Runner, error) {
+	all := a.bot.Jobs(time.Second)
+	all = append(all, jobs.Job{Name: "clock_sync", Every: time.Minute, Timeout: 30 * time.Second, Run: a.store.SyncClock})
+	if len(cfg.Events.Webhooks) > 0 {
+		host, _ := os.Hostname()
+		d := events.NewDeliverer(a.store, cfg.Events.Webhooks, events.Options{Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Logger: logger, Metrics: a.metrics})
+		all = append(all, d.Job())
+	}
+	r := jobs.New(jobs.Options{Logger: logger, Registerer: a.metrics.Registerer()})
+	for _, j := range all {
+		if err := r.Add(j); err != nil {
+			return nil, err
 		}
 	}
+	return r, nil
 }
 
 // httpLimits bound what one client can hold: a slow or endless client

@@ -1,0 +1,78 @@
+package bot
+
+import (
+	"context"
+	"time"
+
+	"github.com/airlockhq/airlock/jobs"
+)
+
+// Names of the bot's jobs (the job label of airlock_job_seconds).
+const (
+	JobSweep       = "sweep"
+	JobEscalate    = "escalate"
+	JobRecover     = "recover"
+	JobPruneEvents = "prune_events"
+)
+
+// Deadlines of the bot's jobs. A sweep or a recovery continues the
+// conversations it finishes (model requests of up to 5 minutes each, tool
+// runs): its deadline is a backstop for a hung run, not a budget. An
+// escalation may wait for a sweep (they take turns), so it has as long.
+const (
+	sweepTimeout    = time.Hour
+	escalateTimeout = sweepTimeout
+	recoverTimeout  = time.Hour
+	pruneTimeout    = 5 * time.Minute
+)
+
+// eventRetention is how long platform event IDs are kept to drop
+// redeliveries: platforms retry within minutes; a day is plenty.
+const eventRetention = 24 * time.Hour
+
+// Jobs is the bot's background work, for a jobs.Runner: every interval,
+// expiry and reminders (sweep) and escalation, which take turns; every ten intervals, work
+// dead workers left (recover); at start and every 3,600 intervals, old
+// platform event IDs (prune_events).
+func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return []jobs.Job{
+		{Name: JobSweep, Every: interval, Timeout: sweepTimeout, Run: func(ctx context.Context) error { return b.sweep(ctx, false) }},
+		{Name: JobEscalate, Every: interval, Timeout: escalateTimeout, Run: b.escalateJob},
+		{Name: JobRecover, Every: 10 * interval, Timeout: recoverTimeout, Run: b.RecoverBatches},
+		{Name: JobPruneEvents, Every: 3600 * interval, Timeout: pruneTimeout, AtStart: true, Run: b.pruneEvents},
+	}
+}
+
+// Run runs the bot's jobs (see Jobs) until ctx ends, then waits for the
+// runs in progress.
+func (b *Bot) Run(ctx context.Context, interval time.Duration) {
+	r := jobs.New(jobs.Options{Logger: b.log})
+	for _, j := range b.Jobs(interval) {
+		if err := r.Add(j); err != nil {
+			panic(err) // the jobs above are valid
+		}
+	}
+	_ = r.Run(ctx)
+}
+
+// escalateJob escalates the batches due (see Config.Escalation). It
+// takes turns with the sweep, so a card's escalation and its expiry are
+// never shown out of order.
+func (b *Bot) escalateJob(ctx context.Context) error {
+	if !b.enter() {
+		return nil
+	}
+	defer b.leave()
+	b.sweeping.Lock()
+	defer b.sweeping.Unlock()
+	return b.escalate(ctx)
+}
+
+// pruneEvents forgets platform event IDs older than eventRetention.
+func (b *Bot) pruneEvents(ctx context.Context) error {
+	_, err := b.store.PruneEvents(ctx, b.now().Add(-eventRetention))
+	return err
+}
