@@ -222,10 +222,11 @@ func (p *chatProcess) send(line string) {
 }
 
 // waitFor waits until s appears in output not yet consumed, and returns
-// the output up to and including it.
+// the output up to and including it. (A generous deadline: the binary
+// starts on a machine that may be busy building other tests.)
 func (p *chatProcess) waitFor(s string) string {
 	p.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		all := p.out.String()
 		if i := strings.Index(all[p.seen:], s); i >= 0 {
