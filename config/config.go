@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/rules"
 	"github.com/airlockhq/airlock/telemetry"
@@ -68,6 +69,17 @@ type Log struct {
 	Level  string `yaml:"level"`  // debug | info (default) | warn | error
 }
 
+// Validate checks the section (defaults applied); key is its name, "log".
+func (l Log) Validate(key string) error {
+	if l.Format != "text" && l.Format != "json" {
+		return keyerr.New(key+".format", "%q is not one of text, json", l.Format)
+	}
+	if !contains([]string{"debug", "info", "warn", "error"}, l.Level) {
+		return keyerr.New(key+".level", "%q is not one of debug, info, warn, error", l.Level)
+	}
+	return nil
+}
+
 // Limits is the `limits` section: guards against floods. 0 disables a limit.
 type Limits struct {
 	TurnsPerMinute    *int `yaml:"turns_per_minute"`    // per user; default 6
@@ -79,6 +91,17 @@ func (l Limits) Turns() int { return intOr(l.TurnsPerMinute, DefaultTurnsPerMinu
 
 // Pending is the limit of waiting cards per channel, with its default; 0: none.
 func (l Limits) Pending() int { return intOr(l.PendingPerChannel, DefaultPendingPerChannel) }
+
+// Validate checks the section; key is its name, "limits".
+func (l Limits) Validate(key string) error {
+	if l.Turns() < 0 {
+		return keyerr.New(key+".turns_per_minute", "must not be negative (0 disables the limit)")
+	}
+	if l.Pending() < 0 {
+		return keyerr.New(key+".pending_per_channel", "must not be negative (0 disables the limit)")
+	}
+	return nil
+}
 
 func intOr(p *int, def int) int {
 	if p == nil {
@@ -96,6 +119,38 @@ type Slack struct {
 	APIURL        string `yaml:"api_url"`        // Web API base; default https://slack.com/api/
 }
 
+// Validate checks the section (defaults applied), if present; key is its
+// name, "slack".
+func (s *Slack) Validate(key string) error {
+	if s == nil {
+		return nil
+	}
+	if s.BotToken == "" {
+		return keyerr.New(key+".bot_token", "required (xoxb-...)")
+	}
+	switch s.Mode {
+	case "socket":
+		if s.AppToken == "" {
+			return keyerr.New(key+".app_token", "required in socket mode (xapp-...)")
+		}
+	case "http":
+		if s.SigningSecret == "" {
+			return keyerr.New(key+".signing_secret", "required in http mode")
+		}
+	default:
+		return keyerr.New(key+".mode", "%q is not one of socket, http", s.Mode)
+	}
+	return validateHTTPURL(key+".api_url", s.APIURL)
+}
+
+// validateHTTPURL checks that a set URL is http:// or https://.
+func validateHTTPURL(key, u string) error {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return keyerr.New(key, "must be an http:// or https:// URL")
+	}
+	return nil
+}
+
 // Discord is the `discord` section; present means `airlock run` connects
 // to Discord.
 type Discord struct {
@@ -107,10 +162,48 @@ type Discord struct {
 // DiscordModerationTools are the built-in moderation tools.
 var DiscordModerationTools = []string{"timeout_member", "kick_member", "ban_member", "delete_message"}
 
+// Validate checks the section (defaults applied), if present; key is its
+// name, "discord".
+func (d *Discord) Validate(key string) error {
+	if d == nil {
+		return nil
+	}
+	if d.Token == "" {
+		return keyerr.New(key+".token", "required")
+	}
+	if strings.HasPrefix(d.Token, "Bot ") {
+		return keyerr.New(key+".token", `write the bare token, without the "Bot " prefix`)
+	}
+	if err := validateHTTPURL(key+".api_url", d.APIURL); err != nil {
+		return err
+	}
+	for i, n := range d.ModerationTools {
+		if !contains(DiscordModerationTools, n) {
+			return keyerr.New(fmt.Sprintf("%s.moderation_tools[%d]", key, i), "%q is not one of %s", n, strings.Join(DiscordModerationTools, ", "))
+		}
+	}
+	return nil
+}
+
 // Storage is the `storage` section.
 type Storage struct {
 	Driver string `yaml:"driver"` // sqlite | postgres
 	DSN    string `yaml:"dsn"`
+}
+
+// Validate checks the section (defaults applied); key is its name,
+// "storage".
+func (s Storage) Validate(key string) error {
+	switch s.Driver {
+	case "sqlite":
+	case "postgres":
+		if s.DSN == "" {
+			return keyerr.New(key+".dsn", "required for the postgres driver")
+		}
+	default:
+		return keyerr.New(key+".driver", "%q is not one of sqlite, postgres", s.Driver)
+	}
+	return nil
 }
 
 // Model is the `model` section.
@@ -129,6 +222,40 @@ type Model struct {
 	MaxHistoryMessages int `yaml:"max_history_messages"`
 	// MaxMessageChars cuts a longer message, with a note; default 8000.
 	MaxMessageChars int `yaml:"max_message_chars"`
+}
+
+// Validate checks the section (defaults applied); key is its name, "model".
+func (m Model) Validate(key string) error {
+	switch m.Provider {
+	case "gemini":
+		if m.APIKey == "" {
+			return keyerr.New(key+".api_key", "required for the gemini provider")
+		}
+	case "openai":
+	case "":
+		return keyerr.New(key+".provider", "required: gemini or openai")
+	default:
+		return keyerr.New(key+".provider", "%q is not one of gemini, openai", m.Provider)
+	}
+	if m.Name == "" {
+		return keyerr.New(key+".name", "required")
+	}
+	if m.BaseURL != "" {
+		if err := validateHTTPURL(key+".base_url", m.BaseURL); err != nil {
+			return err
+		}
+	}
+	switch {
+	case m.MaxToolRounds < 0:
+		return keyerr.New(key+".max_tool_rounds", "must be positive")
+	case m.MaxCallsPerReply < 0:
+		return keyerr.New(key+".max_calls_per_reply", "must be positive")
+	case m.MaxHistoryMessages < 2:
+		return keyerr.New(key+".max_history_messages", "must be at least 2")
+	case m.MaxMessageChars < 100:
+		return keyerr.New(key+".max_message_chars", "must be at least 100")
+	}
+	return nil
 }
 
 // Confirmation is the `confirmation` section.
@@ -238,6 +365,28 @@ func (c Confirmation) Reminder() time.Duration {
 // FlagHonoured reports whether the tools' confirm flag is honoured.
 func (c Confirmation) FlagHonoured() bool { return c.Enabled == nil || *c.Enabled }
 
+// Validate checks the section (defaults applied); key is its name,
+// "confirmation". The rules' expressions are compiled after it (Parse);
+// that confirmation.tools name tools is Config's cross-check.
+func (c Confirmation) Validate(key string) error {
+	if c.Timeout < time.Second {
+		return keyerr.New(key+".timeout", "must be a duration of at least 1s, with its unit: 90s, 30m, 2h")
+	}
+	if c.RemindBefore != nil && *c.RemindBefore < 0 {
+		return keyerr.New(key+".remind_before", "must not be negative (0 disables reminders)")
+	}
+	if a := c.Approvals; a < 0 || a > 10 {
+		return keyerr.New(key+".approvals", "must be between 1 and 10 (0 means the default, 1)")
+	}
+	if d := c.Grants.Duration; d < 0 || d > MaxGrantDuration || (d > 0 && d < time.Minute) {
+		return keyerr.New(key+".grants.duration", "must be between 1m and 24h, with its unit: 30m, 1h")
+	}
+	if err := c.validateEscalation(key + ".escalation"); err != nil {
+		return err
+	}
+	return rules.ValidateAll(c.Rules) // names confirmation.rules[N].<key>
+}
+
 // Channel is one `channels[]` entry: a channel the bot serves, who may ask
 // and approve there, and the tools offered there.
 type Channel struct {
@@ -294,18 +443,10 @@ const (
 // Platforms Airlock knows.
 var Platforms = []string{"shell", "slack", "discord"}
 
-// Error is a configuration error naming the key at fault.
-type Error struct {
-	Key string
-	Err error
-}
-
-func (e *Error) Error() string { return e.Key + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-func keyErr(key, format string, args ...any) error {
-	return &Error{Key: key, Err: fmt.Errorf(format, args...)}
-}
+// Error is a configuration error naming the key at fault. It is the one
+// error every section (tools, mcp_servers, rules, events, telemetry, …)
+// returns, so errors.As with a *config.Error finds any of them.
+type Error = keyerr.Error
 
 // Load reads, expands, decodes and validates the file at path.
 func Load(path string) (*Config, error) {
@@ -317,8 +458,9 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse expands ${ENV} references in the YAML's values with lookup, decodes
-// strictly (unknown keys are errors naming the key), applies defaults and
-// validates.
+// strictly (unknown keys are errors naming the key), applies defaults,
+// validates, and then compiles what the file holds as code (rules,
+// templates, schemas).
 func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -349,6 +491,9 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	c.secrets = secrets
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.compile(); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -400,7 +545,7 @@ func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool), s
 			if file := m[2]; file != "" {
 				v, err := readSecretFile(file)
 				if err != nil && problem == nil {
-					problem = keyErr(path, "%v", err)
+					problem = keyerr.New(path, "%v", err)
 				}
 				return keep(v)
 			}
@@ -411,7 +556,7 @@ func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool), s
 				return keep(m[5])
 			}
 			if problem == nil {
-				problem = keyErr(path, "environment variable %s is not set", m[3])
+				problem = keyerr.New(path, "environment variable %s is not set", m[3])
 			}
 			return ""
 		})
@@ -471,7 +616,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			return nil
 		}
 		if t.Kind() != reflect.Struct {
-			return keyErr(path, "%s", typeProblem(n, t))
+			return keyerr.New(path, "%s", typeProblem(n, t))
 		}
 		fields := map[string]reflect.Type{}
 		for i := 0; i < t.NumField(); i++ {
@@ -487,7 +632,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			ft, ok := fields[k.Value]
 			key := join(path, k.Value)
 			if !ok {
-				return keyErr(key, "unknown key (line %d)", k.Line)
+				return keyerr.New(key, "unknown key (line %d)", k.Line)
 			}
 			if err := checkKeys(n.Content[i+1], ft, key); err != nil {
 				return err
@@ -495,7 +640,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 		}
 	case yaml.SequenceNode:
 		if t.Kind() != reflect.Slice {
-			return keyErr(path, "a list is not allowed here")
+			return keyerr.New(path, "a list is not allowed here")
 		}
 		for i, c := range n.Content {
 			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
@@ -505,7 +650,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 	case yaml.ScalarNode:
 		// Decode the value alone so a type error names its key.
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			return keyErr(path, "%s", typeProblem(n, t))
+			return keyerr.New(path, "%s", typeProblem(n, t))
 		}
 	}
 	return nil
@@ -574,107 +719,45 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// Validate checks the values and names the first bad key.
+// Validate checks the values (defaults applied) and names the first bad
+// key: each section's own Validate, then what spans sections
+// (crossCheck). It compiles nothing and changes nothing.
 func (c *Config) Validate() error {
-	switch c.Storage.Driver {
-	case "sqlite":
-	case "postgres":
-		if c.Storage.DSN == "" {
-			return keyErr("storage.dsn", "required for the postgres driver")
-		}
-	default:
-		return keyErr("storage.driver", "%q is not one of sqlite, postgres", c.Storage.Driver)
-	}
-	switch c.Model.Provider {
-	case "gemini":
-		if c.Model.APIKey == "" {
-			return keyErr("model.api_key", "required for the gemini provider")
-		}
-	case "openai":
-	case "":
-		return keyErr("model.provider", "required: gemini or openai")
-	default:
-		return keyErr("model.provider", "%q is not one of gemini, openai", c.Model.Provider)
-	}
-	if c.Model.Name == "" {
-		return keyErr("model.name", "required")
-	}
-	if c.Model.BaseURL != "" && !strings.HasPrefix(c.Model.BaseURL, "http://") && !strings.HasPrefix(c.Model.BaseURL, "https://") {
-		return keyErr("model.base_url", "must be an http:// or https:// URL")
-	}
-	if c.Model.MaxToolRounds < 0 {
-		return keyErr("model.max_tool_rounds", "must be positive")
-	}
-	if c.Model.MaxCallsPerReply < 0 {
-		return keyErr("model.max_calls_per_reply", "must be positive")
-	}
-	if c.Model.MaxHistoryMessages < 2 {
-		return keyErr("model.max_history_messages", "must be at least 2")
-	}
-	if c.Model.MaxMessageChars < 100 {
-		return keyErr("model.max_message_chars", "must be at least 100")
-	}
-	if err := c.Events.Validate(); err != nil {
-		var ke *events.KeyError
-		if errors.As(err, &ke) {
-			return &Error{Key: ke.Key, Err: ke.Err}
-		}
-		return err
-	}
-	if err := c.Telemetry.Validate("telemetry"); err != nil {
-		return err
-	}
-	if c.ShutdownTimeout < 0 {
-		return keyErr("shutdown_timeout", "must not be negative")
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		return keyErr("log.format", "%q is not one of text, json", c.Log.Format)
-	}
-	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		return keyErr("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
-	}
-	if c.Limits.Turns() < 0 {
-		return keyErr("limits.turns_per_minute", "must not be negative (0 disables the limit)")
-	}
-	if c.Limits.Pending() < 0 {
-		return keyErr("limits.pending_per_channel", "must not be negative (0 disables the limit)")
-	}
-	if c.Confirmation.Timeout < time.Second {
-		return keyErr("confirmation.timeout", "must be a duration of at least 1s, with its unit: 90s, 30m, 2h")
-	}
-	if err := c.validatePlatforms(); err != nil {
-		return err
-	}
-	if c.Confirmation.RemindBefore != nil && *c.Confirmation.RemindBefore < 0 {
-		return keyErr("confirmation.remind_before", "must not be negative (0 disables reminders)")
-	}
-	if a := c.Confirmation.Approvals; a < 0 || a > 10 {
-		return keyErr("confirmation.approvals", "must be between 1 and 10 (0 means the default, 1)")
-	}
-	if d := c.Confirmation.Grants.Duration; d < 0 || d > MaxGrantDuration || (d > 0 && d < time.Minute) {
-		return keyErr("confirmation.grants.duration", "must be between 1m and 24h, with its unit: 30m, 1h")
-	}
-	if err := c.Confirmation.validateEscalation(); err != nil {
-		return err
-	}
-	compiled, err := rules.Compile(c.Confirmation.Rules)
-	if err != nil {
-		return err // names confirmation.rules[N].<key>
-	}
-	c.Confirmation.compiled = compiled
-	set, err := tools.New(c.Tools, tools.Options{})
-	if err != nil {
-		return err
-	}
-	if err := mcptools.ValidateAll(c.MCPServers); err != nil {
-		return err // names mcp_servers[N].<key>
-	}
-	builtin := map[string]bool{}
-	if c.Discord != nil {
-		for _, n := range c.Discord.ModerationTools {
-			builtin[n] = true
+	for _, err := range []error{
+		c.Storage.Validate("storage"),
+		c.Model.Validate("model"),
+		c.Events.Validate("events"),
+		c.Telemetry.Validate("telemetry"),
+		validateShutdownTimeout(c.ShutdownTimeout),
+		c.Log.Validate("log"),
+		c.Limits.Validate("limits"),
+		c.Slack.Validate("slack"),
+		c.Discord.Validate("discord"),
+		c.Confirmation.Validate("confirmation"),
+		tools.ValidateAll(c.Tools),         // names tools[N].<key>
+		mcptools.ValidateAll(c.MCPServers), // names mcp_servers[N].<key>
+		validateChannels("channels", c.Channels),
+		c.crossCheck(),
+	} {
+		if err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+func validateShutdownTimeout(d time.Duration) error {
+	if d < 0 {
+		return keyerr.New("shutdown_timeout", "must not be negative")
+	}
+	return nil
+}
+
+// crossCheck checks what spans sections: the tools named in confirmation
+// and channels exist (configured, built in, or under an MCP server's
+// prefix), and no configured tool takes a name under an MCP server's
+// prefix.
+func (c *Config) crossCheck() error {
 	// An MCP server's tools are known only once it answers: a name under a
 	// configured server's prefix is accepted.
 	mcpServerOf := func(name string) int {
@@ -685,39 +768,74 @@ func (c *Config) Validate() error {
 		}
 		return -1
 	}
-	fromMCP := func(name string) bool { return mcpServerOf(name) >= 0 }
+	known := map[string]bool{}
 	for i, t := range c.Tools {
 		if j := mcpServerOf(t.Name); j >= 0 {
-			return keyErr(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server mcp_servers[%d] (%q), whose tools are named %s<tool>", t.Name, j, c.MCPServers[j].Name, c.MCPServers[j].Name+mcptools.Separator)
+			return keyerr.New(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server mcp_servers[%d] (%q), whose tools are named %s<tool>", t.Name, j, c.MCPServers[j].Name, c.MCPServers[j].Name+mcptools.Separator)
+		}
+		known[t.Name] = true
+	}
+	if c.Discord != nil {
+		for _, n := range c.Discord.ModerationTools {
+			known[n] = true
 		}
 	}
-	for i, name := range c.Confirmation.Tools {
-		if _, ok := set.Get(name); !ok && !builtin[name] && !fromMCP(name) {
-			return keyErr(fmt.Sprintf("confirmation.tools[%d]", i), "no tool named %q", name)
+	checkTools := func(key string, names []string) error {
+		for i, name := range names {
+			if !known[name] && mcpServerOf(name) < 0 {
+				return keyerr.New(fmt.Sprintf("%s[%d]", key, i), "no tool named %q", name)
+			}
 		}
+		return nil
 	}
-	seen := map[string]int{}
+	if err := checkTools("confirmation.tools", c.Confirmation.Tools); err != nil {
+		return err
+	}
 	for i, ch := range c.Channels {
-		key := fmt.Sprintf("channels[%d]", i)
-		if err := ch.validate(key, func(name string) bool { _, ok := set.Get(name); return ok || builtin[name] || fromMCP(name) }); err != nil {
+		if err := checkTools(fmt.Sprintf("channels[%d].tools", i), ch.Tools); err != nil {
 			return err
 		}
-		id := ch.Platform + "/" + ch.ID
-		if j, dup := seen[id]; dup {
-			return keyErr(key+".id", "%q is already configured for %s in channels[%d]", ch.ID, ch.Platform, j)
-		}
-		seen[id] = i
 	}
 	return nil
 }
 
-// validate checks one channels[] entry; has says whether a tool exists.
-func (ch Channel) validate(key string, has func(string) bool) error {
+// compile compiles, once the file is valid, what it holds as code: the
+// rules' CEL expressions (kept for RuleSet), the tools' schemas and
+// templates and the MCP servers' summaries (checked here; the app builds
+// its own tools with its options).
+func (c *Config) compile() error {
+	compiled, err := rules.Compile(c.Confirmation.Rules)
+	if err != nil {
+		return err // names confirmation.rules[N].when
+	}
+	if _, err := tools.New(c.Tools, tools.Options{}); err != nil {
+		return err // names tools[N].<key>
+	}
+	for i, m := range c.MCPServers {
+		if _, err := m.ParseSummaries(fmt.Sprintf("mcp_servers[%d]", i)); err != nil {
+			return err
+		}
+	}
+	c.Confirmation.compiled = compiled
+	return nil
+}
+
+// validateChannels checks the channels section (key "channels"): each
+// entry, and no platform/id twice.
+func validateChannels(key string, chs []Channel) error {
+	return keyerr.List(key, chs, Channel.Validate, func(ch Channel) string { return ch.Platform + "/" + ch.ID }, func(ch Channel, k string, first int) error {
+		return keyerr.New(k+".id", "%q is already configured for %s in %s[%d]", ch.ID, ch.Platform, key, first)
+	})
+}
+
+// Validate checks one channels[] entry; key is its place, e.g.
+// "channels[0]". That its tools exist is Config's cross-check.
+func (ch Channel) Validate(key string) error {
 	if !contains(Platforms, ch.Platform) {
-		return keyErr(key+".platform", "%q is not one of %s", ch.Platform, strings.Join(Platforms, ", "))
+		return keyerr.New(key+".platform", "%q is not one of %s", ch.Platform, strings.Join(Platforms, ", "))
 	}
 	if ch.ID == "" {
-		return keyErr(key+".id", `required (a channel id, "*" for every channel, or "dm" for direct messages)`)
+		return keyerr.New(key+".id", `required (a channel id, "*" for every channel, or "dm" for direct messages)`)
 	}
 	onlyFor := map[string]struct {
 		n        int
@@ -730,7 +848,7 @@ func (ch Channel) validate(key string, has func(string) bool) error {
 	}
 	for _, k := range []string{"approver_groups", "requester_groups", "approver_roles", "requester_roles"} {
 		if o := onlyFor[k]; o.n > 0 && ch.Platform != o.platform {
-			return keyErr(key+"."+k, "only for platform %s", o.platform)
+			return keyerr.New(key+"."+k, "only for platform %s", o.platform)
 		}
 	}
 	if err := ch.validateRouting(key); err != nil {
@@ -746,13 +864,8 @@ func (ch Channel) validate(key string, has func(string) bool) error {
 	for _, l := range lists {
 		for j, id := range l.ids {
 			if strings.TrimSpace(id) == "" {
-				return keyErr(fmt.Sprintf("%s.%s[%d]", key, l.name, j), "empty id")
+				return keyerr.New(fmt.Sprintf("%s.%s[%d]", key, l.name, j), "empty id")
 			}
-		}
-	}
-	for j, name := range ch.Tools {
-		if !has(name) {
-			return keyErr(fmt.Sprintf("%s.tools[%d]", key, j), "no tool named %q", name)
 		}
 	}
 	return nil
@@ -774,71 +887,71 @@ func (ch Channel) validateRouting(key string) error {
 		k := key + ".approvals_channel"
 		switch {
 		case ch.Platform == "shell":
-			return keyErr(k, "not for platform shell: the terminal shows cards in the conversation")
+			return keyerr.New(k, "not for platform shell: the terminal shows cards in the conversation")
 		case ch.ID == "dm":
-			return keyErr(k, "not allowed on the dm entry: a direct message's cards stay in the DM")
+			return keyerr.New(k, "not allowed on the dm entry: a direct message's cards stay in the DM")
 		case ac == "*" || ac == "dm":
-			return keyErr(k, "%q is not a channel id; write the id of one channel", ac)
+			return keyerr.New(k, "%q is not a channel id; write the id of one channel", ac)
 		case ac == ch.ID:
-			return keyErr(k, "%q is this entry's own channel; leave the key out to post cards in the thread", ac)
+			return keyerr.New(k, "%q is this entry's own channel; leave the key out to post cards in the thread", ac)
 		case ch.Platform == "slack" && !slackChannelID.MatchString(ac):
-			return keyErr(k, "%q is not a Slack channel id (C0123456789)", ac)
+			return keyerr.New(k, "%q is not a Slack channel id (C0123456789)", ac)
 		case ch.Platform == "discord" && !snowflake.MatchString(ac):
-			return keyErr(k, "%q is not a Discord channel id (digits)", ac)
+			return keyerr.New(k, "%q is not a Discord channel id (digits)", ac)
 		}
 	}
 	for j, n := range ch.Notify {
 		k := fmt.Sprintf("%s.notify[%d]", key, j)
 		if ch.Platform == "shell" {
-			return keyErr(k, "not for platform shell: the terminal has no direct messages")
+			return keyerr.New(k, "not for platform shell: the terminal has no direct messages")
 		}
 		if n != NotifyDM {
-			return keyErr(k, "%q is not one of %s", n, NotifyDM)
+			return keyerr.New(k, "%q is not one of %s", n, NotifyDM)
 		}
 	}
 	return nil
 }
 
-// validateEscalation checks confirmation.escalation; Timeout has its
-// default already.
-func (c Confirmation) validateEscalation() error {
+// validateEscalation checks confirmation.escalation (at key); Timeout has
+// its default already.
+func (c Confirmation) validateEscalation(list string) error {
 	if len(c.Escalation) > MaxEscalationSteps {
-		return keyErr("confirmation.escalation", "%d steps; at most %d", len(c.Escalation), MaxEscalationSteps)
+		return keyerr.New(list, "%d steps; at most %d", len(c.Escalation), MaxEscalationSteps)
 	}
 	for i, st := range c.Escalation {
-		key := fmt.Sprintf("confirmation.escalation[%d]", i)
+		key := fmt.Sprintf("%s[%d]", list, i)
 		switch {
 		case st.After <= 0:
-			return keyErr(key+".after", "required: a duration greater than 0 since the pause, with its unit: 90s, 10m")
+			return keyerr.New(key+".after", "required: a duration greater than 0 since the pause, with its unit: 90s, 10m")
 		case i > 0 && st.After <= c.Escalation[i-1].After:
-			return keyErr(key+".after", "%s must be later than confirmation.escalation[%d].after (%s)", st.After, i-1, c.Escalation[i-1].After)
+			return keyerr.New(key+".after", "%s must be later than %s[%d].after (%s)", st.After, list, i-1, c.Escalation[i-1].After)
 		case st.After >= c.Timeout:
-			return keyErr(key+".after", "%s must be shorter than confirmation.timeout (%s): a step after expiry would never fire", st.After, c.Timeout)
+			return keyerr.New(key+".after", "%s must be shorter than confirmation.timeout (%s): a step after expiry would never fire", st.After, c.Timeout)
 		}
 		for j, m := range st.Mention {
 			id, role := strings.CutPrefix(m, MentionRolePrefix)
 			if role && snowflake.MatchString(id) || !role && (slackUserID.MatchString(m) || slackGroupID.MatchString(m) || snowflake.MatchString(m)) {
 				continue
 			}
-			return keyErr(fmt.Sprintf("%s.mention[%d]", key, j), "%q is not a Slack user id (U…, W…), Slack user group id (S…), Discord user id (digits) or Discord role written role:<id>", m)
+			return keyerr.New(fmt.Sprintf("%s.mention[%d]", key, j), "%q is not a Slack user id (U…, W…), Slack user group id (S…), Discord user id (digits) or Discord role written role:<id>", m)
 		}
 		for j, u := range st.Approvers {
 			if !slackUserID.MatchString(u) && !snowflake.MatchString(u) {
-				return keyErr(fmt.Sprintf("%s.approvers[%d]", key, j), "%q is not a user id (Slack U…, W…; Discord digits)", u)
+				return keyerr.New(fmt.Sprintf("%s.approvers[%d]", key, j), "%q is not a user id (Slack U…, W…; Discord digits)", u)
 			}
 		}
 		for j, g := range st.ApproverGroups {
 			if !slackGroupID.MatchString(g) {
-				return keyErr(fmt.Sprintf("%s.approver_groups[%d]", key, j), "%q is not a Slack user group id (S…)", g)
+				return keyerr.New(fmt.Sprintf("%s.approver_groups[%d]", key, j), "%q is not a Slack user group id (S…)", g)
 			}
 		}
 		for j, r := range st.ApproverRoles {
 			if !snowflake.MatchString(r) {
-				return keyErr(fmt.Sprintf("%s.approver_roles[%d]", key, j), "%q is not a Discord role id (digits, without role:)", r)
+				return keyerr.New(fmt.Sprintf("%s.approver_roles[%d]", key, j), "%q is not a Discord role id (digits, without role:)", r)
 			}
 		}
 		if len(st.Mention) == 0 && st.ApproverSet().Empty() {
-			return keyErr(key, "a step needs mention, approvers, approver_groups or approver_roles")
+			return keyerr.New(key, "a step needs mention, approvers, approver_groups or approver_roles")
 		}
 	}
 	return nil
@@ -851,44 +964,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func (c *Config) validatePlatforms() error {
-	if s := c.Slack; s != nil {
-		if s.BotToken == "" {
-			return keyErr("slack.bot_token", "required (xoxb-...)")
-		}
-		switch s.Mode {
-		case "socket":
-			if s.AppToken == "" {
-				return keyErr("slack.app_token", "required in socket mode (xapp-...)")
-			}
-		case "http":
-			if s.SigningSecret == "" {
-				return keyErr("slack.signing_secret", "required in http mode")
-			}
-		default:
-			return keyErr("slack.mode", "%q is not one of socket, http", s.Mode)
-		}
-		if !strings.HasPrefix(s.APIURL, "http://") && !strings.HasPrefix(s.APIURL, "https://") {
-			return keyErr("slack.api_url", "must be an http:// or https:// URL")
-		}
-	}
-	if d := c.Discord; d != nil {
-		if d.Token == "" {
-			return keyErr("discord.token", "required")
-		}
-		if strings.HasPrefix(d.Token, "Bot ") {
-			return keyErr("discord.token", `write the bare token, without the "Bot " prefix`)
-		}
-		if !strings.HasPrefix(d.APIURL, "http://") && !strings.HasPrefix(d.APIURL, "https://") {
-			return keyErr("discord.api_url", "must be an http:// or https:// URL")
-		}
-		for i, n := range d.ModerationTools {
-			if !contains(DiscordModerationTools, n) {
-				return keyErr(fmt.Sprintf("discord.moderation_tools[%d]", i), "%q is not one of %s", n, strings.Join(DiscordModerationTools, ", "))
-			}
-		}
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -81,22 +82,10 @@ func (c Config) Targets() []storage.WebhookTarget {
 	return out
 }
 
-// KeyError is a configuration error naming the key at fault, such as
+// Validate checks the section; section is its name in the file ("events").
+// Its error is a *keyerr.Error naming the key, such as
 // "events.webhooks[0].url".
-type KeyError struct {
-	Key string
-	Err error
-}
-
-func (e *KeyError) Error() string { return e.Key + ": " + e.Err.Error() }
-func (e *KeyError) Unwrap() error { return e.Err }
-
-func keyErr(key, format string, args ...any) error {
-	return &KeyError{Key: key, Err: fmt.Errorf(format, args...)}
-}
-
-// Validate checks the section; its error is a *KeyError naming the key.
-func (c Config) Validate() error {
+func (c Config) Validate(section string) error {
 	known := map[string]bool{}
 	var names []string
 	for _, t := range storage.EventTypes {
@@ -104,36 +93,37 @@ func (c Config) Validate() error {
 		names = append(names, string(t))
 	}
 	urls := map[string]int{}
+	webhooks := section + ".webhooks"
 	for i, w := range c.Webhooks {
-		key := fmt.Sprintf("events.webhooks[%d]", i)
+		key := fmt.Sprintf("%s[%d]", webhooks, i)
 		u, err := url.Parse(w.URL)
 		switch {
 		case strings.TrimSpace(w.URL) == "":
-			return keyErr(key+".url", "required")
+			return keyerr.New(key+".url", "required")
 		case err != nil:
-			return keyErr(key+".url", "not a URL: %v", err)
+			return keyerr.New(key+".url", "not a URL: %v", err)
 		case u.Scheme != "https" && u.Scheme != "http" || u.Host == "":
-			return keyErr(key+".url", "must be an http:// or https:// URL with a host")
+			return keyerr.New(key+".url", "must be an http:// or https:// URL with a host")
 		case u.Fragment != "":
-			return keyErr(key+".url", "must not have a #fragment")
+			return keyerr.New(key+".url", "must not have a #fragment")
 		}
 		if j, dup := urls[w.URL]; dup {
-			return keyErr(key+".url", "the same URL as events.webhooks[%d]", j)
+			return keyerr.New(key+".url", "the same URL as %s[%d]", webhooks, j)
 		}
 		urls[w.URL] = i
 		if len(w.Secret) < MinSecretLen {
-			return keyErr(key+".secret", "required, at least %d characters (e.g. openssl rand -hex 32, given as ${AIRLOCK_WEBHOOK_SECRET})", MinSecretLen)
+			return keyerr.New(key+".secret", "required, at least %d characters (e.g. openssl rand -hex 32, given as ${AIRLOCK_WEBHOOK_SECRET})", MinSecretLen)
 		}
 		if n := w.ResultBytes(); n < 0 || n > MaxMaxResultBytes {
-			return keyErr(key+".max_result_bytes", "%d: must be between 0 (no result) and %d", n, MaxMaxResultBytes)
+			return keyerr.New(key+".max_result_bytes", "%d: must be between 0 (no result) and %d", n, MaxMaxResultBytes)
 		}
 		seen := map[string]bool{}
 		for j, e := range w.Events {
 			if !known[e] {
-				return keyErr(fmt.Sprintf("%s.events[%d]", key, j), "%q is not one of %s", e, strings.Join(names, ", "))
+				return keyerr.New(fmt.Sprintf("%s.events[%d]", key, j), "%q is not one of %s", e, strings.Join(names, ", "))
 			}
 			if seen[e] {
-				return keyErr(fmt.Sprintf("%s.events[%d]", key, j), "%q is listed twice", e)
+				return keyerr.New(fmt.Sprintf("%s.events[%d]", key, j), "%q is listed twice", e)
 			}
 			seen[e] = true
 		}

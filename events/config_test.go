@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -24,7 +25,7 @@ webhooks:
 	if err := yaml.Unmarshal([]byte(src), &c); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.Validate("events"); err != nil {
 		t.Fatal(err)
 	}
 	targets := c.Targets()
@@ -60,8 +61,8 @@ func TestConfigValidate(t *testing.T) {
 		{with(func(w *events.Webhook) { w.Events = []string{"decision", "decision"} }), "events.webhooks[0].events[1]"},
 		{events.Config{Webhooks: []events.Webhook{good, good}}, "events.webhooks[1].url"},
 	} {
-		err := c.cfg.Validate()
-		var ke *events.KeyError
+		err := c.cfg.Validate("events")
+		var ke *keyerr.Error
 		if !errors.As(err, &ke) || ke.Key != c.key {
 			t.Errorf("Validate(%+v) = %v, want an error naming %s", c.cfg.Webhooks, err, c.key)
 		}
@@ -71,10 +72,10 @@ func TestConfigValidate(t *testing.T) {
 			w.Events = append(w.Events, string(e))
 		}
 	})
-	if err := every.Validate(); err != nil {
+	if err := every.Validate("events"); err != nil {
 		t.Fatalf("every event type: %v", err)
 	}
-	if err := (events.Config{}).Validate(); err != nil {
+	if err := (events.Config{}).Validate("events"); err != nil {
 		t.Fatalf("no webhooks: %v", err)
 	}
 }

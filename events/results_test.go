@@ -52,7 +52,7 @@ func TestToolResultCarriesTheResult(t *testing.T) {
 	hSmall.MaxResultBytes, hNone.MaxResultBytes = &cut, &zero
 	hooks := []events.Webhook{whole.hook("tool_result"), hSmall, hNone}
 	cfg := events.Config{Webhooks: hooks}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.Validate("events"); err != nil {
 		t.Fatal(err)
 	}
 	db := openDB(t, hooks...)
@@ -107,7 +107,7 @@ func TestMaxResultBytesConfig(t *testing.T) {
 	}
 	for _, n := range []int{-1, 1<<20 + 1} {
 		w.MaxResultBytes = &n
-		err := events.Config{Webhooks: []events.Webhook{w}}.Validate()
+		err := events.Config{Webhooks: []events.Webhook{w}}.Validate("events")
 		if err == nil || !strings.Contains(err.Error(), "events.webhooks[0].max_result_bytes") {
 			t.Errorf("max_result_bytes %d: %v", n, err)
 		}

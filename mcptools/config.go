@@ -14,8 +14,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"text/template"
 	"time"
 
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -76,9 +78,10 @@ func (c Config) timeout() time.Duration {
 }
 
 // Validate checks the server's config. key is its place in the file, e.g.
-// "mcp_servers[0]"; an error is a *tools.ConfigError naming the bad key.
+// "mcp_servers[0]"; an error is a *keyerr.Error naming the bad key. The
+// summaries' templates are checked by ParseSummaries.
 func (c Config) Validate(key string) error {
-	cerr := func(sub string, err error) error { return &tools.ConfigError{Key: key + sub, Err: err} }
+	cerr := func(sub string, err error) error { return keyerr.Wrap(key+sub, err) }
 	switch {
 	case c.Name == "":
 		return cerr(".name", errors.New("required"))
@@ -130,14 +133,8 @@ func (c Config) Validate(key string) error {
 		if len(c.Env) > 0 {
 			return cerr(".env", errors.New("only with command"))
 		}
-		for _, name := range slices.Sorted(maps.Keys(c.Headers)) {
-			v := c.Headers[name]
-			if !validHeaderName(name) {
-				return cerr(".headers", fmt.Errorf("invalid name %q", name))
-			}
-			if strings.ContainsAny(v, "\r\n\x00") {
-				return cerr(".headers."+name, errors.New("invalid value: control character"))
-			}
+		if err := tools.ValidateHeaders(key+".headers", c.Headers); err != nil {
+			return err
 		}
 	}
 
@@ -156,7 +153,6 @@ func (c Config) Validate(key string) error {
 		return cerr(".timeout", errors.New("must not be negative"))
 	}
 	for _, t := range slices.Sorted(maps.Keys(c.Summaries)) {
-		text := c.Summaries[t]
 		k := ".summaries." + t
 		if err := c.checkToolName(t); err != nil {
 			return cerr(k, err)
@@ -164,11 +160,22 @@ func (c Config) Validate(key string) error {
 		if len(c.Tools) > 0 && !listed[t] {
 			return cerr(k, fmt.Errorf("%q is not in tools", t))
 		}
-		if _, err := tools.ParseSummary(text); err != nil {
-			return cerr(k, err)
-		}
 	}
 	return nil
+}
+
+// ParseSummaries compiles the server's summaries (key as for Validate),
+// by the server's tool name.
+func (c Config) ParseSummaries(key string) (map[string]*template.Template, error) {
+	out := make(map[string]*template.Template, len(c.Summaries))
+	for _, t := range slices.Sorted(maps.Keys(c.Summaries)) {
+		tmpl, err := tools.ParseSummary(c.Summaries[t])
+		if err != nil {
+			return nil, keyerr.Wrap(key+".summaries."+t, err)
+		}
+		out[t] = tmpl
+	}
+	return out, nil
 }
 
 // checkToolName checks that the server's tool name, joined, is a valid tool
@@ -186,22 +193,18 @@ func (c Config) checkToolName(tool string) error {
 // ValidateAll validates every server (keys "mcp_servers[N]...") and that
 // names are unique.
 func ValidateAll(cfgs []Config) error {
-	seen := make(map[string]bool, len(cfgs))
+	if err := keyerr.List("mcp_servers", cfgs, Config.Validate, func(c Config) string { return c.Name }, func(c Config, key string, _ int) error {
+		return keyerr.New(key+".name", "duplicate %q", c.Name)
+	}); err != nil {
+		return err
+	}
 	for i, c := range cfgs {
-		key := fmt.Sprintf("mcp_servers[%d]", i)
-		if err := c.Validate(key); err != nil {
-			return err
-		}
-		if seen[c.Name] {
-			return &tools.ConfigError{Key: key + ".name", Err: fmt.Errorf("duplicate %q", c.Name)}
-		}
-		seen[c.Name] = true
 		for j, o := range cfgs[:i] {
 			if short, long := namesOverlap(o.Name, c.Name); short != "" {
 				joined := long + Separator + "x"
-				return &tools.ConfigError{Key: key + ".name", Err: fmt.Errorf(
+				return keyerr.New(fmt.Sprintf("mcp_servers[%d].name", i),
 					"%q and mcp_servers[%d].name %q can give two tools one name (server %q's tool %q and server %q's tool %q are both %q): rename one",
-					c.Name, j, o.Name, short, joined[len(short)+len(Separator):], long, "x", joined)}
+					c.Name, j, o.Name, short, joined[len(short)+len(Separator):], long, "x", joined)
 			}
 		}
 	}
@@ -220,17 +223,4 @@ func namesOverlap(x, y string) (shorter, longer string) {
 		return x, y
 	}
 	return "", ""
-}
-
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/airlockhq/airlock/tools"
+	"github.com/airlockhq/airlock/keyerr"
 )
 
 func TestConfigYAML(t *testing.T) {
@@ -83,7 +83,10 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		c := ok()
 		tc.cfg(&c)
 		err := c.Validate("mcp_servers[3]")
-		var ce *tools.ConfigError
+		if err == nil {
+			_, err = c.ParseSummaries("mcp_servers[3]") // the templates compile apart
+		}
+		var ce *keyerr.Error
 		if !errors.As(err, &ce) || ce.Key != tc.key {
 			t.Errorf("%s: err = %v, want key %s", tc.name, err, tc.key)
 		}
@@ -93,8 +96,11 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 	if err := good.Validate("mcp_servers[0]"); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
+	if _, err := good.ParseSummaries("mcp_servers[0]"); err != nil {
+		t.Errorf("valid summaries: %v", err)
+	}
 	err := ValidateAll([]Config{ok(), ok()})
-	var ce *tools.ConfigError
+	var ce *keyerr.Error
 	if !errors.As(err, &ce) || ce.Key != "mcp_servers[1].name" {
 		t.Errorf("duplicate names: %v", err)
 	}

@@ -121,7 +121,12 @@ func startWith(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Log
 	m := &Manager{set: set, log: log, redact: r, ctx: mctx, cancel: cancel, ready: make(chan struct{})}
 	seen := map[string]bool{}
 	for i, cfg := range cfgs {
-		if err := cfg.Validate(fmt.Sprintf("mcp_servers[%d]", i)); err != nil {
+		key := fmt.Sprintf("mcp_servers[%d]", i)
+		err := cfg.Validate(key)
+		if err == nil {
+			_, err = cfg.ParseSummaries(key)
+		}
+		if err != nil {
 			log.Error("mcp server not started", "server", cfg.Name, "err", err)
 			continue
 		}
@@ -268,10 +273,8 @@ func newServer(m *Manager, cfg Config, dial dialFunc) *server {
 			s.allowed[t] = true
 		}
 	}
-	for name, text := range cfg.Summaries {
-		if tmpl, err := tools.ParseSummary(text); err == nil { // checked by Validate
-			s.summaries[name] = tmpl
-		}
+	if sums, err := cfg.ParseSummaries(""); err == nil { // checked by startWith
+		s.summaries = sums
 	}
 	if cfg.URL != "" {
 		s.http = httpClient(cfg.Headers)

@@ -487,3 +487,26 @@ func TestReadyAfterAWhileWhenAServerHangs(t *testing.T) {
 		t.Fatalf("ready %v, names %v", m.Ready(), set.Names())
 	}
 }
+
+// A server whose summary does not compile is not started, as one that
+// fails Validate: its tools never run with the default read-back instead
+// of the one the operator wrote.
+func TestServerWithABadSummaryIsNotStarted(t *testing.T) {
+	srv := newTestServer(&recorder{}, nil)
+	bad, good := memConfig("bad"), memConfig("good")
+	bad.Summaries = map[string]string{"delete_item": "Delete {{.id"}
+	set := &tools.Set{}
+	log, logs := newLog()
+	startManager(t, []Config{bad, good}, set, log, memDial(srv))
+	if !set.Has("good__delete_item") {
+		t.Fatalf("names = %v", set.Names())
+	}
+	for _, n := range set.Names() {
+		if strings.HasPrefix(n, "bad__") {
+			t.Fatalf("tool of the server with a bad summary in the set: %s", n)
+		}
+	}
+	if s := logs.String(); !strings.Contains(s, "mcp server not started") || !strings.Contains(s, "mcp_servers[0].summaries.delete_item") {
+		t.Fatalf("log lacks the refusal:\n%s", s)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/tools"
 )
@@ -41,7 +42,7 @@ func TestOverlappingServerNamesAreRefused(t *testing.T) {
 			}
 			continue
 		}
-		var cerr *tools.ConfigError
+		var cerr *keyerr.Error
 		if !errors.As(err, &cerr) || cerr.Key != "mcp_servers["+string(rune('0'+len(tc.names)-1))+"].name" || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%v: %v, want an error at the later server's name containing %s", tc.names, err, tc.err)
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/google/cel-go/ext"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -67,16 +68,6 @@ type Config struct {
 	Message        string   `yaml:"message"`
 }
 
-// Error is a rule configuration error naming the key at fault, such as
-// "confirmation.rules[2].when".
-type Error struct {
-	Key string
-	Err error
-}
-
-func (e *Error) Error() string { return e.Key + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
 // Set is the compiled rules, in the configuration's order. A nil *Set holds
 // no rule. A Set is safe for concurrent use.
 type Set struct {
@@ -112,74 +103,92 @@ func newEnv() (*cel.Env, error) {
 	)
 }
 
-// Compile checks and compiles the rules. The first problem is returned as
-// an *Error naming its key. No rules (nil) is a valid, empty Set.
+// Validate checks one rule's keys; key is its place in the file, e.g.
+// "confirmation.rules[2]". Its expression is checked when Compile compiles
+// it. The error is a *keyerr.Error naming the bad key.
+func (c Config) Validate(key string) error {
+	fail := func(field, format string, args ...any) error {
+		return keyerr.New(key+"."+field, format, args...)
+	}
+	switch {
+	case c.Name == "":
+		return fail("name", "required")
+	case !namePattern.MatchString(c.Name):
+		return fail("name", "%q: use lower-case letters, digits, _ and - only", c.Name)
+	}
+	switch c.Action {
+	case ActionAsk, ActionDeny:
+	case "":
+		return fail("action", "required: ask or deny")
+	default:
+		return fail("action", "%q: must be ask or deny", c.Action)
+	}
+	if c.Approvals < 0 || c.Approvals > MaxApprovals {
+		return fail("approvals", "%d: must be between 0 (the default) and %d", c.Approvals, MaxApprovals)
+	}
+	if c.Action == ActionDeny {
+		switch {
+		case c.Approvals != 0:
+			return fail("approvals", "only for action ask")
+		case len(c.Approvers) > 0:
+			return fail("approvers", "only for action ask")
+		case len(c.ApproverGroups) > 0:
+			return fail("approver_groups", "only for action ask")
+		case len(c.ApproverRoles) > 0:
+			return fail("approver_roles", "only for action ask")
+		case c.Grantable != nil:
+			return fail("grantable", "only for action ask")
+		}
+	} else {
+		if c.Message != "" {
+			return fail("message", "only for action deny")
+		}
+		for _, l := range []struct {
+			field string
+			ids   []string
+		}{{"approvers", c.Approvers}, {"approver_groups", c.ApproverGroups}, {"approver_roles", c.ApproverRoles}} {
+			for j, id := range l.ids {
+				if strings.TrimSpace(id) == "" {
+					return fail(fmt.Sprintf("%s[%d]", l.field, j), "empty id")
+				}
+			}
+		}
+	}
+	if strings.TrimSpace(c.When) == "" {
+		return fail("when", "required: a CEL expression, e.g. 'tool == \"restart_service\"'")
+	}
+	return nil
+}
+
+// ValidateAll checks every rule (keys "confirmation.rules[N]...") and that
+// names are unique.
+func ValidateAll(cfgs []Config) error {
+	return keyerr.List("confirmation.rules", cfgs, Config.Validate, func(c Config) string { return c.Name }, func(c Config, key string, first int) error {
+		return keyerr.New(key+".name", "%q is already the name of confirmation.rules[%d]", c.Name, first)
+	})
+}
+
+// Compile validates (ValidateAll) and compiles the rules. The first
+// problem is returned as a *keyerr.Error naming its key. No rules (nil) is
+// a valid, empty Set.
 func Compile(cfgs []Config) (*Set, error) {
+	if err := ValidateAll(cfgs); err != nil {
+		return nil, err
+	}
 	env, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("rules: CEL environment: %w", err)
 	}
 	s := &Set{rules: make([]*rule, 0, len(cfgs))}
-	seen := make(map[string]int, len(cfgs))
 	for i, c := range cfgs {
-		key := func(field string) string { return fmt.Sprintf("confirmation.rules[%d].%s", i, field) }
-		fail := func(field, format string, args ...any) error {
-			return &Error{Key: key(field), Err: fmt.Errorf(format, args...)}
-		}
-		switch {
-		case c.Name == "":
-			return nil, fail("name", "required")
-		case !namePattern.MatchString(c.Name):
-			return nil, fail("name", "%q: use lower-case letters, digits, _ and - only", c.Name)
-		}
-		if j, dup := seen[c.Name]; dup {
-			return nil, fail("name", "%q is already the name of confirmation.rules[%d]", c.Name, j)
-		}
-		seen[c.Name] = i
-		r := &rule{name: c.Name}
-		switch c.Action {
-		case ActionAsk:
-		case ActionDeny:
-			r.deny = true
-		case "":
-			return nil, fail("action", "required: ask or deny")
-		default:
-			return nil, fail("action", "%q: must be ask or deny", c.Action)
-		}
-		if c.Approvals < 0 || c.Approvals > MaxApprovals {
-			return nil, fail("approvals", "%d: must be between 0 (the default) and %d", c.Approvals, MaxApprovals)
-		}
+		key := fmt.Sprintf("confirmation.rules[%d].when", i)
+		r := &rule{name: c.Name, deny: c.Action == ActionDeny}
 		if r.deny {
-			switch {
-			case c.Approvals != 0:
-				return nil, fail("approvals", "only for action ask")
-			case len(c.Approvers) > 0:
-				return nil, fail("approvers", "only for action ask")
-			case len(c.ApproverGroups) > 0:
-				return nil, fail("approver_groups", "only for action ask")
-			case len(c.ApproverRoles) > 0:
-				return nil, fail("approver_roles", "only for action ask")
-			case c.Grantable != nil:
-				return nil, fail("grantable", "only for action ask")
-			}
 			r.message = c.Message
 			if strings.TrimSpace(r.message) == "" {
 				r.message = confirm.DefaultRuleDenyMessage(c.Name)
 			}
 		} else {
-			if c.Message != "" {
-				return nil, fail("message", "only for action deny")
-			}
-			for _, l := range []struct {
-				field string
-				ids   []string
-			}{{"approvers", c.Approvers}, {"approver_groups", c.ApproverGroups}, {"approver_roles", c.ApproverRoles}} {
-				for j, id := range l.ids {
-					if strings.TrimSpace(id) == "" {
-						return nil, fail(fmt.Sprintf("%s[%d]", l.field, j), "empty id")
-					}
-				}
-			}
 			r.approvals = c.Approvals
 			a := confirm.Approvers{Users: clone(c.Approvers), Groups: clone(c.ApproverGroups), Roles: clone(c.ApproverRoles)}
 			if !a.Empty() {
@@ -187,15 +196,12 @@ func Compile(cfgs []Config) (*Set, error) {
 			}
 			r.notGrant = c.Grantable != nil && !*c.Grantable
 		}
-		if strings.TrimSpace(c.When) == "" {
-			return nil, fail("when", "required: a CEL expression, e.g. 'tool == \"restart_service\"'")
-		}
 		ast, iss := env.Compile(c.When)
 		if iss != nil && iss.Err() != nil {
-			return nil, &Error{Key: key("when"), Err: celError(iss)}
+			return nil, keyerr.Wrap(key, celError(iss))
 		}
 		if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
-			return nil, fail("when", "the expression is of type %s; it must be a bool (compare a value, e.g. args.flag == true)", t)
+			return nil, keyerr.New(key, "the expression is of type %s; it must be a bool (compare a value, e.g. args.flag == true)", t)
 		}
 		for _, ref := range ast.NativeRep().ReferenceMap() {
 			if ref.Name == "args" {
@@ -208,7 +214,7 @@ func Compile(cfgs []Config) (*Set, error) {
 			cel.InterruptCheckFrequency(interruptCheckFrequency),
 		)
 		if err != nil {
-			return nil, &Error{Key: key("when"), Err: err}
+			return nil, keyerr.Wrap(key, err)
 		}
 		r.partial, err = env.Program(ast,
 			cel.EvalOptions(cel.OptPartialEval),
@@ -217,7 +223,7 @@ func Compile(cfgs []Config) (*Set, error) {
 			cel.InterruptCheckFrequency(interruptCheckFrequency),
 		)
 		if err != nil {
-			return nil, &Error{Key: key("when"), Err: err}
+			return nil, keyerr.Wrap(key, err)
 		}
 		s.rules = append(s.rules, r)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/keyerr"
 )
 
 // Set is used as a confirm policy.
@@ -526,7 +527,7 @@ func TestCompileErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Compile = %v, want an error", s.Names())
 			}
-			var e *Error
+			var e *keyerr.Error
 			if !errors.As(err, &e) || e.Key != c.key || e.Err == nil {
 				t.Fatalf("error = %#v (%v), want key %s", err, err, c.key)
 			}

@@ -23,6 +23,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/airlockhq/airlock/keyerr"
 )
 
 // DefaultServiceName is the service.name of the exported resource when
@@ -55,12 +58,12 @@ type Config struct {
 func (c Config) Enabled() bool { return strings.TrimSpace(c.OTLPEndpoint) != "" }
 
 // Validate checks the section; key is its name in the config ("telemetry"),
-// used to name the bad key. Errors never quote the endpoint or a header
-// value, which may hold credentials.
+// used to name the bad key in a *keyerr.Error. Errors never quote the
+// endpoint or a header value, which may hold credentials.
 func (c Config) Validate(key string) error {
 	if ep := strings.TrimSpace(c.OTLPEndpoint); ep != "" {
 		if _, err := tracesURL(ep); err != nil {
-			return fmt.Errorf("%s.otlp_endpoint: %w", key, err)
+			return keyerr.Wrap(key+".otlp_endpoint", err)
 		}
 	}
 	names := make([]string, 0, len(c.Headers))
@@ -69,19 +72,19 @@ func (c Config) Validate(key string) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !validHeaderName(name) {
-			return fmt.Errorf("%s.headers: %q is not a valid HTTP header name", key, name)
+		if !httpguts.ValidHeaderFieldName(name) {
+			return keyerr.New(key+".headers", "%q is not a valid HTTP header name", name)
 		}
 		switch strings.ToLower(name) {
 		case "content-type", "content-encoding", "content-length":
-			return fmt.Errorf("%s.headers.%s: set by the exporter; remove it", key, name)
+			return keyerr.New(key+".headers."+name, "set by the exporter; remove it")
 		}
 		if strings.ContainsAny(c.Headers[name], "\r\n\x00") {
-			return fmt.Errorf("%s.headers.%s: the value must not contain line breaks or NUL", key, name)
+			return keyerr.New(key+".headers."+name, "the value must not contain line breaks or NUL")
 		}
 	}
 	if c.ServiceName != "" && strings.TrimSpace(c.ServiceName) == "" {
-		return fmt.Errorf("%s.service_name: blank; leave it out for %q", key, DefaultServiceName)
+		return keyerr.New(key+".service_name", "blank; leave it out for %q", DefaultServiceName)
 	}
 	return nil
 }
@@ -116,22 +119,6 @@ func tracesURL(endpoint string) (string, error) {
 	}
 	u.Path, u.RawPath = p, ""
 	return u.String(), nil
-}
-
-// validHeaderName reports whether s is an HTTP token (RFC 9110).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Setup returns the tracer provider the process uses and a shutdown

@@ -15,6 +15,7 @@ import (
 	"text/template/parse"
 	"time"
 
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -32,42 +33,48 @@ type execExecutor struct {
 	redact    *redact.Redactor
 }
 
-func newExecExecutor(key string, cfg *ExecConfig, opts Options) (*execExecutor, error) {
-	cerr := func(sub string, err error) error { return &ConfigError{Key: key + sub, Err: err} }
+// Validate checks the executor's keys; key is its place, e.g.
+// "tools[2].exec". The argv templates are checked when New compiles them.
+func (cfg *ExecConfig) Validate(key string) error {
 	if len(cfg.Command) == 0 {
-		return nil, cerr(".command", errors.New("required"))
+		return keyerr.New(key+".command", "required")
 	}
+	if cfg.Command[0] == "" {
+		return keyerr.New(key+".command[0]", "required")
+	}
+	if cfg.Timeout < 0 {
+		return keyerr.New(key+".timeout", "must not be negative")
+	}
+	for name, value := range cfg.Env {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			return keyerr.New(key+".env", "invalid name %q", name)
+		}
+		if strings.ContainsRune(value, 0) {
+			return keyerr.New(key+".env."+name, "invalid value: NUL byte")
+		}
+	}
+	return nil
+}
+
+// newExecExecutor compiles an executor that Validate accepted.
+func newExecExecutor(key string, cfg *ExecConfig, opts Options) (*execExecutor, error) {
 	e := &execExecutor{timeout: cfg.Timeout, env: make(map[string]string, len(cfg.Env)), maxOutput: opts.MaxOutput, redact: opts.Redactor}
 	for i, arg := range cfg.Command {
-		sub := fmt.Sprintf(".command[%d]", i)
+		sub := fmt.Sprintf("%s.command[%d]", key, i)
 		t, err := parseTemplate(fmt.Sprintf("command[%d]", i), arg)
 		if err != nil {
-			return nil, cerr(sub, err)
+			return nil, keyerr.Wrap(sub, err)
 		}
-		if i == 0 {
-			if arg == "" {
-				return nil, cerr(sub, errors.New("required"))
-			}
-			if !literal(t.Tree.Root) {
-				return nil, cerr(sub, errors.New("must be literal: the program can't come from the arguments"))
-			}
+		if i == 0 && !literal(t.Tree.Root) {
+			return nil, keyerr.New(sub, "must be literal: the program can't come from the arguments")
 		}
 		e.command = append(e.command, t)
 		e.option = append(e.option, strings.HasPrefix(arg, "-"))
 	}
-	switch {
-	case cfg.Timeout < 0:
-		return nil, cerr(".timeout", errors.New("must not be negative"))
-	case cfg.Timeout == 0:
+	if cfg.Timeout == 0 {
 		e.timeout = DefaultTimeout
 	}
 	for name, value := range cfg.Env {
-		if name == "" || strings.ContainsAny(name, "=\x00") {
-			return nil, cerr(".env", fmt.Errorf("invalid name %q", name))
-		}
-		if strings.ContainsRune(value, 0) {
-			return nil, cerr(".env."+name, errors.New("invalid value: NUL byte"))
-		}
 		e.env[name] = value
 	}
 	return e, nil

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,6 +21,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -56,59 +61,66 @@ type httpExecutor struct {
 	redact    *redact.Redactor
 }
 
+// method is the configured method, POST when unset.
+func (cfg *HTTPConfig) method() string {
+	if cfg.Method == "" {
+		return http.MethodPost
+	}
+	return strings.ToUpper(cfg.Method)
+}
+
+// Validate checks the executor's keys; key is its place, e.g.
+// "tools[2].http". The URL template is checked when New compiles it.
+func (cfg *HTTPConfig) Validate(key string) error {
+	if !validMethods[cfg.method()] {
+		return keyerr.New(key+".method", "invalid %q", cfg.Method)
+	}
+	if cfg.URL == "" {
+		return keyerr.New(key+".url", "required")
+	}
+	if cfg.Timeout < 0 {
+		return keyerr.New(key+".timeout", "must not be negative")
+	}
+	return ValidateHeaders(key+".headers", cfg.Headers)
+}
+
+// ValidateHeaders checks configured HTTP headers (key names the map, e.g.
+// "tools[0].http.headers"): each name an HTTP token, each value without a
+// line break or NUL.
+func ValidateHeaders(key string, headers map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return keyerr.New(key, "invalid name %q", name)
+		}
+		if strings.ContainsAny(headers[name], "\r\n\x00") {
+			return keyerr.New(key+"."+name, "invalid value: control character")
+		}
+	}
+	return nil
+}
+
+// newHTTPExecutor compiles an executor that Validate accepted.
 func newHTTPExecutor(key string, cfg *HTTPConfig, opts Options) (*httpExecutor, error) {
-	cerr := func(sub string, err error) error { return &ConfigError{Key: key + sub, Err: err} }
 	h := &httpExecutor{
-		method:    strings.ToUpper(cfg.Method),
+		method:    cfg.method(),
 		headers:   make(map[string]string, len(cfg.Headers)),
 		timeout:   cfg.Timeout,
 		client:    opts.HTTPClient,
 		maxOutput: opts.MaxOutput,
 		redact:    opts.Redactor,
 	}
-	if h.method == "" {
-		h.method = http.MethodPost
-	}
-	if !validMethods[h.method] {
-		return nil, cerr(".method", fmt.Errorf("invalid %q", cfg.Method))
-	}
-	if cfg.URL == "" {
-		return nil, cerr(".url", errors.New("required"))
-	}
 	tmpl, origin, err := parseURLTemplate(cfg.URL)
 	if err != nil {
-		return nil, cerr(".url", err)
+		return nil, keyerr.Wrap(key+".url", err)
 	}
 	h.url, h.origin = tmpl, origin
-	switch {
-	case cfg.Timeout < 0:
-		return nil, cerr(".timeout", errors.New("must not be negative"))
-	case cfg.Timeout == 0:
+	if cfg.Timeout == 0 {
 		h.timeout = DefaultTimeout
 	}
 	for name, value := range cfg.Headers {
-		if !validHeaderName(name) {
-			return nil, cerr(".headers", fmt.Errorf("invalid name %q", name))
-		}
-		if strings.ContainsAny(value, "\r\n\x00") {
-			return nil, cerr(".headers."+name, errors.New("invalid value: control character"))
-		}
 		h.headers[http.CanonicalHeaderKey(name)] = value
 	}
 	return h, nil
-}
-
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (h *httpExecutor) check(data map[string]any) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/model"
 )
 
@@ -54,19 +55,30 @@ var (
 	_ executor = (*execExecutor)(nil)
 )
 
-func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
-	cerr := func(sub string, err error) error { return &ConfigError{Key: key + sub, Err: err} }
+// Validate checks the tool's keys; key is its place in the file, e.g.
+// "tools[2]". What only compiling finds (the schema, the templates) New
+// reports. The error is a *keyerr.Error naming the bad key.
+func (cfg Config) Validate(key string) error {
 	switch {
 	case cfg.Name == "":
-		return nil, cerr(".name", errors.New("required"))
+		return keyerr.New(key+".name", "required")
 	case !namePattern.MatchString(cfg.Name):
-		return nil, cerr(".name", fmt.Errorf("invalid %q: must match %s", cfg.Name, namePattern))
+		return keyerr.New(key+".name", "invalid %q: must match %s", cfg.Name, namePattern)
 	case (cfg.HTTP == nil) == (cfg.Exec == nil):
-		return nil, cerr("", errors.New("exactly one of http or exec is required"))
+		return keyerr.New(key, "exactly one of http or exec is required")
 	}
 	if cfg.Approvals < 0 || cfg.Approvals > 10 {
-		return nil, cerr(".approvals", errors.New("must be between 1 and 10 (0 means confirmation.approvals)"))
+		return keyerr.New(key+".approvals", "must be between 1 and 10 (0 means confirmation.approvals)")
 	}
+	if cfg.HTTP != nil {
+		return cfg.HTTP.Validate(key + ".http")
+	}
+	return cfg.Exec.Validate(key + ".exec")
+}
+
+// newConfigTool compiles a tool that Validate accepted.
+func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
+	cerr := func(sub string, err error) error { return keyerr.Wrap(key+sub, err) }
 	t := &configTool{name: cfg.Name, description: cfg.Description, confirm: cfg.Confirm, approvals: cfg.Approvals}
 
 	params, schema, err := compileSchema(cfg.Parameters)

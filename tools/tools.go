@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/redact"
 )
@@ -83,16 +84,6 @@ type Options struct {
 	Redactor *redact.Redactor
 }
 
-// ConfigError is an error in one key of the tools config.
-type ConfigError struct {
-	Key string // e.g. "tools[2].http.url"
-	Err error
-}
-
-func (e *ConfigError) Error() string { return e.Key + ": " + e.Err.Error() }
-
-func (e *ConfigError) Unwrap() error { return e.Err }
-
 // ErrInvalidArgs is wrapped by every argument validation error.
 var ErrInvalidArgs = errors.New("invalid arguments")
 
@@ -125,9 +116,21 @@ func KeepAliveTransport() *http.Transport {
 	return t
 }
 
-// New builds the configured tools. The first error found is returned as a
-// *ConfigError naming its key.
+// ValidateAll checks every tool (keys "tools[N]...") and that names are
+// unique; the error is a *keyerr.Error naming the key.
+func ValidateAll(cfgs []Config) error {
+	return keyerr.List("tools", cfgs, Config.Validate, func(c Config) string { return c.Name }, func(c Config, key string, _ int) error {
+		return keyerr.New(key+".name", "duplicate %q", c.Name)
+	})
+}
+
+// New validates (ValidateAll) and builds the configured tools, compiling
+// their schemas and templates. The first error found is returned as a
+// *keyerr.Error naming its key.
 func New(cfgs []Config, opts Options) (*Set, error) {
+	if err := ValidateAll(cfgs); err != nil {
+		return nil, err
+	}
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = DefaultMaxOutput
 	}
@@ -143,9 +146,6 @@ func New(cfgs []Config, opts Options) (*Set, error) {
 		t, err := newConfigTool(key, cfg, opts)
 		if err != nil {
 			return nil, err
-		}
-		if _, dup := s.byKey[t.name]; dup {
-			return nil, &ConfigError{Key: key + ".name", Err: fmt.Errorf("duplicate %q", t.name)}
 		}
 		s.byKey[t.name] = t
 		s.order = append(s.order, t)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/model"
 )
 
@@ -94,9 +95,9 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), tc.want) {
 				t.Errorf("error %q, want prefix %q", err, tc.want)
 			}
-			var ce *ConfigError
+			var ce *keyerr.Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error %T is not a *ConfigError", err)
+				t.Fatalf("error %T is not a *keyerr.Error", err)
 			}
 			if ce.Key != tc.key {
 				t.Errorf("key %q, want %q", ce.Key, tc.key)
