@@ -164,7 +164,7 @@ func GateText(tool string) string {
 // Text is the notice in shared words (the tool and read-back as given:
 // callers quote or escape them).
 func (n UnknownNotice) Text() string {
-	s := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): it may or may not have taken effect. It was not retried; check before retrying. ", n.Number, n.Tool, n.Summary)
+	s := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): %s ", n.Number, n.Tool, n.Summary, UnknownWords)
 	if n.Check.Done() {
 		return s + "Checked by " + n.Check.By + " at " + n.Check.At.UTC().Format("15:04:05 UTC") + "; later calls are judged as usual."
 	}

@@ -655,7 +655,7 @@ func RenderUnknownNotice(n card.UnknownNotice) CardMessage {
 	if s := strings.TrimSpace(n.Summary); s != "" {
 		b.WriteString(": " + escapeClip(oneLine(s), maxReasonChars))
 	}
-	b.WriteString("\nIt may or may not have taken effect. It was not retried; check before retrying.")
+	b.WriteString("\nI" + strings.TrimPrefix(card.UnknownWords, "i")) // the shared words, starting a line
 	k := n.Check
 	b.WriteString(notes([]card.Line{k.Line()}))
 	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}

@@ -29,7 +29,7 @@ func RenderUnknownNotice(n cardpkg.UnknownNotice) []slack.Block {
 	els := []slack.RichTextSectionElement{
 		emoji("warning"), rtText(" Outcome unknown", bold),
 		rtText(" for call "+strconv.Itoa(n.Number)+" (", nil), rtText(revealClip(oneLine(n.Tool), maxToolChars), code), rtText(")", nil),
-		rtText(": it may or may not have taken effect. It was not retried; check before retrying.", nil),
+		rtText(": "+cardpkg.UnknownWords, nil),
 	}
 	k := n.Check
 	els = append(els, parts(k.Line().Parts, "\n", false)...)
