@@ -95,6 +95,16 @@ func (c Card) Actions(call Call, tool func(string) string) []Action {
 	return out
 }
 
+// Offers reports whether acts hold an action of kind k.
+func Offers(acts []Action, k ActionKind) bool {
+	for _, a := range acts {
+		if a.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckAction is "I checked — go on" for the unknown run of call n.
 func CheckAction(ref string, n int) Action {
 	return Action{Kind: ActChecked, Ref: ref, Label: CheckedLabel, NumberedLabel: "[" + strconv.Itoa(n) + "] " + CheckedLabel,

@@ -182,7 +182,7 @@ func RenderMessages(cd card.Card) []CardMessage {
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
 			acts := cd.Actions(c, nil)
-			embed, cut := callEmbed(c, budget, offers(acts, card.ActShowArgs))
+			embed, cut := callEmbed(c, budget, card.Offers(acts, card.ActShowArgs))
 			m.Embeds = append(m.Embeds, embed)
 			m.Components = append(m.Components, buttons(acts, c, len(cd.Calls) > 1, cut)...)
 		}
@@ -732,16 +732,6 @@ func buttons(acts []card.Action, c card.Call, numbered, showArgs bool) []discord
 		discordgo.ActionsRow{Components: decide},
 		discordgo.ActionsRow{Components: more},
 	}
-}
-
-// offers reports whether acts hold an action of kind k.
-func offers(acts []card.Action, k card.ActionKind) bool {
-	for _, a := range acts {
-		if a.Kind == k {
-			return true
-		}
-	}
-	return false
 }
 
 // customActions are the custom id actions of the card's action kinds.

@@ -147,7 +147,7 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 		}
 		budget -= need
 		shown++
-		blocks = append(blocks, callBlock(call, preview, offers(acts, cardpkg.ActShowArgs), grantedBy))
+		blocks = append(blocks, callBlock(call, preview, cardpkg.Offers(acts, cardpkg.ActShowArgs), grantedBy))
 		if len(acts) > 0 {
 			blocks = append(blocks, actionsBlock("actions_"+strconv.Itoa(call.Number), acts))
 		}
@@ -511,16 +511,6 @@ func callActions(cd cardpkg.Card, c cardpkg.Call, cut bool) []cardpkg.Action {
 		out = append(out, a)
 	}
 	return out
-}
-
-// offers reports whether acts hold an action of kind k.
-func offers(acts []cardpkg.Action, k cardpkg.ActionKind) bool {
-	for _, a := range acts {
-		if a.Kind == k {
-			return true
-		}
-	}
-	return false
 }
 
 // actionIDs are the action_ids of the card's action kinds.
