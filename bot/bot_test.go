@@ -622,7 +622,7 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 		t.Fatalf("result: %q", res[0].Content)
 	}
 	// The gated call's card says so (an ungated call gets a line in the thread).
-	if got := h2.plat.lastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown — check before retrying") {
+	if got := h2.plat.lastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown: it may or may not have taken effect") {
 		t.Fatalf("card not updated: %q", got)
 	}
 	cancel()

@@ -134,7 +134,7 @@ func TestUncheckedUnknownOutcomeGatesTheToolDespiteAGrant(t *testing.T) {
 		t.Fatalf("approver's check: %v", err)
 	}
 	if k := h.cardOfBatch(first.BatchID).Calls[0].Check; k == nil || !k.Done() || k.By != "alice" ||
-		!strings.Contains(h.cardOfBatch(first.BatchID).Calls[0].Outcome(), "checked by alice at 12:10:10 UTC") {
+		!strings.Contains(h.cardOfBatch(first.BatchID).Calls[0].Outcome(), "Checked by alice at 12:10:10 UTC") {
 		t.Fatalf("card after the check: %+v", k)
 	}
 	if err := h.bot.MarkChecked(ctx, click("alice", checkRef, onFirst)); !errors.Is(err, bot.ErrAlreadyChecked) {

@@ -315,7 +315,7 @@ func TestGatedUnknownOutcomeShowsOnTheCard(t *testing.T) {
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.plat.lastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown — check before retrying") {
+	if got := h.plat.lastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown: it may or may not have taken effect") {
 		t.Fatalf("card: %q", got)
 	}
 	for _, p := range h.plat.posts {

@@ -1,7 +1,8 @@
 // Package card is the platform-neutral approval card: for each call of a
-// paused reply, what it needs (approvals, who may decide, why) and where it
-// stands (a structured state, never English to parse). Each chat platform
-// renders it its own way; the English helpers here are shared wording.
+// paused reply, what it needs (approvals, who may decide, why), where it
+// stands (a structured state), and what shows of it: the buttons it offers
+// (Actions) and its status as typed parts (Status). Chat platforms only
+// lay these out, within their own limits; the words are chosen here.
 package card
 
 import (
@@ -163,7 +164,7 @@ func GateText(tool string) string {
 // Text is the notice in shared words (the tool and read-back as given:
 // callers quote or escape them).
 func (n UnknownNotice) Text() string {
-	s := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): it may or may not have taken effect. It was not retried; check before retrying. ", n.Number, n.Tool, n.Summary)
+	s := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): %s ", n.Number, n.Tool, n.Summary, UnknownWords)
 	if n.Check.Done() {
 		return s + "Checked by " + n.Check.By + " at " + n.Check.At.UTC().Format("15:04:05 UTC") + "; later calls are judged as usual."
 	}
@@ -211,6 +212,9 @@ type State struct {
 	Message string     // Airlock's or a rule's words for Invalid, DeniedByRule, NotRun
 	Rule    string     // the rule, for DeniedByRule
 	GrantID string     // for AllowedByGrant
+	// GrantBy is who granted the grant (platform user id), when the
+	// renderer knows it; the status then names them instead of the grant.
+	GrantBy string
 }
 
 // Open reports whether the call still waits for a decision.
@@ -273,71 +277,10 @@ func (c Call) Why() string {
 	return need + ": " + confirm.ReasonsText(c.Reasons)
 }
 
-// Outcome is a short description of where a call stands, in shared words.
-// User ids appear as they are; renderers show them as inert text or turn
-// them into non-pinging mentions.
-func (c Call) Outcome() string {
-	at := ""
-	if c.State.At != nil {
-		at = " at " + c.State.At.UTC().Format("15:04:05 UTC")
-	}
-	var who string
-	switch c.State.Kind {
-	case Waiting:
-		if p := c.Progress(); p != "" {
-			return "waiting for a decision (" + p + ")"
-		}
-		return "waiting for a decision"
-	case Denied:
-		out := "denied by " + c.State.By + at
-		if c.State.Reason != "" {
-			out += ". Reason: " + c.State.Reason
-		}
-		return out
-	case Withdrawn:
-		out := "withdrawn by the requester " + c.State.By + at
-		if c.State.Reason != "" {
-			out += ". Reason: " + c.State.Reason
-		}
-		return out
-	case MovedOn:
-		return "not run: the requester moved on"
-	case Expired:
-		return "expired: nobody decided in time; not run"
-	case Invalid, NotRun:
-		return "not run: " + c.State.Message
-	case DeniedByRule:
-		return "refused by rule " + c.State.Rule + "; not run"
-	case AllowedByPolicy:
-		who = "runs with the batch (no approval needed)"
-	case AllowedByGrant:
-		who = "allowed by a grant (" + c.State.GrantID + ")"
-	default: // Allowed
-		who = "allowed by " + c.State.By + at
-		if c.Approvals > 1 {
-			by := make([]string, len(c.Votes))
-			for i, v := range c.Votes {
-				by[i] = v.By
-			}
-			who = "allowed by " + strings.Join(by, " and ") + at
-		}
-	}
-	switch c.Run {
-	case confirm.RunRunning:
-		return who + "; running"
-	case confirm.RunSucceeded:
-		return who + "; succeeded"
-	case confirm.RunFailed:
-		return who + "; failed: " + Excerpt(c.Result, 200)
-	case confirm.RunUnknown:
-		out := who + "; outcome unknown — check before retrying (it may have taken effect; Airlock will not retry it)"
-		if c.Check != nil && c.Check.Done() {
-			out += "; " + c.Check.Text()
-		}
-		return out
-	}
-	return who
-}
+// Outcome is a short description of where a call stands, in shared words
+// (Status as plain text). User ids appear as they are; renderers show
+// them as inert text or turn them into non-pinging mentions.
+func (c Call) Outcome() string { return c.Status().Text() }
 
 // GrantLabel is the "Allow for" button's label, e.g. "Allow for 1h".
 func (c Card) GrantLabel() string { return "Allow for " + Duration(c.GrantFor) }

@@ -181,12 +181,10 @@ func RenderMessages(cd card.Card) []CardMessage {
 		}
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
-			waiting := c.Flagged && c.Open()
-			embed, cut := callEmbed(c, budget, waiting)
+			acts := cd.Actions(c, nil)
+			embed, cut := callEmbed(c, budget, card.Offers(acts, card.ActShowArgs))
 			m.Embeds = append(m.Embeds, embed)
-			if waiting {
-				m.Components = append(m.Components, buttons(cd, c, len(cd.Calls) > 1, cut)...)
-			}
+			m.Components = append(m.Components, buttons(acts, c, len(cd.Calls) > 1, cut)...)
 		}
 		if row, ok := extendRow(cd); ok && p == 0 {
 			m.Components = append(m.Components, row)
@@ -195,7 +193,7 @@ func RenderMessages(cd card.Card) []CardMessage {
 			m.Components = []discordgo.MessageComponent{}
 		}
 		if cd.Complete() {
-			m.Components = append(m.Components, checkedRows(calls, len(cd.Calls) > 1)...)
+			m.Components = append(m.Components, checkedRows(cd, calls)...)
 		}
 		if n := len(m.Embeds); n > 0 && !cd.Complete() && !cd.ExpiresAt.IsZero() {
 			last := m.Embeds[n-1]
@@ -552,105 +550,88 @@ func argsField(args string, limit int, offer bool) (string, bool) {
 	return open + b.String() + closing + note(total-shown), true
 }
 
-// statusLine is where a call stands, built from its structured state:
-// people as (non-pinging) mentions, every text a person, the model, a
-// tool or a rule wrote inert.
+// statusLine lays out where a call stands (card.Call.Status): its emoji
+// (the run's once it ran), the decision, the run after "; ", each note
+// on a line of its own; people as (non-pinging) mentions, every text a
+// person, the model, a tool or a rule wrote inert.
 func statusLine(c card.Call) string {
-	st := c.State
-	by, at := mention(st.By), when(st.At)
-	var out string
-	switch st.Kind {
-	case card.Waiting:
-		if !c.Flagged {
-			return "runs with the batch (no approval needed)"
-		}
-		if p := progress(c); p != "" {
-			return "⏳ waiting for a decision: " + p
-		}
-		return "⏳ waiting for a decision"
-	case card.Denied:
-		return "❌ denied by " + by + at + "; not run" + reasonLine(st.Reason)
-	case card.Withdrawn:
-		return "❌ withdrawn by the requester " + by + at + "; not run" + reasonLine(st.Reason)
-	case card.MovedOn:
-		return "❌ not run: the requester moved on"
-	case card.Expired:
-		return "⌛ expired: nobody decided in time; not run"
-	case card.Invalid:
-		return "⚠️ not run: " + escapeClip(st.Message, maxReasonChars)
-	case card.NotRun:
-		return "❌ not run: " + escapeClip(st.Message, maxReasonChars)
-	case card.DeniedByRule:
-		out = "⛔ refused by rule " + escapeClip(st.Rule, maxWhoChars) + "; not run"
-		if m := strings.TrimSpace(st.Message); m != "" && m != confirm.DefaultRuleDenyMessage(st.Rule) {
-			out += "\nThe rule says: " + escapeClip(m, maxReasonChars)
-		}
-		return out
-	case card.AllowedByPolicy:
-		out = "runs with the batch (no approval needed)"
-	case card.AllowedByGrant:
-		out = "allowed by a grant"
-		if st.GrantID != "" {
-			out += " (" + escapeClip(st.GrantID, 40) + ")"
-		}
-	case card.Allowed:
-		out = "allowed by " + by + at
-		if c.Approvals > 1 && len(c.Votes) > 0 {
-			out = "allowed by " + voters(c.Votes, " and ") + at
-		}
-	default: // a state this adapter does not know: the shared words, inert
-		return "❔ " + escapeClip(c.Outcome(), maxReasonChars)
+	s := c.Status()
+	lead := s.Decision.Icon
+	if len(s.Run.Parts) > 0 {
+		lead = s.Run.Icon
 	}
-	switch c.Run {
-	case confirm.RunRunning:
-		return "✅ " + out + "; running"
-	case confirm.RunSucceeded:
-		return "✅ " + out + "; succeeded"
-	case confirm.RunFailed:
-		return "⚠️ " + out + "; failed: " + escapeClip(oneLine(c.Result), maxResultChars)
-	case confirm.RunUnknown:
-		return "⚠️ " + out + "; **outcome unknown**: it may or may not have happened. A person must check it; it will not be retried." + checkedLine(c.Check)
+	out := parts(s.Decision.Parts)
+	if e := emojis[lead]; e != "" {
+		out = e + " " + out
 	}
-	return "✅ " + out
+	if len(s.Run.Parts) > 0 {
+		out += "; " + parts(s.Run.Parts)
+	}
+	return out + notes(s.Notes)
 }
 
-// checkedLine says what an unknown run means for its tool's later calls
-// and, once a person checked it, who and when.
-func checkedLine(k *card.Check) string {
-	switch {
-	case k == nil:
-		return ""
-	case k.Done():
-		return "\n☑️ Checked by " + mention(k.By) + when(k.At) + "; later calls of this tool are judged as usual."
-	}
-	return "\nUntil someone marks it checked, every call of this tool in this thread needs a person's yes."
+// emojis are the emoji of the card's icons; an icon not here has none.
+var emojis = map[card.Icon]string{
+	card.IconWaiting: "⏳", card.IconPolicy: "✅", card.IconAllowed: "✅", card.IconDenied: "❌",
+	card.IconRefused: "⛔", card.IconExpired: "⌛", card.IconWarning: "⚠️", card.IconQuestion: "❔",
+	card.IconRunning: "✅", card.IconSucceeded: "✅", card.IconFailed: "⚠️", card.IconUnknown: "⚠️",
+	card.IconChecked: "☑️",
 }
 
-// checkedButton is "I checked — go on" (secondary style) carrying a
-// checked reference; false when the reference does not fit a custom id.
-func checkedButton(ref, label string) (discordgo.Button, bool) {
-	id := customID(actionChecked, ref)
-	if ref == "" || len(id) > maxCustomID {
-		return discordgo.Button{}, false
+// notes are lines of a status, each after a line break and its emoji.
+func notes(ls []card.Line) string {
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString("\n")
+		if e := emojis[l.Icon]; e != "" {
+			b.WriteString(e + " ")
+		}
+		b.WriteString(parts(l.Parts))
 	}
-	return discordgo.Button{Label: label, Style: discordgo.SecondaryButton, CustomID: id}, true
+	return b.String()
+}
+
+// parts writes a status's parts as Discord markdown: Airlock's words as
+// they are (stressed ones bold), people as mentions, times as Discord
+// timestamps, and every text from outside Airlock escaped and clipped.
+func parts(ps []card.Part) string {
+	var b strings.Builder
+	for _, p := range ps {
+		switch p.Kind {
+		case card.Words, card.Label:
+			b.WriteString(p.Text)
+		case card.Strong:
+			b.WriteString("**" + p.Text + "**")
+		case card.Person:
+			b.WriteString(mention(p.Text))
+		case card.Time:
+			fmt.Fprintf(&b, "<t:%d:f>", p.At.Unix())
+		case card.Code:
+			b.WriteString(escapeClip(p.Text, maxWhoChars))
+		case card.Quote:
+			b.WriteString(escapeClip(p.Text, maxReasonChars))
+		case card.Output:
+			b.WriteString(escapeClip(oneLine(p.Text), maxResultChars))
+		}
+	}
+	return b.String()
 }
 
 // checkedRows are the rows of "I checked — go on" buttons of calls whose
-// run ended unknown and that nobody checked yet, maxButtons to a row;
-// numbered, each label names its call.
-func checkedRows(calls []card.Call, numbered bool) []discordgo.MessageComponent {
+// run ended unknown and that nobody checked yet, maxButtons to a row and
+// at most maxRows rows; on a card of several calls, each label names its
+// call. The split keeps no rows for them: they show on a complete card,
+// which has no other buttons.
+func checkedRows(cd card.Card, calls []card.Call) []discordgo.MessageComponent {
 	var btns []discordgo.MessageComponent
 	for _, c := range calls {
-		if c.Check == nil || c.Check.Done() {
-			continue
-		}
-		label := card.CheckedLabel
-		if numbered {
-			label = "[" + strconv.Itoa(c.Number) + "] " + label
-		}
-		if b, ok := checkedButton(c.Check.Ref, label); ok {
-			btns = append(btns, b)
+		for _, a := range cd.Actions(c, nil) {
+			if a.Kind != card.ActChecked {
+				continue
+			}
+			if b, ok := button(a, len(cd.Calls) > 1); ok {
+				btns = append(btns, b)
+			}
 		}
 	}
 	var rows []discordgo.MessageComponent
@@ -674,51 +655,17 @@ func RenderUnknownNotice(n card.UnknownNotice) CardMessage {
 	if s := strings.TrimSpace(n.Summary); s != "" {
 		b.WriteString(": " + escapeClip(oneLine(s), maxReasonChars))
 	}
-	b.WriteString("\nIt may or may not have taken effect. It was not retried; check before retrying.")
+	b.WriteString("\nI" + strings.TrimPrefix(card.UnknownWords, "i")) // the shared words, starting a line
 	k := n.Check
-	b.WriteString(checkedLine(&k))
+	b.WriteString(notes([]card.Line{k.Line()}))
 	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
-	if !k.Done() {
-		if btn, ok := checkedButton(k.Ref, card.CheckedLabel); ok {
+	if !k.Done() && k.Ref != "" {
+		if btn, ok := button(card.CheckAction(k.Ref, n.Number), false); ok {
 			m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{btn}})
 		}
 	}
 	m.Content = truncateMarkup(b.String(), maxContent)
 	return m
-}
-
-// reasonLine is a person's deny words on a line of their own, inert.
-func reasonLine(reason string) string {
-	if r := strings.TrimSpace(reason); r != "" {
-		return "\nReason: " + escapeClip(r, maxReasonChars)
-	}
-	return ""
-}
-
-// progress is the approvals so far of a call needing several, e.g.
-// "1 of 2 approvals: <@2003>"; empty for calls needing one.
-func progress(c card.Call) string {
-	if c.Approvals <= 1 {
-		return ""
-	}
-	s := fmt.Sprintf("%d of %d approvals", len(c.Votes), c.Approvals)
-	if len(c.Votes) > 0 {
-		s += ": " + voters(c.Votes, ", ")
-	}
-	return s
-}
-
-// voters names the people who approved, at most maxVoters of them.
-func voters(votes []confirm.Vote, sep string) string {
-	names := make([]string, 0, min(len(votes), maxVoters+1))
-	for i, v := range votes {
-		if i == maxVoters {
-			names = append(names, fmt.Sprintf("%d more", len(votes)-maxVoters))
-			break
-		}
-		names = append(names, mention(v.By))
-	}
-	return strings.Join(names, sep)
 }
 
 // when is a decision's time as a Discord timestamp (each reader sees
@@ -731,55 +678,54 @@ func when(t *time.Time) string {
 }
 
 func colour(c card.Call) int {
-	switch k := c.State.Kind; {
+	s := c.Status()
+	switch {
 	case c.Open():
 		return colourPending
-	case c.Run == confirm.RunFailed || c.Run == confirm.RunUnknown || k == card.Invalid:
+	case s.Run.Icon == card.IconFailed || s.Run.Icon == card.IconUnknown || s.Decision.Icon == card.IconWarning:
 		return colourWarning
-	case k == card.AllowedByPolicy:
+	}
+	switch s.Decision.Icon {
+	case card.IconPolicy:
 		return colourPolicy
-	case k == card.Allowed || k == card.AllowedByGrant:
+	case card.IconAllowed:
 		return colourAllowed
-	case k == card.Expired:
+	case card.IconExpired:
 		return colourExpired
 	}
 	return colourDenied
 }
 
-// buttons are the action rows of a call waiting for a decision: Allow,
-// "Allow for <duration>" when the card offers grants and the call may be
-// granted, Deny, "Deny with reason…", "Edit…" when an approver may edit
-// the call (and its arguments fit the edit modal) and, when showArgs (the
-// card cut the arguments), "Show full arguments". They are one row, or
-// two when they are more than maxButtons: the decisions, then Edit… and
-// Show full arguments. With more than one call on the card, labels carry
-// the call's number.
-func buttons(cd card.Card, c card.Call, numbered, showArgs bool) []discordgo.MessageComponent {
-	allow, deny, reason, show, edit := "Allow", "Deny", "Deny with reason…", "Show full arguments", "Edit…"
-	grant := cd.GrantLabel()
-	if numbered {
-		n := strconv.Itoa(c.Number)
-		allow, deny, reason, show, edit = "Allow ["+n+"]", "Deny ["+n+"]", "Deny ["+n+"] with reason…", "Show full arguments ["+n+"]", "Edit ["+n+"]…"
-		grant = "Allow [" + n + "] for " + card.Duration(cd.GrantFor)
+// buttons lays out a call's decisions (card.Card.Actions) as action
+// rows: one, or two when they are more than maxButtons (the decisions,
+// then Edit… and Show full arguments). Discord's limits filter them:
+// "Edit…" only when the arguments fit the edit modal, "Show full
+// arguments" only when showArgs (the card cut them), no button whose
+// custom id would be too long; "I checked — go on" goes in checkedRows.
+// With more than one call on the card, labels carry the call's number.
+func buttons(acts []card.Action, c card.Call, numbered, showArgs bool) []discordgo.MessageComponent {
+	var decide, more []discordgo.MessageComponent
+	for _, a := range acts {
+		switch {
+		case a.Kind == card.ActChecked,
+			a.Kind == card.ActShowArgs && !showArgs,
+			a.Kind == card.ActEdit && runes(visible.Reveal(strings.TrimSpace(c.Args))) > MaxEditChars:
+			continue
+		}
+		b, ok := button(a, numbered)
+		if !ok {
+			continue
+		}
+		if a.Row == card.RowDecide {
+			decide = append(decide, b)
+		} else {
+			more = append(more, b)
+		}
 	}
-	decide := []discordgo.MessageComponent{
-		discordgo.Button{Label: allow, Style: discordgo.SuccessButton, CustomID: customID(actionAllow, c.Ref)},
-	}
-	if cd.GrantFor > 0 && c.Grantable {
-		decide = append(decide, discordgo.Button{Label: grant, Style: discordgo.SecondaryButton, CustomID: customID(actionGrant, c.Ref)})
-	}
-	decide = append(decide,
-		discordgo.Button{Label: deny, Style: discordgo.DangerButton, CustomID: customID(actionDeny, c.Ref)},
-		discordgo.Button{Label: reason, Style: discordgo.SecondaryButton, CustomID: customID(actionReason, c.Ref)},
-	)
-	var more []discordgo.MessageComponent
-	if c.Editable && runes(visible.Reveal(strings.TrimSpace(c.Args))) <= MaxEditChars {
-		more = append(more, discordgo.Button{Label: edit, Style: discordgo.SecondaryButton, CustomID: customID(actionEdit, c.Ref)})
-	}
-	if showArgs {
-		more = append(more, discordgo.Button{Label: show, Style: discordgo.SecondaryButton, CustomID: customID(actionShowArgs, c.Ref)})
-	}
-	if len(decide)+len(more) <= maxButtons {
+	switch {
+	case len(decide)+len(more) == 0:
+		return nil
+	case len(decide)+len(more) <= maxButtons:
 		return []discordgo.MessageComponent{discordgo.ActionsRow{Components: append(decide, more...)}}
 	}
 	return []discordgo.MessageComponent{
@@ -788,34 +734,47 @@ func buttons(cd card.Card, c card.Call, numbered, showArgs bool) []discordgo.Mes
 	}
 }
 
-// extendRow is the card's Extend row: while a call waits for a person and
-// nobody extended the card yet, "Extend <duration>" (secondary style),
-// carrying a call reference of the card.
-func extendRow(cd card.Card) (discordgo.ActionsRow, bool) {
-	if cd.ExtendRef == "" || cd.Extended != nil || !waitsForPerson(cd) {
-		return discordgo.ActionsRow{}, false
-	}
-	id := customID(actionExtend, cd.ExtendRef)
-	if len(id) > maxCustomID {
-		return discordgo.ActionsRow{}, false
-	}
-	label := "Extend"
-	if cd.ExtendBy > 0 {
-		label += " " + card.Duration(cd.ExtendBy)
-	}
-	return discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-		discordgo.Button{Label: label, Style: discordgo.SecondaryButton, CustomID: id},
-	}}, true
+// customActions are the custom id actions of the card's action kinds.
+var customActions = map[card.ActionKind]string{
+	card.ActAllow: actionAllow, card.ActAllowGrant: actionGrant, card.ActDeny: actionDeny,
+	card.ActDenyReason: actionReason, card.ActEdit: actionEdit, card.ActShowArgs: actionShowArgs,
+	card.ActChecked: actionChecked, card.ActExtend: actionExtend,
 }
 
-// waitsForPerson reports whether a call of the card waits for a person.
-func waitsForPerson(cd card.Card) bool {
-	for _, c := range cd.Calls {
-		if c.Flagged && c.Open() {
-			return true
-		}
+// button is an action as a Discord button (Allow success style, Deny
+// danger style, every other secondary); false when its reference is
+// empty or its custom id too long.
+func button(a card.Action, numbered bool) (discordgo.Button, bool) {
+	id := customID(customActions[a.Kind], a.Ref)
+	if a.Ref == "" || len(id) > maxCustomID {
+		return discordgo.Button{}, false
 	}
-	return false
+	style := discordgo.SecondaryButton
+	switch a.Emphasis {
+	case card.Primary:
+		style = discordgo.SuccessButton
+	case card.Danger:
+		style = discordgo.DangerButton
+	}
+	label := a.Label
+	if numbered {
+		label = a.NumberedLabel
+	}
+	return discordgo.Button{Label: label, Style: style, CustomID: id}, true
+}
+
+// extendRow is the card's Extend row (card.Card.ExtendAction), carrying
+// a call reference of the card.
+func extendRow(cd card.Card) (discordgo.ActionsRow, bool) {
+	a, ok := cd.ExtendAction()
+	if !ok {
+		return discordgo.ActionsRow{}, false
+	}
+	b, ok := button(a, false)
+	if !ok {
+		return discordgo.ActionsRow{}, false
+	}
+	return discordgo.ActionsRow{Components: []discordgo.MessageComponent{b}}, true
 }
 
 // ArgsReply is the ephemeral answer to "Show full arguments": the call's

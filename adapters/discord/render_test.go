@@ -439,7 +439,7 @@ func TestRenderStatesGolden(t *testing.T) {
 	}
 	want := []string{
 		"allowed by <@" + moderator + "> and <@" + approver2 + ">",
-		"allowed by a grant (grantid234); succeeded",
+		"allowed by grant grantid234 <t:1795968360:f>; succeeded",
 		"refused by rule no\\-prod\\-fridays; not run\nThe rule says: No production restarts on Fridays\\.",
 		"withdrawn by the requester <@" + requester + ">",
 		"not run: the requester moved on",

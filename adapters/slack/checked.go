@@ -29,10 +29,10 @@ func RenderUnknownNotice(n cardpkg.UnknownNotice) []slack.Block {
 	els := []slack.RichTextSectionElement{
 		emoji("warning"), rtText(" Outcome unknown", bold),
 		rtText(" for call "+strconv.Itoa(n.Number)+" (", nil), rtText(revealClip(oneLine(n.Tool), maxToolChars), code), rtText(")", nil),
-		rtText(": it may or may not have taken effect. It was not retried; check before retrying.", nil),
+		rtText(": "+cardpkg.UnknownWords, nil),
 	}
 	k := n.Check
-	els = append(els, checkedStatus(&k)...)
+	els = append(els, parts(k.Line().Parts, "\n", false)...)
 	secs := []slack.RichTextElement{slack.NewRichTextSection(els...)}
 	if s := oneLine(n.Summary); s != "" {
 		secs = append(secs, richQuote(revealClip(s, maxSummaryChars)))
@@ -40,7 +40,7 @@ func RenderUnknownNotice(n cardpkg.UnknownNotice) []slack.Block {
 	blocks := []slack.Block{slack.NewRichTextBlock("unknown", secs...)}
 	if !k.Done() && k.Ref != "" {
 		blocks = append(blocks,
-			slack.NewActionBlock("unknown_actions", checkedButton(k.Ref, n.Number)),
+			actionsBlock("unknown_actions", []cardpkg.Action{cardpkg.CheckAction(k.Ref, n.Number)}),
 			slack.NewContextBlock("unknown_footer", mrkdwn("Any approver of this channel may mark it checked once they know whether it took effect.")),
 		)
 	}

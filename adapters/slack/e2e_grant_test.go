@@ -54,7 +54,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
 			card := w.waitCard(1)
 			if txt := blocksText(t, card); !strings.Contains(txt, "needs 2 approvals: the tool needs approval; rule prod-deploys") ||
-				!strings.Contains(txt, "Waiting for approvers: 0 of 2 approvals") {
+				!strings.Contains(txt, "Waiting for a decision: 0 of 2 approvals") {
 				t.Fatalf("the card does not say why and how many:\n%s", txt)
 			}
 			if b := buttonsWith(t, card, ActionAllowGrant); len(b) != 0 {
@@ -109,7 +109,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 			if b := cardButtons(t, final); len(b) != 0 {
 				t.Errorf("the decided card has buttons: %+v", b)
 			}
-			if txt := blocksText(t, final); !strings.Contains(txt, "Allowed by <@"+alice+">, <@"+carol+">") || !strings.Contains(txt, "succeeded") {
+			if txt := blocksText(t, final); !strings.Contains(txt, "Allowed by <@"+alice+"> and <@"+carol+">") || !strings.Contains(txt, "succeeded") {
 				t.Errorf("final card:\n%s", txt)
 			}
 		})

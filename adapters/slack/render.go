@@ -128,7 +128,7 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 	if sc := schedule(c, complete); sc != nil {
 		tail = append(tail, sc)
 	}
-	if ex := extendActions(c, complete); ex != nil {
+	if ex := extendActions(c); ex != nil {
 		tail = append(tail, ex)
 	}
 
@@ -137,9 +137,9 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 	shown := 0
 	for _, call := range c.Calls {
 		preview := argsPreview(call.Args)
-		offer := preview.cut && !complete
+		acts := callActions(c, call, preview.cut)
 		need := 1
-		if call.Open() || offer || checkable(call) {
+		if len(acts) > 0 {
 			need = 2
 		}
 		if need > budget {
@@ -147,9 +147,9 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 		}
 		budget -= need
 		shown++
-		blocks = append(blocks, callBlock(call, preview, offer, grantedBy))
-		if call.Open() || offer || checkable(call) {
-			blocks = append(blocks, callActions(c, call, offer))
+		blocks = append(blocks, callBlock(call, preview, cardpkg.Offers(acts, cardpkg.ActShowArgs), grantedBy))
+		if len(acts) > 0 {
+			blocks = append(blocks, actionsBlock("actions_"+strconv.Itoa(call.Number), acts))
 		}
 	}
 	if rest := len(c.Calls) - shown; rest > 0 {
@@ -261,20 +261,14 @@ func clock(t time.Time) []slack.RichTextSectionElement {
 	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), "{time}", nil, &fallback)}
 }
 
-// extendActions is the card's Extend button (no style), offered while a
-// call waits and nobody extended the card yet. Its value is
-// Card.ExtendRef, a call reference of the card.
-func extendActions(c cardpkg.Card, complete bool) slack.Block {
-	if c.ExtendRef == "" || c.Extended != nil || complete {
+// extendActions is the card's Extend button (no style), when the card
+// offers it (card.Card.ExtendAction).
+func extendActions(c cardpkg.Card) slack.Block {
+	a, ok := c.ExtendAction()
+	if !ok {
 		return nil
 	}
-	label := "Extend"
-	if c.ExtendBy > 0 {
-		label += " " + cardpkg.Duration(c.ExtendBy)
-	}
-	btn := slack.NewButtonBlockElement(ActionExtend, c.ExtendRef, plain(label))
-	btn.AccessibilityLabel = clip("Push this card's deadline back, once: "+strings.ToLower(label), 75)
-	return slack.NewActionBlock("card_actions", btn)
+	return actionsBlock("card_actions", []cardpkg.Action{a})
 }
 
 // FallbackText is the message's plain text: notifications and clients
@@ -290,7 +284,7 @@ func FallbackText(c cardpkg.Card) string {
 	}
 	fmt.Fprintf(&b, " (%d %s)", len(c.Calls), plural(len(c.Calls), "call", "calls"))
 	for _, call := range c.Calls {
-		fmt.Fprintf(&b, "\n%d. %s — %s", call.Number, toolWord(call.Tool), stateWord(call))
+		fmt.Fprintf(&b, "\n%d. %s — %s", call.Number, toolWord(call.Tool), call.Brief())
 		if call.Edited != nil {
 			b.WriteString(" (arguments edited by an approver)")
 		}
@@ -308,54 +302,6 @@ func toolWord(tool string) string {
 		return tool
 	}
 	return "a tool"
-}
-
-// stateWord is where a call stands, in Airlock's words only.
-func stateWord(c cardpkg.Call) string {
-	var who string
-	switch c.State.Kind {
-	case cardpkg.Waiting:
-		if c.Approvals > 1 {
-			return fmt.Sprintf("waiting for a decision (%d of %d approvals)", len(c.Votes), c.Approvals)
-		}
-		return "waiting for a decision"
-	case cardpkg.Denied:
-		return "denied; not run"
-	case cardpkg.Withdrawn:
-		return "withdrawn by the requester; not run"
-	case cardpkg.MovedOn:
-		return "not run: the requester moved on"
-	case cardpkg.Expired:
-		return "expired; not run"
-	case cardpkg.Invalid:
-		return "invalid; not run"
-	case cardpkg.DeniedByRule:
-		return "refused by a rule; not run"
-	case cardpkg.NotRun:
-		return "not run"
-	case cardpkg.AllowedByPolicy:
-		who = "runs with the batch"
-	case cardpkg.AllowedByGrant:
-		who = "allowed by a grant"
-	case cardpkg.Allowed:
-		who = "allowed"
-	default:
-		return "not run"
-	}
-	switch c.Run {
-	case confirm.RunRunning:
-		return who + "; running"
-	case confirm.RunSucceeded:
-		return who + "; succeeded"
-	case confirm.RunFailed:
-		return who + "; failed"
-	case confirm.RunUnknown:
-		if c.Check != nil && c.Check.Done() {
-			return who + "; outcome unknown; checked"
-		}
-		return who + "; outcome unknown"
-	}
-	return who
 }
 
 func header(complete bool) slack.Block {
@@ -490,7 +436,6 @@ func changeValue(s string, n int, empty string) string {
 const (
 	maxRestrictSets   = 5
 	maxPeoplePerSet   = 20
-	maxVotersShown    = 20
 	maxLiteralPersonL = 60
 )
 
@@ -554,163 +499,131 @@ func joinPeople(names []slack.RichTextSectionElement, n int) []slack.RichTextSec
 	return out
 }
 
-// voters are the people who approved a call so far.
-func voters(votes []confirm.Vote) []slack.RichTextSectionElement {
-	names := make([]slack.RichTextSectionElement, len(votes))
-	for i, v := range votes {
-		names[i] = person(v.By)
-	}
-	return joinPeople(names, maxVotersShown)
-}
-
-// callActions holds the buttons of a call: Allow, "Allow for 1h" (when
-// the card offers grants and the call may be granted), Deny, "Deny with
-// reason…" and, when the call is editable, "Edit…" while it waits (Allow
-// is the only primary button and Deny the only danger button of the
-// card), and "Show full arguments" when offer.
-func callActions(cd cardpkg.Card, c cardpkg.Call, offer bool) slack.Block {
-	tool := clip(oneLine(visible.Reveal(c.Tool)), 40)
-	var els []slack.BlockElement
-	if c.Open() {
-		allow := slack.NewButtonBlockElement(ActionAllow, c.Ref, plain("Allow"))
-		allow.Style = slack.StylePrimary
-		allow.AccessibilityLabel = clip(fmt.Sprintf("Allow call %d, %s", c.Number, tool), 75)
-		els = append(els, allow)
-		if offersGrant(cd, c) {
-			grant := slack.NewButtonBlockElement(ActionAllowGrant, c.Ref, plain(cd.GrantLabel()))
-			grant.AccessibilityLabel = clip(fmt.Sprintf("Allow call %d and calls of %s in this thread for %s", c.Number, tool, cardpkg.Duration(cd.GrantFor)), 75)
-			els = append(els, grant)
+// callActions are the buttons of a call (card.Card.Actions): "Show full
+// arguments" only when the card cut its arguments. Allow is the only
+// primary button and Deny the only danger button of the card.
+func callActions(cd cardpkg.Card, c cardpkg.Call, cut bool) []cardpkg.Action {
+	var out []cardpkg.Action
+	for _, a := range cd.Actions(c, func(t string) string { return clip(oneLine(visible.Reveal(t)), 40) }) {
+		if a.Kind == cardpkg.ActShowArgs && !cut {
+			continue
 		}
-		deny := slack.NewButtonBlockElement(ActionDeny, c.Ref, plain("Deny"))
-		deny.Style = slack.StyleDanger
-		deny.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d, %s", c.Number, tool), 75)
-		reason := slack.NewButtonBlockElement(ActionDenyReason, c.Ref, plain("Deny with reason…"))
-		reason.AccessibilityLabel = clip(fmt.Sprintf("Deny call %d with a reason", c.Number), 75)
-		els = append(els, deny, reason)
-		if c.Editable {
-			edit := slack.NewButtonBlockElement(ActionEdit, c.Ref, plain("Edit…"))
-			edit.AccessibilityLabel = clip(fmt.Sprintf("Edit the arguments of call %d, then allow it", c.Number), 75)
-			els = append(els, edit)
+		out = append(out, a)
+	}
+	return out
+}
+
+// actionIDs are the action_ids of the card's action kinds.
+var actionIDs = map[cardpkg.ActionKind]string{
+	cardpkg.ActAllow: ActionAllow, cardpkg.ActAllowGrant: ActionAllowGrant, cardpkg.ActDeny: ActionDeny,
+	cardpkg.ActDenyReason: ActionDenyReason, cardpkg.ActEdit: ActionEdit, cardpkg.ActShowArgs: ActionShowArgs,
+	cardpkg.ActChecked: ActionChecked, cardpkg.ActExtend: ActionExtend,
+}
+
+// actionsBlock lays actions out as one actions block of buttons, each
+// carrying its reference as its value.
+func actionsBlock(id string, acts []cardpkg.Action) slack.Block {
+	els := make([]slack.BlockElement, 0, len(acts))
+	for _, a := range acts {
+		btn := slack.NewButtonBlockElement(actionIDs[a.Kind], a.Ref, plain(a.Label))
+		switch a.Emphasis {
+		case cardpkg.Primary:
+			btn.Style = slack.StylePrimary
+		case cardpkg.Danger:
+			btn.Style = slack.StyleDanger
 		}
+		btn.AccessibilityLabel = clip(a.A11yLabel, 75)
+		els = append(els, btn)
 	}
-	if offer {
-		show := slack.NewButtonBlockElement(ActionShowArgs, c.Ref, plain("Show full arguments"))
-		show.AccessibilityLabel = clip(fmt.Sprintf("Show the full arguments of call %d", c.Number), 75)
-		els = append(els, show)
-	}
-	if checkable(c) {
-		els = append(els, checkedButton(c.Check.Ref, c.Number))
-	}
-	return slack.NewActionBlock("actions_"+strconv.Itoa(c.Number), els...)
+	return slack.NewActionBlock(id, els...)
 }
 
-// checkable reports whether the call offers "I checked — go on": its run
-// ended unknown and nobody marked it checked yet.
-func checkable(c cardpkg.Call) bool { return c.Check != nil && !c.Check.Done() && c.Check.Ref != "" }
-
-// checkedButton is "I checked — go on" (no style) carrying the checked
-// reference of call number n.
-func checkedButton(ref string, n int) slack.BlockElement {
-	b := slack.NewButtonBlockElement(ActionChecked, ref, plain(cardpkg.CheckedLabel))
-	b.AccessibilityLabel = clip(fmt.Sprintf("I checked the outcome of call %d: go on", n), 75)
-	return b
-}
-
-// checkedStatus says what an unknown run means for its tool's later
-// calls, and once a person checked it, who and when.
-func checkedStatus(k *cardpkg.Check) []slack.RichTextSectionElement {
-	if k == nil {
-		return nil
-	}
-	if !k.Done() {
-		return []slack.RichTextSectionElement{rtText("\nUntil someone marks it checked, every call of this tool in this thread needs a person's yes.", nil)}
-	}
-	out := []slack.RichTextSectionElement{rtText("\nChecked by ", bold), person(k.By)}
-	out = append(out, when(k.At)...)
-	return append(out, rtText("; later calls of this tool are judged as usual.", nil))
-}
-
-// offersGrant reports whether the card offers "Allow for" on the call.
-func offersGrant(cd cardpkg.Card, c cardpkg.Call) bool {
-	return c.Open() && c.Grantable && cd.GrantFor > 0
-}
-
-// status says where a call stands, with who decided and when, and the
-// approvals so far of a call needing several. A deny by the requester
-// themself reads as a withdrawal. Texts a person, a rule, the model or a
-// tool wrote (reasons, messages, results) are literal.
+// status lays out where a call stands (card.Call.Status): the decision
+// after its emoji, the run after "  ·  " and its emoji, each note on a
+// line of its own. People are user elements, times date elements; texts
+// a person, a rule, the model or a tool wrote (reasons, messages,
+// results) are literal. A grant is named by who granted it when
+// grantedBy knows.
 func status(c cardpkg.Call, grantedBy map[string]string) []slack.RichTextSectionElement {
-	st := c.State
-	at := when(st.At)
-	line := func(els ...slack.RichTextSectionElement) []slack.RichTextSectionElement { return els }
-	withReason := func(out []slack.RichTextSectionElement) []slack.RichTextSectionElement {
-		if r := strings.TrimSpace(st.Reason); r != "" {
-			out = append(out, rtText("\nReason: ", bold), rtText(revealClip(r, maxReasonChars), nil))
-		}
-		return out
+	if by := grantedBy[c.State.GrantID]; by != "" && c.State.GrantID != "" {
+		c.State.GrantBy = by
 	}
+	s := c.Status()
+	out := append(icon(s.Decision.Icon), parts(s.Decision.Parts, " ", true)...)
+	if len(s.Run.Parts) > 0 {
+		out = append(out, rtText("  ·  ", nil))
+		out = append(out, icon(s.Run.Icon)...)
+		out = append(out, parts(s.Run.Parts, " ", false)...)
+	}
+	for _, n := range s.Notes {
+		out = append(out, parts(n.Parts, "\n", false)...)
+	}
+	return out
+}
+
+// emojis are the emoji of the card's icons; an icon not here has none.
+var emojis = map[cardpkg.Icon]string{
+	cardpkg.IconNone: "arrow_forward", cardpkg.IconPolicy: "arrow_forward",
+	cardpkg.IconWaiting: "hourglass_flowing_sand", cardpkg.IconAllowed: "white_check_mark",
+	cardpkg.IconDenied: "no_entry_sign", cardpkg.IconRefused: "no_entry_sign", cardpkg.IconExpired: "alarm_clock",
+	cardpkg.IconWarning: "warning", cardpkg.IconQuestion: "grey_question", cardpkg.IconRunning: "gear",
+	cardpkg.IconSucceeded: "heavy_check_mark", cardpkg.IconFailed: "x", cardpkg.IconUnknown: "warning",
+}
+
+func icon(i cardpkg.Icon) []slack.RichTextSectionElement {
+	if e, ok := emojis[i]; ok {
+		return []slack.RichTextSectionElement{emoji(e)}
+	}
+	return nil
+}
+
+// parts lays out a status's parts as rich text, lead before the first
+// (capitalised when capital): Airlock's words as text (labels and
+// stressed words bold), people as user elements, times as date
+// elements, and text from outside Airlock revealed and clipped, within
+// the text element of the words before it.
+func parts(ps []cardpkg.Part, lead string, capital bool) []slack.RichTextSectionElement {
 	var out []slack.RichTextSectionElement
-	switch st.Kind {
-	case cardpkg.Waiting:
-		if c.Approvals <= 1 {
-			return line(emoji("hourglass_flowing_sand"), rtText(" Waiting for an approver", nil))
+	text := "" // words not yet written
+	pending := false
+	flush := func() {
+		if pending {
+			out = append(out, rtText(text, nil))
 		}
-		out = line(emoji("hourglass_flowing_sand"), rtText(fmt.Sprintf(" Waiting for approvers: %d of %d approvals", len(c.Votes), c.Approvals), nil))
-		if len(c.Votes) > 0 {
-			out = append(out, rtText(": ", nil))
-			out = append(out, voters(c.Votes)...)
-		}
-		return out
-	case cardpkg.Denied:
-		out = append(line(emoji("no_entry_sign"), rtText(" Denied by ", nil), decider(st.By)), at...)
-		return withReason(append(out, rtText("; not run", nil)))
-	case cardpkg.Withdrawn:
-		out = append(line(emoji("no_entry_sign"), rtText(" Withdrawn by the requester ", nil), decider(st.By)), at...)
-		return withReason(append(out, rtText("; not run", nil)))
-	case cardpkg.MovedOn:
-		return line(emoji("no_entry_sign"), rtText(" Not run: the requester moved on", nil))
-	case cardpkg.Expired:
-		return line(emoji("alarm_clock"), rtText(" Expired: nobody decided in time; not run", nil))
-	case cardpkg.Invalid:
-		return line(emoji("warning"), rtText(" "+revealClip(st.Message, maxReasonChars), nil))
-	case cardpkg.NotRun:
-		return line(emoji("no_entry_sign"), rtText(" Not run: "+revealClip(st.Message, maxReasonChars), nil))
-	case cardpkg.DeniedByRule:
-		return line(emoji("no_entry_sign"), rtText(" Refused by rule ", nil), rtText(revealClip(oneLine(st.Rule), maxToolChars), code), rtText("; not run", nil))
-	case cardpkg.AllowedByPolicy:
-		out = line(emoji("arrow_forward"), rtText(" Runs with the batch (no approval needed)", nil))
-	case cardpkg.AllowedByGrant:
-		if by := grantedBy[st.GrantID]; by != "" {
-			out = line(emoji("white_check_mark"), rtText(" Allowed by ", nil), decider(by), rtText("'s grant", nil))
-		} else {
-			out = line(emoji("white_check_mark"), rtText(" Allowed by grant ", nil), rtText(revealClip(oneLine(st.GrantID), maxToolChars), code))
-		}
-		out = append(out, at...)
-	case cardpkg.Allowed:
-		out = line(emoji("white_check_mark"), rtText(" Allowed by ", nil))
-		if len(c.Votes) > 1 {
-			out = append(out, voters(c.Votes)...)
-		} else {
-			out = append(out, decider(st.By))
-		}
-		out = append(out, at...)
-	default:
-		// A state this adapter does not know: Airlock's shared words, literal.
-		return line(emoji("grey_question"), rtText(" "+revealClip(c.Outcome(), maxReasonChars), nil))
+		text, pending = "", false
 	}
-	sep := rtText("  ·  ", nil)
-	switch c.Run {
-	case confirm.RunRunning:
-		out = append(out, sep, emoji("gear"), rtText(" running", nil))
-	case confirm.RunSucceeded:
-		out = append(out, sep, emoji("heavy_check_mark"), rtText(" succeeded", nil))
-	case confirm.RunFailed:
-		out = append(out, sep, emoji("x"), rtText(" failed: "+revealClip(oneLine(c.Result), maxResultChars), nil))
-	case confirm.RunUnknown:
-		out = append(out, sep, emoji("warning"), rtText(" outcome unknown", bold),
-			rtText(": it may or may not have happened. A person must check it; it will not be retried.", nil))
-		out = append(out, checkedStatus(c.Check)...)
+	for i, p := range ps {
+		t := p.Text
+		if i == 0 && (p.Kind == cardpkg.Words || p.Kind == cardpkg.Strong || p.Kind == cardpkg.Label) {
+			if capital && t != "" {
+				t = strings.ToUpper(t[:1]) + t[1:]
+			}
+			t = lead + t
+		}
+		switch p.Kind {
+		case cardpkg.Words:
+			flush()
+			text, pending = t, true
+		case cardpkg.Quote:
+			text, pending = text+revealClip(t, maxReasonChars), true
+		case cardpkg.Output:
+			text, pending = text+revealClip(oneLine(t), maxResultChars), true
+		case cardpkg.Strong, cardpkg.Label:
+			flush()
+			out = append(out, rtText(t, bold))
+		case cardpkg.Person:
+			flush()
+			out = append(out, decider(t))
+		case cardpkg.Time:
+			flush()
+			fallback := p.At.UTC().Format("2006-01-02 15:04:05 UTC")
+			out = append(out, slack.NewRichTextSectionDateElement(p.At.Unix(), "{date_short_pretty} at {time_secs}", nil, &fallback))
+		case cardpkg.Code:
+			flush()
+			out = append(out, rtText(revealClip(oneLine(t), maxToolChars), code))
+		}
 	}
+	flush()
 	return out
 }
 

@@ -411,7 +411,7 @@ func TestHostileCardIsInert(t *testing.T) {
 		"more characters hidden. Show full arguments opens them whole.",
 		"needs 2 approvals: an earlier call of this tool has an unknown outcome: check whether it took effect; rule <!channel> *r* \\u202e",
 		"Who may decide: <@UMALLORY>, group <!subteam^SOPS>, <!subteam^SOPS>, role <!everyone>",
-		"Waiting for approvers: 2 of 2 approvals: <!here>, <@UALICE>",
+		"Waiting for a decision: 2 of 2 approvals: <!here>, <@UALICE>",
 		"Reason: <!channel> *no* :skull: \\u202e",
 		"failed: HTTP 500 <!everyone> <https://evil|x> \\u001b[2J",
 		"Refused by rule <!here> `r`\\u200b; not run",

@@ -1,0 +1,136 @@
+package card
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ActionKind is what a button does. Each renderer maps it to its own id
+// (a Slack action_id, a Discord custom id); the bot routes on those.
+type ActionKind uint8
+
+// The actions a card or a notice offers.
+const (
+	ActAllow      ActionKind = iota + 1 // allow the call
+	ActAllowGrant                       // "Allow for <GrantFor>": allow, and grant later calls of the tool
+	ActDeny                             // deny the call
+	ActDenyReason                       // "Deny with reason…": opens a form for the reason
+	ActEdit                             // "Edit…": opens a form for the arguments; submitting allows
+	ActShowArgs                         // "Show full arguments": offered only where a renderer cut them
+	ActChecked                          // "I checked — go on" on an unknown run (Ref: its checked reference)
+	ActExtend                           // the card's Extend (Ref: Card.ExtendRef)
+)
+
+// Emphasis is how strongly a button is drawn. A card has one Primary
+// kind (Allow) and one Danger kind (Deny).
+type Emphasis uint8
+
+const (
+	Plain Emphasis = iota
+	Primary
+	Danger
+)
+
+// Rows of a call's actions: the decisions first, then what helps to
+// decide (Edit…, Show full arguments), then the check of an unknown run.
+// Renderers may put rows together where their limits allow.
+const (
+	RowDecide = 0
+	RowMore   = 1
+	RowCheck  = 2
+)
+
+// Action is one button: what it does, the opaque reference it carries
+// (never the tool or the arguments), its label (NumberedLabel names the
+// call, for cards of several calls), a label for screen readers, its
+// emphasis and its row.
+type Action struct {
+	Kind          ActionKind
+	Ref           string
+	Label         string
+	NumberedLabel string
+	A11yLabel     string
+	Emphasis      Emphasis
+	Row           int
+}
+
+// Actions are the buttons a call offers: while it waits for a person,
+// Allow, "Allow for <GrantFor>" (when the card offers grants and the call
+// may be granted), Deny, "Deny with reason…", Edit… (when an approver may
+// edit it) and Show full arguments (renderers keep it only when they cut
+// the arguments); while its run's unknown outcome is not checked, "I
+// checked — go on". tool writes the tool's name into the accessibility
+// labels (the renderer's escaping); nil leaves it as it is.
+func (c Card) Actions(call Call, tool func(string) string) []Action {
+	name := call.Tool
+	if tool != nil {
+		name = tool(call.Tool)
+	}
+	n := call.Number
+	num := "[" + strconv.Itoa(n) + "]"
+	var out []Action
+	if call.Flagged && call.Open() {
+		out = append(out, Action{Kind: ActAllow, Ref: call.Ref, Label: "Allow", NumberedLabel: "Allow " + num,
+			A11yLabel: fmt.Sprintf("Allow call %d, %s", n, name), Emphasis: Primary})
+		if c.GrantFor > 0 && call.Grantable {
+			out = append(out, Action{Kind: ActAllowGrant, Ref: call.Ref, Label: c.GrantLabel(), NumberedLabel: "Allow " + num + " for " + Duration(c.GrantFor),
+				A11yLabel: fmt.Sprintf("Allow call %d and calls of %s in this thread for %s", n, name, Duration(c.GrantFor))})
+		}
+		out = append(out,
+			Action{Kind: ActDeny, Ref: call.Ref, Label: "Deny", NumberedLabel: "Deny " + num,
+				A11yLabel: fmt.Sprintf("Deny call %d, %s", n, name), Emphasis: Danger},
+			Action{Kind: ActDenyReason, Ref: call.Ref, Label: "Deny with reason…", NumberedLabel: "Deny " + num + " with reason…",
+				A11yLabel: fmt.Sprintf("Deny call %d with a reason", n)})
+		if call.Editable {
+			out = append(out, Action{Kind: ActEdit, Ref: call.Ref, Label: "Edit…", NumberedLabel: "Edit " + num + "…",
+				A11yLabel: fmt.Sprintf("Edit the arguments of call %d, then allow it", n), Row: RowMore})
+		}
+		out = append(out, Action{Kind: ActShowArgs, Ref: call.Ref, Label: "Show full arguments", NumberedLabel: "Show full arguments " + num,
+			A11yLabel: fmt.Sprintf("Show the full arguments of call %d", n), Row: RowMore})
+	}
+	if k := call.Check; k != nil && !k.Done() && k.Ref != "" {
+		out = append(out, CheckAction(k.Ref, n))
+	}
+	return out
+}
+
+// Offers reports whether acts hold an action of kind k.
+func Offers(acts []Action, k ActionKind) bool {
+	for _, a := range acts {
+		if a.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckAction is "I checked — go on" for the unknown run of call n.
+func CheckAction(ref string, n int) Action {
+	return Action{Kind: ActChecked, Ref: ref, Label: CheckedLabel, NumberedLabel: "[" + strconv.Itoa(n) + "] " + CheckedLabel,
+		A11yLabel: fmt.Sprintf("I checked the outcome of call %d: go on", n), Row: RowCheck}
+}
+
+// ExtendAction is the card's Extend, offered once while a call waits
+// for a person and nobody extended the card yet.
+func (c Card) ExtendAction() (Action, bool) {
+	if c.ExtendRef == "" || c.Extended != nil || !c.waitsForPerson() {
+		return Action{}, false
+	}
+	label := "Extend"
+	if c.ExtendBy > 0 {
+		label += " " + Duration(c.ExtendBy)
+	}
+	return Action{Kind: ActExtend, Ref: c.ExtendRef, Label: label, NumberedLabel: label,
+		A11yLabel: "Push this card's deadline back, once: " + strings.ToLower(label)}, true
+}
+
+// waitsForPerson reports whether a call of the card waits for a person.
+func (c Card) waitsForPerson() bool {
+	for _, cc := range c.Calls {
+		if cc.Flagged && cc.Open() {
+			return true
+		}
+	}
+	return false
+}
