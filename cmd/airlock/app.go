@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,116 +31,6 @@ import (
 	"github.com/airlockhq/airlock/telemetry"
 	"github.com/airlockhq/airlock/tools"
 )
-
-const usage = `airlock: an approval gate between an LLM agent and its tools.
-
-Usage:
-  airlock run          -config FILE   run the configured platforms and the HTTP endpoints
-  airlock chat         -config FILE   talk to the agent in this terminal (shell adapter)
-  airlock check-config -config FILE   validate the config; exits non-zero naming the bad key
-  airlock migrate      -config FILE   apply the database migrations
-  airlock discord-invite -config FILE print the Discord install URL with the permissions the bot needs
-  airlock audit        -config FILE [-conversation ID] [-since DURATION] [-json]
-                                      who asked, the exact arguments, who decided, when, and the outcome of every call
-  airlock events       -config FILE [-dead]    webhook deliveries not yet accepted, or the dead ones
-  airlock events retry ID -config FILE         send a dead delivery again
-  airlock tools        -config FILE          every tool the model is offered, its source, and whether and why it needs approval
-  airlock grants       -config FILE [-active]   list grants ("Allow for" approvals of a tool in a thread)
-  airlock grants revoke -config FILE ID        revoke a grant
-  airlock soak         [-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]
-                                      repeat a storm of concurrent clicks on one button; every storm must run the tool once
-  airlock bench        [-cards N] [-clickers N] [-driver sqlite|postgres -dsn DSN] [-json] [-cpuprofile F] [-memprofile F]
-                                      measure click acks, decisions/s and memory per card against fakes, with baselines
-  airlock health       [-url URL]     GET URL (default http://127.0.0.1:8080/readyz); exit 0 on 2xx, else 1 with the reason
-`
-
-// run is the whole program; main only wires the process to it.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd := args[0]
-	switch cmd {
-	case "audit":
-		return audit(ctx, args[1:], stdout, stderr)
-	case "soak":
-		return soak(ctx, args[1:], stdout, stderr)
-	case "bench":
-		return bench(ctx, args[1:], stdout, stderr)
-	case benchServerCmd:
-		return benchServer(ctx, args[1:], stdin, stdout, stderr)
-	case "grants":
-		return grants(ctx, args[1:], stdout, stderr)
-	case "tools":
-		return listTools(ctx, args[1:], stdout, stderr)
-	case "events":
-		return eventsCmd(ctx, args[1:], stdout, stderr)
-	case "health":
-		return health(ctx, args[1:], stdout, stderr)
-	}
-	fs := flag.NewFlagSet("airlock "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if cmd == "chat" {
-		// The terminal belongs to the conversation; only warnings go to stderr.
-		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	switch cmd {
-	case "run", "chat", "check-config", "migrate", "discord-invite":
-	default:
-		fmt.Fprintf(stderr, "airlock: unknown command %q\n\n%s", cmd, usage)
-		return 2
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
-	if cmd != "chat" {
-		logger = newLogger(stderr, cfg.Log)
-	}
-	// No log line carries a secret: the config's ${ENV} values, and their
-	// encodings, are scrubbed from every record (MCP servers' stderr too).
-	secrets := redact.New(cfg.Secrets())
-	logger = slog.New(redact.NewHandler(logger.Handler(), secrets))
-	var runErr error
-	switch cmd {
-	case "check-config":
-		fmt.Fprintf(stdout, "%s: ok\n", *cfgPath)
-		return 0
-	case "migrate":
-		runErr = migrate(ctx, cfg, stdout)
-	case "discord-invite":
-		if cfg.Discord == nil {
-			fmt.Fprintln(stderr, "airlock: discord: the config has no discord section")
-			return 1
-		}
-		u, err := discord.Invite(ctx, discord.Config{Token: cfg.Discord.Token, APIURL: cfg.Discord.APIURL}, cfg.Discord.ModerationTools)
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock: discord.token: %v\n", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, u)
-		return 0
-	case "chat":
-		runErr = chat(ctx, cfg, logger, stdin, stdout)
-	case "run":
-		runErr = serve(ctx, cfg, logger)
-	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		fmt.Fprintf(stderr, "airlock: %s\n", secrets.String(runErr.Error()))
-		return 1
-	}
-	return 0
-}
 
 func migrate(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN)

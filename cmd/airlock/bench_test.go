@@ -4,18 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/bench"
 )
 
 // benchSmoke runs airlock bench with tiny numbers and checks that the
 // report has every figure and that every decision ran exactly once.
-func benchSmoke(t *testing.T, args ...string) BenchReport {
+func benchSmoke(t *testing.T, args ...string) bench.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -27,7 +27,7 @@ func benchSmoke(t *testing.T, args ...string) BenchReport {
 	if code != 0 {
 		t.Fatalf("airlock bench: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
 	}
-	var rep BenchReport
+	var rep bench.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, out.String())
 	}
@@ -146,109 +146,6 @@ func TestBenchFlags(t *testing.T) {
 		}
 		if strings.Contains(strings.Join(args, " "), used) && !strings.Contains(errOut.String(), "not empty") {
 			t.Errorf("%v: stderr %q does not say the file is not empty", args, errOut.String())
-		}
-	}
-}
-
-// The bench's Airlock process answers its requests over stdin and stdout,
-// says so when a request is unknown, stops when stdin is closed, and
-// fails when stdin holds something other than requests.
-func TestBenchServerControl(t *testing.T) {
-	t.Setenv(benchServerEnv, "1") // as airlock bench starts it
-	// The flags are checked once it is started so.
-	for _, args := range [][]string{{"bench-server"}, {"bench-server", "-dsn", "x.db"}, {"bench-server", "-slack", "http://127.0.0.1:1"}} {
-		var out, errOut bytes.Buffer
-		if code := run(context.Background(), args, strings.NewReader(""), &out, &errOut); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut.String())
-		}
-	}
-	fake := newBenchSlack(1)
-	srv, fakeURL, err := benchServe(fake)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	start := func() (*io.PipeWriter, *json.Decoder, <-chan int, *bytes.Buffer) {
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		var errOut bytes.Buffer
-		code := make(chan int, 1)
-		go func() {
-			code <- run(context.Background(), []string{"bench-server", "-dsn", filepath.Join(t.TempDir(), "a.db"), "-slack", fakeURL}, inR, outW, &errOut)
-			outW.Close()
-		}()
-		dec := json.NewDecoder(outR)
-		var hello benchHello
-		if err := dec.Decode(&hello); err != nil || !strings.HasPrefix(hello.Events, "http://127.0.0.1:") || !strings.HasPrefix(hello.Bare, "http://127.0.0.1:") {
-			t.Fatalf("hello %+v, %v", hello, err)
-		}
-		return inW, dec, code, &errOut
-	}
-	exit := func(code <-chan int) int {
-		select {
-		case c := <-code:
-			return c
-		case <-time.After(30 * time.Second):
-			t.Fatal("bench-server did not stop")
-			return -1
-		}
-	}
-
-	in, dec, code, _ := start()
-	ask := func(req string) benchReply {
-		t.Helper()
-		if _, err := io.WriteString(in, req+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		var r benchReply
-		if err := dec.Decode(&r); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	if r := ask(`{"op":"memory","Wait":true}`); r.Error != "" || r.Sample == nil || r.Sample.PID != os.Getpid() || r.Sample.RSS <= 0 {
-		t.Errorf("sample: %+v %+v", r, r.Sample)
-	}
-	// The CPU sample forces no GC: it leaves the memory figures out.
-	if r := ask(`{"op":"cpu"}`); r.Error != "" || r.Sample == nil || r.Sample.PID != os.Getpid() || r.Sample.RSS != 0 || r.Sample.Peak <= 0 {
-		t.Errorf("cpu: %+v %+v", r, r.Sample)
-	}
-	if r := ask(`{"op":"format-disk"}`); !strings.Contains(r.Error, `unknown op "format-disk"`) {
-		t.Errorf("unknown op answered %+v", r)
-	}
-	if r := ask(`{"op":"result"}`); r.Error != "" || r.Result == nil || r.Result.ToolRuns != 0 || r.Result.Open != 0 {
-		t.Errorf("result: %+v %+v", r, r.Result)
-	}
-	in.Close()
-	if c := exit(code); c != 0 {
-		t.Errorf("closing stdin: exit %d, want 0", c)
-	}
-
-	in, _, code, errOut := start()
-	_, _ = io.WriteString(in, "sample please\n")
-	if c := exit(code); c != 1 || !strings.Contains(errOut.String(), "bad request") {
-		t.Errorf("a line that is no request: exit %d, want 1; stderr %q", c, errOut.String())
-	}
-	in.Close()
-}
-
-// The handler's ack p99 is read from the histogram's growth between two
-// scrapes: the bucket holding it, or past the last bound.
-func TestBenchBucketQuantile(t *testing.T) {
-	inf := math.Inf(1)
-	before := map[float64]float64{0.001: 90, 0.01: 95, 1: 100, inf: 100}
-	for _, c := range []struct {
-		after map[float64]float64
-		q     float64
-		want  float64
-	}{
-		{map[float64]float64{0.001: 188, 0.01: 195, 1: 200, inf: 200}, 0.99, 0.01}, // 98 of 100 in the first bucket
-		{map[float64]float64{0.001: 189, 0.01: 195, 1: 200, inf: 200}, 0.99, 0.001},
-		{map[float64]float64{0.001: 100, 0.01: 105, 1: 109, inf: 200}, 0.5, inf},
-		{map[float64]float64{0.001: 90, 0.01: 95, 1: 150, inf: 150}, 0.99, 1},
-	} {
-		if got := benchBucketQuantile(before, c.after, c.q); got != c.want {
-			t.Errorf("q %v of %v: %v, want %v", c.q, c.after, got, c.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +23,10 @@ import (
 	"github.com/airlockhq/airlock/tools"
 )
 
-// soak repeats the double-click storm: one gated call, many concurrent
-// Allow clicks on its button, and counts how often the tool ran. Every
-// storm must run it exactly once.
-func soak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Soak is airlock soak. It repeats the double-click storm: one gated
+// call, many concurrent Allow clicks on its button, and counts how often
+// the tool ran. Every storm must run it exactly once.
+func Soak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("airlock soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	storms := fs.Int("storms", 1000, "how many storms")
@@ -39,53 +40,49 @@ func soak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "airlock soak: -storms and -clicks must be positive")
 		return 2
 	}
-	if *dsn == "" {
-		if *driver != "sqlite" {
-			fmt.Fprintln(stderr, "airlock soak: -dsn is required for postgres")
-			return 2
-		}
-		dir, err := os.MkdirTemp("", "airlock-soak")
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock soak: %v\n", err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		*dsn = filepath.Join(dir, "soak.db")
+	if *dsn == "" && *driver != "sqlite" {
+		fmt.Fprintln(stderr, "airlock soak: -dsn is required for postgres")
+		return 2
 	}
-	runs, elapsed, err := runSoak(ctx, *driver, *dsn, *storms, *clicks)
-	if err != nil {
+	s := soak{driver: *driver, dsn: *dsn, storms: *storms, clicks: *clicks}
+	if err := s.run(ctx); err != nil {
 		fmt.Fprintf(stderr, "airlock soak: %v\n", err)
 		return 1
 	}
-	hist := map[int64]int{}
-	for _, n := range runs {
-		hist[n]++
-	}
-	var keys []int64
-	for k := range hist {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	fmt.Fprintf(stdout, "storms: %d, concurrent clicks per storm: %d, driver: %s, %s (%.1f storms/s)\n",
-		len(runs), *clicks, *driver, elapsed.Round(time.Millisecond), float64(len(runs))/elapsed.Seconds())
-	fmt.Fprintln(stdout, "tool runs per storm:")
-	for _, k := range keys {
-		fmt.Fprintf(stdout, "  %d run(s): %d storms\n", k, hist[k])
-	}
-	if len(hist) != 1 || hist[1] != len(runs) {
-		fmt.Fprintln(stdout, "FAIL: some storm did not run the tool exactly once")
-		return 1
-	}
-	fmt.Fprintln(stdout, "ok: every storm ran the tool exactly once")
-	return 0
+	return s.report(stdout)
 }
 
-func runSoak(ctx context.Context, driver, dsn string, storms, clicks int) ([]int64, time.Duration, error) {
-	db, err := storage.Open(ctx, driver, dsn)
+// soak is one airlock soak: its options, and the tool's runs per storm.
+type soak struct {
+	driver, dsn    string
+	storms, clicks int
+	runs           []int64
+	elapsed        time.Duration
+}
+
+// run runs the storms on the database, by default a new SQLite file in
+// a temporary folder.
+func (s *soak) run(ctx context.Context) error {
+	dsn := s.dsn
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "airlock-soak")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		dsn = filepath.Join(dir, "soak.db")
+	}
+	db, err := storage.Open(ctx, s.driver, dsn)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	defer db.Close()
+	return s.runStorms(ctx, db)
+}
+
+// runStorms starts the bot on db and runs every storm: a turn that posts a
+// card, then -clicks concurrent Allow clicks on it.
+func (s *soak) runStorms(ctx context.Context, db *storage.DB) error {
 	tool := &soakTool{}
 	b, err := bot.New(bot.Config{
 		Store:    db,
@@ -97,39 +94,66 @@ func runSoak(ctx context.Context, driver, dsn string, storms, clicks int) ([]int
 		WorkerID: fmt.Sprintf("soak/%d", os.Getpid()),
 	})
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	plat := &soakPlatform{}
 	b.Register("soak", plat)
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
-	results := make([]int64, 0, storms)
+	s.runs = make([]int64, 0, s.storms)
 	start := time.Now()
-	for i := 0; i < storms; i++ {
+	for i := 0; i < s.storms; i++ {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return err
 		}
 		before := tool.runs.Load()
 		thread := fmt.Sprintf("%s-%d", run, i)
 		if err := b.HandleTurn(ctx, bot.Turn{Platform: "soak", Channel: "C", Thread: thread, User: "requester", Text: "go"}); err != nil {
-			return nil, 0, fmt.Errorf("storm %d: turn: %w", i, err)
+			return fmt.Errorf("storm %d: turn: %w", i, err)
 		}
-		ref := plat.lastRef()
-		batchID, _, _ := confirm.ParseRef(ref)
-		var wg sync.WaitGroup
-		gate := make(chan struct{})
-		for c := 0; c < clicks; c++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-gate
-				_ = b.Decide(ctx, bot.Click{Platform: "soak", Channel: "C", User: "approver", Ref: ref, Message: batchID, Allow: true})
-			}()
-		}
-		close(gate)
-		wg.Wait()
-		results = append(results, tool.runs.Load()-before)
+		clickAll(ctx, b, plat.lastRef(), s.clicks)
+		s.runs = append(s.runs, tool.runs.Load()-before)
 	}
-	return results, time.Since(start), nil
+	s.elapsed = time.Since(start)
+	return nil
+}
+
+// clickAll sends clicks concurrent Allow clicks on the call ref, all
+// released at once, and waits for them.
+func clickAll(ctx context.Context, b *bot.Bot, ref string, clicks int) {
+	batchID, _, _ := confirm.ParseRef(ref)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for c := 0; c < clicks; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			_ = b.Decide(ctx, bot.Click{Platform: "soak", Channel: "C", User: "approver", Ref: ref, Message: batchID, Allow: true})
+		}()
+	}
+	close(gate)
+	wg.Wait()
+}
+
+// report prints the tool's runs per storm and returns the exit code: 0
+// when every storm ran it exactly once.
+func (s *soak) report(stdout io.Writer) int {
+	hist := map[int64]int{}
+	for _, n := range s.runs {
+		hist[n]++
+	}
+	fmt.Fprintf(stdout, "storms: %d, concurrent clicks per storm: %d, driver: %s, %s (%.1f storms/s)\n",
+		len(s.runs), s.clicks, s.driver, s.elapsed.Round(time.Millisecond), float64(len(s.runs))/s.elapsed.Seconds())
+	fmt.Fprintln(stdout, "tool runs per storm:")
+	for _, k := range slices.Sorted(maps.Keys(hist)) {
+		fmt.Fprintf(stdout, "  %d run(s): %d storms\n", k, hist[k])
+	}
+	if len(hist) != 1 || hist[1] != len(s.runs) {
+		fmt.Fprintln(stdout, "FAIL: some storm did not run the tool exactly once")
+		return 1
+	}
+	fmt.Fprintln(stdout, "ok: every storm ran the tool exactly once")
+	return 0
 }
 
 // soakModel asks for the gated tool on a user message and answers in text

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/airlockhq/airlock/adapters/discord"
+	"github.com/airlockhq/airlock/config"
+	"github.com/airlockhq/airlock/internal/bench"
+	"github.com/airlockhq/airlock/redact"
+	"github.com/airlockhq/airlock/storage"
+)
+
+// configured is what a command of the config file runs with.
+type configured struct {
+	path   string // the config file
+	cfg    *config.Config
+	logger *slog.Logger // scrubs the config's secrets
+	stdin  io.Reader
+	stdout io.Writer
+}
+
+// withConfig makes a command of the config file (-config): it loads the
+// config, builds the logger from its log section (chat's logs only
+// warnings: the terminal belongs to the conversation), and runs do. An
+// error do returns is printed with the config's secrets scrubbed, and
+// exits 1; being stopped (context.Canceled) exits 0.
+func withConfig(name string, do func(context.Context, configured) error) runFunc {
+	return func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+		fs := flag.NewFlagSet("airlock "+name, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		path := fs.String("config", "airlock.yaml", "path to the config file")
+		if err := fs.Parse(args); err != nil {
+			return 2
+		}
+		cfg, err := config.Load(*path)
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock: %v\n", err)
+			return 1
+		}
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if name != "chat" {
+			logger = newLogger(stderr, cfg.Log)
+		}
+		// No log line carries a secret: the config's ${ENV} values, and their
+		// encodings, are scrubbed from every record (MCP servers' stderr too).
+		secrets := redact.New(cfg.Secrets())
+		logger = slog.New(redact.NewHandler(logger.Handler(), secrets))
+		err = do(ctx, configured{path: *path, cfg: cfg, logger: logger, stdin: stdin, stdout: stdout})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stderr, "airlock: %s\n", secrets.String(err.Error()))
+			return 1
+		}
+		return 0
+	}
+}
+
+func serveCmd(ctx context.Context, c configured) error { return serve(ctx, c.cfg, c.logger) }
+
+func chatCmd(ctx context.Context, c configured) error {
+	return chat(ctx, c.cfg, c.logger, c.stdin, c.stdout)
+}
+
+func checkConfig(_ context.Context, c configured) error {
+	fmt.Fprintf(c.stdout, "%s: ok\n", c.path)
+	return nil
+}
+
+func migrateCmd(ctx context.Context, c configured) error { return migrate(ctx, c.cfg, c.stdout) }
+
+func discordInvite(ctx context.Context, c configured) error {
+	d := c.cfg.Discord
+	if d == nil {
+		return errors.New("discord: the config has no discord section")
+	}
+	u, err := discord.Invite(ctx, discord.Config{Token: d.Token, APIURL: d.APIURL}, d.ModerationTools)
+	if err != nil {
+		return fmt.Errorf("discord.token: %w", err)
+	}
+	fmt.Fprintln(c.stdout, u)
+	return nil
+}
+
+// benchHTTP serves the bench's Airlock as airlock run serves.
+var benchHTTP = bench.HTTP{
+	Server: func(h http.Handler) *http.Server { return newHTTPServer(h, defaultHTTPLimits) },
+	Handler: func(db *storage.DB, routes map[string]http.Handler) http.Handler {
+		return httpHandler(db, routes)
+	},
+}
+
+func benchCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	return bench.Bench(ctx, args, stdout, stderr, benchHTTP)
+}
+
+func benchServer(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return bench.Server(ctx, args, stdin, stdout, stderr, benchHTTP)
+}
