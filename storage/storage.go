@@ -160,10 +160,8 @@ const sqliteReaders = 4
 // sqliteReaderDSN is the writer's DSN for a read-only connection: its
 // transactions are deferred (they take no write lock), query_only makes a
 // write through it an error rather than a second writer, and its page
-// cache is 512 KiB unless the DSN says: a reader's cache is emptied
-// whenever another connection has written since its last read, which
-// under load is before nearly every read, so a larger one only holds
-// memory.
+// cache is 512 KiB unless the DSN says (a reader's cache is emptied
+// whenever another connection has written since its last read).
 func sqliteReaderDSN(dsn string) string {
 	return sqlitePoolDSN(dsn, "-512", map[string]string{"_txlock": "deferred", "_query_only": "1"})
 }
