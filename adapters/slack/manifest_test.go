@@ -83,10 +83,10 @@ func TestAppManifest(t *testing.T) {
 // clientMethods maps each slack-go call the adapter makes with its bot
 // client (a.api) to the Web API method it sends. A call missing here
 // fails TestManifestScopesFollowTheCode: add it with its method.
-// chat.postMessage and chat.update are sent as JSON by callJSON, not
-// through a.api: TestMain checks their scopes.
 var clientMethods = map[string]string{
 	"AuthTestContext":            "auth.test",
+	"PostMessageContext":         "chat.postMessage",
+	"UpdateMessageContext":       "chat.update",
 	"PostEphemeralContext":       "chat.postEphemeral",
 	"OpenViewContext":            "views.open",
 	"GetUserGroupMembersContext": "usergroups.users.list",

@@ -421,25 +421,34 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c c
 // reminder; text only without blocks) in the thread, without unfurls, and
 // returns its reference "<channel>/<ts>".
 func (a *Adapter) postBlocks(ctx context.Context, th bot.Thread, what string, blocks []slack.Block, text string) (string, error) {
-	var ans posted
-	if err := a.callJSON(ctx, "chat.postMessage", chatPost{Channel: th.Channel, Text: text, Blocks: blocks, ThreadTS: th.Thread}, &ans); err != nil {
+	opts := []slack.MsgOption{
+		slack.MsgOptionText(text, false),
+		slack.MsgOptionDisableLinkUnfurl(),
+		slack.MsgOptionDisableMediaUnfurl(),
+	}
+	if len(blocks) > 0 {
+		opts = append(opts, slack.MsgOptionBlocks(blocks...))
+	}
+	if th.Thread != "" {
+		opts = append(opts, slack.MsgOptionTS(th.Thread))
+	}
+	ch, ts, err := a.api.PostMessageContext(ctx, th.Channel, opts...)
+	if err != nil {
 		return "", fmt.Errorf("slack: chat.postMessage (%s): %w", what, err)
 	}
-	ch := ans.Channel
 	if ch == "" {
 		ch = th.Channel
 	}
-	return CardRef(ch, ans.TS), nil
+	return CardRef(ch, ts), nil
 }
 
-// updateBlocks replaces a message postBlocks posted (chat.update, as
-// JSON: see callJSON).
+// updateBlocks replaces a message postBlocks posted (chat.update).
 func (a *Adapter) updateBlocks(ctx context.Context, ref, what string, blocks []slack.Block, text string) error {
 	ch, ts, err := ParseCardRef(ref)
 	if err != nil {
 		return err
 	}
-	if err := a.callJSON(ctx, "chat.update", chatUpdate{Channel: ch, TS: ts, Text: text, Blocks: blocks}, &slack.SlackResponse{}); err != nil {
+	if _, _, _, err := a.api.UpdateMessageContext(ctx, ch, ts, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false)); err != nil {
 		return fmt.Errorf("slack: chat.update (%s): %w", what, err)
 	}
 	return nil
