@@ -57,3 +57,31 @@ func testClockReplicas(t *testing.T, driver, dsn string) {
 		t.Fatalf("AcquireLease r1 while r0 holds a live lease = %v, %v; want false", ok, err)
 	}
 }
+
+// testClockSync: with the local clock an hour fast, Clock gives the
+// database's time after SyncClock (on PostgreSQL the server's clock, which
+// here is the real one; on SQLite the local clock itself).
+func testClockSync(t *testing.T, db *DB) {
+	ctx := t.Context()
+	if d := db.Clock()().Sub(time.Now()); d < -time.Second || d > time.Second {
+		t.Fatalf("Clock before any sync or skew is off the local clock by %v", d)
+	}
+	const skew = time.Hour
+	db.setLocalClock(func() time.Time { return time.Now().Add(skew) })
+	if err := db.SyncClock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := db.Clock()()
+	want := time.Now() // the server's clock: the real one
+	if db.Driver() == DriverSQLite {
+		want = want.Add(skew) // the database is on this machine: its clock is the local one
+	}
+	if d := got.Sub(want); d < -2*time.Second || d > 2*time.Second {
+		t.Fatalf("Clock after SyncClock = %v, want %v (±2s; off by %v)", got, want, d)
+	}
+	// The database's clock is what storage stamps rows with.
+	conv := newConversation(t, db)
+	if d := conv.CreatedAt.Sub(want); d < -2*time.Second || d > 2*time.Second {
+		t.Errorf("conversation CreatedAt = %v, want about %v", conv.CreatedAt, want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,5 +236,41 @@ func testMigrateOpenBatches(t *testing.T, driver, dsn string) {
 	}
 	if b, err := db.PendingBatch(ctx, conv.ID); err != nil || b.ID == "done" {
 		t.Fatalf("pending batch = %+v, %v", b, err)
+	}
+}
+
+func testMigrateIdempotent(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Go(func() { errs[i] = db.Migrate(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Migrate: %v", err)
+		}
+	}
+	ms, err := db.migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.x.GetContext(ctx, &n, `SELECT COUNT(*) FROM schema_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ms) || n == 0 {
+		t.Fatalf("schema_migrations has %d rows, want %d", n, len(ms))
+	}
+	if got := loadBatch(t, db, b.ID); len(got.Calls) != 1 {
+		t.Fatal("data lost across Migrate")
+	}
+	if err := db.Ping(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,401 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+func testDecideWinsOnce(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
+	res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-alice"})
+	if !res.Won || res.BatchDecided {
+		t.Fatalf("first Decide = %+v, want won, batch not decided", res)
+	}
+	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-bob", Message: "no"})
+	if res.Won || res.BatchDecided {
+		t.Fatalf("second Decide = %+v, want lost", res)
+	}
+	c := callByKey(t, loadBatch(t, db, b.ID), "k0")
+	if c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-alice" || c.DenyMessage != "" || c.DecidedAt == nil {
+		t.Fatalf("call after losing decision = %+v", c)
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: "nope", Key: "k0", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("Decide(missing batch) error = %v, want ErrNotFound", err)
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("Decide(missing call) error = %v, want ErrNotFound", err)
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionPending, Now: time.Now()}); err == nil {
+		t.Error("Decide with status pending succeeded")
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	if n := strings.Count(strings.Join(kinds, " "), "decision:k0"); n != 1 {
+		t.Errorf("audit has %d decision events for k0, want 1: %v", n, kinds)
+	}
+	// A denial with a message.
+	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionDenied, By: "U-bob", Message: "not now"})
+	if !res.Won || !res.BatchDecided {
+		t.Fatalf("deciding k1 = %+v", res)
+	}
+	c = callByKey(t, loadBatch(t, db, b.ID), "k1")
+	if c.Decision != confirm.DecisionDenied || c.DenyMessage != "not now" || c.DecidedBy != "U-bob" {
+		t.Fatalf("denied call = %+v", c)
+	}
+	// Decided batch: any further decision loses, missing call still not found.
+	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U-carol"}); res.Won {
+		t.Fatal("decision on a decided batch won")
+	}
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("Decide(missing call of decided batch) error = %v, want ErrNotFound", err)
+	}
+}
+
+func testDecideAfterExpiry(t *testing.T, db *DB) {
+	expires := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	b := newBatch(t, db, expires, confirm.DecisionPending, confirm.DecisionPending)
+	for _, now := range []time.Time{expires, expires.Add(time.Millisecond), expires.Add(time.Hour)} {
+		if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Now: now}); res.Won {
+			t.Fatalf("Decide at %v (expiry %v) won", now, expires)
+		}
+	}
+	got := loadBatch(t, db, b.ID)
+	if c := callByKey(t, got, "k0"); c.Decision != confirm.DecisionPending || c.DecidedBy != "" {
+		t.Fatalf("expired call changed: %+v", c)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U", Now: expires.Add(-time.Millisecond)}); !res.Won {
+		t.Fatal("Decide just before expiry lost")
+	}
+	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchPending {
+		t.Fatalf("batch with an expired pending call is %s", got.Status)
+	}
+}
+
+func testLastDecisionFlipsBatch(t *testing.T, db *DB) {
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending)
+	for i, key := range []string{"k3", "k0", "k2"} {
+		res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: key, Status: confirm.DecisionAllowed, By: "U"})
+		last := i == 2
+		if !res.Won || res.BatchDecided != last {
+			t.Fatalf("Decide(%s) = %+v, want won, BatchDecided=%v", key, res, last)
+		}
+		want := confirm.BatchPending
+		if last {
+			want = confirm.BatchDecided
+		}
+		if got := loadBatch(t, db, b.ID).Status; got != want {
+			t.Fatalf("after deciding %s batch is %s, want %s", key, got, want)
+		}
+	}
+}
+
+func testResolvePendingExpiry(t *testing.T, db *DB) {
+	ctx := t.Context()
+	expires := time.Now().Add(time.Minute)
+	b := newBatch(t, db, expires, confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U-alice"})
+
+	if ids, err := db.ExpiredBatches(ctx, expires.Add(-time.Second)); err != nil || len(ids) != 0 {
+		t.Fatalf("ExpiredBatches before expiry = %v, %v", ids, err)
+	}
+	after := expires.Add(time.Second)
+	ids, err := db.ExpiredBatches(ctx, after)
+	if err != nil || len(ids) != 1 || ids[0] != b.ID {
+		t.Fatalf("ExpiredBatches after expiry = %v, %v; want [%s]", ids, err, b.ID)
+	}
+	n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, after)
+	if err != nil || n != 1 {
+		t.Fatalf("ResolvePending = %d, %v; want 1", n, err)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchDecided {
+		t.Errorf("batch is %s, want decided", got.Status)
+	}
+	if c := callByKey(t, got, "k1"); c.Decision != confirm.DecisionExpired || c.DenyMessage != confirm.ExpiredMessage || c.DecidedBy != "airlock" {
+		t.Errorf("expired call = %+v", c)
+	}
+	if c := callByKey(t, got, "k2"); c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-alice" {
+		t.Errorf("allowed call changed by expiry: %+v", c)
+	}
+	if c := callByKey(t, got, "k0"); c.Decision != confirm.DecisionAllowedByPolicy {
+		t.Errorf("policy call changed by expiry: %+v", c)
+	}
+	if n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, after); err != nil || n != 0 {
+		t.Errorf("second ResolvePending = %d, %v; want 0", n, err)
+	}
+	if ids, err := db.ExpiredBatches(ctx, after.Add(time.Hour)); err != nil || len(ids) != 0 {
+		t.Errorf("ExpiredBatches after resolving = %v, %v", ids, err)
+	}
+	if n, err := db.ResolvePending(ctx, "missing", confirm.DecisionExpired, "airlock", "", false, after); err != nil || n != 0 {
+		t.Errorf("ResolvePending(missing) = %d, %v; want 0, nil", n, err)
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	if last := kinds[len(kinds)-1]; last != "decision:k1" {
+		t.Errorf("last audit event %q, want decision:k1 (all: %v)", last, kinds)
+	}
+}
+
+func testResolvePendingAbandon(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending, confirm.DecisionInvalid)
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U-alice"})
+	now := time.Now()
+	n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionDenied, "U-author", confirm.MovedOnMessage, true, now)
+	if err != nil || n != 3 {
+		t.Fatalf("ResolvePending(abandon) = %d, %v; want 3", n, err)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchDecided {
+		t.Errorf("batch is %s, want decided", got.Status)
+	}
+	for _, key := range []string{"k0", "k1", "k2"} {
+		c := callByKey(t, got, key)
+		if c.Decision != confirm.DecisionDenied || c.DenyMessage != confirm.MovedOnMessage || c.DecidedBy != "U-author" || c.Run != confirm.RunNotStarted {
+			t.Errorf("abandoned call %s = %+v", key, c)
+		}
+	}
+	if c := callByKey(t, got, "k3"); c.Decision != confirm.DecisionInvalid {
+		t.Errorf("invalid call changed: %+v", c)
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	tail := strings.Join(kinds[len(kinds)-3:], " ")
+	if tail != "decision:k0 decision:k1 decision:k2" {
+		t.Errorf("audit tail %q, want a decision per changed call in position order", tail)
+	}
+	// Nothing of an abandoned batch may start.
+	if ok, err := db.ClaimBatch(ctx, b.ID, "w"); err != nil || !ok {
+		t.Fatalf("ClaimBatch = %v, %v", ok, err)
+	}
+	for _, key := range []string{"k0", "k1", "k2", "k3"} {
+		if ok, err := db.StartRun(ctx, b.ID, key); err != nil || ok {
+			t.Errorf("StartRun(%s) of abandoned batch = %v, %v", key, ok, err)
+		}
+	}
+}
+
+// The races below start every goroutine at once on a barrier.
+
+func testRaceDecideSameCall(t *testing.T, db *DB) {
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
+	const n = 50
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]confirm.DecideResult, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
+				BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i), Now: time.Now(),
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	won, winner := 0, ""
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Decide %d: %v", i, errs[i])
+		}
+		if results[i].Won {
+			won++
+			winner = fmt.Sprintf("U%d", i)
+		}
+		if results[i].BatchDecided {
+			t.Errorf("Decide %d decided the batch with k1 pending", i)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d concurrent decisions won, want exactly 1", won, n)
+	}
+	if c := callByKey(t, loadBatch(t, db, b.ID), "k0"); c.DecidedBy != winner {
+		t.Errorf("decided_by = %q, want the winner %q", c.DecidedBy, winner)
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	if got := strings.Count(strings.Join(kinds, " "), "decision:k0"); got != 1 {
+		t.Errorf("%d decision events, want 1", got)
+	}
+}
+
+func testRaceDecideAllCalls(t *testing.T, db *DB) {
+	const n = 12
+	decisions := make([]confirm.DecisionStatus, n)
+	for i := range decisions {
+		decisions[i] = confirm.DecisionPending
+	}
+	for round := range 3 {
+		b := newBatch(t, db, later(), decisions...)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		results := make([]confirm.DecideResult, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
+					BatchID: b.ID, Key: fmt.Sprintf("k%d", i), Status: confirm.DecisionAllowed, By: "U", Now: time.Now(),
+				})
+			})
+		}
+		close(start)
+		wg.Wait()
+		decided := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d Decide %d: %v", round, i, errs[i])
+			}
+			if !results[i].Won {
+				t.Errorf("round %d: decision on its own call %d lost", round, i)
+			}
+			if results[i].BatchDecided {
+				decided++
+			}
+		}
+		if decided != 1 {
+			t.Fatalf("round %d: %d results had BatchDecided, want exactly 1", round, decided)
+		}
+		if got := loadBatch(t, db, b.ID).Status; got != confirm.BatchDecided {
+			t.Fatalf("round %d: batch is %s", round, got)
+		}
+	}
+}
+
+func runnable(tools ...string) func(string) bool {
+	return func(tool string) bool { return slices.Contains(tools, tool) }
+}
+
+// A decision with a claim that decides the batch takes it straight to
+// running for the claimer and starts its first run to be; one that does
+// not decide it claims nothing.
+func testDecideClaiming(t *testing.T, db *DB) {
+	ctx := t.Context()
+	claim := &confirm.Claim{Worker: "w1", Runnable: runnable("deploy")}
+	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending, confirm.DecisionPending)
+	// Not the last pending call: decided, nothing claimed.
+	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U", Claim: claim}); !res.Won || res.BatchDecided || res.Claimed || res.Started != "" {
+		t.Fatalf("deny of k0 = %+v, want won and nothing claimed", res)
+	}
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U"})
+	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchPending || got.ClaimedBy != "" {
+		t.Fatalf("batch %s claimed by %q before its last decision", got.Status, got.ClaimedBy)
+	}
+	res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U", Claim: claim})
+	if !res.Won || !res.Decided || !res.BatchDecided || !res.Claimed || res.Started != "k1" {
+		t.Fatalf("last decision = %+v, want the batch claimed and k1 (the first allowed) started", res)
+	}
+	got := loadBatch(t, db, b.ID)
+	if got.Status != confirm.BatchRunning || got.ClaimedBy != "w1" {
+		t.Fatalf("batch %s claimed by %q, want running by w1", got.Status, got.ClaimedBy)
+	}
+	if k1, k2 := callByKey(t, got, "k1"), callByKey(t, got, "k2"); k1.Run != confirm.RunRunning || k2.Run != confirm.RunNotStarted {
+		t.Fatalf("runs k1 %s, k2 %s; want running, not_started", k1.Run, k2.Run)
+	}
+	// The returned batch is as the runner expects it: running, claimed, its
+	// calls as before the run started.
+	if res.Batch == nil || res.Batch.Status != confirm.BatchRunning || res.Batch.ClaimedBy != "w1" || callByKey(t, res.Batch, "k1").Run != confirm.RunNotStarted {
+		t.Fatalf("returned batch %+v", res.Batch)
+	}
+	// Nobody else can take it, nor start its run again.
+	if won, err := db.ClaimBatch(ctx, b.ID, "w2"); err != nil || won {
+		t.Fatalf("ClaimBatch of a batch claimed by its decision = %v, %v", won, err)
+	}
+	if ok, err := db.StartRun(ctx, b.ID, "k1"); err != nil || ok {
+		t.Fatalf("StartRun of the run the claim started = %v, %v", ok, err)
+	}
+	if kinds := strings.Join(auditKinds(t, db, b.ConversationID), " "); strings.Count(kinds, "decision:") != 3 {
+		t.Fatalf("audit %s, want three decisions", kinds)
+	}
+
+	// An allowed call whose tool the runner lacks: claimed, nothing started
+	// (the runner refuses the whole batch).
+	b2 := newBatch(t, db, later(), confirm.DecisionPending)
+	res = decide(t, db, confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Claim: &confirm.Claim{Worker: "w1", Runnable: runnable("status")}})
+	if !res.Claimed || res.Started != "" || callByKey(t, loadBatch(t, db, b2.ID), "k0").Run != confirm.RunNotStarted {
+		t.Fatalf("decision with the tool gone = %+v", res)
+	}
+	// A deny of the only call: claimed, nothing to start.
+	b3 := newBatch(t, db, later(), confirm.DecisionPending)
+	res = decide(t, db, confirm.Decide{BatchID: b3.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U", Claim: claim})
+	if !res.Claimed || res.Started != "" || loadBatch(t, db, b3.ID).Status != confirm.BatchRunning {
+		t.Fatalf("deny with a claim = %+v", res)
+	}
+	// A first approval of a call needing two claims nothing; the lost
+	// decision after the batch is claimed changes nothing.
+	b4 := newBatch(t, db, later(), confirm.DecisionPending)
+	if _, err := db.x.ExecContext(ctx, db.q(`UPDATE calls SET approvals = 2 WHERE batch_id = ?`), b4.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b4.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-a", Claim: claim}); !res.Won || res.Decided || res.Claimed {
+		t.Fatalf("first of two approvals = %+v", res)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b4.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-b", Claim: claim}); !res.Claimed || res.Started != "k0" {
+		t.Fatalf("second of two approvals = %+v", res)
+	}
+	if res := decide(t, db, confirm.Decide{BatchID: b4.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-c", Claim: &confirm.Claim{Worker: "w2", Runnable: runnable("deploy")}}); res.Won || res.Claimed {
+		t.Fatalf("a decision after the claim = %+v", res)
+	}
+	if got := loadBatch(t, db, b4.ID); got.ClaimedBy != "w1" || len(callByKey(t, got, "k0").Votes) != 2 {
+		t.Fatalf("batch claimed by %q, votes %+v", got.ClaimedBy, callByKey(t, got, "k0").Votes)
+	}
+}
+
+// Of deciders racing for the last pending calls of one batch, each with
+// a claim, exactly one decides the batch and claims it, and its run is
+// started once.
+func testRaceDecideClaiming(t *testing.T, db *DB) {
+	const n = 8
+	decisions := make([]confirm.DecisionStatus, n)
+	for i := range decisions {
+		decisions[i] = confirm.DecisionPending
+	}
+	b := newBatch(t, db, later(), decisions...)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]confirm.DecideResult, 2*n)
+	errs := make([]error, 2*n)
+	for i := range 2 * n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: fmt.Sprintf("k%d", i%n), Status: confirm.DecisionAllowed,
+				By: fmt.Sprintf("U%d", i), Now: time.Now(), Claim: &confirm.Claim{Worker: fmt.Sprintf("w%d", i), Runnable: runnable("deploy")}})
+		})
+	}
+	close(start)
+	wg.Wait()
+	won, claimed, worker := 0, 0, ""
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("Decide %d: %v", i, errs[i])
+		}
+		if res.Won {
+			won++
+		}
+		if res.Claimed {
+			claimed++
+			worker = fmt.Sprintf("w%d", i)
+			if res.Started != "k0" {
+				t.Fatalf("the claim started %q, want k0", res.Started)
+			}
+		}
+	}
+	got := loadBatch(t, db, b.ID)
+	if won != n || claimed != 1 || got.Status != confirm.BatchRunning || got.ClaimedBy != worker {
+		t.Fatalf("%d decisions won, %d claims, batch %s by %q (claimer %q); want %d, 1, running by the claimer", won, claimed, got.Status, got.ClaimedBy, worker, n)
+	}
+	running := 0
+	for _, c := range got.Calls {
+		if c.Run == confirm.RunRunning {
+			running++
+		}
+	}
+	if running != 1 || callByKey(t, got, "k0").Run != confirm.RunRunning {
+		t.Fatalf("%d runs started, want k0 only", running)
+	}
+}
