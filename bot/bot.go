@@ -1,7 +1,9 @@
 // Package bot owns the turn loop: it takes chat turns and approval clicks
 // from the platforms, pauses model replies whose calls need a person's yes,
 // records every decision once, runs what was allowed, and continues the
-// model in the same thread.
+// model in the same thread. It also decides who may talk to it and who may
+// decide, and owns the background jobs that expire, escalate and recover
+// paused calls.
 package bot
 
 import (

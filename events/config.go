@@ -1,11 +1,8 @@
 // Package events is Airlock's side channel: every audit event, as signed
-// JSON, POSTed to the configured webhooks from a durable outbox.
-//
-// Storage writes each event's outbox rows in the transaction of its audit
-// row (see storage.DB.SetWebhooks); a Deliverer sends them at least once,
-// in order per conversation per webhook, retrying with backoff, and marks
-// them dead after a day of failures. List and Retry are the operator's
-// commands.
+// JSON, POSTed to the configured webhooks from the durable outbox storage
+// writes in the audit row's transaction. A Deliverer sends each at least
+// once, in order per conversation per webhook, retrying with backoff; List
+// and Retry are the operator's commands.
 package events
 
 import (

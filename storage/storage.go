@@ -1,7 +1,10 @@
-// Package storage owns Airlock's durable state: conversations, messages,
-// paused batches with their calls, and the append-only audit log, in SQLite
-// or PostgreSQL. It implements confirm.Store; every state change is one
-// conditional UPDATE whose affected-row count decides who won.
+// Package storage owns Airlock's durable state in SQLite or PostgreSQL:
+// conversations and their messages, paused batches with their calls,
+// decisions, runs, edits and card messages, grants, leases and reminders,
+// escalations, the platform event ids already seen, the append-only audit
+// log and the webhook outbox written in the audit row's transaction. It
+// implements confirm.Store; every transition is one conditional UPDATE
+// whose affected-row count decides who won.
 package storage
 
 import (

@@ -1,12 +1,8 @@
 // Package telemetry owns Airlock's OpenTelemetry traces: the exporter setup
 // (OTLP over HTTP, only when an endpoint is configured) and the model
-// provider wrapper that records one span per model call following the GenAI
-// semantic conventions. The bot records its own spans (airlock.turn,
-// airlock.resume, airlock.approval_wait, airlock.tool_run) with the tracer it
-// is given.
-//
-// Spans never carry secrets or content: no tool arguments or results, no
-// model text, no header values. Ids, names and outcomes only.
+// provider wrapper that records one span per model call; the bot records
+// its own spans with the tracer it is given. Spans carry ids, names and
+// outcomes, never secrets or content.
 package telemetry
 
 import (

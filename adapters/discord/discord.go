@@ -1,64 +1,9 @@
-// Package discord is the Discord adapter of Airlock, on
-// github.com/bwmarrin/discordgo.
-//
-// A message that mentions the bot in a guild text channel starts a
-// conversation in a public thread created from that message. In a thread
-// holding a conversation, messages that mention the bot or reply to it are
-// turns; the others are kept as context (bot.Note) and never supersede a
-// pending card. In direct messages every message is a turn, without a
-// thread. The bot ignores other bots and itself.
-//
-// Conversations are keyed (Platform "discord", Channel = the parent text
-// channel, Thread = the thread) so that config `channels[].id` names the
-// parent channel and clicks in a thread are checked against the parent's
-// approvers. A DM conversation is (discord, DM channel, "").
-//
-// A paused reply is posted as a card (see Render): an embed per call and,
-// per call waiting for a decision, a row with Allow (success style),
-// "Allow for <duration>" on calls a grant may allow (secondary style), Deny
-// (danger style) and "Deny with reason…" (secondary style, opens a modal).
-// A call needing several approvals shows how many it has and from whom,
-// and keeps its row until it is decided. A click is acknowledged at once
-// (deferred message update), then decided with bot.Decide; a click that
-// changes nothing gets an ephemeral answer. Every click carries the id of
-// the message its button was on (bot.Click.Message): the bot counts it
-// only on a card it posted for the button's batch. Arguments the card cut
-// get "Show full arguments" (secondary style): whoever clicks it gets the
-// whole arguments in an ephemeral reply.
-//
-// "Edit…" (secondary style) opens a modal holding the call's arguments as
-// pretty JSON (at most 4000 characters, Discord's limit of a text input;
-// larger arguments can't be edited here) once the bot said the clicker
-// may edit the call (bot.EditForm); the submitted JSON goes to bot.Edit,
-// and an edit refused for what it says is told to the editor ephemerally
-// (a modal can't show errors in place). "Extend <duration>" pushes the
-// card's deadline once (bot.Extend).
-//
-// Cards can be routed (route.go, bot.Router): posted in an approvals
-// channel with a jump URL back to the conversation and a pointer left in
-// the thread (RenderPointer), and copied into approvers' DMs.
-//
-// "Allow for" creates a grant: its notice (see RenderGrantNotice) says in
-// the thread who granted which tool until when, with a Revoke button
-// (danger style) that only the channel's approvers may use (bot.Revoke);
-// once revoked the notice is edited to say so, without the button.
-//
-// Nothing the model, a tool or a chat message wrote can ping or hide:
-// cards escape every such text (escape.go) and every message goes out
-// with allowed_mentions allowing nobody, except the reminder: Mention
-// returns markers carrying a secret nonce, and only a Post holding them
-// pings, exactly the approvers they name.
-//
-// Who may talk to the bot is the bot's call (bot.Admit): a mention in a
-// channel nobody configured gets bot.NotServedMessage as a reply, without
-// a thread; a mention by someone who may not ask there gets nothing.
-//
-// REST requests go to Config.APIURL: the session's http.Client carries a
-// transport that rewrites requests discordgo builds for
-// https://discord.com/api/v9/ to that base, so discordgo's package-level
-// endpoint variables are never changed and several adapters with different
-// bases can live in one process. The gateway address is whatever
-// GET {api_url}gateway returns.
+// Package discord is Airlock's Discord adapter, on
+// github.com/bwmarrin/discordgo: it owns everything between Discord and the
+// bot. It maps gateway messages and component and modal interactions to bot
+// turns, notes and clicks, and posts, routes and edits approval cards laid
+// out as embeds and components from package card, so that nothing the
+// model or a person wrote can ping anyone or hide.
 package discord
 
 import (

@@ -1,18 +1,7 @@
-// Package shell is the terminal adapter: a person types as a chat user,
-// approval cards print with numbered calls and their read-back, and short
-// commands decide them. The local user is an approver.
-//
-// Nothing the model, a tool or a person wrote reaches the terminal raw:
-// escape sequences, other controls, bidi controls and invisible format
-// characters print as escapes such as \u001b or \u202e (package visible),
-// so no text can move the cursor, recolour, clear or reorder the screen.
-// Arguments longer than a card shows are cut with a note saying how much
-// is hidden; /args N prints them whole.
-//
-// /edit N followed by JSON on the same line allows call N with those
-// arguments instead (the bot validates them and judges them again);
-// /extend pushes the card's deadline once. A routed card (an approvals
-// channel, DM copies) prints here as usual: the terminal has one place.
+// Package shell is the terminal adapter: a person types as a chat user, the
+// local user is an approver, and short commands decide the approval cards
+// it prints from package card. Nothing the model, a tool or a person wrote
+// reaches the terminal raw (package visible escapes it).
 package shell
 
 import (

@@ -1,75 +1,9 @@
-// Package slack is Airlock's Slack adapter. It owns everything between
-// Slack and the bot: receiving events and interactivity over Socket Mode or
-// over HTTP (one signed URL, POST /slack/events), mapping mentions and
-// direct messages to turns and thread chatter to asides, de-duplicating
-// retried events in SQL, rendering approval cards as Block Kit and
-// updating them, turning button clicks and the deny-reason modal into
-// bot.Click decisions, answering refused clicks ephemerally, and resolving
-// Slack user groups for the approver check.
-//
-// Conversations: a mention in a channel starts (or continues) the
-// conversation of that message's thread: thread_ts when the mention is a
-// reply, else the mention's own ts. In a channel thread holding a
-// conversation, only messages that mention the bot are turns; the others
-// are kept as asides (context for the next turn) and never supersede a
-// pending card. In a direct message every message is a turn; a DM message
-// outside a thread belongs to the DM's one running conversation (thread
-// ""), and a reply in a DM thread to that thread's own conversation. A
-// group DM (mpim) is served as a DM (bot.Turn.DM, the `id: dm` entry) but
-// talks like a channel: a message mentioning the bot is a turn in that
-// message's thread, replies there are asides. app_mention carries no
-// channel type, so in conversations whose id starts with G (group DMs and
-// private channels made before 2021) the mention is taken from its
-// message.mpim or message.groups event instead, one source per message.
-// Channel in bot.Thread is always the plain Slack channel id, so
-// `channels[].id` in the config matches it (one workspace per bot token,
-// so the team id is not part of the key).
-//
-// Cards (render.go): a call's arguments longer than the preview are cut
-// on the card, saying how many characters are hidden; while the card
-// waits, a "Show full arguments" button (no style) opens them whole in a
-// read-only modal for the clicker alone. Allow is the only primary button
-// and Deny the only danger button. Each call says why a person is asked
-// (and how many must allow); a call needing several approvals shows the
-// approvals so far ("1 of 2 approvals: @alice") and keeps its buttons
-// until decided. Where grants are on, a grantable call also offers
-// "Allow for 1h" (no style), which allows it and lets later calls of its
-// tool in the thread run without a card; the grant's notice (grant.go)
-// has a Revoke button for approvers. Everything the model, a tool, a rule
-// or a person wrote is shown inert (escape.go): rich text shown
-// literally, with characters that would act unseen written as escapes;
-// people are user elements, never mrkdwn of the model's making.
-//
-// Routing and changing a card (issue 13; route.go, interactions.go): the
-// adapter is a bot.Router. A card may be posted in an approvals channel
-// (a new message, with a "View the conversation" permalink back to the
-// thread) while the thread gets a pointer without buttons ("Waiting for
-// approval in #approvals", edited to the outcome), and copied into
-// approvers' DMs (conversations.open, scope im:write). Every click hands
-// the bot the card message it was on (bot.Click.Message, "<channel>/<ts>"
-// from the payload's container), so a click counts only on a card Airlock
-// posted for that batch. Extend (action_id airlock_extend, once per card)
-// pushes the deadline; the card lists who extended it and its escalation
-// steps, people as user elements. Edit… (airlock_edit) opens a modal with
-// the call's arguments as pretty JSON; its submission is the one delivery
-// answered with the outcome of the work rather than at once: a refused
-// edit's reason shows in the modal (response_action "errors"), which
-// stays open. An edited call shows who edited it and each changed key,
-// before → after, literally.
-//
-// Only the installed workspace is served: events and clicks whose
-// team_id is not the one auth.test named at Start are dropped and logged.
-//
-// Only the reminder pings: Post escapes every other text, so a model
-// cannot mention people, @channel, @here or user groups.
-// "Deny with reason…" opens a modal whose submission denies with the text.
-// Refused clicks (not an approver, the requester allowing their own call,
-// an approval already given, already decided, expired, superseded, a grant
-// already revoked, a card already extended, a call that can't be edited)
-// get bot.UserMessage as an ephemeral reply; logs get the detail.
-//
-// The adapter reads no environment variables: everything comes from
-// Config, which cmd/airlock fills from the config file.
+// Package slack is Airlock's Slack adapter, on github.com/slack-go/slack:
+// it owns everything between Slack and the bot. It receives events and
+// interactivity (Socket Mode or one signed HTTP URL) from the installed
+// workspace only and maps them to bot turns, asides and clicks; it posts,
+// routes and updates approval cards laid out as Block Kit from package
+// card, with everything others wrote shown inert.
 package slack
 
 import (

@@ -1,5 +1,7 @@
-// Command airlock is a chat-ops bot that puts a person's yes between an LLM
-// agent and the tools it calls.
+// Command airlock is the binary: it loads the configuration, wires storage,
+// the model provider, the tools, the bot, its jobs and the configured chat
+// platforms together, and serves the HTTP endpoints. Its commands, bench
+// and soak from internal/bench among them, are dispatched from one table.
 package main
 
 import (

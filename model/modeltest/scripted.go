@@ -1,6 +1,7 @@
 // Package modeltest holds test doubles for model providers: Scripted, a
-// model.Provider that plays back queued replies, and OpenAIServer, a fake
-// OpenAI chat-completions HTTP API for end-to-end tests.
+// model.Provider that plays back queued replies; OpenAIServer, a fake
+// OpenAI chat-completions HTTP API for end-to-end tests; and Sleeper and
+// CancelDuringRateLimitWait for checking a provider's retries.
 package modeltest
 
 import (
