@@ -177,27 +177,13 @@ func rememberButtons(params url.Values, ts string) {
 		return
 	}
 	at := posted{params.Get("channel"), ts, params.Get("thread_ts")}
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if val, ok := v["value"].(string); ok && v["action_id"] != nil {
-				buttonMessagesMu.Lock()
-				if ps := messagesOf(val); len(ps) == 0 || ps[len(ps)-1] != at {
-					buttonMessages.Store(val, append(ps, at)) // once per message
-				}
-				buttonMessagesMu.Unlock()
-			}
-			for _, e := range v {
-				walk(e)
-			}
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
+	slacktest.Buttons(blocks, func(_, val string) {
+		buttonMessagesMu.Lock()
+		if ps := messagesOf(val); len(ps) == 0 || ps[len(ps)-1] != at {
+			buttonMessages.Store(val, append(ps, at)) // once per message
 		}
-	}
-	walk(blocks)
+		buttonMessagesMu.Unlock()
+	})
 }
 
 // actionBody is a block_actions interaction: user pressed the button with
