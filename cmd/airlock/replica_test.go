@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -20,212 +18,77 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/airlockhq/airlock/adapters/slack"
+	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
 const replicaSecret = "replica-signing-secret"
 
-// slackAPI is a minimal fake of the Slack Web API for the replica test.
+// slackAPI is the Slack the binary's tests run against: slacktest's fake,
+// with helpers over the messages it was sent.
 type slackAPI struct {
-	*httptest.Server
-	mu      sync.Mutex
-	posts   []url.Values // chat.postMessage calls
-	updates []url.Values // chat.update calls
-	opened  []string     // users conversations.open was called for
-	ephem   []url.Values // chat.postEphemeral calls
-	outbox  chan []byte  // Socket Mode envelopes to send
-	acks    []string
+	fake *slacktest.Server
+	URL  string
 }
 
 func newSlackAPI(t *testing.T) *slackAPI {
-	s := &slackAPI{outbox: make(chan []byte, 16)}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/link" {
-			s.serveSocket(w, r)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		params, _ := url.ParseQuery(string(body))
-		for k, v := range r.URL.Query() { // GET methods (chat.getPermalink)
-			params[k] = v
-		}
-		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-			var m map[string]any
-			_ = json.Unmarshal(body, &m)
-			params = url.Values{}
-			for k, v := range m {
-				if sv, ok := v.(string); ok {
-					params.Set(k, sv)
-				} else {
-					b, _ := json.Marshal(v)
-					params.Set(k, string(b))
-				}
+	fake := slacktest.Start(t, slacktest.Options{BotToken: "xoxb-test", AppToken: "xapp-test",
+		TeamID: "T1", Team: "T", Domain: "example", AppID: "A1", TSBase: 1900000000,
+		OnCall: func(c slacktest.Call) {
+			if c.Method == "chat.postMessage" {
+				rememberButtons(values(c), c.TS)
 			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		switch strings.TrimPrefix(r.URL.Path, "/api/") {
-		case "auth.test":
-			fmt.Fprint(w, `{"ok":true,"user":"airlock","user_id":"UBOT","bot_id":"BBOT","team_id":"T1","team":"T"}`)
-		case "chat.postMessage":
-			s.mu.Lock()
-			s.posts = append(s.posts, params)
-			n := len(s.posts)
-			s.mu.Unlock()
-			ts := fmt.Sprintf("1900000000.%06d", n)
-			rememberButtons(params, ts)
-			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, params.Get("channel"), ts)
-		case "chat.update":
-			s.mu.Lock()
-			s.updates = append(s.updates, params)
-			s.mu.Unlock()
-			fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, params.Get("channel"), params.Get("ts"))
-		case "chat.getPermalink":
-			fmt.Fprintf(w, `{"ok":true,"channel":%q,"permalink":"https://example.slack.com/archives/%s/p%s"}`,
-				params.Get("channel"), params.Get("channel"), strings.ReplaceAll(params.Get("message_ts"), ".", ""))
-		case "conversations.open":
-			s.mu.Lock()
-			s.opened = append(s.opened, params.Get("users"))
-			s.mu.Unlock()
-			fmt.Fprintf(w, `{"ok":true,"channel":{"id":"D%s"}}`, strings.TrimPrefix(params.Get("users"), "U"))
-		case "chat.postEphemeral":
-			s.mu.Lock()
-			s.ephem = append(s.ephem, params)
-			s.mu.Unlock()
-			fmt.Fprint(w, `{"ok":true,"message_ts":"1900000000.999999"}`)
-		case "usergroups.users.list":
-			fmt.Fprint(w, `{"ok":true,"users":[]}`)
-		case "apps.connections.open":
-			if r.Header.Get("Authorization") != "Bearer xapp-test" {
-				fmt.Fprint(w, `{"ok":false,"error":"invalid_auth"}`)
-				return
-			}
-			fmt.Fprintf(w, `{"ok":true,"url":"ws://%s/link"}`, r.Host)
-		default:
-			fmt.Fprint(w, `{"ok":false,"error":"unknown_method"}`)
-		}
-	}))
-	t.Cleanup(s.Close)
-	return s
+		}})
+	return &slackAPI{fake: fake, URL: fake.URL()}
 }
 
-// serveSocket is a Socket Mode connection: hello, then queued envelopes;
-// acks are recorded.
-func (s *slackAPI) serveSocket(w http.ResponseWriter, r *http.Request) {
-	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
-	conn, err := up.Upgrade(w, r, nil)
-	if err != nil {
-		return
+// values is a call's parameters, form or JSON, as strings (blocks as
+// their JSON).
+func values(c slacktest.Call) url.Values {
+	v := url.Values{}
+	for k := range c.Params {
+		v.Set(k, c.Param(k))
 	}
-	defer conn.Close()
-	if conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","num_connections":1,"connection_info":{"app_id":"A1"}}`)) != nil {
-		return
+	for k := range c.Raw {
+		v.Set(k, c.Param(k))
 	}
-	go func() {
-		for {
-			_, msg, err := conn.ReadMessage()
-			if err != nil {
-				return
-			}
-			var ack struct {
-				EnvelopeID string `json:"envelope_id"`
-			}
-			if json.Unmarshal(msg, &ack) == nil && ack.EnvelopeID != "" {
-				s.mu.Lock()
-				s.acks = append(s.acks, ack.EnvelopeID)
-				s.mu.Unlock()
-			}
-		}
-	}()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case msg := <-s.outbox:
-			if conn.WriteMessage(websocket.TextMessage, msg) != nil {
-				return
-			}
-		}
-	}
+	return v
 }
 
-func (s *slackAPI) acked(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, a := range s.acks {
-		if a == id {
-			return true
-		}
+// posts are the chat.postMessage calls, updates the chat.update calls.
+func (s *slackAPI) posts() []url.Values   { return s.callsTo("chat.postMessage") }
+func (s *slackAPI) updates() []url.Values { return s.callsTo("chat.update") }
+
+func (s *slackAPI) callsTo(method string) []url.Values {
+	var out []url.Values
+	for _, c := range s.fake.CallsTo(method) {
+		out = append(out, values(c))
 	}
-	return false
+	return out
 }
+
+func (s *slackAPI) acked(id string) bool { return s.fake.Acked(id) }
 
 // allowValue returns the value of the first Allow button posted.
 func (s *slackAPI) allowValue() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.posts {
-		var blocks []map[string]any
-		if json.Unmarshal([]byte(p.Get("blocks")), &blocks) != nil {
-			continue
-		}
-		for _, b := range blocks {
-			els, _ := b["elements"].([]any)
-			for _, e := range els {
-				m, _ := e.(map[string]any)
-				if m["action_id"] == slack.ActionAllow {
-					v, _ := m["value"].(string)
-					return v
-				}
-			}
-		}
+	if vs := s.buttons(slack.ActionAllow); len(vs) > 0 {
+		return vs[0]
 	}
 	return ""
 }
 
 // buttons returns the values of the buttons with the action id, in the
 // order their messages were posted.
-func (s *slackAPI) buttons(actionID string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if v["action_id"] == actionID {
-				if val, ok := v["value"].(string); ok {
-					out = append(out, val)
-				}
-			}
-			for _, e := range v {
-				walk(e)
-			}
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
-		}
-	}
-	for _, p := range s.posts {
-		var blocks []any
-		if json.Unmarshal([]byte(p.Get("blocks")), &blocks) == nil {
-			walk(blocks)
-		}
-	}
-	return out
-}
+func (s *slackAPI) buttons(actionID string) []string { return s.fake.ButtonValues(actionID) }
 
 // ephemerals returns the text of every ephemeral message, for the user.
 func (s *slackAPI) ephemerals(user string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
-	for _, p := range s.ephem {
+	for _, p := range s.callsTo("chat.postEphemeral") {
 		if p.Get("user") == user {
 			out = append(out, p.Get("text")+" "+p.Get("blocks"))
 		}
@@ -235,10 +98,8 @@ func (s *slackAPI) ephemerals(user string) []string {
 
 // cards counts the posted messages that carry an Allow button.
 func (s *slackAPI) cards() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for _, p := range s.posts {
+	for _, p := range s.posts() {
 		if strings.Contains(p.Get("blocks"), slack.ActionAllow) {
 			n++
 		}
@@ -248,10 +109,8 @@ func (s *slackAPI) cards() int {
 
 // texts returns the text of every message posted.
 func (s *slackAPI) texts() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
-	for _, p := range s.posts {
+	for _, p := range s.posts() {
 		out = append(out, p.Get("text"))
 	}
 	return out
@@ -318,27 +177,13 @@ func rememberButtons(params url.Values, ts string) {
 		return
 	}
 	at := posted{params.Get("channel"), ts, params.Get("thread_ts")}
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if val, ok := v["value"].(string); ok && v["action_id"] != nil {
-				buttonMessagesMu.Lock()
-				if ps := messagesOf(val); len(ps) == 0 || ps[len(ps)-1] != at {
-					buttonMessages.Store(val, append(ps, at)) // once per message
-				}
-				buttonMessagesMu.Unlock()
-			}
-			for _, e := range v {
-				walk(e)
-			}
-		case []any:
-			for _, e := range v {
-				walk(e)
-			}
+	slacktest.Buttons(blocks, func(_, val string) {
+		buttonMessagesMu.Lock()
+		if ps := messagesOf(val); len(ps) == 0 || ps[len(ps)-1] != at {
+			buttonMessages.Store(val, append(ps, at)) // once per message
 		}
-	}
-	walk(blocks)
+		buttonMessagesMu.Unlock()
+	})
 }
 
 // actionBody is a block_actions interaction: user pressed the button with
@@ -584,12 +429,10 @@ channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
 	startRun(t, path)
 	env, _ := json.Marshal(map[string]any{"envelope_id": "env-1", "type": "events_api", "accepts_response_payload": false, "retry_attempt": 0,
 		"payload": json.RawMessage(mentionBody("EvSock1", "1800000000.000500", "", "hello there"))})
-	api.outbox <- env
+	api.fake.Send(env)
 	waitUntil(t, "the envelope's ack", func() bool { return api.acked("env-1") })
 	waitUntil(t, "the answer in the thread", func() bool {
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		for _, p := range api.posts {
+		for _, p := range api.posts() {
 			if p.Get("thread_ts") == "1800000000.000500" && strings.Contains(p.Get("text"), "hello") {
 				return true
 			}

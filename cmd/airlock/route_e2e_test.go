@@ -68,10 +68,8 @@ tools:
 		_ = cmd.Wait()
 	}
 	postsIn := func(channel string) []url.Values {
-		api.mu.Lock()
-		defer api.mu.Unlock()
 		var out []url.Values
-		for _, p := range api.posts {
+		for _, p := range api.posts() {
 			if p.Get("channel") == channel {
 				out = append(out, p)
 			}
@@ -154,9 +152,7 @@ tools:
 	}
 	press("UALICE", "airlock_extend", extend[0])
 	waitUntil(t, "the card shows the extension", func() bool {
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		for _, u := range api.updates {
+		for _, u := range api.updates() {
 			if u.Get("channel") == "CAPPROVE" && strings.Contains(u.Get("blocks"), "xtended by") {
 				return true
 			}
@@ -185,9 +181,7 @@ tools:
 	pressOn("DBOB", "UBOB", allow)
 	waitUntil(t, "a click on a copy of a decided card is refused", told("UBOB", "already decided"))
 	updated := func(channel string) bool {
-		api.mu.Lock()
-		defer api.mu.Unlock()
-		for _, u := range api.updates {
+		for _, u := range api.updates() {
 			if u.Get("channel") == channel && strings.Contains(u.Get("blocks"), "ULEAD") && !strings.Contains(u.Get("blocks"), `"airlock_allow"`) {
 				return true
 			}

@@ -3,9 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/adapters/slack"
+	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 )
 
 // Identities of the bench's fake workspace.
@@ -30,18 +29,19 @@ const (
 func channelID(i int) string { return fmt.Sprintf("C0BENCH%04d", i%channelCount) }
 func threadTS(i int) string  { return fmt.Sprintf("1700000000.%06d", i) }
 
-// fakeSlack is a fake Slack Web API: auth.test, chat.postMessage (a card:
-// its Allow button's reference is kept; the model's answer: the card's
+// fakeSlack is the bench's Slack: slacktest's fake Web API, keeping no
+// calls, with a counter on top that sees each chat.postMessage (a card: its
+// Allow button's reference is kept; the model's answer: the card's
 // decision is finished), chat.update and chat.postEphemeral. It keeps one
 // reference per card and nothing else per message.
 type fakeSlack struct {
+	http.Handler
 	cards   int
 	mu      sync.Mutex
 	refs    []string
 	cardTSs []string // each card's message ts
 	waiters map[int]chan struct{}
 
-	seq        atomic.Int64
 	doneCount  atomic.Int64
 	lastDone   atomic.Int64
 	done       []atomic.Bool
@@ -52,8 +52,23 @@ type fakeSlack struct {
 }
 
 func newFakeSlack(cards int) *fakeSlack {
-	return &fakeSlack{cards: cards, refs: make([]string, cards), cardTSs: make([]string, cards), waiters: map[int]chan struct{}{},
+	f := &fakeSlack{cards: cards, refs: make([]string, cards), cardTSs: make([]string, cards), waiters: map[int]chan struct{}{},
 		done: make([]atomic.Bool, cards), allDone: make(chan struct{})}
+	f.Handler = slacktest.New(slacktest.Options{TeamID: team, Team: "Bench", Domain: "bench", BotUser: botUser, BotID: "B0BENCH",
+		Discard: true, OnCall: f.call})
+	return f
+}
+
+// call counts a Web API call.
+func (f *fakeSlack) call(c slacktest.Call) {
+	switch c.Method {
+	case "chat.postMessage":
+		f.postMessage(c)
+	case "chat.update":
+		f.updates.Add(1)
+	case "chat.postEphemeral":
+		f.ephemerals.Add(1)
+	}
 }
 
 // await returns a channel closed when card i is posted.
@@ -88,58 +103,16 @@ func (f *fakeSlack) card(ts string) int {
 	return i
 }
 
-func (f *fakeSlack) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	params := apiParams(r)
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	switch strings.TrimPrefix(r.URL.Path, "/api/") {
-	case "auth.test":
-		fmt.Fprintf(w, `{"ok":true,"url":"https://bench.slack.com/","team":"Bench","user":"airlock","team_id":%q,"user_id":%q,"bot_id":"B0BENCH"}`, team, botUser)
-	case "chat.postMessage":
-		ts := fmt.Sprintf("1800000000.%09d", f.seq.Add(1))
-		f.postMessage(params, ts)
-		fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q}`, params.Get("channel"), ts)
-	case "chat.update":
-		f.updates.Add(1)
-		fmt.Fprintf(w, `{"ok":true,"channel":%q,"ts":%q,"text":""}`, params.Get("channel"), params.Get("ts"))
-	case "chat.postEphemeral":
-		f.ephemerals.Add(1)
-		fmt.Fprintf(w, `{"ok":true,"message_ts":"1800000000.000000"}`)
-	default:
-		fmt.Fprint(w, `{"ok":false,"error":"unknown_method"}`)
-	}
-}
-
-// apiParams reads a Web API call's arguments, a form or (chat.postMessage,
-// chat.update) JSON.
-func apiParams(r *http.Request) url.Values {
-	body, _ := io.ReadAll(r.Body)
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
-		params, _ := url.ParseQuery(string(body))
-		return params
-	}
-	var m struct {
-		Channel, TS, Text string
-		ThreadTS          string          `json:"thread_ts"`
-		Blocks            json.RawMessage `json:"blocks"`
-	}
-	_ = json.Unmarshal(body, &m)
-	params := url.Values{"channel": {m.Channel}, "ts": {m.TS}, "text": {m.Text}, "thread_ts": {m.ThreadTS}}
-	if len(m.Blocks) > 0 {
-		params.Set("blocks", string(m.Blocks))
-	}
-	return params
-}
-
-// postMessage takes a message posted as ts: a card, or the model's answer
+// postMessage takes a message posted: a card, or the model's answer
 // that finishes a card's decision; anything else is unexpected.
-func (f *fakeSlack) postMessage(params url.Values, ts string) {
-	i := f.card(params.Get("thread_ts"))
+func (f *fakeSlack) postMessage(c slacktest.Call) {
+	i, blocks := f.card(c.Param("thread_ts")), c.Param("blocks")
 	switch {
 	case i < 0:
 		f.unexpected.Add(1)
-	case params.Get("blocks") != "":
-		f.posted(i, allowRef(params.Get("blocks")), ts)
-	case params.Get("text") == modelAnswer:
+	case blocks != "":
+		f.posted(i, allowRef(blocks), c.TS)
+	case c.Param("text") == modelAnswer:
 		f.finished(i)
 	default:
 		f.unexpected.Add(1)

@@ -1,0 +1,549 @@
+// Package slacktest fakes Slack for tests: the Web API (auth.test,
+// chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink,
+// views.open, conversations.open, usergroups.users.list,
+// apps.connections.open) and a Socket Mode websocket, on 127.0.0.1. It
+// speaks Slack's wire formats to the real client library, records the
+// calls it got, and lets a test script answers (a 429, a 500) and push
+// Socket Mode envelopes.
+package slacktest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Options are the fake workspace's identity and the fake's behaviour; the
+// zero value is a workspace that accepts any token.
+type Options struct {
+	BotToken string // the token every method but apps.connections.open wants; "" accepts any
+	AppToken string // the token apps.connections.open wants; "" accepts any
+
+	TeamID, Team, Domain string // auth.test's team; default T0TEST, "Airlock Test", airlock-test
+	BotUser, BotID       string // the bot's user and bot ids; default UBOT, BBOT
+	AppID                string // default A0TEST
+
+	// TSBase is the seconds part of the first ts the fake gives out;
+	// default 1800000000.
+	TSBase int64
+
+	// Discard keeps no calls (for long runs); OnCall still sees each.
+	Discard bool
+	// OnCall, when set, sees every call that passed the token check,
+	// before it is answered. It must not block.
+	OnCall func(Call)
+}
+
+// Call is one Web API call the fake received.
+type Call struct {
+	Method string
+	Params url.Values                 // form or query parameters
+	Raw    map[string]json.RawMessage // the JSON body's fields as sent
+	TS     string                     // chat.postMessage: the ts the fake gave the message
+	Type   string                     // the request's Content-Type
+	Token  string                     // the token it carried
+}
+
+// Param is a form parameter, or a field of a JSON body: a string's value,
+// anything else as its JSON (blocks).
+func (c Call) Param(k string) string {
+	if v := c.Params.Get(k); v != "" {
+		return v
+	}
+	raw, ok := c.Raw[k]
+	if !ok || string(raw) == "null" {
+		return ""
+	}
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	}
+	return string(raw)
+}
+
+// JSON is the call's JSON body decoded; nil for a form.
+func (c Call) JSON() map[string]any {
+	if c.Raw == nil {
+		return nil
+	}
+	m := make(map[string]any, len(c.Raw))
+	for k, raw := range c.Raw {
+		var v any
+		_ = json.Unmarshal(raw, &v)
+		m[k] = v
+	}
+	return m
+}
+
+// Answer is an HTTP answer the fake gives a method's next call instead of
+// its own (a 429 with its Retry-After, a 500).
+type Answer struct {
+	Status     int
+	RetryAfter string
+	Body       string // JSON; default: an HTML page, as Slack's errors come
+}
+
+var (
+	tsPattern     = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
+	userIDPattern = regexp.MustCompile(`^[UW][A-Z0-9]{2,40}$`)
+)
+
+// Server is the fake. New makes one to serve on a server of one's own;
+// Start makes one listening on 127.0.0.1.
+type Server struct {
+	o   Options
+	srv *httptest.Server
+	seq atomic.Int64
+
+	mu      sync.Mutex
+	calls   []Call
+	groups  map[string][]string
+	acks    []string
+	ackBody map[string]json.RawMessage // envelope id → the ack's payload, when it had one
+	conns   int
+	scripts map[string][]Answer // method → answers for its next calls
+	outbox  chan []byte
+}
+
+// New is a fake not yet listening: an http.Handler for /api/ (the Web
+// API) and /link/ (Socket Mode).
+func New(o Options) *Server {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&o.TeamID, "T0TEST")
+	def(&o.Team, "Airlock Test")
+	def(&o.Domain, "airlock-test")
+	def(&o.BotUser, "UBOT")
+	def(&o.BotID, "BBOT")
+	def(&o.AppID, "A0TEST")
+	if o.TSBase == 0 {
+		o.TSBase = 1800000000
+	}
+	return &Server{o: o, groups: map[string][]string{}, ackBody: map[string]json.RawMessage{},
+		scripts: map[string][]Answer{}, outbox: make(chan []byte, 64)}
+}
+
+// Start is a fake listening on 127.0.0.1 until the test ends.
+func Start(t testing.TB, o Options) *Server {
+	s := New(o)
+	s.srv = httptest.NewServer(s)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close stops a started fake, its websockets too.
+func (s *Server) Close() {
+	if s.srv != nil {
+		s.srv.CloseClientConnections()
+		s.srv.Close()
+	}
+}
+
+// URL is a started fake's base URL; APIURL is the Web API's, for the
+// client's api_url.
+func (s *Server) URL() string    { return s.srv.URL }
+func (s *Server) APIURL() string { return s.srv.URL + "/api/" }
+
+// ServeHTTP serves the Web API and Socket Mode.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/link") {
+		s.serveSocket(w, r)
+		return
+	}
+	s.serveAPI(w, r)
+}
+
+// SetGroup makes a user group with these members.
+func (s *Server) SetGroup(id string, users ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups[id] = users
+}
+
+// AnswerNext makes the method's next calls get these answers, in order.
+func (s *Server) AnswerNext(method string, answers ...Answer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scripts[method] = append(s.scripts[method], answers...)
+}
+
+func (s *Server) scripted(method string) (Answer, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.scripts[method]
+	if len(q) == 0 {
+		return Answer{}, false
+	}
+	s.scripts[method] = q[1:]
+	return q[0], true
+}
+
+// Calls returns the recorded calls, in the order they came.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// CallsTo returns the recorded calls of a method.
+func (s *Server) CallsTo(method string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Call
+	for _, c := range s.calls {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// NextTS is a fresh message ts: TSBase seconds on, one microsecond apart.
+func (s *Server) NextTS() string {
+	n := s.seq.Add(1)
+	return fmt.Sprintf("%d.%06d", s.o.TSBase+n/1000000, n%1000000)
+}
+
+// Permalink is the fake's permalink of a message, in Slack's form.
+func (s *Server) Permalink(channel, ts string) string {
+	return "https://" + s.o.Domain + ".slack.com/archives/" + channel + "/p" + strings.ReplaceAll(ts, ".", "")
+}
+
+// DMOf is the fake's DM channel id with a user: D and the user id
+// without its U.
+func DMOf(user string) string { return "D" + user[1:] }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, code string) {
+	writeJSON(w, map[string]any{"ok": false, "error": code})
+}
+
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	method := strings.TrimPrefix(r.URL.Path, "/api/")
+	body, _ := io.ReadAll(r.Body)
+	call := Call{Method: method}
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		if len(body) > 0 && json.Unmarshal(body, &call.Raw) != nil {
+			fail(w, "invalid_json")
+			return
+		}
+	} else {
+		call.Params, _ = url.ParseQuery(string(body))
+		if q := r.URL.Query(); len(q) > 0 && len(call.Params) == 0 {
+			call.Params = q // GET methods (chat.getPermalink)
+		}
+		if token == "" {
+			token = call.Params.Get("token")
+		}
+	}
+	want := s.o.BotToken
+	if method == "apps.connections.open" {
+		want = s.o.AppToken
+	}
+	if want != "" && token != want {
+		fail(w, "invalid_auth")
+		return
+	}
+	if method == "chat.postMessage" {
+		call.TS = s.NextTS()
+	}
+	call.Type, call.Token = r.Header.Get("Content-Type"), token
+	if !s.o.Discard {
+		s.mu.Lock()
+		s.calls = append(s.calls, call)
+		s.mu.Unlock()
+	}
+	if s.o.OnCall != nil {
+		s.o.OnCall(call)
+	}
+	if ans, ok := s.scripted(method); ok {
+		if ans.RetryAfter != "" {
+			w.Header().Set("Retry-After", ans.RetryAfter)
+		}
+		body := "<html>scripted answer</html>"
+		if ans.Body != "" {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			body = ans.Body
+		}
+		w.WriteHeader(ans.Status)
+		_, _ = w.Write([]byte(body))
+		return
+	}
+	s.answer(w, r, call)
+}
+
+// answer is the method's own answer, as Slack gives it.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
+	// Slack reads blocks as an array from a JSON body, as a string
+	// holding one from a form.
+	badBlocks := func() bool {
+		blocks, ok := call.Raw["blocks"]
+		return ok && !bytes.HasPrefix(blocks, []byte("["))
+	}
+	switch call.Method {
+	case "auth.test":
+		writeJSON(w, map[string]any{"ok": true, "url": "https://" + s.o.Domain + ".slack.com/", "team": s.o.Team,
+			"user": "airlock", "team_id": s.o.TeamID, "user_id": s.o.BotUser, "bot_id": s.o.BotID, "is_enterprise_install": false})
+	case "chat.postMessage":
+		if badBlocks() {
+			fail(w, "invalid_blocks_format")
+			return
+		}
+		msg := map[string]any{"type": "message", "user": s.o.BotUser, "bot_id": s.o.BotID, "text": call.Param("text"), "ts": call.TS}
+		if th := call.Param("thread_ts"); th != "" {
+			msg["thread_ts"] = th
+		}
+		writeJSON(w, map[string]any{"ok": true, "channel": call.Param("channel"), "ts": call.TS, "message": msg})
+	case "chat.update":
+		if badBlocks() {
+			fail(w, "invalid_blocks_format")
+			return
+		}
+		if call.Param("channel") == "" || !tsPattern.MatchString(call.Param("ts")) {
+			fail(w, "message_not_found")
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "channel": call.Param("channel"), "ts": call.Param("ts"), "text": call.Param("text"),
+			"message": map[string]any{"type": "message", "user": s.o.BotUser, "text": call.Param("text")}})
+	case "chat.postEphemeral":
+		writeJSON(w, map[string]any{"ok": true, "message_ts": s.NextTS()})
+	case "views.open":
+		if call.Param("trigger_id") == "" {
+			fail(w, "invalid_trigger_id")
+			return
+		}
+		var view struct {
+			CallbackID      string          `json:"callback_id"`
+			PrivateMetadata string          `json:"private_metadata"`
+			Blocks          json.RawMessage `json:"blocks"`
+		}
+		_ = json.Unmarshal(call.Raw["view"], &view)
+		writeJSON(w, map[string]any{"ok": true, "view": map[string]any{"id": "V0001", "type": "modal", "callback_id": view.CallbackID,
+			"private_metadata": view.PrivateMetadata, "blocks": view.Blocks}})
+	case "chat.getPermalink":
+		ch, ts := call.Param("channel"), call.Param("message_ts")
+		if ch == "" {
+			fail(w, "channel_not_found")
+			return
+		}
+		if !tsPattern.MatchString(ts) {
+			fail(w, "message_not_found")
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "channel": ch, "permalink": s.Permalink(ch, ts)})
+	case "conversations.open":
+		users := call.Param("users")
+		if strings.Contains(users, ",") || !userIDPattern.MatchString(users) {
+			fail(w, "user_not_found")
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "no_op": false, "already_open": false,
+			"channel": map[string]any{"id": DMOf(users), "is_im": true, "user": users, "created": 1700000000}})
+	case "usergroups.users.list":
+		s.mu.Lock()
+		users, ok := s.groups[call.Param("usergroup")]
+		s.mu.Unlock()
+		if !ok {
+			fail(w, "no_such_subteam")
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "users": users})
+	case "apps.connections.open":
+		writeJSON(w, map[string]any{"ok": true, "url": "ws://" + r.Host + "/link/?ticket=fake-ticket&app_id=" + s.o.AppID})
+	default:
+		fail(w, "unknown_method")
+	}
+}
+
+// serveSocket is the Socket Mode websocket: hello, then envelopes as they
+// are sent; acks are recorded. Pings keep the client's dead-man timer
+// happy.
+func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	s.mu.Lock()
+	s.conns++
+	s.mu.Unlock()
+	hello := fmt.Sprintf(`{"type":"hello","num_connections":1,"debug_info":{"host":"applink-fake","build_number":1,"approximate_connection_time":18060},"connection_info":{"app_id":%q}}`, s.o.AppID)
+	if err := conn.WriteMessage(websocket.TextMessage, []byte(hello)); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			_, msg, err := conn.ReadMessage()
+			if err != nil {
+				return
+			}
+			var ack struct {
+				EnvelopeID string          `json:"envelope_id"`
+				Payload    json.RawMessage `json:"payload"`
+			}
+			if json.Unmarshal(msg, &ack) == nil && ack.EnvelopeID != "" {
+				s.mu.Lock()
+				s.acks = append(s.acks, ack.EnvelopeID)
+				if len(ack.Payload) > 0 && string(ack.Payload) != "null" {
+					s.ackBody[ack.EnvelopeID] = ack.Payload
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
+	ping := time.NewTicker(200 * time.Millisecond)
+	defer ping.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(time.Second)); err != nil {
+				return
+			}
+		case msg := <-s.outbox:
+			if err := conn.WriteMessage(websocket.TextMessage, msg); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Send queues a raw Socket Mode message for the next open websocket.
+func (s *Server) Send(msg []byte) { s.outbox <- msg }
+
+// SendEnvelope queues a Socket Mode envelope of a type ("events_api",
+// "interactive", "slash_commands") carrying payload (JSON bytes, or a
+// value to marshal) and returns its id.
+func (s *Server) SendEnvelope(typ string, payload any, retry int) (string, error) {
+	id := fmt.Sprintf("env-%d", s.seq.Add(1))
+	raw, ok := payload.([]byte)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(payload); err != nil {
+			return "", fmt.Errorf("slacktest: envelope payload: %w", err)
+		}
+	}
+	env := map[string]any{"envelope_id": id, "type": typ, "payload": json.RawMessage(raw), "accepts_response_payload": typ == "interactive", "retry_attempt": retry}
+	if retry > 0 {
+		env["retry_reason"] = "timeout"
+	}
+	msg, err := json.Marshal(env)
+	if err != nil {
+		return "", fmt.Errorf("slacktest: envelope: %w", err)
+	}
+	s.Send(msg)
+	return id, nil
+}
+
+// Acked reports whether an envelope was acked.
+func (s *Server) Acked(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.acks {
+		if a == id {
+			return true
+		}
+	}
+	return false
+}
+
+// AckPayload is the payload an envelope was acked with; nil for none.
+func (s *Server) AckPayload(id string) json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ackBody[id]
+}
+
+// Connections counts the Socket Mode websockets opened.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns
+}
+
+// MessageWith returns the ts of the latest message in a channel that
+// showed a button carrying value, as posted (chat.postMessage) or as
+// updated (chat.update); "" when none did.
+func (s *Server) MessageWith(channel, value string) string {
+	needle, _ := json.Marshal(value)
+	want := `"value":` + string(needle)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.calls) - 1; i >= 0; i-- {
+		c := s.calls[i]
+		if c.Param("channel") != channel || !strings.Contains(c.Param("blocks"), want) {
+			continue
+		}
+		switch c.Method {
+		case "chat.postMessage":
+			return c.TS
+		case "chat.update":
+			return c.Param("ts")
+		}
+	}
+	return ""
+}
+
+// ButtonValues returns the values of the buttons with the action id in
+// the posted messages, in the order they were posted.
+func (s *Server) ButtonValues(actionID string) []string {
+	var out []string
+	for _, c := range s.CallsTo("chat.postMessage") {
+		var blocks any
+		if json.Unmarshal([]byte(c.Param("blocks")), &blocks) != nil {
+			continue
+		}
+		Buttons(blocks, func(id, value string) {
+			if id == actionID {
+				out = append(out, value)
+			}
+		})
+	}
+	return out
+}
+
+// Buttons calls fn with the action id and value of every button in
+// decoded blocks (or anything decoded from JSON), depth first.
+func Buttons(v any, fn func(actionID, value string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		if id, ok := v["action_id"].(string); ok {
+			if val, ok := v["value"].(string); ok {
+				fn(id, val)
+			}
+		}
+		for _, e := range v {
+			Buttons(e, fn)
+		}
+	case []any:
+		for _, e := range v {
+			Buttons(e, fn)
+		}
+	}
+}
