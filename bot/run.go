@@ -582,7 +582,7 @@ func (b *Bot) sweep(ctx context.Context, escalate bool) error {
 		if p == nil {
 			continue // a process serving that platform expires it and continues the conversation
 		}
-		n, err := b.store.ResolvePending(ctx, id, confirm.DecisionExpired, SystemActor, confirm.ExpiredMessage, false, b.now())
+		n, err := b.store.ExpirePending(ctx, id, SystemActor, confirm.ExpiredMessage, b.now())
 		if err != nil {
 			return fmt.Errorf("expire batch: %w", err)
 		}

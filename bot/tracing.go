@@ -130,7 +130,7 @@ func (b *Bot) recordWait(ctx context.Context, batch *confirm.Batch, c confirm.Ca
 	return trace.Link{SpanContext: span.SpanContext()}
 }
 
-// recordResolved records the approval waits a ResolvePending ended: calls
+// recordResolved records the approval waits an Expire/AbandonPending ended: calls
 // of batch (reloaded after it) that were pending in before and are now
 // decided by the system with status. before may be nil when every call
 // with status counts (expiry is the only way to "expired").

@@ -225,7 +225,7 @@ func (b *Bot) HasConversation(ctx context.Context, th Thread) (bool, error) {
 // never holds tool calls without results.
 func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 	if pending, err := b.store.PendingBatch(ctx, conv.ID); err == nil {
-		n, err := b.store.ResolvePending(ctx, pending.ID, confirm.DecisionDenied, SystemActor, confirm.MovedOnMessage, true, b.now())
+		n, err := b.store.AbandonPending(ctx, pending.ID, SystemActor, confirm.MovedOnMessage, b.now())
 		if err != nil {
 			return fmt.Errorf("abandon pause: %w", err)
 		}

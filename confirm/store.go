@@ -354,13 +354,17 @@ type Store interface {
 	// started. With d.Grant, an allow that decides the call also stores
 	// the grant (audited grant_created).
 	Decide(ctx context.Context, d Decide) (DecideResult, error)
-	// ResolvePending decides every still-pending call of a pending batch
-	// with status (DecisionDenied for an abandoned pause, DecisionExpired)
-	// and message, whatever the expiry, and takes the batch to decided.
-	// With abandon, calls allowed earlier are denied too: an abandoned
-	// reply runs nothing. It returns how many calls it decided; zero
-	// when the batch was no longer pending.
-	ResolvePending(ctx context.Context, batchID string, status DecisionStatus, by, message string, abandon bool, now time.Time) (int, error)
+	// ExpirePending decides every still-pending call of a pending batch
+	// expired, with message, whatever the expiry, and takes the batch to
+	// decided. It returns how many calls it decided; zero when the batch
+	// was no longer pending.
+	ExpirePending(ctx context.Context, batchID, by, message string, now time.Time) (int, error)
+	// AbandonPending denies every still-pending call of a pending batch
+	// with message (the user moved on), and the calls allowed earlier
+	// that have not started too: an abandoned reply runs nothing. It
+	// takes the batch to decided and returns how many calls it decided;
+	// zero when the batch was no longer pending.
+	AbandonPending(ctx context.Context, batchID, by, message string, now time.Time) (int, error)
 	// PendingInChannel counts the pending batches of the conversations in
 	// a channel of a platform (all its threads).
 	PendingInChannel(ctx context.Context, platform, channel string) (int, error)

@@ -380,8 +380,8 @@ func testPendingInChannel(t *testing.T, db *DB) {
 	if n := count("slack", "C3"); n != 0 {
 		t.Fatalf("slack/C3: %d pending, want 0", n)
 	}
-	if n, err := db.ResolvePending(ctx, p1.ID, confirm.DecisionExpired, "airlock", "", false, time.Now()); err != nil || n != 1 {
-		t.Fatalf("ResolvePending = %d, %v", n, err)
+	if n, err := db.ExpirePending(ctx, p1.ID, "airlock", "", time.Now()); err != nil || n != 1 {
+		t.Fatalf("ExpirePending = %d, %v", n, err)
 	}
 	if n := count("slack", "C1"); n != 2 {
 		t.Fatalf("slack/C1 after one resolved: %d pending, want 2", n)

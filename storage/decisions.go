@@ -297,12 +297,26 @@ func decisionDetail(status confirm.DecisionStatus, message, reason string, aband
 	}{string(status), message, reason, abandoned})
 }
 
-// ResolvePending decides every still-pending call of a pending batch with
+// ExpirePending decides every still-pending call of a pending batch
+// expired with message, whatever the expiry (the sweeper calls it once the
+// deadline passed); see resolvePending.
+func (db *DB) ExpirePending(ctx context.Context, batchID, by, message string, now time.Time) (int, error) {
+	return db.resolvePending(ctx, batchID, confirm.DecisionExpired, by, message, false, now)
+}
+
+// AbandonPending denies every still-pending call of a pending batch with
+// message, and also the calls allowed earlier that have not started: an
+// abandoned reply runs nothing; see resolvePending.
+func (db *DB) AbandonPending(ctx context.Context, batchID, by, message string, now time.Time) (int, error) {
+	return db.resolvePending(ctx, batchID, confirm.DecisionDenied, by, message, true, now)
+}
+
+// resolvePending decides every still-pending call of a pending batch with
 // status and message whatever the expiry, and with abandon also denies calls
 // allowed earlier that have not started; it audits each changed call and
 // takes the batch to decided, in one transaction. It returns how many calls
 // it changed; zero when the batch was not pending.
-func (db *DB) ResolvePending(ctx context.Context, batchID string, status confirm.DecisionStatus, by, message string, abandon bool, now time.Time) (int, error) {
+func (db *DB) resolvePending(ctx context.Context, batchID string, status confirm.DecisionStatus, by, message string, abandon bool, now time.Time) (int, error) {
 	if status == "" || status == confirm.DecisionPending {
 		return 0, fmt.Errorf("resolve pending: invalid decision status %q", status)
 	}

@@ -110,9 +110,9 @@ func testResolvePendingExpiry(t *testing.T, db *DB) {
 	if err != nil || len(ids) != 1 || ids[0] != b.ID {
 		t.Fatalf("ExpiredBatches after expiry = %v, %v; want [%s]", ids, err, b.ID)
 	}
-	n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, after)
+	n, err := db.ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage, after)
 	if err != nil || n != 1 {
-		t.Fatalf("ResolvePending = %d, %v; want 1", n, err)
+		t.Fatalf("ExpirePending = %d, %v; want 1", n, err)
 	}
 	got := loadBatch(t, db, b.ID)
 	if got.Status != confirm.BatchDecided {
@@ -127,14 +127,14 @@ func testResolvePendingExpiry(t *testing.T, db *DB) {
 	if c := callByKey(t, got, "k0"); c.Decision != confirm.DecisionAllowedByPolicy {
 		t.Errorf("policy call changed by expiry: %+v", c)
 	}
-	if n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, after); err != nil || n != 0 {
-		t.Errorf("second ResolvePending = %d, %v; want 0", n, err)
+	if n, err := db.ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage, after); err != nil || n != 0 {
+		t.Errorf("second ExpirePending = %d, %v; want 0", n, err)
 	}
 	if ids, err := db.ExpiredBatches(ctx, after.Add(time.Hour)); err != nil || len(ids) != 0 {
 		t.Errorf("ExpiredBatches after resolving = %v, %v", ids, err)
 	}
-	if n, err := db.ResolvePending(ctx, "missing", confirm.DecisionExpired, "airlock", "", false, after); err != nil || n != 0 {
-		t.Errorf("ResolvePending(missing) = %d, %v; want 0, nil", n, err)
+	if n, err := db.ExpirePending(ctx, "missing", "airlock", "", after); err != nil || n != 0 {
+		t.Errorf("ExpirePending(missing) = %d, %v; want 0, nil", n, err)
 	}
 	kinds := auditKinds(t, db, b.ConversationID)
 	if last := kinds[len(kinds)-1]; last != "decision:k1" {
@@ -147,9 +147,9 @@ func testResolvePendingAbandon(t *testing.T, db *DB) {
 	b := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending, confirm.DecisionInvalid)
 	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U-alice"})
 	now := time.Now()
-	n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionDenied, "U-author", confirm.MovedOnMessage, true, now)
+	n, err := db.AbandonPending(ctx, b.ID, "U-author", confirm.MovedOnMessage, now)
 	if err != nil || n != 3 {
-		t.Fatalf("ResolvePending(abandon) = %d, %v; want 3", n, err)
+		t.Fatalf("AbandonPending = %d, %v; want 3", n, err)
 	}
 	got := loadBatch(t, db, b.ID)
 	if got.Status != confirm.BatchDecided {

@@ -197,11 +197,11 @@ func testOutboxEvents(t *testing.T, db *DB) {
 	}
 	// An expired call and an abandoned pause, in conversations of their own.
 	exp := newBatch(t, db, now.Add(-time.Second), confirm.DecisionPending)
-	if n, err := db.ResolvePending(ctx, exp.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, now); err != nil || n != 1 {
+	if n, err := db.ExpirePending(ctx, exp.ID, "airlock", confirm.ExpiredMessage, now); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
 	ab := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionAllowedByPolicy)
-	if n, err := db.ResolvePending(ctx, ab.ID, confirm.DecisionDenied, "airlock", confirm.MovedOnMessage, true, now); err != nil || n != 2 {
+	if n, err := db.AbandonPending(ctx, ab.ID, "airlock", confirm.MovedOnMessage, now); err != nil || n != 2 {
 		t.Fatal(n, err)
 	}
 

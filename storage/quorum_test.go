@@ -191,9 +191,9 @@ func testQuorumExpiry(t *testing.T, db *DB) {
 	if err != nil || len(ids) != 1 || ids[0] != b.ID {
 		t.Fatalf("ExpiredBatches = %v, %v", ids, err)
 	}
-	n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, auditSystemActor, confirm.ExpiredMessage, false, expires)
+	n, err := db.ExpirePending(ctx, b.ID, auditSystemActor, confirm.ExpiredMessage, expires)
 	if err != nil || n != 2 {
-		t.Fatalf("ResolvePending = %d, %v; want 2", n, err)
+		t.Fatalf("ExpirePending = %d, %v; want 2", n, err)
 	}
 	got := loadBatch(t, db, b.ID)
 	if c := callByKey(t, got, "q"); c.Decision != confirm.DecisionExpired || voters(c) != "U-alice" {
@@ -524,8 +524,8 @@ func testAbandonGranted(t *testing.T, db *DB) {
 	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.ResolvePending(ctx, b.ID, confirm.DecisionDenied, "U", confirm.MovedOnMessage, true, time.Time{}); err != nil || n != 2 {
-		t.Fatalf("ResolvePending(abandon) = %d, %v; want 2", n, err)
+	if n, err := db.AbandonPending(ctx, b.ID, "U", confirm.MovedOnMessage, time.Time{}); err != nil || n != 2 {
+		t.Fatalf("AbandonPending = %d, %v; want 2", n, err)
 	}
 	if c := callByKey(t, loadBatch(t, db, b.ID), "g"); c.Decision != confirm.DecisionDenied {
 		t.Fatalf("granted call of an abandoned reply = %+v", c)

@@ -597,7 +597,7 @@ func testEditCallRefused(t *testing.T, db *DB) {
 		t.Fatalf("refused edits wrote %d audit rows", n-audits)
 	}
 	// Once the batch is decided, nothing is editable.
-	if _, err := db.ResolvePending(ctx, b.ID, confirm.DecisionExpired, "airlock", confirm.ExpiredMessage, false, now.Add(2*time.Minute)); err != nil {
+	if _, err := db.ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage, now.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := edit("k1", now, `{"n": 9}`); err != nil || res.Won {
