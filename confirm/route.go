@@ -16,13 +16,13 @@ const (
 // CardMessage is one message Airlock posted for a batch. A click counts
 // only on a message of kind CardMain or CardDM of the button's batch.
 type CardMessage struct {
-	BatchID   string    `db:"batch_id"`
-	Kind      string    `db:"kind"`
-	Platform  string    `db:"platform"`
-	Channel   string    `db:"channel"`
-	Thread    string    `db:"thread"` // "" for a top-level message
-	Ref       string    `db:"ref"`    // the platform's reference (may list several messages, comma-separated)
-	CreatedAt time.Time `db:"created_at"`
+	BatchID   string
+	Kind      string
+	Platform  string
+	Channel   string
+	Thread    string // "" for a top-level message
+	Ref       string // the platform's reference (may list several messages, comma-separated)
+	CreatedAt time.Time
 }
 
 // EditCall is an approver's change of a waiting call's arguments, with

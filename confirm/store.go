@@ -18,22 +18,22 @@ var (
 
 // Conversation is one chat thread the bot talks in.
 type Conversation struct {
-	ID        int64     `db:"id"`
-	Platform  string    `db:"platform"`
-	Channel   string    `db:"channel"`
-	Thread    string    `db:"thread"`
-	DM        bool      `db:"dm"` // a direct message: served only by a "dm" channels entry
-	CreatedAt time.Time `db:"created_at"`
+	ID        int64
+	Platform  string
+	Channel   string
+	Thread    string
+	DM        bool // a direct message: served only by a "dm" channels entry
+	CreatedAt time.Time
 }
 
 // Message is one stored message of a conversation, in order. Body is opaque
 // to storage (the bot stores model messages as JSON, verbatim).
 type Message struct {
-	ConversationID int64           `db:"conversation_id"`
-	Seq            int             `db:"seq"` // 1, 2, 3... per conversation
-	Role           string          `db:"role"`
-	Body           json.RawMessage `db:"body"`
-	CreatedAt      time.Time       `db:"created_at"`
+	ConversationID int64
+	Seq            int // 1, 2, 3... per conversation
+	Role           string
+	Body           json.RawMessage
+	CreatedAt      time.Time
 }
 
 // BatchStatus is where a paused reply stands.
@@ -78,88 +78,88 @@ const (
 
 // Batch is a paused model reply: its calls wait for decisions.
 type Batch struct {
-	ID             string      `db:"id"` // opaque, random
-	ConversationID int64       `db:"conversation_id"`
-	MessageSeq     int         `db:"message_seq"`  // the stored assistant message holding the calls
-	RequestedBy    string      `db:"requested_by"` // platform user id of the turn's author
-	Status         BatchStatus `db:"status"`
-	CardRef        string      `db:"card_ref"` // the platform's reference of the posted card
-	ClaimedBy      string      `db:"claimed_by"`
-	CreatedAt      time.Time   `db:"created_at"`
-	ExpiresAt      time.Time   `db:"expires_at"`
+	ID             string // opaque, random
+	ConversationID int64
+	MessageSeq     int    // the stored assistant message holding the calls
+	RequestedBy    string // platform user id of the turn's author
+	Status         BatchStatus
+	CardRef        string // the platform's reference of the posted card
+	ClaimedBy      string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
 	// ExtendedBy and ExtendedAt record the card's one Extend (ExpiresAt is
 	// then the new deadline).
-	ExtendedBy string     `db:"extended_by"`
-	ExtendedAt *time.Time `db:"extended_at"`
+	ExtendedBy string
+	ExtendedAt *time.Time
 	// Intro is the model's words that came with the calls, as its card
 	// shows them; nil when not stored (a batch from an older release: the
 	// words are in the assistant message at MessageSeq).
-	Intro *string `db:"intro"`
+	Intro *string
 	// Escalated lists the escalation steps that fired, in order.
-	Escalated []int  `db:"-"`
-	Calls     []Call `db:"-"` // in the model's order
+	Escalated []int
+	Calls     []Call // in the model's order
 }
 
 // Call is one call of a batch.
 type Call struct {
-	BatchID  string          `db:"batch_id"`
-	Key      string          `db:"key"`
-	Position int             `db:"position"`
-	CallID   string          `db:"call_id"` // as the model gave it
-	Tool     string          `db:"tool"`
-	Args     json.RawMessage `db:"args"`    // exact bytes from the model
-	Summary  string          `db:"summary"` // the read-back a person approves
-	Flagged  bool            `db:"flagged"` // a person must decide (the policy asked)
+	BatchID  string
+	Key      string
+	Position int
+	CallID   string // as the model gave it
+	Tool     string
+	Args     json.RawMessage // exact bytes from the model
+	Summary  string          // the read-back a person approves
+	Flagged  bool            // a person must decide (the policy asked)
 	// Reasons say why a person is asked, or which rule refused the call
 	// (stored as JSON).
-	Reasons []Reason `db:"-"`
+	Reasons []Reason
 	// Approvals is how many distinct people must allow a flagged call.
-	Approvals int `db:"approvals"`
+	Approvals int
 	// Restrict narrows who may decide: a decider must belong to every set
 	// (stored as JSON). Empty: the channel's approvers.
-	Restrict []Approvers `db:"-"`
+	Restrict []Approvers
 	// Grantable: an "Allow for <duration>" may allow it and grant later
 	// equal-tool calls.
-	Grantable   bool           `db:"grantable"`
-	Decision    DecisionStatus `db:"decision"`
-	DecidedBy   string         `db:"decided_by"` // platform user id; "airlock", "policy", "rule:<name>", "grant:<id>"
-	DecidedAt   *time.Time     `db:"decided_at"`
-	DenyMessage string         `db:"deny_message"` // what the model is told for a deny not made by a person (moved on, rule, invalid...)
+	Grantable   bool
+	Decision    DecisionStatus
+	DecidedBy   string // platform user id; "airlock", "policy", "rule:<name>", "grant:<id>"
+	DecidedAt   *time.Time
+	DenyMessage string // what the model is told for a deny not made by a person (moved on, rule, invalid...)
 	// DenyReason is a person's own words with a deny, as data (capped); the
 	// model's message is built from it.
-	DenyReason string `db:"deny_reason"`
+	DenyReason string
 	// GrantID is the grant that allowed the call (allowed_by_grant).
-	GrantID string `db:"grant_id"`
+	GrantID string
 	// Votes are the approvals recorded so far of a call needing more
 	// than one, oldest first. A call needing one keeps none: its one
 	// approval decides it, and DecidedBy says whose.
-	Votes          []Vote    `db:"-"`
-	Run            RunStatus `db:"run_status"`
-	Result         string    `db:"result"`
-	IdempotencyKey string    `db:"idempotency_key"` // <batch id>/<call key>
-	ExpiresAt      time.Time `db:"expires_at"`
+	Votes          []Vote
+	Run            RunStatus
+	Result         string
+	IdempotencyKey string // <batch id>/<call key>
+	ExpiresAt      time.Time
 	// EditedArgs are an approver's arguments (see RunArgs); Args keep the
 	// model's bytes. Summary is then the edited call's read-back.
-	EditedArgs json.RawMessage `db:"edited_args"`
-	EditedBy   string          `db:"edited_by"`
-	EditedAt   *time.Time      `db:"edited_at"`
+	EditedArgs json.RawMessage
+	EditedBy   string
+	EditedAt   *time.Time
 	// Revision counts the edits of the call's arguments (0: the model's).
 	// Every button, form and view of the call carries the revision it
 	// showed (RefAt); a decision made at another revision changes nothing.
-	Revision int `db:"revision"`
+	Revision int
 	// CheckedBy and CheckedAt record the person who marked an unknown
 	// outcome checked (see CheckStore); nil: not checked.
-	CheckedBy string     `db:"checked_by"`
-	CheckedAt *time.Time `db:"checked_at"`
+	CheckedBy string
+	CheckedAt *time.Time
 	// NoticeRef is the platform's reference of the thread line that
 	// announced the call's unknown outcome ("" when none was posted).
-	NoticeRef string `db:"notice_ref"`
+	NoticeRef string
 }
 
 // Vote is one person's approval of a call.
 type Vote struct {
-	By string    `db:"approver"`
-	At time.Time `db:"at"`
+	By string
+	At time.Time
 }
 
 // Decide is one person's decision on one call.
@@ -244,23 +244,23 @@ type DecideResult struct {
 // restricts who may decide only when its creator is admitted by every
 // restriction (checked when the grant would be used).
 type Grant struct {
-	ID             string `db:"id"`
-	ConversationID int64  `db:"conversation_id"`
-	Tool           string `db:"tool"`
-	CreatedBy      string `db:"created_by"`
+	ID             string
+	ConversationID int64
+	Tool           string
+	CreatedBy      string
 	// CreatorRoles are the creator's platform roles when they made it
 	// (Discord), for the restrictions a later call's rules name.
-	CreatorRoles []string `db:"-"`
+	CreatorRoles []string
 	// Requester is who asked for the call whose "Allow for" made the grant:
 	// the grant covers their later turns of the thread.
-	Requester string     `db:"requester"`
-	CreatedAt time.Time  `db:"created_at"`
-	ExpiresAt time.Time  `db:"expires_at"`
-	RevokedBy string     `db:"revoked_by"`
-	RevokedAt *time.Time `db:"revoked_at"`
-	BatchID   string     `db:"batch_id"` // the call whose "Allow for" created it
-	CallKey   string     `db:"call_key"`
-	NoticeRef string     `db:"notice_ref"` // the platform's reference of the grant's notice (with Revoke)
+	Requester string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	RevokedBy string
+	RevokedAt *time.Time
+	BatchID   string // the call whose "Allow for" created it
+	CallKey   string
+	NoticeRef string // the platform's reference of the grant's notice (with Revoke)
 }
 
 // Active reports whether the grant covers calls at now.
@@ -289,15 +289,15 @@ const (
 
 // AuditEvent is one append-only audit row.
 type AuditEvent struct {
-	ID             int64     `db:"id"`
-	At             time.Time `db:"at"`
-	Kind           AuditKind `db:"kind"`
-	ConversationID int64     `db:"conversation_id"`
-	BatchID        string    `db:"batch_id"`
-	CallKey        string    `db:"call_key"`
-	Tool           string    `db:"tool"`
-	Actor          string    `db:"actor"`  // platform user id, or "airlock"
-	Detail         string    `db:"detail"` // JSON: args, decision, outcome...
+	ID             int64
+	At             time.Time
+	Kind           AuditKind
+	ConversationID int64
+	BatchID        string
+	CallKey        string
+	Tool           string
+	Actor          string // platform user id, or "airlock"
+	Detail         string // JSON: args, decision, outcome...
 }
 
 // AuditFilter selects audit events; zero fields select everything.
