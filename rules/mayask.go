@@ -13,18 +13,22 @@ import (
 // r.Platform and r.Channel, could be made to wait for a person by an ask
 // rule: whether, with the tool, platform and channel known and the
 // arguments, the requester and the time unknown, some ask rule's
-// expression is not false. A rule that cannot be evaluated so counts as
+// expression is not false. With neither a platform nor a channel given,
+// both are unknown too: may a rule ask anywhere. A rule that cannot be evaluated so counts as
 // one that may ask (its evaluation errors ask too). Deny rules refuse
 // rather than ask and are not counted. A nil Set never asks.
 func (s *Set) MayAsk(r confirm.Request) bool {
 	if s == nil {
 		return false
 	}
-	vars, err := cel.PartialVars(map[string]any{
-		"tool":     r.Call.Name,
-		"platform": r.Platform,
-		"channel":  r.Channel,
-	}, cel.AttributePattern("args"), cel.AttributePattern("user"), cel.AttributePattern("now"))
+	known := map[string]any{"tool": r.Call.Name}
+	unknown := []*cel.AttributePatternType{cel.AttributePattern("args"), cel.AttributePattern("user"), cel.AttributePattern("now")}
+	if r.Platform == "" && r.Channel == "" { // anywhere (airlock tools)
+		unknown = append(unknown, cel.AttributePattern("platform"), cel.AttributePattern("channel"))
+	} else {
+		known["platform"], known["channel"] = r.Platform, r.Channel
+	}
+	vars, err := cel.PartialVars(known, unknown...)
 	if err != nil {
 		return true
 	}

@@ -112,6 +112,9 @@ func approvalOf(policy confirm.Policy, name string, info confirm.ToolInfo) strin
 		return "always\t" + strings.Join(always, "; ")
 	case len(rules) > 0:
 		return "depends on the arguments\trules " + strings.Join(rules, ", ")
+	case confirm.MayAsk(policy, confirm.Request{Call: confirm.ToolCall{Name: name}, Tool: &info}):
+		// No rule asks for empty arguments, but one may for others.
+		return "depends on the arguments\tan ask rule may match"
 	}
 	return "no\t-"
 }
