@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -132,6 +133,9 @@ type Config struct {
 	// carry ids, names and outcomes, never arguments, results or text.
 	// nil records nothing.
 	Tracer trace.Tracer
+	// RunbookEval resolves runbook steps' expressions; nil: runbooks are
+	// off (see runbook.go).
+	RunbookEval runbook.Evaluator
 }
 
 // EscalationStep is one `confirmation.escalation` step.
@@ -163,6 +167,8 @@ type Bot struct {
 	links     linkCache      // permalinks of threads and cards
 	convs     convCache      // conversations by id (their rows never change)
 	posted    postedCache    // each batch's card messages, as this process posted them
+	rbOnce    sync.Once
+	rb        *runbook.Engine // runbook runs (runbook.go); nil when off
 }
 
 // New checks the config and returns a Bot. Register platforms before use.
@@ -281,6 +287,9 @@ func (b *Bot) history(ctx context.Context, convID int64) ([]model.Message, error
 	}
 	out := make([]model.Message, 0, len(stored))
 	for _, m := range stored {
+		if m.Role == roleRunbookStep {
+			continue // a runbook step's call and result: the model never made that call
+		}
 		var mm model.Message
 		if err := json.Unmarshal(m.Body, &mm); err != nil {
 			return nil, fmt.Errorf("decode message %d: %w", m.Seq, err)

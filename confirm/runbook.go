@@ -50,6 +50,9 @@ const (
 // Active reports whether the attempt has no outcome yet.
 func (s StepStatus) Active() bool { return s == StepStarted || s == StepWaiting }
 
+// ReasonRunbookStep: the runbook step says confirm (or approvals).
+const ReasonRunbookStep ReasonKind = "runbook_step"
+
 // Audit kinds of runbook runs (and the webhook event types of the same
 // names).
 const (
