@@ -395,16 +395,17 @@ type MissingToolError struct {
 }
 
 func (e *MissingToolError) Error() string {
-	return fmt.Sprintf("%s: runbook %s, step %s: no tool named %q", e.Key, e.Runbook, e.Step, e.Tool)
+	return fmt.Sprintf("runbook %s, step %s: no tool named %q", e.Runbook, e.Step, e.Tool)
 }
 
 // CheckTools checks that every step's tool exists (has): the first missing
-// one is a *MissingToolError naming the runbook, the step and the tool. A
-// run of a runbook that fails it must not start.
+// one is a *keyerr.Error at the step's tool key wrapping a
+// *MissingToolError naming the runbook, the step and the tool. A run of a
+// runbook that fails it must not start.
 func (r *Runbook) CheckTools(has func(name string) bool) error {
 	for _, s := range append(r.Steps(), r.onFailure...) {
 		if !has(s.cfg.Tool) {
-			return &MissingToolError{Runbook: r.cfg.Name, Step: s.cfg.ID, Tool: s.cfg.Tool, Key: s.key + ".tool"}
+			return keyerr.Wrap(s.key+".tool", &MissingToolError{Runbook: r.cfg.Name, Step: s.cfg.ID, Tool: s.cfg.Tool, Key: s.key + ".tool"})
 		}
 	}
 	return nil
