@@ -133,8 +133,8 @@ type Config struct {
 	// carry ids, names and outcomes, never arguments, results or text.
 	// nil records nothing.
 	Tracer trace.Tracer
-	// RunbookEval resolves runbook steps' expressions; nil: runbooks are
-	// off (see runbook.go).
+	// RunbookEval resolves runbook steps' expressions; nil: the compiled
+	// definitions' CEL (see runbook.go).
 	RunbookEval runbook.Evaluator
 }
 

@@ -49,10 +49,14 @@ func stepBatch(batch *confirm.Batch) bool {
 func (b *Bot) runbookEngine() *runbook.Engine {
 	b.rbOnce.Do(func() {
 		rs, ok := b.cfg.Store.(runbook.Store)
-		if !ok || b.cfg.RunbookEval == nil {
+		if !ok {
 			return
 		}
-		b.rb = &runbook.Engine{Store: rs, Exec: &runbookExec{b: b}, Eval: b.cfg.RunbookEval, Now: b.now, Log: b.log}
+		eval := b.cfg.RunbookEval
+		if eval == nil {
+			eval = &runbook.CEL{}
+		}
+		b.rb = &runbook.Engine{Store: rs, Exec: &runbookExec{b: b}, Eval: eval, Now: b.now, Log: b.log}
 	})
 	return b.rb
 }
@@ -187,7 +191,7 @@ type runbookExec struct {
 // SubmitStep plans the step's one call like a model's reply (planBatch),
 // adds the step's confirm/approvals, stores the batch with the step's
 // idempotency key, links it to the step, and posts its card or runs it.
-func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.Step) error {
+func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error {
 	b := x.b
 	conv, err := b.conversation(ctx, s.Run.ConversationID)
 	if err != nil {
@@ -268,7 +272,7 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.Step) error {
 // the step says confirm (a grant of the thread may still cover it, as it
 // would a flagged model call); approvals raise the call's quorum, and a
 // quorum of more than one is never covered by a grant.
-func (b *Bot) addStepGates(ctx context.Context, conv confirm.Conversation, requester asker, batch *confirm.Batch, s runbook.Step) error {
+func (b *Bot) addStepGates(ctx context.Context, conv confirm.Conversation, requester asker, batch *confirm.Batch, s runbook.StepCall) error {
 	c := &batch.Calls[0]
 	c.IdempotencyKey = s.Key.IdempotencyKey()
 	if c.Decision == confirm.DecisionInvalid || c.Decision == confirm.DecisionDeniedByRule || c.Decision == confirm.DecisionDenied {

@@ -17,45 +17,6 @@ import (
 	"github.com/airlockhq/airlock/tools"
 )
 
-// literalEval is a minimal evaluator for the engine's tests: an argument
-// "{{ params.X }}" is the parameter X; `when: "false"` is false; retry
-// `until: "R"` holds when the step's result is the text R. (The compiled
-// CEL definitions are tested in runbook/.)
-type literalEval struct{}
-
-func (literalEval) step(rb *runbook.Config, phase string, i int) runbook.StepConfig {
-	if phase == confirm.PhaseOnFailure {
-		return rb.OnFailure[i]
-	}
-	return rb.Steps[i]
-}
-
-func (e literalEval) When(rb *runbook.Config, phase string, i int, v runbook.Vars) (bool, error) {
-	return e.step(rb, phase, i).When != "false", nil
-}
-
-func (e literalEval) Args(rb *runbook.Config, phase string, i int, v runbook.Vars) (map[string]any, error) {
-	out := map[string]any{}
-	for k, a := range e.step(rb, phase, i).Args {
-		if s, ok := a.(string); ok && strings.HasPrefix(s, "{{ params.") {
-			name := strings.TrimSuffix(strings.TrimPrefix(s, "{{ params."), " }}")
-			p, ok := v.Params[name]
-			if !ok {
-				return nil, fmt.Errorf("no parameter %s", name)
-			}
-			out[k] = p
-			continue
-		}
-		out[k] = a
-	}
-	return out, nil
-}
-
-func (e literalEval) Done(rb *runbook.Config, phase string, i int, v runbook.Vars) (bool, error) {
-	sc := e.step(rb, phase, i)
-	return fmt.Sprint(v.Steps[sc.ID].Result) == sc.Retry.Until, nil
-}
-
 // scriptTool answers its runs from a script (text, or an error), and
 // records each run's idempotency key.
 type scriptTool struct {
@@ -129,7 +90,6 @@ func newRBHarness(t *testing.T, edit func(*bot.Config)) *rbHarness {
 	}
 	h := newHarnessWith(t, "", func(c *bot.Config) {
 		c.Tools = rbTools{base: c.Tools, extra: extra}
-		c.RunbookEval = literalEval{}
 		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice", "carol"}}})
 		if edit != nil {
 			edit(c)
@@ -300,7 +260,7 @@ func TestRunbookSkippedAndContinue(t *testing.T) {
 	h := newRBHarness(t, nil)
 	rb := restartBook()
 	rb.Steps[0].OnFailure = runbook.OnFailureContinue
-	rb.Steps[1].When = "false"
+	rb.Steps[1].When = `steps.before.outcome == "succeeded"`
 	h.extra["svc_status"].outs = []any{errors.New("down"), "up"}
 	id := h.start(rb, "bob")
 	r, steps := h.run(id)
@@ -319,7 +279,7 @@ func TestRunbookRetryUntil(t *testing.T) {
 	h := newRBHarness(t, nil)
 	rb := &runbook.Config{Name: "wait", Steps: []runbook.StepConfig{{
 		ID: "after", Tool: "restart", Args: map[string]any{}, Confirm: true,
-		Retry: &runbook.RetryConfig{Attempts: 3, Delay: 10 * time.Second, Until: "up"},
+		Retry: &runbook.RetryConfig{Attempts: 3, Delay: 10 * time.Second, Until: `steps.after.result == "up"`},
 	}}}
 	h.extra["restart"].outs = []any{"down", "down", "up"}
 	id := h.start(rb, "bob")

@@ -28,12 +28,12 @@ import (
 // steps (Config.Steps for PhaseMain, Config.OnFailure for PhaseOnFailure).
 type Evaluator interface {
 	When(rb *Config, phase string, i int, v Vars) (bool, error)
-	Args(rb *Config, phase string, i int, v Vars) (map[string]any, error)
+	Args(rb *Config, phase string, i int, v Vars) (json.RawMessage, error)
 	Done(rb *Config, phase string, i int, v Vars) (bool, error)
 }
 
-// Step is what the executor submits: one call of one step attempt.
-type Step struct {
+// StepCall is what the executor submits: one call of one step attempt.
+type StepCall struct {
 	Run    *confirm.RunbookRun
 	Key    confirm.StepKey
 	Config StepConfig
@@ -50,7 +50,7 @@ type Step struct {
 // the step (SetRunbookStepBatch) and then posts its card, or runs it at
 // once when nothing gates it. The batch's end comes back as StepDone.
 type Executor interface {
-	SubmitStep(ctx context.Context, s Step) error
+	SubmitStep(ctx context.Context, s StepCall) error
 	// ShowRun renders the run message (posted once, then edited).
 	ShowRun(ctx context.Context, run *confirm.RunbookRun, rb *Config, steps []confirm.RunbookStep)
 	// Finished tells the run's starter it ended (the model's runbook call
@@ -436,11 +436,7 @@ func (e *Engine) submit(ctx context.Context, s *state, phase string, i, attempt 
 	if err != nil || !won {
 		return false, err
 	}
-	args, err := e.Eval.Args(s.rb, phase, i, v)
-	var raw []byte
-	if err == nil {
-		raw, err = json.Marshal(args)
-	}
+	raw, err := e.Eval.Args(s.rb, phase, i, v)
 	if err != nil {
 		return e.end(ctx, k, confirm.StepFailed, fmt.Sprintf("%sits arguments did not resolve: %v", invalidPrefix, err))
 	}
@@ -450,7 +446,7 @@ func (e *Engine) submit(ctx context.Context, s *state, phase string, i, attempt 
 			covered = prev.BatchID
 		}
 	}
-	if err := e.Exec.SubmitStep(ctx, Step{Run: s.run, Key: k, Config: sc, Args: raw, Covered: covered}); err != nil {
+	if err := e.Exec.SubmitStep(ctx, StepCall{Run: s.run, Key: k, Config: sc, Args: raw, Covered: covered}); err != nil {
 		// Whether its call was stored is not known: recovery decides.
 		return false, fmt.Errorf("submit step %s: %w", k.Active(), err)
 	}
@@ -659,16 +655,12 @@ func (e *Engine) retryStep(ctx context.Context, s *state, phase string, i, attem
 	if err != nil || !won {
 		return false, err
 	}
-	args, err := e.Eval.Args(s.rb, phase, i, s.vars(e.now()))
-	var raw []byte
-	if err == nil {
-		raw, err = json.Marshal(args)
-	}
+	raw, err := e.Eval.Args(s.rb, phase, i, s.vars(e.now()))
 	if err != nil {
 		return e.end(ctx, k, confirm.StepFailed, fmt.Sprintf("%sits arguments did not resolve: %v", invalidPrefix, err))
 	}
 	sc.Confirm = true
-	return false, e.Exec.SubmitStep(ctx, Step{Run: s.run, Key: k, Config: sc, Args: raw})
+	return false, e.Exec.SubmitStep(ctx, StepCall{Run: s.run, Key: k, Config: sc, Args: raw})
 }
 
 // Start stores a new run of rb (parameters validated by the caller) and
@@ -702,4 +694,62 @@ func (e *Engine) AdvanceDue(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// CEL evaluates steps with their compiled definitions (CEL `when` and
+// `until`, `{{ }}` argument templates), compiled once per snapshot.
+type CEL struct {
+	mu    sync.Mutex
+	cache map[string]*Runbook
+}
+
+func (c *CEL) step(rb *Config, phase string, i int) (*Step, error) {
+	snap, err := Encode(rb)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.cache[string(snap)]
+	if r == nil {
+		if r, err = FromSnapshot(snap); err != nil {
+			return nil, err
+		}
+		if c.cache == nil || len(c.cache) > 256 {
+			c.cache = map[string]*Runbook{}
+		}
+		c.cache[string(snap)] = r
+	}
+	steps := r.Steps()
+	if phase == confirm.PhaseOnFailure {
+		steps = r.OnFailure()
+	}
+	if i < 0 || i >= len(steps) {
+		return nil, fmt.Errorf("step %d of %s: %w", i, phase, ErrNoSuchRun)
+	}
+	return steps[i], nil
+}
+
+func (c *CEL) When(rb *Config, phase string, i int, v Vars) (bool, error) {
+	s, err := c.step(rb, phase, i)
+	if err != nil {
+		return false, err
+	}
+	return s.When(v)
+}
+
+func (c *CEL) Args(rb *Config, phase string, i int, v Vars) (json.RawMessage, error) {
+	s, err := c.step(rb, phase, i)
+	if err != nil {
+		return nil, err
+	}
+	return s.Args(v)
+}
+
+func (c *CEL) Done(rb *Config, phase string, i int, v Vars) (bool, error) {
+	s, err := c.step(rb, phase, i)
+	if err != nil {
+		return false, err
+	}
+	return s.Done(v)
 }
