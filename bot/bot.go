@@ -136,6 +136,9 @@ type Config struct {
 	// RunbookEval resolves runbook steps' expressions; nil: the compiled
 	// definitions' CEL (see runbook.go).
 	RunbookEval runbook.Evaluator
+	// Runbooks are the compiled runbooks (channels[].runbooks narrows
+	// which are offered where).
+	Runbooks []*runbook.Runbook
 }
 
 // EscalationStep is one `confirmation.escalation` step.

@@ -498,3 +498,162 @@ func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 	}
 	return strings.TrimRight(sb.String(), "\n")
 }
+
+// offeredRunbooks are the runbooks offered where the turn was written:
+// every configured one, or those its channels entry names.
+func (b *Bot) offeredRunbooks(platform, channel string, dm bool) []*runbook.Runbook {
+	e, ok := b.cfg.Channels.entry(platform, channel, dm)
+	if !ok {
+		return nil
+	}
+	var out []*runbook.Runbook
+	for _, r := range b.cfg.Runbooks {
+		if e.Runbooks == nil || containsString(e.Runbooks, r.Name()) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runbookCommand answers `run NAME k=v ...`, `runbooks` and `stop` in a
+// turn (a mention's text, or the terminal's /run, /runbooks, /stop)
+// without the model. handled is false for any other text.
+func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err error) {
+	text := strings.TrimSpace(t.Text)
+	word, _, _ := strings.Cut(text, " ")
+	word = strings.ToLower(word)
+	if word != "run" && word != "runbooks" && word != "stop" {
+		if t.Command {
+			return true, b.postIn(ctx, Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}, "Unknown command.")
+		}
+		return false, nil
+	}
+	if len(b.cfg.Runbooks) == 0 && !t.Command {
+		return false, nil // no runbooks configured: the words go to the model as before
+	}
+	th := Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}
+	offered := b.offeredRunbooks(t.Platform, t.Channel, t.DM)
+	switch word {
+	case "runbooks":
+		return true, b.postIn(ctx, th, runbookList(offered))
+	case "stop":
+		return true, b.stopInThread(ctx, th, t)
+	}
+	_, rest, _ := strings.Cut(text, " ")
+	name, args, err := runbook.ParseCommand(rest)
+	if err != nil {
+		return true, b.postIn(ctx, th, "I could not read that command: "+err.Error()+"\n"+runbookList(offered))
+	}
+	var rb *runbook.Runbook
+	for _, r := range offered {
+		if r.Name() == name {
+			rb = r
+		}
+	}
+	if rb == nil {
+		return true, b.postIn(ctx, th, fmt.Sprintf("There is no runbook %q here. %s", name, runbookList(offered)))
+	}
+	params, err := rb.Params(args)
+	if err != nil {
+		return true, b.postIn(ctx, th, fmt.Sprintf("Runbook %s was not started: %v", rb.Name(), err))
+	}
+	cfg := rb.Config()
+	if _, err := b.StartRunbook(ctx, th, t.User, &cfg, params, "", ""); err != nil {
+		b.log.Error("start runbook", "runbook", rb.Name(), "err", err)
+		return true, b.postIn(ctx, th, "Runbook "+rb.Name()+" could not start; it is logged.")
+	}
+	return true, nil
+}
+
+// runbookList is the runbooks offered, with their parameters.
+func runbookList(offered []*runbook.Runbook) string {
+	if len(offered) == 0 {
+		return "No runbooks are offered here."
+	}
+	var sb strings.Builder
+	sb.WriteString("Runbooks offered here:")
+	for _, r := range offered {
+		fmt.Fprintf(&sb, "\n- %s", r.Name())
+		var ps []string
+		for _, p := range r.ParamSpecs() {
+			ps = append(ps, paramLine(p))
+		}
+		if len(ps) > 0 {
+			sb.WriteString(" " + strings.Join(ps, " "))
+		}
+		if d := r.Description(); d != "" {
+			sb.WriteString(": " + d)
+		}
+	}
+	return sb.String()
+}
+
+// stopInThread stops the newest live run of the thread (`stop`).
+func (b *Bot) stopInThread(ctx context.Context, th Thread, t Turn) error {
+	e := b.runbookEngine()
+	if e == nil {
+		return b.postIn(ctx, th, "No runbook runs here.")
+	}
+	conv, err := b.store.FindConversation(ctx, th.Platform, th.Channel, th.Thread)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return b.postIn(ctx, th, "No runbook is running in this thread.")
+	}
+	if err != nil {
+		return err
+	}
+	live, err := e.Store.LiveRunbookRuns(ctx)
+	if err != nil {
+		return err
+	}
+	id := ""
+	for _, r := range live {
+		if r.ConversationID == conv.ID {
+			id = r.ID
+		}
+	}
+	if id == "" {
+		return b.postIn(ctx, th, "No runbook is running in this thread.")
+	}
+	switch err := b.StopRunbook(ctx, id, t.User, t.Roles); {
+	case errors.Is(err, ErrNotAllowedToStop):
+		return b.postIn(ctx, th, "Only the person who started the run or an approver can stop it.")
+	case errors.Is(err, runbook.ErrRunEnded):
+		return b.postIn(ctx, th, "That run has already ended.")
+	case err != nil:
+		return err
+	}
+	return nil
+}
+
+// paramLine is one parameter as the list shows it: name=<type> or the
+// allowed values, optional ones in brackets with their default.
+func paramLine(p runbook.ParamSpec) string {
+	v := p.Type
+	if len(p.Enum) > 0 {
+		var vs []string
+		for _, e := range p.Enum {
+			vs = append(vs, fmt.Sprint(e))
+		}
+		v = strings.Join(vs, "|")
+	}
+	if v == "" {
+		v = "value"
+	}
+	s := p.Name + "=" + v
+	if !p.Required {
+		if p.HasDefault {
+			s += fmt.Sprintf(" (default %v)", p.Default)
+		}
+		s = "[" + s + "]"
+	}
+	return s
+}

@@ -475,3 +475,106 @@ func TestRunbookInvalidArgsStop(t *testing.T) {
 		t.Fatal("a step with invalid arguments ran")
 	}
 }
+
+func compiledBooks(t *testing.T) []*runbook.Runbook {
+	t.Helper()
+	rb := restartBook()
+	rb.Parameters = map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"service": map[string]any{"type": "string", "enum": []any{"api", "web"}},
+		},
+		"required":             []any{"service"},
+		"additionalProperties": false,
+	}
+	other := runbook.Config{Name: "other", Steps: []runbook.StepConfig{{ID: "a", Tool: "page", Args: map[string]any{"text": "x"}}}}
+	rbs, err := runbook.Compile("runbooks", []runbook.Config{*rb, other}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rbs
+}
+
+func (h *rbHarness) liveRuns() []confirm.RunbookRun {
+	h.t.Helper()
+	live, err := h.store.LiveRunbookRuns(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return live
+}
+
+// `run NAME k=v` in a mention starts the run without the model; a bad
+// parameter answers one message naming it and what is allowed, an unknown
+// name lists the runbooks offered, and nothing starts or runs.
+func TestRunbookChatCommands(t *testing.T) {
+	h := newRBHarness(t, func(c *bot.Config) { c.Runbooks = compiledBooks(t) })
+	h.turn("bob", "run restart service=db")
+	if !strings.Contains(h.plat.lastPost(), "service") || !strings.Contains(h.plat.lastPost(), "api") || len(h.liveRuns()) != 0 {
+		t.Fatalf("bad parameter: %q, runs %v", h.plat.lastPost(), h.liveRuns())
+	}
+	h.turn("bob", "run restart")
+	if !strings.Contains(h.plat.lastPost(), "service") || len(h.liveRuns()) != 0 {
+		t.Fatalf("missing parameter: %q", h.plat.lastPost())
+	}
+	h.turn("bob", "run nosuch service=api")
+	if p := h.plat.lastPost(); !strings.Contains(p, `"nosuch"`) || !strings.Contains(p, "- restart service=api|web") || !strings.Contains(p, "- other") {
+		t.Fatalf("unknown runbook: %q", p)
+	}
+	h.turn("bob", "runbooks")
+	if p := h.plat.lastPost(); !strings.Contains(p, "restart service=api|web") {
+		t.Fatalf("list: %q", p)
+	}
+	if len(h.extra["svc_status"].runs()) != 0 || len(h.model.Requests()) != 0 {
+		t.Fatal("a refused command ran a step or asked the model")
+	}
+	h.turn("bob", `run restart service="api"`)
+	h.settle()
+	live := h.liveRuns()
+	if len(live) != 1 || string(live[0].Params) != `{"service":"api"}` || live[0].RequestedBy != "bob" {
+		t.Fatalf("started: %+v", live)
+	}
+	if len(h.model.Requests()) != 0 || len(h.plat.cards) != 1 {
+		t.Fatalf("model asked %d times, %d cards", len(h.model.Requests()), len(h.plat.cards))
+	}
+	h.turn("mallory", "stop")
+	if !strings.Contains(h.plat.lastPost(), "Only the person who started") {
+		t.Fatalf("stranger's stop: %q", h.plat.lastPost())
+	}
+	h.turn("bob", "stop")
+	h.settle()
+	if r, _ := h.run(live[0].ID); r.Status != confirm.RunbookStopped {
+		t.Fatalf("after stop: %s", r.Status)
+	}
+	if len(h.extra["restart"].runs()) != 0 || len(h.model.Requests()) != 0 {
+		t.Fatal("the stopped step ran, or the model was asked")
+	}
+}
+
+// channels[].runbooks limits what is offered: a runbook not offered there
+// is unknown there.
+func TestRunbookOfferedPerChannel(t *testing.T) {
+	h := newRBHarness(t, func(c *bot.Config) {
+		c.Runbooks = compiledBooks(t)
+		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}, Runbooks: []string{"other"}}})
+	})
+	h.turn("bob", "run restart service=api")
+	if p := h.plat.lastPost(); !strings.Contains(p, `no runbook "restart"`) || strings.Contains(p, "- restart") || !strings.Contains(p, "- other") {
+		t.Fatalf("not offered: %q", p)
+	}
+	if len(h.liveRuns()) != 0 || len(h.extra["svc_status"].runs()) != 0 {
+		t.Fatal("a runbook not offered here started")
+	}
+}
+
+// A person who may not ask in the channel cannot start a run.
+func TestRunbookNeedsAdmission(t *testing.T) {
+	h := newRBHarness(t, func(c *bot.Config) {
+		c.Runbooks = compiledBooks(t)
+		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}, Requesters: []string{"alice"}}})
+	})
+	h.turn("bob", "run restart service=api")
+	if len(h.liveRuns()) != 0 || len(h.extra["svc_status"].runs()) != 0 {
+		t.Fatal("someone who may not ask started a run")
+	}
+}
