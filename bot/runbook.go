@@ -57,6 +57,9 @@ func (b *Bot) runbookEngine() *runbook.Engine {
 			eval = &runbook.CEL{}
 		}
 		b.rb = &runbook.Engine{Store: rs, Exec: &runbookExec{b: b}, Eval: eval, Now: b.now, Log: b.log}
+		if m, ok := b.cfg.Metrics.(RunbookMetrics); ok {
+			b.rb.StepEnded = func(name string, outcome confirm.StepStatus, d time.Duration) { m.RunbookStep(name, string(outcome), d) }
+		}
 	})
 	return b.rb
 }
@@ -344,6 +347,7 @@ func (x *runbookExec) Finished(ctx context.Context, run *confirm.RunbookRun, rb 
 // runbook and outcome.
 type RunbookMetrics interface {
 	RunbookRun(runbook, outcome string)
+	RunbookStep(runbook, outcome string, d time.Duration)
 }
 
 // RunMessenger is implemented by platforms that post a run message and

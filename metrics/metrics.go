@@ -30,6 +30,7 @@ type Metrics struct {
 	modelSeconds      *prometheus.HistogramVec
 	webhookDeliveries *prometheus.CounterVec
 	ackSeconds        *prometheus.HistogramVec
+	rb                runbookCollectors
 }
 
 // New registers Airlock's metrics, plus the Go runtime's and the
@@ -39,6 +40,7 @@ func New(pending func() float64) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		reg: reg,
+		rb:  newRunbookCollectors(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_decisions_total", Help: "Decisions on calls that needed a person, by outcome (allowed, denied, expired, abandoned).",
 		}, []string{"outcome"}),
@@ -68,7 +70,7 @@ func New(pending func() float64) *Metrics {
 		}, []string{"platform"}),
 	}
 	reg.MustRegister(m.decisions, m.decisionWait, m.toolRuns, m.toolRunSeconds, m.modelRequests, m.modelSeconds,
-		m.webhookDeliveries, m.ackSeconds,
+		m.webhookDeliveries, m.ackSeconds, m.rb.runs, m.rb.stepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if pending != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -71,6 +71,9 @@ type Engine struct {
 	Eval  Evaluator
 	Now   func() time.Time
 	Log   *slog.Logger
+	// StepEnded, when set, is told each step's outcome and duration
+	// (metrics).
+	StepEnded func(runbook string, outcome confirm.StepStatus, d time.Duration)
 
 	wg sync.WaitGroup
 }
@@ -503,8 +506,12 @@ func (e *Engine) StepDone(ctx context.Context, batch *confirm.Batch) error {
 		t := e.now().Add(sc.Retry.Delay)
 		due = &t
 	}
-	if _, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, due, e.now()); err != nil {
+	won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, due, e.now())
+	if err != nil {
 		return err
+	}
+	if won && e.StepEnded != nil {
+		e.StepEnded(s.run.Runbook, status, e.now().Sub(st.CreatedAt))
 	}
 	return e.afterStep(ctx, st.StepKey)
 }
