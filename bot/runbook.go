@@ -58,7 +58,9 @@ func (b *Bot) runbookEngine() *runbook.Engine {
 		}
 		b.rb = &runbook.Engine{Store: rs, Exec: &runbookExec{b: b}, Eval: eval, Now: b.now, Log: b.log}
 		if m, ok := b.cfg.Metrics.(RunbookMetrics); ok {
-			b.rb.StepEnded = func(name string, outcome confirm.StepStatus, d time.Duration) { m.RunbookStep(name, string(outcome), d) }
+			b.rb.StepEnded = func(name string, outcome confirm.StepStatus, d time.Duration) {
+				m.RunbookStep(name, string(outcome), d)
+			}
 		}
 	})
 	return b.rb

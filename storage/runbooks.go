@@ -304,12 +304,17 @@ func (db *DB) auditRunbookStep(ctx context.Context, tx dbtx, k confirm.StepKey, 
 }
 
 func (db *DB) auditRunbookStepBy(ctx context.Context, tx dbtx, k confirm.StepKey, tool string, status confirm.StepStatus, batchID, result, actor string, now time.Time) error {
-	var convID int64
-	if err := db.get(ctx, tx, &convID, db.q(`SELECT conversation_id FROM runbook_runs WHERE id = ?`), k.RunID); err != nil {
+	var run struct {
+		ConversationID int64  `db:"conversation_id"`
+		Runbook        string `db:"runbook"`
+	}
+	if err := db.get(ctx, tx, &run, db.q(`SELECT conversation_id, runbook FROM runbook_runs WHERE id = ?`), k.RunID); err != nil {
 		return fmt.Errorf("run of step: %w", notFound(err))
 	}
+	convID := run.ConversationID
 	var d rawObject
 	d.add("run_id", k.RunID)
+	d.add("runbook", run.Runbook)
 	d.add("step", k.StepID)
 	d.add("phase", k.Phase)
 	d.add("attempt", k.Attempt)

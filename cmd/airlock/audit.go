@@ -252,6 +252,7 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	printRecords(stdout, records)
+	printRunbookEvents(stdout, events)
 	return 0
 }
 
