@@ -98,3 +98,24 @@ func TestRunbookConfigErrorsNameTheKey(t *testing.T) {
 		}
 	}
 }
+
+// A gemini model without a key is off (the example's ${GEMINI_API_KEY:-}
+// unset); a key, or an openai provider without one (a local server),
+// is a model.
+func TestModelOff(t *testing.T) {
+	for src, off := range map[string]bool{
+		"model: {provider: gemini, name: x, api_key: '${GEMINI_API_KEY:-}'}\n": true,
+		"model: {provider: gemini, name: x}\n":                                 true,
+		"model: {provider: gemini, name: x, api_key: k}\n":                     false,
+		"model: {provider: openai, name: x}\n":                                 false,
+	} {
+		c, err := Parse([]byte(src), env(nil))
+		if err != nil || c.Model.Off() != off {
+			t.Errorf("%s: off %v, err %v", src, c != nil && c.Model.Off(), err)
+		}
+	}
+	// Unset without a default is still an error naming the variable.
+	if _, err := Parse([]byte("model: {provider: gemini, name: x, api_key: '${GEMINI_API_KEY}'}\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "GEMINI_API_KEY is not set") {
+		t.Fatalf("%v", err)
+	}
+}
