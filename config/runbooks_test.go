@@ -85,6 +85,8 @@ func TestRunbookConfigErrorsNameTheKey(t *testing.T) {
 		{"- name: service_status", "- name: runbook__x", `tools[0].name: "runbook__x" would clash`},
 		{"- id: restart", "- id: before", `runbooks[0].steps[1].id: "before" is already the id of runbooks[0].steps[0]`},
 		{`{service: "{{params.service}}"}`, `{service: "{{ nope }}"}`, "runbooks[0].steps[1].args.service: 1:1: undeclared reference to 'nope'"},
+		// Arguments are CEL templates, never Go templates (tools[].summary is one).
+		{`{service: "{{params.service}}"}`, `{service: "{{ .service }}"}`, "runbooks[0].steps[1].args.service: 1:"},
 		{"timeout: 2m", "timeout: soon", `runbooks[0].steps[1].timeout: "soon" is not a duration`},
 		{"timeout: 2m", "timeout: 2m\n        bogus: 1", "runbooks[0].steps[1].bogus: unknown key"},
 	} {
