@@ -805,7 +805,7 @@ func (c *Config) crossCheck() error {
 	}
 	known := map[string]bool{}
 	for i, m := range c.MCPServers {
-		if m.Name+mcptools.Separator == runbook.ToolPrefix {
+		if strings.HasPrefix(m.Name+mcptools.Separator, runbook.ToolPrefix) { // runbook, runbook_…: <server>__<tool> could be runbook__<name>
 			return keyerr.New(fmt.Sprintf("mcp_servers[%d].name", i), "%q would clash with the runbooks' tools, named %s<runbook>", m.Name, runbook.ToolPrefix)
 		}
 	}

@@ -82,6 +82,7 @@ func TestRunbookConfigErrorsNameTheKey(t *testing.T) {
 		{"tool: pager__page", "tool: other__page", `runbooks[0].on_failure[0].tool: runbook restart, step page: no tool named "other__page"`},
 		{"runbooks: [restart]", "runbooks: [restart, stop]", `channels[0].runbooks[1]: no runbook named "stop"`},
 		{"- name: pager", "- name: runbook", `mcp_servers[0].name: "runbook" would clash with the runbooks' tools, named runbook__<runbook>`},
+		{"- name: pager", "- name: runbook_", `mcp_servers[0].name: "runbook_" would clash`}, // runbook___x is runbook _x's tool
 		{"- name: service_status", "- name: runbook__x", `tools[0].name: "runbook__x" would clash`},
 		{"- id: restart", "- id: before", `runbooks[0].steps[1].id: "before" is already the id of runbooks[0].steps[0]`},
 		{`{service: "{{params.service}}"}`, `{service: "{{ nope }}"}`, "runbooks[0].steps[1].args.service: 1:1: undeclared reference to 'nope'"},
