@@ -247,14 +247,17 @@ type Model struct {
 	MaxMessageChars int `yaml:"max_message_chars"`
 }
 
+// Off reports whether no model is configured: provider gemini with an
+// empty api_key (as config.example.yaml's ${GEMINI_API_KEY:-} gives
+// without the variable). Free text is then answered with a line saying
+// so; runbooks still work. (An openai provider may need no key: a local
+// server.)
+func (m Model) Off() bool { return m.Provider == "gemini" && m.APIKey == "" }
+
 // Validate checks the section (defaults applied); key is its name, "model".
 func (m Model) Validate(key string) error {
 	switch m.Provider {
-	case "gemini":
-		if m.APIKey == "" {
-			return keyerr.New(key+".api_key", "required for the gemini provider")
-		}
-	case "openai":
+	case "gemini", "openai":
 	case "":
 		return keyerr.New(key+".provider", "required: gemini or openai")
 	default:
@@ -802,7 +805,7 @@ func (c *Config) crossCheck() error {
 	}
 	known := map[string]bool{}
 	for i, m := range c.MCPServers {
-		if m.Name+mcptools.Separator == runbook.ToolPrefix {
+		if strings.HasPrefix(m.Name+mcptools.Separator, runbook.ToolPrefix) { // runbook, runbook_…: <server>__<tool> could be runbook__<name>
 			return keyerr.New(fmt.Sprintf("mcp_servers[%d].name", i), "%q would clash with the runbooks' tools, named %s<runbook>", m.Name, runbook.ToolPrefix)
 		}
 	}

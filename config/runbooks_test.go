@@ -82,9 +82,12 @@ func TestRunbookConfigErrorsNameTheKey(t *testing.T) {
 		{"tool: pager__page", "tool: other__page", `runbooks[0].on_failure[0].tool: runbook restart, step page: no tool named "other__page"`},
 		{"runbooks: [restart]", "runbooks: [restart, stop]", `channels[0].runbooks[1]: no runbook named "stop"`},
 		{"- name: pager", "- name: runbook", `mcp_servers[0].name: "runbook" would clash with the runbooks' tools, named runbook__<runbook>`},
+		{"- name: pager", "- name: runbook_", `mcp_servers[0].name: "runbook_" would clash`}, // runbook___x is runbook _x's tool
 		{"- name: service_status", "- name: runbook__x", `tools[0].name: "runbook__x" would clash`},
 		{"- id: restart", "- id: before", `runbooks[0].steps[1].id: "before" is already the id of runbooks[0].steps[0]`},
 		{`{service: "{{params.service}}"}`, `{service: "{{ nope }}"}`, "runbooks[0].steps[1].args.service: 1:1: undeclared reference to 'nope'"},
+		// Arguments are CEL templates, never Go templates (tools[].summary is one).
+		{`{service: "{{params.service}}"}`, `{service: "{{ .service }}"}`, "runbooks[0].steps[1].args.service: 1:"},
 		{"timeout: 2m", "timeout: soon", `runbooks[0].steps[1].timeout: "soon" is not a duration`},
 		{"timeout: 2m", "timeout: 2m\n        bogus: 1", "runbooks[0].steps[1].bogus: unknown key"},
 	} {
@@ -96,5 +99,26 @@ func TestRunbookConfigErrorsNameTheKey(t *testing.T) {
 		if !errors.As(err, &ke) || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%s → %s: got %v\nwant %s…", tc.old, tc.new, err, tc.want)
 		}
+	}
+}
+
+// A gemini model without a key is off (the example's ${GEMINI_API_KEY:-}
+// unset); a key, or an openai provider without one (a local server),
+// is a model.
+func TestModelOff(t *testing.T) {
+	for src, off := range map[string]bool{
+		"model: {provider: gemini, name: x, api_key: '${GEMINI_API_KEY:-}'}\n": true,
+		"model: {provider: gemini, name: x}\n":                                 true,
+		"model: {provider: gemini, name: x, api_key: k}\n":                     false,
+		"model: {provider: openai, name: x}\n":                                 false,
+	} {
+		c, err := Parse([]byte(src), env(nil))
+		if err != nil || c.Model.Off() != off {
+			t.Errorf("%s: off %v, err %v", src, c != nil && c.Model.Off(), err)
+		}
+	}
+	// Unset without a default is still an error naming the variable.
+	if _, err := Parse([]byte("model: {provider: gemini, name: x, api_key: '${GEMINI_API_KEY}'}\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "GEMINI_API_KEY is not set") {
+		t.Fatalf("%v", err)
 	}
 }

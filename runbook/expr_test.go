@@ -219,3 +219,28 @@ func FuzzArgs(f *testing.F) {
 		}
 	})
 }
+
+// A compiled runbook is shared by every run: its steps resolve
+// concurrently (run with -race).
+func TestArgsConcurrently(t *testing.T) {
+	r := mustCompile(t, argsExample)
+	want, err := r.Step("second").Args(argsVars(map[string]any{"message": "ok"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			got, err := r.Step("second").Args(argsVars(map[string]any{"message": "ok"}))
+			if err == nil && string(got) != string(want) {
+				err = errors.New("different arguments: " + string(got))
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
