@@ -578,3 +578,81 @@ func TestRunbookNeedsAdmission(t *testing.T) {
 		t.Fatal("someone who may not ask started a run")
 	}
 }
+
+// A restart while a step's card waits: a new process on the same
+// database finds the run where it was; the card still works, the run
+// finishes, and each step's tool ran once.
+func TestRunbookResumesAfterRestart(t *testing.T) {
+	path := t.TempDir() + "/airlock.db"
+	extra := map[string]*scriptTool{"svc_status": {name: "svc_status"}, "restart": {name: "restart", confirm: true}, "page": {name: "page"}}
+	edit := func(c *bot.Config) {
+		c.Tools = rbTools{base: c.Tools, extra: extra}
+		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}})
+	}
+	first := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	id := first.start(restartBook(), "bob")
+	cardRef := first.plat.cards[0].Calls[0].Ref
+	// The first process is gone (nothing of it is used again).
+	second := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	if err := second.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range second.bot.Jobs(time.Second) {
+		if j.Name == bot.JobRunbooks {
+			if err := j.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r, steps := second.run(id); r.Status != confirm.RunbookRunning || stepLine(steps) != "before/1:succeeded restart/1:waiting" {
+		t.Fatalf("after the restart: %s %s", r.Status, stepLine(steps))
+	}
+	if err := second.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: cardRef, Message: cardMsg(cardRef), Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	second.settle()
+	r, steps := second.run(id)
+	if r.Status != confirm.RunbookSucceeded || stepLine(steps) != "before/1:succeeded restart/1:succeeded after/1:succeeded" {
+		t.Fatalf("after Allow: %s %s", r.Status, stepLine(steps))
+	}
+	if got := extra["restart"].runs(); len(got) != 1 {
+		t.Fatalf("restart ran %v", got)
+	}
+	if got := extra["svc_status"].runs(); len(got) != 2 {
+		t.Fatalf("svc_status ran %v", got)
+	}
+}
+
+// A step that was running when the process died is unknown after the
+// restart, and the run halts there: it is never run again on its own.
+func TestRunbookRunningStepUnknownAfterRestart(t *testing.T) {
+	path := t.TempDir() + "/airlock.db"
+	extra := map[string]*scriptTool{"svc_status": {name: "svc_status"}, "restart": {name: "restart", confirm: true}, "page": {name: "page"}}
+	edit := func(c *bot.Config) {
+		c.Tools = rbTools{base: c.Tools, extra: extra}
+		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}})
+	}
+	first := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	id := first.start(restartBook(), "bob")
+	// The approved call's run started, and the process died during it.
+	_, steps := first.run(id)
+	ctx := context.Background()
+	if _, err := first.store.Decide(ctx, confirm.Decide{BatchID: steps[1].BatchID, Key: steps[1].StepKey.IdempotencyKey(), Status: confirm.DecisionAllowed, By: "alice", Now: time.Unix(0, first.now.Load())}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, started, err := first.store.ClaimBatchStarting(ctx, steps[1].BatchID, "dead", steps[1].StepKey.IdempotencyKey()); err != nil || !ok || !started {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	second := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	if err := second.bot.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second.settle()
+	r, steps := second.run(id)
+	if r.Status != confirm.RunbookHalted || stepLine(steps) != "before/1:succeeded restart/1:unknown" {
+		t.Fatalf("after the restart: %s %s", r.Status, stepLine(steps))
+	}
+	if len(extra["restart"].runs()) != 0 {
+		t.Fatal("the step that was running ran again")
+	}
+}
