@@ -423,6 +423,12 @@ func (b *Bot) renderRun(ctx context.Context, v *runView) {
 		return
 	}
 	th := threadOf(conv)
+	if v.run.MessageRef == "" {
+		// Posted by an earlier render (renders of a run are serialized)?
+		if r, err := b.runbookEngine().Store.RunbookRun(ctx, v.run.ID); err == nil {
+			v.run.MessageRef = r.MessageRef
+		}
+	}
 	text := b.cfg.Redact(RunText(v.run, v.rb, v.steps, b.now()))
 	rm, ok := p.(RunMessenger)
 	if !ok {

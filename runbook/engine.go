@@ -248,8 +248,14 @@ func (e *Engine) Advance(ctx context.Context, runID string) error {
 			return nil // the runbooks job comes back when it is due
 		}
 		again, err := e.step(ctx, s)
-		if err != nil || !again {
+		if err != nil {
 			return err
+		}
+		if !again {
+			if s, err := e.load(ctx, runID); err == nil && !s.run.Status.Final() {
+				e.Exec.ShowRun(ctx, s.run, s.rb, s.steps) // where it now waits (the end showed itself)
+			}
+			return nil
 		}
 	}
 	return errors.New("runbook run did not settle")
@@ -681,6 +687,7 @@ func (e *Engine) Start(ctx context.Context, run *confirm.RunbookRun, rb *Config)
 	if err := e.Store.CreateRunbookRun(ctx, run); err != nil {
 		return err
 	}
+	e.Exec.ShowRun(ctx, run, rb, nil) // the whole plan, from the start
 	return e.Advance(ctx, run.ID)
 }
 
