@@ -656,3 +656,27 @@ func TestRunbookRunningStepUnknownAfterRestart(t *testing.T) {
 		t.Fatal("the step that was running ran again")
 	}
 }
+
+// Step arguments see the run: its id, requester, platform, channel and,
+// in on_failure steps, the step it failed at.
+func TestRunbookRunVariables(t *testing.T) {
+	h := newRBHarness(t, nil)
+	h.extra["svc_status"].outs = []any{errors.New("down")}
+	rb := restartBook()
+	rb.OnFailure[0].Args = map[string]any{"text": "{{ run.name }} by {{ run.requester }} in {{ run.platform }}/{{ run.channel }} failed at {{ run.failed_step }}"}
+	id := h.start(rb, "bob")
+	r, _ := h.run(id)
+	if r.Status != confirm.RunbookFailed {
+		t.Fatalf("run: %s", r.Status)
+	}
+	ev, _ := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
+	found := false
+	for _, e := range ev {
+		if e.Kind == confirm.AuditToolCall && e.Tool == "page" && strings.Contains(e.Detail, "restart by bob in test/C1 failed at before") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the on_failure step's arguments lack the run's variables")
+	}
+}

@@ -62,6 +62,7 @@ type Executor interface {
 type Store interface {
 	confirm.RunbookStore
 	Batch(ctx context.Context, id string) (*confirm.Batch, error)
+	ConversationByID(ctx context.Context, id int64) (confirm.Conversation, error)
 }
 
 // Engine advances runs.
@@ -154,6 +155,7 @@ type state struct {
 	run   *confirm.RunbookRun
 	rb    *Config
 	steps []confirm.RunbookStep
+	conv  confirm.Conversation
 }
 
 func (e *Engine) load(ctx context.Context, runID string) (*state, error) {
@@ -172,7 +174,11 @@ func (e *Engine) load(ctx context.Context, runID string) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &state{run: run, rb: rb, steps: steps}, nil
+	conv, err := e.Store.ConversationByID(ctx, run.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	return &state{run: run, rb: rb, steps: steps, conv: conv}, nil
 }
 
 // latest is the newest attempt of a step in a phase (nil: none).
@@ -194,7 +200,8 @@ func (s *state) vars(now time.Time) Vars {
 	for _, st := range s.steps { // in the order they started: the newest attempt wins
 		v.Steps[st.StepID] = StepState{Outcome: outcomeOf(st.Status), Result: decodeResult(st.Result)}
 	}
-	v.Run = RunInfo{ID: s.run.ID, Name: s.run.Runbook, Requester: s.run.RequestedBy, FailedStep: s.run.FailedStep}
+	v.Run = RunInfo{ID: s.run.ID, Name: s.run.Runbook, Requester: s.run.RequestedBy, FailedStep: s.run.FailedStep,
+		Platform: s.conv.Platform, Channel: s.conv.Channel}
 	if v.Run.FailedStep == "" {
 		v.Run.FailedStep = s.failedStep()
 	}
