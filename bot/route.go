@@ -317,9 +317,8 @@ func (b *Bot) Extend(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "not an approver (extend)")
 		return ErrNotApprover
 	}
-	now := b.now()
 	until := t.batch.ExpiresAt.Add(b.cfg.Timeout)
-	ok, err := b.store.ExtendBatch(ctx, t.batch.ID, c.User, until, now)
+	ok, err := b.store.ExtendBatch(ctx, t.batch.ID, c.User, until)
 	if err != nil {
 		return fmt.Errorf("extend: %w", err)
 	}
