@@ -171,7 +171,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			}
 			now := b.now().UTC()
 			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatorRoles: c.Roles,
-				Requester: batch.RequestedBy, CreatedAt: now, ExpiresAt: now.Add(b.cfg.GrantFor)}
+				Requester: batch.RequestedBy, ExpiresAt: now.Add(b.cfg.GrantFor)}
 		}
 	} else {
 		d.Reason = capReason(c.Reason)
@@ -552,7 +552,7 @@ func (b *Bot) rejectClick(ctx context.Context, c Click, convID int64, batchID, k
 	// Coalesced: one audit row (and webhook event) per person, batch and
 	// reason a minute, across replicas; the repeats are counted.
 	written, err := b.store.AuditRejectedClick(ctx, confirm.AuditEvent{
-		At: b.now().UTC(), Kind: confirm.AuditRejectedClick, ConversationID: convID,
+		Kind: confirm.AuditRejectedClick, ConversationID: convID,
 		BatchID: batchID, CallKey: key, Actor: c.User, Detail: string(detail),
 	}, why)
 	if err != nil {

@@ -108,7 +108,7 @@ func (b *Bot) remember(ctx context.Context, posted *[]confirm.CardMessage, batch
 	if ref == "" {
 		return
 	}
-	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref, CreatedAt: b.now().UTC()}
+	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref}
 	if err := b.store.AddCardMessage(ctx, m); err != nil {
 		b.log.Error("remember a card message", "batch", batchID, "kind", kind, "err", err)
 		return

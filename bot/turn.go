@@ -418,7 +418,6 @@ func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requeste
 		ConversationID: conv.ID,
 		RequestedBy:    requester.User,
 		Status:         confirm.BatchDecided,
-		CreatedAt:      now,
 		ExpiresAt:      now.Add(b.cfg.Timeout),
 		Intro:          &intro,
 	}
