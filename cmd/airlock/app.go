@@ -76,6 +76,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	if err != nil {
 		return nil, err
 	}
+	checkRunbookTools(cfg, set, logger)
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(secrets.String))
 	if err != nil {
 		return nil, err
