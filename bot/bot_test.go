@@ -979,3 +979,43 @@ func TestCardIntro(t *testing.T) {
 		t.Fatalf("card of an older batch: %v, intro %q, want %q", err, card.Intro, reply.Text)
 	}
 }
+
+// A process killed between storing a paused reply and recording its card
+// leaves a waiting batch nobody could decide; the next start posts its
+// card, and a click on that card counts.
+func TestRecoverPostsACardNeverRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	h.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	batchID, _, _ := confirm.ParseRef(h.plat.lastCard().Calls[0].Ref)
+	if err := h.store.SetCardRef(context.Background(), batchID, ""); err != nil { // as if killed before it was recorded
+		t.Fatal(err)
+	}
+	h.store.Close()
+
+	h2 := newHarness(t, path)
+	h2.push(text("deployed after restart"))
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h2.plat.cards) != 1 {
+		t.Fatalf("%d cards posted at start, want the waiting one", len(h2.plat.cards))
+	}
+	if b, _ := h2.store.Batch(context.Background(), batchID); b.CardRef == "" {
+		t.Fatal("the card posted at start was not recorded")
+	}
+	if err := h2.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h2.tools["deploy"].runs.Load() != 1 {
+		t.Fatalf("runs %d, want 1", h2.tools["deploy"].runs.Load())
+	}
+	// A second start finds nothing to post.
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h2.plat.cards) != 1 {
+		t.Fatalf("%d cards after a second start", len(h2.plat.cards))
+	}
+}
