@@ -157,7 +157,12 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 		path = filepath.Join(t.TempDir(), "airlock.db")
 	}
 	ctx := context.Background()
-	db, err := storage.Open(ctx, "sqlite", path)
+	now := &atomic.Int64{}
+	now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	// The store reads the bot's clock, as in production both read the
+	// database's.
+	db, err := storage.Open(ctx, "sqlite", path, storage.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +174,6 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 		"deploy": {name: "deploy", confirm: true, log: ran, mu: &mu},
 		"notify": {name: "notify", log: ran, mu: &mu},
 	}
-	now := &atomic.Int64{}
-	now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
 	m := modeltest.NewScripted()
 	cfg := bot.Config{
 		Store:    db,
@@ -179,7 +182,7 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 		Policy:   confirm.NewPolicy(true, []string{"notify"}),
 		Channels: bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}}),
 		Timeout:  10 * time.Minute,
-		Now:      func() time.Time { return time.Unix(0, now.Load()).UTC() },
+		Now:      clock,
 		WorkerID: fmt.Sprintf("worker-%d", workerSeq.Add(1)),
 	}
 	if edit != nil {
@@ -862,7 +865,7 @@ func TestRecoverLeavesOtherPlatformsAlone(t *testing.T) {
 	ref := h.plat.lastCard().Calls[0].Ref
 	batchID, _, _ := confirm.ParseRef(ref)
 	// Decided by someone, then the process died before running it.
-	if _, err := h.store.Decide(context.Background(), confirm.Decide{BatchID: batchID, Key: "a", Status: confirm.DecisionAllowed, By: "alice", Now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}); err != nil {
+	if _, err := h.store.Decide(context.Background(), confirm.Decide{BatchID: batchID, Key: "a", Status: confirm.DecisionAllowed, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := bot.New(bot.Config{Store: h.store, Model: h.model, Tools: h.tools, WorkerID: "other"})
@@ -974,5 +977,45 @@ func TestCardIntro(t *testing.T) {
 	card, err := h.bot.PendingCard(context.Background(), bot.Thread{Platform: "test", Channel: "C1", Thread: "T1"})
 	if err != nil || card.Intro != reply.Text {
 		t.Fatalf("card of an older batch: %v, intro %q, want %q", err, card.Intro, reply.Text)
+	}
+}
+
+// A process killed between storing a paused reply and recording its card
+// leaves a waiting batch nobody could decide; the next start posts its
+// card, and a click on that card counts.
+func TestRecoverPostsACardNeverRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	h.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	batchID, _, _ := confirm.ParseRef(h.plat.lastCard().Calls[0].Ref)
+	if err := h.store.SetCardRef(context.Background(), batchID, ""); err != nil { // as if killed before it was recorded
+		t.Fatal(err)
+	}
+	h.store.Close()
+
+	h2 := newHarness(t, path)
+	h2.push(text("deployed after restart"))
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h2.plat.cards) != 1 {
+		t.Fatalf("%d cards posted at start, want the waiting one", len(h2.plat.cards))
+	}
+	if b, _ := h2.store.Batch(context.Background(), batchID); b.CardRef == "" {
+		t.Fatal("the card posted at start was not recorded")
+	}
+	if err := h2.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h2.tools["deploy"].runs.Load() != 1 {
+		t.Fatalf("runs %d, want 1", h2.tools["deploy"].runs.Load())
+	}
+	// A second start finds nothing to post.
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h2.plat.cards) != 1 {
+		t.Fatalf("%d cards after a second start", len(h2.plat.cards))
 	}
 }

@@ -68,8 +68,8 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	if nb.Status == "" {
 		nb.Status = confirm.BatchPending
 	}
-	now := utc(db.now())
-	nb.CreatedAt = db.nowOr(nb.CreatedAt)
+	now := db.stamp()
+	nb.CreatedAt = now
 	if !nb.ExpiresAt.IsZero() {
 		nb.ExpiresAt = utc(nb.ExpiresAt)
 	}
@@ -445,6 +445,16 @@ func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]stri
 	var ids []string
 	if err := db.sel(ctx, db.reader(), &ids, db.q(query), string(status)); err != nil {
 		return nil, fmt.Errorf("batches in %s: %w", status, err)
+	}
+	return ids, nil
+}
+
+// UncardedBatches lists pending batches whose card was never recorded,
+// oldest first.
+func (db *DB) UncardedBatches(ctx context.Context) ([]string, error) {
+	var ids []string
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches WHERE status = 'pending' AND card_ref = '' ORDER BY created_at, id`)); err != nil {
+		return nil, fmt.Errorf("batches without a card: %w", err)
 	}
 	return ids, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,7 +180,7 @@ func testPendingBatch(t *testing.T, db *DB) {
 		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: created, ExpiresAt: later(), Calls: []confirm.Call{
 			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`), Flagged: true},
 		}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		return b
@@ -209,7 +210,7 @@ func testBatchesInOrder(t *testing.T, db *DB) {
 		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: base.Add(offset * time.Minute), Calls: []confirm.Call{
 			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`)},
 		}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, b.ID)
@@ -230,8 +231,21 @@ func testBatchesInOrder(t *testing.T, db *DB) {
 func testSetCardRef(t *testing.T, db *DB) {
 	ctx := t.Context()
 	b := newBatch(t, db, later(), confirm.DecisionPending)
+	uncarded := func() bool {
+		ids, err := db.UncardedBatches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(ids, b.ID)
+	}
+	if !uncarded() {
+		t.Fatal("a waiting batch with no card is not listed as uncarded")
+	}
 	if err := db.SetCardRef(ctx, b.ID, "C1/1700000000.000100"); err != nil {
 		t.Fatal(err)
+	}
+	if uncarded() {
+		t.Fatal("a batch whose card was recorded is listed as uncarded")
 	}
 	if got := loadBatch(t, db, b.ID); got.CardRef != "C1/1700000000.000100" {
 		t.Fatalf("CardRef = %q", got.CardRef)
@@ -248,7 +262,7 @@ func testOpenBatches(t *testing.T, db *DB) {
 		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: time.Now().Add(offset), Calls: []confirm.Call{
 			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`)},
 		}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		return b.ID
@@ -380,7 +394,7 @@ func testPendingInChannel(t *testing.T, db *DB) {
 	if n := count("slack", "C3"); n != 0 {
 		t.Fatalf("slack/C3: %d pending, want 0", n)
 	}
-	if n, err := db.ExpirePending(ctx, p1.ID, "airlock", "", time.Now()); err != nil || n != 1 {
+	if n, err := db.ExpirePending(ctx, p1.ID, "airlock", ""); err != nil || n != 1 {
 		t.Fatalf("ExpirePending = %d, %v", n, err)
 	}
 	if n := count("slack", "C1"); n != 2 {
@@ -420,7 +434,7 @@ func testUnknownCalls(t *testing.T, db *DB) {
 			b.Calls = append(b.Calls, confirm.Call{Key: keys[i], Position: i, Tool: "deploy", Args: json.RawMessage(`{}`),
 				Decision: confirm.DecisionAllowedByPolicy, Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "r-" + keys[i]}}})
 		}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 			t.Fatal(err)
 		}
 		return b
