@@ -118,7 +118,7 @@ func (b *Bot) StopRunbook(ctx context.Context, runID, user string, roles []strin
 		return ErrNotAllowedToStop
 	}
 	return e.Stop(ctx, runID, user, func(batchID string) error {
-		n, err := b.store.AbandonPending(ctx, batchID, user, "Not executed: "+user+" stopped the runbook run.", b.now())
+		n, err := b.store.AbandonPending(ctx, batchID, user, "Not executed: "+user+" stopped the runbook run.")
 		if err != nil {
 			return err
 		}
