@@ -680,3 +680,26 @@ func TestRunbookRunVariables(t *testing.T) {
 		t.Fatal("the on_failure step's arguments lack the run's variables")
 	}
 }
+
+// An "Allow for" grant made on one step's card covers a later step of the
+// same tool in that thread: it runs without a card.
+func TestRunbookGrantCoversLaterStep(t *testing.T) {
+	h := newRBHarness(t, func(c *bot.Config) { c.GrantFor = time.Hour })
+	rb := &runbook.Config{Name: "twice", Steps: []runbook.StepConfig{
+		{ID: "first", Tool: "restart", Args: map[string]any{"n": 1}},
+		{ID: "second", Tool: "restart", Args: map[string]any{"n": 2}},
+	}}
+	id := h.start(rb, "bob")
+	card := h.plat.lastCard()
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: card.Calls[0].Ref, Message: cardMsg(card.Calls[0].Ref), Allow: true, Grant: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	r, steps := h.run(id)
+	if r.Status != confirm.RunbookSucceeded || stepLine(steps) != "first/1:succeeded second/1:succeeded" {
+		t.Fatalf("run: %s %s", r.Status, stepLine(steps))
+	}
+	if len(h.plat.cards) != 1 || len(h.extra["restart"].runs()) != 2 {
+		t.Fatalf("%d cards, runs %v: the grant did not cover the later step", len(h.plat.cards), h.extra["restart"].runs())
+	}
+}
