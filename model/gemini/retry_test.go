@@ -18,7 +18,7 @@ var hi = model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "h
 // exhausted is Gemini's per-minute quota answer: the wait is in a
 // RetryInfo detail, not in a header.
 func exhausted(quotaID, delay string) answer {
-	return answer{429, `{"error":{"code":429,
+	return answer{Status: 429, Body: `{"error":{"code":429,
 		"message":"You exceeded your current quota, please check your plan and billing details. Please retry in ` + delay + `.",
 		"status":"RESOURCE_EXHAUSTED",
 		"details":[
@@ -81,9 +81,9 @@ func TestRetryInfoOverCap(t *testing.T) {
 
 func TestRetryWithoutRetryInfo(t *testing.T) {
 	f := newFake(t,
-		answer{429, `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`},
-		answer{503, `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`},
-		answer{429, `{"error":{"code":429,"message":"x","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"soon"}]}}`},
+		answer{Status: 429, Body: `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`},
+		answer{Status: 503, Body: `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`},
+		answer{Status: 429, Body: `{"error":{"code":429,"message":"x","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"soon"}]}}`},
 		reply(`{"role":"model","parts":[{"text":"ok"}]}`))
 	s := &modeltest.Sleeper{}
 	if _, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(context.Background(), hi); err != nil {
@@ -104,14 +104,14 @@ func TestRetryWithoutRetryInfo(t *testing.T) {
 
 func TestNoRetry(t *testing.T) {
 	for name, a := range map[string]answer{
-		"400":         {400, `{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}`},
+		"400":         {Status: 400, Body: `{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}`},
 		"daily quota": exhausted("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "20s"),
 	} {
 		f := newFake(t, a)
 		s := &modeltest.Sleeper{}
 		_, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(context.Background(), hi)
 		var ae *model.APIError
-		if !errors.As(err, &ae) || ae.Status != a.status || model.Retryable(err) {
+		if !errors.As(err, &ae) || ae.Status != a.Status || model.Retryable(err) {
 			t.Errorf("%s: err %v", name, err)
 		}
 		if n := len(f.requests()); n != 1 || len(s.Waits()) != 0 {
