@@ -22,13 +22,12 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/bot"
-	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
-	"github.com/airlockhq/airlock/tools"
 )
 
 // --- a webhook receiver on 127.0.0.1 ---
@@ -131,50 +130,6 @@ func poll(t *testing.T, d *events.Deliverer) int {
 
 // --- a real bot with a scripted model ---
 
-type fakeTool struct {
-	name    string
-	confirm bool
-	runs    atomic.Int64
-}
-
-func (f *fakeTool) Spec() model.ToolSpec                      { return model.ToolSpec{Name: f.name} }
-func (f *fakeTool) Confirm() bool                             { return f.confirm }
-func (f *fakeTool) Validate(json.RawMessage) error            { return nil }
-func (f *fakeTool) Summary(a json.RawMessage) (string, error) { return f.name + " " + string(a), nil }
-func (f *fakeTool) Run(context.Context, json.RawMessage, string) (string, error) {
-	f.runs.Add(1)
-	return f.name + " done", nil
-}
-
-type toolSet map[string]*fakeTool
-
-func (s toolSet) Get(name string) (tools.Tool, bool) {
-	f, ok := s[name]
-	return f, ok
-}
-
-func (s toolSet) Specs() []model.ToolSpec {
-	var out []model.ToolSpec
-	for _, f := range s {
-		out = append(out, f.Spec())
-	}
-	return out
-}
-
-type platform struct {
-	mu    sync.Mutex
-	cards []card.Card
-}
-
-func (p *platform) PostCard(_ context.Context, _ bot.Thread, c card.Card) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cards = append(p.cards, c)
-	return "card-" + c.BatchID, nil
-}
-func (p *platform) UpdateCard(context.Context, bot.Thread, string, card.Card) error { return nil }
-func (p *platform) Post(context.Context, bot.Thread, string) error                  { return nil }
-
 // Arguments as a model might send them: spacing, key order and characters
 // json.Marshal would escape, all to be delivered byte for byte.
 const (
@@ -203,7 +158,7 @@ func TestTurnReachesWebhooks(t *testing.T) {
 	hooks := []events.Webhook{hookTo(readme.URL + "/hook"), all.hook(), some.hook("decision", "tool_result")}
 	db := openDB(t, hooks...)
 
-	ts := toolSet{"status": {name: "status"}, "deploy": {name: "deploy", confirm: true}}
+	ts := bottest.Tools{"status": {Name: "status"}, "deploy": {Name: "deploy", Confirms: true}}
 	m := modeltest.NewScripted(
 		model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{
 			{ID: "call_1", Name: "status", Args: json.RawMessage(statusArgs)},
@@ -219,16 +174,16 @@ func TestTurnReachesWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &platform{}
+	p := &bottest.Platform{}
 	b.Register("test", p)
 	if err := b.HandleTurn(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "bob", Text: "deploy api"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(p.cards) != 1 {
-		t.Fatalf("cards: %d", len(p.cards))
+	if len(p.Cards) != 1 {
+		t.Fatalf("cards: %d", len(p.Cards))
 	}
 	var ref string
-	for _, c := range p.cards[0].Calls {
+	for _, c := range p.Cards[0].Calls {
 		if c.Flagged {
 			ref = c.Ref
 		}
@@ -236,8 +191,8 @@ func TestTurnReachesWebhooks(t *testing.T) {
 	if err := b.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: "card-" + batchOf(ref), Allow: true}); err != nil {
 		t.Fatal(err)
 	}
-	if ts["status"].runs.Load() != 1 || ts["deploy"].runs.Load() != 1 {
-		t.Fatalf("runs: status %d, deploy %d", ts["status"].runs.Load(), ts["deploy"].runs.Load())
+	if ts["status"].Runs.Load() != 1 || ts["deploy"].Runs.Load() != 1 {
+		t.Fatalf("runs: status %d, deploy %d", ts["status"].Runs.Load(), ts["deploy"].Runs.Load())
 	}
 
 	d := events.NewDeliverer(db, hooks, events.Options{Worker: "r1"})
