@@ -27,9 +27,7 @@ func calls(cs ...confirm.ToolCall) model.Message {
 	return model.Message{Role: model.RoleAssistant, ToolCalls: cs}
 }
 
-func tc(id, name, args string) confirm.ToolCall {
-	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
-}
+var tc = modeltest.ToolCall
 
 func text(s string) model.Message { return model.Message{Role: model.RoleAssistant, Text: s} }
 
@@ -136,16 +134,7 @@ func (h *harness) ranCalls() []string {
 	return append([]string(nil), *h.ran...)
 }
 
-func lastToolResults(t *testing.T, req model.Request) []model.ToolResult {
-	t.Helper()
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleTool {
-			return req.Messages[i].Results
-		}
-	}
-	t.Fatal("no tool results sent to the model")
-	return nil
-}
+var lastToolResults = modeltest.LastToolResults
 
 func TestGatedReplyPausesWholeAndAllowRunsInOrder(t *testing.T) {
 	h := newHarness(t, "")

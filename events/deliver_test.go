@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,12 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
@@ -616,24 +614,7 @@ func TestTwoDeliverersPostgres(t *testing.T) {
 	if dsn == "" {
 		t.Skip("AIRLOCK_TEST_POSTGRES_DSN not set; start a server with .ci/postgres.sh")
 	}
-	admin, err := sqlx.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	schema := fmt.Sprintf("airlock_events_%d", time.Now().UnixNano())
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	testTwoDeliverers(t, "postgres", u.String())
+	testTwoDeliverers(t, "postgres", pgtest.FreshSchema(t, dsn, "airlock_events"))
 }
 
 func testTwoDeliverers(t *testing.T, driver, dsn string) {

@@ -351,20 +351,9 @@ func (h *harness) lastRequest() model.Request {
 	return reqs[len(reqs)-1]
 }
 
-func toolResults(t *testing.T, req model.Request) []model.ToolResult {
-	t.Helper()
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleTool {
-			return req.Messages[i].Results
-		}
-	}
-	t.Fatal("no tool results sent to the model")
-	return nil
-}
+var toolResults = modeltest.LastToolResults
 
-func tc(id, name, args string) confirm.ToolCall {
-	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
-}
+var tc = modeltest.ToolCall
 
 func mentionText(s string) string { return "<@" + botID + "> " + s }
 

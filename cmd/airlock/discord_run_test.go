@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,10 +29,7 @@ discord:
   moderation_tools: [ban_member, timeout_member]
 channels: [{platform: discord, id: "*", approver_roles: ["700000000000000001"]}]
 `, freeAddr(t), filepath.Join(dir, "a.db"), fd.APIURL())
-	path := filepath.Join(dir, "airlock.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, dir, cfg)
 	_, logs := startRun(t, path, "DISCORD_BOT_TOKEN="+discordtest.Token)
 	var ident map[string]any
 	waitUntil(t, "IDENTIFY on the gateway from the api_url", func() bool {

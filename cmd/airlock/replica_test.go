@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/slack"
 	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -212,32 +212,7 @@ func actionBodyOn(at posted, user, actionID, value string) []byte {
 
 // freshSchema makes an empty schema in the test database and returns a
 // DSN whose search_path points at it.
-func freshSchema(t *testing.T, dsn string) string {
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	schema := fmt.Sprintf("replica_%d", time.Now().UnixNano())
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", dsn)
-		if err == nil {
-			_, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE")
-			db.Close()
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func freshSchema(t *testing.T, dsn string) string { return pgtest.FreshSchema(t, dsn, "replica") }
 
 // TestTwoReplicas runs two real `airlock run` processes on one PostgreSQL
 // in Slack HTTP mode: clicks for one card delivered to both at once run the

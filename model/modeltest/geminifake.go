@@ -37,17 +37,9 @@ func GeminiContentReply(content string) GeminiReply {
 // GeminiQueue returns a handler that answers with replies in order. Past
 // the last reply it answers 500 INTERNAL, as an overloaded Gemini would.
 func GeminiQueue(replies ...GeminiReply) func(GeminiRequest) GeminiReply {
-	var mu sync.Mutex
-	return func(GeminiRequest) GeminiReply {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(replies) == 0 {
-			return GeminiReply{http.StatusInternalServerError, `{"error":{"code":500,"message":"no answer queued","status":"INTERNAL"}}`}
-		}
-		r := replies[0]
-		replies = replies[1:]
-		return r
-	}
+	return inOrder[GeminiRequest](replies, func() GeminiReply {
+		return GeminiReply{http.StatusInternalServerError, `{"error":{"code":500,"message":"no answer queued","status":"INTERNAL"}}`}
+	})
 }
 
 // GeminiServer is a fake Gemini API (generateContent) on 127.0.0.1:

@@ -591,14 +591,7 @@ func DMClickIn(id, channel, user, customID, messageID string) map[string]any {
 // input inputID), opened from a card message (messageID "": Discord sent
 // no message).
 func EditSubmit(id, channel, user string, roles []string, customID, inputID, args, messageID string) map[string]any {
-	m := Click(id, channel, user, roles, customID, messageID)
-	m["type"] = 5
-	m["data"] = map[string]any{
-		"custom_id": customID,
-		"components": []any{map[string]any{"type": 1, "components": []any{
-			map[string]any{"type": 4, "custom_id": inputID, "value": args},
-		}}},
-	}
+	m := ModalSubmit(id, channel, user, roles, customID, inputID, args, messageID)
 	if messageID == "" {
 		delete(m, "message")
 	}
