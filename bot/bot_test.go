@@ -17,6 +17,7 @@ import (
 	"github.com/airlockhq/airlock/bot/bottest"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/racetest"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
@@ -424,21 +425,12 @@ func TestConcurrentClicksRunOnce(t *testing.T) {
 	h.push(calls(tc("a", "deploy", `{}`)), text("done"))
 	h.turn("bob", "deploy")
 	ref := h.plat.LastCard().Calls[0].Ref
-	var wg sync.WaitGroup
 	var won atomic.Int64
-	start := make(chan struct{})
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
-				won.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.AtOnce(20, func(int) {
+		if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
+			won.Add(1)
+		}
+	})
 	if won.Load() != 1 || h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatalf("won %d, runs %d; want 1 and 1", won.Load(), h.tools["deploy"].Runs.Load())
 	}

@@ -3,13 +3,13 @@ package bot_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/racetest"
 )
 
 // claimCounter counts the claims a runner makes after a batch was decided.
@@ -122,20 +122,13 @@ func TestRacingClicksOnEveryCallRunEachOnce(t *testing.T) {
 		h.turn("bob", "deploy thrice")
 		card := h.plat.LastCard()
 		asked := len(h.model.Requests())
-		var wg sync.WaitGroup
 		var won atomic.Int64
-		start := make(chan struct{})
-		for i := range 30 {
+		racetest.AtOnce(30, func(i int) {
 			ref := card.Calls[i%3].Ref
-			wg.Go(func() {
-				<-start
-				if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
-					won.Add(1)
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+			if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
+				won.Add(1)
+			}
+		})
 		if won.Load() != 3 || h.tools["deploy"].Runs.Load() != 3 {
 			t.Fatalf("round %d: %d clicks counted, %d runs; want 3 and 3", round, won.Load(), h.tools["deploy"].Runs.Load())
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/internal/pgtest"
+	"github.com/airlockhq/airlock/internal/racetest"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -291,20 +292,11 @@ tools:
 	value := api.allowValue()
 
 	// Ten clicks on Allow delivered to each replica at once.
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			if code, err := postSigned(addrs[i%2], clickBody("UALICE", value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-				t.Errorf("click: %d %v", code, err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.AtOnce(20, func(i int) {
+		if code, err := postSigned(addrs[i%2], clickBody("UALICE", value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+			t.Errorf("click: %d %v", code, err)
+		}
+	})
 	waitUntil(t, "the answer", func() bool {
 		for _, s := range api.texts() {
 			if strings.Contains(s, "model saw:") {
