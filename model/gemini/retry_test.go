@@ -3,7 +3,6 @@ package gemini_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,26 +28,11 @@ func exhausted(quotaID, delay string) answer {
 
 const perMinute = "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"
 
-type noticeLog struct {
-	mu    sync.Mutex
-	waits []time.Duration
-	errs  []error
-}
-
-func (n *noticeLog) ctx(ctx context.Context) context.Context {
-	return model.WithWaitNotice(ctx, func(wait time.Duration, err error) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		n.waits = append(n.waits, wait)
-		n.errs = append(n.errs, err)
-	})
-}
-
 func TestRetryInfoHonoured(t *testing.T) {
 	f := newFake(t, exhausted(perMinute, "33s"), exhausted(perMinute, "12.5s"), reply(`{"role":"model","parts":[{"text":"finally"}]}`))
 	s := &modeltest.Sleeper{}
-	n := &noticeLog{}
-	msg, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(n.ctx(context.Background()), hi)
+	n := &modeltest.Notices{}
+	msg, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(n.Ctx(context.Background()), hi)
 	if err != nil || msg.Text != "finally" {
 		t.Fatalf("%q %v", msg.Text, err)
 	}
@@ -60,11 +44,11 @@ func TestRetryInfoHonoured(t *testing.T) {
 	if len(w) != 2 || w[0] < 33*time.Second || w[0] >= 37300*time.Millisecond || w[1] < 12500*time.Millisecond || w[1] >= 14750*time.Millisecond {
 		t.Fatalf("waits %v", w)
 	}
-	if len(n.waits) != 2 || n.waits[0] != w[0] || n.waits[1] != w[1] {
-		t.Fatalf("notices %v, want one per wait", n.waits)
+	if len(n.Waits) != 2 || n.Waits[0] != w[0] || n.Waits[1] != w[1] {
+		t.Fatalf("notices %v, want one per wait", n.Waits)
 	}
-	if d, ok := model.RetryAfter(n.errs[0]); !ok || d != 33*time.Second || !model.RateLimited(n.errs[0]) {
-		t.Errorf("notice error %v: retry after %v %v", n.errs[0], d, ok)
+	if d, ok := model.RetryAfter(n.Errs[0]); !ok || d != 33*time.Second || !model.RateLimited(n.Errs[0]) {
+		t.Errorf("notice error %v: retry after %v %v", n.Errs[0], d, ok)
 	}
 }
 
