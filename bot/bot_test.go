@@ -876,7 +876,7 @@ func TestRecoverPostsACardNeverRecorded(t *testing.T) {
 	h := newHarness(t, path)
 	h.push(calls(tc("a", "deploy", `{}`)))
 	h.turn("bob", "deploy")
-	batchID, _, _ := confirm.ParseRef(h.plat.lastCard().Calls[0].Ref)
+	batchID, _, _ := confirm.ParseRef(h.plat.LastCard().Calls[0].Ref)
 	if err := h.store.SetCardRef(context.Background(), batchID, ""); err != nil { // as if killed before it was recorded
 		t.Fatal(err)
 	}
@@ -887,8 +887,8 @@ func TestRecoverPostsACardNeverRecorded(t *testing.T) {
 	if err := h2.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(h2.plat.cards) != 1 {
-		t.Fatalf("%d cards posted at start, want the waiting one", len(h2.plat.cards))
+	if len(h2.plat.Cards) != 1 {
+		t.Fatalf("%d cards posted at start, want the waiting one", len(h2.plat.Cards))
 	}
 	if b, _ := h2.store.Batch(context.Background(), batchID); b.CardRef == "" {
 		t.Fatal("the card posted at start was not recorded")
@@ -896,14 +896,14 @@ func TestRecoverPostsACardNeverRecorded(t *testing.T) {
 	if err := h2.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if h2.tools["deploy"].runs.Load() != 1 {
-		t.Fatalf("runs %d, want 1", h2.tools["deploy"].runs.Load())
+	if h2.tools["deploy"].Runs.Load() != 1 {
+		t.Fatalf("runs %d, want 1", h2.tools["deploy"].Runs.Load())
 	}
 	// A second start finds nothing to post.
 	if err := h2.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(h2.plat.cards) != 1 {
-		t.Fatalf("%d cards after a second start", len(h2.plat.cards))
+	if len(h2.plat.Cards) != 1 {
+		t.Fatalf("%d cards after a second start", len(h2.plat.Cards))
 	}
 }
