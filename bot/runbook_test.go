@@ -165,8 +165,8 @@ func TestRunbookGatedStepSucceeds(t *testing.T) {
 	if got := h.extra["restart"].runs(); len(got) != 0 {
 		t.Fatalf("the gated step ran before its decision: %v", got)
 	}
-	if len(h.plat.cards) != 1 || h.plat.cards[0].Calls[0].Tool != "restart" {
-		t.Fatalf("cards: %+v", h.plat.cards)
+	if len(h.plat.Cards) != 1 || h.plat.Cards[0].Calls[0].Tool != "restart" {
+		t.Fatalf("cards: %+v", h.plat.Cards)
 	}
 	if err := h.clickLast("alice", true); err != nil {
 		t.Fatal(err)
@@ -192,10 +192,10 @@ func TestRunbookGatedStepSucceeds(t *testing.T) {
 			t.Fatalf("a runbook step reached the model's history: %+v", m)
 		}
 	}
-	if !strings.Contains(h.plat.lastPost(), "hi") {
-		t.Fatalf("answer: %q", h.plat.lastPost())
+	if !strings.Contains(h.plat.LastPost(), "hi") {
+		t.Fatalf("answer: %q", h.plat.LastPost())
 	}
-	posts := strings.Join(h.plat.posts, "\n")
+	posts := strings.Join(h.plat.Posts, "\n")
 	if !strings.Contains(posts, "Runbook restart") || !strings.Contains(posts, "succeeded") {
 		t.Fatalf("run message: %s", posts)
 	}
@@ -246,7 +246,7 @@ func TestRunbookFailedRunsOnFailure(t *testing.T) {
 	if r.Status != confirm.RunbookFailed || r.FailedStep != "before" || stepLine(steps) != "before/1:failed page/1:succeeded" {
 		t.Fatalf("failed run: %s %q %s", r.Status, r.FailedStep, stepLine(steps))
 	}
-	if len(h.extra["restart"].runs()) != 0 || len(h.plat.cards) != 0 {
+	if len(h.extra["restart"].runs()) != 0 || len(h.plat.Cards) != 0 {
 		t.Fatal("the gated step was asked for after a failure")
 	}
 	if !strings.Contains(steps[0].Result, "500") {
@@ -267,7 +267,7 @@ func TestRunbookSkippedAndContinue(t *testing.T) {
 	if r.Status != confirm.RunbookSucceeded || stepLine(steps) != "before/1:failed restart/1:skipped after/1:succeeded" {
 		t.Fatalf("run: %s %s", r.Status, stepLine(steps))
 	}
-	if len(h.extra["restart"].runs()) != 0 || len(h.plat.cards) != 0 {
+	if len(h.extra["restart"].runs()) != 0 || len(h.plat.Cards) != 0 {
 		t.Fatal("a skipped step ran or asked")
 	}
 }
@@ -283,8 +283,8 @@ func TestRunbookRetryUntil(t *testing.T) {
 	}}}
 	h.extra["restart"].outs = []any{"down", "down", "up"}
 	id := h.start(rb, "bob")
-	if len(h.plat.cards) != 1 || !strings.Contains(h.plat.cards[0].Intro, "up to 3 attempts") {
-		t.Fatalf("card: %+v", h.plat.cards)
+	if len(h.plat.Cards) != 1 || !strings.Contains(h.plat.Cards[0].Intro, "up to 3 attempts") {
+		t.Fatalf("card: %+v", h.plat.Cards)
 	}
 	if err := h.clickLast("alice", true); err != nil {
 		t.Fatal(err)
@@ -318,8 +318,8 @@ func TestRunbookRetryUntil(t *testing.T) {
 	if got := h.extra["restart"].runs(); strings.Join(got, " ") != id+"/after/1 "+id+"/after/2 "+id+"/after/3" {
 		t.Fatalf("runs: %v", got)
 	}
-	if len(h.plat.cards) != 1 {
-		t.Fatalf("%d cards: the approval did not cover the attempts", len(h.plat.cards))
+	if len(h.plat.Cards) != 1 {
+		t.Fatalf("%d cards: the approval did not cover the attempts", len(h.plat.Cards))
 	}
 }
 
@@ -366,8 +366,8 @@ func TestRunbookUnknownRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, steps := h.run(id)
-	if r.Status != confirm.RunbookRunning || stepLine(steps) != "before/1:unknown before/2:waiting" || len(h.plat.cards) != 1 {
-		t.Fatalf("after Retry: %s %s, %d cards", r.Status, stepLine(steps), len(h.plat.cards))
+	if r.Status != confirm.RunbookRunning || stepLine(steps) != "before/1:unknown before/2:waiting" || len(h.plat.Cards) != 1 {
+		t.Fatalf("after Retry: %s %s, %d cards", r.Status, stepLine(steps), len(h.plat.Cards))
 	}
 	if len(h.extra["svc_status"].runs()) != 1 {
 		t.Fatal("the retry ran before its approval")
@@ -455,7 +455,7 @@ func TestRunbookStepConfirmAdds(t *testing.T) {
 	rb.Steps[0].Confirm = true
 	id := h.start(rb, "bob")
 	r, steps := h.run(id)
-	if stepLine(steps) != "before/1:waiting" || len(h.extra["svc_status"].runs()) != 0 || len(h.plat.cards) != 1 {
+	if stepLine(steps) != "before/1:waiting" || len(h.extra["svc_status"].runs()) != 0 || len(h.plat.Cards) != 1 {
 		t.Fatalf("a confirm step ran without a person: %s %s", r.Status, stepLine(steps))
 	}
 }
@@ -510,19 +510,19 @@ func (h *rbHarness) liveRuns() []confirm.RunbookRun {
 func TestRunbookChatCommands(t *testing.T) {
 	h := newRBHarness(t, func(c *bot.Config) { c.Runbooks = compiledBooks(t) })
 	h.turn("bob", "run restart service=db")
-	if !strings.Contains(h.plat.lastPost(), "service") || !strings.Contains(h.plat.lastPost(), "api") || len(h.liveRuns()) != 0 {
-		t.Fatalf("bad parameter: %q, runs %v", h.plat.lastPost(), h.liveRuns())
+	if !strings.Contains(h.plat.LastPost(), "service") || !strings.Contains(h.plat.LastPost(), "api") || len(h.liveRuns()) != 0 {
+		t.Fatalf("bad parameter: %q, runs %v", h.plat.LastPost(), h.liveRuns())
 	}
 	h.turn("bob", "run restart")
-	if !strings.Contains(h.plat.lastPost(), "service") || len(h.liveRuns()) != 0 {
-		t.Fatalf("missing parameter: %q", h.plat.lastPost())
+	if !strings.Contains(h.plat.LastPost(), "service") || len(h.liveRuns()) != 0 {
+		t.Fatalf("missing parameter: %q", h.plat.LastPost())
 	}
 	h.turn("bob", "run nosuch service=api")
-	if p := h.plat.lastPost(); !strings.Contains(p, `"nosuch"`) || !strings.Contains(p, "- restart service=api|web") || !strings.Contains(p, "- other") {
+	if p := h.plat.LastPost(); !strings.Contains(p, `"nosuch"`) || !strings.Contains(p, "- restart service=api|web") || !strings.Contains(p, "- other") {
 		t.Fatalf("unknown runbook: %q", p)
 	}
 	h.turn("bob", "runbooks")
-	if p := h.plat.lastPost(); !strings.Contains(p, "restart service=api|web") {
+	if p := h.plat.LastPost(); !strings.Contains(p, "restart service=api|web") {
 		t.Fatalf("list: %q", p)
 	}
 	if len(h.extra["svc_status"].runs()) != 0 || len(h.model.Requests()) != 0 {
@@ -534,12 +534,12 @@ func TestRunbookChatCommands(t *testing.T) {
 	if len(live) != 1 || string(live[0].Params) != `{"service":"api"}` || live[0].RequestedBy != "bob" {
 		t.Fatalf("started: %+v", live)
 	}
-	if len(h.model.Requests()) != 0 || len(h.plat.cards) != 1 {
-		t.Fatalf("model asked %d times, %d cards", len(h.model.Requests()), len(h.plat.cards))
+	if len(h.model.Requests()) != 0 || len(h.plat.Cards) != 1 {
+		t.Fatalf("model asked %d times, %d cards", len(h.model.Requests()), len(h.plat.Cards))
 	}
 	h.turn("mallory", "stop")
-	if !strings.Contains(h.plat.lastPost(), "Only the person who started") {
-		t.Fatalf("stranger's stop: %q", h.plat.lastPost())
+	if !strings.Contains(h.plat.LastPost(), "Only the person who started") {
+		t.Fatalf("stranger's stop: %q", h.plat.LastPost())
 	}
 	h.turn("bob", "stop")
 	h.settle()
@@ -559,7 +559,7 @@ func TestRunbookOfferedPerChannel(t *testing.T) {
 		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}, Runbooks: []string{"other"}}})
 	})
 	h.turn("bob", "run restart service=api")
-	if p := h.plat.lastPost(); !strings.Contains(p, `no runbook "restart"`) || strings.Contains(p, "- restart") || !strings.Contains(p, "- other") {
+	if p := h.plat.LastPost(); !strings.Contains(p, `no runbook "restart"`) || strings.Contains(p, "- restart") || !strings.Contains(p, "- other") {
 		t.Fatalf("not offered: %q", p)
 	}
 	if len(h.liveRuns()) != 0 || len(h.extra["svc_status"].runs()) != 0 {
@@ -591,7 +591,7 @@ func TestRunbookResumesAfterRestart(t *testing.T) {
 	}
 	first := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
 	id := first.start(restartBook(), "bob")
-	cardRef := first.plat.cards[0].Calls[0].Ref
+	cardRef := first.plat.Cards[0].Calls[0].Ref
 	// The first process is gone (nothing of it is used again).
 	second := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
 	if err := second.bot.Recover(context.Background()); err != nil {
@@ -690,7 +690,7 @@ func TestRunbookGrantCoversLaterStep(t *testing.T) {
 		{ID: "second", Tool: "restart", Args: map[string]any{"n": 2}},
 	}}
 	id := h.start(rb, "bob")
-	card := h.plat.lastCard()
+	card := h.plat.LastCard()
 	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: card.Calls[0].Ref, Message: cardMsg(card.Calls[0].Ref), Allow: true, Grant: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -699,7 +699,7 @@ func TestRunbookGrantCoversLaterStep(t *testing.T) {
 	if r.Status != confirm.RunbookSucceeded || stepLine(steps) != "first/1:succeeded second/1:succeeded" {
 		t.Fatalf("run: %s %s", r.Status, stepLine(steps))
 	}
-	if len(h.plat.cards) != 1 || len(h.extra["restart"].runs()) != 2 {
-		t.Fatalf("%d cards, runs %v: the grant did not cover the later step", len(h.plat.cards), h.extra["restart"].runs())
+	if len(h.plat.Cards) != 1 || len(h.extra["restart"].runs()) != 2 {
+		t.Fatalf("%d cards, runs %v: the grant did not cover the later step", len(h.plat.Cards), h.extra["restart"].runs())
 	}
 }
