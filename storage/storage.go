@@ -145,6 +145,10 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		x.Close()
 		return nil, err
 	}
+	if err := db.chainAudit(ctx); err != nil {
+		x.Close()
+		return nil, err
+	}
 	if driver == DriverSQLite && !sqliteInMemory(dsn) {
 		// Opened after the migrations made the file and put it in WAL mode.
 		r, err := sqlx.Open(name, sqliteReaderDSN(dsn))
