@@ -42,6 +42,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"AuditChainSwapped", testAuditChainSwapped},
 		{"AuditChainInserted", testAuditChainInserted},
 		{"AuditChainConcurrent", testAuditChainConcurrent},
+		{"AuditExportFilters", testAuditExportFilters},
 		{"PendingBatch", testPendingBatch},
 		{"BatchesInOrder", testBatchesInOrder},
 		{"SetCardRef", testSetCardRef},
