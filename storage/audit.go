@@ -36,20 +36,25 @@ func (db *DB) Audit(ctx context.Context, e confirm.AuditEvent) error {
 // insertAudit is the one place audit rows are written: chained to the
 // head (chain.go) in ex's transaction. With webhooks set, it also writes
 // the event's outbox rows through ex, which must then be the audit row's
-// transaction so both commit or neither does.
+// transaction so both commit or neither does. In a PostgreSQL transaction
+// of db.tx the row is written just before the commit (deferAudit), so the
+// chain's head is locked for as short a time as can be.
 func (db *DB) insertAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) error {
 	if e.Kind == "" {
 		return errors.New("audit event without kind")
 	}
 	e.At = db.nowOr(e.At)
-	id, prev, err := db.auditNext(ctx, ex)
-	if err != nil {
-		return fmt.Errorf("insert audit %s: %w", e.Kind, err)
+	if deferAudit(ex, e) {
+		return nil
 	}
-	r := AuditRecord{ID: id, At: utc(e.At), Kind: string(e.Kind), ConversationID: e.ConversationID, BatchID: e.BatchID,
-		CallKey: e.CallKey, Tool: e.Tool, Actor: e.Actor, Detail: e.Detail, PrevHash: prev}
-	r.Hash = AuditHash(prev, r)
-	if err := db.insertChained(ctx, ex, r); err != nil {
+	return db.writeAudit(ctx, ex, e)
+}
+
+// writeAudit writes the audit row and its outbox rows now.
+func (db *DB) writeAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) error {
+	id, err := db.insertChained(ctx, ex, AuditRecord{At: utc(e.At), Kind: string(e.Kind), ConversationID: e.ConversationID,
+		BatchID: e.BatchID, CallKey: e.CallKey, Tool: e.Tool, Actor: e.Actor, Detail: e.Detail})
+	if err != nil {
 		return fmt.Errorf("insert audit %s: %w", e.Kind, err)
 	}
 	e.ID = id

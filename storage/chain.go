@@ -8,7 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // The audit is a hash chain (README "Audit"): each row's hash is
@@ -75,43 +80,85 @@ func AuditHash(prev string, r AuditRecord) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// auditNext takes the chain's head for a new row in ex's transaction: the
-// new row's id and the hash it chains to. On PostgreSQL the UPDATE locks
-// the head row until the transaction ends, and the id is drawn from the
-// table's sequence under that lock, so ids follow the chain's order.
-func (db *DB) auditNext(ctx context.Context, ex dbtx) (id int64, prev string, err error) {
+// insertChained writes a new audit row chained to the head in ex's
+// transaction and moves the head to it; it returns the row's id.
+func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) (int64, error) {
+	if db.driver == DriverPostgres {
+		// One statement, one round trip: the UPDATE locks the head row until
+		// the transaction ends (a concurrent writer waits, then reads the
+		// head it left), takes the next id from it and hashes the row there,
+		// with the canonical bytes after the id computed here.
+		rest := AuditCanonical(nil, r)
+		rest = rest[4+len(strconv.FormatInt(r.ID, 10)):]
+		var id int64
+		err := db.get(ctx, ex, &id, db.q(auditInsertPostgres), rest, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail)
+		return id, err
+	}
+	// SQLite: writes are serialised already.
 	var head struct {
-		ID   int64  `db:"id"`
+		ID   int64  `db:"last_id"`
 		Hash string `db:"last_hash"`
 	}
-	q := `UPDATE audit_head SET last_id = last_id + 1 WHERE one = 1 RETURNING last_id AS id, last_hash`
-	if db.driver == DriverPostgres {
-		q = `UPDATE audit_head SET last_id = last_id WHERE one = 1
-			RETURNING nextval(pg_get_serial_sequence('audit', 'id')) AS id, last_hash`
+	if err := db.get(ctx, ex, &head, `UPDATE audit_head SET last_id = last_id + 1 WHERE one = 1 RETURNING last_id, last_hash`); err != nil {
+		return 0, fmt.Errorf("audit chain head: %w", err)
 	}
-	if err := db.get(ctx, ex, &head, q); err != nil {
-		return 0, "", fmt.Errorf("audit chain head: %w", err)
-	}
-	return head.ID, head.Hash, nil
-}
-
-// insertChained writes the chained row and moves the head to it.
-func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) error {
-	args := []any{r.ID, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail, r.PrevHash, r.Hash}
-	if db.driver == DriverPostgres {
-		// One round trip: the insert and the head's move.
-		_, err := db.exec(ctx, ex, db.q(`WITH a AS (
-				INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash)
-				OVERRIDING SYSTEM VALUE VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))
-			UPDATE audit_head SET last_id = ?, last_hash = ? WHERE one = 1`), append(args, r.ID, r.Hash)...)
-		return err
-	}
+	r.ID, r.PrevHash = head.ID, head.Hash
+	r.Hash = AuditHash(r.PrevHash, r)
 	if _, err := db.exec(ctx, ex, db.q(`INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), args...); err != nil {
-		return err
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.ID, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail, r.PrevHash, r.Hash); err != nil {
+		return 0, err
 	}
 	_, err := db.exec(ctx, ex, db.q(`UPDATE audit_head SET last_hash = ? WHERE one = 1`), r.Hash)
-	return err
+	return r.ID, err
+}
+
+// auditInsertPostgres is AuditHash in SQL: SHA-256 over the previous hash's
+// bytes, the new id's field (length, then decimal digits) and the rest of
+// the canonical bytes ($1).
+const auditInsertPostgres = `WITH h AS (
+		UPDATE audit_head SET last_id = last_id + 1, prev_hash = last_hash,
+			last_hash = encode(sha256(decode(last_hash, 'hex')
+				|| int4send(octet_length((last_id + 1)::text)) || convert_to((last_id + 1)::text, 'UTF8') || ?::bytea), 'hex')
+		WHERE one = 1 RETURNING last_id, prev_hash, last_hash)
+	INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash) OVERRIDING SYSTEM VALUE
+	SELECT last_id, ?, ?, ?, ?, ?, ?, ?, ?, prev_hash, last_hash FROM h
+	RETURNING id`
+
+// deferredAudits holds, by open PostgreSQL transaction of db.tx, the audit
+// events written in it, in order; db.tx writes them just before its
+// commit (flushAudits). The head's row lock then lasts from those
+// statements to the commit, not from the first audit of a transaction
+// through the rest of its work. Nothing reads the audit inside the
+// transaction that writes it.
+var deferredAudits sync.Map // *sqlx.Tx → *[]confirm.AuditEvent
+
+// deferAudit queues e when ex is such a transaction.
+func deferAudit(ex dbtx, e confirm.AuditEvent) bool {
+	tx, ok := ex.(*sqlx.Tx)
+	if !ok {
+		return false
+	}
+	q, ok := deferredAudits.Load(tx)
+	if !ok {
+		return false
+	}
+	*q.(*[]confirm.AuditEvent) = append(*q.(*[]confirm.AuditEvent), e)
+	return true
+}
+
+// flushAudits writes tx's queued audit events.
+func (db *DB) flushAudits(ctx context.Context, tx *sqlx.Tx) error {
+	q, ok := deferredAudits.Load(tx)
+	if !ok {
+		return nil
+	}
+	for _, e := range *q.(*[]confirm.AuditEvent) {
+		if err := db.writeAudit(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // chainPage is how many rows chainAudit chains a transaction, and how

@@ -397,6 +397,10 @@ func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	if db.driver == DriverPostgres {
+		deferredAudits.Store(tx, new([]confirm.AuditEvent))
+		defer deferredAudits.Delete(tx)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			tx.Rollback()
@@ -407,6 +411,9 @@ func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 		}
 	}()
 	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = db.flushAudits(ctx, tx); err != nil {
 		return err
 	}
 	if err = tx.Commit(); err != nil {

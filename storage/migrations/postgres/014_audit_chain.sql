@@ -1,16 +1,19 @@
 -- The audit as a hash chain (issue 28; README "Audit" gives the encoding).
 -- Each row carries the hash of the row before it and its own hash;
 -- audit_head holds the last chained row, and every audit insert locks and
--- updates it in its own transaction, so replicas write one chain. Rows
--- written before this migration are chained by Airlock right after
--- migrating (storage.chainAudit, in id order).
+-- updates it in its own transaction, so replicas write one chain: one
+-- statement takes the next id and hashes the row there (storage.auditInsertPostgres),
+-- prev_hash keeping the hash it chained to. Rows written before this
+-- migration are chained by Airlock right after migrating
+-- (storage.chainAudit, in id order).
 ALTER TABLE audit ADD COLUMN prev_hash TEXT NOT NULL DEFAULT '';
 ALTER TABLE audit ADD COLUMN hash TEXT NOT NULL DEFAULT '';
 
 CREATE TABLE audit_head (
     one       INTEGER PRIMARY KEY CHECK (one = 1),
     last_id   BIGINT NOT NULL,
-    last_hash TEXT NOT NULL
+    last_hash TEXT NOT NULL,
+    prev_hash TEXT NOT NULL DEFAULT ''
 );
 INSERT INTO audit_head (one, last_id, last_hash)
     VALUES (1, 0, '0000000000000000000000000000000000000000000000000000000000000000');
