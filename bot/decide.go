@@ -157,7 +157,8 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "self-approval")
 		return ErrSelfApproval
 	}
-	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Now: b.now(), Revision: t.revision}
+	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Now: b.now(), Revision: t.revision,
+		Surface: b.clickSurface(ctx, conv, batch, c)}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
 		if c.Grant {
