@@ -157,7 +157,12 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 		path = filepath.Join(t.TempDir(), "airlock.db")
 	}
 	ctx := context.Background()
-	db, err := storage.Open(ctx, "sqlite", path)
+	now := &atomic.Int64{}
+	now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	// The store reads the bot's clock, as in production both read the
+	// database's.
+	db, err := storage.Open(ctx, "sqlite", path, storage.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,8 +174,6 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 		"deploy": {name: "deploy", confirm: true, log: ran, mu: &mu},
 		"notify": {name: "notify", log: ran, mu: &mu},
 	}
-	now := &atomic.Int64{}
-	now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
 	m := modeltest.NewScripted()
 	cfg := bot.Config{
 		Store:    db,
@@ -179,7 +182,7 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 		Policy:   confirm.NewPolicy(true, []string{"notify"}),
 		Channels: bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}}),
 		Timeout:  10 * time.Minute,
-		Now:      func() time.Time { return time.Unix(0, now.Load()).UTC() },
+		Now:      clock,
 		WorkerID: fmt.Sprintf("worker-%d", workerSeq.Add(1)),
 	}
 	if edit != nil {
@@ -862,7 +865,7 @@ func TestRecoverLeavesOtherPlatformsAlone(t *testing.T) {
 	ref := h.plat.lastCard().Calls[0].Ref
 	batchID, _, _ := confirm.ParseRef(ref)
 	// Decided by someone, then the process died before running it.
-	if _, err := h.store.Decide(context.Background(), confirm.Decide{BatchID: batchID, Key: "a", Status: confirm.DecisionAllowed, By: "alice", Now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}); err != nil {
+	if _, err := h.store.Decide(context.Background(), confirm.Decide{BatchID: batchID, Key: "a", Status: confirm.DecisionAllowed, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := bot.New(bot.Config{Store: h.store, Model: h.model, Tools: h.tools, WorkerID: "other"})

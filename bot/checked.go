@@ -108,7 +108,7 @@ func (b *Bot) MarkChecked(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "not an approver (checked)")
 		return ErrNotApprover
 	}
-	ok, err := b.store.MarkChecked(ctx, batchID, call.Key, c.User, b.now())
+	ok, err := b.store.MarkChecked(ctx, batchID, call.Key, c.User)
 	if err != nil {
 		return fmt.Errorf("mark checked: %w", err)
 	}

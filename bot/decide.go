@@ -157,7 +157,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "self-approval")
 		return ErrSelfApproval
 	}
-	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Now: b.now(), Revision: t.revision,
+	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: t.revision,
 		Surface: b.clickSurface(ctx, conv, batch, c)}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
@@ -172,7 +172,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			}
 			now := b.now().UTC()
 			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatorRoles: c.Roles,
-				Requester: batch.RequestedBy, CreatedAt: now, ExpiresAt: now.Add(b.cfg.GrantFor)}
+				Requester: batch.RequestedBy, ExpiresAt: now.Add(b.cfg.GrantFor)}
 		}
 	} else {
 		d.Reason = capReason(c.Reason)
@@ -242,8 +242,9 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 		if d.Status == confirm.DecisionAllowed {
 			outcome = "allowed"
 		}
-		b.cfg.Metrics.Decision(outcome, b.now().Sub(batch.CreatedAt))
-		waited = append(waited, b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, d.Now))
+		now := b.now()
+		b.cfg.Metrics.Decision(outcome, now.Sub(batch.CreatedAt))
+		waited = append(waited, b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, now))
 	}
 	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", d.By,
 		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
@@ -494,7 +495,7 @@ func (b *Bot) Revoke(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, g.BatchID, g.CallKey, "not an approver (revoke)")
 		return ErrNotApprover
 	}
-	ok, err := b.store.RevokeGrant(ctx, id, c.User, b.now())
+	ok, err := b.store.RevokeGrant(ctx, id, c.User)
 	if err != nil {
 		return fmt.Errorf("revoke grant: %w", err)
 	}
@@ -552,7 +553,7 @@ func (b *Bot) rejectClick(ctx context.Context, c Click, convID int64, batchID, k
 	// Coalesced: one audit row (and webhook event) per person, batch and
 	// reason a minute, across replicas; the repeats are counted.
 	written, err := b.store.AuditRejectedClick(ctx, confirm.AuditEvent{
-		At: b.now().UTC(), Kind: confirm.AuditRejectedClick, ConversationID: convID,
+		Kind: confirm.AuditRejectedClick, ConversationID: convID,
 		BatchID: batchID, CallKey: key, Actor: c.User, Detail: string(detail),
 	}, why)
 	if err != nil {

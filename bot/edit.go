@@ -141,7 +141,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		}
 		return refuse("rule "+v.DenyRule, msg)
 	}
-	e := confirm.EditCall{BatchID: batch.ID, Key: call.Key, Args: args, Summary: b.summary(tc), By: c.User, Now: now,
+	e := confirm.EditCall{BatchID: batch.ID, Key: call.Key, Args: args, Summary: b.summary(tc), By: c.User,
 		Restrict: v.Restrict, Reasons: v.Reasons, Revision: t.revision}
 	e.Approvals, e.Grantable = b.approvalsOf(v)
 	for _, set := range e.Restrict {
@@ -161,7 +161,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		return ErrAlreadyClosed
 	}
 	b.log.Info("call edited", "batch", batch.ID, "call", call.Key, "tool", call.Tool, "by", c.User)
-	d := confirm.Decide{BatchID: batch.ID, Key: call.Key, Status: confirm.DecisionAllowed, By: c.User, Now: now}
+	d := confirm.Decide{BatchID: batch.ID, Key: call.Key, Status: confirm.DecisionAllowed, By: c.User}
 	// The edit is stored and counted: the editor's form can close now
 	// (Slack waits for this answer). The cards, the run and the model's
 	// continuation follow in the background; a shutdown waits for them,

@@ -35,7 +35,7 @@ func (b *Bot) escalateOne(ctx context.Context, id string, i int, step Escalation
 	if err != nil || p == nil {
 		return err // nil p: a process serving that platform escalates it
 	}
-	won, err := b.store.MarkEscalated(ctx, id, i, now)
+	won, err := b.store.MarkEscalated(ctx, id, i)
 	if err != nil || !won {
 		return err
 	}

@@ -75,7 +75,7 @@ func (b *Bot) lockConversation(ctx context.Context, convID int64) (func(), error
 		return unlock, nil
 	}
 	for {
-		ok, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL, b.now())
+		ok, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL)
 		if err != nil {
 			unlock()
 			return nil, fmt.Errorf("conversation lease: %w", err)
@@ -101,7 +101,7 @@ func (b *Bot) tryLockConversation(ctx context.Context, convID int64) (func(), bo
 	if b.cfg.SingleProcess {
 		return unlock, true, nil
 	}
-	got, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL, b.now())
+	got, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL)
 	if err != nil || !got {
 		unlock()
 		return nil, false, err
@@ -123,7 +123,7 @@ func (b *Bot) holdLease(convID int64, unlock func()) func() {
 				return
 			case <-t.C:
 				ctx, cancel := context.WithTimeout(context.Background(), LeaseTTL/3)
-				ok, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL, b.now())
+				ok, err := b.store.AcquireLease(ctx, leaseKey(convID), b.cfg.WorkerID, LeaseTTL)
 				cancel()
 				if err != nil || !ok {
 					b.log.Error("conversation lease lost", "conversation", convID, "err", err)

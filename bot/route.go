@@ -108,7 +108,7 @@ func (b *Bot) remember(ctx context.Context, posted *[]confirm.CardMessage, batch
 	if ref == "" {
 		return
 	}
-	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref, CreatedAt: b.now().UTC()}
+	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref}
 	if err := b.store.AddCardMessage(ctx, m); err != nil {
 		b.log.Error("remember a card message", "batch", batchID, "kind", kind, "err", err)
 		return
@@ -345,9 +345,8 @@ func (b *Bot) Extend(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "not an approver (extend)")
 		return ErrNotApprover
 	}
-	now := b.now()
 	until := t.batch.ExpiresAt.Add(b.cfg.Timeout)
-	ok, err := b.store.ExtendBatch(ctx, t.batch.ID, c.User, until, now)
+	ok, err := b.store.ExtendBatch(ctx, t.batch.ID, c.User, until)
 	if err != nil {
 		return fmt.Errorf("extend: %w", err)
 	}

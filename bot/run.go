@@ -570,7 +570,7 @@ func (b *Bot) sweep(ctx context.Context, escalate bool) error {
 			b.log.Error("escalation", "err", err)
 		}
 	}
-	ids, err := b.store.ExpiredBatches(ctx, b.now())
+	ids, err := b.store.ExpiredBatches(ctx)
 	if err != nil {
 		return fmt.Errorf("list expired: %w", err)
 	}
@@ -582,7 +582,7 @@ func (b *Bot) sweep(ctx context.Context, escalate bool) error {
 		if p == nil {
 			continue // a process serving that platform expires it and continues the conversation
 		}
-		n, err := b.store.ExpirePending(ctx, id, SystemActor, confirm.ExpiredMessage, b.now())
+		n, err := b.store.ExpirePending(ctx, id, SystemActor, confirm.ExpiredMessage)
 		if err != nil {
 			return fmt.Errorf("expire batch: %w", err)
 		}
@@ -623,7 +623,7 @@ func (b *Bot) remind(ctx context.Context) error {
 		return nil
 	}
 	now := b.now()
-	ids, err := b.store.DueReminders(ctx, now, now.Add(lead))
+	ids, err := b.store.DueReminders(ctx, now.Add(lead))
 	if err != nil {
 		return err
 	}
@@ -635,7 +635,7 @@ func (b *Bot) remind(ctx context.Context) error {
 		if p == nil {
 			continue // a process serving that platform reminds
 		}
-		won, err := b.store.MarkReminded(ctx, id, now)
+		won, err := b.store.MarkReminded(ctx, id)
 		if err != nil || !won {
 			if err != nil {
 				b.log.Error("mark reminded", "batch", id, "err", err)

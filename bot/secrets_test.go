@@ -70,6 +70,7 @@ func TestSecretsStayOffEveryPath(t *testing.T) {
 	}, "\n")}
 	h := newHarnessWith(t, "", func(c *bot.Config) {
 		c.Store = db
+		c.Now = db.Clock() // the bot and its store read one clock
 		c.Tools = toolSetWith{"deploy": tool}
 		c.Redact = r.String
 	})

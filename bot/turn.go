@@ -145,7 +145,7 @@ func (b *Bot) overTurnLimit(ctx context.Context, t Turn) (bool, error) {
 	if limit <= 0 {
 		return false, nil
 	}
-	n, err := b.store.CountTurn(ctx, t.Platform, t.User, b.now(), time.Minute)
+	n, err := b.store.CountTurn(ctx, t.Platform, t.User, time.Minute)
 	if err != nil {
 		return false, fmt.Errorf("count turns: %w", err)
 	}
@@ -225,7 +225,7 @@ func (b *Bot) HasConversation(ctx context.Context, th Thread) (bool, error) {
 // never holds tool calls without results.
 func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 	if pending, err := b.store.PendingBatch(ctx, conv.ID); err == nil {
-		n, err := b.store.AbandonPending(ctx, pending.ID, SystemActor, confirm.MovedOnMessage, b.now())
+		n, err := b.store.AbandonPending(ctx, pending.ID, SystemActor, confirm.MovedOnMessage)
 		if err != nil {
 			return fmt.Errorf("abandon pause: %w", err)
 		}
@@ -418,7 +418,6 @@ func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requeste
 		ConversationID: conv.ID,
 		RequestedBy:    requester.User,
 		Status:         confirm.BatchDecided,
-		CreatedAt:      now,
 		ExpiresAt:      now.Add(b.cfg.Timeout),
 		Intro:          &intro,
 	}
@@ -515,7 +514,7 @@ func (b *Bot) grantFor(ctx context.Context, conv confirm.Conversation, c confirm
 	gs, ok := cache[c.Tool]
 	if !ok {
 		var err error
-		if gs, err = b.store.ActiveGrants(ctx, conv.ID, c.Tool, now); err != nil {
+		if gs, err = b.store.ActiveGrants(ctx, conv.ID, c.Tool); err != nil {
 			return nil, fmt.Errorf("look up grants: %w", err)
 		}
 		cache[c.Tool] = gs

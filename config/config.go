@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/rules"
+	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/telemetry"
 	"github.com/airlockhq/airlock/tools"
 )
@@ -46,10 +47,32 @@ type Config struct {
 	Slack           *Slack        `yaml:"slack"`
 	Discord         *Discord      `yaml:"discord"`
 
+	// Runbooks are named, parameterised procedures of tool calls.
+	Runbooks []runbook.Config `yaml:"runbooks"`
+
 	// secrets are the values that came into the file through ${NAME} or
 	// ${NAME:-default}: tokens, keys, header values. They are scrubbed
 	// from everything Airlock writes or says.
 	secrets []string
+
+	runbooks []*runbook.Runbook // compiled (Parse)
+}
+
+// RunbookSet is the compiled runbooks, in the configuration's order (set
+// by Parse). Their MCP servers' tools are checked once the servers listed
+// them (runbook.CheckTools).
+func (c *Config) RunbookSet() []*runbook.Runbook {
+	return append([]*runbook.Runbook(nil), c.runbooks...)
+}
+
+// Runbook is the compiled runbook of that name, or nil.
+func (c *Config) Runbook(name string) *runbook.Runbook {
+	for _, r := range c.runbooks {
+		if r.Name() == name {
+			return r
+		}
+	}
+	return nil
 }
 
 // Secrets returns the values that came into the config through ${NAME}
@@ -224,14 +247,17 @@ type Model struct {
 	MaxMessageChars int `yaml:"max_message_chars"`
 }
 
+// Off reports whether no model is configured: provider gemini with an
+// empty api_key (as config.example.yaml's ${GEMINI_API_KEY:-} gives
+// without the variable). Free text is then answered with a line saying
+// so; runbooks still work. (An openai provider may need no key: a local
+// server.)
+func (m Model) Off() bool { return m.Provider == "gemini" && m.APIKey == "" }
+
 // Validate checks the section (defaults applied); key is its name, "model".
 func (m Model) Validate(key string) error {
 	switch m.Provider {
-	case "gemini":
-		if m.APIKey == "" {
-			return keyerr.New(key+".api_key", "required for the gemini provider")
-		}
-	case "openai":
+	case "gemini", "openai":
 	case "":
 		return keyerr.New(key+".provider", "required: gemini or openai")
 	default:
@@ -399,6 +425,8 @@ type Channel struct {
 	RequesterGroups []string `yaml:"requester_groups"` // Slack user group ids
 	RequesterRoles  []string `yaml:"requester_roles"`  // Discord role ids
 	Tools           []string `yaml:"tools"`            // tools offered there; absent: all
+	// Runbooks are the runbooks offered there (by name); absent: all.
+	Runbooks []string `yaml:"runbooks"`
 	// ApprovalsChannel, when set, is a channel id of the same platform
 	// where this entry's cards are posted (the thread gets a pointer).
 	// Not for platform shell, nor on the "dm" entry.
@@ -411,6 +439,12 @@ type Channel struct {
 // NotifyDM is the `channels[].notify` value asking for a DM copy of each
 // card to each approver.
 const NotifyDM = "dm"
+
+// OffersRunbook reports whether the entry offers the runbook of that name
+// (every runbook when its runbooks key is absent).
+func (ch Channel) OffersRunbook(name string) bool {
+	return ch.Runbooks == nil || contains(ch.Runbooks, name)
+}
 
 // NotifyDMs reports whether the entry asks for DM copies of its cards.
 func (ch Channel) NotifyDMs() bool { return contains(ch.Notify, NotifyDM) }
@@ -737,6 +771,7 @@ func (c *Config) Validate() error {
 		tools.ValidateAll(c.Tools),         // names tools[N].<key>
 		mcptools.ValidateAll(c.MCPServers), // names mcp_servers[N].<key>
 		validateChannels("channels", c.Channels),
+		runbook.ValidateAll("runbooks", c.Runbooks), // names runbooks[N].<key>
 		c.crossCheck(),
 	} {
 		if err != nil {
@@ -769,7 +804,15 @@ func (c *Config) crossCheck() error {
 		return -1
 	}
 	known := map[string]bool{}
+	for i, m := range c.MCPServers {
+		if strings.HasPrefix(m.Name+mcptools.Separator, runbook.ToolPrefix) { // runbook, runbook_…: <server>__<tool> could be runbook__<name>
+			return keyerr.New(fmt.Sprintf("mcp_servers[%d].name", i), "%q would clash with the runbooks' tools, named %s<runbook>", m.Name, runbook.ToolPrefix)
+		}
+	}
 	for i, t := range c.Tools {
+		if strings.HasPrefix(t.Name, runbook.ToolPrefix) {
+			return keyerr.New(fmt.Sprintf("tools[%d].name", i), "%q would clash with the runbooks' tools, named %s<runbook>", t.Name, runbook.ToolPrefix)
+		}
 		if j := mcpServerOf(t.Name); j >= 0 {
 			return keyerr.New(fmt.Sprintf("tools[%d].name", i), "%q would clash with the tools of MCP server mcp_servers[%d] (%q), whose tools are named %s<tool>", t.Name, j, c.MCPServers[j].Name, c.MCPServers[j].Name+mcptools.Separator)
 		}
@@ -791,12 +834,41 @@ func (c *Config) crossCheck() error {
 	if err := checkTools("confirmation.tools", c.Confirmation.Tools); err != nil {
 		return err
 	}
+	names := map[string]bool{}
+	for _, r := range c.Runbooks {
+		names[r.Name] = true
+	}
 	for i, ch := range c.Channels {
 		if err := checkTools(fmt.Sprintf("channels[%d].tools", i), ch.Tools); err != nil {
 			return err
 		}
+		for j, n := range ch.Runbooks {
+			if !names[n] {
+				return keyerr.New(fmt.Sprintf("channels[%d].runbooks[%d]", i, j), "no runbook named %q", n)
+			}
+		}
 	}
 	return nil
+}
+
+// hasTool reports whether a tool of that name is known at load: a
+// configured tool, an enabled built-in, or a name under an MCP server's
+// prefix (whose tools are known once it answers: runbook.CheckTools).
+func (c *Config) hasTool(name string) bool {
+	for _, t := range c.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	if c.Discord != nil && contains(c.Discord.ModerationTools, name) {
+		return true
+	}
+	for _, m := range c.MCPServers {
+		if strings.HasPrefix(name, m.Name+mcptools.Separator) {
+			return true
+		}
+	}
+	return false
 }
 
 // compile compiles, once the file is valid, what it holds as code: the
@@ -816,7 +888,12 @@ func (c *Config) compile() error {
 			return err
 		}
 	}
+	rbs, err := runbook.Compile("runbooks", c.Runbooks, c.hasTool)
+	if err != nil {
+		return err // names runbooks[N].<key>
+	}
 	c.Confirmation.compiled = compiled
+	c.runbooks = rbs
 	return nil
 }
 

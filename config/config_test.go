@@ -39,12 +39,19 @@ func TestExampleFileIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Parse(data, env(map[string]string{"GEMINI_API_KEY": "k"}))
+	// With no environment at all: the model is off, everything else works.
+	c, err := Parse(data, env(nil))
 	if err != nil {
 		t.Fatalf("config.example.yaml: %v", err)
 	}
-	if len(c.Tools) != 2 || c.Tools[1].Exec == nil || c.Tools[1].Exec.Timeout != 2*time.Minute {
+	if len(c.Tools) != 3 || c.Tools[1].Exec == nil || c.Tools[1].Exec.Timeout != 2*time.Minute {
 		t.Fatalf("tools: %+v", c.Tools)
+	}
+	if !c.Model.Off() || c.Runbook("restart") == nil || len(c.Runbook("restart").Steps()) != 3 {
+		t.Fatalf("model off %v, runbooks %v", c.Model.Off(), c.RunbookSet())
+	}
+	if c, err := Parse(data, env(map[string]string{"GEMINI_API_KEY": "k"})); err != nil || c.Model.Off() {
+		t.Fatalf("with a key: %v", err)
 	}
 }
 
@@ -84,7 +91,6 @@ var keyCases = []struct {
 	{"postgres needs dsn", minimal + "storage: {driver: postgres}\n", "storage.dsn"},
 	{"bad provider", "model: {provider: claude, name: x}\n", "model.provider"},
 	{"missing provider", "model: {name: x}\n", "model.provider"},
-	{"gemini needs key", "model: {provider: gemini, name: x}\n", "model.api_key"},
 	{"missing name", "model: {provider: openai}\n", "model.name"},
 	{"timeout without unit", minimal + "confirmation: {timeout: 90}\n", "confirmation.timeout"},
 	{"gate names no tool", minimal + "confirmation: {tools: [delte]}\n", "confirmation.tools[0]"},

@@ -3,7 +3,6 @@ package confirm
 import (
 	"context"
 	"strings"
-	"time"
 )
 
 // A run whose outcome is unknown gates its tool: until a person marks it
@@ -41,11 +40,11 @@ func ParseCheckedRef(ref string) (batchID string, position int, err error) {
 // CheckStore is what the bot needs to mark unknown runs checked.
 type CheckStore interface {
 	// MarkChecked records that by checked the call's unknown outcome at
-	// now, by one conditional UPDATE (the run is unknown and not checked
+	// the store's clock, by one conditional UPDATE (the run is unknown and not checked
 	// yet), audited unknown_checked in the same transaction; false, and
 	// nothing written, when the run is not unknown, was checked already,
 	// or the call does not exist.
-	MarkChecked(ctx context.Context, batchID, key, by string, now time.Time) (bool, error)
+	MarkChecked(ctx context.Context, batchID, key, by string) (bool, error)
 	// SetUnknownNoticeRef records where the thread line announcing the
 	// call's unknown outcome (with its "I checked — go on" button) was
 	// posted; ErrNotFound when the call does not exist.

@@ -46,7 +46,6 @@ type EditCall struct {
 	Args    json.RawMessage // the edited arguments, validated (the model's stay as they were)
 	Summary string          // the read-back of the edited arguments
 	By      string          // the editor
-	Now     time.Time
 	// Revision is the revision of the arguments the editor's form showed:
 	// an edit at another revision changes nothing (Stale); one at the
 	// current revision makes the next.
@@ -74,34 +73,24 @@ const (
 	AuditEdited    AuditKind = "call_edited" // an approver changed a call's arguments (detail: before, after, voided votes)
 )
 
-// RouteStore is what the bot needs to route cards, escalate, extend and
-// edit. Each state change is one conditional write; the affected-row
-// count decides who won.
-type RouteStore interface {
+// CardStore is what the bot needs of a batch's card: the messages posted
+// for it, its one extend and the edits of its calls. Each state change is
+// one conditional write; the affected-row count decides who won.
+type CardStore interface {
 	// AddCardMessage remembers a message posted for a batch.
 	AddCardMessage(ctx context.Context, m CardMessage) error
 	// CardMessages lists a batch's messages, oldest first.
 	CardMessages(ctx context.Context, batchID string) ([]CardMessage, error)
-
-	// DueEscalations lists pending batches created at or before
-	// pausedBefore for which step has not fired.
-	DueEscalations(ctx context.Context, step int, pausedBefore time.Time) ([]string, error)
-	// MarkEscalated records that step fired for a pending batch (audited
-	// escalated); false when it had fired already or the batch is no
-	// longer pending. Replicas race on it: one wins.
-	MarkEscalated(ctx context.Context, batchID string, step int, now time.Time) (bool, error)
-
 	// ExtendBatch pushes a pending batch's deadline, and its pending
 	// calls', to until, once per batch (audited extended; reminders may
 	// fire again); false when it was extended before, is no longer
-	// pending, or expired already at now.
-	ExtendBatch(ctx context.Context, batchID, by string, until, now time.Time) (bool, error)
-
+	// pending, or expired already at the store's clock.
+	ExtendBatch(ctx context.Context, batchID, by string, until time.Time) (bool, error)
 	// EditCall stores an approver's arguments beside the model's (which
 	// are never changed), with the new read-back and verdict, voids the
 	// call's earlier approvals, and records the editor's allow as in
 	// Decide, in one transaction and only while the call is pending and
-	// e.Now is before its expiry (else Won is false). Audited call_edited
-	// with both arguments and the voided votes.
+	// the store's clock is before its expiry (else Won is false). Audited
+	// call_edited with both arguments and the voided votes.
 	EditCall(ctx context.Context, e EditCall) (DecideResult, error)
 }

@@ -171,13 +171,12 @@ type Decide struct {
 	Message string         // deny message for the model (may be empty: DefaultDenyMessage)
 	Reason  string         // a deny's reason in the person's words (may be empty)
 	Surface string         // where the click came from (SurfaceThread, ...), for the audit
-	Now     time.Time
 	// Revision is the revision of the call's arguments the decider saw: a
 	// decision at another revision changes nothing (DecideResult.Stale).
 	Revision int
 	// Grant, with an allow that decides the call, is created in the same
-	// transaction (ConversationID comes from the batch; the caller sets
-	// ID, Tool, CreatedBy, CreatedAt, ExpiresAt).
+	// transaction (ConversationID comes from the batch, CreatedAt from
+	// the store's clock; the caller sets ID, Tool, CreatedBy, ExpiresAt).
 	Grant *Grant
 	// Claim, when set and this decision decides the batch, claims the
 	// batch for its runner in the same transaction (see Claim).
@@ -307,9 +306,29 @@ type AuditFilter struct {
 	Since          time.Time
 }
 
-// Store is what the bot needs from storage. Every state change is one
-// conditional UPDATE; the affected-row count decides who won.
+// Store is what the bot needs from storage: the roles below, each a
+// consumer's whole need (a job or command takes only its role). Every
+// state change is one conditional UPDATE; the affected-row count decides
+// who won. Each transaction stamps its times from one reading of the
+// store's clock (the database's), so no caller passes the time.
 type Store interface {
+	ConversationStore
+	BatchStore
+	DecisionStore
+	RunStore
+	GrantStore
+	SweepStore
+	CoordinationStore
+	CardStore
+	AuditStore
+	CheckStore
+
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// ConversationStore holds the threads the bot talks in and their messages.
+type ConversationStore interface {
 	// Conversation returns the conversation of a thread, creating it
 	// (with dm recorded at creation; an existing conversation keeps its own).
 	Conversation(ctx context.Context, platform, channel, thread string, dm bool) (Conversation, error)
@@ -322,16 +341,23 @@ type Store interface {
 	Messages(ctx context.Context, conversationID int64) ([]Message, error)
 	// Message loads one message; ErrNotFound when none.
 	Message(ctx context.Context, conversationID int64, seq int) (Message, error)
+	// UnansweredConversations lists conversations whose newest message is
+	// tool results the model never answered.
+	UnansweredConversations(ctx context.Context) ([]int64, error)
+}
 
+// BatchStore stores paused replies and looks them up.
+type BatchStore interface {
 	// CreateBatch stores the assistant message holding the calls, the batch
 	// and its calls, and the audit events, in one transaction: tool_call
 	// per call (with its reasons), approval_request when the batch is
 	// pending, a decision event for each call decided at pause time by a
 	// rule (denied_by_rule) and grant_used for each call a grant allowed.
-	// It sets b.MessageSeq. The grant of each call a grant allowed is
-	// checked active (not revoked, not expired) in that transaction: when
-	// one is not, nothing is stored and the error is ErrGrantInactive (the
-	// caller plans again).
+	// It sets b.MessageSeq and b.CreatedAt (the store's clock; the
+	// caller's CreatedAt is not used). The grant of each call a grant
+	// allowed is checked active (not revoked, not expired) in that
+	// transaction: when one is not, nothing is stored and the error is
+	// ErrGrantInactive (the caller plans again).
 	CreateBatch(ctx context.Context, b *Batch, assistant Message) error
 	// Batch loads a batch with its calls; ErrNotFound when none.
 	Batch(ctx context.Context, id string) (*Batch, error)
@@ -342,39 +368,45 @@ type Store interface {
 	// OpenBatches lists the conversation's batches that are decided or
 	// running (not yet done), oldest first.
 	OpenBatches(ctx context.Context, conversationID int64) ([]string, error)
-
-	// Decide applies one person's decision to a call, only while it is
-	// pending and d.Now is before its expiry, and records it in the audit.
-	// A deny decides the call at once. On a call needing more than one
-	// approval an allow is recorded as a vote per (call, person), unique;
-	// the call becomes allowed in the same transaction as its
-	// Approvals-th distinct vote. A call needing one is allowed by its
-	// first, recorded as its decision (no vote is kept). When it decides
-	// the last pending call, the batch goes from pending to decided, or
-	// with d.Claim to running, claimed, with the run of FirstToRun's call
-	// started. With d.Grant, an allow that decides the call also stores
-	// the grant (audited grant_created).
-	Decide(ctx context.Context, d Decide) (DecideResult, error)
-	// ExpirePending decides every still-pending call of a pending batch
-	// expired, with message, whatever the expiry, and takes the batch to
-	// decided. It returns how many calls it decided; zero when the batch
-	// was no longer pending.
-	ExpirePending(ctx context.Context, batchID, by, message string, now time.Time) (int, error)
-	// AbandonPending denies every still-pending call of a pending batch
-	// with message (the user moved on), and the calls allowed earlier
-	// that have not started too: an abandoned reply runs nothing. It
-	// takes the batch to decided and returns how many calls it decided;
-	// zero when the batch was no longer pending.
-	AbandonPending(ctx context.Context, batchID, by, message string, now time.Time) (int, error)
 	// PendingInChannel counts the pending batches of the conversations in
 	// a channel of a platform (all its threads).
 	PendingInChannel(ctx context.Context, platform, channel string) (int, error)
 	// UnknownCalls lists the conversation's calls whose run outcome is
 	// unknown and that nobody marked checked yet, oldest first.
 	UnknownCalls(ctx context.Context, conversationID int64) ([]Call, error)
-	// ExpiredBatches lists pending batches with a pending call past its expiry.
-	ExpiredBatches(ctx context.Context, now time.Time) ([]string, error)
+	// BatchesIn lists ids of batches in the status, oldest first.
+	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
+}
 
+// DecisionStore decides calls: a person's decision, expiry, abandon.
+type DecisionStore interface {
+	// Decide applies one person's decision to a call, only while it is
+	// pending and the store's clock is before its expiry, and records it
+	// in the audit. A deny decides the call at once. On a call needing
+	// more than one approval an allow is recorded as a vote per (call,
+	// person), unique; the call becomes allowed in the same transaction
+	// as its Approvals-th distinct vote. A call needing one is allowed by
+	// its first, recorded as its decision (no vote is kept). When it
+	// decides the last pending call, the batch goes from pending to
+	// decided, or with d.Claim to running, claimed, with the run of
+	// FirstToRun's call started. With d.Grant, an allow that decides the
+	// call also stores the grant (audited grant_created).
+	Decide(ctx context.Context, d Decide) (DecideResult, error)
+	// ExpirePending decides every still-pending call of a pending batch
+	// expired, with message, whatever the expiry, and takes the batch to
+	// decided. It returns how many calls it decided; zero when the batch
+	// was no longer pending.
+	ExpirePending(ctx context.Context, batchID, by, message string) (int, error)
+	// AbandonPending denies every still-pending call of a pending batch
+	// with message (the user moved on), and the calls allowed earlier
+	// that have not started too: an abandoned reply runs nothing. It
+	// takes the batch to decided and returns how many calls it decided;
+	// zero when the batch was no longer pending.
+	AbandonPending(ctx context.Context, batchID, by, message string) (int, error)
+}
+
+// RunStore claims decided batches and records the runs of their calls.
+type RunStore interface {
 	// ClaimBatch takes a batch from decided to running for worker; only
 	// one caller wins.
 	ClaimBatch(ctx context.Context, batchID, worker string) (bool, error)
@@ -396,20 +428,73 @@ type Store interface {
 	// the batch was not running; an error, and nothing written, when the
 	// run was not running.
 	FinishRunAndComplete(ctx context.Context, batchID, key string, status RunStatus, result string, results Message) (bool, error)
-
 	// RecoverRunning marks the running calls of the given batches as
 	// unknown (the worker running them died) and returns the batch ids
 	// touched.
 	RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error)
-	// UnansweredConversations lists conversations whose newest message is
-	// tool results the model never answered.
-	UnansweredConversations(ctx context.Context) ([]int64, error)
-	// BatchesIn lists ids of batches in the status, oldest first.
-	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
 	// ReleaseBatch takes a batch from running back to decided (a worker
 	// that died); used at start-up recovery.
 	ReleaseBatch(ctx context.Context, batchID string) error
+}
 
+// GrantStore holds the grants an "Allow for" makes.
+type GrantStore interface {
+	// ActiveGrants lists the grants of the conversation for the tool that
+	// are active at the store's clock, newest first.
+	ActiveGrants(ctx context.Context, conversationID int64, tool string) ([]Grant, error)
+	// Grant loads one grant; ErrNotFound when none.
+	Grant(ctx context.Context, id string) (*Grant, error)
+	// Grants lists grants, newest first.
+	Grants(ctx context.Context, f GrantFilter) ([]Grant, error)
+	// RevokeGrant revokes a grant not yet revoked (audited grant_revoked);
+	// false when it was already revoked or does not exist.
+	RevokeGrant(ctx context.Context, id, by string) (bool, error)
+	// SetGrantNoticeRef records where the grant's notice was posted.
+	SetGrantNoticeRef(ctx context.Context, id, ref string) error
+}
+
+// SweepStore finds the pending batches that are due: expired, to remind,
+// to escalate. Replicas race on the marks: one wins.
+type SweepStore interface {
+	// ExpiredBatches lists pending batches with a pending call past its
+	// expiry at the store's clock.
+	ExpiredBatches(ctx context.Context) ([]string, error)
+	// DueReminders lists pending batches not yet reminded that expire
+	// after the store's clock and at or before due; MarkReminded records
+	// the reminder once (first caller wins).
+	DueReminders(ctx context.Context, due time.Time) ([]string, error)
+	MarkReminded(ctx context.Context, batchID string) (bool, error)
+	// DueEscalations lists pending batches created at or before
+	// pausedBefore for which step has not fired.
+	DueEscalations(ctx context.Context, step int, pausedBefore time.Time) ([]string, error)
+	// MarkEscalated records that step fired for a pending batch (audited
+	// escalated); false when it had fired already or the batch is no
+	// longer pending. Replicas race on it: one wins.
+	MarkEscalated(ctx context.Context, batchID string, step int) (bool, error)
+}
+
+// CoordinationStore is what replicas share so they act once: leases, turn
+// counts, platform event ids.
+type CoordinationStore interface {
+	// AcquireLease takes or renews holder's lease on key for ttl from the
+	// store's clock; false while another holder's lease is live. Several
+	// replicas use it so a conversation's turns never run on two at once.
+	AcquireLease(ctx context.Context, key, holder string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, key, holder string) error
+	// CountTurn records one turn of a user of a platform at the store's
+	// clock and returns how many of that user's turns fall in the window
+	// up to it, this one included. Rows older than the window may be
+	// pruned. Replicas share the count.
+	CountTurn(ctx context.Context, platform, user string, window time.Duration) (int, error)
+	// MarkEvent records a platform event id and reports whether this is
+	// the first time it was seen (retried deliveries start no second turn).
+	MarkEvent(ctx context.Context, platform, eventID string) (bool, error)
+	// PruneEvents forgets event ids seen before the time.
+	PruneEvents(ctx context.Context, before time.Time) (int64, error)
+}
+
+// AuditStore appends to the audit and reads it back.
+type AuditStore interface {
 	// Audit appends an audit event.
 	Audit(ctx context.Context, e AuditEvent) error
 	// AuditRejectedClick appends a rejected_click event coalesced: at most
@@ -418,50 +503,6 @@ type Store interface {
 	// counted.
 	AuditRejectedClick(ctx context.Context, e AuditEvent, reason string) (bool, error)
 	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
-
-	// AcquireLease takes or renews holder's lease on key until now+ttl;
-	// false while another holder's lease is live. Several replicas use it
-	// so a conversation's turns never run on two at once.
-	AcquireLease(ctx context.Context, key, holder string, ttl time.Duration, now time.Time) (bool, error)
-	ReleaseLease(ctx context.Context, key, holder string) error
-
-	// DueReminders lists pending batches not yet reminded that expire in
-	// (now, due]; MarkReminded records the reminder once (first caller wins).
-	DueReminders(ctx context.Context, now, due time.Time) ([]string, error)
-	MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error)
-
-	// ActiveGrants lists the grants of the conversation for the tool that
-	// are active at now, newest first.
-	ActiveGrants(ctx context.Context, conversationID int64, tool string, now time.Time) ([]Grant, error)
-	// Grant loads one grant; ErrNotFound when none.
-	Grant(ctx context.Context, id string) (*Grant, error)
-	// Grants lists grants, newest first.
-	Grants(ctx context.Context, f GrantFilter) ([]Grant, error)
-	// RevokeGrant revokes a grant not yet revoked (audited grant_revoked);
-	// false when it was already revoked or does not exist.
-	RevokeGrant(ctx context.Context, id, by string, now time.Time) (bool, error)
-	// SetGrantNoticeRef records where the grant's notice was posted.
-	SetGrantNoticeRef(ctx context.Context, id, ref string) error
-
-	// CountTurn records one turn of a user of a platform at now and returns
-	// how many of that user's turns fall in (now-window, now], this one
-	// included. Rows older than the window may be pruned. Replicas share
-	// the count.
-	CountTurn(ctx context.Context, platform, user string, now time.Time, window time.Duration) (int, error)
-
-	// MarkEvent records a platform event id and reports whether this is
-	// the first time it was seen (retried deliveries start no second turn).
-	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error)
-	// PruneEvents forgets event ids seen before the time.
-	PruneEvents(ctx context.Context, before time.Time) (int64, error)
-
-	// RouteStore: card messages, escalation, extend and edit (route.go).
-	RouteStore
-	// CheckStore: unknown outcomes marked checked (checked.go).
-	CheckStore
-
-	Ping(ctx context.Context) error
-	Close() error
 }
 
 // RunInfo tells a tool which conversation and decision a run belongs to

@@ -73,11 +73,24 @@ type Options struct {
 	Metrics interface{ WebhookDelivery(status string) }
 }
 
+// Outbox is what delivery needs of storage (*storage.DB has it): claims
+// of the outbox's deliveries, their outcomes, pruning, and the clock
+// replicas share.
+type Outbox interface {
+	ClaimDeliveries(ctx context.Context, target, worker string, now time.Time, ttl time.Duration, limit int) ([]storage.Delivery, error)
+	MarkDelivered(ctx context.Context, id int64, now time.Time) (bool, error)
+	MarkFailed(ctx context.Context, id int64, worker string, now, next time.Time, dead bool, lastErr string) (bool, error)
+	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
+	Clock() func() time.Time
+}
+
+var _ Outbox = (*storage.DB)(nil)
+
 // Deliverer sends the outbox's deliveries to the webhooks. Several
 // replicas may run one each on one database: claims keep each delivery
 // with one replica at a time.
 type Deliverer struct {
-	db        *storage.DB
+	db        Outbox
 	hooks     []Webhook
 	opts      Options
 	client    *http.Client
@@ -87,7 +100,7 @@ type Deliverer struct {
 }
 
 // NewDeliverer returns a deliverer of the webhooks' deliveries.
-func NewDeliverer(db *storage.DB, hooks []Webhook, opts Options) *Deliverer {
+func NewDeliverer(db Outbox, hooks []Webhook, opts Options) *Deliverer {
 	if opts.Worker == "" {
 		host, _ := os.Hostname()
 		var b [4]byte

@@ -24,6 +24,7 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/keyerr"
@@ -460,3 +461,8 @@ func number(s string) any {
 	}
 	return f
 }
+
+// CallCost is the pricing rules give the calls CEL dispatches at run time
+// (dynamicCallCost), for other CEL programs (runbooks) held to the same
+// limits.
+func CallCost() interpreter.ActualCostEstimator { return dynamicCallCost{} }

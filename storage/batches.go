@@ -68,8 +68,8 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	if nb.Status == "" {
 		nb.Status = confirm.BatchPending
 	}
-	now := utc(db.now())
-	nb.CreatedAt = db.nowOr(nb.CreatedAt)
+	now := db.stamp()
+	nb.CreatedAt = now
 	if !nb.ExpiresAt.IsZero() {
 		nb.ExpiresAt = utc(nb.ExpiresAt)
 	}

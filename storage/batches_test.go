@@ -179,7 +179,7 @@ func testPendingBatch(t *testing.T, db *DB) {
 		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: created, ExpiresAt: later(), Calls: []confirm.Call{
 			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`), Flagged: true},
 		}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		return b
@@ -209,7 +209,7 @@ func testBatchesInOrder(t *testing.T, db *DB) {
 		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: base.Add(offset * time.Minute), Calls: []confirm.Call{
 			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`)},
 		}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, b.ID)
@@ -248,7 +248,7 @@ func testOpenBatches(t *testing.T, db *DB) {
 		b := &confirm.Batch{ConversationID: conv.ID, CreatedAt: time.Now().Add(offset), Calls: []confirm.Call{
 			{Key: "k0", Tool: "t", Args: json.RawMessage(`{}`)},
 		}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		return b.ID
@@ -380,7 +380,7 @@ func testPendingInChannel(t *testing.T, db *DB) {
 	if n := count("slack", "C3"); n != 0 {
 		t.Fatalf("slack/C3: %d pending, want 0", n)
 	}
-	if n, err := db.ExpirePending(ctx, p1.ID, "airlock", "", time.Now()); err != nil || n != 1 {
+	if n, err := db.ExpirePending(ctx, p1.ID, "airlock", ""); err != nil || n != 1 {
 		t.Fatalf("ExpirePending = %d, %v", n, err)
 	}
 	if n := count("slack", "C1"); n != 2 {
@@ -420,7 +420,7 @@ func testUnknownCalls(t *testing.T, db *DB) {
 			b.Calls = append(b.Calls, confirm.Call{Key: keys[i], Position: i, Tool: "deploy", Args: json.RawMessage(`{}`),
 				Decision: confirm.DecisionAllowedByPolicy, Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "r-" + keys[i]}}})
 		}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 			t.Fatal(err)
 		}
 		return b

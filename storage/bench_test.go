@@ -53,7 +53,7 @@ func benchStorm(b *testing.B, db *DB) {
 		now := time.Now()
 		batch := &confirm.Batch{ConversationID: conv.ID, Status: confirm.BatchPending, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 			Calls: []confirm.Call{{Key: "c1", Tool: "t", Args: json.RawMessage(`{}`), Flagged: true, Decision: confirm.DecisionPending}}}
-		if err := db.CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, batch.CreatedAt).CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			b.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -63,7 +63,7 @@ func benchStorm(b *testing.B, db *DB) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := db.Decide(ctx, confirm.Decide{BatchID: batch.ID, Key: "c1", Status: confirm.DecisionAllowed, By: "u", Now: time.Now()})
+				res, err := db.Decide(ctx, confirm.Decide{BatchID: batch.ID, Key: "c1", Status: confirm.DecisionAllowed, By: "u"})
 				if err != nil {
 					b.Error(err)
 					return
@@ -101,7 +101,7 @@ func BenchmarkBatchLoad(b *testing.B) {
 		now := time.Now()
 		batch := &confirm.Batch{ID: fmt.Sprintf("batch%06d", i), ConversationID: conv.ID, Status: confirm.BatchPending, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 			Calls: []confirm.Call{{Key: "c1", Tool: "t", Args: json.RawMessage(`{}`), Flagged: true, Decision: confirm.DecisionPending}}}
-		if err := db.CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, batch.CreatedAt).CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			b.Fatal(err)
 		}
 		ids = append(ids, batch.ID)
@@ -144,7 +144,7 @@ func BenchmarkDecisionPath(b *testing.B) {
 		now := time.Now()
 		batch := &confirm.Batch{ConversationID: conv.ID, Status: confirm.BatchPending, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 			Calls: []confirm.Call{{Key: "c1", Tool: "deploy", Args: json.RawMessage(`{"service":"api","version":"1.2.3"}`), Flagged: true, Decision: confirm.DecisionPending}}}
-		if err := db.CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{"calls":[{"name":"deploy"}]}`)}); err != nil {
+		if err := clockAt(db, batch.CreatedAt).CreateBatch(ctx, batch, confirm.Message{Role: "assistant", Body: json.RawMessage(`{"calls":[{"name":"deploy"}]}`)}); err != nil {
 			b.Fatal(err)
 		}
 		items <- item{batch.ID, conv.ID}
@@ -161,7 +161,7 @@ func BenchmarkDecisionPath(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				res, err := db.Decide(ctx, confirm.Decide{BatchID: it.id, Key: "c1", Status: confirm.DecisionAllowed, By: "u", Now: time.Now()})
+				res, err := db.Decide(ctx, confirm.Decide{BatchID: it.id, Key: "c1", Status: confirm.DecisionAllowed, By: "u"})
 				if err != nil || !res.BatchDecided || res.Batch == nil {
 					b.Error("decide:", err, res)
 					return

@@ -5,19 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// MarkChecked records that by checked a call's unknown outcome at now (the
-// database clock's when zero), by one conditional UPDATE (run_status
+// MarkChecked records that by checked a call's unknown outcome at the
+// store's clock, by one conditional UPDATE (run_status
 // unknown, not checked yet), and audits unknown_checked, in one
 // transaction; false, and nothing written, when the run is not unknown,
 // was checked already or the call does not exist. Two clicks at once: one
 // wins.
-func (db *DB) MarkChecked(ctx context.Context, batchID, key, by string, now time.Time) (bool, error) {
-	now = db.nowOr(now)
+func (db *DB) MarkChecked(ctx context.Context, batchID, key, by string) (bool, error) {
+	now := db.stamp()
 	won := false
 	err := db.tx(ctx, func(tx dbtx) error {
 		won = false

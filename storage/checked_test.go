@@ -90,7 +90,7 @@ func testMarkChecked(t *testing.T, db *DB) {
 		}
 	}
 	at := time.Date(2031, 1, 2, 3, 4, 5, 678900000, time.UTC)
-	ok, err := db.MarkChecked(ctx, b.ID, "a", "U-alice", at)
+	ok, err := clockAt(db, at).MarkChecked(ctx, b.ID, "a", "U-alice")
 	if err != nil || !ok {
 		t.Fatalf("MarkChecked = %v, %v; want won", ok, err)
 	}
@@ -106,7 +106,7 @@ func testMarkChecked(t *testing.T, db *DB) {
 		t.Fatalf("unknown_checked audit = %+v", evs)
 	}
 	// Again (a double click): nothing changes, nothing more is audited.
-	if ok, err := db.MarkChecked(ctx, b.ID, "a", "U-carol", at.Add(time.Minute)); err != nil || ok {
+	if ok, err := clockAt(db, at.Add(time.Minute)).MarkChecked(ctx, b.ID, "a", "U-carol"); err != nil || ok {
 		t.Fatalf("second MarkChecked = %v, %v; want lost", ok, err)
 	}
 	if c := callByKey(t, loadBatch(t, db, b.ID), "a"); c.CheckedBy != "U-alice" || !c.CheckedAt.Equal(at) {
@@ -131,11 +131,11 @@ func testMarkCheckedRefused(t *testing.T, db *DB) {
 		}
 	}
 	for _, key := range []string{"k0", "k1", "k2", "nope"} {
-		if ok, err := db.MarkChecked(ctx, b.ID, key, "U-alice", time.Time{}); err != nil || ok {
+		if ok, err := db.MarkChecked(ctx, b.ID, key, "U-alice"); err != nil || ok {
 			t.Errorf("MarkChecked(%s) = %v, %v; want refused", key, ok, err)
 		}
 	}
-	if ok, err := db.MarkChecked(ctx, "no-such-batch", "k0", "U-alice", time.Time{}); err != nil || ok {
+	if ok, err := db.MarkChecked(ctx, "no-such-batch", "k0", "U-alice"); err != nil || ok {
 		t.Errorf("MarkChecked of a missing batch = %v, %v", ok, err)
 	}
 	for _, c := range loadBatch(t, db, b.ID).Calls {
@@ -158,7 +158,7 @@ func testRaceMarkChecked(t *testing.T, db *DB) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			won[i], errs[i] = db.MarkChecked(t.Context(), b.ID, "a", "U-"+string(rune('a'+i)), time.Time{})
+			won[i], errs[i] = db.MarkChecked(t.Context(), b.ID, "a", "U-"+string(rune('a'+i)))
 		})
 	}
 	wg.Wait()
@@ -201,7 +201,7 @@ func testOutboxUnknownChecked(t *testing.T, db *DB) {
 	setWebhooks(t, db, WebhookTarget{ID: "checks", Events: []EventType{EventUnknownChecked}})
 	conv := newConversation(t, db)
 	b := unknownBatch(t, db, conv.ID, "a")
-	if ok, err := db.MarkChecked(t.Context(), b.ID, "a", "U-alice", time.Time{}); err != nil || !ok {
+	if ok, err := db.MarkChecked(t.Context(), b.ID, "a", "U-alice"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	ds := deliveries(t, db, DeliveryFilter{Target: "checks", ConversationID: conv.ID})

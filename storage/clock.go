@@ -13,9 +13,14 @@ const clockSamples = 3
 
 // clock is local time plus the last measured offset to the database
 // server's clock. The zero value is the local clock.
+//
+// Each transaction reads it once and stamps every time it writes from
+// that reading, and no caller passes a time in: one clock for all
+// replicas. Tests replace it whole (WithClock) to control expiries.
 type clock struct {
 	offset atomic.Int64                     // nanoseconds: server minus local
 	local  atomic.Pointer[func() time.Time] // nil: time.Now (tests skew it)
+	fixed  atomic.Pointer[func() time.Time] // WithClock: replaces the database clock
 }
 
 func (c *clock) localNow() time.Time {
@@ -26,13 +31,33 @@ func (c *clock) localNow() time.Time {
 }
 
 func (c *clock) now() time.Time {
+	if f := c.fixed.Load(); f != nil {
+		return (*f)()
+	}
 	return c.localNow().Add(time.Duration(c.offset.Load()))
+}
+
+// WithClock makes now the store's clock in place of the database's (tests:
+// a fake clock the bot shares, so expiries are decided by the test).
+// SyncClock then measures nothing.
+func WithClock(now func() time.Time) Option {
+	return func(db *DB) { db.setClock(now) }
+}
+
+// setClock replaces the store's clock with now (nil: the database's again).
+func (db *DB) setClock(now func() time.Time) {
+	if now == nil {
+		db.clock.fixed.Store(nil)
+		return
+	}
+	db.clock.fixed.Store(&now)
 }
 
 // now is the database clock's current time.
 func (db *DB) now() time.Time { return db.clock.now() }
 
-// Clock returns a function giving the database server's current time: the
+// Clock returns a function giving the store's clock: the database server's
+// current time (unless WithClock replaced it), the
 // local clock plus the offset the last SyncClock measured (zero before the
 // first). Replicas whose local clocks disagree agree on it, so expiries,
 // claims and leases compare times from one clock. Safe for concurrent use.
@@ -44,7 +69,7 @@ func (db *DB) Clock() func() time.Time { return db.clock.now }
 // the moment the server read its clock (the best of a few round trips); a
 // SQLite database is on this machine, so its offset is zero.
 func (db *DB) SyncClock(ctx context.Context) error {
-	if db.driver != DriverPostgres {
+	if db.driver != DriverPostgres || db.clock.fixed.Load() != nil {
 		db.clock.offset.Store(0)
 		return nil
 	}

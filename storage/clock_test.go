@@ -1,9 +1,12 @@
 package storage
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // setLocalClock replaces the local clock of db (time.Now), as a replica
@@ -50,10 +53,10 @@ func testClockReplicas(t *testing.T, driver, dsn string) {
 		t.Fatalf("Clock = %v, %v off the server's (real) clock", a, d)
 	}
 	// A lease taken on one replica's clock holds on the other's.
-	if ok, err := dbs[0].AcquireLease(ctx, "k", "r0", time.Minute, dbs[0].Clock()()); err != nil || !ok {
+	if ok, err := dbs[0].AcquireLease(ctx, "k", "r0", time.Minute); err != nil || !ok {
 		t.Fatalf("AcquireLease r0 = %v, %v", ok, err)
 	}
-	if ok, err := dbs[1].AcquireLease(ctx, "k", "r1", time.Minute, dbs[1].Clock()()); err != nil || ok {
+	if ok, err := dbs[1].AcquireLease(ctx, "k", "r1", time.Minute); err != nil || ok {
 		t.Fatalf("AcquireLease r1 while r0 holds a live lease = %v, %v; want false", ok, err)
 	}
 }
@@ -83,5 +86,53 @@ func testClockSync(t *testing.T, db *DB) {
 	conv := newConversation(t, db)
 	if d := conv.CreatedAt.Sub(want); d < -2*time.Second || d > 2*time.Second {
 		t.Errorf("conversation CreatedAt = %v, want about %v", conv.CreatedAt, want)
+	}
+}
+
+// testOneClock: a batch's creation and a decision on it are stamped from
+// the store's clock alone: a caller's CreatedAt is not used, and the
+// decision, its audit event and the batch's CreatedAt all read the one
+// clock WithClock set, not the local one; SyncClock leaves it alone.
+func testOneClock(t *testing.T, db *DB) {
+	ctx := t.Context()
+	t0 := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	clockAt(db, t0)
+	if err := db.SyncClock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Clock()(); !got.Equal(t0) {
+		t.Fatalf("Clock after SyncClock with WithClock = %v, want %v", got, t0)
+	}
+	conv := newConversation(t, db)
+	b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U", CreatedAt: t0.Add(-24 * time.Hour), ExpiresAt: t0.Add(time.Hour),
+		Calls: []confirm.Call{{Key: "k0", Tool: "deploy", Args: json.RawMessage(`{}`), Flagged: true}}}
+	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadBatch(t, db, b.ID); !got.CreatedAt.Equal(t0) || !b.CreatedAt.Equal(t0) {
+		t.Fatalf("CreatedAt = %v (stored %v), want the store's clock %v, not the caller's", b.CreatedAt, got.CreatedAt, t0)
+	}
+	t1 := t0.Add(time.Minute)
+	decide(t, clockAt(db, t1), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-alice"})
+	c := callByKey(t, loadBatch(t, db, b.ID), "k0")
+	if c.DecidedAt == nil || !c.DecidedAt.Equal(t1) {
+		t.Fatalf("DecidedAt = %v, want %v", c.DecidedAt, t1)
+	}
+	events, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Kind == confirm.AuditDecision && !e.At.Equal(t1) {
+			t.Errorf("decision audited at %v, want %v", e.At, t1)
+		}
+		if e.Kind == confirm.AuditToolCall && !e.At.Equal(t0) {
+			t.Errorf("tool_call audited at %v, want %v", e.At, t0)
+		}
+	}
+	// Past the expiry on the store's clock, a decision is refused.
+	b2 := batchIn(t, db, conv.ID, t1.Add(time.Hour), confirm.DecisionPending)
+	if res := decide(t, clockAt(db, t1.Add(2*time.Hour)), confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"}); res.Won {
+		t.Fatalf("decision past the expiry on the store's clock won: %+v", res)
 	}
 }

@@ -78,6 +78,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"CountTurn", testCountTurn},
 		{"RaceCountTurn", testRaceCountTurn},
 		{"ClockSync", testClockSync},
+		{"OneClock", testOneClock},
 		{"OutboxWithAudit", testOutboxWithAudit},
 		{"OutboxNoWebhooks", testOutboxNoWebhooks},
 		{"OutboxEvents", testOutboxEvents},
@@ -153,9 +154,6 @@ func callByKey(t *testing.T, b *confirm.Batch, key string) confirm.Call {
 
 func decide(t *testing.T, db *DB, d confirm.Decide) confirm.DecideResult {
 	t.Helper()
-	if d.Now.IsZero() {
-		d.Now = time.Now()
-	}
 	res, err := db.Decide(t.Context(), d)
 	if err != nil {
 		t.Fatalf("Decide(%+v): %v", d, err)
@@ -177,3 +175,10 @@ func auditKinds(t *testing.T, db *DB, convID int64) []string {
 }
 
 func later() time.Time { return time.Now().Add(time.Hour) }
+
+// clockAt sets db's clock (WithClock) to t and returns db, so a test
+// decides the time a store call stamps and compares with.
+func clockAt(db *DB, t time.Time) *DB {
+	db.setClock(func() time.Time { return t })
+	return db
+}

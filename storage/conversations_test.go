@@ -199,10 +199,10 @@ func testTimeRoundTrip(t *testing.T, db *DB) {
 	// Expiry comparisons use time order, not text order, across zones.
 	expires := time.Date(2030, 1, 1, 0, 0, 0, 0, time.FixedZone("E", 9*3600)) // 2029-12-31T15:00Z
 	b := newBatch(t, db, expires, confirm.DecisionPending)
-	if ids, _ := db.ExpiredBatches(ctx, time.Date(2029, 12, 31, 14, 0, 0, 0, time.UTC)); len(ids) != 0 {
+	if ids, _ := clockAt(db, time.Date(2029, 12, 31, 14, 0, 0, 0, time.UTC)).ExpiredBatches(ctx); len(ids) != 0 {
 		t.Errorf("expired an hour early: %v", ids)
 	}
-	if ids, _ := db.ExpiredBatches(ctx, time.Date(2029, 12, 31, 10, 0, 1, 0, time.FixedZone("W", -5*3600))); len(ids) != 1 || ids[0] != b.ID {
+	if ids, _ := clockAt(db, time.Date(2029, 12, 31, 10, 0, 1, 0, time.FixedZone("W", -5*3600))).ExpiredBatches(ctx); len(ids) != 1 || ids[0] != b.ID {
 		t.Errorf("not expired a second after expiry: %v", ids)
 	}
 }

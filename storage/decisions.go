@@ -27,7 +27,7 @@ func (db *DB) lockPendingBatch(ctx context.Context, tx dbtx, batchID string, now
 }
 
 // Decide applies one person's decision to a call while the call is pending,
-// d.Now is before its expiry and d.Revision is the call's revision (else
+// the store's clock is before its expiry and d.Revision is the call's revision (else
 // Stale, and nothing changes), audits it, and takes the batch to decided
 // when no call is left pending, all in one transaction. A deny (any status
 // but allowed) decides the call at once, storing d.Message and d.Reason. An
@@ -54,7 +54,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 	if allow && d.Grant != nil && d.Grant.ExpiresAt.IsZero() {
 		return confirm.DecideResult{}, errors.New("decide: grant without expiry")
 	}
-	now := db.nowOr(d.Now)
+	now := db.stamp()
 	var (
 		res   confirm.DecideResult
 		grant *confirm.Grant
@@ -307,15 +307,15 @@ func decisionDetailFrom(status confirm.DecisionStatus, message, reason, surface 
 // ExpirePending decides every still-pending call of a pending batch
 // expired with message, whatever the expiry (the sweeper calls it once the
 // deadline passed); see resolvePending.
-func (db *DB) ExpirePending(ctx context.Context, batchID, by, message string, now time.Time) (int, error) {
-	return db.resolvePending(ctx, batchID, confirm.DecisionExpired, by, message, false, now)
+func (db *DB) ExpirePending(ctx context.Context, batchID, by, message string) (int, error) {
+	return db.resolvePending(ctx, batchID, confirm.DecisionExpired, by, message, false)
 }
 
 // AbandonPending denies every still-pending call of a pending batch with
 // message, and also the calls allowed earlier that have not started: an
 // abandoned reply runs nothing; see resolvePending.
-func (db *DB) AbandonPending(ctx context.Context, batchID, by, message string, now time.Time) (int, error) {
-	return db.resolvePending(ctx, batchID, confirm.DecisionDenied, by, message, true, now)
+func (db *DB) AbandonPending(ctx context.Context, batchID, by, message string) (int, error) {
+	return db.resolvePending(ctx, batchID, confirm.DecisionDenied, by, message, true)
 }
 
 // resolvePending decides every still-pending call of a pending batch with
@@ -323,11 +323,11 @@ func (db *DB) AbandonPending(ctx context.Context, batchID, by, message string, n
 // allowed earlier that have not started; it audits each changed call and
 // takes the batch to decided, in one transaction. It returns how many calls
 // it changed; zero when the batch was not pending.
-func (db *DB) resolvePending(ctx context.Context, batchID string, status confirm.DecisionStatus, by, message string, abandon bool, now time.Time) (int, error) {
+func (db *DB) resolvePending(ctx context.Context, batchID string, status confirm.DecisionStatus, by, message string, abandon bool) (int, error) {
 	if status == "" || status == confirm.DecisionPending {
 		return 0, fmt.Errorf("resolve pending: invalid decision status %q", status)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	var changed int
 	err := db.tx(ctx, func(tx dbtx) error {
 		changed = 0
@@ -392,12 +392,12 @@ func (db *DB) resolvePending(ctx context.Context, batchID string, status confirm
 }
 
 // ExpiredBatches lists pending batches with a pending call whose expiry is
-// at or before now, oldest first.
-func (db *DB) ExpiredBatches(ctx context.Context, now time.Time) ([]string, error) {
+// at or before the store's clock, oldest first.
+func (db *DB) ExpiredBatches(ctx context.Context) ([]string, error) {
 	var ids []string
 	err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM batches b WHERE b.status = 'pending' AND b.status <> 'done' AND EXISTS (
 			SELECT 1 FROM calls c WHERE c.batch_id = b.id AND c.decision = 'pending' AND c.expires_at <= ?)
-		ORDER BY b.created_at, b.id`), db.ts(db.nowOr(now)))
+		ORDER BY b.created_at, b.id`), db.ts(db.stamp()))
 	if err != nil {
 		return nil, fmt.Errorf("expired batches: %w", err)
 	}

@@ -27,13 +27,13 @@ func testDecideWinsOnce(t *testing.T, db *DB) {
 	if c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-alice" || c.DenyMessage != "" || c.DecidedAt == nil {
 		t.Fatalf("call after losing decision = %+v", c)
 	}
-	if _, err := db.Decide(ctx, confirm.Decide{BatchID: "nope", Key: "k0", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: "nope", Key: "k0", Status: confirm.DecisionAllowed}); !errors.Is(err, confirm.ErrNotFound) {
 		t.Errorf("Decide(missing batch) error = %v, want ErrNotFound", err)
 	}
-	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed}); !errors.Is(err, confirm.ErrNotFound) {
 		t.Errorf("Decide(missing call) error = %v, want ErrNotFound", err)
 	}
-	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionPending, Now: time.Now()}); err == nil {
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionPending}); err == nil {
 		t.Error("Decide with status pending succeeded")
 	}
 	kinds := auditKinds(t, db, b.ConversationID)
@@ -53,7 +53,7 @@ func testDecideWinsOnce(t *testing.T, db *DB) {
 	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U-carol"}); res.Won {
 		t.Fatal("decision on a decided batch won")
 	}
-	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed, Now: time.Now()}); !errors.Is(err, confirm.ErrNotFound) {
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "nope", Status: confirm.DecisionAllowed}); !errors.Is(err, confirm.ErrNotFound) {
 		t.Errorf("Decide(missing call of decided batch) error = %v, want ErrNotFound", err)
 	}
 }
@@ -62,7 +62,7 @@ func testDecideAfterExpiry(t *testing.T, db *DB) {
 	expires := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 	b := newBatch(t, db, expires, confirm.DecisionPending, confirm.DecisionPending)
 	for _, now := range []time.Time{expires, expires.Add(time.Millisecond), expires.Add(time.Hour)} {
-		if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Now: now}); res.Won {
+		if res := decide(t, clockAt(db, now), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"}); res.Won {
 			t.Fatalf("Decide at %v (expiry %v) won", now, expires)
 		}
 	}
@@ -70,7 +70,7 @@ func testDecideAfterExpiry(t *testing.T, db *DB) {
 	if c := callByKey(t, got, "k0"); c.Decision != confirm.DecisionPending || c.DecidedBy != "" {
 		t.Fatalf("expired call changed: %+v", c)
 	}
-	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U", Now: expires.Add(-time.Millisecond)}); !res.Won {
+	if res := decide(t, clockAt(db, expires.Add(-time.Millisecond)), confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U"}); !res.Won {
 		t.Fatal("Decide just before expiry lost")
 	}
 	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchPending {
@@ -102,15 +102,15 @@ func testResolvePendingExpiry(t *testing.T, db *DB) {
 	b := newBatch(t, db, expires, confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending)
 	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U-alice"})
 
-	if ids, err := db.ExpiredBatches(ctx, expires.Add(-time.Second)); err != nil || len(ids) != 0 {
+	if ids, err := clockAt(db, expires.Add(-time.Second)).ExpiredBatches(ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("ExpiredBatches before expiry = %v, %v", ids, err)
 	}
 	after := expires.Add(time.Second)
-	ids, err := db.ExpiredBatches(ctx, after)
+	ids, err := clockAt(db, after).ExpiredBatches(ctx)
 	if err != nil || len(ids) != 1 || ids[0] != b.ID {
 		t.Fatalf("ExpiredBatches after expiry = %v, %v; want [%s]", ids, err, b.ID)
 	}
-	n, err := db.ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage, after)
+	n, err := clockAt(db, after).ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage)
 	if err != nil || n != 1 {
 		t.Fatalf("ExpirePending = %d, %v; want 1", n, err)
 	}
@@ -127,13 +127,13 @@ func testResolvePendingExpiry(t *testing.T, db *DB) {
 	if c := callByKey(t, got, "k0"); c.Decision != confirm.DecisionAllowedByPolicy {
 		t.Errorf("policy call changed by expiry: %+v", c)
 	}
-	if n, err := db.ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage, after); err != nil || n != 0 {
+	if n, err := clockAt(db, after).ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage); err != nil || n != 0 {
 		t.Errorf("second ExpirePending = %d, %v; want 0", n, err)
 	}
-	if ids, err := db.ExpiredBatches(ctx, after.Add(time.Hour)); err != nil || len(ids) != 0 {
+	if ids, err := clockAt(db, after.Add(time.Hour)).ExpiredBatches(ctx); err != nil || len(ids) != 0 {
 		t.Errorf("ExpiredBatches after resolving = %v, %v", ids, err)
 	}
-	if n, err := db.ExpirePending(ctx, "missing", "airlock", "", after); err != nil || n != 0 {
+	if n, err := clockAt(db, after).ExpirePending(ctx, "missing", "airlock", ""); err != nil || n != 0 {
 		t.Errorf("ExpirePending(missing) = %d, %v; want 0, nil", n, err)
 	}
 	kinds := auditKinds(t, db, b.ConversationID)
@@ -147,7 +147,7 @@ func testResolvePendingAbandon(t *testing.T, db *DB) {
 	b := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy, confirm.DecisionPending, confirm.DecisionPending, confirm.DecisionInvalid)
 	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k2", Status: confirm.DecisionAllowed, By: "U-alice"})
 	now := time.Now()
-	n, err := db.AbandonPending(ctx, b.ID, "U-author", confirm.MovedOnMessage, now)
+	n, err := clockAt(db, now).AbandonPending(ctx, b.ID, "U-author", confirm.MovedOnMessage)
 	if err != nil || n != 3 {
 		t.Fatalf("AbandonPending = %d, %v; want 3", n, err)
 	}
@@ -193,7 +193,7 @@ func testRaceDecideSameCall(t *testing.T, db *DB) {
 		wg.Go(func() {
 			<-start
 			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
-				BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i), Now: time.Now(),
+				BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i),
 			})
 		})
 	}
@@ -240,7 +240,7 @@ func testRaceDecideAllCalls(t *testing.T, db *DB) {
 			wg.Go(func() {
 				<-start
 				results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
-					BatchID: b.ID, Key: fmt.Sprintf("k%d", i), Status: confirm.DecisionAllowed, By: "U", Now: time.Now(),
+					BatchID: b.ID, Key: fmt.Sprintf("k%d", i), Status: confirm.DecisionAllowed, By: "U",
 				})
 			})
 		}
@@ -364,7 +364,7 @@ func testRaceDecideClaiming(t *testing.T, db *DB) {
 		wg.Go(func() {
 			<-start
 			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: fmt.Sprintf("k%d", i%n), Status: confirm.DecisionAllowed,
-				By: fmt.Sprintf("U%d", i), Now: time.Now(), Claim: &confirm.Claim{Worker: fmt.Sprintf("w%d", i), Runnable: runnable("deploy")}})
+				By: fmt.Sprintf("U%d", i), Claim: &confirm.Claim{Worker: fmt.Sprintf("w%d", i), Runnable: runnable("deploy")}})
 		})
 	}
 	close(start)

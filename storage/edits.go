@@ -12,7 +12,7 @@ import (
 
 // EditCall stores an approver's arguments beside the model's and records
 // the editor's allow, in one transaction and only while the call is
-// pending, e.Now is before its expiry and e.Revision is the call's
+// pending, the store's clock is before its expiry and e.Revision is the call's
 // revision (else Stale, and nothing changes): it makes the next revision,
 // sets edited_args (args, the
 // model's bytes, are never touched), edited_by, edited_at, the new
@@ -43,7 +43,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 	if err != nil {
 		return confirm.DecideResult{}, fmt.Errorf("edit call: restrict: %w", err)
 	}
-	now := db.nowOr(e.Now)
+	now := db.stamp()
 	var res confirm.DecideResult
 	err = db.tx(ctx, func(tx dbtx) error {
 		res = confirm.DecideResult{}

@@ -29,11 +29,11 @@ func (db *DB) DueEscalations(ctx context.Context, step int, pausedBefore time.Ti
 // exist). The batch row is locked while pending first (as Decide does), so
 // a step never fires on a batch whose decision committed before it, and of
 // replicas racing on one step exactly one wins.
-func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int, now time.Time) (bool, error) {
+func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int) (bool, error) {
 	if step < 0 {
 		return false, fmt.Errorf("mark escalated: negative step %d", step)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	err := db.tx(ctx, func(tx dbtx) error {
 		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 		if err != nil {
@@ -67,21 +67,22 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int, now t
 }
 
 // ExtendBatch pushes a pending batch's deadline to until, once per batch:
-// one conditional UPDATE (pending, never extended, not expired at now, and
+// one conditional UPDATE (pending, never extended, not expired at now (the
+// store's clock), and
 // until later than the deadline) records by and now, and clears the
 // reminder mark so a reminder can fire before the new deadline; in the
 // same transaction the batch's pending calls expiring before until are
 // pushed to it (calls that never expire stay so), and the extend is
 // audited (extended, detail until and before). False when it did not
 // apply.
-func (db *DB) ExtendBatch(ctx context.Context, batchID, by string, until, now time.Time) (bool, error) {
+func (db *DB) ExtendBatch(ctx context.Context, batchID, by string, until time.Time) (bool, error) {
 	if by == "" {
 		return false, errors.New("extend batch: empty actor")
 	}
 	if until.IsZero() {
 		return false, errors.New("extend batch: zero deadline")
 	}
-	now, until = db.nowOr(now), utc(until)
+	now, until := db.stamp(), utc(until)
 	err := db.tx(ctx, func(tx dbtx) error {
 		var cur struct {
 			ConversationID int64  `db:"conversation_id"`

@@ -19,12 +19,12 @@ func (db *DB) PruneEvents(ctx context.Context, before time.Time) (int64, error) 
 
 // MarkEvent records a platform event id; it reports true only the first
 // time the id is seen, so a retried delivery never starts a second turn.
-func (db *DB) MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error) {
+func (db *DB) MarkEvent(ctx context.Context, platform, eventID string) (bool, error) {
 	if eventID == "" {
 		return false, errors.New("mark event: empty event id")
 	}
 	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO events (platform, event_id, seen_at) VALUES (?, ?, ?)
-		ON CONFLICT (platform, event_id) DO NOTHING`), platform, eventID, db.ts(db.nowOr(at)))
+		ON CONFLICT (platform, event_id) DO NOTHING`), platform, eventID, db.ts(db.stamp()))
 	if err != nil {
 		return false, fmt.Errorf("mark event: %w", err)
 	}

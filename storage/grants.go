@@ -14,8 +14,8 @@ import (
 // insertGrant stores g, created by the allow d that decided the call
 // (batch d.BatchID, key d.Key, of tool in conversation convID), and audits
 // grant_created. It fills in g: ID (random when empty), ConversationID,
-// Tool (the call's when empty), CreatedBy (d.By when empty), CreatedAt (now
-// when zero), BatchID and CallKey; a grant is stored not revoked. Its
+// Tool (the call's when empty), CreatedBy (d.By when empty), CreatedAt (the
+// transaction's now), BatchID and CallKey; a grant is stored not revoked. Its
 // Requester and CreatorRoles are the caller's (the bot sets them).
 func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID int64, d confirm.Decide, tool string, now time.Time) error {
 	if g.ID == "" {
@@ -28,11 +28,7 @@ func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID
 	if g.CreatedBy == "" {
 		g.CreatedBy = d.By
 	}
-	if g.CreatedAt.IsZero() {
-		g.CreatedAt = now
-	} else {
-		g.CreatedAt = utc(g.CreatedAt)
-	}
+	g.CreatedAt = now
 	g.ExpiresAt = utc(g.ExpiresAt)
 	g.RevokedBy, g.RevokedAt = "", nil
 	g.BatchID, g.CallKey = d.BatchID, d.Key
@@ -59,13 +55,13 @@ func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID
 }
 
 // ActiveGrants lists the conversation's grants for the tool that are
-// active at now (the database clock's now when zero): not revoked and
-// expiring after now, newest first.
-func (db *DB) ActiveGrants(ctx context.Context, conversationID int64, tool string, now time.Time) ([]confirm.Grant, error) {
+// active at the store's clock: not revoked and expiring after it, newest
+// first.
+func (db *DB) ActiveGrants(ctx context.Context, conversationID int64, tool string) ([]confirm.Grant, error) {
 	var rows []grantRow
 	err := db.sel(ctx, db.reader(), &rows, db.q(`SELECT `+grantColumns+` FROM grants
 		WHERE conversation_id = ? AND tool = ? AND revoked_at IS NULL AND expires_at > ?
-		ORDER BY created_at DESC, id DESC`), conversationID, tool, db.ts(db.nowOr(now)))
+		ORDER BY created_at DESC, id DESC`), conversationID, tool, db.ts(db.stamp()))
 	if err != nil {
 		return nil, fmt.Errorf("active grants: %w", err)
 	}
@@ -143,9 +139,9 @@ func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Gran
 
 // RevokeGrant revokes a grant not yet revoked, by one conditional UPDATE,
 // and audits grant_revoked, in one transaction; false when the grant was
-// already revoked or does not exist. now is the database clock's when zero.
-func (db *DB) RevokeGrant(ctx context.Context, id, by string, now time.Time) (bool, error) {
-	now = db.nowOr(now)
+// already revoked or does not exist. It is stamped with the store's clock.
+func (db *DB) RevokeGrant(ctx context.Context, id, by string) (bool, error) {
+	now := db.stamp()
 	won := false
 	err := db.tx(ctx, func(tx dbtx) error {
 		won = false

@@ -182,7 +182,7 @@ func TestWriterGroupFailsWhole(t *testing.T) {
 	if n := countLeases(t, db); n != 0 {
 		t.Fatalf("%d rows of a failed group were stored", n)
 	}
-	if ok, err := db.AcquireLease(t.Context(), "after", "me", time.Minute, time.Now()); err != nil || !ok {
+	if ok, err := db.AcquireLease(t.Context(), "after", "me", time.Minute); err != nil || !ok {
 		t.Fatalf("a write after the failed group: %v %v", ok, err)
 	}
 	if err := db.tx(t.Context(), func(tx dbtx) error { return insertLease(t.Context(), db, tx, "tx after") }); err != nil {

@@ -31,8 +31,8 @@ func testStaleRevisionDecide(t *testing.T, db *DB) {
 	ctx := t.Context()
 	b := newBatch(t, db, later(), confirm.DecisionPending)
 	now := time.Now()
-	res, err := db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"env":"production"}`),
-		Summary: "deploy production", By: "U-bob", Now: now, Approvals: 2})
+	res, err := clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"env":"production"}`),
+		Summary: "deploy production", By: "U-bob", Approvals: 2})
 	if err != nil || !res.Won || res.Votes != 1 {
 		t.Fatalf("EditCall = %+v, %v", res, err)
 	}
@@ -41,7 +41,7 @@ func testStaleRevisionDecide(t *testing.T, db *DB) {
 	}
 	before := len(auditKinds(t, db, b.ConversationID))
 	for _, status := range []confirm.DecisionStatus{confirm.DecisionAllowed, confirm.DecisionDenied} {
-		res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: status, By: "U-alice", Now: now.Add(time.Second), Revision: 0})
+		res = decide(t, clockAt(db, now.Add(time.Second)), confirm.Decide{BatchID: b.ID, Key: "k0", Status: status, By: "U-alice", Revision: 0})
 		if !res.Stale || res.Won || res.Decided {
 			t.Fatalf("%s at revision 0 = %+v; want stale, nothing won", status, res)
 		}
@@ -53,7 +53,7 @@ func testStaleRevisionDecide(t *testing.T, db *DB) {
 	if after := len(auditKinds(t, db, b.ConversationID)); after != before {
 		t.Fatalf("stale decisions wrote %d audit rows", after-before)
 	}
-	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-alice", Now: now.Add(2 * time.Second), Revision: 1})
+	res = decide(t, clockAt(db, now.Add(2*time.Second)), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-alice", Revision: 1})
 	if res.Stale || !res.Won || !res.Decided || res.Votes != 2 {
 		t.Fatalf("allow at revision 1 = %+v; want the call allowed", res)
 	}
@@ -64,12 +64,11 @@ func testStaleRevisionDecide(t *testing.T, db *DB) {
 func testStaleRevisionEdit(t *testing.T, db *DB) {
 	ctx := t.Context()
 	b := newBatch(t, db, later(), confirm.DecisionPending)
-	now := time.Now()
-	first := confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"n":1}`), By: "U-a", Now: now, Approvals: 2}
+	first := confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"n":1}`), By: "U-a", Approvals: 2}
 	if res, err := db.EditCall(ctx, first); err != nil || !res.Won {
 		t.Fatalf("first edit = %+v, %v", res, err)
 	}
-	second := confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"n":2}`), By: "U-b", Now: now, Approvals: 2}
+	second := confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"n":2}`), By: "U-b", Approvals: 2}
 	res, err := db.EditCall(ctx, second)
 	if err != nil || !res.Stale || res.Won {
 		t.Fatalf("edit at revision 0 after another = %+v, %v; want stale", res, err)
@@ -96,11 +95,11 @@ func testGrantRequesterRoles(t *testing.T, db *DB) {
 	var ids []string
 	for i, who := range []string{"U-bob", "U-dan"} {
 		b := batchIn(t, db, conv.ID, later(), confirm.DecisionPending)
-		g := &confirm.Grant{Tool: "deploy", Requester: who, CreatorRoles: []string{"R-ops"}, CreatedAt: now.Add(time.Duration(i) * time.Second), ExpiresAt: later()}
-		decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-alice", Now: now, Grant: g})
+		g := &confirm.Grant{Tool: "deploy", Requester: who, CreatorRoles: []string{"R-ops"}, ExpiresAt: later()}
+		decide(t, clockAt(db, now.Add(time.Duration(i)*time.Second)), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-alice", Grant: g})
 		ids = append(ids, g.ID)
 	}
-	gs, err := db.ActiveGrants(ctx, conv.ID, "deploy", now.Add(time.Minute))
+	gs, err := clockAt(db, now.Add(time.Minute)).ActiveGrants(ctx, conv.ID, "deploy")
 	if err != nil || len(gs) != 2 {
 		t.Fatalf("ActiveGrants = %+v, %v; want two", gs, err)
 	}
@@ -108,10 +107,10 @@ func testGrantRequesterRoles(t *testing.T, db *DB) {
 		!slices.Equal(gs[0].CreatorRoles, []string{"R-ops"}) {
 		t.Fatalf("ActiveGrants = %+v; want Dan's then Bob's, with the creator's roles", gs)
 	}
-	if _, err := db.RevokeGrant(ctx, ids[1], "U-x", now.Add(2*time.Second)); err != nil {
+	if _, err := clockAt(db, now.Add(2*time.Second)).RevokeGrant(ctx, ids[1], "U-x"); err != nil {
 		t.Fatal(err)
 	}
-	if gs, _ := db.ActiveGrants(ctx, conv.ID, "deploy", now.Add(time.Minute)); len(gs) != 1 || gs[0].ID != ids[0] {
+	if gs, _ := clockAt(db, now.Add(time.Minute)).ActiveGrants(ctx, conv.ID, "deploy"); len(gs) != 1 || gs[0].ID != ids[0] {
 		t.Fatalf("ActiveGrants after a revocation = %+v", gs)
 	}
 }
@@ -122,7 +121,7 @@ func testRevokedGrantNotStored(t *testing.T, db *DB) {
 	ctx := t.Context()
 	conv := newConversation(t, db)
 	seedGrant(t, db, conv.ID, "g-r", "restart")
-	if ok, err := db.RevokeGrant(ctx, "g-r", "U-x", time.Time{}); err != nil || !ok {
+	if ok, err := db.RevokeGrant(ctx, "g-r", "U-x"); err != nil || !ok {
 		t.Fatalf("RevokeGrant = %v, %v", ok, err)
 	}
 	b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U-author", Status: confirm.BatchDecided, ExpiresAt: later(), Calls: []confirm.Call{
@@ -215,7 +214,7 @@ func TestSQLiteEditAuditScrubbed(t *testing.T) {
 	edited := `{"token":"` + secret + `"}`
 	for rev, args := range []string{`{"n":1,"t":"` + secret + `"}`, edited} {
 		if res, err := db.EditCall(t.Context(), confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(args),
-			Summary: "use " + secret, By: "U-ed", Now: time.Now(), Approvals: 2, Revision: rev}); err != nil || !res.Won {
+			Summary: "use " + secret, By: "U-ed", Approvals: 2, Revision: rev}); err != nil || !res.Won {
 			t.Fatalf("EditCall = %+v, %v", res, err)
 		}
 	}

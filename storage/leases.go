@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// AcquireLease takes or renews the lease on key for holder until now+ttl.
+// AcquireLease takes or renews the lease on key for holder for ttl from
+// the store's clock.
 // It succeeds when nobody holds the key, the holder is the same, or the
 // previous lease has lapsed; one conditional write decides.
-func (db *DB) AcquireLease(ctx context.Context, key, holder string, ttl time.Duration, now time.Time) (bool, error) {
-	now = db.nowOr(now)
+func (db *DB) AcquireLease(ctx context.Context, key, holder string, ttl time.Duration) (bool, error) {
+	now := db.stamp()
 	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO leases (key, holder, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`),
@@ -31,8 +32,10 @@ func (db *DB) ReleaseLease(ctx context.Context, key, holder string) error {
 }
 
 // DueReminders lists pending batches not yet reminded whose expiry is at
-// or before due (now + the reminder lead) and still after now.
-func (db *DB) DueReminders(ctx context.Context, now, due time.Time) ([]string, error) {
+// or before due (now + the reminder lead) and still after the store's
+// clock.
+func (db *DB) DueReminders(ctx context.Context, due time.Time) ([]string, error) {
+	now := db.stamp()
 	var ids []string
 	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches
 		WHERE status = 'pending' AND status <> 'done' AND reminded_at IS NULL AND expires_at IS NOT NULL AND expires_at <= ? AND expires_at > ?
@@ -44,9 +47,9 @@ func (db *DB) DueReminders(ctx context.Context, now, due time.Time) ([]string, e
 
 // MarkReminded records that a batch's reminder was posted; true only for
 // the first caller.
-func (db *DB) MarkReminded(ctx context.Context, batchID string, now time.Time) (bool, error) {
+func (db *DB) MarkReminded(ctx context.Context, batchID string) (bool, error) {
 	n, err := db.execCount(ctx, db.x, db.q(`UPDATE batches SET reminded_at = ? WHERE id = ? AND reminded_at IS NULL AND status = 'pending'`),
-		db.ts(db.nowOr(now)), batchID)
+		db.ts(db.stamp()), batchID)
 	if err != nil {
 		return false, fmt.Errorf("mark reminded: %w", err)
 	}

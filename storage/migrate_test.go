@@ -99,7 +99,7 @@ func testMigrateUpgrade(t *testing.T, driver, dsn string) {
 	if n, err := db.PendingInChannel(ctx, "slack", "D1"); err != nil || n != 1 {
 		t.Fatalf("PendingInChannel = %d, %v", n, err)
 	}
-	if n, err := db.CountTurn(ctx, "slack", "U", time.Time{}, time.Minute); err != nil || n != 1 {
+	if n, err := db.CountTurn(ctx, "slack", "U", time.Minute); err != nil || n != 1 {
 		t.Fatalf("CountTurn = %d, %v", n, err)
 	}
 	// The rebuilt calls table takes votes (of a call needing two) and the
@@ -232,7 +232,7 @@ func testMigrateOpenBatches(t *testing.T, driver, dsn string) {
 	if got := loadBatch(t, db, "plain").Escalated; got != nil {
 		t.Fatalf("steps of a batch never escalated = %v", got)
 	}
-	if ok, err := db.MarkEscalated(ctx, "plain", 1, time.Now()); err != nil || !ok {
+	if ok, err := db.MarkEscalated(ctx, "plain", 1); err != nil || !ok {
 		t.Fatalf("MarkEscalated after the upgrade = %v, %v", ok, err)
 	}
 	if got := loadBatch(t, db, "plain").Escalated; !slices.Equal(got, []int{1}) {

@@ -108,7 +108,7 @@ func testOutboxWithAudit(t *testing.T, db *DB) {
 	if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditRejectedClick, ConversationID: b.ConversationID, Actor: "U-x"}); err == nil {
 		t.Fatal("Audit succeeded without its outbox")
 	}
-	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Now: time.Now()}); err == nil {
+	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"}); err == nil {
 		t.Fatal("Decide succeeded without its outbox")
 	}
 	if a := countRows(t, db, "audit"); a != audits {
@@ -171,9 +171,9 @@ func testOutboxEvents(t *testing.T, db *DB) {
 	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 		t.Fatal(err)
 	}
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "ask", Status: confirm.DecisionAllowed, By: "U-alice", Now: now})
+	decide(t, clockAt(db, now), confirm.Decide{BatchID: b.ID, Key: "ask", Status: confirm.DecisionAllowed, By: "U-alice"})
 	g := &confirm.Grant{ID: "g-1", ExpiresAt: now.Add(time.Hour)}
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "ask", Status: confirm.DecisionAllowed, By: "U-bob", Now: now.Add(time.Second), Grant: g})
+	decide(t, clockAt(db, now.Add(time.Second)), confirm.Decide{BatchID: b.ID, Key: "ask", Status: confirm.DecisionAllowed, By: "U-bob", Grant: g})
 	if ok, err := db.ClaimBatch(ctx, b.ID, "w"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -188,7 +188,7 @@ func testOutboxEvents(t *testing.T, db *DB) {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := db.RevokeGrant(ctx, "g-1", "cli:ops", now.Add(2*time.Second)); err != nil || !ok {
+	if ok, err := clockAt(db, now.Add(2*time.Second)).RevokeGrant(ctx, "g-1", "cli:ops"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditRejectedClick, Actor: "U-mallory",
@@ -197,11 +197,11 @@ func testOutboxEvents(t *testing.T, db *DB) {
 	}
 	// An expired call and an abandoned pause, in conversations of their own.
 	exp := newBatch(t, db, now.Add(-time.Second), confirm.DecisionPending)
-	if n, err := db.ExpirePending(ctx, exp.ID, "airlock", confirm.ExpiredMessage, now); err != nil || n != 1 {
+	if n, err := clockAt(db, now).ExpirePending(ctx, exp.ID, "airlock", confirm.ExpiredMessage); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
 	ab := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionAllowedByPolicy)
-	if n, err := db.AbandonPending(ctx, ab.ID, "airlock", confirm.MovedOnMessage, now); err != nil || n != 2 {
+	if n, err := clockAt(db, now).AbandonPending(ctx, ab.ID, "airlock", confirm.MovedOnMessage); err != nil || n != 2 {
 		t.Fatal(n, err)
 	}
 

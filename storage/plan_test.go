@@ -26,9 +26,9 @@ func TestSQLiteBatchQueriesUseIndexes(t *testing.T) {
 		func() error { _, err := db.BatchesIn(ctx, confirm.BatchRunning); return err },
 		func() error { _, err := db.OpenBatches(ctx, b.ConversationID); return err },
 		func() error { _, err := db.PendingApprovals(ctx); return err },
-		func() error { _, err := db.ExpiredBatches(ctx, now); return err },
+		func() error { _, err := clockAt(db, now).ExpiredBatches(ctx); return err },
 		func() error { _, err := db.DueEscalations(ctx, 0, now); return err },
-		func() error { _, err := db.DueReminders(ctx, now, now.Add(time.Hour)); return err },
+		func() error { _, err := clockAt(db, now).DueReminders(ctx, now.Add(time.Hour)); return err },
 		func() error { _, err := db.UnknownCalls(ctx, b.ConversationID); return err },
 		func() error { _, err := db.Batch(ctx, b.ID); return err },
 	}

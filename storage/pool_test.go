@@ -143,14 +143,14 @@ func TestSQLitePreparedStatements(t *testing.T) {
 		return n
 	}
 	before = count()
-	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app", Now: time.Now()}); err != nil {
+	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app"}); err != nil {
 		t.Fatal(err)
 	}
 	if after = count(); after <= before {
 		t.Fatalf("the writer had %d statements prepared before Decide and %d after", before, after)
 	}
 	b2 := newBatch(t, db, later(), confirm.DecisionPending)
-	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app", Now: time.Now()}); err != nil {
+	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app"}); err != nil {
 		t.Fatal(err)
 	}
 	if again := count(); again != after {
@@ -176,7 +176,7 @@ func TestSQLiteConcurrentWritersOneConnection(t *testing.T) {
 					errs <- err
 					return
 				}
-				if _, err := db.AcquireLease(t.Context(), "k", "h", time.Second, time.Time{}); err != nil {
+				if _, err := db.AcquireLease(t.Context(), "k", "h", time.Second); err != nil {
 					errs <- err
 					return
 				}

@@ -62,7 +62,7 @@ func testQuorum(t *testing.T, db *DB) {
 	t0 := time.Now()
 	allow := func(by string, at time.Time) confirm.DecideResult {
 		t.Helper()
-		return decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: by, Now: at})
+		return decide(t, clockAt(db, at), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: by})
 	}
 
 	res := allow("U-alice", t0)
@@ -175,10 +175,10 @@ func testQuorumExpiry(t *testing.T, db *DB) {
 	ctx := t.Context()
 	expires := time.Now().Add(time.Minute).Truncate(time.Millisecond)
 	b := quorumBatch(t, db, 2, expires)
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice", Now: expires.Add(-time.Second)})
+	decide(t, clockAt(db, expires.Add(-time.Second)), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice"})
 	// A vote at or after the expiry changes nothing.
 	for _, now := range []time.Time{expires, expires.Add(time.Second)} {
-		res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-bob", Now: now})
+		res := decide(t, clockAt(db, now), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-bob"})
 		if res != (confirm.DecideResult{}) {
 			t.Fatalf("vote at %v (expiry %v) = %+v", now, expires, res)
 		}
@@ -187,11 +187,11 @@ func testQuorumExpiry(t *testing.T, db *DB) {
 		t.Fatalf("call after late votes = %+v", c)
 	}
 	// Expiry resolves the call with one of two votes as expired.
-	ids, err := db.ExpiredBatches(ctx, expires)
+	ids, err := clockAt(db, expires).ExpiredBatches(ctx)
 	if err != nil || len(ids) != 1 || ids[0] != b.ID {
 		t.Fatalf("ExpiredBatches = %v, %v", ids, err)
 	}
-	n, err := db.ExpirePending(ctx, b.ID, auditSystemActor, confirm.ExpiredMessage, expires)
+	n, err := clockAt(db, expires).ExpirePending(ctx, b.ID, auditSystemActor, confirm.ExpiredMessage)
 	if err != nil || n != 2 {
 		t.Fatalf("ExpirePending = %d, %v; want 2", n, err)
 	}
@@ -218,7 +218,7 @@ func testRaceQuorum(t *testing.T, db *DB) {
 			wg.Go(func() {
 				<-start
 				results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
-					BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i), Now: time.Now(),
+					BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i),
 				})
 			})
 		}
@@ -260,7 +260,7 @@ func testRaceSameApprover(t *testing.T, db *DB) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice", Now: time.Now()})
+			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice"})
 		})
 	}
 	close(start)
@@ -298,7 +298,7 @@ func testGrants(t *testing.T, db *DB) {
 
 	// A vote that does not decide the call stores no grant.
 	g1 := &confirm.Grant{ID: "g-early", Tool: "deploy", CreatedBy: "U-alice", ExpiresAt: until}
-	res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice", Now: now, Grant: g1})
+	res := decide(t, clockAt(db, now), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice", Grant: g1})
 	if res.Decided {
 		t.Fatalf("first vote decided: %+v", res)
 	}
@@ -311,7 +311,7 @@ func testGrants(t *testing.T, db *DB) {
 
 	// The deciding allow stores it, in the same transaction.
 	g := &confirm.Grant{ID: "g1", Tool: "deploy", CreatedBy: "U-bob", ExpiresAt: until}
-	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-bob", Now: now.Add(time.Second), Grant: g})
+	res = decide(t, clockAt(db, now.Add(time.Second)), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-bob", Grant: g})
 	if !res.Decided {
 		t.Fatalf("second vote = %+v", res)
 	}
@@ -348,8 +348,8 @@ func testGrants(t *testing.T, db *DB) {
 	}
 	// The newest active grant wins.
 	b3 := batchIn(t, db, b.ConversationID, later(), confirm.DecisionPending)
-	newer := &confirm.Grant{ID: "g2", Tool: "deploy", ExpiresAt: until.Add(-time.Minute), CreatedAt: now.Add(time.Minute)}
-	decide(t, db, confirm.Decide{BatchID: b3.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-carol", Now: now.Add(time.Minute), Grant: newer})
+	newer := &confirm.Grant{ID: "g2", Tool: "deploy", ExpiresAt: until.Add(-time.Minute)}
+	decide(t, clockAt(db, now.Add(time.Minute)), confirm.Decide{BatchID: b3.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-carol", Grant: newer})
 	if newer.CreatedBy != "U-carol" {
 		t.Errorf("CreatedBy defaulted to %q, want the decider", newer.CreatedBy)
 	}
@@ -376,13 +376,13 @@ func testGrants(t *testing.T, db *DB) {
 
 	// Revoke: once.
 	revokedAt := now.Add(3 * time.Minute)
-	if ok, err := db.RevokeGrant(ctx, "g2", "U-dave", revokedAt); err != nil || !ok {
+	if ok, err := clockAt(db, revokedAt).RevokeGrant(ctx, "g2", "U-dave"); err != nil || !ok {
 		t.Fatalf("RevokeGrant = %v, %v", ok, err)
 	}
-	if ok, err := db.RevokeGrant(ctx, "g2", "U-erin", revokedAt.Add(time.Second)); err != nil || ok {
+	if ok, err := clockAt(db, revokedAt.Add(time.Second)).RevokeGrant(ctx, "g2", "U-erin"); err != nil || ok {
 		t.Fatalf("second RevokeGrant = %v, %v; want false", ok, err)
 	}
-	if ok, err := db.RevokeGrant(ctx, "nope", "U-erin", revokedAt); err != nil || ok {
+	if ok, err := clockAt(db, revokedAt).RevokeGrant(ctx, "nope", "U-erin"); err != nil || ok {
 		t.Fatalf("RevokeGrant(missing) = %v, %v; want false", ok, err)
 	}
 	g2, err := db.Grant(ctx, "g2")
@@ -415,7 +415,7 @@ func testGrants(t *testing.T, db *DB) {
 	}
 
 	// A grant needs an expiry; a deny never stores one.
-	if _, err := db.Decide(ctx, confirm.Decide{BatchID: b3.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Now: now, Grant: &confirm.Grant{}}); err == nil {
+	if _, err := clockAt(db, now).Decide(ctx, confirm.Decide{BatchID: b3.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U", Grant: &confirm.Grant{}}); err == nil {
 		t.Error("Decide with a grant without expiry succeeded")
 	}
 	b4 := batchIn(t, db, b.ConversationID, later(), confirm.DecisionPending)
@@ -524,7 +524,7 @@ func testAbandonGranted(t *testing.T, db *DB) {
 	if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.AbandonPending(ctx, b.ID, "U", confirm.MovedOnMessage, time.Time{}); err != nil || n != 2 {
+	if n, err := db.AbandonPending(ctx, b.ID, "U", confirm.MovedOnMessage); err != nil || n != 2 {
 		t.Fatalf("AbandonPending = %d, %v; want 2", n, err)
 	}
 	if c := callByKey(t, loadBatch(t, db, b.ID), "g"); c.Decision != confirm.DecisionDenied {
@@ -534,7 +534,7 @@ func testAbandonGranted(t *testing.T, db *DB) {
 
 // firstActiveGrant is ActiveGrants' newest grant, or ErrNotFound.
 func firstActiveGrant(ctx context.Context, db *DB, conv int64, tool string, at time.Time) (*confirm.Grant, error) {
-	gs, err := db.ActiveGrants(ctx, conv, tool, at)
+	gs, err := clockAt(db, at).ActiveGrants(ctx, conv, tool)
 	if err != nil {
 		return nil, err
 	}

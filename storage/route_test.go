@@ -15,9 +15,9 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-var _ confirm.RouteStore = (*DB)(nil)
+var _ confirm.CardStore = (*DB)(nil)
 
-// routeTests are the confirm.RouteStore contract, run by runConformance
+// routeTests are the confirm.CardStore contract, run by runConformance
 // against each database.
 var routeTests = []struct {
 	name string
@@ -158,7 +158,7 @@ func testMarkEscalated(t *testing.T, db *DB) {
 	}
 	mark := func(id string, step int) bool {
 		t.Helper()
-		ok, err := db.MarkEscalated(ctx, id, step, now)
+		ok, err := clockAt(db, now).MarkEscalated(ctx, id, step)
 		if err != nil {
 			t.Fatalf("MarkEscalated(%s, %d): %v", id, step, err)
 		}
@@ -197,7 +197,7 @@ func testMarkEscalated(t *testing.T, db *DB) {
 	if mark("no-such-batch", 0) {
 		t.Fatal("a missing batch escalated")
 	}
-	if _, err := db.MarkEscalated(ctx, b.ID, -1, now); err == nil {
+	if _, err := clockAt(db, now).MarkEscalated(ctx, b.ID, -1); err == nil {
 		t.Fatal("negative step accepted")
 	}
 }
@@ -221,7 +221,7 @@ func raceEscalate(t *testing.T, dbs []*DB, b *confirm.Batch) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			ok, err := dbs[i%len(dbs)].MarkEscalated(t.Context(), b.ID, 0, time.Time{})
+			ok, err := dbs[i%len(dbs)].MarkEscalated(t.Context(), b.ID, 0)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -272,14 +272,14 @@ func testDueEscalations(t *testing.T, db *DB) {
 	mk := func(created time.Time) *confirm.Batch {
 		b := &confirm.Batch{ConversationID: newConversation(t, db).ID, CreatedAt: created, ExpiresAt: created.Add(time.Hour),
 			Calls: []confirm.Call{{Key: "a", Tool: "t", Args: json.RawMessage(`{}`), Flagged: true}}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
 	old, young := mk(t0), mk(t0.Add(5*time.Minute))
 	decided := mk(t0)
-	decide(t, db, confirm.Decide{BatchID: decided.ID, Key: "a", Status: confirm.DecisionDenied, By: "U", Now: t0.Add(time.Minute)})
+	decide(t, clockAt(db, t0.Add(time.Minute)), confirm.Decide{BatchID: decided.ID, Key: "a", Status: confirm.DecisionDenied, By: "U"})
 	due := func(step int, before time.Time) []string {
 		t.Helper()
 		ids, err := db.DueEscalations(ctx, step, before)
@@ -299,7 +299,7 @@ func testDueEscalations(t *testing.T, db *DB) {
 	if got := due(0, t0.Add(10*time.Minute)); !slices.Equal(got, []string{old.ID, young.ID}) {
 		t.Fatalf("due later = %v, want both pending, oldest first", got)
 	}
-	if ok, err := db.MarkEscalated(ctx, old.ID, 0, t0.Add(10*time.Minute)); err != nil || !ok {
+	if ok, err := clockAt(db, t0.Add(10*time.Minute)).MarkEscalated(ctx, old.ID, 0); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := due(0, t0.Add(10*time.Minute)); !slices.Equal(got, []string{young.ID}) {
@@ -319,10 +319,10 @@ func extendBatch(t *testing.T, db *DB, t0 time.Time, approvals int) *confirm.Bat
 			{Key: "a", Position: 0, Tool: "deploy", Args: json.RawMessage(`{"env":"prod"}`), Flagged: true, Approvals: approvals},
 			{Key: "p", Position: 1, Tool: "read", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowedByPolicy, DecidedBy: "policy"},
 		}}
-	if err := db.CreateBatch(t.Context(), b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+	if err := clockAt(db, b.CreatedAt).CreateBatch(t.Context(), b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := db.MarkReminded(t.Context(), b.ID, t0.Add(8*time.Minute)); err != nil || !ok {
+	if ok, err := clockAt(db, t0.Add(8*time.Minute)).MarkReminded(t.Context(), b.ID); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	return b
@@ -333,10 +333,10 @@ func testExtendBatch(t *testing.T, db *DB) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	b := extendBatch(t, db, t0, 1)
 	at, until := t0.Add(9*time.Minute), t0.Add(40*time.Minute)
-	if ok, err := db.ExtendBatch(ctx, b.ID, "U-alice", until, at); err != nil || !ok {
+	if ok, err := clockAt(db, at).ExtendBatch(ctx, b.ID, "U-alice", until); err != nil || !ok {
 		t.Fatalf("ExtendBatch = %v, %v", ok, err)
 	}
-	if ok, err := db.ExtendBatch(ctx, b.ID, "U-bob", until.Add(time.Hour), at.Add(time.Second)); err != nil || ok {
+	if ok, err := clockAt(db, at.Add(time.Second)).ExtendBatch(ctx, b.ID, "U-bob", until.Add(time.Hour)); err != nil || ok {
 		t.Fatalf("second ExtendBatch = %v, %v; want false (once per card)", ok, err)
 	}
 	got := loadBatch(t, db, b.ID)
@@ -347,18 +347,18 @@ func testExtendBatch(t *testing.T, db *DB) {
 		t.Fatalf("pending call expires %v, want %v", c.ExpiresAt, until)
 	}
 	// The reminder may fire again before the new deadline, not before.
-	if ids, _ := db.DueReminders(ctx, at, at.Add(2*time.Minute)); slices.Contains(ids, b.ID) {
+	if ids, _ := clockAt(db, at).DueReminders(ctx, at.Add(2*time.Minute)); slices.Contains(ids, b.ID) {
 		t.Fatal("reminder due long before the new deadline")
 	}
-	if ids, _ := db.DueReminders(ctx, until.Add(-3*time.Minute), until.Add(2*time.Minute)); !slices.Contains(ids, b.ID) {
+	if ids, _ := clockAt(db, until.Add(-3*time.Minute)).DueReminders(ctx, until.Add(2*time.Minute)); !slices.Contains(ids, b.ID) {
 		t.Fatalf("reminder not due again before the new deadline: %v", ids)
 	}
 	// The sweeper leaves it alone past the old deadline, and a click then wins.
 	past := t0.Add(20 * time.Minute)
-	if ids, _ := db.ExpiredBatches(ctx, past); slices.Contains(ids, b.ID) {
+	if ids, _ := clockAt(db, past).ExpiredBatches(ctx); slices.Contains(ids, b.ID) {
 		t.Fatal("extended batch expired at its old deadline")
 	}
-	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "a", Status: confirm.DecisionAllowed, By: "U-bob", Now: past}); !res.Won || !res.BatchDecided {
+	if res := decide(t, clockAt(db, past), confirm.Decide{BatchID: b.ID, Key: "a", Status: confirm.DecisionAllowed, By: "U-bob"}); !res.Won || !res.BatchDecided {
 		t.Fatalf("Decide after the old deadline = %+v; want won", res)
 	}
 	evs := auditOf(t, db, b.ConversationID, confirm.AuditExtended)
@@ -369,7 +369,7 @@ func testExtendBatch(t *testing.T, db *DB) {
 	if err := json.Unmarshal([]byte(evs[0].Detail), &d); err != nil || !d.Until.Equal(until) || !d.Before.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("extended detail %s (%v)", evs[0].Detail, err)
 	}
-	if ok, _ := db.ExtendBatch(ctx, b.ID, "U-carol", until.Add(time.Hour), past); ok {
+	if ok, _ := clockAt(db, past).ExtendBatch(ctx, b.ID, "U-carol", until.Add(time.Hour)); ok {
 		t.Fatal("a decided batch was extended")
 	}
 }
@@ -387,14 +387,14 @@ func testExtendRefused(t *testing.T, db *DB) {
 		{"to an earlier deadline", t0.Add(5 * time.Minute), t0.Add(time.Minute)},
 		{"to the same deadline", t0.Add(10 * time.Minute), t0.Add(time.Minute)},
 	} {
-		if ok, err := db.ExtendBatch(ctx, b.ID, "U-alice", c.until, c.now); err != nil || ok {
+		if ok, err := clockAt(db, c.now).ExtendBatch(ctx, b.ID, "U-alice", c.until); err != nil || ok {
 			t.Errorf("ExtendBatch %s = %v, %v; want false", c.what, ok, err)
 		}
 	}
-	if ok, err := db.ExtendBatch(ctx, "no-such-batch", "U-alice", t0.Add(time.Hour), t0); err != nil || ok {
+	if ok, err := clockAt(db, t0).ExtendBatch(ctx, "no-such-batch", "U-alice", t0.Add(time.Hour)); err != nil || ok {
 		t.Errorf("ExtendBatch(missing) = %v, %v", ok, err)
 	}
-	if _, err := db.ExtendBatch(ctx, b.ID, "", t0.Add(time.Hour), t0); err == nil {
+	if _, err := clockAt(db, t0).ExtendBatch(ctx, b.ID, "", t0.Add(time.Hour)); err == nil {
 		t.Error("ExtendBatch without an actor accepted")
 	}
 	got := loadBatch(t, db, b.ID)
@@ -407,7 +407,7 @@ func testExtendRefused(t *testing.T, db *DB) {
 	}
 	// A batch that never expires has nothing to push.
 	never := newBatch(t, db, time.Time{}, confirm.DecisionPending)
-	if ok, err := db.ExtendBatch(ctx, never.ID, "U-alice", later(), time.Now()); err != nil || ok {
+	if ok, err := db.ExtendBatch(ctx, never.ID, "U-alice", later()); err != nil || ok {
 		t.Errorf("ExtendBatch(never expires) = %v, %v", ok, err)
 	}
 }
@@ -440,12 +440,12 @@ func testEditCallQuorum(t *testing.T, db *DB) {
 	ctx := t.Context()
 	b := quorumBatch(t, db, 2, later())
 	now := time.Now()
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-a", Now: now})
+	decide(t, clockAt(db, now), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-a"})
 	// Hostile text stays data: exact bytes, no HTML escaping, in storage
 	// and the audit.
 	const edited = `{"env": "staging", "note": "<!channel> </b>&"}`
-	res, err := db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "q", Args: json.RawMessage(edited), Summary: "deploy staging",
-		By: "U-b", Now: now.Add(time.Second), Approvals: 2, Restrict: []confirm.Approvers{{Users: []string{"U-a", "U-b", "U-c"}}},
+	res, err := clockAt(db, now.Add(time.Second)).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "q", Args: json.RawMessage(edited), Summary: "deploy staging",
+		By: "U-b", Approvals: 2, Restrict: []confirm.Approvers{{Users: []string{"U-a", "U-b", "U-c"}}},
 		Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "staging"}}, Grantable: false})
 	if err != nil {
 		t.Fatal(err)
@@ -478,10 +478,10 @@ func testEditCallQuorum(t *testing.T, db *DB) {
 	}
 
 	// B cannot count twice; A's allow now approves the edited call.
-	if res := decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-b", Now: now.Add(2 * time.Second), Revision: 1}); res.Won || !res.AlreadyVoted {
+	if res := decide(t, clockAt(db, now.Add(2*time.Second)), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-b", Revision: 1}); res.Won || !res.AlreadyVoted {
 		t.Fatalf("B again = %+v", res)
 	}
-	res = decide(t, db, confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-a", Now: now.Add(3 * time.Second), Revision: 1})
+	res = decide(t, clockAt(db, now.Add(3*time.Second)), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-a", Revision: 1})
 	if !res.Won || !res.Decided || res.Votes != 2 || res.Required != 2 {
 		t.Fatalf("A after the edit = %+v", res)
 	}
@@ -509,7 +509,7 @@ func testEditCallDecides(t *testing.T, db *DB) {
 	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
 	now := time.Now()
 	first := `{"n": 10}`
-	res, err := db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(first), Summary: "deploy 10", By: "U-ed", Now: now})
+	res, err := clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(first), Summary: "deploy 10", By: "U-ed"})
 	if err != nil || res != (confirm.DecideResult{Won: true, Decided: true, Votes: 1, Required: 1}) {
 		t.Fatalf("EditCall = %+v, %v; want decided, batch still pending", res, err)
 	}
@@ -520,11 +520,11 @@ func testEditCallDecides(t *testing.T, db *DB) {
 	// The last pending call: an edit with a fresh verdict of two
 	// approvals, then one whose verdict needs one (a re-edit of the same
 	// pending call records the previous edit).
-	res, err = db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 11}`), By: "U-x", Now: now, Approvals: 2})
+	res, err = clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 11}`), By: "U-x", Approvals: 2})
 	if err != nil || res != (confirm.DecideResult{Won: true, Votes: 1, Required: 2}) {
 		t.Fatalf("EditCall k1 = %+v, %v", res, err)
 	}
-	res, err = db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 12}`), By: "U-y", Now: now.Add(time.Second), Approvals: 0, Revision: 1})
+	res, err = clockAt(db, now.Add(time.Second)).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 12}`), By: "U-y", Approvals: 0, Revision: 1})
 	decided := res.Batch
 	res.Batch = nil
 	if err != nil || res != (confirm.DecideResult{Won: true, Decided: true, BatchDecided: true, Votes: 1, Required: 1}) {
@@ -543,9 +543,9 @@ func testEditCallDecides(t *testing.T, db *DB) {
 		string(ds[2].After) != `{"n": 12}` || !slices.Equal(ds[2].Voided, []string{"U-x"}) || len(ds[0].Voided) != 0 {
 		t.Fatalf("edits %+v", ds)
 	}
-	// The decisions are written as Decide writes an allow.
+	// The decisions are written as Decide writes an allow, from the edit form.
 	for _, e := range auditOf(t, db, b.ConversationID, confirm.AuditDecision) {
-		if e.Detail != decisionDetail(confirm.DecisionAllowed, "", "", false) {
+		if e.Detail != decisionDetailFrom(confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, false) {
 			t.Errorf("decision %+v", e)
 		}
 	}
@@ -557,11 +557,11 @@ func testEditCallRefused(t *testing.T, db *DB) {
 	ctx := t.Context()
 	now := time.Now()
 	b := newBatch(t, db, now.Add(time.Minute), confirm.DecisionPending, confirm.DecisionPending, confirm.DecisionPending)
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-a", Now: now})
+	decide(t, clockAt(db, now), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-a"})
 	before := loadBatch(t, db, b.ID)
 	audits := countRows(t, db, "audit")
 	edit := func(key string, at time.Time, args string) (confirm.DecideResult, error) {
-		return db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: key, Args: json.RawMessage(args), Summary: "x", By: "U-b", Now: at, Approvals: 1})
+		return clockAt(db, at).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: key, Args: json.RawMessage(args), Summary: "x", By: "U-b", Approvals: 1})
 	}
 	if res, err := edit("k0", now, `{"n": 9}`); err != nil || res.Won {
 		t.Fatalf("edit of a denied call = %+v, %v; want not won", res, err)
@@ -577,13 +577,13 @@ func testEditCallRefused(t *testing.T, db *DB) {
 			t.Errorf("edit with arguments %q accepted", bad)
 		}
 	}
-	if _, err := db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{}`), Now: now}); err == nil {
+	if _, err := clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{}`)}); err == nil {
 		t.Error("edit without an editor accepted")
 	}
 	if _, err := edit("nope", now, `{}`); !errors.Is(err, confirm.ErrNotFound) {
 		t.Errorf("edit of a missing call = %v, want ErrNotFound", err)
 	}
-	if _, err := db.EditCall(ctx, confirm.EditCall{BatchID: "no-such", Key: "k1", Args: json.RawMessage(`{}`), By: "U", Now: now}); !errors.Is(err, confirm.ErrNotFound) {
+	if _, err := clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: "no-such", Key: "k1", Args: json.RawMessage(`{}`), By: "U"}); !errors.Is(err, confirm.ErrNotFound) {
 		t.Errorf("edit in a missing batch = %v, want ErrNotFound", err)
 	}
 	after := loadBatch(t, db, b.ID)
@@ -597,7 +597,7 @@ func testEditCallRefused(t *testing.T, db *DB) {
 		t.Fatalf("refused edits wrote %d audit rows", n-audits)
 	}
 	// Once the batch is decided, nothing is editable.
-	if _, err := db.ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage, now.Add(2*time.Minute)); err != nil {
+	if _, err := clockAt(db, now.Add(2*time.Minute)).ExpirePending(ctx, b.ID, "airlock", confirm.ExpiredMessage); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := edit("k1", now, `{"n": 9}`); err != nil || res.Won {
@@ -619,11 +619,11 @@ func testRaceEditDecide(t *testing.T, db *DB) {
 		start := make(chan struct{})
 		wg.Go(func() {
 			<-start
-			dres, derr = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-a", Now: time.Now()})
+			dres, derr = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-a"})
 		})
 		wg.Go(func() {
 			<-start
-			eres, eerr = db.EditCall(t.Context(), confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"n": 99}`), By: "U-b", Now: time.Now(), Approvals: 1})
+			eres, eerr = db.EditCall(t.Context(), confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(`{"n": 99}`), By: "U-b", Approvals: 1})
 		})
 		close(start)
 		wg.Wait()
@@ -649,16 +649,15 @@ func testOutboxRouteEvents(t *testing.T, db *DB) {
 	setWebhooks(t, db, WebhookTarget{ID: "all"}, WebhookTarget{ID: "edits", Events: []EventType{EventCallEdited}})
 	t0 := time.Now().Truncate(time.Second)
 	b := extendBatch(t, db, t0, 1)
-	if ok, err := db.MarkEscalated(ctx, b.ID, 0, t0.Add(time.Minute)); err != nil || !ok {
+	if ok, err := clockAt(db, t0.Add(time.Minute)).MarkEscalated(ctx, b.ID, 0); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	until := t0.Add(time.Hour)
-	if ok, err := db.ExtendBatch(ctx, b.ID, "U-alice", until, t0.Add(2*time.Minute)); err != nil || !ok {
+	if ok, err := clockAt(db, t0.Add(2*time.Minute)).ExtendBatch(ctx, b.ID, "U-alice", until); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	const edited = `{"env": "<staging>"}`
-	if res, err := db.EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "a", Args: json.RawMessage(edited), By: "U-bob",
-		Now: t0.Add(3 * time.Minute), Approvals: 1}); err != nil || !res.Decided {
+	if res, err := clockAt(db, t0.Add(3*time.Minute)).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "a", Args: json.RawMessage(edited), By: "U-bob", Approvals: 1}); err != nil || !res.Decided {
 		t.Fatal(res, err)
 	}
 	all := deliveries(t, db, DeliveryFilter{Target: "all", ConversationID: b.ConversationID})
@@ -784,13 +783,13 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 		t.Fatalf("old call = %+v", c)
 	}
 	// The old batch takes the new writes.
-	if ok, err := db.ExtendBatch(ctx, "b1", "U-alice", created.Add(2*time.Hour), time.Now()); err != nil || !ok {
+	if ok, err := db.ExtendBatch(ctx, "b1", "U-alice", created.Add(2*time.Hour)); err != nil || !ok {
 		t.Fatalf("ExtendBatch on the old batch = %v, %v", ok, err)
 	}
-	if ok, err := db.MarkEscalated(ctx, "b1", 0, time.Now()); err != nil || !ok {
+	if ok, err := db.MarkEscalated(ctx, "b1", 0); err != nil || !ok {
 		t.Fatalf("MarkEscalated on the old batch = %v, %v", ok, err)
 	}
-	res, err := db.EditCall(ctx, confirm.EditCall{BatchID: "b1", Key: "k", Args: json.RawMessage(`{"a": 2}`), By: "U-bob", Now: time.Now(), Approvals: 1})
+	res, err := db.EditCall(ctx, confirm.EditCall{BatchID: "b1", Key: "k", Args: json.RawMessage(`{"a": 2}`), By: "U-bob", Approvals: 1})
 	if err != nil || !res.BatchDecided {
 		t.Fatalf("EditCall on the old call = %+v, %v", res, err)
 	}

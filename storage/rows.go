@@ -302,7 +302,11 @@ func excerpt(s string, n int) (string, bool) {
 	return s[:n], true
 }
 
-// nowOr returns t, or the database clock's now when t is zero, normalised
+// stamp is the store's clock now, normalised as stored: a transaction
+// reads it once and writes every time it stamps from it.
+func (db *DB) stamp() time.Time { return utc(db.now()) }
+
+// nowOr returns t, or the store's clock now when t is zero, normalised
 // as stored.
 func (db *DB) nowOr(t time.Time) time.Time {
 	if t.IsZero() {

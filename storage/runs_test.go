@@ -284,7 +284,7 @@ func testRecoverOneBatch(t *testing.T, db *DB) {
 		conv := newConversation(t, db)
 		b := &confirm.Batch{ConversationID: conv.ID, Status: confirm.BatchDecided, CreatedAt: time.Now(),
 			Calls: []confirm.Call{{Key: "a", Tool: "t", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowed}}}
-		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		if err := clockAt(db, b.CreatedAt).CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := db.ClaimBatch(ctx, b.ID, "w"); !ok || err != nil {

@@ -10,17 +10,17 @@ import (
 // that serialises CountTurn per user (the second is a hash of the user).
 const turnLockClass int32 = 0x7475726e // "turn"
 
-// CountTurn records one turn of user on platform at now (the database
-// clock's now when zero) and returns how many of the user's turns fall in
+// CountTurn records one turn of user on platform at now (the store's
+// clock) and returns how many of the user's turns fall in
 // (now-window, now], this one included; the user's rows at or before
 // now-window are pruned. Counters of one user queue (a per-user advisory
 // lock on PostgreSQL, the write lock on SQLite), so each sees the turns
 // committed before it and no two concurrent callers get the same count.
-func (db *DB) CountTurn(ctx context.Context, platform, user string, now time.Time, window time.Duration) (int, error) {
+func (db *DB) CountTurn(ctx context.Context, platform, user string, window time.Duration) (int, error) {
 	if window <= 0 {
 		return 0, fmt.Errorf("count turn: window %v is not positive", window)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	since := now.Add(-window)
 	var n int
 	err := db.tx(ctx, func(tx dbtx) error {

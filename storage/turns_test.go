@@ -12,7 +12,7 @@ func testCountTurn(t *testing.T, db *DB) {
 	const window = time.Hour
 	count := func(platform, user string, at time.Time) int {
 		t.Helper()
-		n, err := db.CountTurn(ctx, platform, user, at, window)
+		n, err := clockAt(db, at).CountTurn(ctx, platform, user, window)
 		if err != nil {
 			t.Fatalf("CountTurn(%s, %s, %v): %v", platform, user, at, err)
 		}
@@ -56,14 +56,15 @@ func testCountTurn(t *testing.T, db *DB) {
 	if got := count("slack", "U1", t0.Add(201*time.Minute)); got != 2 {
 		t.Errorf("U1 after the others: %d, want 2", got)
 	}
-	// A zero now is the database clock's now.
-	if got, err := db.CountTurn(ctx, "slack", "U3", time.Time{}, window); err != nil || got != 1 {
+	// Without WithClock, the database's clock stamps the turn.
+	db.setClock(nil)
+	if got, err := db.CountTurn(ctx, "slack", "U3", window); err != nil || got != 1 {
 		t.Errorf("CountTurn(zero now) = %d, %v", got, err)
 	}
 	if got := count("slack", "U3", time.Now().Add(time.Second)); got != 2 {
 		t.Errorf("CountTurn after a zero-now turn = %d, want 2", got)
 	}
-	if _, err := db.CountTurn(ctx, "slack", "U1", t0, 0); err == nil {
+	if _, err := clockAt(db, t0).CountTurn(ctx, "slack", "U1", 0); err == nil {
 		t.Error("CountTurn with a zero window succeeded")
 	}
 }
@@ -83,7 +84,7 @@ func testRaceCountTurn(t *testing.T, db *DB) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			counts[i], errs[i] = db.CountTurn(ctx, "slack", "U-race", now, time.Minute)
+			counts[i], errs[i] = clockAt(db, now).CountTurn(ctx, "slack", "U-race", time.Minute)
 		})
 	}
 	close(start)
@@ -98,7 +99,7 @@ func testRaceCountTurn(t *testing.T, db *DB) {
 		}
 		seen[counts[i]] = true
 	}
-	if got, err := db.CountTurn(ctx, "slack", "U-race", now, time.Minute); err != nil || got != n+1 {
+	if got, err := clockAt(db, now).CountTurn(ctx, "slack", "U-race", time.Minute); err != nil || got != n+1 {
 		t.Fatalf("CountTurn after the race = %d, %v; want %d", got, err, n+1)
 	}
 }

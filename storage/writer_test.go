@@ -40,7 +40,7 @@ func TestWriterWaitEndsWithContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := db.AcquireLease(ctx, "k", "me", time.Minute, time.Now())
+	_, err := db.AcquireLease(ctx, "k", "me", time.Minute)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a write waiting for a held writer returned %v, want the context's deadline", err)
 	}
@@ -61,7 +61,7 @@ func TestWriterWaitEndsWithContext(t *testing.T) {
 	if n := countLeases(t, db); n != 0 {
 		t.Fatalf("%d leases written by writes that gave up", n)
 	}
-	if ok, err := db.AcquireLease(t.Context(), "k", "me", time.Minute, time.Now()); err != nil || !ok {
+	if ok, err := db.AcquireLease(t.Context(), "k", "me", time.Minute); err != nil || !ok {
 		t.Fatalf("write after the holder let go: %v %v", ok, err)
 	}
 }
@@ -72,7 +72,7 @@ func TestWriterRefusesAnEndedContext(t *testing.T) {
 	db := openSQLite(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := db.AcquireLease(ctx, "k", "me", time.Minute, time.Now()); !errors.Is(err, context.Canceled) {
+	if _, err := db.AcquireLease(ctx, "k", "me", time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a write with an ended context returned %v", err)
 	}
 	if err := db.tx(ctx, func(dbtx) error { t.Error("a transaction ran after its context ended"); return nil }); !errors.Is(err, context.Canceled) {
@@ -159,7 +159,7 @@ func TestWriterTransactionOutlivesItsCaller(t *testing.T) {
 // it bad fails, the next write succeeds.
 func TestWriterReplacesABrokenConnection(t *testing.T) {
 	db := openSQLite(t)
-	if _, err := db.AcquireLease(t.Context(), "a", "me", time.Minute, time.Now()); err != nil {
+	if _, err := db.AcquireLease(t.Context(), "a", "me", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	err := db.w.do(t.Context(), func(h *held) error {
@@ -170,7 +170,7 @@ func TestWriterReplacesABrokenConnection(t *testing.T) {
 	if err == nil {
 		t.Fatal("a statement on a closed connection succeeded")
 	}
-	if ok, err := db.AcquireLease(t.Context(), "b", "me", time.Minute, time.Now()); err != nil || !ok {
+	if ok, err := db.AcquireLease(t.Context(), "b", "me", time.Minute); err != nil || !ok {
 		t.Fatalf("write after the connection broke: %v %v", ok, err)
 	}
 	if n := countLeases(t, db); n != 2 {
@@ -200,7 +200,7 @@ func TestCheckpointsRunBesideTheWriter(t *testing.T) {
 	}
 	const n = 3000
 	for i := range n {
-		if _, err := db.AcquireLease(t.Context(), fmt.Sprintf("k%d", i), strings.Repeat("h", 2000), time.Minute, time.Now()); err != nil {
+		if _, err := db.AcquireLease(t.Context(), fmt.Sprintf("k%d", i), strings.Repeat("h", 2000), time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,7 +228,7 @@ func TestCheckpointsSkipAnIdleWriter(t *testing.T) {
 	if n := db.w.ckptCount.Load(); n != 0 {
 		t.Fatalf("%d checkpoints of a writer nobody used", n)
 	}
-	if _, err := db.AcquireLease(t.Context(), "k", "me", time.Minute, time.Now()); err != nil {
+	if _, err := db.AcquireLease(t.Context(), "k", "me", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(3 * checkpointInterval)
@@ -251,7 +251,7 @@ func TestWriterExecOfARowsStatementHoldsNothingBack(t *testing.T) {
 		`UPDATE leases SET holder = 'x' WHERE key = 'k0' RETURNING key`,
 	} {
 		if i == 2 {
-			if _, err := db.AcquireLease(ctx, "k0", "me", time.Minute, time.Now()); err != nil {
+			if _, err := db.AcquireLease(ctx, "k0", "me", time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -261,7 +261,7 @@ func TestWriterExecOfARowsStatementHoldsNothingBack(t *testing.T) {
 			}
 		}
 		key := fmt.Sprintf("after%d", i)
-		if _, err := db.AcquireLease(ctx, key, "me", time.Minute, time.Now()); err != nil {
+		if _, err := db.AcquireLease(ctx, key, "me", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		var n int
@@ -286,7 +286,7 @@ func TestCloseTwice(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := db.AcquireLease(t.Context(), "k", "me", time.Minute, time.Now()); err == nil {
+	if _, err := db.AcquireLease(t.Context(), "k", "me", time.Minute); err == nil {
 		t.Fatal("a write after Close succeeded")
 	}
 }

@@ -72,9 +72,9 @@ type Bot interface {
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas
-// (confirm.Store's MarkEvent; *storage.DB has it).
+// (confirm.CoordinationStore's MarkEvent; *storage.DB has it).
 type EventStore interface {
-	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (bool, error)
+	MarkEvent(ctx context.Context, platform, eventID string) (bool, error)
 }
 
 // Config wires an Adapter.

@@ -178,7 +178,7 @@ func (a *Adapter) onMessageCreate(_ *discordgo.Session, mc *discordgo.MessageCre
 
 func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 	if a.cfg.Events != nil {
-		first, err := a.cfg.Events.MarkEvent(ctx, Platform, "message:"+m.ID, a.now())
+		first, err := a.cfg.Events.MarkEvent(ctx, Platform, "message:"+m.ID)
 		if err != nil {
 			a.log.Error("discord: record message event", "message", m.ID, "err", err)
 		} else if !first {

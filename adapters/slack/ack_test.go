@@ -110,7 +110,7 @@ func (s *stubBot) Decide(ctx context.Context, c bot.Click) error {
 
 type stubEvents struct{}
 
-func (stubEvents) MarkEvent(context.Context, string, string, time.Time) (bool, error) {
+func (stubEvents) MarkEvent(context.Context, string, string) (bool, error) {
 	return true, nil
 }
 

@@ -151,7 +151,15 @@ func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &world{t: t, mode: mode, fake: newFakeSlack(t), model: modeltest.NewScripted(), logs: &syncBuffer{}}
-	db, err := storage.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "a.db"))
+	// The store reads the bot's clock when a test sets one (as in
+	// production both read the database's).
+	var botNow func() time.Time
+	db, err := storage.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "a.db"), storage.WithClock(func() time.Time {
+		if botNow != nil {
+			return botNow()
+		}
+		return time.Now()
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +182,7 @@ func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 	if edit != nil {
 		edit(&cfg0)
 	}
+	botNow = cfg0.Now
 	b, err := bot.New(cfg0)
 	if err != nil {
 		t.Fatal(err)

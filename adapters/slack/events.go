@@ -255,7 +255,7 @@ func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
 			return // chatter in a thread the bot is not part of
 		}
 	}
-	first, err := a.store.MarkEvent(ctx, Platform, act.EventID, a.now())
+	first, err := a.store.MarkEvent(ctx, Platform, act.EventID)
 	if err != nil {
 		// Without the record a retry could start a second turn: drop it.
 		log.Error("slack: record event id; event dropped", "err", err)

@@ -375,7 +375,7 @@ func (n *nopBot) Channels() *bot.Channels {
 
 type nopStore struct{}
 
-func (nopStore) MarkEvent(context.Context, string, string, time.Time) (bool, error) { return true, nil }
+func (nopStore) MarkEvent(context.Context, string, string) (bool, error) { return true, nil }
 
 func TestSplitText(t *testing.T) {
 	text := strings.Repeat("line of text\n", 1000)

@@ -100,7 +100,7 @@ type Bot interface {
 // so a retried delivery starts no second turn. When it also has Grant
 // (GrantStore), cards say whose grant allowed a call.
 type EventStore interface {
-	MarkEvent(ctx context.Context, platform, eventID string, at time.Time) (first bool, err error)
+	MarkEvent(ctx context.Context, platform, eventID string) (first bool, err error)
 }
 
 // Adapter connects Airlock to one Slack workspace.

@@ -70,12 +70,16 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Model.Off() {
+		logger.Warn("model: off (model.api_key is empty): free text is answered with a line saying so; runbooks work")
+	}
 	// MCP servers connect concurrently; their tools join the set before
 	// anything else runs (recovery and clicks need them), at most 15 s.
 	mcp, err := startMCP(ctx, cfg, set, logger)
 	if err != nil {
 		return nil, err
 	}
+	checkRunbookTools(cfg, set, logger)
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(secrets.String))
 	if err != nil {
 		return nil, err
@@ -173,6 +177,9 @@ func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
 		p   model.Provider
 		err error
 	)
+	if m.Off() {
+		return model.Off{}, nil
+	}
 	client := &http.Client{Timeout: 5 * time.Minute, Transport: tools.KeepAliveTransport()}
 	switch m.Provider {
 	case "gemini":

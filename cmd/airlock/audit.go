@@ -240,13 +240,19 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *since > 0 {
 		f.Since = time.Now().Add(-*since)
 	}
+	return printAudit(ctx, db, f, *asJSON, stdout, stderr)
+}
+
+// printAudit prints the tool calls of the audit events f selects, using
+// only the store's audit.
+func printAudit(ctx context.Context, db confirm.AuditStore, f confirm.AuditFilter, asJSON bool, stdout, stderr io.Writer) int {
 	events, err := db.AuditEvents(ctx, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1
 	}
 	records := auditRecords(events)
-	if *asJSON {
+	if asJSON {
 		// Compact, so each call's arguments are the exact bytes the model sent.
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)

@@ -13,7 +13,6 @@ import (
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/internal/bench"
 	"github.com/airlockhq/airlock/redact"
-	"github.com/airlockhq/airlock/storage"
 )
 
 // configured is what a command of the config file runs with.
@@ -89,7 +88,7 @@ func discordInvite(ctx context.Context, c configured) error {
 // benchHTTP serves the bench's Airlock as airlock run serves.
 var benchHTTP = bench.HTTP{
 	Server: func(h http.Handler) *http.Server { return newHTTPServer(h, defaultHTTPLimits) },
-	Handler: func(db *storage.DB, routes map[string]http.Handler) http.Handler {
+	Handler: func(db bench.Pinger, routes map[string]http.Handler) http.Handler {
 		return httpHandler(db, routes)
 	},
 }

@@ -48,13 +48,18 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
-	now := db.Clock()()
+	return grantsIn(ctx, db, db.Clock()(), revoke, id, *active, stdout, stderr)
+}
+
+// grantsIn revokes the grant id (revoke) or lists the grants (only those
+// active at now when active), using only the store's grants.
+func grantsIn(ctx context.Context, db confirm.GrantStore, now time.Time, revoke bool, id string, active bool, stdout, stderr io.Writer) int {
 	if revoke {
 		by := "cli"
 		if u, err := user.Current(); err == nil {
 			by = "cli:" + u.Username
 		}
-		ok, err := db.RevokeGrant(ctx, id, by, now)
+		ok, err := db.RevokeGrant(ctx, id, by)
 		switch {
 		case err != nil:
 			fmt.Fprintf(stderr, "airlock: %v\n", err)
@@ -71,7 +76,7 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	f := confirm.GrantFilter{}
-	if *active {
+	if active {
 		f.ActiveAt = now
 	}
 	list, err := db.Grants(ctx, f)

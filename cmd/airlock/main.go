@@ -47,6 +47,7 @@ var commands = []command{
 	{name: "events", args: "-config FILE [-dead]", help: "webhook deliveries not yet accepted, or the dead ones", run: noStdin(eventsCmd),
 		sub: []command{{name: "events retry", args: "ID -config FILE", help: "send a dead delivery again"}}},
 	{name: "tools", args: "-config FILE", help: "every tool the model is offered, its source, and whether and why it needs approval", run: noStdin(listTools)},
+	{name: "runbooks", args: "-config FILE", help: "every runbook, its parameters and steps, and whether and why each step needs approval", run: noStdin(listRunbooks)},
 	{name: "grants", args: "-config FILE [-active]", help: `list grants ("Allow for" approvals of a tool in a thread)`, run: noStdin(grants),
 		sub: []command{{name: "grants revoke", args: "-config FILE ID", help: "revoke a grant"}}},
 	{name: "soak", args: "[-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN]",

@@ -27,7 +27,12 @@ type HTTP struct {
 	Server func(h http.Handler) *http.Server
 	// Handler is airlock run's handler around the platforms' routes
 	// (with its health and readiness endpoints).
-	Handler func(db *storage.DB, routes map[string]http.Handler) http.Handler
+	Handler func(db Pinger, routes map[string]http.Handler) http.Handler
+}
+
+// Pinger is what readiness needs of storage (*storage.DB has it).
+type Pinger interface {
+	Ping(ctx context.Context) error
 }
 
 // Bench is airlock bench. It measures the decision path end to end

@@ -20,7 +20,6 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/slack"
 	"github.com/airlockhq/airlock/confirm"
-	"github.com/airlockhq/airlock/storage"
 )
 
 // controlRequest is one of the bench's requests to its Airlock process:
@@ -65,7 +64,7 @@ type runsResult struct {
 
 // control answers the bench's requests in its Airlock process.
 type control struct {
-	db      *storage.DB
+	db      confirm.BatchStore // the batches' statuses (runs)
 	sa      *slack.Adapter
 	tool    *countingTool
 	cpuFile *os.File

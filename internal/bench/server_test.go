@@ -11,15 +11,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/airlockhq/airlock/storage"
 )
 
 // testHTTP serves as a plain server and mux; cmd/airlock's tests run the
 // bench with airlock run's own.
 var testHTTP = HTTP{
 	Server: func(h http.Handler) *http.Server { return &http.Server{Handler: h} },
-	Handler: func(_ *storage.DB, routes map[string]http.Handler) http.Handler {
+	Handler: func(_ Pinger, routes map[string]http.Handler) http.Handler {
 		mux := http.NewServeMux()
 		for pattern, h := range routes {
 			mux.Handle(pattern, h)
