@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -304,5 +305,48 @@ func testAuditChainReplicas(t *testing.T, dsn string) {
 	v, err := dbs[1].VerifyAudit(t.Context())
 	if err != nil || v.Rows != 320 {
 		t.Fatalf("verify: %+v, %v", v, err)
+	}
+}
+
+// A person who deletes the tail and moves the head back leaves a chain that
+// verifies; a checkpoint held outside names the truncation.
+func testAuditChainTruncatedAfterCheckpoint(t *testing.T, db *DB) {
+	ctx := t.Context()
+	ids := chainRows(t, db, 6)
+	var hashes = map[int64]string{}
+	if err := db.AuditRecords(ctx, 0, AuditRecordFilter{}, func(r AuditRecord) error { hashes[r.ID] = r.Hash; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := AuditCheckpoint{ID: ids[3], Hash: hashes[ids[3]], At: time.Now()}
+	c.Sign(key)
+	if err := c.VerifySignature(pub); err != nil {
+		t.Fatal(err)
+	}
+	forged := c
+	forged.ID = ids[1]
+	if err := forged.VerifySignature(pub); !errors.Is(err, ErrCheckpointSignature) {
+		t.Fatalf("a checkpoint with another id verified: %v", err)
+	}
+	if _, err := db.VerifyAudit(ctx, c); err != nil {
+		t.Fatalf("intact chain with its checkpoint: %v", err)
+	}
+	dropAuditTriggers(t, db)
+	if _, err := db.x.ExecContext(ctx, db.q(`DELETE FROM audit WHERE id >= ?`), ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.x.ExecContext(ctx, db.q(`UPDATE audit_head SET last_id = ?, last_hash = ?`), ids[1], hashes[ids[1]]); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := db.VerifyAudit(ctx); err != nil || v.Rows != 2 {
+		t.Fatalf("without the checkpoint the truncated chain should verify: %+v, %v", v, err)
+	}
+	_, err = db.VerifyAudit(ctx, c)
+	var b *AuditBreak
+	if !errors.As(err, &b) || b.ID != ids[3] || b.What != "truncated" {
+		t.Fatalf("verify with the checkpoint: %v, want row %d truncated", err, ids[3])
 	}
 }

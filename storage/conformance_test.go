@@ -43,6 +43,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"AuditChainInserted", testAuditChainInserted},
 		{"AuditChainConcurrent", testAuditChainConcurrent},
 		{"AuditExportFilters", testAuditExportFilters},
+		{"AuditChainTruncatedAfterCheckpoint", testAuditChainTruncatedAfterCheckpoint},
 		{"PendingBatch", testPendingBatch},
 		{"BatchesInOrder", testBatchesInOrder},
 		{"SetCardRef", testSetCardRef},

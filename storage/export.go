@@ -72,11 +72,14 @@ func (x fileChainIndex) After(_ context.Context, after int64) (id int64, ok bool
 
 // VerifyAuditExport verifies a JSONL export: its rows chain from its first
 // row's previous hash (AuditGenesis for an export of the whole audit).
-func VerifyAuditExport(ctx context.Context, path string) (AuditVerification, error) {
+func VerifyAuditExport(ctx context.Context, path string, anchors ...AuditCheckpoint) (AuditVerification, error) {
 	var v *ChainVerifier
 	err := readExport(path, func(_ int, r AuditRecord) error {
 		if v == nil {
 			v = NewChainVerifier(r.PrevHash, fileChainIndex{path})
+			for _, c := range anchors {
+				v.Anchor(c)
+			}
 		}
 		return v.Add(ctx, r)
 	})
@@ -85,6 +88,9 @@ func VerifyAuditExport(ctx context.Context, path string) (AuditVerification, err
 	}
 	if v == nil {
 		return AuditVerification{}, fmt.Errorf("%s: no rows", path)
+	}
+	if err := v.CheckAnchor(); err != nil {
+		return AuditVerification{}, err
 	}
 	id, hash := v.Head()
 	return AuditVerification{Rows: v.Rows(), HeadID: id, HeadHash: hash}, nil

@@ -36,7 +36,9 @@ type ChainVerifier struct {
 	prev   string
 	prevID int64
 	rows   int64
-	buf    []byte
+
+	anchor     *AuditCheckpoint // see Anchor
+	anchorHash string           // the anchor's row's hash, once met
 }
 
 // NewChainVerifier verifies a chain whose first row follows start
@@ -69,6 +71,9 @@ func (v *ChainVerifier) Add(ctx context.Context, r AuditRecord) error {
 	}
 	v.prev, v.prevID = r.Hash, r.ID
 	v.rows++
+	if v.anchor != nil && r.ID == v.anchor.ID {
+		v.anchorHash = r.Hash
+	}
 	return nil
 }
 
@@ -137,8 +142,11 @@ type AuditVerification struct {
 // head row: an *AuditBreak (errors.Is ErrAuditChain) names the first row
 // that was edited, deleted, inserted or reordered; rows deleted from the
 // tail show as the head naming a row that is gone.
-func (db *DB) VerifyAudit(ctx context.Context) (AuditVerification, error) {
+func (db *DB) VerifyAudit(ctx context.Context, anchors ...AuditCheckpoint) (AuditVerification, error) {
 	v := NewChainVerifier(AuditGenesis, dbChainIndex{db})
+	for _, c := range anchors {
+		v.Anchor(c)
+	}
 	err := db.AuditRecords(ctx, 0, AuditRecordFilter{}, func(r AuditRecord) error { return v.Add(ctx, r) })
 	if err != nil {
 		return AuditVerification{}, err
@@ -148,6 +156,9 @@ func (db *DB) VerifyAudit(ctx context.Context) (AuditVerification, error) {
 		return AuditVerification{}, err
 	}
 	id, hash := v.Head()
+	if err := v.CheckAnchor(); err != nil {
+		return AuditVerification{}, err
+	}
 	if headID != id || headHash != hash {
 		if headID > id {
 			return AuditVerification{}, &AuditBreak{ID: headID, What: "deleted",

@@ -19,11 +19,31 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
 	file := fs.String("file", "", "verify this JSONL export instead of the database")
+	checkpoint := fs.String("checkpoint", "", "a checkpoint held outside Airlock (JSON): the chain must still hold its row, with its hash")
+	pubkey := fs.String("pubkey", "", "the Ed25519 public key the checkpoint must be signed with")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	var anchors []storage.AuditCheckpoint
+	if *checkpoint != "" {
+		c, err := storage.ReadAuditCheckpoint(*checkpoint)
+		if err == nil && *pubkey != "" {
+			var pub []byte
+			if pub, err = storage.ReadEd25519PublicKey(*pubkey); err == nil {
+				err = c.VerifySignature(pub)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
+			return 1
+		}
+		if *pubkey == "" {
+			fmt.Fprintln(stderr, "airlock: audit verify: the checkpoint's signature is not checked (no -pubkey)")
+		}
+		anchors = append(anchors, c)
+	}
 	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: airlock audit verify -config FILE | -file EXPORT.jsonl")
+		fmt.Fprintln(stderr, "usage: airlock audit verify -config FILE | -file EXPORT.jsonl [-checkpoint FILE [-pubkey FILE]]")
 		return 2
 	}
 	var (
@@ -31,7 +51,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		err error
 	)
 	if *file != "" {
-		v, err = storage.VerifyAuditExport(ctx, *file)
+		v, err = storage.VerifyAuditExport(ctx, *file, anchors...)
 	} else {
 		var db *storage.DB
 		if _, db, err = openStore(ctx, *cfgPath); err != nil {
@@ -39,7 +59,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return 1
 		}
 		defer db.Close()
-		v, err = db.VerifyAudit(ctx)
+		v, err = db.VerifyAudit(ctx, anchors...)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)

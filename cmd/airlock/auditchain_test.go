@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"database/sql"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/storage"
@@ -69,6 +73,30 @@ func testAuditVerify(t *testing.T, driver, dsn string, raw func(t *testing.T) *s
 	code, out, errOut := verify("-config", cfg)
 	if code != 0 || !strings.Contains(out, "5 rows") || !strings.Contains(out, head) {
 		t.Fatalf("5 rows: exit %d: %s%s", code, out, errOut)
+	}
+
+	// A signed checkpoint of the head verifies with its key, not another's.
+	headID, _, _ := func() (int64, string, error) {
+		db, err := storage.Open(ctx, driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		return db.AuditHead(ctx)
+	}()
+	pub, key, _ := ed25519.GenerateKey(nil)
+	otherPub, _, _ := ed25519.GenerateKey(nil)
+	cp := storage.AuditCheckpoint{ID: headID, Hash: head, At: time.Now()}
+	cp.Sign(key)
+	cpJSON, _ := json.Marshal(cp)
+	cpFile := writeFile(t, "checkpoint.json", string(cpJSON))
+	pubFile := writeFile(t, "pub.b64", base64.StdEncoding.EncodeToString(pub)+"\n")
+	otherFile := writeFile(t, "other.b64", base64.StdEncoding.EncodeToString(otherPub))
+	if code, out, errOut := verify("-config", cfg, "-checkpoint", cpFile, "-pubkey", pubFile); code != 0 || !strings.Contains(out, "5 rows") {
+		t.Fatalf("with a signed checkpoint: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, errOut := verify("-config", cfg, "-checkpoint", cpFile, "-pubkey", otherFile); code != 1 || !strings.Contains(errOut, "signature") {
+		t.Fatalf("with another key: exit %d: %s%s", code, out, errOut)
 	}
 
 	export := filepath.Join(t.TempDir(), "audit.jsonl")

@@ -41,7 +41,7 @@ var commands = []command{
 	{name: "audit", args: "-config FILE [-conversation ID] [-since DURATION] [-json]",
 		help: "who asked, the exact arguments, who decided, when, and the outcome of every call", run: noStdin(audit),
 		sub: []command{
-			{name: "audit verify", args: "-config FILE | -file EXPORT.jsonl", help: "check the audit's hash chain; exit 1 naming the first row edited, deleted, inserted or reordered"},
+			{name: "audit verify", args: "-config FILE | -file EXPORT.jsonl [-checkpoint FILE [-pubkey FILE]]", help: "check the audit's hash chain (and that it still holds a checkpoint's row); exit 1 naming the first row edited, deleted, inserted or reordered"},
 			{name: "audit export", args: "-config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID]", help: "stream audit rows in id order with their hashes"},
 		}},
 	{name: "events", args: "-config FILE [-dead]", help: "webhook deliveries not yet accepted, or the dead ones", run: noStdin(eventsCmd),
