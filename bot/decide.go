@@ -244,6 +244,9 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 		}
 		now := b.now()
 		b.cfg.Metrics.Decision(outcome, now.Sub(batch.CreatedAt))
+		if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
+			cm.CallDecided(call.Tool, outcome, d.Surface, now.Sub(batch.CreatedAt))
+		}
 		waited = append(waited, b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, now))
 	}
 	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", d.By,
