@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/bot/bottest"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/racetest"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
@@ -26,112 +28,16 @@ func calls(cs ...confirm.ToolCall) model.Message {
 	return model.Message{Role: model.RoleAssistant, ToolCalls: cs}
 }
 
-func tc(id, name, args string) confirm.ToolCall {
-	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
-}
+var tc = modeltest.ToolCall
 
 func text(s string) model.Message { return model.Message{Role: model.RoleAssistant, Text: s} }
 
-// fakeTool counts its runs.
-type fakeTool struct {
-	name    string
-	confirm bool
-	runs    atomic.Int64
-	log     *[]string
-	mu      *sync.Mutex
-	block   chan struct{}
-	args    []string // arguments of each run, in order (guarded by mu)
-}
-
-func (f *fakeTool) Spec() model.ToolSpec { return model.ToolSpec{Name: f.name} }
-func (f *fakeTool) Confirm() bool        { return f.confirm }
-func (f *fakeTool) Validate(args json.RawMessage) error {
-	var m map[string]any
-	if err := json.Unmarshal(args, &m); err != nil {
-		return fmt.Errorf("invalid arguments: not a JSON object")
-	}
-	if _, bad := m["bad"]; bad {
-		return errors.New("invalid arguments: /bad: not allowed")
-	}
-	return nil
-}
-func (f *fakeTool) Summary(args json.RawMessage) (string, error) {
-	return f.name + " " + string(args), nil
-}
-func (f *fakeTool) Run(_ context.Context, args json.RawMessage, key string) (string, error) {
-	if f.block != nil {
-		<-f.block
-	}
-	f.runs.Add(1)
-	f.mu.Lock()
-	f.args = append(f.args, string(args))
-	*f.log = append(*f.log, f.name+":"+key)
-	f.mu.Unlock()
-	return f.name + " done", nil
-}
-
-type toolSet map[string]*fakeTool
-
-func (t toolSet) Get(name string) (tools.Tool, bool) {
-	f, ok := t[name]
-	if !ok {
-		return nil, false
-	}
-	return f, true
-}
-func (t toolSet) Specs() []model.ToolSpec {
-	var out []model.ToolSpec
-	for _, f := range t {
-		out = append(out, f.Spec())
-	}
-	return out
-}
-
-// platform records what the bot posted.
-type platform struct {
-	mu      sync.Mutex
-	cards   []cardpkg.Card
-	updates []cardpkg.Card
-	posts   []string
-}
-
-func (p *platform) PostCard(_ context.Context, _ bot.Thread, c cardpkg.Card) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cards = append(p.cards, c)
-	return "card-" + c.BatchID, nil
-}
-func (p *platform) UpdateCard(_ context.Context, _ bot.Thread, ref string, c cardpkg.Card) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ref != "card-"+c.BatchID {
-		return fmt.Errorf("wrong ref %q", ref)
-	}
-	p.updates = append(p.updates, c)
-	return nil
-}
-func (p *platform) Post(_ context.Context, _ bot.Thread, s string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.posts = append(p.posts, s)
-	return nil
-}
-func (p *platform) lastCard() cardpkg.Card {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.updates) > 0 {
-		return p.updates[len(p.updates)-1]
-	}
-	return p.cards[len(p.cards)-1]
-}
-func (p *platform) lastPost() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.posts) == 0 {
-		return ""
-	}
-	return p.posts[len(p.posts)-1]
-}
+// The bot's tests run with bottest's tools and platform.
+type (
+	fakeTool = bottest.Tool
+	toolSet  = bottest.Tools
+	platform = bottest.Platform
+)
 
 var workerSeq atomic.Int64
 
@@ -170,9 +76,9 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 	var mu sync.Mutex
 	ran := &[]string{}
 	ts := toolSet{
-		"status": {name: "status", log: ran, mu: &mu},
-		"deploy": {name: "deploy", confirm: true, log: ran, mu: &mu},
-		"notify": {name: "notify", log: ran, mu: &mu},
+		"status": {Name: "status", Log: ran, Mu: &mu},
+		"deploy": {Name: "deploy", Confirms: true, Log: ran, Mu: &mu},
+		"notify": {Name: "notify", Log: ran, Mu: &mu},
 	}
 	m := modeltest.NewScripted()
 	cfg := bot.Config{
@@ -222,26 +128,17 @@ func (h *harness) turn(user, msg string) {
 }
 
 func (h *harness) click(user string, n int, allow bool, reason string) error {
-	card := h.plat.lastCard()
+	card := h.plat.LastCard()
 	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Message: cardMsg(card.Calls[n-1].Ref), Allow: allow, Reason: reason})
 }
 
 func (h *harness) ranCalls() []string {
-	h.tools["status"].mu.Lock()
-	defer h.tools["status"].mu.Unlock()
+	h.tools["status"].Mu.Lock()
+	defer h.tools["status"].Mu.Unlock()
 	return append([]string(nil), *h.ran...)
 }
 
-func lastToolResults(t *testing.T, req model.Request) []model.ToolResult {
-	t.Helper()
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleTool {
-			return req.Messages[i].Results
-		}
-	}
-	t.Fatal("no tool results sent to the model")
-	return nil
-}
+var lastToolResults = modeltest.LastToolResults
 
 func TestGatedReplyPausesWholeAndAllowRunsInOrder(t *testing.T) {
 	h := newHarness(t, "")
@@ -251,10 +148,10 @@ func TestGatedReplyPausesWholeAndAllowRunsInOrder(t *testing.T) {
 	if got := h.ranCalls(); len(got) != 0 {
 		t.Fatalf("ran %v before any decision", got)
 	}
-	if len(h.plat.cards) != 1 {
-		t.Fatalf("cards posted: %d", len(h.plat.cards))
+	if len(h.plat.Cards) != 1 {
+		t.Fatalf("cards posted: %d", len(h.plat.Cards))
 	}
-	card := h.plat.cards[0]
+	card := h.plat.Cards[0]
 	if card.Calls[0].State.Kind != cardpkg.AllowedByPolicy || card.Calls[0].Flagged {
 		t.Fatalf("ungated call: %+v", card.Calls[0])
 	}
@@ -276,10 +173,10 @@ func TestGatedReplyPausesWholeAndAllowRunsInOrder(t *testing.T) {
 	if len(res) != 2 || res[0].Name != "status" || res[1].Name != "deploy" || res[1].Content != "deploy done" {
 		t.Fatalf("results to model: %+v", res)
 	}
-	if h.plat.lastPost() != "Deployed." {
-		t.Fatalf("answer: %q", h.plat.lastPost())
+	if h.plat.LastPost() != "Deployed." {
+		t.Fatalf("answer: %q", h.plat.LastPost())
 	}
-	final := h.plat.lastCard()
+	final := h.plat.LastCard()
 	if !final.Complete() || final.Calls[1].Run != confirm.RunSucceeded || final.Calls[1].State.By != "alice" {
 		t.Fatalf("final card: %+v", final.Calls[1])
 	}
@@ -292,14 +189,14 @@ func TestDenyWithReasonReachesModelAndNothingRuns(t *testing.T) {
 	if err := h.click("alice", 1, false, "not on a Friday"); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 0 {
+	if n := h.tools["deploy"].Runs.Load(); n != 0 {
 		t.Fatalf("denied tool ran %d times", n)
 	}
 	res := lastToolResults(t, h.lastRequest())
 	if len(res) != 1 || !res[0].IsError || res[0].CallID != "c1" || !strings.Contains(res[0].Content, "not on a Friday") || !strings.Contains(res[0].Content, confirm.DefaultDenyMessage) {
 		t.Fatalf("result: %+v", res)
 	}
-	if got := h.plat.lastCard().Calls[0].Outcome(); !strings.HasPrefix(got, "denied by alice at 12:00:00 UTC") || !strings.Contains(got, "not on a Friday") {
+	if got := h.plat.LastCard().Calls[0].Outcome(); !strings.HasPrefix(got, "denied by alice at 12:00:00 UTC") || !strings.Contains(got, "not on a Friday") {
 		t.Fatalf("card: %q", got)
 	}
 }
@@ -338,7 +235,7 @@ func TestSecondDecisionChangesNothing(t *testing.T) {
 	if !errors.Is(err, bot.ErrAlreadyClosed) {
 		t.Fatalf("second click: %v", err)
 	}
-	c := h.plat.lastCard().Calls[0]
+	c := h.plat.LastCard().Calls[0]
 	if c.State.Kind != cardpkg.Denied {
 		t.Fatalf("decision changed to %s", c.State.Kind)
 	}
@@ -351,7 +248,7 @@ func TestNonApproverClickChangesNothingAndIsAudited(t *testing.T) {
 	if err := h.click("mallory", 1, true, ""); !errors.Is(err, bot.ErrNotApprover) {
 		t.Fatalf("err = %v", err)
 	}
-	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
+	if h.tools["deploy"].Runs.Load() != 0 || !h.plat.LastCard().Calls[0].Open() {
 		t.Fatal("a non-approver's click changed something")
 	}
 	if !strings.Contains(bot.UserMessage(bot.ErrNotApprover), "can't approve") {
@@ -382,7 +279,7 @@ func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
 	if err := h.click("bob", 1, false, ""); err != nil {
 		t.Fatalf("requester withdraw: %v", err)
 	}
-	if h.tools["deploy"].runs.Load() != 0 || h.plat.lastPost() != "withdrawn" {
+	if h.tools["deploy"].Runs.Load() != 0 || h.plat.LastPost() != "withdrawn" {
 		t.Fatal("withdraw did not deny")
 	}
 }
@@ -391,7 +288,7 @@ func TestBadAndForeignReferences(t *testing.T) {
 	h := newHarness(t, "")
 	h.push(calls(tc("a", "deploy", `{}`)))
 	h.turn("bob", "x")
-	ref := h.plat.lastCard().Calls[0].Ref
+	ref := h.plat.LastCard().Calls[0].Ref
 	batch, _, _ := confirm.ParseRef(ref)
 	ctx := context.Background()
 	for _, r := range []string{"", "x", batch, batch + ".", batch + ".9", batch + ".-1", batch + ".01", "ZZZ.0", "aaaa.0", strings.Repeat("a", 200) + ".0"} {
@@ -412,7 +309,7 @@ func TestBadAndForeignReferences(t *testing.T) {
 			t.Fatalf("click on %q (%s): %v", c.Message, c.Platform, err)
 		}
 	}
-	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
+	if h.tools["deploy"].Runs.Load() != 0 || !h.plat.LastCard().Calls[0].Open() {
 		t.Fatal("a bad reference changed something")
 	}
 }
@@ -421,7 +318,7 @@ func TestNewTurnAbandonsPendingPause(t *testing.T) {
 	h := newHarness(t, "")
 	h.push(calls(tc("a", "deploy", `{}`), tc("b", "status", `{}`)), text("fine, something else"))
 	h.turn("bob", "deploy")
-	firstRef := h.plat.lastCard().Calls[0].Ref
+	firstRef := h.plat.LastCard().Calls[0].Ref
 	h.turn("bob", "actually, never mind")
 	if len(h.ranCalls()) != 0 {
 		t.Fatalf("an abandoned reply ran %v", h.ranCalls())
@@ -434,12 +331,12 @@ func TestNewTurnAbandonsPendingPause(t *testing.T) {
 	if last := req.Messages[len(req.Messages)-1]; last.Role != model.RoleUser || last.Text != "actually, never mind" {
 		t.Fatalf("last message: %+v", last)
 	}
-	card := h.plat.lastCard()
+	card := h.plat.LastCard()
 	if !card.Complete() {
 		t.Fatal("abandoned card not updated")
 	}
 	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: firstRef, Message: cardMsg(firstRef), Allow: true})
-	if !errors.Is(err, bot.ErrAlreadyClosed) || h.tools["deploy"].runs.Load() != 0 {
+	if !errors.Is(err, bot.ErrAlreadyClosed) || h.tools["deploy"].Runs.Load() != 0 {
 		t.Fatalf("click on an abandoned card: %v", err)
 	}
 }
@@ -448,7 +345,7 @@ func TestExpiry(t *testing.T) {
 	h := newHarness(t, "")
 	h.push(calls(tc("a", "deploy", `{}`)), text("expired, sorry"))
 	h.turn("bob", "deploy")
-	ref := h.plat.lastCard().Calls[0].Ref
+	ref := h.plat.LastCard().Calls[0].Ref
 	h.now.Add(int64(11 * time.Minute))
 	// A click after the deadline changes nothing, even before the sweep.
 	err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
@@ -458,14 +355,14 @@ func TestExpiry(t *testing.T) {
 	if err := h.bot.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 0 {
+	if h.tools["deploy"].Runs.Load() != 0 {
 		t.Fatal("expired call ran")
 	}
 	res := lastToolResults(t, h.lastRequest())
 	if res[0].Content != confirm.ExpiredMessage {
 		t.Fatalf("result: %q", res[0].Content)
 	}
-	if h.plat.lastCard().Calls[0].State.Kind != cardpkg.Expired || h.plat.lastPost() != "expired, sorry" {
+	if h.plat.LastCard().Calls[0].State.Kind != cardpkg.Expired || h.plat.LastPost() != "expired, sorry" {
 		t.Fatal("card or answer missing after expiry")
 	}
 }
@@ -477,14 +374,14 @@ func TestUngatedCallsRunWithoutPauseAndInvalidArgsAskNobody(t *testing.T) {
 		text("all good"),
 	)
 	h.turn("bob", "check")
-	if len(h.plat.cards) != 0 {
+	if len(h.plat.Cards) != 0 {
 		t.Fatal("a card was posted for a reply with no gated call")
 	}
 	res := lastToolResults(t, h.lastRequest())
 	if res[0].Content != "status done" || !res[1].IsError || !strings.Contains(res[1].Content, "/bad") {
 		t.Fatalf("results: %+v", res)
 	}
-	if n := h.tools["status"].runs.Load(); n != 1 {
+	if n := h.tools["status"].Runs.Load(); n != 1 {
 		t.Fatalf("status ran %d times, want 1 (the invalid call never runs)", n)
 	}
 }
@@ -493,7 +390,7 @@ func TestConfigNamedToolIsGated(t *testing.T) {
 	h := newHarness(t, "")
 	h.push(calls(tc("", "notify", `{}`)))
 	h.turn("bob", "tell everyone")
-	if len(h.plat.cards) != 1 || h.tools["notify"].runs.Load() != 0 {
+	if len(h.plat.Cards) != 1 || h.tools["notify"].Runs.Load() != 0 {
 		t.Fatal("confirmation.tools did not gate notify")
 	}
 }
@@ -504,19 +401,19 @@ func TestToolRoundLimit(t *testing.T) {
 		h.push(calls(tc("", "status", `{}`)))
 	}
 	h.turn("bob", "loop")
-	if n := h.tools["status"].runs.Load(); n != 8 {
+	if n := h.tools["status"].Runs.Load(); n != 8 {
 		t.Fatalf("ran %d rounds, want the default limit 8", n)
 	}
-	if !strings.Contains(h.plat.lastPost(), "limit of 8 tool rounds") {
-		t.Fatalf("post: %q", h.plat.lastPost())
+	if !strings.Contains(h.plat.LastPost(), "limit of 8 tool rounds") {
+		t.Fatalf("post: %q", h.plat.LastPost())
 	}
 }
 
 func TestModelErrorIsReportedAndNothingLost(t *testing.T) {
 	h := newHarness(t, "")
 	h.turn("bob", "hello") // script empty: the model fails
-	if !strings.Contains(h.plat.lastPost(), "could not reach the model") {
-		t.Fatalf("post: %q", h.plat.lastPost())
+	if !strings.Contains(h.plat.LastPost(), "could not reach the model") {
+		t.Fatalf("post: %q", h.plat.LastPost())
 	}
 	h.push(text("hi"))
 	h.turn("bob", "hello again")
@@ -530,24 +427,15 @@ func TestConcurrentClicksRunOnce(t *testing.T) {
 	h := newHarness(t, "")
 	h.push(calls(tc("a", "deploy", `{}`)), text("done"))
 	h.turn("bob", "deploy")
-	ref := h.plat.lastCard().Calls[0].Ref
-	var wg sync.WaitGroup
+	ref := h.plat.LastCard().Calls[0].Ref
 	var won atomic.Int64
-	start := make(chan struct{})
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
-				won.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if won.Load() != 1 || h.tools["deploy"].runs.Load() != 1 {
-		t.Fatalf("won %d, runs %d; want 1 and 1", won.Load(), h.tools["deploy"].runs.Load())
+	racetest.AtOnce(20, func(int) {
+		if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
+			won.Add(1)
+		}
+	})
+	if won.Load() != 1 || h.tools["deploy"].Runs.Load() != 1 {
+		t.Fatalf("won %d, runs %d; want 1 and 1", won.Load(), h.tools["deploy"].Runs.Load())
 	}
 }
 
@@ -556,7 +444,7 @@ func TestRestartBetweenPauseAndDecision(t *testing.T) {
 	h := newHarness(t, path)
 	h.push(calls(tc("a", "deploy", `{}`)))
 	h.turn("bob", "deploy")
-	ref := h.plat.lastCard().Calls[0].Ref
+	ref := h.plat.LastCard().Calls[0].Ref
 	h.store.Close()
 
 	h2 := newHarness(t, path)
@@ -565,12 +453,12 @@ func TestRestartBetweenPauseAndDecision(t *testing.T) {
 	if err != nil || card.Calls[0].Ref != ref {
 		t.Fatalf("pending card after restart: %v %+v", err, card)
 	}
-	h2.plat.cards = append(h2.plat.cards, *card)
+	h2.plat.Cards = append(h2.plat.Cards, *card)
 	if err := h2.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if h2.tools["deploy"].runs.Load() != 1 || h2.plat.lastPost() != "deployed after restart" {
-		t.Fatalf("runs %d, post %q", h2.tools["deploy"].runs.Load(), h2.plat.lastPost())
+	if h2.tools["deploy"].Runs.Load() != 1 || h2.plat.LastPost() != "deployed after restart" {
+		t.Fatalf("runs %d, post %q", h2.tools["deploy"].Runs.Load(), h2.plat.LastPost())
 	}
 }
 
@@ -578,10 +466,10 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "airlock.db")
 	h := newHarness(t, path)
 	block := make(chan struct{})
-	h.tools["deploy"].block = block
+	h.tools["deploy"].Block = block
 	h.push(calls(tc("a", "deploy", `{}`)))
 	h.turn("bob", "deploy")
-	ref := h.plat.lastCard().Calls[0].Ref
+	ref := h.plat.LastCard().Calls[0].Ref
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -617,7 +505,7 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 	if err := h2.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := h2.tools["deploy"].runs.Load(); n != 0 {
+	if n := h2.tools["deploy"].Runs.Load(); n != 0 {
 		t.Fatalf("recovery re-ran the call %d times", n)
 	}
 	res := lastToolResults(t, h2.lastRequest())
@@ -625,7 +513,7 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 		t.Fatalf("result: %q", res[0].Content)
 	}
 	// The gated call's card says so (an ungated call gets a line in the thread).
-	if got := h2.plat.lastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown: it may or may not have taken effect") {
+	if got := h2.plat.LastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown: it may or may not have taken effect") {
 		t.Fatalf("card not updated: %q", got)
 	}
 	cancel()
@@ -648,7 +536,7 @@ func TestAsidesAreContextAndNeverSupersedeACard(t *testing.T) {
 	if err := h.bot.Note(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "carol", Text: "wait, is the migration done?"}); err != nil {
 		t.Fatal(err)
 	}
-	if !h.plat.lastCard().Calls[0].Open() {
+	if !h.plat.LastCard().Calls[0].Open() {
 		t.Fatal("an aside superseded the pending card")
 	}
 	if err := h.click("alice", 1, true, ""); err != nil {
@@ -762,7 +650,7 @@ func TestReminderBeforeExpiry(t *testing.T) {
 			ctx := context.Background()
 			reminders := func() int {
 				n := 0
-				for _, p := range h.plat.posts {
+				for _, p := range h.plat.Posts {
 					if strings.Contains(p, "still needs a decision") {
 						n++
 					}
@@ -783,10 +671,10 @@ func TestReminderBeforeExpiry(t *testing.T) {
 				}
 			}
 			if got := reminders(); got != rc.posts {
-				t.Fatalf("%d reminders, want %d: %v", got, rc.posts, h.plat.posts)
+				t.Fatalf("%d reminders, want %d: %v", got, rc.posts, h.plat.Posts)
 			}
 			if rc.posts > 0 {
-				p := h.plat.posts[len(h.plat.posts)-1]
+				p := h.plat.Posts[len(h.plat.Posts)-1]
 				if !strings.Contains(p, "alice") || !strings.Contains(p, `deploy {"svc":"api"}`) || !strings.Contains(p, "1m59s") {
 					t.Fatalf("reminder: %q", p)
 				}
@@ -836,7 +724,7 @@ func TestARunIsNotCancelledWithTheTurn(t *testing.T) {
 	h.bot = mustBot(t, h, toolSetWith{"ban": ct})
 	h.push(calls(tc("a", "ban", `{}`)), text("done"))
 	h.turn("bob", "ban")
-	ref := h.plat.lastCard().Calls[0].Ref
+	ref := h.plat.LastCard().Calls[0].Ref
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -862,7 +750,7 @@ func TestRecoverLeavesOtherPlatformsAlone(t *testing.T) {
 	h := newHarness(t, path)
 	h.push(calls(tc("a", "deploy", `{}`)))
 	h.turn("bob", "deploy")
-	ref := h.plat.lastCard().Calls[0].Ref
+	ref := h.plat.LastCard().Calls[0].Ref
 	batchID, _, _ := confirm.ParseRef(ref)
 	// Decided by someone, then the process died before running it.
 	if _, err := h.store.Decide(context.Background(), confirm.Decide{BatchID: batchID, Key: "a", Status: confirm.DecisionAllowed, By: "alice"}); err != nil {
@@ -876,15 +764,15 @@ func TestRecoverLeavesOtherPlatformsAlone(t *testing.T) {
 	if err := other.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 0 {
+	if n := h.tools["deploy"].Runs.Load(); n != 0 {
 		t.Fatalf("a process not serving the conversation's platform ran its call")
 	}
 	h.push(text("deployed"))
 	if err := h.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 1 || h.plat.lastPost() != "deployed" {
-		t.Fatalf("runs %d, post %q", n, h.plat.lastPost())
+	if n := h.tools["deploy"].Runs.Load(); n != 1 || h.plat.LastPost() != "deployed" {
+		t.Fatalf("runs %d, post %q", n, h.plat.LastPost())
 	}
 }
 
@@ -893,7 +781,7 @@ func TestAToolGoneWhileTheCardWaitedRunsNothing(t *testing.T) {
 	h := newHarness(t, path)
 	h.push(calls(tc("", "status", `{}`), tc("", "deploy", `{}`)))
 	h.turn("bob", "deploy")
-	ref := h.plat.lastCard().Calls[1].Ref
+	ref := h.plat.LastCard().Calls[1].Ref
 	h.store.Close()
 
 	// Restarted with a config that no longer has the deploy tool.
@@ -903,7 +791,7 @@ func TestAToolGoneWhileTheCardWaitedRunsNothing(t *testing.T) {
 	if err := h2.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err != nil {
 		t.Fatal(err)
 	}
-	if n := h2.tools["status"].runs.Load(); n != 0 {
+	if n := h2.tools["status"].Runs.Load(); n != 0 {
 		t.Fatalf("the ungated call ran although the batch broke a rule")
 	}
 	// Nor was a run recorded as started (it would be left running, then
@@ -922,8 +810,8 @@ func TestAToolGoneWhileTheCardWaitedRunsNothing(t *testing.T) {
 	if len(res) != 2 || !strings.Contains(res[0].Content, "none of its calls ran") || !strings.Contains(res[1].Content, "none of its calls ran") {
 		t.Fatalf("results: %+v", res)
 	}
-	if h2.plat.lastPost() != "The deploy tool is gone." {
-		t.Fatalf("post: %q", h2.plat.lastPost())
+	if h2.plat.LastPost() != "The deploy tool is gone." {
+		t.Fatalf("post: %q", h2.plat.LastPost())
 	}
 }
 
@@ -947,18 +835,18 @@ func TestCardIntro(t *testing.T) {
 	reply.Text = "I'll deploy api now."
 	h.push(reply, text("Deployed."))
 	h.turn("bob", "deploy api")
-	if got := h.plat.lastCard().Intro; got != reply.Text {
+	if got := h.plat.LastCard().Intro; got != reply.Text {
 		t.Fatalf("posted card's intro %q, want %q", got, reply.Text)
 	}
 	// Stored with the batch, so its card needs no message load.
-	stored, err := h.store.Batch(context.Background(), h.plat.lastCard().BatchID)
+	stored, err := h.store.Batch(context.Background(), h.plat.LastCard().BatchID)
 	if err != nil || stored.Intro == nil || *stored.Intro != reply.Text {
 		t.Fatalf("stored batch's intro: %v, %v", stored, err)
 	}
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if c := h.plat.lastCard(); !c.Complete() || c.Intro != reply.Text {
+	if c := h.plat.LastCard(); !c.Complete() || c.Intro != reply.Text {
 		t.Fatalf("final card: complete %v, intro %q", c.Complete(), c.Intro)
 	}
 
@@ -977,5 +865,45 @@ func TestCardIntro(t *testing.T) {
 	card, err := h.bot.PendingCard(context.Background(), bot.Thread{Platform: "test", Channel: "C1", Thread: "T1"})
 	if err != nil || card.Intro != reply.Text {
 		t.Fatalf("card of an older batch: %v, intro %q, want %q", err, card.Intro, reply.Text)
+	}
+}
+
+// A process killed between storing a paused reply and recording its card
+// leaves a waiting batch nobody could decide; the next start posts its
+// card, and a click on that card counts.
+func TestRecoverPostsACardNeverRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	h := newHarness(t, path)
+	h.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	batchID, _, _ := confirm.ParseRef(h.plat.LastCard().Calls[0].Ref)
+	if err := h.store.SetCardRef(context.Background(), batchID, ""); err != nil { // as if killed before it was recorded
+		t.Fatal(err)
+	}
+	h.store.Close()
+
+	h2 := newHarness(t, path)
+	h2.push(text("deployed after restart"))
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h2.plat.Cards) != 1 {
+		t.Fatalf("%d cards posted at start, want the waiting one", len(h2.plat.Cards))
+	}
+	if b, _ := h2.store.Batch(context.Background(), batchID); b.CardRef == "" {
+		t.Fatal("the card posted at start was not recorded")
+	}
+	if err := h2.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h2.tools["deploy"].Runs.Load() != 1 {
+		t.Fatalf("runs %d, want 1", h2.tools["deploy"].Runs.Load())
+	}
+	// A second start finds nothing to post.
+	if err := h2.bot.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h2.plat.Cards) != 1 {
+		t.Fatalf("%d cards after a second start", len(h2.plat.Cards))
 	}
 }

@@ -33,11 +33,11 @@ func TestTooManyCallsInOneReplyRunNothing(t *testing.T) {
 	if got := h.ranCalls(); len(got) != 0 {
 		t.Fatalf("ran %d calls of a reply over the limit", len(got))
 	}
-	if len(h.plat.cards) != 0 {
-		t.Fatalf("posted %d cards for a reply over the limit", len(h.plat.cards))
+	if len(h.plat.Cards) != 0 {
+		t.Fatalf("posted %d cards for a reply over the limit", len(h.plat.Cards))
 	}
-	if len(h.plat.posts) != 1 || !strings.Contains(h.plat.lastPost(), "too many calls in one reply: 40, at most 32") {
-		t.Fatalf("posts: %q", h.plat.posts)
+	if len(h.plat.Posts) != 1 || !strings.Contains(h.plat.LastPost(), "too many calls in one reply: 40, at most 32") {
+		t.Fatalf("posts: %q", h.plat.Posts)
 	}
 	if n := len(h.model.Requests()); n != 1 {
 		t.Fatalf("the model was asked %d times, want once (the turn ends)", n)
@@ -65,16 +65,16 @@ func TestCallsPerReplyAtTheLimitRun(t *testing.T) {
 	h := newHarnessWith(t, "", func(c *bot.Config) { c.MaxCallsPerReply = 3 })
 	h.push(calls(tc("", "status", `{"a":1}`), tc("", "status", `{"a":2}`), tc("", "status", `{"a":3}`)), text("done"))
 	h.turn("bob", "three")
-	if n := h.tools["status"].runs.Load(); n != 3 {
+	if n := h.tools["status"].Runs.Load(); n != 3 {
 		t.Fatalf("ran %d of 3 calls at the limit", n)
 	}
 	h.push(calls(tc("", "status", `{"a":1}`), tc("", "status", `{"a":2}`), tc("", "status", `{"a":3}`), tc("", "status", `{"a":4}`)))
 	h.turn("bob", "four")
-	if n := h.tools["status"].runs.Load(); n != 3 {
+	if n := h.tools["status"].Runs.Load(); n != 3 {
 		t.Fatalf("ran %d calls, want none of the 4 over the limit of 3", n-3)
 	}
-	if !strings.Contains(h.plat.lastPost(), "too many calls in one reply: 4, at most 3") {
-		t.Fatalf("post: %q", h.plat.lastPost())
+	if !strings.Contains(h.plat.LastPost(), "too many calls in one reply: 4, at most 3") {
+		t.Fatalf("post: %q", h.plat.LastPost())
 	}
 }
 
@@ -126,7 +126,7 @@ func TestRejectedClicksAreCoalesced(t *testing.T) {
 	if err := json.Unmarshal([]byte(got[2].Detail), &d); err != nil || d.Why != "not an approver" || d.Suppressed != 29 {
 		t.Fatalf("detail %s: want why and suppressed 29", got[2].Detail)
 	}
-	if h.tools["deploy"].runs.Load() != 0 || !h.plat.lastCard().Calls[0].Open() {
+	if h.tools["deploy"].Runs.Load() != 0 || !h.plat.LastCard().Calls[0].Open() {
 		t.Fatal("a rejected click changed something")
 	}
 }
@@ -143,7 +143,7 @@ func TestRuleGatedToolsAreDescribedAsWaitingForApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarnessWith(t, "", func(c *bot.Config) { c.Policy = confirm.NewPolicy(true, nil, set) })
-	h.tools["other"] = &fakeTool{name: "other", log: h.ran, mu: h.tools["status"].mu}
+	h.tools["other"] = &fakeTool{Name: "other", Log: h.ran, Mu: h.tools["status"].Mu}
 	h.push(text("hi"))
 	h.turn("bob", "hi")
 	seen := 0

@@ -16,16 +16,16 @@ import (
 // cardOfBatch is the newest rendering of a batch's card.
 func (h *harness) cardOfBatch(batchID string) cardpkg.Card {
 	h.t.Helper()
-	h.plat.mu.Lock()
-	defer h.plat.mu.Unlock()
-	for i := len(h.plat.updates) - 1; i >= 0; i-- {
-		if h.plat.updates[i].BatchID == batchID {
-			return h.plat.updates[i]
+	h.plat.Mu.Lock()
+	defer h.plat.Mu.Unlock()
+	for i := len(h.plat.Updates) - 1; i >= 0; i-- {
+		if h.plat.Updates[i].BatchID == batchID {
+			return h.plat.Updates[i]
 		}
 	}
-	for i := len(h.plat.cards) - 1; i >= 0; i-- {
-		if h.plat.cards[i].BatchID == batchID {
-			return h.plat.cards[i]
+	for i := len(h.plat.Cards) - 1; i >= 0; i-- {
+		if h.plat.Cards[i].BatchID == batchID {
+			return h.plat.Cards[i]
 		}
 	}
 	h.t.Fatalf("no card of batch %s", batchID)
@@ -54,13 +54,13 @@ func (h *harness) auditCount(kind confirm.AuditKind) int {
 // reference, nor a click on another message), a second click changes
 // nothing and is audited once; after it the grant covers the tool again.
 func TestUncheckedUnknownOutcomeGatesTheToolDespiteAGrant(t *testing.T) {
-	restart := &scriptedTool{fakeTool: fakeTool{name: "restart", confirm: true}, outcomes: []func() (string, error){unknownErr}}
+	restart := &scriptedTool{fakeTool: fakeTool{Name: "restart", Confirms: true}, outcomes: []func() (string, error){unknownErr}}
 	h := newHarnessExtra(t, map[string]tools.Tool{"restart": restart}, func(c *bot.Config) { c.GrantFor = time.Hour })
 	ctx := context.Background()
 
 	h.push(calls(tc("", "restart", `{"svc": "api"}`)), text("unsure"))
 	h.turn("bob", "restart api")
-	first := h.plat.lastCard()
+	first := h.plat.LastCard()
 	if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: first.Calls[0].Ref, Message: cardMsg(first.Calls[0].Ref), Allow: true, Grant: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +76,10 @@ func TestUncheckedUnknownOutcomeGatesTheToolDespiteAGrant(t *testing.T) {
 	// A retry with other arguments, which the grant would cover: a card, no grant offered.
 	h.push(calls(tc("", "restart", `{"svc": "api", "note": "retry"}`)), text("again"))
 	h.turn("bob", "try again")
-	if len(h.plat.cards) != 2 || restart.n.Load() != 1 {
-		t.Fatalf("cards %d, runs %d: the grant covered a call of a tool with an unchecked unknown run", len(h.plat.cards), restart.n.Load())
+	if len(h.plat.Cards) != 2 || restart.n.Load() != 1 {
+		t.Fatalf("cards %d, runs %d: the grant covered a call of a tool with an unchecked unknown run", len(h.plat.Cards), restart.n.Load())
 	}
-	second := h.plat.cards[1]
+	second := h.plat.Cards[1]
 	if c := second.Calls[0]; c.Grantable || !hasReason(c.Reasons, confirm.ReasonUnknownOutcome) {
 		t.Fatalf("retry card call %+v: want not grantable, reason unknown_outcome", c)
 	}
@@ -148,8 +148,8 @@ func TestUncheckedUnknownOutcomeGatesTheToolDespiteAGrant(t *testing.T) {
 	h.turn("bob", "never mind")
 	h.push(calls(tc("", "restart", `{"svc": "web"}`)), text("restarted"))
 	h.turn("bob", "restart web")
-	if len(h.plat.cards) != 2 || restart.n.Load() != 2 {
-		t.Fatalf("after the check: cards %d, runs %d; want the grant to cover the call", len(h.plat.cards), restart.n.Load())
+	if len(h.plat.Cards) != 2 || restart.n.Load() != 2 {
+		t.Fatalf("after the check: cards %d, runs %d; want the grant to cover the call", len(h.plat.Cards), restart.n.Load())
 	}
 }
 

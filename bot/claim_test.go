@@ -3,13 +3,13 @@ package bot_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/racetest"
 )
 
 // claimCounter counts the claims a runner makes after a batch was decided.
@@ -47,15 +47,15 @@ func TestTheDecidingClickClaimsTheBatch(t *testing.T) {
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	batchID := h.plat.lastCard().BatchID
+	batchID := h.plat.LastCard().BatchID
 	if b, err := h.store.Batch(context.Background(), batchID); err != nil || b.Status != confirm.BatchPending || b.ClaimedBy != "" {
 		t.Fatalf("after the first of two clicks: %+v, %v", b, err)
 	}
 	if err := h.click("alice", 2, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 2 || h.plat.lastPost() != "deployed twice" {
-		t.Fatalf("runs %d, post %q", n, h.plat.lastPost())
+	if n := h.tools["deploy"].Runs.Load(); n != 2 || h.plat.LastPost() != "deployed twice" {
+		t.Fatalf("runs %d, post %q", n, h.plat.LastPost())
 	}
 	if n := cc.claims.Load(); n != 0 {
 		t.Fatalf("the runner claimed the batch again (%d claims)", n)
@@ -73,7 +73,7 @@ func TestAClickOnABusyConversationLeavesTheClaimToItsRunner(t *testing.T) {
 	h, cc := countingClaims(t)
 	h.push(calls(tc("a", "deploy", `{}`)), text("deployed"))
 	h.turn("bob", "deploy")
-	batchID := h.plat.lastCard().BatchID
+	batchID := h.plat.LastCard().BatchID
 	b, err := h.store.Batch(context.Background(), batchID)
 	if err != nil {
 		t.Fatal(err)
@@ -95,16 +95,16 @@ func TestAClickOnABusyConversationLeavesTheClaimToItsRunner(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if b.Status != confirm.BatchDecided || b.ClaimedBy != "" || h.tools["deploy"].runs.Load() != 0 {
+	if b.Status != confirm.BatchDecided || b.ClaimedBy != "" || h.tools["deploy"].Runs.Load() != 0 {
 		t.Fatalf("while the conversation is busy: batch %s claimed by %q, runs %d; want decided, unclaimed, none",
-			b.Status, b.ClaimedBy, h.tools["deploy"].runs.Load())
+			b.Status, b.ClaimedBy, h.tools["deploy"].Runs.Load())
 	}
 	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 1 || h.plat.lastPost() != "deployed" {
-		t.Fatalf("runs %d, post %q", n, h.plat.lastPost())
+	if n := h.tools["deploy"].Runs.Load(); n != 1 || h.plat.LastPost() != "deployed" {
+		t.Fatalf("runs %d, post %q", n, h.plat.LastPost())
 	}
 	if n := cc.claims.Load(); n != 1 {
 		t.Fatalf("%d claims by the runner, want 1", n)
@@ -120,33 +120,26 @@ func TestRacingClicksOnEveryCallRunEachOnce(t *testing.T) {
 		h, _ := countingClaims(t)
 		h.push(calls(tc("a", "deploy", `{"n":1}`), tc("b", "deploy", `{"n":2}`), tc("c", "deploy", `{"n":3}`)), text("all three done"))
 		h.turn("bob", "deploy thrice")
-		card := h.plat.lastCard()
+		card := h.plat.LastCard()
 		asked := len(h.model.Requests())
-		var wg sync.WaitGroup
 		var won atomic.Int64
-		start := make(chan struct{})
-		for i := range 30 {
+		racetest.AtOnce(30, func(i int) {
 			ref := card.Calls[i%3].Ref
-			wg.Go(func() {
-				<-start
-				if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
-					won.Add(1)
-				}
-			})
+			if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err == nil {
+				won.Add(1)
+			}
+		})
+		if won.Load() != 3 || h.tools["deploy"].Runs.Load() != 3 {
+			t.Fatalf("round %d: %d clicks counted, %d runs; want 3 and 3", round, won.Load(), h.tools["deploy"].Runs.Load())
 		}
-		close(start)
-		wg.Wait()
-		if won.Load() != 3 || h.tools["deploy"].runs.Load() != 3 {
-			t.Fatalf("round %d: %d clicks counted, %d runs; want 3 and 3", round, won.Load(), h.tools["deploy"].runs.Load())
-		}
-		h.tools["deploy"].mu.Lock()
-		args := slices.Clone(h.tools["deploy"].args)
-		h.tools["deploy"].mu.Unlock()
+		h.tools["deploy"].Mu.Lock()
+		args := slices.Clone(h.tools["deploy"].Args)
+		h.tools["deploy"].Mu.Unlock()
 		if !slices.Equal(args, []string{`{"n":1}`, `{"n":2}`, `{"n":3}`}) {
 			t.Fatalf("round %d: ran %v, want the model's order", round, args)
 		}
-		if n := len(h.model.Requests()) - asked; n != 1 || h.plat.lastPost() != "all three done" {
-			t.Fatalf("round %d: the model was asked %d times after the clicks, last post %q", round, n, h.plat.lastPost())
+		if n := len(h.model.Requests()) - asked; n != 1 || h.plat.LastPost() != "all three done" {
+			t.Fatalf("round %d: the model was asked %d times after the clicks, last post %q", round, n, h.plat.LastPost())
 		}
 	}
 }
@@ -190,10 +183,10 @@ func TestAPanicAfterTheClaimReleasesTheConversation(t *testing.T) {
 	if err := h.bot.RecoverBatches(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 0 {
+	if n := h.tools["deploy"].Runs.Load(); n != 0 {
 		t.Fatalf("the started call ran %d times after the panic", n)
 	}
-	b, err := h.store.Batch(context.Background(), h.plat.cards[0].BatchID)
+	b, err := h.store.Batch(context.Background(), h.plat.Cards[0].BatchID)
 	if err != nil || b.Status != confirm.BatchDone || b.Calls[0].Run != confirm.RunUnknown {
 		t.Fatalf("batch after recovery: %+v, %v; want done, its call unknown", b, err)
 	}

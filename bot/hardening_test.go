@@ -101,11 +101,11 @@ func TestOnlyConfiguredChannelsAreServed(t *testing.T) {
 	h.push(calls(tc("", "status", `{}`)), text("never"))
 	// A stranger's mention in a channel without an entry.
 	turnIn(t, h, bot.Turn{Channel: "C9", Thread: "T9", User: "mallory", Text: "run status"})
-	if len(h.model.Requests()) != 0 || h.tools["status"].runs.Load() != 0 {
+	if len(h.model.Requests()) != 0 || h.tools["status"].Runs.Load() != 0 {
 		t.Fatal("a turn in an unconfigured channel reached the model or ran a tool")
 	}
-	if h.plat.lastPost() != bot.NotServedMessage {
-		t.Fatalf("reply: %q", h.plat.lastPost())
+	if h.plat.LastPost() != bot.NotServedMessage {
+		t.Fatalf("reply: %q", h.plat.LastPost())
 	}
 	// Asides there are ignored: no conversation is made.
 	if err := h.bot.Note(context.Background(), bot.Turn{Platform: "test", Channel: "C9", Thread: "T9", User: "mallory", Text: "psst"}); err != nil {
@@ -118,8 +118,8 @@ func TestOnlyConfiguredChannelsAreServed(t *testing.T) {
 	other := &platform{}
 	h.bot.Register("other", other)
 	turnIn(t, h, bot.Turn{Platform: "other", Channel: "D1", User: "mallory", Text: "hi", DM: true})
-	if len(h.model.Requests()) != 0 || other.lastPost() != bot.NotServedMessage {
-		t.Fatalf("a DM was served by a \"*\" entry: posts %q", other.posts)
+	if len(h.model.Requests()) != 0 || other.LastPost() != bot.NotServedMessage {
+		t.Fatalf("a DM was served by a \"*\" entry: posts %q", other.Posts)
 	}
 }
 
@@ -131,23 +131,23 @@ func TestDirectMessagesNeedADMEntry(t *testing.T) {
 	})
 	h.push(calls(tc("", "deploy", `{}`)), text("deployed"))
 	turnIn(t, h, bot.Turn{Channel: "D7", User: "bob", Text: "deploy", DM: true})
-	if len(h.plat.cards) != 1 {
-		t.Fatalf("no card in the DM: posts %q", h.plat.posts)
+	if len(h.plat.Cards) != 1 {
+		t.Fatalf("no card in the DM: posts %q", h.plat.Posts)
 	}
 	// The DM entry's approvers decide there.
-	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "bob", Ref: h.plat.cards[0].Calls[0].Ref, Message: cardMsg(h.plat.cards[0].Calls[0].Ref), Allow: true}); !errors.Is(err, bot.ErrNotApprover) {
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "bob", Ref: h.plat.Cards[0].Calls[0].Ref, Message: cardMsg(h.plat.Cards[0].Calls[0].Ref), Allow: true}); !errors.Is(err, bot.ErrNotApprover) {
 		t.Fatalf("bob allowed in a DM: %v", err)
 	}
-	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "alice", Ref: h.plat.cards[0].Calls[0].Ref, Message: cardMsg(h.plat.cards[0].Calls[0].Ref), Allow: true}); err != nil {
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "D7", User: "alice", Ref: h.plat.Cards[0].Calls[0].Ref, Message: cardMsg(h.plat.Cards[0].Calls[0].Ref), Allow: true}); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("the allowed call did not run")
 	}
 	// A channel is not a DM: the "dm" entry does not serve channel C1.
 	turnIn(t, h, bot.Turn{Channel: "dm", Thread: "T1", User: "bob", Text: "x"})
-	if h.plat.lastPost() != bot.NotServedMessage {
-		t.Fatalf("a channel named like the DM entry was served: %q", h.plat.lastPost())
+	if h.plat.LastPost() != bot.NotServedMessage {
+		t.Fatalf("a channel named like the DM entry was served: %q", h.plat.LastPost())
 	}
 }
 
@@ -190,7 +190,7 @@ func TestChannelToolsLimitWhatTheModelSeesAndCalls(t *testing.T) {
 	if len(req.Tools) != 1 || req.Tools[0].Name != "status" {
 		t.Fatalf("tools offered: %+v", req.Tools)
 	}
-	if len(h.plat.cards) != 0 || h.tools["deploy"].runs.Load() != 0 {
+	if len(h.plat.Cards) != 0 || h.tools["deploy"].Runs.Load() != 0 {
 		t.Fatal("a tool not offered in the channel was asked for or ran")
 	}
 	res := lastToolResults(t, h.lastRequest())
@@ -219,7 +219,7 @@ func TestBystanderCannotAbandonACard(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.turn("carol", "actually never mind") // a channel member, neither requester nor approver
-	card := h.plat.lastCard()
+	card := h.plat.LastCard()
 	if card.Calls[0].State.Kind != cardpkg.Allowed || !card.Calls[1].Open() {
 		t.Fatalf("a bystander's message changed the card: %+v", card.Calls)
 	}
@@ -229,7 +229,7 @@ func TestBystanderCannotAbandonACard(t *testing.T) {
 	if err := h.click("alice", 2, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 2 {
+	if n := h.tools["deploy"].Runs.Load(); n != 2 {
 		t.Fatalf("deploy ran %d times, want 2", n)
 	}
 	// The bystander's words are context for the next model request.
@@ -249,7 +249,7 @@ func TestRequesterOrApproverMayMoveOn(t *testing.T) {
 			h.push(calls(tc("a", "deploy", `{}`)), text("ok"), text("ok"))
 			h.turn("bob", "deploy")
 			h.turn(who, "something else")
-			if c := h.plat.lastCard(); c.Calls[0].State.Kind != cardpkg.MovedOn {
+			if c := h.plat.LastCard(); c.Calls[0].State.Kind != cardpkg.MovedOn {
 				t.Fatalf("%s could not move on: %+v", who, c.Calls[0])
 			}
 		})
@@ -261,7 +261,7 @@ func unknownErr() (string, error) {
 }
 
 func TestUncertainOutcomeIsUnknownAndGatesTheRepeat(t *testing.T) {
-	charge := &scriptedTool{fakeTool: fakeTool{name: "charge"}, outcomes: []func() (string, error){unknownErr}}
+	charge := &scriptedTool{fakeTool: fakeTool{Name: "charge"}, outcomes: []func() (string, error){unknownErr}}
 	h := newHarnessExtra(t, map[string]tools.Tool{"charge": charge}, nil)
 
 	h.push(calls(tc("", "charge", `{"amount": 10}`)), text("The charge may or may not have gone through."))
@@ -271,7 +271,7 @@ func TestUncertainOutcomeIsUnknownAndGatesTheRepeat(t *testing.T) {
 		t.Fatalf("the model was not told the outcome is unknown: %+v", res)
 	}
 	// An ungated call has no card: one line in the thread says so.
-	said := strings.Join(h.plat.posts, "\n")
+	said := strings.Join(h.plat.Posts, "\n")
 	if !strings.Contains(said, "Outcome unknown") || !strings.Contains(said, "charge") {
 		t.Fatalf("thread: %q", said)
 	}
@@ -283,10 +283,10 @@ func TestUncertainOutcomeIsUnknownAndGatesTheRepeat(t *testing.T) {
 	// The same call again (equal as JSON, other spacing) needs a person's yes.
 	h.push(calls(tc("", "charge", `{ "amount":10 }`)), text("charged"))
 	h.turn("bob", "try again")
-	if len(h.plat.cards) != 1 {
+	if len(h.plat.Cards) != 1 {
 		t.Fatal("the repeat of an unknown call ran without asking")
 	}
-	if got := h.plat.cards[0].Calls[0].Reasons; len(got) != 1 || got[0].Kind != confirm.ReasonUnknownOutcome {
+	if got := h.plat.Cards[0].Calls[0].Reasons; len(got) != 1 || got[0].Kind != confirm.ReasonUnknownOutcome {
 		t.Fatalf("card reasons %+v", got)
 	}
 	if charge.n.Load() != 1 {
@@ -298,27 +298,27 @@ func TestUncertainOutcomeIsUnknownAndGatesTheRepeat(t *testing.T) {
 		h.turn("bob", "never mind")
 		h.push(calls(tc("", "charge", args)), text("charged"))
 		h.turn("bob", "charge again")
-		if len(h.plat.cards) != 2+i || charge.n.Load() != 1 {
-			t.Fatalf("%s: cards %d, runs %d; want a card and no run", args, len(h.plat.cards), charge.n.Load())
+		if len(h.plat.Cards) != 2+i || charge.n.Load() != 1 {
+			t.Fatalf("%s: cards %d, runs %d; want a card and no run", args, len(h.plat.Cards), charge.n.Load())
 		}
-		if c := h.plat.cards[1+i].Calls[0]; len(c.Reasons) != 1 || c.Reasons[0].Kind != confirm.ReasonUnknownOutcome || c.Grantable {
+		if c := h.plat.Cards[1+i].Calls[0]; len(c.Reasons) != 1 || c.Reasons[0].Kind != confirm.ReasonUnknownOutcome || c.Grantable {
 			t.Fatalf("%s: card call %+v; want reason unknown_outcome, not grantable", args, c)
 		}
 	}
 }
 
 func TestGatedUnknownOutcomeShowsOnTheCard(t *testing.T) {
-	restart := &scriptedTool{fakeTool: fakeTool{name: "restart", confirm: true}, outcomes: []func() (string, error){unknownErr}}
+	restart := &scriptedTool{fakeTool: fakeTool{Name: "restart", Confirms: true}, outcomes: []func() (string, error){unknownErr}}
 	h := newHarnessExtra(t, map[string]tools.Tool{"restart": restart}, nil)
 	h.push(calls(tc("", "restart", `{}`)), text("unsure"))
 	h.turn("bob", "restart")
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.plat.lastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown: it may or may not have taken effect") {
+	if got := h.plat.LastCard().Calls[0].Outcome(); !strings.Contains(got, "outcome unknown: it may or may not have taken effect") {
 		t.Fatalf("card: %q", got)
 	}
-	for _, p := range h.plat.posts {
+	for _, p := range h.plat.Posts {
 		if strings.Contains(p, "Outcome unknown") {
 			t.Fatalf("a carded call was also announced in the thread: %q", p)
 		}
@@ -328,7 +328,7 @@ func TestGatedUnknownOutcomeShowsOnTheCard(t *testing.T) {
 func TestSecretsAreScrubbedFromResults(t *testing.T) {
 	const secret = "sk-live-0123456789"
 	r := redact.New([]string{secret})
-	leaky := &scriptedTool{fakeTool: fakeTool{name: "leaky", confirm: true}, outcomes: []func() (string, error){
+	leaky := &scriptedTool{fakeTool: fakeTool{Name: "leaky", Confirms: true}, outcomes: []func() (string, error){
 		func() (string, error) {
 			return "", fmt.Errorf(`http request: Get "https://api.example/v1?api_key=%s": dial tcp: connection refused; token %s`, "q-"+secret, secret)
 		},
@@ -340,7 +340,7 @@ func TestSecretsAreScrubbedFromResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []string
-	seen = append(seen, h.plat.lastCard().Calls[0].Outcome(), h.plat.lastCard().Calls[0].Result)
+	seen = append(seen, h.plat.LastCard().Calls[0].Outcome(), h.plat.LastCard().Calls[0].Result)
 	for _, r := range lastToolResults(t, h.lastRequest()) {
 		seen = append(seen, r.Content)
 	}
@@ -351,7 +351,7 @@ func TestSecretsAreScrubbedFromResults(t *testing.T) {
 	for _, e := range evs {
 		seen = append(seen, e.Detail)
 	}
-	b, err := h.store.Batch(context.Background(), h.plat.lastCard().BatchID)
+	b, err := h.store.Batch(context.Background(), h.plat.LastCard().BatchID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,11 +367,11 @@ func TestSecretsAreScrubbedFromResults(t *testing.T) {
 }
 
 func TestBrokenReadBackIsInvalidAndNobodyIsAsked(t *testing.T) {
-	broken := &brokenSummaryTool{fakeTool{name: "scale", confirm: true}}
+	broken := &brokenSummaryTool{fakeTool{Name: "scale", Confirms: true}}
 	h := newHarnessExtra(t, map[string]tools.Tool{"scale": broken}, nil)
 	h.push(calls(tc("", "scale", `{"replicas": 3}`)), text("sorry"))
 	h.turn("bob", "scale")
-	if len(h.plat.cards) != 0 {
+	if len(h.plat.Cards) != 0 {
 		t.Fatal("a card offered Allow for a call without a read-back")
 	}
 	res := lastToolResults(t, h.lastRequest())
@@ -384,10 +384,10 @@ func TestGatedInvalidCallRunsNothingOfTheReply(t *testing.T) {
 	h := newHarness(t, "")
 	h.push(calls(tc("", "status", `{}`), tc("", "deploy", `{"bad": true}`)), text("fixing"))
 	h.turn("bob", "status and deploy")
-	if h.tools["status"].runs.Load() != 0 {
+	if h.tools["status"].Runs.Load() != 0 {
 		t.Fatal("an ungated sibling of a gated invalid call ran")
 	}
-	if len(h.plat.cards) != 0 {
+	if len(h.plat.Cards) != 0 {
 		t.Fatal("a card was posted for an invalid reply")
 	}
 	res := lastToolResults(t, h.lastRequest())
@@ -402,7 +402,7 @@ func TestRoundLimitStopIsFinishedAcrossRestarts(t *testing.T) {
 	h.push(calls(tc("", "status", `{}`)), calls(tc("", "status", `{}`)))
 	h.turn("bob", "loop")
 	asked := len(h.model.Requests())
-	stops := strings.Count(strings.Join(h.plat.posts, "\n"), "I stopped")
+	stops := strings.Count(strings.Join(h.plat.Posts, "\n"), "I stopped")
 	h.store.Close()
 
 	h2 := newHarnessWith(t, path, func(c *bot.Config) { c.MaxToolRounds = 1 })
@@ -410,8 +410,8 @@ func TestRoundLimitStopIsFinishedAcrossRestarts(t *testing.T) {
 	if err := h2.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(h2.model.Requests()) != 0 || len(h2.plat.posts) != 0 {
-		t.Fatalf("a restart re-asked the model (%d) or re-posted (%q) after %d requests and %d stop notices", len(h2.model.Requests()), h2.plat.posts, asked, stops)
+	if len(h2.model.Requests()) != 0 || len(h2.plat.Posts) != 0 {
+		t.Fatalf("a restart re-asked the model (%d) or re-posted (%q) after %d requests and %d stop notices", len(h2.model.Requests()), h2.plat.Posts, asked, stops)
 	}
 }
 
@@ -425,13 +425,13 @@ func TestTurnRateLimit(t *testing.T) {
 		t.Fatalf("model asked %d times, want 2", n)
 	}
 	told := 0
-	for _, p := range h.plat.posts {
+	for _, p := range h.plat.Posts {
 		if strings.Contains(p, "limits.turns_per_minute") {
 			told++
 		}
 	}
 	if told != 1 {
-		t.Fatalf("told %d times, want once: %q", told, h.plat.posts)
+		t.Fatalf("told %d times, want once: %q", told, h.plat.Posts)
 	}
 	// Another person is not limited by bob, and a minute later bob may ask again.
 	h.turn("carol", "hi")
@@ -450,8 +450,8 @@ func TestPendingCardsPerChannelLimit(t *testing.T) {
 	if n := len(h.model.Requests()); n != 1 {
 		t.Fatalf("model asked %d times, want 1", n)
 	}
-	if !strings.Contains(h.plat.lastPost(), "limits.pending_per_channel") {
-		t.Fatalf("reply: %q", h.plat.lastPost())
+	if !strings.Contains(h.plat.LastPost(), "limits.pending_per_channel") {
+		t.Fatalf("reply: %q", h.plat.LastPost())
 	}
 }
 
@@ -492,8 +492,8 @@ func TestTheThreadIsToldWhileATurnWaitsOnARateLimit(t *testing.T) {
 		c.Model = model.WithRetryPolicy(h.model, model.RetryPolicy{Sleep: sleeper.Sleep})
 	})
 	h2.turn("bob", "hi")
-	posts := strings.Join(h2.plat.posts, "\n")
-	if !strings.Contains(posts, "for the model's rate limit") || !strings.Contains(posts, "Waiting 3") || h2.plat.lastPost() != "answered after the wait" {
+	posts := strings.Join(h2.plat.Posts, "\n")
+	if !strings.Contains(posts, "for the model's rate limit") || !strings.Contains(posts, "Waiting 3") || h2.plat.LastPost() != "answered after the wait" {
 		t.Fatalf("thread: %q", posts)
 	}
 	if w := sleeper.Waits(); len(w) != 1 || w[0] < 30*time.Second {
@@ -504,10 +504,10 @@ func TestTheThreadIsToldWhileATurnWaitsOnARateLimit(t *testing.T) {
 func TestShutdownLetsRunningToolsFinishAndTakesNoNewWork(t *testing.T) {
 	h := newHarness(t, "")
 	block := make(chan struct{})
-	h.tools["deploy"].block = block
+	h.tools["deploy"].Block = block
 	h.push(calls(tc("", "deploy", `{}`)), text("deployed"), text("never"))
 	h.turn("bob", "deploy")
-	ref := h.plat.lastCard().Calls[0].Ref
+	ref := h.plat.LastCard().Calls[0].Ref
 	clicked := make(chan error, 1)
 	go func() {
 		clicked <- h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
@@ -531,8 +531,8 @@ func TestShutdownLetsRunningToolsFinishAndTakesNoNewWork(t *testing.T) {
 	// No new turns or clicks once stopping.
 	asked := len(h.model.Requests())
 	h.turn("carol", "anything")
-	if len(h.model.Requests()) != asked || h.plat.lastPost() != bot.RestartingMessage {
-		t.Fatalf("a turn was taken while stopping: %q", h.plat.lastPost())
+	if len(h.model.Requests()) != asked || h.plat.LastPost() != bot.RestartingMessage {
+		t.Fatalf("a turn was taken while stopping: %q", h.plat.LastPost())
 	}
 	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); !errors.Is(err, bot.ErrShuttingDown) {
 		t.Fatalf("click while stopping: %v", err)

@@ -36,13 +36,13 @@ func TestGrantNeverWidensWhoApproves(t *testing.T) {
 	if err := clickAs(h, "alice", 1, true, true); err != nil {
 		t.Fatalf("alice's Allow for 1h on staging: %v", err)
 	}
-	cards := len(h.plat.cards)
+	cards := len(h.plat.Cards)
 
 	h.push(calls(tc("", "deploy", `{"env":"production"}`)), text("prod"))
 	h.turn("bob", "now production")
-	if h.tools["deploy"].runs.Load() != 1 || len(h.plat.cards) != cards+1 {
+	if h.tools["deploy"].Runs.Load() != 1 || len(h.plat.Cards) != cards+1 {
 		t.Fatalf("production deploy under alice's staging grant: %d runs, %d new cards; want no run, a card",
-			h.tools["deploy"].runs.Load(), len(h.plat.cards)-cards)
+			h.tools["deploy"].Runs.Load(), len(h.plat.Cards)-cards)
 	}
 	if err := clickPosted(h, "alice", true); !errors.Is(err, bot.ErrNotApprover) {
 		t.Fatalf("alice allowed production: %v", err)
@@ -51,13 +51,13 @@ func TestGrantNeverWidensWhoApproves(t *testing.T) {
 	if err := clickPosted(h, "lead", true); err != nil {
 		t.Fatalf("the lead's Allow for 1h: %v", err)
 	}
-	if h.tools["deploy"].runs.Load() != 2 {
+	if h.tools["deploy"].Runs.Load() != 2 {
 		t.Fatal("the lead's allow did not run the deploy")
 	}
-	cards = len(h.plat.cards)
+	cards = len(h.plat.Cards)
 	h.push(calls(tc("", "deploy", `{"env":"production","v":2}`)), text("prod 2"))
 	h.turn("bob", "again")
-	if h.tools["deploy"].runs.Load() != 3 || len(h.plat.cards) != cards {
+	if h.tools["deploy"].Runs.Load() != 3 || len(h.plat.Cards) != cards {
 		t.Fatal("the lead's grant did not cover the next production deploy")
 	}
 }
@@ -71,20 +71,20 @@ func TestGrantCoversOnlyItsRequester(t *testing.T) {
 	if err := clickAs(h, "alice", 1, true, true); err != nil {
 		t.Fatal(err)
 	}
-	cards := len(h.plat.cards)
+	cards := len(h.plat.Cards)
 
 	h.push(calls(tc("", "deploy", `{"target":"mallory's choice"}`)))
 	h.turn("mallory", "deploy what I say")
-	if h.tools["deploy"].runs.Load() != 1 || len(h.plat.cards) != cards+1 {
-		t.Fatalf("another member's turn used Bob's grant: %d runs, %d new cards", h.tools["deploy"].runs.Load(), len(h.plat.cards)-cards)
+	if h.tools["deploy"].Runs.Load() != 1 || len(h.plat.Cards) != cards+1 {
+		t.Fatalf("another member's turn used Bob's grant: %d runs, %d new cards", h.tools["deploy"].Runs.Load(), len(h.plat.Cards)-cards)
 	}
-	cards = len(h.plat.cards)
+	cards = len(h.plat.Cards)
 	h.push(calls(tc("", "deploy", `{"n":3}`)), text("three"))
 	h.turn("carol", "deploy 3") // an approver of the channel: moves on from mallory's card
 	h.push(calls(tc("", "deploy", `{"n":4}`)), text("four"))
 	h.turn("bob", "deploy 4")
-	if h.tools["deploy"].runs.Load() != 3 || len(h.plat.cards) != cards {
-		t.Fatalf("the grant did not cover an approver's and the requester's turns: %d runs, %d new cards", h.tools["deploy"].runs.Load(), len(h.plat.cards)-cards)
+	if h.tools["deploy"].Runs.Load() != 3 || len(h.plat.Cards) != cards {
+		t.Fatalf("the grant did not cover an approver's and the requester's turns: %d runs, %d new cards", h.tools["deploy"].Runs.Load(), len(h.plat.Cards)-cards)
 	}
 }
 
@@ -121,12 +121,12 @@ func TestGrantRevokedWhilePlanningIsNotUsed(t *testing.T) {
 	if err := clickAs(h, "alice", 1, true, true); err != nil {
 		t.Fatal(err)
 	}
-	cards := len(h.plat.cards)
+	cards := len(h.plat.Cards)
 	rs.on = true
 	h.push(calls(tc("", "deploy", `{"n":2}`)), text("two"))
 	h.turn("bob", "deploy 2")
-	if h.tools["deploy"].runs.Load() != 1 || len(h.plat.cards) != cards+1 {
-		t.Fatalf("a grant revoked before the batch was stored was used: %d runs, %d new cards", h.tools["deploy"].runs.Load(), len(h.plat.cards)-cards)
+	if h.tools["deploy"].Runs.Load() != 1 || len(h.plat.Cards) != cards+1 {
+		t.Fatalf("a grant revoked before the batch was stored was used: %d runs, %d new cards", h.tools["deploy"].Runs.Load(), len(h.plat.Cards)-cards)
 	}
 }
 
@@ -154,7 +154,7 @@ func TestEscalationDeciderMayNotGrant(t *testing.T) {
 	if err := clickOn(h, "lead", ref, main, true); err != nil {
 		t.Fatalf("the escalation's approver may still allow: %v", err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("did not run")
 	}
 }
@@ -162,9 +162,9 @@ func TestEscalationDeciderMayNotGrant(t *testing.T) {
 // clickPosted decides the first call of the card posted last (not an
 // update of an earlier one) as user, with "Allow for" when grant.
 func clickPosted(h *harness, user string, grant bool) error {
-	h.plat.mu.Lock()
-	c := h.plat.cards[len(h.plat.cards)-1]
-	h.plat.mu.Unlock()
+	h.plat.Mu.Lock()
+	c := h.plat.Cards[len(h.plat.Cards)-1]
+	h.plat.Mu.Unlock()
 	ref := c.Calls[0].Ref
 	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: ref, Message: cardMsg(ref), Allow: true, Grant: grant})
 }

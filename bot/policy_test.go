@@ -34,7 +34,7 @@ func withPolicy(extra confirm.Policy, edit func(*bot.Config)) func(*bot.Config) 
 }
 
 func clickAs(h *harness, user string, n int, allow, grant bool) error {
-	card := h.plat.lastCard()
+	card := h.plat.LastCard()
 	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Message: cardMsg(card.Calls[n-1].Ref), Allow: allow, Grant: grant})
 }
 
@@ -43,17 +43,17 @@ func TestDenyRuleRefusesWithoutACard(t *testing.T) {
 	h := newHarnessWith(t, "", withPolicy(ruleFor("deploy", drop), nil))
 	h.push(calls(tc("", "status", `{}`), tc("", "deploy", `{"drop":true}`)), text("ok"))
 	h.turn("bob", "drop it")
-	if len(h.plat.cards) != 0 || h.tools["deploy"].runs.Load() != 0 {
+	if len(h.plat.Cards) != 0 || h.tools["deploy"].Runs.Load() != 0 {
 		t.Fatal("a refused call was carded or ran")
 	}
-	if h.tools["status"].runs.Load() != 1 {
+	if h.tools["status"].Runs.Load() != 1 {
 		t.Fatal("the other call of the reply did not follow the normal rules")
 	}
 	res := lastToolResults(t, h.lastRequest())
 	if res[1].Content != "Schema drops are not allowed from chat." || !res[1].IsError {
 		t.Fatalf("model told %+v", res[1])
 	}
-	said := strings.Join(h.plat.posts, "\n")
+	said := strings.Join(h.plat.Posts, "\n")
 	if !strings.Contains(said, "refused by rule no-drops") || !strings.Contains(said, "deploy") {
 		t.Fatalf("thread: %q", said)
 	}
@@ -64,17 +64,17 @@ func TestQuorumNeedsDistinctApprovers(t *testing.T) {
 	h := newHarnessWith(t, "", withPolicy(ruleFor("deploy", two), nil))
 	h.push(calls(tc("", "deploy", `{"env":"production"}`)), text("deployed"))
 	h.turn("dave", "deploy prod")
-	c := h.plat.lastCard().Calls[0]
+	c := h.plat.LastCard().Calls[0]
 	if c.Approvals != 2 || !strings.Contains(c.Why(), "needs 2 approvals") || !strings.Contains(c.Why(), "rule prod") {
 		t.Fatalf("card: %+v (%s)", c, c.Why())
 	}
 	if err := clickAs(h, "alice", 1, true, false); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 0 {
+	if h.tools["deploy"].Runs.Load() != 0 {
 		t.Fatal("ran after one of two approvals")
 	}
-	if got := h.plat.lastCard().Calls[0].Progress(); got != "1 of 2 approvals: alice" {
+	if got := h.plat.LastCard().Calls[0].Progress(); got != "1 of 2 approvals: alice" {
 		t.Fatalf("progress %q", got)
 	}
 	err := clickAs(h, "alice", 1, true, false)
@@ -84,10 +84,10 @@ func TestQuorumNeedsDistinctApprovers(t *testing.T) {
 	if err := clickAs(h, "carol", 1, true, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].runs.Load(); n != 1 {
+	if n := h.tools["deploy"].Runs.Load(); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
 	}
-	final := h.plat.lastCard().Calls[0]
+	final := h.plat.LastCard().Calls[0]
 	if final.State.Kind != cardpkg.Allowed || len(final.Votes) != 2 || !strings.Contains(final.Outcome(), "alice and carol") {
 		t.Fatalf("final: %+v %q", final, final.Outcome())
 	}
@@ -104,7 +104,7 @@ func TestOneDenyDecidesAQuorumCall(t *testing.T) {
 	if err := clickAs(h, "carol", 1, false, false); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 0 || h.plat.lastCard().Calls[0].State.Kind != cardpkg.Denied {
+	if h.tools["deploy"].Runs.Load() != 0 || h.plat.LastCard().Calls[0].State.Kind != cardpkg.Denied {
 		t.Fatal("a deny after one approval did not decide the call")
 	}
 }
@@ -129,7 +129,7 @@ func TestRequesterCannotAllowTheirOwnCall(t *testing.T) {
 	if err := clickAs(h, "bob", 1, false, false); err != nil {
 		t.Fatal(err)
 	}
-	if k := h.plat.lastCard().Calls[0].State.Kind; k != cardpkg.Withdrawn {
+	if k := h.plat.LastCard().Calls[0].State.Kind; k != cardpkg.Withdrawn {
 		t.Fatalf("state %s", k)
 	}
 
@@ -140,7 +140,7 @@ func TestRequesterCannotAllowTheirOwnCall(t *testing.T) {
 	if err := clickAs(h2, "bob", 1, true, false); err != nil {
 		t.Fatal(err)
 	}
-	if h2.tools["deploy"].runs.Load() != 1 {
+	if h2.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("self-approval on: the call did not run")
 	}
 }
@@ -156,7 +156,7 @@ func TestRuleApproversNarrowWhoDecides(t *testing.T) {
 	if err := clickAs(h, "dave", 1, true, false); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("the rule's approver could not allow")
 	}
 }
@@ -168,42 +168,42 @@ func TestGrantCoversTheNextCallOfThatToolInThatThreadOnly(t *testing.T) {
 	if err := clickAs(h, "alice", 1, true, true); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("Allow for 1h did not allow the call")
 	}
 	grants, err := h.store.Grants(context.Background(), confirm.GrantFilter{})
 	if err != nil || len(grants) != 1 || grants[0].Tool != "deploy" || grants[0].CreatedBy != "alice" {
 		t.Fatalf("grants %+v %v", grants, err)
 	}
-	cards := len(h.plat.cards)
+	cards := len(h.plat.Cards)
 
 	// The next deploy in this thread runs without a card, with a line.
 	h.push(calls(tc("", "deploy", `{"n":2}`)), text("two"))
 	h.turn("bob", "deploy 2")
-	if len(h.plat.cards) != cards || h.tools["deploy"].runs.Load() != 2 {
-		t.Fatalf("a granted call was carded (%d cards) or did not run", len(h.plat.cards))
+	if len(h.plat.Cards) != cards || h.tools["deploy"].Runs.Load() != 2 {
+		t.Fatalf("a granted call was carded (%d cards) or did not run", len(h.plat.Cards))
 	}
-	said := strings.Join(h.plat.posts, "\n")
+	said := strings.Join(h.plat.Posts, "\n")
 	if !strings.Contains(said, "allowed by alice's grant for bob's requests until") {
 		t.Fatalf("thread: %q", said)
 	}
 	// Another tool, another thread: cards.
 	h.push(calls(tc("", "notify", `{}`)))
 	h.turn("bob", "notify")
-	if len(h.plat.cards) != cards+1 {
+	if len(h.plat.Cards) != cards+1 {
 		t.Fatal("a grant for deploy covered notify")
 	}
 	h.turn("bob", "never mind")
 	h.push(calls(tc("", "deploy", `{"n":3}`)))
 	turnIn(t, h, bot.Turn{Channel: "C1", Thread: "T2", User: "bob", Text: "deploy 3"})
-	if len(h.plat.cards) != cards+2 {
+	if len(h.plat.Cards) != cards+2 {
 		t.Fatal("a grant covered a call in another thread")
 	}
 	// Expired: cards again.
 	h.now.Add(int64(time.Hour + time.Second))
 	h.push(calls(tc("", "deploy", `{"n":4}`)))
 	h.turn("bob", "deploy 4")
-	if len(h.plat.cards) != cards+3 {
+	if len(h.plat.Cards) != cards+3 {
 		t.Fatal("an expired grant still covered a call")
 	}
 }
@@ -226,10 +226,10 @@ func TestRevokedGrantCoversNothing(t *testing.T) {
 	if err := h.bot.Revoke(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "carol", Ref: ref}); !errors.Is(err, bot.ErrGrantNotActive) {
 		t.Fatalf("second revoke: %v", err)
 	}
-	cards := len(h.plat.cards)
+	cards := len(h.plat.Cards)
 	h.push(calls(tc("", "deploy", `{"n":2}`)))
 	h.turn("bob", "deploy 2")
-	if len(h.plat.cards) != cards+1 {
+	if len(h.plat.Cards) != cards+1 {
 		t.Fatal("a revoked grant still covered a call")
 	}
 }
@@ -239,7 +239,7 @@ func TestGrantsNeverCoverQuorumOrUngrantableCalls(t *testing.T) {
 	h := newHarnessWith(t, "", withPolicy(confirm.All(ruleFor("deploy", two), ruleFor("notify", confirm.Verdict{Ask: true, NotGrantable: true})), nil))
 	h.push(calls(tc("", "deploy", `{}`), tc("", "notify", `{}`)))
 	h.turn("bob", "both")
-	card := h.plat.lastCard()
+	card := h.plat.LastCard()
 	if card.Calls[0].Grantable || card.Calls[1].Grantable {
 		t.Fatalf("grantable offered: %+v", card.Calls)
 	}
@@ -279,7 +279,7 @@ func TestAClickRightAfterThePostUpdatesTheCard(t *testing.T) {
 	h.push(calls(tc("", "deploy", `{}`)))
 	h.turn("dave", "deploy")
 	<-sp.done
-	if got := h.plat.lastCard().Calls[0].Progress(); got != "1 of 2 approvals: alice" {
+	if got := h.plat.LastCard().Calls[0].Progress(); got != "1 of 2 approvals: alice" {
 		t.Fatalf("the card was not updated after an early click: %q", got)
 	}
 }

@@ -392,3 +392,50 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 	cd := b.cardOf(conv, batch, b.introOf(ctx, batch))
 	return &cd, nil
 }
+
+// postUncarded posts the card of each waiting batch whose card was never
+// recorded: the process died between storing the batch and recording its
+// card, or the post failed. Without it nobody could decide the batch
+// until it expired. A card that was posted but not recorded is posted
+// again; the first one's buttons are then refused as not the batch's card.
+// A conversation a live worker holds is left to it.
+func (b *Bot) postUncarded(ctx context.Context) error {
+	ids, err := b.store.UncardedBatches(ctx)
+	if err != nil {
+		return fmt.Errorf("list batches without a card: %w", err)
+	}
+	for _, id := range ids {
+		if err := b.postUncardedBatch(ctx, id); err != nil {
+			b.log.Error("post the card of a batch left without one", "batch", id, "err", err)
+		}
+	}
+	return nil
+}
+
+func (b *Bot) postUncardedBatch(ctx context.Context, id string) error {
+	batch, err := b.store.Batch(ctx, id)
+	if err != nil {
+		return fmt.Errorf("load batch: %w", err)
+	}
+	conv, err := b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return fmt.Errorf("load conversation: %w", err)
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return nil // a process serving that platform will post it
+	}
+	unlock, ok, err := b.tryLockConversation(ctx, conv.ID)
+	if err != nil || !ok {
+		return err // a live worker has it (and posts its card)
+	}
+	defer unlock()
+	if batch, err = b.store.Batch(ctx, id); err != nil {
+		return fmt.Errorf("load batch: %w", err)
+	}
+	if batch.Status != confirm.BatchPending || batch.CardRef != "" {
+		return nil
+	}
+	b.log.Warn("posting the card of a waiting request whose card was never recorded", "batch", id, "conversation", conv.ID)
+	return b.postCard(ctx, conv, p, batch, b.introOf(ctx, batch))
+}

@@ -181,7 +181,7 @@ func TestCardGoesToTheApprovalsChannelWithAPointer(t *testing.T) {
 	if err := clickOn(h, "alice", c.Calls[0].Ref, main, true); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("the allowed call did not run")
 	}
 	wantSurface(t, h, "alice", confirm.SurfaceApprovals)
@@ -243,8 +243,8 @@ func TestDMCopiesOneClickCountsAllCopiesUpdate(t *testing.T) {
 	if err := clickOn(h, "dave", ref, daveCopy, false); !errors.Is(err, bot.ErrAlreadyClosed) {
 		t.Fatalf("a second click on another copy: %v", err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
-		t.Fatalf("runs: %d", h.tools["deploy"].runs.Load())
+	if h.tools["deploy"].Runs.Load() != 1 {
+		t.Fatalf("runs: %d", h.tools["deploy"].Runs.Load())
 	}
 	for _, ref := range append(main, dms...) {
 		if c := r.card(ref); !c.Complete() || c.Calls[0].State.By != "carol" {
@@ -288,7 +288,7 @@ func TestExtendOncePushesTheDeadline(t *testing.T) {
 	if err := clickOn(h, "alice", c.Calls[0].Ref, main, true); err != nil {
 		t.Fatalf("a click before the new deadline: %v", err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("did not run")
 	}
 	events, _ := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
@@ -337,7 +337,7 @@ func TestEditIsValidatedRecheckedAndRunsWithTheNewArguments(t *testing.T) {
 			t.Fatalf("edit %q: %v", bad, err)
 		}
 	}
-	if h.tools["deploy"].runs.Load() != 0 || !r.card(main).Calls[0].Open() || r.card(main).Calls[0].Edited != nil {
+	if h.tools["deploy"].Runs.Load() != 0 || !r.card(main).Calls[0].Open() || r.card(main).Calls[0].Edited != nil {
 		t.Fatal("a refused edit changed something")
 	}
 	if err := h.bot.Edit(context.Background(), mallory, `{"service":"web","replicas":12}`); !errors.Is(err, bot.ErrNotApprover) {
@@ -347,11 +347,11 @@ func TestEditIsValidatedRecheckedAndRunsWithTheNewArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the edited call ran and the model answered", func() bool {
-		return h.tools["deploy"].runs.Load() == 1 && len(h.model.Requests()) == 2
+		return h.tools["deploy"].Runs.Load() == 1 && len(h.model.Requests()) == 2
 	})
-	h.tools["deploy"].mu.Lock()
-	got := append([]string(nil), h.tools["deploy"].args...)
-	h.tools["deploy"].mu.Unlock()
+	h.tools["deploy"].Mu.Lock()
+	got := append([]string(nil), h.tools["deploy"].Args...)
+	h.tools["deploy"].Mu.Unlock()
 	if len(got) != 1 || got[0] != `{"service":"web","replicas":12}` {
 		t.Fatalf("ran with %q", got)
 	}
@@ -430,7 +430,7 @@ func TestEditVoidsEarlierApprovalsAndHonoursSelfApproval(t *testing.T) {
 	if err := h.bot.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("the edited call did not run after its second approval")
 	}
 }
@@ -484,7 +484,7 @@ func TestEscalationFiresOnceAndWidensApprovers(t *testing.T) {
 	if err := clickOn(h, "lead", ref, main, true); err != nil {
 		t.Fatalf("the lead after the escalation: %v", err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("did not run")
 	}
 }
@@ -523,9 +523,9 @@ func TestCardUpdatesOnceForAFastRunTwiceForASlowOne(t *testing.T) {
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	h.plat.mu.Lock()
-	n, last := len(h.plat.updates), h.plat.updates[len(h.plat.updates)-1]
-	h.plat.mu.Unlock()
+	h.plat.Mu.Lock()
+	n, last := len(h.plat.Updates), h.plat.Updates[len(h.plat.Updates)-1]
+	h.plat.Mu.Unlock()
 	if n != 1 || last.Calls[0].Run != confirm.RunSucceeded {
 		t.Fatalf("a fast run: %d updates, the last %+v", n, last.Calls[0].Run)
 	}
@@ -533,25 +533,25 @@ func TestCardUpdatesOnceForAFastRunTwiceForASlowOne(t *testing.T) {
 	// A slow run (the delay made short here): the decision first.
 	h = newHarnessWith(t, "", func(c *bot.Config) { c.RunningCardDelay = 20 * time.Millisecond })
 	block := make(chan struct{})
-	h.tools["deploy"].block = block
+	h.tools["deploy"].Block = block
 	h.push(calls(tc("b", "deploy", `{}`)), text("done"))
 	h.turn("bob", "deploy again")
-	h.plat.mu.Lock()
-	card := h.plat.cards[len(h.plat.cards)-1]
-	h.plat.mu.Unlock()
+	h.plat.Mu.Lock()
+	card := h.plat.Cards[len(h.plat.Cards)-1]
+	h.plat.Mu.Unlock()
 	decided := make(chan error, 1)
 	go func() {
 		decided <- h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: card.Calls[0].Ref, Message: cardMsg(card.Calls[0].Ref), Allow: true})
 	}()
 	eventually(t, "the card shows the decision while the tool runs", func() bool {
-		c := h.plat.lastCard()
+		c := h.plat.LastCard()
 		return c.BatchID == card.BatchID && c.Calls[0].State.Kind == cardpkg.Allowed && c.Calls[0].Run != confirm.RunSucceeded
 	})
 	close(block)
 	if err := <-decided; err != nil {
 		t.Fatal(err)
 	}
-	if c := h.plat.lastCard(); c.Calls[0].Run != confirm.RunSucceeded {
+	if c := h.plat.LastCard(); c.Calls[0].Run != confirm.RunSucceeded {
 		t.Fatalf("after the run the card shows %q", c.Calls[0].Run)
 	}
 }

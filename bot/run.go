@@ -512,7 +512,7 @@ func (b *Bot) RecoverBatches(ctx context.Context) error {
 			b.log.Error("recover batch", "batch", id, "err", err)
 		}
 	}
-	return nil
+	return b.postUncarded(ctx)
 }
 
 func (b *Bot) recoverBatch(ctx context.Context, id string) error {

@@ -88,7 +88,7 @@ func TestSecretsStayOffEveryPath(t *testing.T) {
 			}
 		}
 	}
-	c := h.plat.lastCard()
+	c := h.plat.LastCard()
 	rendered := shell.Render(c)
 	leaks("the card", rendered)
 	if !strings.Contains(c.Intro, redact.Marker) || !strings.Contains(c.Calls[0].Args, redact.Marker) || !strings.Contains(c.Calls[0].Summary, redact.Marker) {

@@ -182,7 +182,7 @@ func TestTracesOfAGatedTurnClickAndRun(t *testing.T) {
 		t.Fatalf("runs or waits recorded before any decision: %v", spanNames(exp))
 	}
 
-	batchID := h.plat.lastCard().BatchID
+	batchID := h.plat.LastCard().BatchID
 	paused := time.Unix(0, h.now.Load()).UTC()
 	h.now.Add(int64(90 * time.Second))
 	exp.Reset()
@@ -229,7 +229,7 @@ func TestTracesOfAGatedTurnClickAndRun(t *testing.T) {
 }
 
 func TestTracesOfFailedAndUnknownRuns(t *testing.T) {
-	failing := &scriptedTool{fakeTool: fakeTool{name: "flaky"}, outcomes: []func() (string, error){
+	failing := &scriptedTool{fakeTool: fakeTool{Name: "flaky"}, outcomes: []func() (string, error){
 		func() (string, error) { return "", errorString("exit status 1: " + traceArgSecret) },
 		unknownErr,
 	}}
@@ -263,7 +263,7 @@ func TestTracesOfExpiryAndAbandon(t *testing.T) {
 	// Expiry: the sweep records the wait and continues under a resume span.
 	h.push(calls(tc("x", "deploy", `{}`)), text("expired, ok"))
 	h.turn("bob", "deploy")
-	expired := h.plat.lastCard().BatchID
+	expired := h.plat.LastCard().BatchID
 	h.now.Add(int64(11 * time.Minute))
 	exp.Reset()
 	if err := h.bot.Sweep(ctx); err != nil {
@@ -289,7 +289,7 @@ func TestTracesOfExpiryAndAbandon(t *testing.T) {
 	exp.Reset()
 	h.push(calls(tc("y", "deploy", `{}`), tc("z", "deploy", `{}`)), text("moving on"))
 	h.turn("bob", "deploy twice")
-	posted := h.plat.cards[len(h.plat.cards)-1] // lastCard prefers the expired card's update
+	posted := h.plat.Cards[len(h.plat.Cards)-1] // lastCard prefers the expired card's update
 	abandoned := posted.BatchID
 	if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: posted.Calls[0].Ref, Message: cardMsg(posted.Calls[0].Ref), Allow: true}); err != nil {
 		t.Fatal(err) // y allowed; z still waits
@@ -343,7 +343,7 @@ func TestNoTracerRecordsNothing(t *testing.T) {
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if h.tools["deploy"].runs.Load() != 1 {
+	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("the run did not happen without a tracer")
 	}
 }
@@ -360,7 +360,7 @@ func TestTracesOfRecovery(t *testing.T) {
 	})
 	h.push(calls(tc("r1", "deploy", `{}`), tc("r2", "deploy", `{}`)))
 	h.turn("bob", "deploy twice")
-	batchID := h.plat.lastCard().BatchID
+	batchID := h.plat.LastCard().BatchID
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ func TestTracesOfRecovery(t *testing.T) {
 	childOf(t, run, resume)
 	wantAttrs(t, run, map[attribute.Key]any{bot.AttrDecidedBy: "alice", bot.AttrRunStatus: "succeeded", bot.AttrDecisionID: batchID + "/r2"})
 	childOf(t, oneSpan(t, exp, "chat m-1"), resume)
-	if n := h2.tools["deploy"].runs.Load(); n != 1 {
+	if n := h2.tools["deploy"].Runs.Load(); n != 1 {
 		t.Fatalf("recovery ran %d calls, want 1 (r2)", n)
 	}
 }

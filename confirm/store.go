@@ -376,6 +376,9 @@ type BatchStore interface {
 	UnknownCalls(ctx context.Context, conversationID int64) ([]Call, error)
 	// BatchesIn lists ids of batches in the status, oldest first.
 	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
+	// UncardedBatches lists pending batches whose card was never recorded
+	// (no SetCardRef), oldest first.
+	UncardedBatches(ctx context.Context) ([]string, error)
 }
 
 // DecisionStore decides calls: a person's decision, expiry, abandon.

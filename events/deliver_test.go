@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,16 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/airlockhq/airlock/bot"
-	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
-	"github.com/airlockhq/airlock/tools"
 )
 
 // --- a webhook receiver on 127.0.0.1 ---
@@ -131,50 +128,6 @@ func poll(t *testing.T, d *events.Deliverer) int {
 
 // --- a real bot with a scripted model ---
 
-type fakeTool struct {
-	name    string
-	confirm bool
-	runs    atomic.Int64
-}
-
-func (f *fakeTool) Spec() model.ToolSpec                      { return model.ToolSpec{Name: f.name} }
-func (f *fakeTool) Confirm() bool                             { return f.confirm }
-func (f *fakeTool) Validate(json.RawMessage) error            { return nil }
-func (f *fakeTool) Summary(a json.RawMessage) (string, error) { return f.name + " " + string(a), nil }
-func (f *fakeTool) Run(context.Context, json.RawMessage, string) (string, error) {
-	f.runs.Add(1)
-	return f.name + " done", nil
-}
-
-type toolSet map[string]*fakeTool
-
-func (s toolSet) Get(name string) (tools.Tool, bool) {
-	f, ok := s[name]
-	return f, ok
-}
-
-func (s toolSet) Specs() []model.ToolSpec {
-	var out []model.ToolSpec
-	for _, f := range s {
-		out = append(out, f.Spec())
-	}
-	return out
-}
-
-type platform struct {
-	mu    sync.Mutex
-	cards []card.Card
-}
-
-func (p *platform) PostCard(_ context.Context, _ bot.Thread, c card.Card) (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cards = append(p.cards, c)
-	return "card-" + c.BatchID, nil
-}
-func (p *platform) UpdateCard(context.Context, bot.Thread, string, card.Card) error { return nil }
-func (p *platform) Post(context.Context, bot.Thread, string) error                  { return nil }
-
 // Arguments as a model might send them: spacing, key order and characters
 // json.Marshal would escape, all to be delivered byte for byte.
 const (
@@ -203,7 +156,7 @@ func TestTurnReachesWebhooks(t *testing.T) {
 	hooks := []events.Webhook{hookTo(readme.URL + "/hook"), all.hook(), some.hook("decision", "tool_result")}
 	db := openDB(t, hooks...)
 
-	ts := toolSet{"status": {name: "status"}, "deploy": {name: "deploy", confirm: true}}
+	ts := bottest.Tools{"status": {Name: "status"}, "deploy": {Name: "deploy", Confirms: true}}
 	m := modeltest.NewScripted(
 		model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{
 			{ID: "call_1", Name: "status", Args: json.RawMessage(statusArgs)},
@@ -219,16 +172,16 @@ func TestTurnReachesWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &platform{}
+	p := &bottest.Platform{}
 	b.Register("test", p)
 	if err := b.HandleTurn(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "bob", Text: "deploy api"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(p.cards) != 1 {
-		t.Fatalf("cards: %d", len(p.cards))
+	if len(p.Cards) != 1 {
+		t.Fatalf("cards: %d", len(p.Cards))
 	}
 	var ref string
-	for _, c := range p.cards[0].Calls {
+	for _, c := range p.Cards[0].Calls {
 		if c.Flagged {
 			ref = c.Ref
 		}
@@ -236,8 +189,8 @@ func TestTurnReachesWebhooks(t *testing.T) {
 	if err := b.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: "card-" + batchOf(ref), Allow: true}); err != nil {
 		t.Fatal(err)
 	}
-	if ts["status"].runs.Load() != 1 || ts["deploy"].runs.Load() != 1 {
-		t.Fatalf("runs: status %d, deploy %d", ts["status"].runs.Load(), ts["deploy"].runs.Load())
+	if ts["status"].Runs.Load() != 1 || ts["deploy"].Runs.Load() != 1 {
+		t.Fatalf("runs: status %d, deploy %d", ts["status"].Runs.Load(), ts["deploy"].Runs.Load())
 	}
 
 	d := events.NewDeliverer(db, hooks, events.Options{Worker: "r1"})
@@ -661,24 +614,7 @@ func TestTwoDeliverersPostgres(t *testing.T) {
 	if dsn == "" {
 		t.Skip("AIRLOCK_TEST_POSTGRES_DSN not set; start a server with .ci/postgres.sh")
 	}
-	admin, err := sqlx.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	schema := fmt.Sprintf("airlock_events_%d", time.Now().UnixNano())
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	testTwoDeliverers(t, "postgres", u.String())
+	testTwoDeliverers(t, "postgres", pgtest.FreshSchema(t, dsn, "airlock_events"))
 }
 
 func testTwoDeliverers(t *testing.T, driver, dsn string) {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/model"
@@ -69,7 +70,7 @@ func TestToolResultCarriesTheResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Register("test", &platform{})
+	b.Register("test", &bottest.Platform{})
 	if err := b.HandleTurn(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "bob", Text: "list"}); err != nil {
 		t.Fatal(err)
 	}

@@ -449,6 +449,16 @@ func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]stri
 	return ids, nil
 }
 
+// UncardedBatches lists pending batches whose card was never recorded,
+// oldest first.
+func (db *DB) UncardedBatches(ctx context.Context) ([]string, error) {
+	var ids []string
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches WHERE status = 'pending' AND card_ref = '' ORDER BY created_at, id`)); err != nil {
+		return nil, fmt.Errorf("batches without a card: %w", err)
+	}
+	return ids, nil
+}
+
 // OpenBatches lists ids of the conversation's batches that are decided or
 // running (decided but not yet done), oldest first. It is not part of
 // confirm.Store.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,8 +231,21 @@ func testBatchesInOrder(t *testing.T, db *DB) {
 func testSetCardRef(t *testing.T, db *DB) {
 	ctx := t.Context()
 	b := newBatch(t, db, later(), confirm.DecisionPending)
+	uncarded := func() bool {
+		ids, err := db.UncardedBatches(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(ids, b.ID)
+	}
+	if !uncarded() {
+		t.Fatal("a waiting batch with no card is not listed as uncarded")
+	}
 	if err := db.SetCardRef(ctx, b.ID, "C1/1700000000.000100"); err != nil {
 		t.Fatal(err)
+	}
+	if uncarded() {
+		t.Fatal("a batch whose card was recorded is listed as uncarded")
 	}
 	if got := loadBatch(t, db, b.ID); got.CardRef != "C1/1700000000.000100" {
 		t.Fatalf("CardRef = %q", got.CardRef)

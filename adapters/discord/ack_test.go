@@ -32,9 +32,9 @@ func TestAckRecorded(t *testing.T) {
 	rec := &ackRecorder{}
 	h.a.cfg.Metrics = rec
 	h.start()
-	h.fd.send("INTERACTION_CREATE", click("8501", channelID, moderator, []string{modRole}, "someone-elses-button", "1"))
+	h.fd.Send("INTERACTION_CREATE", click("8501", channelID, moderator, []string{modRole}, "someone-elses-button", "1"))
 	h.callback("8501")
-	h.fd.send("INTERACTION_CREATE", click("8502", channelID, moderator, []string{modRole}, "al:a:nosuchbatch.0", "1"))
+	h.fd.Send("INTERACTION_CREATE", click("8502", channelID, moderator, []string{modRole}, "al:a:nosuchbatch.0", "1"))
 	h.callback("8502")
 	deadline := time.Now().Add(10 * time.Second)
 	for rec.count() < 2 && time.Now().Before(deadline) {

@@ -100,7 +100,7 @@ func TestUnknownOutcomeCheckedOverDiscord(t *testing.T) {
 	h.model.PushCalls(tc("c1", "charge", `{"amount":10}`))
 	h.model.PushText("It may or may not have gone through.")
 	h.start()
-	h.fd.send("MESSAGE_CREATE", guildMessage("7001", channelID, requester, mentionText("charge 10"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7001", channelID, requester, mentionText("charge 10"), true))
 	thread := h.threadFor("7001")
 	h.waitAnswer(thread, "It may or may not have gone through.")
 	notice := h.card(thread, 1) // the first message with a button
@@ -121,27 +121,27 @@ func TestUnknownOutcomeCheckedOverDiscord(t *testing.T) {
 
 	// The retry with a note: a card.
 	h.model.PushCalls(tc("c2", "charge", `{"amount":10,"note":"retry"}`))
-	h.fd.send("MESSAGE_CREATE", guildMessage("7002", thread, requester, mentionText("try again"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7002", thread, requester, mentionText("try again"), true))
 	retry := h.card(thread, 2)
 	if why, _ := json.Marshal(retry.embeds); len(retry.embeds) != 1 || charge.runs.Load() != 1 || !strings.Contains(string(why), "unknown outcome") {
 		t.Fatalf("retry: embeds %v, runs %d", retry.embeds, charge.runs.Load())
 	}
 
 	// A member without the approver role: nothing changes.
-	h.fd.send("INTERACTION_CREATE", click("8001", thread, outsider, []string{otherRole}, checkID, notice.id))
-	fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8001", 1)[0].json(t)
+	h.fd.Send("INTERACTION_CREATE", click("8001", thread, outsider, []string{otherRole}, checkID, notice.id))
+	fu := h.fd.WaitFor("POST", "/webhooks/"+botID+"/token-8001", 1)[0].JSON(t)
 	if fu["content"] != bot.UserMessage(bot.ErrNotApprover) {
 		t.Fatalf("outsider's follow-up: %v", fu)
 	}
 	// A moderator: the line says who checked it, without the button.
-	h.fd.send("INTERACTION_CREATE", click("8002", thread, moderator, []string{modRole}, checkID, notice.id))
+	h.fd.Send("INTERACTION_CREATE", click("8002", thread, moderator, []string{modRole}, checkID, notice.id))
 	edited := h.lastEdit(thread, notice.id)
 	if len(edited.components) != 0 || !strings.Contains(edited.content, "Checked by <@"+moderator+">") {
 		t.Fatalf("the line after the check: %q %v", edited.content, edited.components)
 	}
 	// Again: nothing changes.
-	h.fd.send("INTERACTION_CREATE", click("8003", thread, moderator, []string{modRole}, checkID, notice.id))
-	fu = h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8003", 1)[0].json(t)
+	h.fd.Send("INTERACTION_CREATE", click("8003", thread, moderator, []string{modRole}, checkID, notice.id))
+	fu = h.fd.WaitFor("POST", "/webhooks/"+botID+"/token-8003", 1)[0].JSON(t)
 	if fu["content"] != bot.UserMessage(bot.ErrAlreadyChecked) {
 		t.Fatalf("double click's follow-up: %v", fu)
 	}

@@ -143,7 +143,7 @@ func newHarnessWith(t *testing.T, channels []bot.Channel, edit func(*bot.Config)
 	}
 	fd := newFakeDiscord(t, true)
 	spy := &spyBot{Bot: b}
-	a, err := New(Config{Token: testToken, APIURL: fd.apiURL(), Events: db}, spy)
+	a, err := New(Config{Token: testToken, APIURL: fd.APIURL(), Events: db}, spy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func (h *harness) start() {
 		}
 	})
 	select {
-	case ident := <-h.fd.identify:
+	case ident := <-h.fd.Identify():
 		intents, _ := ident["intents"].(float64)
 		want := int64(discordgo.IntentsGuilds | discordgo.IntentsGuildMessages | discordgo.IntentsDirectMessages | discordgo.IntentsMessageContent)
 		if int64(intents) != want || int64(intents)&(1<<15) == 0 {
@@ -193,7 +193,7 @@ func (h *harness) start() {
 		time.Sleep(2 * time.Millisecond)
 	}
 	// The first REST call was the gateway lookup at the configured base.
-	if got := h.fd.recorded("GET", "/gateway"); len(got) != 1 || !strings.HasPrefix(got[0].Header.Get("Authorization"), "Bot ") {
+	if got := h.fd.Recorded("GET", "/gateway"); len(got) != 1 || !strings.HasPrefix(got[0].Header.Get("Authorization"), "Bot ") {
 		h.t.Fatalf("gateway lookup: %+v", got)
 	}
 }
@@ -216,7 +216,7 @@ func decodeMessage(t *testing.T, c apiCall) postedCard {
 	if err := json.Unmarshal(c.Body, &body); err != nil {
 		t.Fatal(err)
 	}
-	return postedCard{id: c.id(), content: body.Content, embeds: body.Embeds, components: body.Components}
+	return postedCard{id: c.ID(), content: body.Content, embeds: body.Embeds, components: body.Components}
 }
 
 // card waits for the n-th message with buttons posted in channel.
@@ -225,7 +225,7 @@ func (h *harness) card(channel string, n int) postedCard {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var found []apiCall
-		for _, c := range h.fd.recorded("POST", "/channels/"+channel+"/messages") {
+		for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
 			if strings.Contains(string(c.Body), `"components":[{`) {
 				found = append(found, c)
 			}
@@ -243,7 +243,7 @@ func (h *harness) card(channel string, n int) postedCard {
 // lastEdit is the newest edit of a message.
 func (h *harness) lastEdit(channel, id string) postedCard {
 	h.t.Helper()
-	edits := h.fd.waitFor("PATCH", "/channels/"+channel+"/messages/"+id, 1)
+	edits := h.fd.WaitFor("PATCH", "/channels/"+channel+"/messages/"+id, 1)
 	return decodeMessage(h.t, edits[len(edits)-1])
 }
 
@@ -304,7 +304,7 @@ func buttonsByAction(t *testing.T, components []map[string]any) map[string][]str
 // answers are the messages without buttons the bot posted in channel.
 func (h *harness) answers(channel string) []string {
 	var out []string
-	for _, c := range h.fd.recorded("POST", "/channels/"+channel+"/messages") {
+	for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
 		var m struct {
 			Content    string `json:"content"`
 			Components []any  `json:"components"`
@@ -331,15 +331,15 @@ func (h *harness) waitAnswer(channel, want string) {
 // threadFor waits for the thread started from a message and returns its id.
 func (h *harness) threadFor(messageID string) string {
 	h.t.Helper()
-	c := h.fd.waitFor("POST", "/channels/"+channelID+"/messages/"+messageID+"/threads", 1)[0]
-	return c.id()
+	c := h.fd.WaitFor("POST", "/channels/"+channelID+"/messages/"+messageID+"/threads", 1)[0]
+	return c.ID()
 }
 
 // callbacks returns the interaction callbacks sent for interaction id.
 func (h *harness) callback(id string) map[string]any {
 	h.t.Helper()
-	c := h.fd.waitFor("POST", "/interactions/"+id+"/token-"+id+"/callback", 1)
-	return c[0].json(h.t)
+	c := h.fd.WaitFor("POST", "/interactions/"+id+"/token-"+id+"/callback", 1)
+	return c[0].JSON(h.t)
 }
 
 func (h *harness) lastRequest() model.Request {
@@ -351,20 +351,9 @@ func (h *harness) lastRequest() model.Request {
 	return reqs[len(reqs)-1]
 }
 
-func toolResults(t *testing.T, req model.Request) []model.ToolResult {
-	t.Helper()
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleTool {
-			return req.Messages[i].Results
-		}
-	}
-	t.Fatal("no tool results sent to the model")
-	return nil
-}
+var toolResults = modeltest.LastToolResults
 
-func tc(id, name, args string) confirm.ToolCall {
-	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
-}
+var tc = modeltest.ToolCall
 
 func mentionText(s string) string { return "<@" + botID + "> " + s }
 
@@ -379,10 +368,10 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	h.start()
 
 	msg := guildMessage("7001", channelID, requester, mentionText("restart api please"), true)
-	h.fd.send("MESSAGE_CREATE", msg)
-	h.fd.send("MESSAGE_CREATE", msg) // a redelivery starts nothing more
+	h.fd.Send("MESSAGE_CREATE", msg)
+	h.fd.Send("MESSAGE_CREATE", msg) // a redelivery starts nothing more
 	thread := h.threadFor("7001")
-	tcall := h.fd.recorded("POST", "/channels/"+channelID+"/messages/7001/threads")[0].json(t)
+	tcall := h.fd.Recorded("POST", "/channels/"+channelID+"/messages/7001/threads")[0].JSON(t)
 	if tcall["name"] != "restart api please" || tcall["auto_archive_duration"] != float64(1440) {
 		t.Fatalf("thread start: %v", tcall)
 	}
@@ -398,17 +387,17 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	if len(allow) != 1 || len(deny) != 1 || len(reason) != 1 || !strings.HasPrefix(allow[0], "al:a:") || !strings.HasPrefix(deny[0], "al:d:") || !strings.HasPrefix(reason[0], "al:r:") {
 		t.Fatalf("buttons: %v %v %v", allow, deny, reason)
 	}
-	posted := h.fd.recorded("POST", "/channels/"+thread+"/messages")
-	if am := posted[0].json(t)["allowed_mentions"].(map[string]any); len(am["parse"].([]any)) != 0 {
+	posted := h.fd.Recorded("POST", "/channels/"+thread+"/messages")
+	if am := posted[0].JSON(t)["allowed_mentions"].(map[string]any); len(am["parse"].([]any)) != 0 {
 		t.Fatalf("the card may ping: %v", am)
 	}
 
 	// A member without the approver role: ephemeral answer, nothing runs.
-	h.fd.send("INTERACTION_CREATE", click("8001", thread, outsider, []string{otherRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8001", thread, outsider, []string{otherRole}, allow[0], card.id))
 	if cb := h.callback("8001"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
 		t.Fatalf("callback: %v", cb)
 	}
-	fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8001", 1)[0].json(t)
+	fu := h.fd.WaitFor("POST", "/webhooks/"+botID+"/token-8001", 1)[0].JSON(t)
 	if fu["content"] != bot.UserMessage(bot.ErrNotApprover) || fu["flags"] != float64(discordgo.MessageFlagsEphemeral) {
 		t.Fatalf("follow-up: %v", fu)
 	}
@@ -424,7 +413,7 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	}
 
 	// A moderator: the tool runs once, the card shows who decided, the answer follows.
-	h.fd.send("INTERACTION_CREATE", click("8002", thread, moderator, []string{otherRole, modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8002", thread, moderator, []string{otherRole, modRole}, allow[0], card.id))
 	h.waitAnswer(thread, "Restarted api.")
 	if cb := h.callback("8002"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
 		t.Fatalf("callback: %v", cb)
@@ -432,7 +421,7 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	if n := h.tool.runs.Load(); n != 1 {
 		t.Fatalf("tool ran %d times, want 1", n)
 	}
-	if fus := h.fd.recorded("POST", "/webhooks/"+botID+"/token-8002"); len(fus) != 0 {
+	if fus := h.fd.Recorded("POST", "/webhooks/"+botID+"/token-8002"); len(fus) != 0 {
 		t.Fatalf("a successful click got a follow-up: %s", fus[0].Body)
 	}
 	final := h.lastEdit(thread, card.id)
@@ -444,12 +433,12 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 		t.Fatalf("status: %q", status)
 	}
 	// The same click again changes nothing.
-	h.fd.send("INTERACTION_CREATE", click("8003", thread, moderator, []string{modRole}, allow[0], card.id))
-	fu = h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8003", 1)[0].json(t)
+	h.fd.Send("INTERACTION_CREATE", click("8003", thread, moderator, []string{modRole}, allow[0], card.id))
+	fu = h.fd.WaitFor("POST", "/webhooks/"+botID+"/token-8003", 1)[0].JSON(t)
 	if fu["content"] != bot.UserMessage(bot.ErrAlreadyClosed) || h.tool.runs.Load() != 1 {
 		t.Fatalf("second click: %v, runs %d", fu, h.tool.runs.Load())
 	}
-	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages/7001/threads")); n != 1 {
+	if n := len(h.fd.Recorded("POST", "/channels/"+channelID+"/messages/7001/threads")); n != 1 {
 		t.Fatalf("threads started: %d", n)
 	}
 	if n := len(h.model.Requests()); n != 2 {
@@ -457,7 +446,7 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	}
 	// The bot's own posts came back over the gateway (the fake echoes
 	// them) and started nothing.
-	if n := len(h.fd.recorded("POST", "/channels/"+thread+"/messages/*")); n != 0 {
+	if n := len(h.fd.Recorded("POST", "/channels/"+thread+"/messages/*")); n != 0 {
 		t.Fatalf("the bot answered its own messages: %d threads", n)
 	}
 }
@@ -470,12 +459,12 @@ func TestDenyWithReasonViaModal(t *testing.T) {
 	h.model.PushText("OK, I will not restart web.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7101", channelID, requester, mentionText("restart web"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7101", channelID, requester, mentionText("restart web"), true))
 	thread := h.threadFor("7101")
 	card := h.card(thread, 1)
 	_, _, reason := buttonIDs(t, card.components)
 
-	h.fd.send("INTERACTION_CREATE", click("8101", thread, moderator, []string{modRole}, reason[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8101", thread, moderator, []string{modRole}, reason[0], card.id))
 	cb := h.callback("8101")
 	if cb["type"] != float64(discordgo.InteractionResponseModal) {
 		t.Fatalf("callback: %v", cb)
@@ -489,11 +478,11 @@ func TestDenyWithReasonViaModal(t *testing.T) {
 	if input["type"] != float64(discordgo.TextInputComponent) || input["custom_id"] != ReasonInputID {
 		t.Fatalf("modal input: %v", input)
 	}
-	if h.tool.runs.Load() != 0 || len(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/*")) != 0 {
+	if h.tool.runs.Load() != 0 || len(h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/*")) != 0 {
 		t.Fatal("opening the modal changed something")
 	}
 
-	h.fd.send("INTERACTION_CREATE", modalSubmit("8102", thread, moderator, []string{modRole}, modalID, "not during the incident", card.id))
+	h.fd.Send("INTERACTION_CREATE", modalSubmit("8102", thread, moderator, []string{modRole}, modalID, "not during the incident", card.id))
 	h.waitAnswer(thread, "OK, I will not restart web.")
 	if cb := h.callback("8102"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
 		t.Fatalf("modal callback: %v", cb)
@@ -521,30 +510,30 @@ func TestAsidesRepliesAndBots(t *testing.T) {
 	h.model.PushText("The web is fine.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7201", channelID, requester, mentionText("hi"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7201", channelID, requester, mentionText("hi"), true))
 	thread := h.threadFor("7201")
 	h.waitAnswer(thread, "Hello, what should I look at?")
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7202", thread, "2100", "is the migration done?", false))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7202", thread, "2100", "is the migration done?", false))
 	own := guildMessage("7203", thread, botID, mentionText("my own words"), true)
 	own["author"] = map[string]any{"id": botID, "username": "Airlock", "bot": true}
-	h.fd.send("MESSAGE_CREATE", own)
+	h.fd.Send("MESSAGE_CREATE", own)
 	other := guildMessage("7204", thread, "2200", mentionText("I am another bot"), true)
 	other["author"] = map[string]any{"id": "2200", "username": "otherbot", "bot": true}
-	h.fd.send("MESSAGE_CREATE", other)
+	h.fd.Send("MESSAGE_CREATE", other)
 	system := guildMessage("7205", thread, requester, mentionText("pinned a message"), true)
 	system["type"] = 6
-	h.fd.send("MESSAGE_CREATE", system)
+	h.fd.Send("MESSAGE_CREATE", system)
 	// Messages outside any conversation: a channel message without a
 	// mention, and a thread the bot is not in.
-	h.fd.send("MESSAGE_CREATE", guildMessage("7206", channelID, requester, "just chatting", false))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7206", channelID, requester, "just chatting", false))
 
 	reply := guildMessage("7207", thread, requester, "and the web?", false)
 	reply["type"] = 19
 	reply["message_reference"] = map[string]any{"message_id": "999", "channel_id": thread, "guild_id": guildID}
 	reply["referenced_message"] = map[string]any{"id": "999", "channel_id": thread, "content": "Hello", "type": 0,
 		"author": map[string]any{"id": botID, "username": "Airlock", "bot": true}}
-	h.fd.send("MESSAGE_CREATE", reply)
+	h.fd.Send("MESSAGE_CREATE", reply)
 	h.waitAnswer(thread, "The web is fine.")
 
 	reqs := h.model.Requests()
@@ -571,7 +560,7 @@ func TestAsidesRepliesAndBots(t *testing.T) {
 	if first := reqs[0].Messages[0]; first.Text != "hi" {
 		t.Fatalf("the mention was not stripped: %q", first.Text)
 	}
-	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages/*")); n != 1 {
+	if n := len(h.fd.Recorded("POST", "/channels/"+channelID+"/messages/*")); n != 1 {
 		t.Fatalf("threads started: %d, want 1", n)
 	}
 }
@@ -590,18 +579,18 @@ func TestDirectMessages(t *testing.T) {
 			h.model.PushText("Worker restarted.")
 			h.start()
 
-			h.fd.send("MESSAGE_CREATE", dmMessage("7301", dmUser, "hello"))
+			h.fd.Send("MESSAGE_CREATE", dmMessage("7301", dmUser, "hello"))
 			h.waitAnswer(dmChannel, "Hi there.")
-			h.fd.send("MESSAGE_CREATE", dmMessage("7302", dmUser, "restart the worker"))
+			h.fd.Send("MESSAGE_CREATE", dmMessage("7302", dmUser, "restart the worker"))
 			card := h.card(dmChannel, 1)
 			allow, _, _ := buttonIDs(t, card.components)
-			h.fd.send("INTERACTION_CREATE", dmClick("8301", dmUser, allow[0], card.id))
+			h.fd.Send("INTERACTION_CREATE", dmClick("8301", dmUser, allow[0], card.id))
 			if !self {
-				fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8301", 1)[0].json(t)
+				fu := h.fd.WaitFor("POST", "/webhooks/"+botID+"/token-8301", 1)[0].JSON(t)
 				if fu["content"] != bot.UserMessage(bot.ErrSelfApproval) || fu["flags"] != float64(discordgo.MessageFlagsEphemeral) {
 					t.Fatalf("follow-up: %v", fu)
 				}
-				if h.tool.runs.Load() != 0 || len(h.fd.recorded("PATCH", "/channels/"+dmChannel+"/messages/*")) != 0 {
+				if h.tool.runs.Load() != 0 || len(h.fd.Recorded("PATCH", "/channels/"+dmChannel+"/messages/*")) != 0 {
 					t.Fatal("a refused self-approval changed something")
 				}
 				return
@@ -610,7 +599,7 @@ func TestDirectMessages(t *testing.T) {
 			if h.tool.runs.Load() != 1 {
 				t.Fatalf("runs: %d", h.tool.runs.Load())
 			}
-			if n := len(h.fd.recorded("POST", "/channels/*")) - len(h.fd.recorded("POST", "/channels/"+dmChannel+"/messages")); n != 0 {
+			if n := len(h.fd.Recorded("POST", "/channels/*")) - len(h.fd.Recorded("POST", "/channels/"+dmChannel+"/messages")); n != 0 {
 				t.Fatalf("%d posts outside the DM (threads?)", n)
 			}
 			if ok, _ := h.bot.HasConversation(context.Background(), bot.Thread{Platform: Platform, Channel: dmChannel}); !ok {
@@ -624,14 +613,14 @@ func TestDirectMessages(t *testing.T) {
 func TestUnknownCustomIDs(t *testing.T) {
 	h := newHarness(t)
 	h.start()
-	h.fd.send("INTERACTION_CREATE", click("8401", channelID, moderator, []string{modRole}, "someone-elses-button", "1"))
+	h.fd.Send("INTERACTION_CREATE", click("8401", channelID, moderator, []string{modRole}, "someone-elses-button", "1"))
 	cb := h.callback("8401")
 	data := cb["data"].(map[string]any)
 	if cb["type"] != float64(discordgo.InteractionResponseChannelMessageWithSource) || data["flags"] != float64(discordgo.MessageFlagsEphemeral) || !strings.Contains(data["content"].(string), "not one I know") {
 		t.Fatalf("callback: %v", cb)
 	}
-	h.fd.send("INTERACTION_CREATE", click("8402", channelID, moderator, []string{modRole}, "al:a:nosuchbatch.0", "1"))
-	fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-8402", 1)[0].json(t)
+	h.fd.Send("INTERACTION_CREATE", click("8402", channelID, moderator, []string{modRole}, "al:a:nosuchbatch.0", "1"))
+	fu := h.fd.WaitFor("POST", "/webhooks/"+botID+"/token-8402", 1)[0].JSON(t)
 	if !strings.Contains(fu["content"].(string), "not one I know") || fu["flags"] != float64(discordgo.MessageFlagsEphemeral) {
 		t.Fatalf("follow-up: %v", fu)
 	}
@@ -657,7 +646,7 @@ func TestModerationToolEndToEnd(t *testing.T) {
 	h.model.PushText("Done: timed out for 10 minutes.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("time out the spammer"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("time out the spammer"), true))
 	thread := h.threadFor("7501")
 	card := h.card(thread, 1)
 	// The read-back is inert: the id shows as written, no mention pill.
@@ -666,9 +655,9 @@ func TestModerationToolEndToEnd(t *testing.T) {
 	}
 	allow, _, _ := buttonIDs(t, card.components)
 	before := time.Now()
-	h.fd.send("INTERACTION_CREATE", click("8501", thread, moderator, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8501", thread, moderator, []string{modRole}, allow[0], card.id))
 	h.waitAnswer(thread, "Done: timed out for 10 minutes.")
-	calls := h.fd.recorded("PATCH", "/guilds/"+guildID+"/members/"+spammer)
+	calls := h.fd.Recorded("PATCH", "/guilds/"+guildID+"/members/"+spammer)
 	if len(calls) != 1 {
 		t.Fatalf("timeout calls: %d", len(calls))
 	}
@@ -676,7 +665,7 @@ func TestModerationToolEndToEnd(t *testing.T) {
 	if err != nil || reason != "Approved by "+moderator+" via Airlock: spamming links" {
 		t.Fatalf("audit reason %q (%v), raw %q", reason, err, calls[0].Header.Get("X-Audit-Log-Reason"))
 	}
-	until, err := time.Parse(time.RFC3339, calls[0].json(t)["communication_disabled_until"].(string))
+	until, err := time.Parse(time.RFC3339, calls[0].JSON(t)["communication_disabled_until"].(string))
 	if err != nil || until.Before(before.Add(9*time.Minute)) || until.After(time.Now().Add(11*time.Minute)) {
 		t.Fatalf("until %v (%v)", until, err)
 	}
@@ -687,11 +676,11 @@ func TestModerationToolEndToEnd(t *testing.T) {
 func TestTwoAdaptersDoNotInterfere(t *testing.T) {
 	before := discordgo.EndpointAPI
 	f1, f2 := newFakeDiscord(t, false), newFakeDiscord(t, false)
-	a1, err := New(Config{Token: testToken, APIURL: f1.apiURL()}, nopBot{})
+	a1, err := New(Config{Token: testToken, APIURL: f1.APIURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := New(Config{Token: testToken, APIURL: f2.apiURL()}, nopBot{})
+	a2, err := New(Config{Token: testToken, APIURL: f2.APIURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -708,10 +697,10 @@ func TestTwoAdaptersDoNotInterfere(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := f1.allCalls(); len(got) != 1 || got[0].Path != "/channels/3101/messages" || got[0].json(t)["content"] != "one" {
+	if got := f1.AllCalls(); len(got) != 1 || got[0].Path != "/channels/3101/messages" || got[0].JSON(t)["content"] != "one" {
 		t.Fatalf("first base got %+v", got)
 	}
-	if got := f2.allCalls(); len(got) != 1 || got[0].Path != "/channels/3102/messages" || got[0].json(t)["content"] != "two" {
+	if got := f2.AllCalls(); len(got) != 1 || got[0].Path != "/channels/3102/messages" || got[0].JSON(t)["content"] != "two" {
 		t.Fatalf("second base got %+v", got)
 	}
 	if discordgo.EndpointAPI != before || before != DefaultAPIURL {
@@ -747,7 +736,7 @@ func postedMentions(t *testing.T, c apiCall) (content string, am allowedMentions
 // named, and a later answer quoting their mentions pings nobody.
 func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,12 +746,12 @@ func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 	if err := a.Post(ctx, th, long); err != nil {
 		t.Fatal(err)
 	}
-	posts := f.recorded("POST", "/channels/3101/messages")
+	posts := f.Recorded("POST", "/channels/3101/messages")
 	if len(posts) < 3 {
 		t.Fatalf("posts: %d", len(posts))
 	}
 	for _, p := range posts {
-		if n := runes(p.json(t)["content"].(string)); n > 2000 {
+		if n := runes(p.JSON(t)["content"].(string)); n > 2000 {
 			t.Fatalf("a part of %d characters", n)
 		}
 	}
@@ -775,7 +764,7 @@ func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 	if err := a.Post(ctx, th, who+": a request here still needs a decision: "+summaries); err != nil {
 		t.Fatal(err)
 	}
-	posts = f.recorded("POST", "/channels/3101/messages")
+	posts = f.Recorded("POST", "/channels/3101/messages")
 	content, am := postedMentions(t, posts[len(posts)-1])
 	if !strings.HasPrefix(content, "<@"+moderator+">") || !strings.HasPrefix(shown(content), "<@"+moderator+">, <@&"+modRole+">: ") {
 		t.Fatalf("reminder %q does not start with the approvers' mentions", content)
@@ -801,7 +790,7 @@ func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 		if err := a.Post(ctx, th, text); err != nil {
 			t.Fatal(err)
 		}
-		posts = f.recorded("POST", "/channels/3101/messages")
+		posts = f.Recorded("POST", "/channels/3101/messages")
 		content, am := postedMentions(t, posts[len(posts)-1])
 		if len(am.Parse) != 0 || len(am.Users) != 0 || len(am.Roles) != 0 {
 			t.Fatalf("answer %q may ping: %+v", content, am)
@@ -815,14 +804,14 @@ func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 // TestTransportRewrite: paths, escapes and queries keep; others pass.
 func TestTransportRewrite(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	s, err := NewSession(Config{Token: testToken, APIURL: f.apiURL()})
+	s, err := NewSession(Config{Token: testToken, APIURL: f.APIURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.RequestWithBucketID("GET", discordgo.EndpointAPI+"channels/"+channelID+"?with_x=1", nil, "b"); err != nil {
 		t.Fatal(err)
 	}
-	got := f.recorded("GET", "/channels/"+channelID)
+	got := f.Recorded("GET", "/channels/"+channelID)
 	if len(got) != 1 || got[0].Query != "with_x=1" || got[0].Header.Get("Authorization") != "Bot "+testToken {
 		t.Fatalf("calls: %+v", got)
 	}
@@ -863,7 +852,7 @@ func TestGuildCreateThreadsAndRoleMention(t *testing.T) {
 	h.model.PushText("Looking at it.")
 	h.start()
 	const userThread, botRole = "3600", "5999"
-	h.fd.send("GUILD_CREATE", map[string]any{
+	h.fd.Send("GUILD_CREATE", map[string]any{
 		"id": guildID, "name": "ops",
 		"channels": []any{map[string]any{"id": channelID, "type": 0, "name": "ops"}},
 		"threads":  []any{map[string]any{"id": userThread, "type": 11, "parent_id": channelID, "guild_id": guildID, "name": "incident"}},
@@ -889,15 +878,15 @@ func TestGuildCreateThreadsAndRoleMention(t *testing.T) {
 	}
 	m := guildMessage("7601", userThread, requester, "<@&"+botRole+"> what broke?", false)
 	m["mention_roles"] = []string{botRole}
-	h.fd.send("MESSAGE_CREATE", m)
+	h.fd.Send("MESSAGE_CREATE", m)
 	h.waitAnswer(userThread, "Looking at it.")
 	if got := h.lastRequest().Messages[0].Text; got != "what broke?" {
 		t.Fatalf("turn text %q", got)
 	}
-	if n := len(h.fd.recorded("GET", "/channels/*")); n != 0 {
+	if n := len(h.fd.Recorded("GET", "/channels/*")); n != 0 {
 		t.Fatalf("%d channel lookups despite GUILD_CREATE", n)
 	}
-	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages/*")); n != 0 {
+	if n := len(h.fd.Recorded("POST", "/channels/"+channelID+"/messages/*")); n != 0 {
 		t.Fatal("started a thread inside a thread")
 	}
 	if ok, _ := h.bot.HasConversation(context.Background(), bot.Thread{Platform: Platform, Channel: channelID, Thread: userThread}); !ok {
@@ -908,7 +897,7 @@ func TestGuildCreateThreadsAndRoleMention(t *testing.T) {
 // TestRunFailsWithoutGateway: an unreachable gateway is Run's error.
 func TestRunFailsWithoutGateway(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -931,10 +920,8 @@ func TestRunFailsWithoutGateway(t *testing.T) {
 // intent (close 4014) makes Run fail with a hint.
 func TestRunExplainsDisallowedIntents(t *testing.T) {
 	f := newFakeDiscord(t, true)
-	f.mu.Lock()
-	f.refuse = 4014
-	f.mu.Unlock()
-	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	f.Refuse(4014)
+	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -960,7 +947,7 @@ func TestBotRoleNotedWhateverTheOrder(t *testing.T) {
 	}}
 	ready := &discordgo.Ready{User: &discordgo.User{ID: botID, Username: "Airlock"}}
 	for _, guildFirst := range []bool{true, false} {
-		a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+		a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func (h *harness) posted(channel, what string, match func(postedCard) bool) post
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		for _, c := range h.fd.recorded("POST", "/channels/"+channel+"/messages") {
+		for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
 			if m := decodeMessage(h.t, c); match(m) {
 				return m
 			}
@@ -43,7 +43,7 @@ func (h *harness) editedTo(channel, id, what string, match func(postedCard) bool
 	deadline := time.Now().Add(10 * time.Second)
 	var last postedCard
 	for {
-		if edits := h.fd.recorded("PATCH", "/channels/"+channel+"/messages/"+id); len(edits) > 0 {
+		if edits := h.fd.Recorded("PATCH", "/channels/"+channel+"/messages/"+id); len(edits) > 0 {
 			if last = decodeMessage(h.t, edits[len(edits)-1]); match(last) {
 				return last
 			}
@@ -58,7 +58,7 @@ func (h *harness) editedTo(channel, id, what string, match func(postedCard) bool
 // checkNothingPings checks every message posted or edited pings nobody.
 func (h *harness) checkNothingPings() {
 	h.t.Helper()
-	for _, c := range h.fd.allCalls() {
+	for _, c := range h.fd.AllCalls() {
 		if (c.Method != "POST" && c.Method != "PATCH") || !strings.HasPrefix(c.Path, "/channels/") || !strings.Contains(c.Path, "/messages") || strings.HasSuffix(c.Path, "/threads") {
 			continue
 		}
@@ -89,7 +89,7 @@ func TestRouteApprovalsChannel(t *testing.T) {
 	h.model.PushText("Restarted api.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7901", channelID, requester, mentionText("restart api"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7901", channelID, requester, mentionText("restart api"), true))
 	thread := h.threadFor("7901")
 	card := h.card(approvalsCh, 1)
 	threadLink := JumpBase + guildID + "/" + thread
@@ -108,20 +108,20 @@ func TestRouteApprovalsChannel(t *testing.T) {
 
 	// A non-approver on the card; the card's button sent from the thread
 	// (on the pointer): nothing runs, nothing is edited.
-	h.fd.send("INTERACTION_CREATE", click("8901", approvalsCh, outsider, []string{otherRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8901", approvalsCh, outsider, []string{otherRole}, allow[0], card.id))
 	if got := h.followUp("8901"); got != bot.UserMessage(bot.ErrNotApprover) {
 		t.Fatalf("outsider: %q", got)
 	}
-	h.fd.send("INTERACTION_CREATE", click("8902", thread, moderator, []string{modRole}, allow[0], ptr.id))
+	h.fd.Send("INTERACTION_CREATE", click("8902", thread, moderator, []string{modRole}, allow[0], ptr.id))
 	if got := h.followUp("8902"); got != bot.UserMessage(bot.ErrWrongChannel) {
 		t.Fatalf("click on the pointer: %q", got)
 	}
-	if h.tool.runs.Load() != 0 || len(h.fd.recorded("PATCH", "/channels/*")) != 0 {
+	if h.tool.runs.Load() != 0 || len(h.fd.Recorded("PATCH", "/channels/*")) != 0 {
 		t.Fatal("refused clicks changed something")
 	}
 
 	// The approver on the card: it runs once, the answer goes to the thread.
-	h.fd.send("INTERACTION_CREATE", click("8903", approvalsCh, moderator, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8903", approvalsCh, moderator, []string{modRole}, allow[0], card.id))
 	h.waitAnswer(thread, "Restarted api.")
 	h.noFollowUp("8903")
 	if n := h.tool.runs.Load(); n != 1 {
@@ -155,19 +155,19 @@ func TestRouteDMCopies(t *testing.T) {
 	h.model.PushText("Restarted api.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7911", channelID, requester, mentionText("restart api"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7911", channelID, requester, mentionText("restart api"), true))
 	thread := h.threadFor("7911")
 	main := h.card(thread, 1)
-	opened := h.fd.waitFor("POST", "/users/@me/channels", 2)
+	opened := h.fd.WaitFor("POST", "/users/@me/channels", 2)
 	var recipients []string
 	for _, o := range opened {
-		recipients = append(recipients, o.json(t)["recipient_id"].(string))
+		recipients = append(recipients, o.JSON(t)["recipient_id"].(string))
 	}
 	slices.Sort(recipients)
 	if !slices.Equal(recipients, []string{approver2, dmUser}) {
 		t.Fatalf("DMs opened with %v; want the approvers named by id only", recipients)
 	}
-	dm1, dm2 := h.fd.dmOf(dmUser), h.fd.dmOf(approver2)
+	dm1, dm2 := h.fd.DMOf(dmUser), h.fd.DMOf(approver2)
 	copy1, copy2 := h.card(dm1, 1), h.card(dm2, 1)
 	threadLink := JumpBase + guildID + "/" + thread
 	for _, c := range []postedCard{copy1, copy2} {
@@ -182,7 +182,7 @@ func TestRouteDMCopies(t *testing.T) {
 	allow2, _, _ := buttonIDs(t, copy2.components)
 
 	// A click claiming a message that is no card of the batch.
-	h.fd.send("INTERACTION_CREATE", dmClickIn("8911", dm2, approver2, allow2[0], "9999999"))
+	h.fd.Send("INTERACTION_CREATE", dmClickIn("8911", dm2, approver2, allow2[0], "9999999"))
 	if got := h.followUp("8911"); got != bot.UserMessage(bot.ErrWrongChannel) {
 		t.Fatalf("click on another message: %q", got)
 	}
@@ -191,11 +191,11 @@ func TestRouteDMCopies(t *testing.T) {
 	}
 
 	// One copy decides.
-	h.fd.send("INTERACTION_CREATE", dmClickIn("8912", dm1, dmUser, allow1[0], copy1.id))
+	h.fd.Send("INTERACTION_CREATE", dmClickIn("8912", dm1, dmUser, allow1[0], copy1.id))
 	h.waitAnswer(thread, "Restarted api.")
 	h.noFollowUp("8912")
 	// Another copy, after: nothing changes.
-	h.fd.send("INTERACTION_CREATE", dmClickIn("8913", dm2, approver2, allow2[0], copy2.id))
+	h.fd.Send("INTERACTION_CREATE", dmClickIn("8913", dm2, approver2, allow2[0], copy2.id))
 	if got := h.followUp("8913"); got != bot.UserMessage(bot.ErrAlreadyClosed) {
 		t.Fatalf("second copy: %q", got)
 	}
@@ -225,7 +225,7 @@ func TestRouteEditViaModal(t *testing.T) {
 	h.model.PushText("Restarted web.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7921", channelID, requester, mentionText("restart api"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7921", channelID, requester, mentionText("restart api"), true))
 	thread := h.threadFor("7921")
 	card := h.card(thread, 1)
 	edit := buttonsByAction(t, card.components)[actionEdit]
@@ -235,7 +235,7 @@ func TestRouteEditViaModal(t *testing.T) {
 	ref := strings.TrimPrefix(edit[0], "al:"+actionEdit+":")
 	submit := "al:" + actionEditSubmit + ":" + ref
 
-	h.fd.send("INTERACTION_CREATE", click("8921", thread, moderator, []string{modRole}, edit[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8921", thread, moderator, []string{modRole}, edit[0], card.id))
 	cb := h.callback("8921")
 	raw, _ := json.Marshal(cb["data"])
 	if cb["type"] != float64(discordgo.InteractionResponseModal) || !strings.Contains(string(raw), `"custom_id":"`+submit+`"`) ||
@@ -246,26 +246,26 @@ func TestRouteEditViaModal(t *testing.T) {
 	// Not an object for the tool; not JSON: refused, nothing changes.
 	for i, bad := range []string{`[1, 2]`, `{"service": "web"`} {
 		id := []string{"8922", "8923"}[i]
-		h.fd.send("INTERACTION_CREATE", editSubmit(id, thread, moderator, []string{modRole}, submit, bad, card.id))
+		h.fd.Send("INTERACTION_CREATE", editSubmit(id, thread, moderator, []string{modRole}, submit, bad, card.id))
 		if got := h.followUp(id); !strings.HasPrefix(got, "Edit refused: ") || !strings.HasSuffix(got, "Nothing changed.") {
 			t.Fatalf("submission %q answered %q", bad, got)
 		}
 	}
 	// A non-approver, and the requester (self-approval is off).
-	h.fd.send("INTERACTION_CREATE", editSubmit("8924", thread, outsider, []string{otherRole}, submit, `{"service":"web"}`, card.id))
+	h.fd.Send("INTERACTION_CREATE", editSubmit("8924", thread, outsider, []string{otherRole}, submit, `{"service":"web"}`, card.id))
 	if got := h.followUp("8924"); got != bot.UserMessage(bot.ErrNotApprover) {
 		t.Fatalf("outsider: %q", got)
 	}
-	h.fd.send("INTERACTION_CREATE", editSubmit("8925", thread, requester, []string{modRole}, submit, `{"service":"web"}`, card.id))
+	h.fd.Send("INTERACTION_CREATE", editSubmit("8925", thread, requester, []string{modRole}, submit, `{"service":"web"}`, card.id))
 	if got := h.followUp("8925"); got != bot.UserMessage(bot.ErrSelfApproval) {
 		t.Fatalf("requester: %q", got)
 	}
-	if h.tool.runs.Load() != 0 || len(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/*")) != 0 {
+	if h.tool.runs.Load() != 0 || len(h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/*")) != 0 {
 		t.Fatal("refused edits changed something")
 	}
 
 	// A valid edit: it counts as the editor's allow and runs as edited.
-	h.fd.send("INTERACTION_CREATE", editSubmit("8926", thread, moderator, []string{modRole}, submit, "{\n  \"service\": \"web\"\n}", card.id))
+	h.fd.Send("INTERACTION_CREATE", editSubmit("8926", thread, moderator, []string{modRole}, submit, "{\n  \"service\": \"web\"\n}", card.id))
 	h.waitAnswer(thread, "Restarted web.")
 	h.noFollowUp("8926")
 	if n, args := h.tool.runs.Load(), h.tool.lastArgs(); n != 1 || args != `{"service":"web"}` {
@@ -310,7 +310,7 @@ func TestRouteExtend(t *testing.T) {
 	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7931", channelID, requester, mentionText("restart api"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7931", channelID, requester, mentionText("restart api"), true))
 	h.threadFor("7931")
 	card := h.card(approvalsCh, 1)
 	extend := buttonsByAction(t, card.components)[actionExtend]
@@ -323,11 +323,11 @@ func TestRouteExtend(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h.fd.send("INTERACTION_CREATE", click("8931", approvalsCh, outsider, []string{otherRole}, extend[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8931", approvalsCh, outsider, []string{otherRole}, extend[0], card.id))
 	if got := h.followUp("8931"); got != bot.UserMessage(bot.ErrNotApprover) {
 		t.Fatalf("outsider: %q", got)
 	}
-	h.fd.send("INTERACTION_CREATE", click("8932", approvalsCh, moderator, []string{modRole}, extend[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8932", approvalsCh, moderator, []string{modRole}, extend[0], card.id))
 	ext := h.editedTo(approvalsCh, card.id, "extended", func(m postedCard) bool { return strings.Contains(m.content, "Extended by") })
 	h.noFollowUp("8932")
 	after, err := h.db.Batch(t.Context(), batch)
@@ -343,7 +343,7 @@ func TestRouteExtend(t *testing.T) {
 	if x := buttonsByAction(t, ext.components)[actionExtend]; len(x) != 0 {
 		t.Fatalf("an extended card still offers Extend: %v", x)
 	}
-	h.fd.send("INTERACTION_CREATE", click("8933", approvalsCh, moderator, []string{modRole}, extend[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8933", approvalsCh, moderator, []string{modRole}, extend[0], card.id))
 	if got := h.followUp("8933"); got != bot.UserMessage(bot.ErrAlreadyExtended) {
 		t.Fatalf("second extend: %q", got)
 	}

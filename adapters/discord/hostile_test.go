@@ -53,7 +53,7 @@ func TestHostileModelCannotPingOrHide(t *testing.T) {
 	h.model.PushText("Done <@" + moderator + "> <@&" + modRole + "> @everyone \u202eexe.txt")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7701", channelID, requester, mentionText("restart it"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7701", channelID, requester, mentionText("restart it"), true))
 	thread := h.threadFor("7701")
 	card := h.card(thread, 1)
 	for _, s := range cardTexts(card) {
@@ -68,20 +68,20 @@ func TestHostileModelCannotPingOrHide(t *testing.T) {
 	if a := field(card.embeds[0], "Arguments"); !strings.Contains(a, `\u0060\u0060\u0060 \u202egnp.exe\u200b`) {
 		t.Errorf("arguments do not show the backticks and hidden characters escaped: %q", a)
 	}
-	for _, p := range h.fd.recorded("POST", "/channels/"+thread+"/messages") {
+	for _, p := range h.fd.Recorded("POST", "/channels/"+thread+"/messages") {
 		if _, am := postedMentions(t, p); len(am.Parse) != 0 || len(am.Users) != 0 || len(am.Roles) != 0 {
 			t.Fatalf("a card message may ping: %+v", am)
 		}
 	}
 	allow, _, _ := buttonIDs(t, card.components)
-	h.fd.send("INTERACTION_CREATE", click("8701", thread, moderator, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8701", thread, moderator, []string{modRole}, allow[0], card.id))
 	h.waitAnswer(thread, "Done <@"+moderator+"> <@&"+modRole+"> @everyone \\u202eexe.txt") // the bidi control shown, not obeyed
-	for _, p := range h.fd.recorded("POST", "/channels/"+thread+"/messages") {
+	for _, p := range h.fd.Recorded("POST", "/channels/"+thread+"/messages") {
 		if content, am := postedMentions(t, p); len(am.Parse) != 0 || len(am.Users) != 0 || len(am.Roles) != 0 {
 			t.Fatalf("%q may ping: %+v", content, am)
 		}
 	}
-	for _, e := range h.fd.recorded("PATCH", "/channels/"+thread+"/messages/*") {
+	for _, e := range h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/*") {
 		if _, am := postedMentions(t, e); len(am.Parse) != 0 {
 			t.Fatalf("a card update may ping: %+v", am)
 		}
@@ -97,7 +97,7 @@ func interactionReply(t *testing.T, c apiCall) (map[string]any, map[string]strin
 		t.Fatal(err)
 	}
 	if mt != "multipart/form-data" {
-		return c.json(t), nil
+		return c.JSON(t), nil
 	}
 	var payload map[string]any
 	files := map[string]string{}
@@ -132,7 +132,7 @@ func TestShowFullArguments(t *testing.T) {
 	h.model.PushCalls(tc("c1", "restart_service", medium), tc("c2", "restart_service", huge))
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7801", channelID, requester, mentionText("restart both"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7801", channelID, requester, mentionText("restart both"), true))
 	thread := h.threadFor("7801")
 	card := h.card(thread, 1)
 	_, _, _, show := buttonIDsAll(t, card.components)
@@ -146,8 +146,8 @@ func TestShowFullArguments(t *testing.T) {
 	}
 
 	// Not an approver: may still look.
-	h.fd.send("INTERACTION_CREATE", click("8801", thread, outsider, nil, show[0], card.id))
-	cb := h.fd.waitFor("POST", "/interactions/8801/token-8801/callback", 1)[0]
+	h.fd.Send("INTERACTION_CREATE", click("8801", thread, outsider, nil, show[0], card.id))
+	cb := h.fd.WaitFor("POST", "/interactions/8801/token-8801/callback", 1)[0]
 	reply, files := interactionReply(t, cb)
 	data := reply["data"].(map[string]any)
 	if reply["type"] != float64(discordgo.InteractionResponseChannelMessageWithSource) || data["flags"] != float64(discordgo.MessageFlagsEphemeral) || len(files) != 0 {
@@ -165,8 +165,8 @@ func TestShowFullArguments(t *testing.T) {
 	}
 
 	// Too long for a message: attached as arguments.json, exact.
-	h.fd.send("INTERACTION_CREATE", click("8802", thread, outsider, nil, show[1], card.id))
-	cb = h.fd.waitFor("POST", "/interactions/8802/token-8802/callback", 1)[0]
+	h.fd.Send("INTERACTION_CREATE", click("8802", thread, outsider, nil, show[1], card.id))
+	cb = h.fd.WaitFor("POST", "/interactions/8802/token-8802/callback", 1)[0]
 	reply, files = interactionReply(t, cb)
 	data = reply["data"].(map[string]any)
 	if data["flags"] != float64(discordgo.MessageFlagsEphemeral) || !strings.Contains(data["content"].(string), ArgsFileName) {
@@ -181,13 +181,13 @@ func TestShowFullArguments(t *testing.T) {
 	}
 
 	// A reference that is not a call of this thread's waiting card.
-	h.fd.send("INTERACTION_CREATE", click("8803", thread, outsider, nil, "al:s:nosuchbatch.0", card.id))
-	cb = h.fd.waitFor("POST", "/interactions/8803/token-8803/callback", 1)[0]
+	h.fd.Send("INTERACTION_CREATE", click("8803", thread, outsider, nil, "al:s:nosuchbatch.0", card.id))
+	cb = h.fd.WaitFor("POST", "/interactions/8803/token-8803/callback", 1)[0]
 	if reply, _ = interactionReply(t, cb); reply["data"].(map[string]any)["content"] != argsGone {
 		t.Fatalf("unknown reference: %v", reply)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if h.tool.runs.Load() != 0 || len(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/*")) != 0 || len(h.model.Requests()) != 1 {
+	if h.tool.runs.Load() != 0 || len(h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/*")) != 0 || len(h.model.Requests()) != 1 {
 		t.Fatal("looking at the arguments decided something")
 	}
 }
@@ -216,7 +216,7 @@ func TestReminderPingsExactlyTheApprovers(t *testing.T) {
 	h.model.PushText("Restarted, thanks <@&" + modRole + "> <@" + moderator + ">.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7901", channelID, requester, mentionText("restart"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7901", channelID, requester, mentionText("restart"), true))
 	thread := h.threadFor("7901")
 	card := h.card(thread, 1)
 	now.Add(int64(6 * time.Minute))
@@ -226,7 +226,7 @@ func TestReminderPingsExactlyTheApprovers(t *testing.T) {
 	var reminder apiCall
 	deadline := time.Now().Add(10 * time.Second)
 	for reminder.Body == nil {
-		for _, p := range h.fd.recorded("POST", "/channels/"+thread+"/messages") {
+		for _, p := range h.fd.Recorded("POST", "/channels/"+thread+"/messages") {
 			if strings.Contains(string(p.Body), "still needs a decision") {
 				reminder = p
 			}
@@ -248,9 +248,9 @@ func TestReminderPingsExactlyTheApprovers(t *testing.T) {
 	}
 
 	allow, _, _ := buttonIDs(t, card.components)
-	h.fd.send("INTERACTION_CREATE", click("8901", thread, moderator, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8901", thread, moderator, []string{modRole}, allow[0], card.id))
 	h.waitAnswer(thread, "Restarted, thanks <@&"+modRole+"> <@"+moderator+">.")
-	posts := h.fd.recorded("POST", "/channels/"+thread+"/messages")
+	posts := h.fd.Recorded("POST", "/channels/"+thread+"/messages")
 	if content, am := postedMentions(t, posts[len(posts)-1]); len(am.Users)+len(am.Roles)+len(am.Parse) != 0 {
 		t.Fatalf("the answer %q naming the approvers may ping: %+v", content, am)
 	}
@@ -266,8 +266,8 @@ func TestMentionWhereNotServed(t *testing.T) {
 	h.model.PushText("Hi.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7951", otherCh, outsider, mentionText("@everyone hello"), true))
-	reply := h.fd.waitFor("POST", "/channels/"+otherCh+"/messages", 1)[0]
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7951", otherCh, outsider, mentionText("@everyone hello"), true))
+	reply := h.fd.WaitFor("POST", "/channels/"+otherCh+"/messages", 1)[0]
 	content, am := postedMentions(t, reply)
 	var ref struct {
 		MessageReference struct {
@@ -281,17 +281,17 @@ func TestMentionWhereNotServed(t *testing.T) {
 
 	// Someone who may not ask here, then someone who may: only the second
 	// gets a thread (messages of a channel are handled in order).
-	h.fd.send("MESSAGE_CREATE", guildMessage("7952", channelID, outsider, mentionText("restart everything"), true))
-	h.fd.send("MESSAGE_CREATE", guildMessage("7953", channelID, requester, mentionText("hi"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7952", channelID, outsider, mentionText("restart everything"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7953", channelID, requester, mentionText("hi"), true))
 	thread := h.threadFor("7953")
 	h.waitAnswer(thread, "Hi.")
-	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages/7952/threads")); n != 0 {
+	if n := len(h.fd.Recorded("POST", "/channels/"+channelID+"/messages/7952/threads")); n != 0 {
 		t.Fatal("a thread was started for someone who may not ask")
 	}
-	if n := len(h.fd.recorded("POST", "/channels/"+channelID+"/messages")); n != 0 {
+	if n := len(h.fd.Recorded("POST", "/channels/"+channelID+"/messages")); n != 0 {
 		t.Fatalf("%d answers in the channel to someone who may not ask", n)
 	}
-	if n := len(h.fd.recorded("POST", "/channels/"+otherCh+"/messages/*")); n != 0 {
+	if n := len(h.fd.Recorded("POST", "/channels/"+otherCh+"/messages/*")); n != 0 {
 		t.Fatal("a thread was started in a channel not served")
 	}
 	if n := len(h.model.Requests()); n != 1 {
@@ -307,9 +307,9 @@ func TestTurnsCarryDMAndRoles(t *testing.T) {
 	h.start()
 	m := guildMessage("7961", channelID, requester, mentionText("hi"), true)
 	m["member"] = map[string]any{"roles": []string{otherRole, modRole}}
-	h.fd.send("MESSAGE_CREATE", m)
+	h.fd.Send("MESSAGE_CREATE", m)
 	h.waitAnswer(h.threadFor("7961"), "Guild answer.")
-	h.fd.send("MESSAGE_CREATE", dmMessage("7962", dmUser, "hello"))
+	h.fd.Send("MESSAGE_CREATE", dmMessage("7962", dmUser, "hello"))
 	h.waitAnswer(dmChannel, "DM answer.")
 	var guild, dm bool
 	for _, tt := range h.spy.seen() {

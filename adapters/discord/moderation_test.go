@@ -17,7 +17,7 @@ import (
 
 func moderationSet(t *testing.T, f *fakeDiscord) map[string]tools.Tool {
 	t.Helper()
-	s, err := NewSession(Config{Token: testToken, APIURL: f.apiURL()})
+	s, err := NewSession(Config{Token: testToken, APIURL: f.APIURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestModerationToolsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := f.recorded("PATCH", "/guilds/"+guildID+"/members/"+spammer)
+	c := f.Recorded("PATCH", "/guilds/"+guildID+"/members/"+spammer)
 	if len(c) != 1 || !strings.Contains(out, spammer) {
 		t.Fatalf("timeout: %v %q", c, out)
 	}
@@ -96,7 +96,7 @@ func TestModerationToolsRun(t *testing.T) {
 	if raw := c[0].Header.Get("X-Audit-Log-Reason"); strings.ContainsAny(raw, " é#") {
 		t.Fatalf("reason not URL-encoded: %q", raw)
 	}
-	until, _ := time.Parse(time.RFC3339, c[0].json(t)["communication_disabled_until"].(string))
+	until, _ := time.Parse(time.RFC3339, c[0].JSON(t)["communication_disabled_until"].(string))
 	if d := until.Sub(before); d < 89*time.Minute || d > 91*time.Minute {
 		t.Fatalf("until %v: %v from now", until, d)
 	}
@@ -104,7 +104,7 @@ func TestModerationToolsRun(t *testing.T) {
 	if _, err := ts[ToolKickMember].Run(ctx, json.RawMessage(`{"user":"`+spammer+`","reason":"raid"}`), "b/#1"); err != nil {
 		t.Fatal(err)
 	}
-	c = f.recorded("DELETE", "/guilds/"+guildID+"/members/"+spammer)
+	c = f.Recorded("DELETE", "/guilds/"+guildID+"/members/"+spammer)
 	if len(c) != 1 || auditReasonOf(t, c[0]) != "Approved by "+moderator+" via Airlock: raid" {
 		t.Fatalf("kick: %+v", c)
 	}
@@ -112,15 +112,15 @@ func TestModerationToolsRun(t *testing.T) {
 	if _, err := ts[ToolBanMember].Run(ctx, json.RawMessage(`{"user":"`+spammer+`","reason":"raid","delete_message_days":2}`), "b/#2"); err != nil {
 		t.Fatal(err)
 	}
-	c = f.recorded("PUT", "/guilds/"+guildID+"/bans/"+spammer)
-	if len(c) != 1 || c[0].json(t)["delete_message_seconds"] != float64(2*86400) || c[0].Query != "" || auditReasonOf(t, c[0]) != "Approved by "+moderator+" via Airlock: raid" {
+	c = f.Recorded("PUT", "/guilds/"+guildID+"/bans/"+spammer)
+	if len(c) != 1 || c[0].JSON(t)["delete_message_seconds"] != float64(2*86400) || c[0].Query != "" || auditReasonOf(t, c[0]) != "Approved by "+moderator+" via Airlock: raid" {
 		t.Fatalf("ban: %+v", c)
 	}
 
 	if _, err := ts[ToolDeleteMessage].Run(ctx, json.RawMessage(`{"channel":"`+channelID+`","message":"6001"}`), "b/#3"); err != nil {
 		t.Fatal(err)
 	}
-	c = f.recorded("DELETE", "/channels/"+channelID+"/messages/6001")
+	c = f.Recorded("DELETE", "/channels/"+channelID+"/messages/6001")
 	if len(c) != 1 || auditReasonOf(t, c[0]) != "Approved by "+moderator+" via Airlock" {
 		t.Fatalf("delete: %+v", c)
 	}
@@ -129,11 +129,11 @@ func TestModerationToolsRun(t *testing.T) {
 	if _, err := ts[ToolDeleteMessage].Run(ctx, json.RawMessage(`{"channel":"`+otherCh+`","message":"6002"}`), "b/#4"); err == nil {
 		t.Fatal("deleted a message of another server")
 	}
-	if c := f.recorded("DELETE", "/channels/"+otherCh+"/messages/6002"); len(c) != 0 {
+	if c := f.Recorded("DELETE", "/channels/"+otherCh+"/messages/6002"); len(c) != 0 {
 		t.Fatal("DELETE sent for another server's message")
 	}
 	// Outside a Discord server conversation nothing is sent.
-	n := len(f.allCalls())
+	n := len(f.AllCalls())
 	for _, ctx := range []context.Context{
 		context.Background(),
 		confirm.WithRunInfo(context.Background(), confirm.RunInfo{Platform: "slack", Channel: channelID}),
@@ -143,7 +143,7 @@ func TestModerationToolsRun(t *testing.T) {
 			t.Fatal("kick ran outside a server conversation")
 		}
 	}
-	for _, c := range f.allCalls()[n:] {
+	for _, c := range f.AllCalls()[n:] {
 		if c.Method != "GET" {
 			t.Fatalf("sent %s %s outside a server conversation", c.Method, c.Path)
 		}
@@ -152,7 +152,7 @@ func TestModerationToolsRun(t *testing.T) {
 	if _, err := ts[ToolKickMember].Run(runCtx(bot.PolicyActor), json.RawMessage(`{"user":"2778","reason":"x"}`), "k2"); err != nil {
 		t.Fatal(err)
 	}
-	c = f.recorded("DELETE", "/guilds/"+guildID+"/members/2778")
+	c = f.Recorded("DELETE", "/guilds/"+guildID+"/members/2778")
 	if len(c) != 1 || auditReasonOf(t, c[0]) != "Allowed by policy via Airlock: x" {
 		t.Fatalf("policy kick: %+v", c)
 	}
@@ -160,7 +160,7 @@ func TestModerationToolsRun(t *testing.T) {
 	if _, err := ts[ToolKickMember].Run(runCtx("grant:abc234"), json.RawMessage(`{"user":"2779","reason":"y"}`), "k3"); err != nil {
 		t.Fatal(err)
 	}
-	c = f.recorded("DELETE", "/guilds/"+guildID+"/members/2779")
+	c = f.Recorded("DELETE", "/guilds/"+guildID+"/members/2779")
 	if len(c) != 1 || auditReasonOf(t, c[0]) != "Allowed by grant abc234 via Airlock: y" {
 		t.Fatalf("granted kick: %+v", c)
 	}
@@ -221,7 +221,7 @@ func TestModerationValidationAndReadBacks(t *testing.T) {
 			t.Errorf("%s ran with %s", b.tool, b.args)
 		}
 	}
-	if n := len(f.allCalls()); n != 0 {
+	if n := len(f.AllCalls()); n != 0 {
 		t.Fatalf("invalid arguments reached the API: %d calls", n)
 	}
 	if _, err := ModerationTools([]string{"purge_everything"}, nil); err == nil {
@@ -345,41 +345,41 @@ func FuzzModerationArgs(f *testing.F) {
 func TestInvite(t *testing.T) {
 	f := newFakeDiscord(t, false)
 	ctx := context.Background()
-	got, err := Invite(ctx, Config{Token: testToken, APIURL: f.apiURL()}, ModerationToolNames)
+	got, err := Invite(ctx, Config{Token: testToken, APIURL: f.APIURL()}, ModerationToolNames)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "https://discord.com/oauth2/authorize?client_id=" + appID + "&scope=bot&permissions=1408749366278"; got != want {
 		t.Fatalf("invite %q, want %q", got, want)
 	}
-	calls := f.recorded("GET", "/oauth2/applications/@me")
+	calls := f.Recorded("GET", "/oauth2/applications/@me")
 	if len(calls) != 1 || calls[0].Header.Get("Authorization") != "Bot "+testToken {
 		t.Fatalf("application lookup: %+v", calls)
 	}
-	if got, err := Invite(ctx, Config{Token: testToken, APIURL: f.apiURL()}, nil); err != nil || !strings.HasSuffix(got, "&permissions=309237730304") {
+	if got, err := Invite(ctx, Config{Token: testToken, APIURL: f.APIURL()}, nil); err != nil || !strings.HasSuffix(got, "&permissions=309237730304") {
 		t.Fatalf("base invite %q, %v", got, err)
 	}
 	// An unknown tool is refused before Discord is asked.
-	n := len(f.allCalls())
-	if _, err := Invite(ctx, Config{Token: testToken, APIURL: f.apiURL()}, []string{"nuke"}); err == nil {
+	n := len(f.AllCalls())
+	if _, err := Invite(ctx, Config{Token: testToken, APIURL: f.APIURL()}, []string{"nuke"}); err == nil {
 		t.Fatal("unknown tool accepted")
 	}
-	if len(f.allCalls()) != n {
+	if len(f.AllCalls()) != n {
 		t.Fatal("asked Discord for an invite with an unknown tool")
 	}
 	// A token Discord refuses: a clear error without the token.
 	const bad = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.wrong-secret-part"
-	_, err = Invite(ctx, Config{Token: bad, APIURL: f.apiURL()}, nil)
+	_, err = Invite(ctx, Config{Token: bad, APIURL: f.APIURL()}, nil)
 	if err == nil || !strings.Contains(err.Error(), "discord.token") || strings.Contains(err.Error(), "wrong-secret-part") {
 		t.Fatalf("refused token: %v", err)
 	}
 	// Nothing listening at api_url: an error, no URL made up from the token.
 	dead := newFakeDiscord(t, false)
-	dead.rest.Close()
-	if u, err := Invite(ctx, Config{Token: testToken, APIURL: dead.apiURL()}, nil); err == nil {
+	dead.Close()
+	if u, err := Invite(ctx, Config{Token: testToken, APIURL: dead.APIURL()}, nil); err == nil {
 		t.Fatalf("invite %q without Discord", u)
 	}
-	if _, err := Invite(ctx, Config{Token: "", APIURL: f.apiURL()}, nil); err == nil {
+	if _, err := Invite(ctx, Config{Token: "", APIURL: f.APIURL()}, nil); err == nil {
 		t.Fatal("empty token accepted")
 	}
 }

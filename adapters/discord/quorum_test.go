@@ -43,7 +43,7 @@ func quorumChannels() []bot.Channel {
 // returns its text.
 func (h *harness) followUp(id string) string {
 	h.t.Helper()
-	fu := h.fd.waitFor("POST", "/webhooks/"+botID+"/token-"+id, 1)[0].json(h.t)
+	fu := h.fd.WaitFor("POST", "/webhooks/"+botID+"/token-"+id, 1)[0].JSON(h.t)
 	if fu["flags"] != float64(discordgo.MessageFlagsEphemeral) {
 		h.t.Fatalf("follow-up of %s is not ephemeral: %v", id, fu)
 	}
@@ -57,7 +57,7 @@ func (h *harness) followUp(id string) string {
 // noFollowUp checks a click that counted got no ephemeral answer.
 func (h *harness) noFollowUp(id string) {
 	h.t.Helper()
-	if fus := h.fd.recorded("POST", "/webhooks/"+botID+"/token-"+id); len(fus) != 0 {
+	if fus := h.fd.Recorded("POST", "/webhooks/"+botID+"/token-"+id); len(fus) != 0 {
 		h.t.Fatalf("click %s got a follow-up: %s", id, fus[0].Body)
 	}
 }
@@ -65,14 +65,14 @@ func (h *harness) noFollowUp(id string) {
 // edits waits for the n-th edit of a message and returns it.
 func (h *harness) edit(channel, id string, n int) postedCard {
 	h.t.Helper()
-	edits := h.fd.waitFor("PATCH", "/channels/"+channel+"/messages/"+id, n)
+	edits := h.fd.WaitFor("PATCH", "/channels/"+channel+"/messages/"+id, n)
 	return decodeMessage(h.t, edits[n-1])
 }
 
 // checkInertEdits checks every edit of the thread's messages pings nobody.
 func (h *harness) checkInertEdits(thread string) {
 	h.t.Helper()
-	for _, e := range h.fd.recorded("PATCH", "/channels/"+thread+"/messages/*") {
+	for _, e := range h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/*") {
 		if _, am := postedMentions(h.t, e); len(am.Parse)+len(am.Users)+len(am.Roles) != 0 {
 			h.t.Fatalf("an edit may ping: %+v", am)
 		}
@@ -91,7 +91,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 	h.model.PushText("Restarted api.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7401", channelID, requester, mentionText("restart api"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7401", channelID, requester, mentionText("restart api"), true))
 	thread := h.threadFor("7401")
 	card := h.card(thread, 1)
 	if got := shown(field(card.embeds[0], flagReasonLabel)); got != "needs 2 approvals: the tool needs approval; rule prod-restarts" {
@@ -110,21 +110,21 @@ func TestQuorumTwoApprovers(t *testing.T) {
 	ref := strings.TrimPrefix(allow[0], "al:a:")
 
 	// The requester, holding the approver role: refused, audited.
-	h.fd.send("INTERACTION_CREATE", click("8401", thread, requester, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8401", thread, requester, []string{modRole}, allow[0], card.id))
 	if got := h.followUp("8401"); got != bot.UserMessage(bot.ErrSelfApproval) {
 		t.Fatalf("self-approval answer %q", got)
 	}
 	// "Allow for" crafted for this call: refused (it needs two people).
-	h.fd.send("INTERACTION_CREATE", click("8402", thread, moderator, []string{modRole}, "al:g:"+ref, card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8402", thread, moderator, []string{modRole}, "al:g:"+ref, card.id))
 	if got := h.followUp("8402"); got != bot.UserMessage(bot.ErrNotGrantable) {
 		t.Fatalf("grant answer %q", got)
 	}
-	if n := len(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/*")); n != 0 || h.tool.runs.Load() != 0 {
+	if n := len(h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/*")); n != 0 || h.tool.runs.Load() != 0 {
 		t.Fatalf("refused clicks changed something: %d edits, %d runs", n, h.tool.runs.Load())
 	}
 
 	// The first approval: the card stays open, with progress.
-	h.fd.send("INTERACTION_CREATE", click("8403", thread, moderator, []string{otherRole, modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8403", thread, moderator, []string{otherRole, modRole}, allow[0], card.id))
 	mid := h.edit(thread, card.id, 1)
 	if got := field(mid.embeds[0], statusLabel); got != "⏳ waiting for a decision: 1 of 2 approvals: <@"+moderator+">" {
 		t.Fatalf("status after one approval: %q", got)
@@ -138,16 +138,16 @@ func TestQuorumTwoApprovers(t *testing.T) {
 	}
 
 	// The same approver again: refused, nothing changes.
-	h.fd.send("INTERACTION_CREATE", click("8404", thread, moderator, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8404", thread, moderator, []string{modRole}, allow[0], card.id))
 	if got := h.followUp("8404"); got != bot.UserMessage(&bot.VoteError{Remaining: 1}) || !strings.Contains(got, "already approved") {
 		t.Fatalf("second vote answer %q", got)
 	}
-	if n := len(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/"+card.id)); n != 1 || h.tool.runs.Load() != 0 {
+	if n := len(h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/"+card.id)); n != 1 || h.tool.runs.Load() != 0 {
 		t.Fatalf("a repeated approval changed something: %d edits, %d runs", n, h.tool.runs.Load())
 	}
 
 	// A second, different approver (by user id): the call runs, once.
-	h.fd.send("INTERACTION_CREATE", click("8405", thread, approver2, nil, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8405", thread, approver2, nil, allow[0], card.id))
 	h.waitAnswer(thread, "Restarted api.")
 	h.noFollowUp("8405")
 	if n := h.tool.runs.Load(); n != 1 {
@@ -159,7 +159,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 		t.Fatalf("final card: %q, %d rows", status, len(final.components))
 	}
 	// A late click changes nothing.
-	h.fd.send("INTERACTION_CREATE", click("8406", thread, approver2, nil, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8406", thread, approver2, nil, allow[0], card.id))
 	if got := h.followUp("8406"); got != bot.UserMessage(bot.ErrAlreadyClosed) || h.tool.runs.Load() != 1 {
 		t.Fatalf("late click: %q, %d runs", got, h.tool.runs.Load())
 	}
@@ -190,15 +190,15 @@ func TestModerationQuorumNamesLastApprover(t *testing.T) {
 	h.model.PushText("Kicked.")
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7451", channelID, requester, mentionText("kick the raider"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7451", channelID, requester, mentionText("kick the raider"), true))
 	thread := h.threadFor("7451")
 	card := h.card(thread, 1)
 	allow, _, _ := buttonIDs(t, card.components)
-	h.fd.send("INTERACTION_CREATE", click("8451", thread, approver2, nil, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8451", thread, approver2, nil, allow[0], card.id))
 	h.edit(thread, card.id, 1)
-	h.fd.send("INTERACTION_CREATE", click("8452", thread, moderator, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8452", thread, moderator, []string{modRole}, allow[0], card.id))
 	h.waitAnswer(thread, "Kicked.")
-	kicks := h.fd.recorded("DELETE", "/guilds/"+guildID+"/members/"+spammer)
+	kicks := h.fd.Recorded("DELETE", "/guilds/"+guildID+"/members/"+spammer)
 	if len(kicks) != 1 {
 		t.Fatalf("kicks: %d", len(kicks))
 	}
@@ -214,7 +214,7 @@ func (h *harness) notice(channel string, n int) postedCard {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var found []apiCall
-		for _, c := range h.fd.recorded("POST", "/channels/"+channel+"/messages") {
+		for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
 			if strings.Contains(string(c.Body), `"custom_id":"al:v:`) {
 				found = append(found, c)
 			}
@@ -232,7 +232,7 @@ func (h *harness) notice(channel string, n int) postedCard {
 // cards counts the card messages (with Allow buttons) posted in channel.
 func (h *harness) cards(channel string) int {
 	n := 0
-	for _, c := range h.fd.recorded("POST", "/channels/"+channel+"/messages") {
+	for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
 		if strings.Contains(string(c.Body), `"custom_id":"al:a:`) {
 			n++
 		}
@@ -254,7 +254,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	h.model.PushCalls(tc("c3", "restart_service", `{"service":"db"}`))
 	h.start()
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("restart api"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("restart api"), true))
 	thread := h.threadFor("7501")
 	card := h.card(thread, 1)
 	grant := grantIDs(t, card.components)
@@ -268,14 +268,14 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	}
 
 	// A non-approver's "Allow for": refused.
-	h.fd.send("INTERACTION_CREATE", click("8501", thread, outsider, []string{otherRole}, grant[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8501", thread, outsider, []string{otherRole}, grant[0], card.id))
 	if got := h.followUp("8501"); got != bot.UserMessage(bot.ErrNotApprover) {
 		t.Fatalf("outsider's grant: %q", got)
 	}
 
 	// A moderator's "Allow for 1h": the call runs, a notice with Revoke.
 	before := time.Now()
-	h.fd.send("INTERACTION_CREATE", click("8502", thread, moderator, []string{modRole}, grant[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8502", thread, moderator, []string{modRole}, grant[0], card.id))
 	h.waitAnswer(thread, "Restarted api.")
 	h.noFollowUp("8502")
 	if n := h.tool.runs.Load(); n != 1 {
@@ -291,7 +291,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	if bad := liveMarkup(notice.content); len(bad) != 0 {
 		t.Fatalf("notice live: %v", bad)
 	}
-	noticePost := h.fd.recorded("POST", "/channels/"+thread+"/messages")
+	noticePost := h.fd.Recorded("POST", "/channels/"+thread+"/messages")
 	for _, p := range noticePost {
 		if _, am := postedMentions(t, p); len(am.Parse)+len(am.Users)+len(am.Roles) != 0 {
 			t.Fatalf("a message may ping: %+v", am)
@@ -311,7 +311,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	}
 
 	// The next call of the tool in the thread: no card, it runs.
-	h.fd.send("MESSAGE_CREATE", guildMessage("7502", thread, requester, mentionText("and web"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7502", thread, requester, mentionText("and web"), true))
 	h.waitAnswer(thread, "Restarted web.")
 	if n := h.tool.runs.Load(); n != 2 {
 		t.Fatalf("runs: %d, want 2", n)
@@ -321,14 +321,14 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	}
 
 	// A non-approver's Revoke: nothing changes.
-	h.fd.send("INTERACTION_CREATE", click("8503", thread, outsider, []string{otherRole}, revoke[0], notice.id))
+	h.fd.Send("INTERACTION_CREATE", click("8503", thread, outsider, []string{otherRole}, revoke[0], notice.id))
 	if cb := h.callback("8503"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
 		t.Fatalf("callback: %v", cb)
 	}
 	if got := h.followUp("8503"); got != bot.UserMessage(bot.ErrNotApprover) {
 		t.Fatalf("outsider's revoke: %q", got)
 	}
-	if n := len(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/"+notice.id)); n != 0 {
+	if n := len(h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/"+notice.id)); n != 0 {
 		t.Fatal("a non-approver's Revoke edited the notice")
 	}
 	if g, _ := h.db.Grant(context.Background(), grants[0].ID); g.RevokedAt != nil {
@@ -336,7 +336,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	}
 
 	// A role holder's Revoke: the notice says so, without the button.
-	h.fd.send("INTERACTION_CREATE", click("8504", thread, moderator, []string{modRole}, revoke[0], notice.id))
+	h.fd.Send("INTERACTION_CREATE", click("8504", thread, moderator, []string{modRole}, revoke[0], notice.id))
 	revoked := h.edit(thread, notice.id, 1)
 	h.noFollowUp("8504")
 	if len(revoked.components) != 0 || !strings.Contains(revoked.content, "Revoked by <@"+moderator+">") {
@@ -345,20 +345,20 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	var raw struct {
 		Components []any `json:"components"`
 	}
-	if err := json.Unmarshal(h.fd.recorded("PATCH", "/channels/"+thread+"/messages/"+notice.id)[0].Body, &raw); err != nil || raw.Components == nil {
+	if err := json.Unmarshal(h.fd.Recorded("PATCH", "/channels/"+thread+"/messages/"+notice.id)[0].Body, &raw); err != nil || raw.Components == nil {
 		t.Fatalf("the edit does not clear the components (%v)", err)
 	}
 	if g, _ := h.db.Grant(context.Background(), grants[0].ID); g.RevokedAt == nil || g.RevokedBy != moderator {
 		t.Fatalf("grant not revoked: %+v", g)
 	}
 	// Again: nothing more to revoke.
-	h.fd.send("INTERACTION_CREATE", click("8505", thread, moderator, []string{modRole}, revoke[0], notice.id))
+	h.fd.Send("INTERACTION_CREATE", click("8505", thread, moderator, []string{modRole}, revoke[0], notice.id))
 	if got := h.followUp("8505"); got != bot.UserMessage(bot.ErrGrantNotActive) {
 		t.Fatalf("second revoke: %q", got)
 	}
 	// A call reference on the Revoke action, and a grant reference on Allow: unknown.
-	h.fd.send("INTERACTION_CREATE", click("8506", thread, moderator, []string{modRole}, "al:v:"+strings.TrimPrefix(allow[0], "al:a:"), notice.id))
-	h.fd.send("INTERACTION_CREATE", click("8507", thread, moderator, []string{modRole}, "al:a:"+strings.TrimPrefix(revoke[0], "al:v:"), notice.id))
+	h.fd.Send("INTERACTION_CREATE", click("8506", thread, moderator, []string{modRole}, "al:v:"+strings.TrimPrefix(allow[0], "al:a:"), notice.id))
+	h.fd.Send("INTERACTION_CREATE", click("8507", thread, moderator, []string{modRole}, "al:a:"+strings.TrimPrefix(revoke[0], "al:v:"), notice.id))
 	for _, id := range []string{"8506", "8507"} {
 		if got := h.followUp(id); got != bot.UserMessage(confirm.ErrBadRef) {
 			t.Fatalf("crossed reference %s: %q", id, got)
@@ -366,7 +366,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	}
 
 	// After the revoke, the next call needs a card again.
-	h.fd.send("MESSAGE_CREATE", guildMessage("7503", thread, requester, mentionText("and db"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7503", thread, requester, mentionText("and db"), true))
 	next := h.card(thread, 3) // card, notice, card
 	if !strings.Contains(next.content, "Approval needed") || h.cards(thread) != 2 {
 		t.Fatalf("no new card after the revoke: %q", next.content)

@@ -46,10 +46,10 @@ func TestModerationRefusedBeforeTheCard(t *testing.T) {
 	h.model.PushText("Kicked.")
 	h.model.PushCalls(tc("c6", ToolKickMember, `{"user":"`+adminUser+`","reason":"raid"}`))
 	h.start()
-	h.fd.send("GUILD_CREATE", guildObject(5))
+	h.fd.Send("GUILD_CREATE", guildObject(5))
 	h.waitGuildRole(guildID, "", -1) // the server is in the session's state
 
-	h.fd.send("MESSAGE_CREATE", guildMessage("7701", channelID, requester, mentionText("kick the raiders"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7701", channelID, requester, mentionText("kick the raiders"), true))
 	thread := h.threadFor("7701")
 	h.waitAnswer(thread, "None of those can run.")
 	if n := h.cards(thread); n != 0 {
@@ -70,33 +70,33 @@ func TestModerationRefusedBeforeTheCard(t *testing.T) {
 			t.Errorf("result %d: %q, want it to say %q", i, r.Content, want[i])
 		}
 	}
-	if n := len(h.fd.recorded("GET", "/guilds/"+guildID)); n != 0 {
+	if n := len(h.fd.Recorded("GET", "/guilds/"+guildID)); n != 0 {
 		t.Errorf("%d GET /guilds/%s despite GUILD_CREATE", n, guildID)
 	}
-	if len(h.fd.recorded("GET", "/guilds/"+guildID+"/members/"+adminUser)) == 0 || len(h.fd.recorded("GET", "/guilds/"+guildID+"/members/"+botID)) == 0 {
+	if len(h.fd.Recorded("GET", "/guilds/"+guildID+"/members/"+adminUser)) == 0 || len(h.fd.Recorded("GET", "/guilds/"+guildID+"/members/"+botID)) == 0 {
 		t.Error("the members were not looked up")
 	}
 	for _, m := range []string{"DELETE", "PUT", "PATCH"} {
-		if c := h.fd.recorded(m, "/guilds/*"); len(c) != 0 {
+		if c := h.fd.Recorded(m, "/guilds/*"); len(c) != 0 {
 			t.Fatalf("moderation sent: %+v", c)
 		}
 	}
 
 	// A member below the bot: the card, as before.
-	h.fd.send("MESSAGE_CREATE", guildMessage("7702", thread, requester, mentionText("then the spammer"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7702", thread, requester, mentionText("then the spammer"), true))
 	card := h.card(thread, 1)
 	allow, _, _ := buttonIDs(t, card.components)
-	h.fd.send("INTERACTION_CREATE", click("8701", thread, moderator, []string{modRole}, allow[0], card.id))
+	h.fd.Send("INTERACTION_CREATE", click("8701", thread, moderator, []string{modRole}, allow[0], card.id))
 	h.waitAnswer(thread, "Kicked.")
-	if n := len(h.fd.recorded("DELETE", "/guilds/"+guildID+"/members/"+spammer)); n != 1 {
+	if n := len(h.fd.Recorded("DELETE", "/guilds/"+guildID+"/members/"+spammer)); n != 1 {
 		t.Fatalf("kicks: %d", n)
 	}
 
 	// Airlock's role moved above Admins: the call gets its card.
 	role := guildRoles(11)[4].(map[string]any)
-	h.fd.send("GUILD_ROLE_UPDATE", map[string]any{"guild_id": guildID, "role": role})
+	h.fd.Send("GUILD_ROLE_UPDATE", map[string]any{"guild_id": guildID, "role": role})
 	h.waitGuildRole(guildID, role["id"].(string), int(role["position"].(int)))
-	h.fd.send("MESSAGE_CREATE", guildMessage("7703", thread, requester, mentionText("now the admin"), true))
+	h.fd.Send("MESSAGE_CREATE", guildMessage("7703", thread, requester, mentionText("now the admin"), true))
 	card = h.card(thread, 2)
 	if d := card.embeds[0]["description"].(string); !strings.Contains(shown(d), "Kick <@"+adminUser+">") {
 		t.Fatalf("card: %v", d)
@@ -136,7 +136,7 @@ func TestModerationValidateContext(t *testing.T) {
 			t.Errorf("%s %s: %v, want %q", c.tool, c.args, err, c.want)
 		}
 	}
-	if len(f.recorded("GET", "/guilds/"+guildID)) == 0 {
+	if len(f.Recorded("GET", "/guilds/"+guildID)) == 0 {
 		t.Error("no GET /guilds/{id} without the gateway")
 	}
 	// Not a server conversation: nothing can run.
@@ -159,17 +159,17 @@ func TestModerationValidateContext(t *testing.T) {
 		}
 	}
 	// Arguments first, without a request.
-	n := len(f.allCalls())
+	n := len(f.AllCalls())
 	if err := ts[ToolKickMember].(contextValidator).ValidateContext(ctx, json.RawMessage(`{"user":"x"}`)); !errors.Is(err, tools.ErrInvalidArgs) {
 		t.Errorf("bad arguments: %v", err)
 	}
-	if len(f.allCalls()) != n {
+	if len(f.AllCalls()) != n {
 		t.Error("bad arguments reached the API")
 	}
 	// Without the conversation and without the gateway, the bot's servers
 	// are unknown: nothing is refused, nothing asked.
-	if err := ts[ToolKickMember].Validate(json.RawMessage(`{"user":"` + adminUser + `","reason":"x"}`)); err != nil || len(f.allCalls()) != n {
-		t.Errorf("Validate without servers: %v, %d requests", err, len(f.allCalls())-n)
+	if err := ts[ToolKickMember].Validate(json.RawMessage(`{"user":"` + adminUser + `","reason":"x"}`)); err != nil || len(f.AllCalls()) != n {
+		t.Errorf("Validate without servers: %v, %d requests", err, len(f.AllCalls())-n)
 	}
 }
 
@@ -200,7 +200,7 @@ func TestModerationValidateFromREST(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), hierarchyMessage(adminUser, "kick")) {
 		t.Fatalf("Validate: %v", err)
 	}
-	if len(h.fd.recorded("GET", "/guilds/"+guildID)) != 1 {
+	if len(h.fd.Recorded("GET", "/guilds/"+guildID)) != 1 {
 		t.Fatal("roles not read from REST")
 	}
 	if err := mods[0].Validate(json.RawMessage(`{"user":"` + spammer + `","reason":"x"}`)); err != nil {

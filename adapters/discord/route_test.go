@@ -86,7 +86,7 @@ func newRecHarness(t *testing.T) (*harness, *recBot) {
 	t.Helper()
 	fd := newFakeDiscord(t, true)
 	rb := &recBot{}
-	a, err := New(Config{Token: testToken, APIURL: fd.apiURL()}, rb)
+	a, err := New(Config{Token: testToken, APIURL: fd.APIURL()}, rb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestEditButtonOpensModal(t *testing.T) {
 	rb.set(func(r *recBot) {
 		r.form = bot.EditForm{Ref: recRef, Number: 2, Tool: "scale", Args: args, Summary: "Scale web to 12"}
 	})
-	h.fd.send("INTERACTION_CREATE", click("8801", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "9100"))
+	h.fd.Send("INTERACTION_CREATE", click("8801", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "9100"))
 	cb := h.callback("8801")
 	if cb["type"] != float64(discordgo.InteractionResponseModal) {
 		t.Fatalf("callback: %v", cb)
@@ -181,23 +181,23 @@ func TestEditButtonOpensModal(t *testing.T) {
 
 	// The bot refuses: the clicker is told, no modal.
 	rb.set(func(r *recBot) { r.formErr = bot.ErrNotApprover })
-	h.fd.send("INTERACTION_CREATE", click("8802", threadCh, outsider, nil, "al:e:"+recRef, "9100"))
+	h.fd.Send("INTERACTION_CREATE", click("8802", threadCh, outsider, nil, "al:e:"+recRef, "9100"))
 	if got := h.ephemeralCallback("8802"); got != bot.UserMessage(bot.ErrNotApprover) {
 		t.Fatalf("refusal: %q", got)
 	}
 	// An edit submit's custom id on a button, and Edit… in a modal: unknown.
-	h.fd.send("INTERACTION_CREATE", click("8803", threadCh, moderator, []string{modRole}, "al:f:"+recRef, "9100"))
+	h.fd.Send("INTERACTION_CREATE", click("8803", threadCh, moderator, []string{modRole}, "al:f:"+recRef, "9100"))
 	if got := h.ephemeralCallback("8803"); got != unknownButton {
 		t.Fatalf("crafted button: %q", got)
 	}
-	h.fd.send("INTERACTION_CREATE", editSubmit("8804", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "{}", "9100"))
+	h.fd.Send("INTERACTION_CREATE", editSubmit("8804", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "{}", "9100"))
 	if got := h.ephemeralCallback("8804"); got != unknownButton {
 		t.Fatalf("crafted modal: %q", got)
 	}
 	if _, edits, _, _ := rb.get(); len(edits) != 0 {
 		t.Fatalf("crafted interactions reached Edit: %+v", edits)
 	}
-	if n := len(h.fd.recorded("POST", "/channels/*")) + len(h.fd.recorded("PATCH", "/channels/*")); n != 0 {
+	if n := len(h.fd.Recorded("POST", "/channels/*")) + len(h.fd.Recorded("PATCH", "/channels/*")); n != 0 {
 		t.Fatalf("%d messages posted or edited", n)
 	}
 }
@@ -214,14 +214,14 @@ func TestEditTooLarge(t *testing.T) {
 	h, rb := newRecHarness(t)
 	args := "{\n  \"note\": \"" + strings.Repeat("x", MaxEditChars) + "\"\n}"
 	rb.set(func(r *recBot) { r.form = bot.EditForm{Ref: recRef, Number: 2, Tool: "note", Args: args} })
-	h.fd.send("INTERACTION_CREATE", click("8811", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "9100"))
+	h.fd.Send("INTERACTION_CREATE", click("8811", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "9100"))
 	got := h.ephemeralCallback("8811")
 	if !strings.Contains(got, "too large to edit in Discord") || !strings.Contains(got, "4,000") || !strings.Contains(got, "Nothing changed") {
 		t.Fatalf("answer %q", got)
 	}
 	// Hidden characters count as their escapes: 3,995 of them do not fit.
 	rb.set(func(r *recBot) { r.form.Args = `"` + strings.Repeat("\u200b", 700) + `"` })
-	h.fd.send("INTERACTION_CREATE", click("8812", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "9100"))
+	h.fd.Send("INTERACTION_CREATE", click("8812", threadCh, moderator, []string{modRole}, "al:e:"+recRef, "9100"))
 	if got := h.ephemeralCallback("8812"); !strings.Contains(got, "too large") {
 		t.Fatalf("answer %q", got)
 	}
@@ -238,7 +238,7 @@ func TestEditSubmitRefused(t *testing.T) {
 		r.editErr = &bot.EditError{Message: "/replicas: must be at most 50, got 120 <@" + moderator + "> @everyone ||x||."}
 	})
 	const args = "{\"replicas\": 120, \"service\": \"web\"}"
-	h.fd.send("INTERACTION_CREATE", editSubmit("8821", threadCh, moderator, []string{modRole}, "al:f:"+recRef, args, "9100"))
+	h.fd.Send("INTERACTION_CREATE", editSubmit("8821", threadCh, moderator, []string{modRole}, "al:f:"+recRef, args, "9100"))
 	if cb := h.callback("8821"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
 		t.Fatalf("callback: %v", cb)
 	}
@@ -255,16 +255,16 @@ func TestEditSubmitRefused(t *testing.T) {
 		edits[0].Click.User != moderator || edits[0].Click.Channel != channelID {
 		t.Fatalf("edits: %+v", edits)
 	}
-	if n := len(h.fd.recorded("POST", "/channels/*")) + len(h.fd.recorded("PATCH", "/channels/*")) + len(h.fd.recorded("PATCH", "/webhooks/*")); n != 0 {
+	if n := len(h.fd.Recorded("POST", "/channels/*")) + len(h.fd.Recorded("PATCH", "/channels/*")) + len(h.fd.Recorded("PATCH", "/webhooks/*")); n != 0 {
 		t.Fatalf("%d messages posted or edited besides the answer", n)
 	}
-	if n := len(h.fd.recorded("POST", "/webhooks/*")); n != 1 {
+	if n := len(h.fd.Recorded("POST", "/webhooks/*")); n != 1 {
 		t.Fatalf("%d follow-ups, want the one answer", n)
 	}
 
 	// Other refusals are told as for a click; no message: Message "".
 	rb.set(func(r *recBot) { r.editErr = bot.ErrAlreadyClosed })
-	h.fd.send("INTERACTION_CREATE", editSubmit("8822", threadCh, moderator, []string{modRole}, "al:f:"+recRef, args, ""))
+	h.fd.Send("INTERACTION_CREATE", editSubmit("8822", threadCh, moderator, []string{modRole}, "al:f:"+recRef, args, ""))
 	if got := h.followUp("8822"); got != bot.UserMessage(bot.ErrAlreadyClosed) {
 		t.Fatalf("answer %q", got)
 	}
@@ -273,7 +273,7 @@ func TestEditSubmitRefused(t *testing.T) {
 	}
 	// Accepted: no answer (the bot updates the card).
 	rb.set(func(r *recBot) { r.editErr = nil })
-	h.fd.send("INTERACTION_CREATE", editSubmit("8823", threadCh, moderator, []string{modRole}, "al:f:"+recRef, args, "9100"))
+	h.fd.Send("INTERACTION_CREATE", editSubmit("8823", threadCh, moderator, []string{modRole}, "al:f:"+recRef, args, "9100"))
 	waitRec(t, rb, "the third edit", func(_ []bot.Click, e []editCall, _, _ []bot.Click) bool { return len(e) == 3 })
 	h.callback("8823")
 	time.Sleep(50 * time.Millisecond)
@@ -285,7 +285,7 @@ func TestEditSubmitRefused(t *testing.T) {
 // ephemerally. Allow clicks carry the message too, in a DM as well.
 func TestExtendClick(t *testing.T) {
 	h, rb := newRecHarness(t)
-	h.fd.send("INTERACTION_CREATE", click("8831", approvalsCh, moderator, []string{modRole}, "al:x:"+recRef, "9100"))
+	h.fd.Send("INTERACTION_CREATE", click("8831", approvalsCh, moderator, []string{modRole}, "al:x:"+recRef, "9100"))
 	if cb := h.callback("8831"); cb["type"] != float64(discordgo.InteractionResponseDeferredMessageUpdate) {
 		t.Fatalf("callback: %v", cb)
 	}
@@ -296,12 +296,12 @@ func TestExtendClick(t *testing.T) {
 	}
 	h.noFollowUp("8831")
 	rb.set(func(r *recBot) { r.extendErr = bot.ErrAlreadyExtended })
-	h.fd.send("INTERACTION_CREATE", click("8832", approvalsCh, moderator, []string{modRole}, "al:x:"+recRef, "9100"))
+	h.fd.Send("INTERACTION_CREATE", click("8832", approvalsCh, moderator, []string{modRole}, "al:x:"+recRef, "9100"))
 	if got := h.followUp("8832"); got != bot.UserMessage(bot.ErrAlreadyExtended) {
 		t.Fatalf("answer %q", got)
 	}
 
-	h.fd.send("INTERACTION_CREATE", dmClickIn("8833", "3555", dmUser, "al:a:"+recRef, "9200"))
+	h.fd.Send("INTERACTION_CREATE", dmClickIn("8833", "3555", dmUser, "al:a:"+recRef, "9200"))
 	waitRec(t, rb, "Decide", func(_ []bot.Click, _ []editCall, _, d []bot.Click) bool { return len(d) == 1 })
 	if _, _, _, d := rb.get(); d[0].Message != "9200" || d[0].Channel != "3555" || d[0].User != dmUser || !d[0].Allow {
 		t.Fatalf("DM click %+v", d[0])
@@ -317,7 +317,7 @@ func TestExtendClick(t *testing.T) {
 // POST /users/@me/channels and refuses anything else.
 func TestRouterLinkAndOpenDM(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestRouterLinkAndOpenDM(t *testing.T) {
 			t.Errorf("the card renderer would drop %q", got)
 		}
 	}
-	if n := len(f.recorded("GET", "/channels/"+threadCh)); n != 1 {
+	if n := len(f.Recorded("GET", "/channels/"+threadCh)); n != 1 {
 		t.Errorf("%d lookups of the thread, want 1 (cached)", n)
 	}
 	for _, bad := range []struct {
@@ -357,15 +357,15 @@ func TestRouterLinkAndOpenDM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opened := f.recorded("POST", "/users/@me/channels")
-	if len(opened) != 1 || opened[0].json(t)["recipient_id"] != approver2 || dm != (bot.Thread{Platform: Platform, Channel: f.dmOf(approver2)}) {
+	opened := f.Recorded("POST", "/users/@me/channels")
+	if len(opened) != 1 || opened[0].JSON(t)["recipient_id"] != approver2 || dm != (bot.Thread{Platform: Platform, Channel: f.DMOf(approver2)}) {
 		t.Fatalf("OpenDM = %+v; requests %+v", dm, opened)
 	}
 	// The DM's link needs no lookup: OpenDM cached it.
 	if got, err := a.Link(ctx, dm, "9105"); err != nil || got != "https://discord.com/channels/@me/"+dm.Channel+"/9105" {
 		t.Fatalf("DM link %q, %v", got, err)
 	}
-	if n := len(f.recorded("GET", "/channels/"+dm.Channel)); n != 0 {
+	if n := len(f.Recorded("GET", "/channels/"+dm.Channel)); n != 0 {
 		t.Fatalf("%d lookups of the DM channel", n)
 	}
 	for _, bad := range []string{"", "<@&" + modRole + ">", "role:" + modRole, "@everyone", botID} {
@@ -373,7 +373,7 @@ func TestRouterLinkAndOpenDM(t *testing.T) {
 			t.Errorf("OpenDM(%q) = %+v", bad, th)
 		}
 	}
-	if n := len(f.recorded("POST", "/users/@me/channels")); n != 1 {
+	if n := len(f.Recorded("POST", "/users/@me/channels")); n != 1 {
 		t.Fatalf("%d DM opens, want 1", n)
 	}
 }
@@ -384,7 +384,7 @@ func TestRouterLinkAndOpenDM(t *testing.T) {
 // nothing pings.
 func TestPostCardAndPointer(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.apiURL()}, nopBot{})
+	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,8 +397,8 @@ func TestPostCardAndPointer(t *testing.T) {
 	if err != nil || ref == "" {
 		t.Fatal(ref, err)
 	}
-	posts := f.recorded("POST", "/channels/"+approvalsCh+"/messages")
-	if len(posts) != 1 || posts[0].id() != ref {
+	posts := f.Recorded("POST", "/channels/"+approvalsCh+"/messages")
+	if len(posts) != 1 || posts[0].ID() != ref {
 		t.Fatalf("approvals channel posts: %d", len(posts))
 	}
 	dm, err := a.OpenDM(ctx, dmUser)
@@ -409,7 +409,7 @@ func TestPostCardAndPointer(t *testing.T) {
 	if _, err := a.PostCard(ctx, dm, cd); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.recorded("POST", "/channels/"+dm.Channel+"/messages")); n != 1 {
+	if n := len(f.Recorded("POST", "/channels/"+dm.Channel+"/messages")); n != 1 {
 		t.Fatalf("DM copy posts: %d", n)
 	}
 
@@ -423,8 +423,8 @@ func TestPostCardAndPointer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ptr := f.recorded("POST", "/channels/"+threadCh+"/messages")
-	if len(ptr) != 1 || ptr[0].id() != pref {
+	ptr := f.Recorded("POST", "/channels/"+threadCh+"/messages")
+	if len(ptr) != 1 || ptr[0].ID() != pref {
 		t.Fatalf("pointer posts: %d", len(ptr))
 	}
 	pm := decodeMessage(t, ptr[0])
@@ -438,7 +438,7 @@ func TestPostCardAndPointer(t *testing.T) {
 	if err := a.UpdatePointer(ctx, th, pref, p); err != nil {
 		t.Fatal(err)
 	}
-	edits := f.recorded("PATCH", "/channels/"+threadCh+"/messages/"+pref)
+	edits := f.Recorded("PATCH", "/channels/"+threadCh+"/messages/"+pref)
 	if len(edits) != 1 {
 		t.Fatalf("pointer edits: %d", len(edits))
 	}
@@ -450,7 +450,7 @@ func TestPostCardAndPointer(t *testing.T) {
 	if err := a.UpdatePointer(ctx, th, "9101,9102", p); err == nil {
 		t.Fatal("a pointer reference of two messages accepted")
 	}
-	for _, c := range f.allCalls() {
+	for _, c := range f.AllCalls() {
 		if c.Method == "GET" || c.Path == "/users/@me/channels" {
 			continue
 		}

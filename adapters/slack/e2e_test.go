@@ -529,9 +529,15 @@ func (w *world) texts(channel string) []apiCall {
 
 func (w *world) waitText(channel, contains string) apiCall {
 	w.t.Helper()
+	return w.waitCall(fmt.Sprintf("%q posted in %s", contains, channel), contains, func() []apiCall { return w.texts(channel) })
+}
+
+// waitCall waits until one of calls() has a text containing contains.
+func (w *world) waitCall(what, contains string, calls func() []apiCall) apiCall {
+	w.t.Helper()
 	var found apiCall
-	waitFor(w.t, fmt.Sprintf("%q posted in %s", contains, channel), func() bool {
-		for _, c := range w.texts(channel) {
+	waitFor(w.t, what, func() bool {
+		for _, c := range calls() {
 			if strings.Contains(c.param("text"), contains) {
 				found = c
 				return true
@@ -554,17 +560,7 @@ func (w *world) ephemerals(user string) []apiCall {
 
 func (w *world) waitEphemeral(user, contains string) apiCall {
 	w.t.Helper()
-	var found apiCall
-	waitFor(w.t, fmt.Sprintf("ephemeral %q to %s", contains, user), func() bool {
-		for _, c := range w.ephemerals(user) {
-			if strings.Contains(c.param("text"), contains) {
-				found = c
-				return true
-			}
-		}
-		return false
-	})
-	return found
+	return w.waitCall(fmt.Sprintf("ephemeral %q to %s", contains, user), contains, func() []apiCall { return w.ephemerals(user) })
 }
 
 func (w *world) audit(kind confirm.AuditKind) []confirm.AuditEvent {
@@ -581,20 +577,9 @@ func (w *world) audit(kind confirm.AuditKind) []confirm.AuditEvent {
 	return out
 }
 
-func lastToolResults(t *testing.T, req model.Request) []model.ToolResult {
-	t.Helper()
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == model.RoleTool {
-			return req.Messages[i].Results
-		}
-	}
-	t.Fatal("no tool results sent to the model")
-	return nil
-}
+var lastToolResults = modeltest.LastToolResults
 
-func tc(id, name, args string) confirm.ToolCall {
-	return confirm.ToolCall{ID: id, Name: name, Args: json.RawMessage(args)}
-}
+var tc = modeltest.ToolCall
 
 // scriptDeploy queues a paused reply (status ungated + deploy gated) and
 // the answer after it.

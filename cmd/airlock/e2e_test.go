@@ -480,3 +480,14 @@ func TestExpiryInRealTime(t *testing.T) {
 	p.send("/allow 1")
 	p.waitFor("No card is waiting.")
 }
+
+// writeConfig writes cfg as dir/airlock.yaml, readable by its owner only,
+// and returns its path.
+func writeConfig(t *testing.T, dir, cfg string) string {
+	t.Helper()
+	path := filepath.Join(dir, "airlock.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

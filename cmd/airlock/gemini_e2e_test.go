@@ -3,65 +3,44 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/airlockhq/airlock/model/modeltest"
 )
 
 const thoughtSig = "c2lnbmF0dXJlLW9mLWEtdGhvdWdodA=="
 
-// fakeGemini speaks generateContent. Like Gemini 3, it refuses a request
-// whose earlier function call comes back without its thought signature.
-type fakeGemini struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []map[string]any
-}
-
-func newFakeGemini(t *testing.T) *fakeGemini {
-	f := &fakeGemini{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path != "/v1beta/models/gemini-test:generateContent" || r.Header.Get("x-goog-api-key") != "gm-key" {
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprintf(w, `{"error":{"code":404,"message":"unexpected %s","status":"NOT_FOUND"}}`, r.URL.Path)
-			return
+// newFakeGemini is a Gemini that speaks generateContent. Like Gemini 3, it
+// refuses a request whose earlier function call comes back without its
+// thought signature.
+func newFakeGemini(t *testing.T) *modeltest.GeminiServer {
+	return modeltest.NewGeminiServer(t, func(r modeltest.GeminiRequest) modeltest.GeminiReply {
+		if r.Path != "/v1beta/models/gemini-test:generateContent" || r.Header.Get("x-goog-api-key") != "gm-key" {
+			return modeltest.GeminiReply{Status: http.StatusNotFound, Body: fmt.Sprintf(`{"error":{"code":404,"message":"unexpected %s","status":"NOT_FOUND"}}`, r.Path)}
 		}
-		body, _ := io.ReadAll(r.Body)
-		var req map[string]any
-		if err := json.Unmarshal(body, &req); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
+		if r.Body == nil {
+			return modeltest.GeminiReply{Status: http.StatusBadRequest}
 		}
-		f.mu.Lock()
-		f.requests = append(f.requests, req)
-		f.mu.Unlock()
-		contents, _ := req["contents"].([]any)
+		contents, _ := r.Body["contents"].([]any)
 		last := contents[len(contents)-1].(map[string]any)
 		parts, _ := last["parts"].([]any)
 		first, _ := parts[0].(map[string]any)
 		if fr, ok := first["functionResponse"].(map[string]any); ok {
-			if !strings.Contains(string(body), thoughtSig) {
-				w.WriteHeader(http.StatusBadRequest)
-				fmt.Fprint(w, `{"error":{"code":400,"message":"Function call is missing a thought_signature","status":"INVALID_ARGUMENT"}}`)
-				return
+			if !strings.Contains(string(r.Raw), thoughtSig) {
+				return modeltest.GeminiReply{Status: http.StatusBadRequest, Body: `{"error":{"code":400,"message":"Function call is missing a thought_signature","status":"INVALID_ARGUMENT"}}`}
 			}
 			resp, _ := json.Marshal(fr["response"])
-			fmt.Fprintf(w, `{"candidates":[{"content":{"role":"model","parts":[{"text":%q}]},"finishReason":"STOP"}]}`, "gemini saw: "+string(resp))
-			return
+			return modeltest.GeminiContentReply(fmt.Sprintf(`{"role":"model","parts":[{"text":%q}]}`, "gemini saw: "+string(resp)))
 		}
-		fmt.Fprintf(w, `{"candidates":[{"content":{"role":"model","parts":[
+		return modeltest.GeminiContentReply(fmt.Sprintf(`{"role":"model","parts":[
 			{"text":"Deploying needs your approval.","thoughtSignature":"dGV4dC1zaWc="},
 			{"functionCall":{"name":"deploy","args":{"service":"api","environment":"production"}},"thoughtSignature":%q}
-		]},"finishReason":"STOP"}]}`, thoughtSig)
-	}))
-	t.Cleanup(f.Close)
-	return f
+		]}`, thoughtSig))
+	})
 }
 
 // TestEndToEndGemini drives the binary with the Gemini provider: a call

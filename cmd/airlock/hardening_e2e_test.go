@@ -84,10 +84,7 @@ tools:
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
     http: {method: POST, url: "%s/deploy/{{.service}}"}
 `, addr, dbPath, model.BaseURL(), replicaSecret, api.URL+"/api/", status.URL, tools.URL)
-	path := filepath.Join(dir, "airlock.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, dir, cfg)
 	cmd, logs := startRun(t, path, "STATUS_TOKEN="+secret)
 	waitReady(t, addr)
 	post := func(body []byte) {
@@ -199,10 +196,7 @@ tools:
     parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
     http: {method: POST, url: "%s/deploy/{{.service}}"}
 `, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
-	path := filepath.Join(dir, "airlock.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, dir, cfg)
 	cmd, logs := startRun(t, path)
 	waitReady(t, addr)
 	if resp, err := http.Get("http://" + addr + "/debug/pprof/"); err != nil {
@@ -292,10 +286,7 @@ tools:
     parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
     http: {method: POST, url: "%s/deploy/{{.service}}"}
 `, addr, hook.URL, secret, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
-	path := filepath.Join(dir, "airlock.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, dir, cfg)
 	cmd, _ := startRun(t, path)
 	waitReady(t, addr)
 	if code, err := postSigned(addr, slackEvent("T1", "EvW1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {

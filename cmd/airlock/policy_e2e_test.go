@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -111,10 +110,7 @@ tools:
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
     http: {method: POST, url: "%s/deploy/{{.service}}"}
 `, hook.URL, hookSecret, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL, tools.URL, tools.URL)
-	path := filepath.Join(dir, "airlock.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, dir, cfg)
 	startRun(t, path)
 	waitReady(t, addr)
 

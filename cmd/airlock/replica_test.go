@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -23,6 +22,8 @@ import (
 	"github.com/airlockhq/airlock/adapters/slack"
 	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/internal/pgtest"
+	"github.com/airlockhq/airlock/internal/racetest"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -212,32 +213,7 @@ func actionBodyOn(at posted, user, actionID, value string) []byte {
 
 // freshSchema makes an empty schema in the test database and returns a
 // DSN whose search_path points at it.
-func freshSchema(t *testing.T, dsn string) string {
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	schema := fmt.Sprintf("replica_%d", time.Now().UnixNano())
-	if _, err := db.Exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db, err := sql.Open("pgx", dsn)
-		if err == nil {
-			_, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE")
-			db.Close()
-		}
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func freshSchema(t *testing.T, dsn string) string { return pgtest.FreshSchema(t, dsn, "replica") }
 
 // TestTwoReplicas runs two real `airlock run` processes on one PostgreSQL
 // in Slack HTTP mode: clicks for one card delivered to both at once run the
@@ -316,20 +292,11 @@ tools:
 	value := api.allowValue()
 
 	// Ten clicks on Allow delivered to each replica at once.
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			if code, err := postSigned(addrs[i%2], clickBody("UALICE", value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-				t.Errorf("click: %d %v", code, err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	racetest.AtOnce(20, func(i int) {
+		if code, err := postSigned(addrs[i%2], clickBody("UALICE", value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+			t.Errorf("click: %d %v", code, err)
+		}
+	})
 	waitUntil(t, "the answer", func() bool {
 		for _, s := range api.texts() {
 			if strings.Contains(s, "model saw:") {

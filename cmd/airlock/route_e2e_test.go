@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -54,10 +53,7 @@ tools:
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
     http: {method: POST, url: "%s/deploy/{{.service}}"}
 `, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
-	path := filepath.Join(dir, "airlock.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, dir, cfg)
 	start := func() *exec.Cmd {
 		cmd, _ := startRun(t, path)
 		waitReady(t, addr)

@@ -4,17 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/gemini"
+	"github.com/airlockhq/airlock/model/modeltest"
 )
 
 const (
@@ -23,69 +21,24 @@ const (
 	wantPath  = "/v1beta/models/" + testModel + ":generateContent"
 )
 
-type answer struct {
-	status int
-	body   string
-}
-
-type received struct {
-	method string
-	path   string
-	query  string
-	header http.Header
-	body   map[string]any
-	raw    []byte
-}
+type (
+	answer   = modeltest.GeminiReply
+	received = modeltest.GeminiRequest
+)
 
 // fakeGemini answers generateContent requests with queued answers.
-type fakeGemini struct {
-	t       *testing.T
-	srv     *httptest.Server
-	mu      sync.Mutex
-	answers []answer
-	got     []received
-}
+type fakeGemini struct{ *modeltest.GeminiServer }
 
-func newFake(t *testing.T, answers ...answer) *fakeGemini {
+func newFake(t *testing.T, answers ...answer) fakeGemini {
 	t.Helper()
-	f := &fakeGemini{t: t, answers: answers}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	return f
+	return fakeGemini{modeltest.NewGeminiServer(t, modeltest.GeminiQueue(answers...))}
 }
 
-func (f *fakeGemini) serve(w http.ResponseWriter, r *http.Request) {
-	raw, err := io.ReadAll(r.Body)
-	if err != nil {
-		f.t.Errorf("read body: %v", err)
-	}
-	rec := received{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, header: r.Header.Clone(), raw: raw}
-	if err := json.Unmarshal(raw, &rec.body); err != nil {
-		f.t.Errorf("request body is not json: %v: %s", err, raw)
-	}
-	f.mu.Lock()
-	f.got = append(f.got, rec)
-	var a answer
-	if len(f.answers) > 0 {
-		a, f.answers = f.answers[0], f.answers[1:]
-	} else {
-		a = answer{500, `{"error":{"code":500,"message":"no answer queued","status":"INTERNAL"}}`}
-	}
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(a.status)
-	_, _ = io.WriteString(w, a.body)
-}
+func (f fakeGemini) requests() []received { return f.Requests() }
 
-func (f *fakeGemini) requests() []received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
-}
-
-func (f *fakeGemini) provider(t *testing.T) *gemini.Provider {
+func (f fakeGemini) provider(t *testing.T) *gemini.Provider {
 	t.Helper()
-	p, err := gemini.New(context.Background(), gemini.Config{APIKey: testKey, BaseURL: f.srv.URL, Model: testModel, HTTPClient: f.srv.Client()})
+	p, err := gemini.New(context.Background(), gemini.Config{APIKey: testKey, BaseURL: f.URL, Model: testModel, HTTPClient: f.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,17 +46,15 @@ func (f *fakeGemini) provider(t *testing.T) *gemini.Provider {
 }
 
 // reply wraps a candidate content in a generateContent response.
-func reply(content string) answer {
-	return answer{200, `{"candidates":[{"content":` + content + `,"finishReason":"STOP","index":0}],"modelVersion":"gemini-test"}`}
-}
+func reply(content string) answer { return modeltest.GeminiContentReply(content) }
 
 func checkRequest(t *testing.T, r received) {
 	t.Helper()
-	if r.method != http.MethodPost || r.path != wantPath {
-		t.Errorf("request %s %s, want POST %s", r.method, r.path, wantPath)
+	if r.Method != http.MethodPost || r.Path != wantPath {
+		t.Errorf("request %s %s, want POST %s", r.Method, r.Path, wantPath)
 	}
-	if got := r.header.Get("x-goog-api-key"); got != testKey && !strings.Contains(r.query, "key="+testKey) {
-		t.Errorf("api key header %q, query %q; want %q", got, r.query, testKey)
+	if got := r.Header.Get("x-goog-api-key"); got != testKey && !strings.Contains(r.Query, "key="+testKey) {
+		t.Errorf("api key header %q, query %q; want %q", got, r.Query, testKey)
 	}
 }
 
@@ -162,16 +113,16 @@ func TestTextReply(t *testing.T) {
 	}
 	r := reqs[0]
 	checkRequest(t, r)
-	if got := get(t, r.body, "contents", 0, "role"); got != "user" {
+	if got := get(t, r.Body, "contents", 0, "role"); got != "user" {
 		t.Errorf("role %v", got)
 	}
-	if got := get(t, r.body, "contents", 0, "parts", 0, "text"); got != "hi" {
+	if got := get(t, r.Body, "contents", 0, "parts", 0, "text"); got != "hi" {
 		t.Errorf("user text %v", got)
 	}
-	if got := get(t, r.body, "systemInstruction", "parts", 0, "text"); got != "You are Airlock." {
+	if got := get(t, r.Body, "systemInstruction", "parts", 0, "text"); got != "You are Airlock." {
 		t.Errorf("system %v", got)
 	}
-	decl := get(t, r.body, "tools", 0, "functionDeclarations", 0)
+	decl := get(t, r.Body, "tools", 0, "functionDeclarations", 0)
 	if get(t, decl, "name") != "deploy" || get(t, decl, "description") != "Deploy it." {
 		t.Errorf("declaration %v", decl)
 	}
@@ -255,7 +206,7 @@ func TestFunctionCallArgsNotEscaped(t *testing.T) {
 		t.Fatalf("%d requests", len(reqs))
 	}
 	for i, s := range sentBack {
-		call := get(t, reqs[1+i].body, "contents", 1, "parts", 0, "functionCall")
+		call := get(t, reqs[1+i].Body, "contents", 1, "parts", 0, "functionCall")
 		if get(t, call, "id") != "c1" || get(t, call, "name") != "run" {
 			t.Errorf("%s: call %v", s.name, call)
 		}
@@ -306,9 +257,9 @@ func TestThoughtSignatureRoundTrip(t *testing.T) {
 		t.Fatalf("%d requests", len(reqs))
 	}
 	checkRequest(t, reqs[1])
-	contents := get(t, reqs[1].body, "contents").([]any)
+	contents := get(t, reqs[1].Body, "contents").([]any)
 	if len(contents) != 3 {
-		t.Fatalf("%d contents: %s", len(contents), reqs[1].raw)
+		t.Fatalf("%d contents: %s", len(contents), reqs[1].Raw)
 	}
 	if got, want := contents[1], decode(t, content); !reflect.DeepEqual(got, want) {
 		gb, _ := json.Marshal(got)
@@ -316,7 +267,7 @@ func TestThoughtSignatureRoundTrip(t *testing.T) {
 		t.Errorf("assistant content sent back changed:\n got %s\nwant %s", gb, wb)
 	}
 	if get(t, contents[1], "parts", 1, "thoughtSignature") != "Y2FsbC1zaWctMQ==" {
-		t.Errorf("thought signature lost: %s", reqs[1].raw)
+		t.Errorf("thought signature lost: %s", reqs[1].Raw)
 	}
 	if get(t, contents[2], "role") != "user" {
 		t.Errorf("function responses role %v", get(t, contents[2], "role"))
@@ -346,7 +297,7 @@ func TestAssistantFromOtherProvider(t *testing.T) {
 	if _, err := f.provider(t).Generate(context.Background(), model.Request{Messages: msgs}); err != nil {
 		t.Fatal(err)
 	}
-	body := f.requests()[0].body
+	body := f.requests()[0].Body
 	want := decode(t, `{"role":"model","parts":[
 		{"text":"Calling."},
 		{"functionCall":{"id":"call_1","name":"a","args":{"x":1}}},
@@ -375,29 +326,17 @@ func TestAPIErrors(t *testing.T) {
 		{503, `{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}`, true},
 		{400, `{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}`, false},
 	} {
-		f := newFake(t, answer{tc.status, tc.body})
+		f := newFake(t, answer{Status: tc.status, Body: tc.body})
 		_, err := f.provider(t).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}})
-		var ae *model.APIError
-		if !errors.As(err, &ae) {
-			t.Fatalf("status %d: err %v is no model.APIError", tc.status, err)
-		}
-		if ae.Status != tc.status || ae.Message == "" {
-			t.Errorf("status %d: got %+v", tc.status, ae)
-		}
-		if model.Retryable(err) != tc.retryable {
-			t.Errorf("status %d: retryable %v", tc.status, model.Retryable(err))
-		}
-		if n := len(f.requests()); n != 1 {
-			t.Errorf("status %d: %d requests, want 1 (no library retries)", tc.status, n)
-		}
+		modeltest.CheckAPIError(t, err, tc.status, func(m string) bool { return m != "" }, tc.retryable, len(f.requests()))
 	}
 }
 
 func TestEmptyReplies(t *testing.T) {
 	for name, a := range map[string]answer{
-		"blocked":       {200, `{"promptFeedback":{"blockReason":"SAFETY"}}`},
-		"no candidates": {200, `{"candidates":[]}`},
-		"no content":    {200, `{"candidates":[{"finishReason":"SAFETY"}]}`},
+		"blocked":       {Status: 200, Body: `{"promptFeedback":{"blockReason":"SAFETY"}}`},
+		"no candidates": {Status: 200, Body: `{"candidates":[]}`},
+		"no content":    {Status: 200, Body: `{"candidates":[{"finishReason":"SAFETY"}]}`},
 		"only thoughts": reply(`{"role":"model","parts":[{"text":"hmm","thought":true}]}`),
 	} {
 		f := newFake(t, a)
@@ -434,7 +373,7 @@ func TestEnvironmentIgnored(t *testing.T) {
 	}
 	r := f.requests()[0]
 	checkRequest(t, r)
-	if got := r.header.Get("x-goog-api-key"); got != testKey {
+	if got := r.Header.Get("x-goog-api-key"); got != testKey {
 		t.Errorf("api key %q, want the configured one", got)
 	}
 }

@@ -3,7 +3,6 @@ package gemini_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ var hi = model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "h
 // exhausted is Gemini's per-minute quota answer: the wait is in a
 // RetryInfo detail, not in a header.
 func exhausted(quotaID, delay string) answer {
-	return answer{429, `{"error":{"code":429,
+	return answer{Status: 429, Body: `{"error":{"code":429,
 		"message":"You exceeded your current quota, please check your plan and billing details. Please retry in ` + delay + `.",
 		"status":"RESOURCE_EXHAUSTED",
 		"details":[
@@ -29,26 +28,11 @@ func exhausted(quotaID, delay string) answer {
 
 const perMinute = "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"
 
-type noticeLog struct {
-	mu    sync.Mutex
-	waits []time.Duration
-	errs  []error
-}
-
-func (n *noticeLog) ctx(ctx context.Context) context.Context {
-	return model.WithWaitNotice(ctx, func(wait time.Duration, err error) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		n.waits = append(n.waits, wait)
-		n.errs = append(n.errs, err)
-	})
-}
-
 func TestRetryInfoHonoured(t *testing.T) {
 	f := newFake(t, exhausted(perMinute, "33s"), exhausted(perMinute, "12.5s"), reply(`{"role":"model","parts":[{"text":"finally"}]}`))
 	s := &modeltest.Sleeper{}
-	n := &noticeLog{}
-	msg, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(n.ctx(context.Background()), hi)
+	n := &modeltest.Notices{}
+	msg, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(n.Ctx(context.Background()), hi)
 	if err != nil || msg.Text != "finally" {
 		t.Fatalf("%q %v", msg.Text, err)
 	}
@@ -60,11 +44,11 @@ func TestRetryInfoHonoured(t *testing.T) {
 	if len(w) != 2 || w[0] < 33*time.Second || w[0] >= 37300*time.Millisecond || w[1] < 12500*time.Millisecond || w[1] >= 14750*time.Millisecond {
 		t.Fatalf("waits %v", w)
 	}
-	if len(n.waits) != 2 || n.waits[0] != w[0] || n.waits[1] != w[1] {
-		t.Fatalf("notices %v, want one per wait", n.waits)
+	if len(n.Waits) != 2 || n.Waits[0] != w[0] || n.Waits[1] != w[1] {
+		t.Fatalf("notices %v, want one per wait", n.Waits)
 	}
-	if d, ok := model.RetryAfter(n.errs[0]); !ok || d != 33*time.Second || !model.RateLimited(n.errs[0]) {
-		t.Errorf("notice error %v: retry after %v %v", n.errs[0], d, ok)
+	if d, ok := model.RetryAfter(n.Errs[0]); !ok || d != 33*time.Second || !model.RateLimited(n.Errs[0]) {
+		t.Errorf("notice error %v: retry after %v %v", n.Errs[0], d, ok)
 	}
 }
 
@@ -81,9 +65,9 @@ func TestRetryInfoOverCap(t *testing.T) {
 
 func TestRetryWithoutRetryInfo(t *testing.T) {
 	f := newFake(t,
-		answer{429, `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`},
-		answer{503, `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`},
-		answer{429, `{"error":{"code":429,"message":"x","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"soon"}]}}`},
+		answer{Status: 429, Body: `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}`},
+		answer{Status: 503, Body: `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`},
+		answer{Status: 429, Body: `{"error":{"code":429,"message":"x","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"soon"}]}}`},
 		reply(`{"role":"model","parts":[{"text":"ok"}]}`))
 	s := &modeltest.Sleeper{}
 	if _, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(context.Background(), hi); err != nil {
@@ -104,14 +88,14 @@ func TestRetryWithoutRetryInfo(t *testing.T) {
 
 func TestNoRetry(t *testing.T) {
 	for name, a := range map[string]answer{
-		"400":         {400, `{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}`},
+		"400":         {Status: 400, Body: `{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}`},
 		"daily quota": exhausted("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "20s"),
 	} {
 		f := newFake(t, a)
 		s := &modeltest.Sleeper{}
 		_, err := model.WithRetryPolicy(f.provider(t), model.RetryPolicy{Sleep: s.Sleep}).Generate(context.Background(), hi)
 		var ae *model.APIError
-		if !errors.As(err, &ae) || ae.Status != a.status || model.Retryable(err) {
+		if !errors.As(err, &ae) || ae.Status != a.Status || model.Retryable(err) {
 			t.Errorf("%s: err %v", name, err)
 		}
 		if n := len(f.requests()); n != 1 || len(s.Waits()) != 0 {

@@ -90,13 +90,21 @@ func RateLimitReply(retryAfter, message string) OpenAIReply {
 // OpenAIScript returns a handler that answers with replies in order. Past
 // the last reply it answers 500 and marks t failed.
 func OpenAIScript(t testing.TB, replies ...OpenAIReply) func(OpenAIRequest) OpenAIReply {
+	return inOrder[OpenAIRequest](replies, func() OpenAIReply {
+		t.Errorf("modeltest: openai fake: unexpected request, script exhausted")
+		return ErrorReply(http.StatusInternalServerError, "modeltest: script exhausted")
+	})
+}
+
+// inOrder is a fake's handler that answers with replies in order, and
+// with exhausted() past the last.
+func inOrder[Req, Reply any](replies []Reply, exhausted func() Reply) func(Req) Reply {
 	var mu sync.Mutex
-	return func(OpenAIRequest) OpenAIReply {
+	return func(Req) Reply {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(replies) == 0 {
-			t.Errorf("modeltest: openai fake: unexpected request, script exhausted")
-			return ErrorReply(http.StatusInternalServerError, "modeltest: script exhausted")
+			return exhausted()
 		}
 		r := replies[0]
 		replies = replies[1:]

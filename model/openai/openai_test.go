@@ -3,7 +3,6 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -350,19 +349,7 @@ func TestAPIErrors(t *testing.T) {
 	} {
 		f := newFake(t, answer{tc.status, `{"error":{"message":"boom","type":"x","param":null,"code":null}}`})
 		_, err := f.provider(t, testKey).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}})
-		var ae *model.APIError
-		if !errors.As(err, &ae) {
-			t.Fatalf("status %d: err %v is no model.APIError", tc.status, err)
-		}
-		if ae.Status != tc.status || ae.Message != "boom" {
-			t.Errorf("status %d: got %+v", tc.status, ae)
-		}
-		if model.Retryable(err) != tc.retryable {
-			t.Errorf("status %d: retryable %v", tc.status, model.Retryable(err))
-		}
-		if n := len(f.requests()); n != 1 {
-			t.Errorf("status %d: %d requests, want 1 (no library retries)", tc.status, n)
-		}
+		modeltest.CheckAPIError(t, err, tc.status, func(m string) bool { return m == "boom" }, tc.retryable, len(f.requests()))
 	}
 }
 

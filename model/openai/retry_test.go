@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +16,6 @@ import (
 // The real client against the fake, through the one retry layer.
 
 var hi = model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}
-
-type noticeLog struct {
-	mu    sync.Mutex
-	waits []time.Duration
-	errs  []error
-}
-
-func (n *noticeLog) ctx(ctx context.Context) context.Context {
-	return model.WithWaitNotice(ctx, func(wait time.Duration, err error) {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		n.waits = append(n.waits, wait)
-		n.errs = append(n.errs, err)
-	})
-}
 
 func retrying(t *testing.T, srv *modeltest.OpenAIServer, pol model.RetryPolicy) model.Provider {
 	t.Helper()
@@ -49,8 +33,8 @@ func TestRetryAfterHonoured(t *testing.T) {
 		modeltest.TextReply("finally"),
 	))
 	s := &modeltest.Sleeper{}
-	n := &noticeLog{}
-	msg, err := retrying(t, srv, model.RetryPolicy{Sleep: s.Sleep}).Generate(n.ctx(context.Background()), hi)
+	n := &modeltest.Notices{}
+	msg, err := retrying(t, srv, model.RetryPolicy{Sleep: s.Sleep}).Generate(n.Ctx(context.Background()), hi)
 	if err != nil || msg.Text != "finally" {
 		t.Fatalf("%q %v", msg.Text, err)
 	}
@@ -73,10 +57,10 @@ func TestRetryAfterHonoured(t *testing.T) {
 			t.Errorf("wait %v outside [30s, 34s)", w)
 		}
 	}
-	if !slices.Equal(n.waits, waits) {
-		t.Errorf("notices %v, want one per wait %v", n.waits, waits)
+	if !slices.Equal(n.Waits, waits) {
+		t.Errorf("notices %v, want one per wait %v", n.Waits, waits)
 	}
-	for _, e := range n.errs {
+	for _, e := range n.Errs {
 		if d, ok := model.RetryAfter(e); !model.RateLimited(e) || !ok || d != 30*time.Second {
 			t.Errorf("notice error %v: rate limited %v, retry after %v %v", e, model.RateLimited(e), d, ok)
 		}
@@ -117,16 +101,16 @@ func TestRetryServerErrors(t *testing.T) {
 		modeltest.TextReply("ok"),
 	))
 	s := &modeltest.Sleeper{}
-	n := &noticeLog{}
-	if _, err := retrying(t, srv, model.RetryPolicy{Sleep: s.Sleep}).Generate(n.ctx(context.Background()), hi); err != nil {
+	n := &modeltest.Notices{}
+	if _, err := retrying(t, srv, model.RetryPolicy{Sleep: s.Sleep}).Generate(n.Ctx(context.Background()), hi); err != nil {
 		t.Fatal(err)
 	}
 	w := s.Waits()
 	if len(w) != 2 || w[0] < 7*time.Second || w[0] >= 8700*time.Millisecond || w[1] >= 2*model.DefaultBackoff {
 		t.Fatalf("waits %v", w)
 	}
-	if len(n.errs) != 1 || model.RateLimited(n.errs[0]) {
-		t.Fatalf("notices %v", n.errs)
+	if len(n.Errs) != 1 || model.RateLimited(n.Errs[0]) {
+		t.Fatalf("notices %v", n.Errs)
 	}
 }
 
