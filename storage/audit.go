@@ -44,7 +44,7 @@ func (db *DB) insertAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) er
 		return errors.New("audit event without kind")
 	}
 	e.At = db.nowOr(e.At)
-	if deferAudit(ex, e) {
+	if db.deferAudit(ex, e) {
 		return nil
 	}
 	return db.writeAudit(ctx, ex, e)

@@ -125,21 +125,21 @@ const auditInsertPostgres = `WITH h AS (
 	SELECT last_id, ?, ?, ?, ?, ?, ?, ?, ?, prev_hash, last_hash FROM h
 	RETURNING id`
 
-// deferredAudits holds, by open PostgreSQL transaction of db.tx, the audit
+// deferredAudits (DB.deferred) holds, by open PostgreSQL transaction of db.tx, the audit
 // events written in it, in order; db.tx writes them just before its
 // commit (flushAudits). The head's row lock then lasts from those
 // statements to the commit, not from the first audit of a transaction
 // through the rest of its work. Nothing reads the audit inside the
 // transaction that writes it.
-var deferredAudits sync.Map // *sqlx.Tx → *[]confirm.AuditEvent
+type deferredAudits struct{ sync.Map } // *sqlx.Tx → *[]confirm.AuditEvent
 
 // deferAudit queues e when ex is such a transaction.
-func deferAudit(ex dbtx, e confirm.AuditEvent) bool {
+func (db *DB) deferAudit(ex dbtx, e confirm.AuditEvent) bool {
 	tx, ok := ex.(*sqlx.Tx)
 	if !ok {
 		return false
 	}
-	q, ok := deferredAudits.Load(tx)
+	q, ok := db.deferred.Load(tx)
 	if !ok {
 		return false
 	}
@@ -149,7 +149,7 @@ func deferAudit(ex dbtx, e confirm.AuditEvent) bool {
 
 // flushAudits writes tx's queued audit events.
 func (db *DB) flushAudits(ctx context.Context, tx *sqlx.Tx) error {
-	q, ok := deferredAudits.Load(tx)
+	q, ok := db.deferred.Load(tx)
 	if !ok {
 		return nil
 	}

@@ -62,12 +62,15 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 // WAL lets read while the writer writes. On PostgreSQL, r is x and there
 // is no w.
 type DB struct {
-	x      *sqlx.DB     // writes and transactions (SQLite: see above)
-	w      *writer      // SQLite's held write connection (nil: use x)
-	r      *sqlx.DB     // reads outside transactions
-	driver string       // DriverSQLite or DriverPostgres
-	stmts  [2]stmtCache // SQLite: prepared on x, on r
-	clock  clock        // the database's clock, as measured by SyncClock
+	// deferred holds the audit events of open PostgreSQL transactions
+	// until their commit (see deferredAudits).
+	deferred deferredAudits
+	x        *sqlx.DB     // writes and transactions (SQLite: see above)
+	w        *writer      // SQLite's held write connection (nil: use x)
+	r        *sqlx.DB     // reads outside transactions
+	driver   string       // DriverSQLite or DriverPostgres
+	stmts    [2]stmtCache // SQLite: prepared on x, on r
+	clock    clock        // the database's clock, as measured by SyncClock
 	// batchQueries holds loadBatch's statements by condition.
 	batchQueries sync.Map
 	// webhooks are the targets every audit row is queued for (SetWebhooks).
@@ -398,8 +401,8 @@ func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 		return fmt.Errorf("begin: %w", err)
 	}
 	if db.driver == DriverPostgres {
-		deferredAudits.Store(tx, new([]confirm.AuditEvent))
-		defer deferredAudits.Delete(tx)
+		db.deferred.Store(tx, new([]confirm.AuditEvent))
+		defer db.deferred.Delete(tx)
 	}
 	defer func() {
 		if p := recover(); p != nil {
