@@ -59,6 +59,13 @@ type Metrics interface {
 	ToolRun(tool, status string, d time.Duration)
 }
 
+// CallMetrics, when the Metrics have them, records per-tool decision
+// figures: a person's decision with its surface and wait, and an expiry.
+type CallMetrics interface {
+	CallDecided(tool, outcome, surface string, wait time.Duration)
+	CallExpired(tool string)
+}
+
 type noMetrics struct{}
 
 func (noMetrics) Decision(string, time.Duration)        {}

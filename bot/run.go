@@ -604,6 +604,13 @@ func (b *Bot) sweep(ctx context.Context, escalate bool) error {
 		for range n {
 			b.cfg.Metrics.Decision("expired", b.now().Sub(batch.CreatedAt))
 		}
+		if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
+			for _, c := range batch.Calls {
+				if c.Decision == confirm.DecisionExpired {
+					cm.CallExpired(c.Tool)
+				}
+			}
+		}
 		waited := b.recordResolved(ctx, nil, batch, confirm.DecisionExpired, "expired")
 		b.refreshCard(ctx, conv, id)
 		rctx, span := b.startResume(ctx, resumeExpiry, conv, id, waited...)
