@@ -369,6 +369,7 @@ type runMessages struct {
 type runMessage struct {
 	busy bool
 	next *runView
+	last string // the text last rendered: an equal state is not sent again
 }
 
 type runView struct {
@@ -396,7 +397,7 @@ func (m *runMessages) show(ctx context.Context, b *Bot, run *confirm.RunbookRun,
 	e.busy = true
 	m.mu.Unlock()
 	for {
-		b.renderRun(ctx, v)
+		b.renderRun(ctx, v, &e.last)
 		m.mu.Lock()
 		if e.next == nil {
 			e.busy = false
@@ -411,8 +412,9 @@ func (m *runMessages) show(ctx context.Context, b *Bot, run *confirm.RunbookRun,
 	}
 }
 
-// renderRun posts or edits the run message of v.
-func (b *Bot) renderRun(ctx context.Context, v *runView) {
+// renderRun posts or edits the run message of v, unless its text is
+// *last (what was rendered before); *last is then the text rendered.
+func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 	conv, err := b.conversation(ctx, v.run.ConversationID)
 	if err != nil {
 		b.log.Error("run message", "run", v.run.ID, "err", err)
@@ -430,6 +432,10 @@ func (b *Bot) renderRun(ctx context.Context, v *runView) {
 		}
 	}
 	text := b.cfg.Redact(RunText(v.run, v.rb, v.steps, b.now()))
+	if text == *last && v.run.MessageRef != "" {
+		return // nothing a reader could see changed
+	}
+	*last = text
 	rm, ok := p.(RunMessenger)
 	if !ok {
 		// A platform without edits gets the start and the end.
@@ -446,6 +452,7 @@ func (b *Bot) renderRun(ctx context.Context, v *runView) {
 		ref, err := rm.PostRun(ctx, th, text)
 		if err != nil {
 			b.log.Error("post run message", "run", v.run.ID, "err", err)
+			*last = "" // not shown: the next state is sent, even if equal
 			return
 		}
 		if err := b.runbookEngine().Store.SetRunbookMessageRef(ctx, v.run.ID, ref); err != nil {
@@ -455,6 +462,7 @@ func (b *Bot) renderRun(ctx context.Context, v *runView) {
 	}
 	if err := rm.UpdateRun(ctx, th, v.run.MessageRef, text); err != nil {
 		b.log.Error("update run message", "run", v.run.ID, "err", err)
+		*last = "" // not shown: the next state is sent, even if equal
 	}
 }
 
@@ -474,12 +482,15 @@ func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 			}
 		}
 		state := "waiting"
+		if last == nil && phase == confirm.PhaseOnFailure && run.Status.Final() && run.Status != confirm.RunbookFailed {
+			state = "not needed"
+		}
 		if last != nil {
 			switch last.Status {
 			case confirm.StepStarted:
 				state = "running"
 			case confirm.StepWaiting:
-				state = "needs approval or running"
+				state = "needs approval, or running once allowed"
 			case confirm.StepSucceeded:
 				state = "succeeded"
 				if last.FinishedAt != nil {

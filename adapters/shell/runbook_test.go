@@ -45,7 +45,8 @@ func TestShellRunsARunbook(t *testing.T) {
 		Name: "restart", Description: "Restart a service.",
 		Parameters: map[string]any{"type": "object", "properties": map[string]any{
 			"service": map[string]any{"type": "string", "enum": []any{"api", "web"}}}, "required": []any{"service"}},
-		Steps: []runbook.StepConfig{{ID: "restart", Tool: "restart_service", Args: map[string]any{"service": "{{ params.service }}"}}},
+		Steps:     []runbook.StepConfig{{ID: "restart", Tool: "restart_service", Args: map[string]any{"service": "{{ params.service }}"}}},
+		OnFailure: []runbook.StepConfig{{ID: "page", Tool: "restart_service", Args: map[string]any{"service": "pager"}}},
 	}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +74,20 @@ func TestShellRunsARunbook(t *testing.T) {
 		"- restart (restart_service): waiting",
 		"APPROVAL NEEDED",
 		": succeeded",
+		"- page (restart_service): not needed",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	// The run message is printed again only when what it says changed.
+	var prev string
+	for _, block := range strings.Split(got, "=== ")[1:] {
+		block, _, _ = strings.Cut(block, "\n+--")
+		if strings.HasPrefix(block, "Runbook ") && block == prev {
+			t.Errorf("the run message was printed twice unchanged:\n%s", block)
+		}
+		prev = block
 	}
 	if n := tool.runs.Load(); n != 1 {
 		t.Fatalf("the step ran %d times", n)
