@@ -211,32 +211,9 @@ func testRaceEscalate(t *testing.T, db *DB) {
 
 func raceEscalate(t *testing.T, dbs []*DB, b *confirm.Batch) {
 	const n = 12
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		wins int
-		errs []error
-	)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			ok, err := dbs[i%len(dbs)].MarkEscalated(t.Context(), b.ID, 0)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if ok {
-				wins++
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	wins := raceWins(t, n, func(i int) (bool, error) {
+		return dbs[i%len(dbs)].MarkEscalated(t.Context(), b.ID, 0)
+	})
 	if wins != 1 {
 		t.Fatalf("%d of %d racing MarkEscalated won, want 1", wins, n)
 	}

@@ -311,18 +311,9 @@ func testRaceClaim(t *testing.T, db *DB) {
 	b := newBatch(t, db, later(), confirm.DecisionPending)
 	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
 	const n = 20
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	wins := make([]bool, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			wins[i], errs[i] = db.ClaimBatch(t.Context(), b.ID, fmt.Sprintf("w%d", i))
-		})
-	}
-	close(start)
-	wg.Wait()
+	wins, errs := race(n, func(i int) (bool, error) {
+		return db.ClaimBatch(t.Context(), b.ID, fmt.Sprintf("w%d", i))
+	})
 	won, winner := 0, ""
 	for i := range n {
 		if errs[i] != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -106,18 +105,7 @@ func TestSQLiteConcurrentOpen(t *testing.T) {
 // once: every Open succeeds and the migrations are applied once.
 func testConcurrentOpen(t *testing.T, driver, dsn string) {
 	const n = 6
-	dbs := make([]*DB, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			dbs[i], errs[i] = Open(t.Context(), driver, dsn)
-		})
-	}
-	close(start)
-	wg.Wait()
+	dbs, errs := race(n, func(int) (*DB, error) { return Open(t.Context(), driver, dsn) })
 	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("concurrent Open %d: %v", i, errs[i])
