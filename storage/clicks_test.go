@@ -210,15 +210,9 @@ func TestPostgresRejectedClickReplicas(t *testing.T) {
 }
 
 func testRejectedClickReplicas(t *testing.T, driver, dsn string) {
-	var dbs []*DB
-	for range 2 {
-		db, err := Open(t.Context(), driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+	dbs := openReplicas(t, driver, dsn, 2)
+	for _, db := range dbs {
 		setWebhooks(t, db, WebhookTarget{ID: "w"})
-		dbs = append(dbs, db)
 	}
 	raceRejectedClicks(t, dbs)
 	if ds := deliveries(t, dbs[0], DeliveryFilter{}); len(ds) != 2 {

@@ -39,3 +39,19 @@ func raceWins(t *testing.T, n int, f func(i int) (bool, error)) int {
 	}
 	return wins
 }
+
+// openReplicas opens n pools on the one database at dsn, as n replicas
+// would, closing them when the test ends.
+func openReplicas(t *testing.T, driver, dsn string, n int) []*DB {
+	t.Helper()
+	dbs := make([]*DB, n)
+	for i := range dbs {
+		db, err := Open(t.Context(), driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		dbs[i] = db
+	}
+	return dbs
+}

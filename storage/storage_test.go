@@ -71,30 +71,22 @@ func TestPostgres(t *testing.T) {
 		t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
 		return withSearchPath(t, dsn, schema)
 	}
-	t.Run("ConcurrentOpen", func(t *testing.T) {
-		testConcurrentOpen(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateUpgrade", func(t *testing.T) {
-		testMigrateUpgrade(t, "postgres", freshSchema(t))
-	})
-	t.Run("ClockReplicas", func(t *testing.T) {
-		testClockReplicas(t, "postgres", freshSchema(t))
-	})
-	t.Run("OutboxReplicas", func(t *testing.T) {
-		testOutboxReplicas(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateCards", func(t *testing.T) {
-		testMigrateCards(t, "postgres", freshSchema(t))
-	})
-	t.Run("EscalateReplicas", func(t *testing.T) {
-		testEscalateReplicas(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateOpenBatches", func(t *testing.T) {
-		testMigrateOpenBatches(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateIntegrity", func(t *testing.T) {
-		testMigrateIntegrity(t, "postgres", freshSchema(t))
-	})
+	// Each of these tests opens its own database(s) on a DSN it is given.
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, driver, dsn string)
+	}{
+		{"ConcurrentOpen", testConcurrentOpen},
+		{"MigrateUpgrade", testMigrateUpgrade},
+		{"ClockReplicas", testClockReplicas},
+		{"OutboxReplicas", testOutboxReplicas},
+		{"MigrateCards", testMigrateCards},
+		{"EscalateReplicas", testEscalateReplicas},
+		{"MigrateOpenBatches", testMigrateOpenBatches},
+		{"MigrateIntegrity", testMigrateIntegrity},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, "postgres", freshSchema(t)) })
+	}
 }
 
 func TestSQLiteConcurrentOpen(t *testing.T) {
