@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -211,22 +212,7 @@ func TestModerationQuorumNamesLastApprover(t *testing.T) {
 // with a Revoke button).
 func (h *harness) notice(channel string, n int) postedCard {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var found []apiCall
-		for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
-			if strings.Contains(string(c.Body), `"custom_id":"al:v:`) {
-				found = append(found, c)
-			}
-		}
-		if len(found) >= n {
-			return decodeMessage(h.t, found[n-1])
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("no grant notice %d in %s", n, channel)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return h.nthPosted(channel, n, `"custom_id":"al:v:`, fmt.Sprintf("no grant notice %d in %s", n, channel))
 }
 
 // cards counts the card messages (with Allow buttons) posted in channel.
