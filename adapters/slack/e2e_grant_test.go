@@ -98,9 +98,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 			}
 
 			// Carol (through the group) is the second approver.
-			w.deliverInteraction(blockAction(carol, chanOps, mentionTS, ActionAllow, allow))
-			w.waitText(chanOps, "Deployed after two yeses.")
-			w.ad.Wait()
+			w.allowAndWait(carol, chanOps, mentionTS, allow, "Deployed after two yeses.")
 			if n := w.tools["deploy"].runs.Load(); n != 1 {
 				t.Fatalf("deploy ran %d times, want 1", n)
 			}
@@ -133,9 +131,7 @@ func TestSelfApprovalRefused(t *testing.T) {
 	if strings.Contains(w.logs.String(), "click failed") {
 		t.Error("a refusal was logged as a failure")
 	}
-	w.deliverInteraction(blockAction(carol, chanOps, mentionTS, ActionAllow, allow))
-	w.waitText(chanOps, "Deployed by someone else's yes.")
-	w.ad.Wait()
+	w.allowAndWait(carol, chanOps, mentionTS, allow, "Deployed by someone else's yes.")
 	if n := w.tools["deploy"].runs.Load(); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
 	}

@@ -61,9 +61,7 @@ func TestE2EGrantNeverWidensWhoApproves(t *testing.T) {
 	allow := refByStyle(t, prod, "primary")
 	w.deliverInteraction(blockAction(carol, chanOps, mentionTS, ActionAllow, allow))
 	w.waitEphemeral(carol, "can't approve")
-	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allow))
-	w.waitText(chanOps, "Production done.")
-	w.ad.Wait()
+	w.allowAndWait(alice, chanOps, mentionTS, allow, "Production done.")
 	if n := w.tools["deploy"].runs.Load(); n != 2 {
 		t.Fatalf("deploy ran %d times after Alice's allow, want 2", n)
 	}

@@ -527,6 +527,17 @@ func (w *world) texts(channel string) []apiCall {
 	return out
 }
 
+// allowAndWait clicks Allow on ref as user, in channel's thread ts, waits
+// for the answer containing answer in channel, then for the adapter to be
+// idle, and returns the answer.
+func (w *world) allowAndWait(user, channel, ts, ref, answer string) apiCall {
+	w.t.Helper()
+	w.deliverInteraction(blockAction(user, channel, ts, ActionAllow, ref))
+	posted := w.waitText(channel, answer)
+	w.ad.Wait()
+	return posted
+}
+
 func (w *world) waitText(channel, contains string) apiCall {
 	w.t.Helper()
 	return w.waitCall(fmt.Sprintf("%q posted in %s", contains, channel), contains, func() []apiCall { return w.texts(channel) })
@@ -628,12 +639,10 @@ func TestSocketModeMentionCardApproveAnswer(t *testing.T) {
 	}
 
 	// Alice allows: the batch runs once and the model answers in the thread.
-	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allowRef))
-	answer := w.waitText(chanOps, "Deployed api to production.")
+	answer := w.allowAndWait(alice, chanOps, mentionTS, allowRef, "Deployed api to production.")
 	if answer.param("thread_ts") != mentionTS {
 		t.Errorf("answer in thread %q, want %q", answer.param("thread_ts"), mentionTS)
 	}
-	w.ad.Wait()
 	if d, s := w.tools["deploy"].runs.Load(), w.tools["service_status"].runs.Load(); d != 1 || s != 1 {
 		t.Fatalf("deploy ran %d times, status %d; want once each", d, s)
 	}
@@ -1063,12 +1072,10 @@ func TestGroupDMsAreServedAsDMs(t *testing.T) {
 			if w.tools["deploy"].runs.Load() != 0 {
 				t.Fatal("bob's click ran the call")
 			}
-			w.deliverInteraction(blockAction(alice, group, top, ActionAllow, ref))
-			answer := w.waitText(group, "Deployed from the group DM.")
+			answer := w.allowAndWait(alice, group, top, ref, "Deployed from the group DM.")
 			if answer.param("thread_ts") != top {
 				t.Errorf("answer in thread %q, want %q", answer.param("thread_ts"), top)
 			}
-			w.ad.Wait()
 			if w.tools["deploy"].runs.Load() != 1 {
 				t.Fatalf("deploy ran %d times", w.tools["deploy"].runs.Load())
 			}

@@ -75,9 +75,7 @@ func TestForeignWorkspaceChangesNothing(t *testing.T) {
 			}
 
 			// The same click from the installed workspace works.
-			w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allow))
-			w.waitText(chanOps, "Deployed.")
-			w.ad.Wait()
+			w.allowAndWait(alice, chanOps, mentionTS, allow, "Deployed.")
 			if n := w.tools["deploy"].runs.Load(); n != 1 {
 				t.Fatalf("deploy ran %d times", n)
 			}
