@@ -538,6 +538,24 @@ func (w *world) allowAndWait(user, channel, ts, ref, answer string) apiCall {
 	return posted
 }
 
+// askDeploy has bob ask the bot, in a new thread in chanOps, to deploy
+// api, and returns the card that is posted.
+func (w *world) askDeploy() apiCall {
+	w.t.Helper()
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+	return w.waitCard(1)
+}
+
+// waitNothingChanged waits for the adapter to be idle and fails with why
+// if the deploy tool ran or a card was updated.
+func (w *world) waitNothingChanged(why string) {
+	w.t.Helper()
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != 0 {
+		w.t.Fatal(why)
+	}
+}
+
 func (w *world) waitText(channel, contains string) apiCall {
 	w.t.Helper()
 	return w.waitCall(fmt.Sprintf("%q posted in %s", contains, channel), contains, func() []apiCall { return w.texts(channel) })
@@ -672,8 +690,7 @@ func TestAsideKeptAsContextAndNeverSupersedes(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			w := newWorld(t, mode)
 			w.scriptDeploy("Deployed.")
-			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-			card := w.waitCard(1)
+			card := w.askDeploy()
 			w.ad.Wait()
 
 			w.deliverEvent(message(w.eventID(), chanOps, "channel", alice, "1700000000.000200", mentionTS, "is the freeze over?"), 0)
@@ -722,8 +739,7 @@ func TestDenyWithReasonReachesModel(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			w := newWorld(t, mode)
 			w.scriptDeploy("Understood, not deploying.")
-			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-			card := w.waitCard(1)
+			card := w.askDeploy()
 			ref := refByStyle(t, card, "danger")
 
 			w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionDenyReason, ref))
@@ -774,8 +790,7 @@ func TestDenyWithReasonReachesModel(t *testing.T) {
 func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
 	w := newWorld(t, ModeSocket)
 	w.scriptDeploy("Withdrawn.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-	card := w.waitCard(1)
+	card := w.askDeploy()
 	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
 	w.waitEphemeral(bob, "can't approve")
 	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionDeny, refByStyle(t, card, "danger")))
@@ -799,8 +814,7 @@ func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
 func TestApproverThroughUserGroup(t *testing.T) {
 	w := newWorld(t, ModeSocket)
 	w.scriptDeploy("Done.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-	card := w.waitCard(1)
+	card := w.askDeploy()
 	if !strings.Contains(blocksText(t, card), "<!subteam^"+groupOps+">") {
 		t.Errorf("the footer does not name the group")
 	}
