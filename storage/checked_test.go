@@ -12,10 +12,7 @@ import (
 
 // checkedTests are the confirm.CheckStore contract, run by runConformance
 // against each database.
-var checkedTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var checkedTests = []conformanceTest{
 	{"MarkChecked", testMarkChecked},
 	{"MarkCheckedRefused", testMarkCheckedRefused},
 	{"RaceMarkChecked", testRaceMarkChecked},

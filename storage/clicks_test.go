@@ -16,10 +16,7 @@ import (
 
 // boundsTests are the coalescing of rejected clicks and the results of
 // tool_result events, run by runConformance on SQLite and PostgreSQL.
-var boundsTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var boundsTests = []conformanceTest{
 	{"RejectedClicksCoalesce", testRejectedClicksCoalesce},
 	{"RaceRejectedClicks", testRaceRejectedClicks},
 	{"OutboxToolResult", testOutboxToolResult},

@@ -14,10 +14,7 @@ import (
 
 // integrityTests are the revision and grant contracts of approval
 // integrity, run by runConformance against each database.
-var integrityTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var integrityTests = []conformanceTest{
 	{"StaleRevisionDecide", testStaleRevisionDecide},
 	{"StaleRevisionEdit", testStaleRevisionEdit},
 	{"GrantRequesterRoles", testGrantRequesterRoles},

@@ -19,10 +19,7 @@ var _ confirm.CardStore = (*DB)(nil)
 
 // routeTests are the confirm.CardStore contract, run by runConformance
 // against each database.
-var routeTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var routeTests = []conformanceTest{
 	{"CardMessages", testCardMessages},
 	{"MarkEscalated", testMarkEscalated},
 	{"RaceEscalate", testRaceEscalate},

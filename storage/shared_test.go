@@ -5,6 +5,14 @@ import (
 	"testing"
 )
 
+// conformanceTest is one test of the store contract that runConformance
+// runs on a fresh database (an alias, so a table may still spell the
+// struct out).
+type conformanceTest = struct {
+	name string
+	fn   func(t *testing.T, db *DB)
+}
+
 // race calls f(0), …, f(n-1) on n goroutines released at the same moment,
 // waits for all of them, and returns each call's result and error by index.
 func race[T any](n int, f func(i int) (T, error)) ([]T, []error) {
