@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -197,13 +196,8 @@ func TestPostgresRejectedClickReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	schema := "airlock_test_" + newID()[:12]
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-	testRejectedClickReplicas(t, DriverPostgres, withSearchPath(t, dsn, schema))
+	t.Cleanup(func() { admin.Close() })
+	testRejectedClickReplicas(t, DriverPostgres, postgresSchema(t, admin, dsn))
 }
 
 func testRejectedClickReplicas(t *testing.T, driver, dsn string) {

@@ -62,15 +62,7 @@ func TestPostgres(t *testing.T) {
 		return db
 	})
 	// freshSchema returns the DSN of a new empty schema, dropped afterwards.
-	freshSchema := func(t *testing.T) string {
-		t.Helper()
-		schema := "airlock_test_" + newID()[:12]
-		if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-			t.Fatalf("create schema: %v", err)
-		}
-		t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-		return withSearchPath(t, dsn, schema)
-	}
+	freshSchema := func(t *testing.T) string { return postgresSchema(t, admin, dsn) }
 	// Each of these tests opens its own database(s) on a DSN it is given.
 	for _, tc := range []struct {
 		name string
@@ -118,6 +110,18 @@ func testConcurrentOpen(t *testing.T, driver, dsn string) {
 	if _, err := dbs[n-1].Conversation(t.Context(), "p", "c", "t", false); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// postgresSchema creates a new empty schema through admin and returns its
+// DSN (dsn with that search_path); the schema is dropped when the test ends.
+func postgresSchema(t *testing.T, admin *sqlx.DB, dsn string) string {
+	t.Helper()
+	schema := "airlock_test_" + newID()[:12]
+	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	return withSearchPath(t, dsn, schema)
 }
 
 // withSearchPath adds a search_path runtime parameter to a URL or
