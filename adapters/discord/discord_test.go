@@ -336,6 +336,16 @@ func (h *harness) waitAnswer(channel, want string) {
 }
 
 // threadFor waits for the thread started from a message and returns its id.
+// askForCard has the requester mention the bot in channelID with text, as
+// message messageID, and returns the thread started on it and the first
+// card posted there.
+func (h *harness) askForCard(messageID, text string) (string, postedCard) {
+	h.t.Helper()
+	h.fd.Send("MESSAGE_CREATE", guildMessage(messageID, channelID, requester, mentionText(text), true))
+	thread := h.threadFor(messageID)
+	return thread, h.card(thread, 1)
+}
+
 func (h *harness) threadFor(messageID string) string {
 	h.t.Helper()
 	c := h.fd.WaitFor("POST", "/channels/"+channelID+"/messages/"+messageID+"/threads", 1)[0]
@@ -466,9 +476,7 @@ func TestDenyWithReasonViaModal(t *testing.T) {
 	h.model.PushText("OK, I will not restart web.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7101", channelID, requester, mentionText("restart web"), true))
-	thread := h.threadFor("7101")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7101", "restart web")
 	_, _, reason := buttonIDs(t, card.components)
 
 	h.fd.Send("INTERACTION_CREATE", click("8101", thread, moderator, []string{modRole}, reason[0], card.id))
@@ -653,9 +661,7 @@ func TestModerationToolEndToEnd(t *testing.T) {
 	h.model.PushText("Done: timed out for 10 minutes.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("time out the spammer"), true))
-	thread := h.threadFor("7501")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7501", "time out the spammer")
 	// The read-back is inert: the id shows as written, no mention pill.
 	if d := card.embeds[0]["description"].(string); shown(d) != "Time out <@"+spammer+"> for 10 minutes. Reason: spamming links" || strings.Contains(unescapedText(d), "<@") {
 		t.Fatalf("read-back: %v", d)

@@ -92,9 +92,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 	h.model.PushText("Restarted api.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7401", channelID, requester, mentionText("restart api"), true))
-	thread := h.threadFor("7401")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7401", "restart api")
 	if got := shown(field(card.embeds[0], flagReasonLabel)); got != "needs 2 approvals: the tool needs approval; rule prod-restarts" {
 		t.Fatalf("why: %q", got)
 	}
@@ -191,9 +189,7 @@ func TestModerationQuorumNamesLastApprover(t *testing.T) {
 	h.model.PushText("Kicked.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7451", channelID, requester, mentionText("kick the raider"), true))
-	thread := h.threadFor("7451")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7451", "kick the raider")
 	allow, _, _ := buttonIDs(t, card.components)
 	h.fd.Send("INTERACTION_CREATE", click("8451", thread, approver2, nil, allow[0], card.id))
 	h.edit(thread, card.id, 1)
@@ -240,9 +236,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	h.model.PushCalls(tc("c3", "restart_service", `{"service":"db"}`))
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("restart api"), true))
-	thread := h.threadFor("7501")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7501", "restart api")
 	grant := grantIDs(t, card.components)
 	allow, _, _ := buttonIDs(t, card.components)
 	if len(grant) != 1 || grant[0] != "al:g:"+strings.TrimPrefix(allow[0], "al:a:") {
