@@ -28,17 +28,7 @@ func rejected(conv int64, batch, actor, why string, at time.Time) confirm.AuditE
 
 func rejectedRows(t *testing.T, db *DB) []confirm.AuditEvent {
 	t.Helper()
-	all, err := db.AuditEvents(t.Context(), confirm.AuditFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []confirm.AuditEvent
-	for _, e := range all {
-		if e.Kind == confirm.AuditRejectedClick {
-			out = append(out, e)
-		}
-	}
-	return out
+	return auditOf(t, db, 0, confirm.AuditRejectedClick)
 }
 
 func suppressedOf(t *testing.T, e confirm.AuditEvent) int64 {

@@ -79,16 +79,7 @@ func testClaimRunComplete(t *testing.T, db *DB) {
 	if c := callByKey(t, got, "k2"); c.Run != confirm.RunNotStarted {
 		t.Errorf("k2 = %+v", c)
 	}
-	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: b.ConversationID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var results []confirm.AuditEvent
-	for _, e := range evs {
-		if e.Kind == confirm.AuditToolResult {
-			results = append(results, e)
-		}
-	}
+	results := auditOf(t, db, b.ConversationID, confirm.AuditToolResult)
 	if len(results) != 2 || results[0].CallKey != "k0" || results[1].CallKey != "k1" || results[0].Tool != "deploy" {
 		t.Fatalf("tool_result events = %+v", results)
 	}
