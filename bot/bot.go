@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -56,6 +57,13 @@ type Metrics interface {
 	Decision(outcome string, wait time.Duration)
 	// ToolRun records a run's outcome (succeeded, failed, unknown) and duration.
 	ToolRun(tool, status string, d time.Duration)
+}
+
+// CallMetrics, when the Metrics have them, records per-tool decision
+// figures: a person's decision with its surface and wait, and an expiry.
+type CallMetrics interface {
+	CallDecided(tool, outcome, surface string, wait time.Duration)
+	CallExpired(tool string)
 }
 
 type noMetrics struct{}
@@ -132,6 +140,12 @@ type Config struct {
 	// carry ids, names and outcomes, never arguments, results or text.
 	// nil records nothing.
 	Tracer trace.Tracer
+	// RunbookEval resolves runbook steps' expressions; nil: the compiled
+	// definitions' CEL (see runbook.go).
+	RunbookEval runbook.Evaluator
+	// Runbooks are the compiled runbooks (channels[].runbooks narrows
+	// which are offered where).
+	Runbooks []*runbook.Runbook
 }
 
 // EscalationStep is one `confirmation.escalation` step.
@@ -163,6 +177,8 @@ type Bot struct {
 	links     linkCache      // permalinks of threads and cards
 	convs     convCache      // conversations by id (their rows never change)
 	posted    postedCache    // each batch's card messages, as this process posted them
+	rbOnce    sync.Once
+	rb        *runbook.Engine // runbook runs (runbook.go); nil when off
 }
 
 // New checks the config and returns a Bot. Register platforms before use.
@@ -281,6 +297,9 @@ func (b *Bot) history(ctx context.Context, convID int64) ([]model.Message, error
 	}
 	out := make([]model.Message, 0, len(stored))
 	for _, m := range stored {
+		if m.Role == roleRunbookStep {
+			continue // a runbook step's call and result: the model never made that call
+		}
 		var mm model.Message
 		if err := json.Unmarshal(m.Body, &mm); err != nil {
 			return nil, fmt.Errorf("decode message %d: %w", m.Seq, err)

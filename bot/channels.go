@@ -33,6 +33,8 @@ type Channel struct {
 
 	// Tools, when not nil, are the only tools offered to the model there.
 	Tools []string
+	// Runbooks, when not nil, are the only runbooks offered there.
+	Runbooks []string
 
 	// ApprovalsChannel, when set, is where cards of this entry are posted
 	// (a new message, not in a thread); the thread gets a pointer to it.

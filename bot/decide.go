@@ -157,7 +157,8 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "self-approval")
 		return ErrSelfApproval
 	}
-	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: t.revision}
+	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: t.revision,
+		Surface: b.clickSurface(ctx, conv, batch, c)}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
 		if c.Grant {
@@ -243,6 +244,9 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 		}
 		now := b.now()
 		b.cfg.Metrics.Decision(outcome, now.Sub(batch.CreatedAt))
+		if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
+			cm.CallDecided(call.Tool, outcome, d.Surface, now.Sub(batch.CreatedAt))
+		}
 		waited = append(waited, b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, now))
 	}
 	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", d.By,

@@ -161,7 +161,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		return ErrAlreadyClosed
 	}
 	b.log.Info("call edited", "batch", batch.ID, "call", call.Key, "tool", call.Tool, "by", c.User)
-	d := confirm.Decide{BatchID: batch.ID, Key: call.Key, Status: confirm.DecisionAllowed, By: c.User}
+	d := confirm.Decide{BatchID: batch.ID, Key: call.Key, Status: confirm.DecisionAllowed, By: c.User, Surface: confirm.SurfaceEdit}
 	// The edit is stored and counted: the editor's form can close now
 	// (Slack waits for this answer). The cards, the run and the model's
 	// continuation follow in the background; a shutdown waits for them,

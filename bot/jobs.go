@@ -42,6 +42,7 @@ func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 		{Name: JobSweep, Every: interval, Timeout: sweepTimeout, Run: func(ctx context.Context) error { return b.sweep(ctx, false) }},
 		{Name: JobEscalate, Every: interval, Timeout: escalateTimeout, Run: b.escalateJob},
 		{Name: JobRecover, Every: 10 * interval, Timeout: recoverTimeout, Run: b.RecoverBatches},
+		{Name: JobRunbooks, Every: interval, Timeout: recoverTimeout, AtStart: true, Run: b.runbookJob},
 		{Name: JobPruneEvents, Every: 3600 * interval, Timeout: pruneTimeout, AtStart: true, Run: b.pruneEvents},
 	}
 }

@@ -32,6 +32,7 @@ func TestJobs(t *testing.T) {
 		{bot.JobEscalate, 2 * time.Second, false},
 		{bot.JobRecover, 20 * time.Second, false},
 		{bot.JobPruneEvents, 2 * time.Hour, true},
+		{bot.JobRunbooks, 2 * time.Second, true},
 	} {
 		j, ok := byName[want.name]
 		if !ok || j.Every != want.every || j.AtStart != want.atStart || j.Timeout <= 0 || j.Run == nil {
@@ -41,7 +42,7 @@ func TestJobs(t *testing.T) {
 			t.Errorf("job %s refused: %v", want.name, err)
 		}
 	}
-	if len(byName) != 4 {
+	if len(byName) != 5 {
 		t.Errorf("jobs %v", byName)
 	}
 

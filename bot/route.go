@@ -288,6 +288,34 @@ func (b *Bot) onCard(ctx context.Context, conv confirm.Conversation, batch *conf
 	return match()
 }
 
+// clickSurface names where a click that counts came from, for the audit:
+// the terminal, an approver's DM copy, or the card, in the conversation's
+// channel (its thread) or in an approvals channel.
+func (b *Bot) clickSurface(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, c Click) string {
+	if c.Platform == "shell" {
+		return confirm.SurfaceTerminal
+	}
+	channel := c.Channel
+	if msgs, err := b.cardMessages(ctx, batch.ID); err == nil {
+		for _, m := range msgs {
+			if m.Platform != c.Platform || !refHas(m.Ref, c.Message) {
+				continue
+			}
+			if m.Kind == confirm.CardDM {
+				return confirm.SurfaceDM
+			}
+			if m.Kind == confirm.CardMain {
+				channel = m.Channel
+				break
+			}
+		}
+	}
+	if channel != "" && channel != conv.Channel {
+		return confirm.SurfaceApprovals
+	}
+	return confirm.SurfaceThread
+}
+
 // Errors of Extend and Edit.
 var (
 	ErrAlreadyExtended = errors.New("this card was already extended once")

@@ -129,6 +129,24 @@ func clickOn(h *harness, user, ref, message string, allow bool) error {
 	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: ref, Message: message, Allow: allow})
 }
 
+// wantSurface checks the decision by by was audited with its surface.
+func wantSurface(t *testing.T, h *harness, by, surface string) {
+	t.Helper()
+	events, err := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Kind == confirm.AuditDecision && e.Actor == by {
+			if want := `"surface":"` + surface + `"`; !strings.Contains(e.Detail, want) {
+				t.Fatalf("decision by %s: detail %s, want %s", by, e.Detail, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("no decision by %s audited", by)
+}
+
 func TestCardGoesToTheApprovalsChannelWithAPointer(t *testing.T) {
 	h, r := routed(t, bot.Channel{Approvers: []string{"alice"}, ApprovalsChannel: "CAPPROVE"}, nil)
 	h.push(calls(tc("a", "deploy", `{"v":1}`)), text("deployed"))
@@ -166,6 +184,7 @@ func TestCardGoesToTheApprovalsChannelWithAPointer(t *testing.T) {
 	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("the allowed call did not run")
 	}
+	wantSurface(t, h, "alice", confirm.SurfaceApprovals)
 	r.mu.Lock()
 	p := r.pointers[ptr]
 	r.mu.Unlock()
@@ -220,6 +239,7 @@ func TestDMCopiesOneClickCountsAllCopiesUpdate(t *testing.T) {
 	if err := clickOn(h, "carol", ref, carolCopy, true); err != nil {
 		t.Fatalf("click on a DM copy: %v", err)
 	}
+	wantSurface(t, h, "carol", confirm.SurfaceDM)
 	if err := clickOn(h, "dave", ref, daveCopy, false); !errors.Is(err, bot.ErrAlreadyClosed) {
 		t.Fatalf("a second click on another copy: %v", err)
 	}
@@ -354,6 +374,19 @@ func TestEditIsValidatedRecheckedAndRunsWithTheNewArguments(t *testing.T) {
 	}
 }
 
+// An edit that decides its call is audited as decided from the edit form.
+func TestEditThatDecidesIsAuditedFromTheEditForm(t *testing.T) {
+	h, r := routed(t, bot.Channel{Approvers: []string{"alice"}}, nil)
+	h.push(calls(tc("a", "deploy", `{"v":1}`)), text("ok"))
+	h.turn("bob", "go")
+	main := r.refsIn("C1")[0]
+	ref := r.card(main).Calls[0].Ref
+	if err := h.bot.Edit(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: main}, `{"v":2}`); err != nil {
+		t.Fatal(err)
+	}
+	wantSurface(t, h, "alice", confirm.SurfaceEdit)
+}
+
 func TestEditVoidsEarlierApprovalsAndHonoursSelfApproval(t *testing.T) {
 	two := confirm.PolicyFunc(func(rq confirm.Request) confirm.Verdict {
 		if rq.Call.Name == "deploy" {
@@ -393,6 +426,7 @@ func TestEditVoidsEarlierApprovalsAndHonoursSelfApproval(t *testing.T) {
 	if err := clickOn(h, "alice", c.Ref, main, true); err != nil {
 		t.Fatalf("alice approves the edited call: %v", err)
 	}
+	wantSurface(t, h, "alice", confirm.SurfaceThread)
 	if err := h.bot.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

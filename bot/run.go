@@ -54,6 +54,10 @@ func (b *Bot) resumeClaimed(ctx context.Context, conv confirm.Conversation, batc
 // continueAfter asks the model to answer the results of batch, just
 // completed, unless a newer turn moved the conversation on.
 func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error {
+	if stepBatch(batch) {
+		b.runbookStepDone(ctx, batch) // the engine's, not the model's
+		return nil
+	}
 	// Continue only when this batch's results end the conversation: a newer
 	// turn may already have moved it on.
 	hist, err := b.history(ctx, conv.ID)
@@ -160,6 +164,9 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	stored, err := storedMessage(msg)
 	if err != nil {
 		return nil, err
+	}
+	if stepBatch(batch) {
+		stored.Role = roleRunbookStep
 	}
 	// The outcomes and results must be written even when ctx ended while
 	// a tool ran.
@@ -596,6 +603,13 @@ func (b *Bot) sweep(ctx context.Context, escalate bool) error {
 		b.log.Info("approval expired", "batch", id, "calls", n)
 		for range n {
 			b.cfg.Metrics.Decision("expired", b.now().Sub(batch.CreatedAt))
+		}
+		if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
+			for _, c := range batch.Calls {
+				if c.Decision == confirm.DecisionExpired {
+					cm.CallExpired(c.Tool)
+				}
+			}
 		}
 		waited := b.recordResolved(ctx, nil, batch, confirm.DecisionExpired, "expired")
 		b.refreshCard(ctx, conv, id)

@@ -22,6 +22,9 @@ type Turn struct {
 	Text     string
 	DM       bool     // a direct message (served only by a "dm" channels entry)
 	Roles    []string // the author's roles where the platform has them (Discord)
+	// Command: the text is a runbook command typed as one (the
+	// terminal's /run, /runbooks, /stop), never sent to the model.
+	Command bool
 }
 
 // Admission says whether a message may reach the model.
@@ -80,6 +83,9 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	case NotRequester:
 		b.log.Info("message from someone who may not ask here; dropped", "platform", t.Platform, "channel", t.Channel, "user", t.User)
 		return nil
+	}
+	if handled, err := b.runbookCommand(ctx, t); handled {
+		return err // run, runbooks, stop: answered without the model
 	}
 	th := Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}
 	if over, err := b.overTurnLimit(ctx, t); err != nil || over {

@@ -13,6 +13,18 @@ const (
 	CardPointer = "pointer" // the thread's "waiting for approval in #…" line; no buttons
 )
 
+// Surfaces a decision came from, recorded in its audit row's detail
+// ("surface"): the card in the conversation's thread, the card posted in
+// an approvals channel, an approver's DM copy, the terminal, or the edit
+// form (an edit counts as the editor's allow).
+const (
+	SurfaceThread    = "thread"
+	SurfaceApprovals = "approvals_channel"
+	SurfaceDM        = "dm"
+	SurfaceTerminal  = "terminal"
+	SurfaceEdit      = "edit_modal"
+)
+
 // CardMessage is one message Airlock posted for a batch. A click counts
 // only on a message of kind CardMain or CardDM of the button's batch.
 type CardMessage struct {

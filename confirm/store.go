@@ -170,6 +170,7 @@ type Decide struct {
 	By      string         // platform user id
 	Message string         // deny message for the model (may be empty: DefaultDenyMessage)
 	Reason  string         // a deny's reason in the person's words (may be empty)
+	Surface string         // where the click came from (SurfaceThread, ...), for the audit
 	// Revision is the revision of the call's arguments the decider saw: a
 	// decision at another revision changes nothing (DecideResult.Stale).
 	Revision int

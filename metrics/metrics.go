@@ -30,6 +30,10 @@ type Metrics struct {
 	modelSeconds      *prometheus.HistogramVec
 	webhookDeliveries *prometheus.CounterVec
 	ackSeconds        *prometheus.HistogramVec
+	decisionSeconds   *prometheus.HistogramVec
+	callsDecided      *prometheus.CounterVec
+	callsExpired      *prometheus.CounterVec
+	rb                runbookCollectors
 }
 
 // New registers Airlock's metrics, plus the Go runtime's and the
@@ -39,6 +43,7 @@ func New(pending func() float64) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		reg: reg,
+		rb:  newRunbookCollectors(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_decisions_total", Help: "Decisions on calls that needed a person, by outcome (allowed, denied, expired, abandoned).",
 		}, []string{"outcome"}),
@@ -66,9 +71,19 @@ func New(pending func() float64) *Metrics {
 			Name: "airlock_ack_seconds", Help: "Time to acknowledge a platform's event or click.",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 3},
 		}, []string{"platform"}),
+		decisionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "airlock_decision_seconds", Help: "Time from the pause to a person's decision of a call, by tool and outcome (allowed, denied).",
+			Buckets: []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600},
+		}, []string{"tool", "outcome"}),
+		callsDecided: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_calls_decided_total", Help: "Calls a person decided, by tool, outcome (allowed, denied) and surface (thread, approvals_channel, dm, terminal, edit_modal).",
+		}, []string{"tool", "outcome", "surface"}),
+		callsExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "airlock_calls_expired_total", Help: "Calls that expired without a decision, by tool.",
+		}, []string{"tool"}),
 	}
 	reg.MustRegister(m.decisions, m.decisionWait, m.toolRuns, m.toolRunSeconds, m.modelRequests, m.modelSeconds,
-		m.webhookDeliveries, m.ackSeconds,
+		m.webhookDeliveries, m.ackSeconds, m.decisionSeconds, m.callsDecided, m.callsExpired, m.rb.runs, m.rb.stepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if pending != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -102,6 +117,26 @@ func (m *Metrics) Decision(outcome string, wait time.Duration) {
 	if wait >= 0 {
 		m.decisionWait.Observe(wait.Seconds())
 	}
+}
+
+// CallDecided records a person's decision of a call of tool (outcome
+// allowed or denied) from surface, wait after its pause.
+func (m *Metrics) CallDecided(tool, outcome, surface string, wait time.Duration) {
+	if m == nil {
+		return
+	}
+	m.callsDecided.WithLabelValues(tool, outcome, surface).Inc()
+	if wait >= 0 {
+		m.decisionSeconds.WithLabelValues(tool, outcome).Observe(wait.Seconds())
+	}
+}
+
+// CallExpired records a call of tool that expired undecided.
+func (m *Metrics) CallExpired(tool string) {
+	if m == nil {
+		return
+	}
+	m.callsExpired.WithLabelValues(tool).Inc()
 }
 
 // ToolRun records one tool run and its duration.

@@ -33,26 +33,34 @@ func (db *DB) Audit(ctx context.Context, e confirm.AuditEvent) error {
 	return nil
 }
 
-// insertAudit is the one place audit rows are written. With webhooks set,
-// it also writes the event's outbox rows through ex, which must then be the
-// audit row's transaction so both commit or neither does.
+// insertAudit is the one place audit rows are written: chained to the
+// head (chain.go) in ex's transaction. With webhooks set, it also writes
+// the event's outbox rows through ex, which must then be the audit row's
+// transaction so both commit or neither does. In a PostgreSQL transaction
+// of db.tx the row is written just before the commit (deferAudit), so the
+// chain's head is locked for as short a time as can be.
 func (db *DB) insertAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) error {
 	if e.Kind == "" {
 		return errors.New("audit event without kind")
 	}
 	e.At = db.nowOr(e.At)
-	insert := `INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	args := []any{db.ts(e.At), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail}
-	targets := db.webhookTargets()
-	if len(targets) == 0 {
-		if _, err := db.exec(ctx, ex, db.q(insert), args...); err != nil {
-			return fmt.Errorf("insert audit %s: %w", e.Kind, err)
-		}
+	if db.deferAudit(ex, e) {
 		return nil
 	}
-	if err := db.get(ctx, ex, &e.ID, db.q(insert+` RETURNING id`), args...); err != nil {
+	return db.writeAudit(ctx, ex, e)
+}
+
+// writeAudit writes the audit row and its outbox rows now.
+func (db *DB) writeAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) error {
+	id, err := db.insertChained(ctx, ex, AuditRecord{At: utc(e.At), Kind: string(e.Kind), ConversationID: e.ConversationID,
+		BatchID: e.BatchID, CallKey: e.CallKey, Tool: e.Tool, Actor: e.Actor, Detail: e.Detail})
+	if err != nil {
 		return fmt.Errorf("insert audit %s: %w", e.Kind, err)
+	}
+	e.ID = id
+	targets := db.webhookTargets()
+	if len(targets) == 0 {
+		return nil
 	}
 	if err := db.enqueue(ctx, ex, e, targets); err != nil {
 		return fmt.Errorf("outbox of audit %s: %w", e.Kind, err)

@@ -30,6 +30,17 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"RecoverRunning", testRecoverRunning},
 		{"AuditEvents", testAuditEvents},
 		{"AuditAppendOnly", testAuditAppendOnly},
+		{"AuditChainVerifies", testAuditChainVerifies},
+		{"AuditChainEdited", testAuditChainEdited},
+		{"AuditChainEditedAndRehashed", testAuditChainEditedAndRehashed},
+		{"AuditChainDeletedMiddle", testAuditChainDeletedMiddle},
+		{"AuditChainDeletedFirst", testAuditChainDeletedFirst},
+		{"AuditChainDeletedTail", testAuditChainDeletedTail},
+		{"AuditChainSwapped", testAuditChainSwapped},
+		{"AuditChainInserted", testAuditChainInserted},
+		{"AuditChainConcurrent", testAuditChainConcurrent},
+		{"AuditExportFilters", testAuditExportFilters},
+		{"AuditChainTruncatedAfterCheckpoint", testAuditChainTruncatedAfterCheckpoint},
 		{"PendingBatch", testPendingBatch},
 		{"BatchesInOrder", testBatchesInOrder},
 		{"SetCardRef", testSetCardRef},
@@ -72,7 +83,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"OutboxClaimsInOrder", testOutboxClaimsInOrder},
 		{"OutboxClaimExpiry", testOutboxClaimExpiry},
 	}
-	for _, tc := range append(append(append(append(tests, routeTests...), integrityTests...), boundsTests...), checkedTests...) {
+	for _, tc := range append(append(append(append(append(tests, routeTests...), integrityTests...), boundsTests...), checkedTests...), runbookTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
 		})

@@ -85,7 +85,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			}
 		}
 
-		if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, now); err != nil {
+		if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface, now); err != nil {
 			return err
 		}
 		res.Won, res.Decided = true, true
@@ -211,7 +211,8 @@ func (db *DB) castVote(ctx context.Context, tx dbtx, event confirm.AuditEvent, n
 
 // decideCall takes the call event names (pending, its row locked) to
 // status by event.Actor and audits the decision.
-func (db *DB) decideCall(ctx context.Context, tx dbtx, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason string, now time.Time) error {
+// surface is where the decision came from (confirm.Surface*), "" unknown.
+func (db *DB) decideCall(ctx context.Context, tx dbtx, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason, surface string, now time.Time) error {
 	n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
 		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
 		string(status), event.Actor, db.ts(now), message, reason, event.BatchID, event.CallKey, db.ts(now))
@@ -223,7 +224,7 @@ func (db *DB) decideCall(ctx context.Context, tx dbtx, event confirm.AuditEvent,
 	}
 	e := event
 	e.Kind = confirm.AuditDecision
-	e.Detail = decisionDetail(status, message, reason, false)
+	e.Detail = decisionDetailFrom(status, message, reason, surface, false)
 	return db.insertAudit(ctx, tx, e)
 }
 
@@ -289,12 +290,18 @@ func (db *DB) finishDecidingInto(ctx context.Context, tx dbtx, batchID string, n
 }
 
 func decisionDetail(status confirm.DecisionStatus, message, reason string, abandoned bool) string {
+	return decisionDetailFrom(status, message, reason, "", abandoned)
+}
+
+// decisionDetailFrom is decisionDetail naming the decision's surface.
+func decisionDetailFrom(status confirm.DecisionStatus, message, reason, surface string, abandoned bool) string {
 	return jsonDetail(struct {
 		Status    string `json:"status"`
 		Message   string `json:"message"`
 		Reason    string `json:"reason,omitempty"`
 		Abandoned bool   `json:"abandoned,omitempty"`
-	}{string(status), message, reason, abandoned})
+		Surface   string `json:"surface,omitempty"`
+	}{string(status), message, reason, abandoned, surface})
 }
 
 // ExpirePending decides every still-pending call of a pending batch

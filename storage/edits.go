@@ -98,7 +98,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		if res.Votes < res.Required {
 			return nil
 		}
-		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", now); err != nil {
+		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, now); err != nil {
 			return err
 		}
 		res.Decided = true

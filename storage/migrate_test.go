@@ -68,6 +68,19 @@ func openUpgraded(t *testing.T, driver, dsn string, from int) *DB {
 	return db
 }
 
+// insertOldAudit writes an audit row as a release before the chain
+// (migration 14) did.
+func insertOldAudit(t *testing.T, old *DB, e confirm.AuditEvent) {
+	t.Helper()
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	if _, err := old.x.ExecContext(t.Context(), old.q(`INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), old.ts(e.At), string(e.Kind), e.ConversationID, e.BatchID, e.CallKey, e.Tool, e.Actor, e.Detail); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSQLiteMigrateUpgrade(t *testing.T) {
 	testMigrateUpgrade(t, "sqlite", filepath.Join(t.TempDir(), "old.db"))
 }
@@ -145,9 +158,7 @@ func TestSQLiteMigrationEightKeepsTheAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, kind := range []confirm.AuditKind{confirm.AuditRejectedClick, confirm.AuditDecision, confirm.AuditToolResult} {
-		if err := old.insertAudit(ctx, old.x, confirm.AuditEvent{Kind: kind, ConversationID: conv.ID, Actor: "U1", Detail: fmt.Sprintf(`{"n":%d}`, i)}); err != nil {
-			t.Fatal(err)
-		}
+		insertOldAudit(t, old, confirm.AuditEvent{Kind: kind, ConversationID: conv.ID, Actor: "U1", Detail: fmt.Sprintf(`{"n":%d}`, i)})
 	}
 	before, err := old.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
 	if err != nil || len(before) != 3 {

@@ -509,9 +509,9 @@ func testEditCallDecides(t *testing.T, db *DB) {
 		string(ds[2].After) != `{"n": 12}` || !slices.Equal(ds[2].Voided, []string{"U-x"}) || len(ds[0].Voided) != 0 {
 		t.Fatalf("edits %+v", ds)
 	}
-	// The decisions are written as Decide writes an allow.
+	// The decisions are written as Decide writes an allow, from the edit form.
 	for _, e := range auditOf(t, db, b.ConversationID, confirm.AuditDecision) {
-		if e.Detail != decisionDetail(confirm.DecisionAllowed, "", "", false) {
+		if e.Detail != decisionDetailFrom(confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, false) {
 			t.Errorf("decision %+v", e)
 		}
 	}

@@ -62,12 +62,15 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 // WAL lets read while the writer writes. On PostgreSQL, r is x and there
 // is no w.
 type DB struct {
-	x      *sqlx.DB     // writes and transactions (SQLite: see above)
-	w      *writer      // SQLite's held write connection (nil: use x)
-	r      *sqlx.DB     // reads outside transactions
-	driver string       // DriverSQLite or DriverPostgres
-	stmts  [2]stmtCache // SQLite: prepared on x, on r
-	clock  clock        // the database's clock, as measured by SyncClock
+	// deferred holds the audit events of open PostgreSQL transactions
+	// until their commit (see deferredAudits).
+	deferred deferredAudits
+	x        *sqlx.DB     // writes and transactions (SQLite: see above)
+	w        *writer      // SQLite's held write connection (nil: use x)
+	r        *sqlx.DB     // reads outside transactions
+	driver   string       // DriverSQLite or DriverPostgres
+	stmts    [2]stmtCache // SQLite: prepared on x, on r
+	clock    clock        // the database's clock, as measured by SyncClock
 	// batchQueries holds loadBatch's statements by condition.
 	batchQueries sync.Map
 	// webhooks are the targets every audit row is queued for (SetWebhooks).
@@ -142,6 +145,10 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		return nil, fmt.Errorf("open %s: %w", driver, err)
 	}
 	if err := db.Migrate(ctx); err != nil {
+		x.Close()
+		return nil, err
+	}
+	if err := db.chainAudit(ctx); err != nil {
 		x.Close()
 		return nil, err
 	}
@@ -393,6 +400,10 @@ func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	if db.driver == DriverPostgres {
+		db.deferred.Store(tx, new([]confirm.AuditEvent))
+		defer db.deferred.Delete(tx)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			tx.Rollback()
@@ -403,6 +414,9 @@ func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 		}
 	}()
 	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = db.flushAudits(ctx, tx); err != nil {
 		return err
 	}
 	if err = tx.Commit(); err != nil {

@@ -99,6 +99,9 @@ const Help = `Type a message to talk to the agent. Commands:
   /checked            list runs whose outcome is unknown and not yet checked
   /checked N          mark run N checked once you know whether it took effect
                       (until then every call of its tool needs a yes)
+  /run NAME k=v ...   start a runbook (values may be quoted: k="a b")
+  /runbooks           list the runbooks and their parameters
+  /stop               stop the runbook running in this conversation
   /card               show the waiting card again
   /help               show this help
   /quit               leave (a waiting card stays waiting)
@@ -186,6 +189,12 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 		s.extend(ctx, b, rest)
 	case "/checked":
 		s.checked(ctx, b, rest)
+	case "/run", "/runbooks", "/stop":
+		// Runbook commands: answered by the bot without the model.
+		text := strings.TrimSpace(strings.TrimPrefix(cmd, "/") + " " + rest)
+		if err := b.HandleTurn(ctx, bot.Turn{Platform: Platform, Channel: s.Channel, Thread: s.Thread, User: s.User, Text: text, Command: true}); err != nil {
+			s.printf("error: %v\n", err)
+		}
 	default:
 		s.printf("Unknown command %s. /help lists the commands.\n", cmd)
 	}

@@ -118,6 +118,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 			Approvers: ch.Approvers, ApproverGroups: ch.ApproverGroups, ApproverRoles: ch.ApproverRoles,
 			Requesters: ch.Requesters, RequesterGroups: ch.RequesterGroups, RequesterRoles: ch.RequesterRoles,
 			Tools:            ch.Tools,
+			Runbooks:         ch.Runbooks,
 			ApprovalsChannel: ch.ApprovalsChannel, Notify: ch.Notify,
 		})
 	}
@@ -146,6 +147,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		SelfApproval:       cfg.Confirmation.SelfApproval,
 		GrantFor:           cfg.Confirmation.Grants.For(),
 		Channels:           bot.NewChannels(entries),
+		Runbooks:           cfg.RunbookSet(),
 		SystemPrompt:       cfg.Model.SystemPrompt,
 		MaxToolRounds:      cfg.Model.MaxToolRounds,
 		MaxCallsPerReply:   cfg.Model.MaxCallsPerReply,

@@ -213,6 +213,14 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 }
 
 func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "verify":
+			return auditVerify(ctx, args[1:], stdout, stderr)
+		case "export":
+			return auditExport(ctx, args[1:], stdout, stderr)
+		}
+	}
 	fs := flag.NewFlagSet("airlock audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
@@ -258,6 +266,7 @@ func printAudit(ctx context.Context, db confirm.AuditStore, f confirm.AuditFilte
 		return 0
 	}
 	printRecords(stdout, records)
+	printRunbookEvents(stdout, events)
 	return 0
 }
 

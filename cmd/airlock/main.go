@@ -39,7 +39,11 @@ var commands = []command{
 	{name: "migrate", args: "-config FILE", help: "apply the database migrations", run: withConfig("migrate", migrateCmd)},
 	{name: "discord-invite", args: "-config FILE", help: "print the Discord install URL with the permissions the bot needs", run: withConfig("discord-invite", discordInvite)},
 	{name: "audit", args: "-config FILE [-conversation ID] [-since DURATION] [-json]",
-		help: "who asked, the exact arguments, who decided, when, and the outcome of every call", run: noStdin(audit)},
+		help: "who asked, the exact arguments, who decided, when, and the outcome of every call", run: noStdin(audit),
+		sub: []command{
+			{name: "audit verify", args: "-config FILE | -file EXPORT.jsonl [-checkpoint FILE [-pubkey FILE]]", help: "check the audit's hash chain (and that it still holds a checkpoint's row); exit 1 naming the first row edited, deleted, inserted or reordered"},
+			{name: "audit export", args: "-config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID]", help: "stream audit rows in id order with their hashes"},
+		}},
 	{name: "events", args: "-config FILE [-dead]", help: "webhook deliveries not yet accepted, or the dead ones", run: noStdin(eventsCmd),
 		sub: []command{{name: "events retry", args: "ID -config FILE", help: "send a dead delivery again"}}},
 	{name: "tools", args: "-config FILE", help: "every tool the model is offered, its source, and whether and why it needs approval", run: noStdin(listTools)},

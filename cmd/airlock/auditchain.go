@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/airlockhq/airlock/storage"
+)
+
+// auditVerify walks the audit's hash chain, in the database
+// (`airlock audit verify -config FILE`) or in a JSONL export (`-file F`):
+// exit 0 with the rows and the head, 1 naming the first bad row.
+func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock audit verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	file := fs.String("file", "", "verify this JSONL export instead of the database")
+	checkpoint := fs.String("checkpoint", "", "a checkpoint held outside Airlock (JSON): the chain must still hold its row, with its hash")
+	pubkey := fs.String("pubkey", "", "the Ed25519 public key the checkpoint must be signed with")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var anchors []storage.AuditCheckpoint
+	if *checkpoint != "" {
+		c, err := storage.ReadAuditCheckpoint(*checkpoint)
+		if err == nil && *pubkey != "" {
+			var pub []byte
+			if pub, err = storage.ReadEd25519PublicKey(*pubkey); err == nil {
+				err = c.VerifySignature(pub)
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
+			return 1
+		}
+		if *pubkey == "" {
+			fmt.Fprintln(stderr, "airlock: audit verify: the checkpoint's signature is not checked (no -pubkey)")
+		}
+		anchors = append(anchors, c)
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: airlock audit verify -config FILE | -file EXPORT.jsonl [-checkpoint FILE [-pubkey FILE]]")
+		return 2
+	}
+	var (
+		v   storage.AuditVerification
+		err error
+	)
+	if *file != "" {
+		v, err = storage.VerifyAuditExport(ctx, *file, anchors...)
+	} else {
+		var db *storage.DB
+		if _, db, err = openStore(ctx, *cfgPath); err != nil {
+			fmt.Fprintf(stderr, "airlock: %v\n", err)
+			return 1
+		}
+		defer db.Close()
+		v, err = db.VerifyAudit(ctx, anchors...)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "audit chain verified: %d rows, head row %d, hash %s\n", v.Rows, v.HeadID, v.HeadHash)
+	return 0
+}
+
+// auditExport streams audit rows in id order with their hashes, as JSONL
+// or CSV, a page at a time.
+func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("airlock audit export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	format := fs.String("format", "jsonl", "jsonl or csv")
+	since := fs.String("since", "", "only rows at or after this time (RFC 3339) or this long ago (e.g. 24h)")
+	until := fs.String("until", "", "only rows before this time (RFC 3339) or this long ago")
+	conv := fs.Int64("conversation", 0, "only this conversation id")
+	tool := fs.String("tool", "", "only this tool")
+	actor := fs.String("actor", "", "only this actor")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 0 || (*format != "jsonl" && *format != "csv") {
+		fmt.Fprintln(stderr, "usage: airlock audit export -config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID]")
+		return 2
+	}
+	now := time.Now()
+	f := storage.AuditRecordFilter{ConversationID: *conv, Tool: *tool, Actor: *actor}
+	var err error
+	if f.Since, err = parseWhen(*since, now); err != nil {
+		fmt.Fprintf(stderr, "airlock: -since: %v\n", err)
+		return 2
+	}
+	if f.Until, err = parseWhen(*until, now); err != nil {
+		fmt.Fprintf(stderr, "airlock: -until: %v\n", err)
+		return 2
+	}
+	_, db, err := openStore(ctx, *cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 1
+	}
+	defer db.Close()
+	if err := db.ExportAudit(ctx, f, *format, stdout); err != nil {
+		fmt.Fprintf(stderr, "airlock: audit export: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// parseWhen reads an RFC 3339 time or a duration before now ("" is none).
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := parseDays(s); err == nil {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration (24h, 7d)", s)
+	}
+	return t, nil
+}
+
+// parseDays is time.ParseDuration that also reads whole days ("7d").
+func parseDays(s string) (time.Duration, error) {
+	if n := len(s); n > 1 && s[n-1] == 'd' {
+		days, err := strconv.Atoi(s[:n-1])
+		if err != nil || days < 0 {
+			return 0, fmt.Errorf("bad duration %q", s)
+		}
+		return time.Duration(days) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}

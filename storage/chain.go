@@ -1,0 +1,309 @@
+package storage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// The audit is a hash chain (README "Audit"): each row's hash is
+// SHA-256 over the previous row's hash (32 bytes; all zero before the
+// first row) and the row's canonical bytes. audit_head holds the last
+// chained row; every audit insert reads and updates it in the row's own
+// transaction (on PostgreSQL under its row lock), so concurrent writers,
+// replicas too, extend one chain.
+
+// AuditGenesis is the previous hash of the first row of a chain.
+const AuditGenesis = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// auditTimeLayout is how a row's time enters its canonical bytes: UTC,
+// microseconds (what both databases store), fixed width.
+const auditTimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// AuditRecord is an audit row with its place in the chain.
+type AuditRecord struct {
+	ID             int64     `json:"id"`
+	At             time.Time `json:"at"`
+	Kind           string    `json:"kind"`
+	ConversationID int64     `json:"conversation_id"`
+	BatchID        string    `json:"batch_id"`
+	CallKey        string    `json:"call_key"`
+	Tool           string    `json:"tool"`
+	Actor          string    `json:"actor"`
+	Detail         string    `json:"detail"`
+	PrevHash       string    `json:"prev_hash"`
+	Hash           string    `json:"hash"`
+}
+
+// AuditCanonical appends the row's canonical bytes to buf: its columns
+// id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail
+// in that order, each as a 4-byte big-endian length then that many bytes;
+// ids in decimal, at as auditTimeLayout in UTC, text as stored (UTF-8).
+func AuditCanonical(buf []byte, r AuditRecord) []byte {
+	field := func(s string) {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(s)))
+		buf = append(buf, s...)
+	}
+	field(strconv.FormatInt(r.ID, 10))
+	field(utc(r.At).Format(auditTimeLayout))
+	field(r.Kind)
+	field(strconv.FormatInt(r.ConversationID, 10))
+	field(r.BatchID)
+	field(r.CallKey)
+	field(r.Tool)
+	field(r.Actor)
+	field(r.Detail)
+	return buf
+}
+
+// AuditHash is the row's hash chained to prev (lowercase hex): SHA-256
+// over prev's 32 bytes and the row's canonical bytes. A prev that is not
+// 64 hex digits hashes as its text, so a forged one never matches.
+func AuditHash(prev string, r AuditRecord) string {
+	h := sha256.New()
+	if b, err := hex.DecodeString(prev); err == nil && len(b) == sha256.Size {
+		h.Write(b)
+	} else {
+		h.Write([]byte(prev))
+	}
+	h.Write(AuditCanonical(make([]byte, 0, 256), r))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// insertChained writes a new audit row chained to the head in ex's
+// transaction and moves the head to it; it returns the row's id.
+func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) (int64, error) {
+	if db.driver == DriverPostgres {
+		// One statement, one round trip: the UPDATE locks the head row until
+		// the transaction ends (a concurrent writer waits, then reads the
+		// head it left), takes the next id from it and hashes the row there,
+		// with the canonical bytes after the id computed here.
+		rest := AuditCanonical(nil, r)
+		rest = rest[4+len(strconv.FormatInt(r.ID, 10)):]
+		var id int64
+		err := db.get(ctx, ex, &id, db.q(auditInsertPostgres), rest, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail)
+		return id, err
+	}
+	// SQLite: writes are serialised already.
+	var head struct {
+		ID   int64  `db:"last_id"`
+		Hash string `db:"last_hash"`
+	}
+	if err := db.get(ctx, ex, &head, `UPDATE audit_head SET last_id = last_id + 1 WHERE one = 1 RETURNING last_id, last_hash`); err != nil {
+		return 0, fmt.Errorf("audit chain head: %w", err)
+	}
+	r.ID, r.PrevHash = head.ID, head.Hash
+	r.Hash = AuditHash(r.PrevHash, r)
+	if _, err := db.exec(ctx, ex, db.q(`INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.ID, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail, r.PrevHash, r.Hash); err != nil {
+		return 0, err
+	}
+	_, err := db.exec(ctx, ex, db.q(`UPDATE audit_head SET last_hash = ? WHERE one = 1`), r.Hash)
+	return r.ID, err
+}
+
+// auditInsertPostgres is AuditHash in SQL: SHA-256 over the previous hash's
+// bytes, the new id's field (length, then decimal digits) and the rest of
+// the canonical bytes ($1).
+const auditInsertPostgres = `WITH h AS (
+		UPDATE audit_head SET last_id = last_id + 1, prev_hash = last_hash,
+			last_hash = encode(sha256(decode(last_hash, 'hex')
+				|| int4send(octet_length((last_id + 1)::text)) || convert_to((last_id + 1)::text, 'UTF8') || ?::bytea), 'hex')
+		WHERE one = 1 RETURNING last_id, prev_hash, last_hash)
+	INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash) OVERRIDING SYSTEM VALUE
+	SELECT last_id, ?, ?, ?, ?, ?, ?, ?, ?, prev_hash, last_hash FROM h
+	RETURNING id`
+
+// deferredAudits (DB.deferred) holds, by open PostgreSQL transaction of db.tx, the audit
+// events written in it, in order; db.tx writes them just before its
+// commit (flushAudits). The head's row lock then lasts from those
+// statements to the commit, not from the first audit of a transaction
+// through the rest of its work. Nothing reads the audit inside the
+// transaction that writes it.
+type deferredAudits struct{ sync.Map } // *sqlx.Tx → *[]confirm.AuditEvent
+
+// deferAudit queues e when ex is such a transaction.
+func (db *DB) deferAudit(ex dbtx, e confirm.AuditEvent) bool {
+	tx, ok := ex.(*sqlx.Tx)
+	if !ok {
+		return false
+	}
+	q, ok := db.deferred.Load(tx)
+	if !ok {
+		return false
+	}
+	*q.(*[]confirm.AuditEvent) = append(*q.(*[]confirm.AuditEvent), e)
+	return true
+}
+
+// flushAudits writes tx's queued audit events.
+func (db *DB) flushAudits(ctx context.Context, tx *sqlx.Tx) error {
+	q, ok := db.deferred.Load(tx)
+	if !ok {
+		return nil
+	}
+	for _, e := range *q.(*[]confirm.AuditEvent) {
+		if err := db.writeAudit(ctx, tx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chainPage is how many rows chainAudit chains a transaction, and how
+// many rows the chain's readers hold at once.
+const chainPage = 1000
+
+const auditRecordColumns = `id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash`
+
+type auditRecordRow struct {
+	auditRow
+	PrevHash string `db:"prev_hash"`
+	Hash     string `db:"hash"`
+}
+
+func (r auditRecordRow) record() AuditRecord {
+	return AuditRecord{ID: r.ID, At: r.At.t, Kind: r.Kind, ConversationID: r.ConversationID, BatchID: r.BatchID,
+		CallKey: r.CallKey, Tool: r.Tool, Actor: r.Actor, Detail: r.Detail, PrevHash: r.PrevHash, Hash: r.Hash}
+}
+
+// chainAudit chains the rows written before the chain existed (migration
+// 014 leaves them with empty hashes), in id order from the head, a page a
+// transaction. It is idempotent: with every row chained it reads one page
+// of nothing. A row past the head that already has a hash stops it (verify
+// reports it).
+func (db *DB) chainAudit(ctx context.Context) error {
+	for {
+		done := false
+		err := db.tx(ctx, func(tx dbtx) error {
+			var head struct {
+				ID   int64  `db:"last_id"`
+				Hash string `db:"last_hash"`
+			}
+			lock := ""
+			if db.driver == DriverPostgres {
+				lock = " FOR UPDATE"
+			}
+			if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`+lock); err != nil {
+				return fmt.Errorf("head: %w", err)
+			}
+			var rows []auditRecordRow
+			if err := db.sel(ctx, tx, &rows, db.q(`SELECT `+auditRecordColumns+` FROM audit WHERE id > ? ORDER BY id LIMIT `+strconv.Itoa(chainPage)), head.ID); err != nil {
+				return fmt.Errorf("load: %w", err)
+			}
+			if len(rows) < chainPage {
+				done = true
+			}
+			last := head
+			for _, row := range rows {
+				if row.Hash != "" {
+					done = true
+					break
+				}
+				r := row.record()
+				r.PrevHash = last.Hash
+				r.Hash = AuditHash(r.PrevHash, r)
+				if _, err := db.exec(ctx, tx, db.q(`UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?`), r.PrevHash, r.Hash, r.ID); err != nil {
+					return fmt.Errorf("row %d: %w", r.ID, err)
+				}
+				last.ID, last.Hash = r.ID, r.Hash
+			}
+			if last.ID == head.ID {
+				return nil
+			}
+			if _, err := db.exec(ctx, tx, db.q(`UPDATE audit_head SET last_id = ?, last_hash = ? WHERE one = 1`), last.ID, last.Hash); err != nil {
+				return fmt.Errorf("move head: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("chain audit: %w", err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// AuditRecords calls fn with each audit row from after id after, in id
+// order, reading a page of rows at a time (memory is bounded whatever the
+// table's size); fn returning an error stops it with that error.
+func (db *DB) AuditRecords(ctx context.Context, after int64, f AuditRecordFilter, fn func(AuditRecord) error) error {
+	where, args := db.auditWhere(f)
+	for {
+		var rows []auditRecordRow
+		q := `SELECT ` + auditRecordColumns + ` FROM audit WHERE id > ?` + where + ` ORDER BY id LIMIT ` + strconv.Itoa(chainPage)
+		if err := db.sel(ctx, db.reader(), &rows, db.q(q), append([]any{after}, args...)...); err != nil {
+			return fmt.Errorf("read audit: %w", err)
+		}
+		for _, row := range rows {
+			if err := fn(row.record()); err != nil {
+				return err
+			}
+			after = row.ID
+		}
+		if len(rows) < chainPage {
+			return nil
+		}
+	}
+}
+
+// AuditRecordFilter selects rows for AuditRecords; zero fields select
+// every row.
+type AuditRecordFilter struct {
+	Since, Until   time.Time // at >= Since, at < Until
+	ConversationID int64
+	Tool, Actor    string
+}
+
+func (db *DB) auditWhere(f AuditRecordFilter) (string, []any) {
+	var where string
+	var args []any
+	add := func(cond string, arg any) {
+		where += " AND " + cond
+		args = append(args, arg)
+	}
+	if !f.Since.IsZero() {
+		add("at >= ?", db.ts(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("at < ?", db.ts(f.Until))
+	}
+	if f.ConversationID != 0 {
+		add("conversation_id = ?", f.ConversationID)
+	}
+	if f.Tool != "" {
+		add("tool = ?", f.Tool)
+	}
+	if f.Actor != "" {
+		add("actor = ?", f.Actor)
+	}
+	return where, args
+}
+
+// AuditHead is the chain's head as stored: the last chained row's id and
+// hash (0 and AuditGenesis before any row).
+func (db *DB) AuditHead(ctx context.Context) (id int64, hash string, err error) {
+	var head struct {
+		ID   int64  `db:"last_id"`
+		Hash string `db:"last_hash"`
+	}
+	if err := db.get(ctx, db.reader(), &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+		return 0, "", fmt.Errorf("audit head: %w", err)
+	}
+	return head.ID, head.Hash, nil
+}
+
+// ErrAuditChain is wrapped by every AuditBreak.
+var ErrAuditChain = errors.New("audit chain broken")

@@ -1,0 +1,553 @@
+package storage
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// runbookTests are the confirm.RunbookStore contract, run by
+// runConformance against each database.
+var runbookTests = []struct {
+	name string
+	fn   func(t *testing.T, db *DB)
+}{
+	{"RunbookRunRoundTrip", testRunbookRunRoundTrip},
+	{"RunbookRunRefusesBadInput", testRunbookRunBadInput},
+	{"RunbookStepLifecycle", testRunbookStepLifecycle},
+	{"RunbookOneActiveStep", testRunbookOneActiveStep},
+	{"RunbookAttemptOnce", testRunbookAttemptOnce},
+	{"RunbookDueAt", testRunbookDueAt},
+	{"RunbookHaltMarkDone", testRunbookHaltMarkDone},
+	{"RunbookStopWhileWaiting", testRunbookStopWhileWaiting},
+	{"RunbookFinishOnce", testRunbookFinishOnce},
+	{"RunbookParent", testRunbookParent},
+	{"RunbookAudit", testRunbookAudit},
+	{"RaceRunbookStartStep", testRaceRunbookStartStep},
+	{"RaceRunbookFinishStep", testRaceRunbookFinishStep},
+}
+
+func newRunbookRun(t *testing.T, db *DB) *confirm.RunbookRun {
+	t.Helper()
+	conv := newConversation(t, db)
+	r := &confirm.RunbookRun{
+		Runbook: "restart", Snapshot: json.RawMessage(`{"name":"restart","steps":[{"id":"before","tool":"status"}]}`),
+		Params: json.RawMessage(`{"service":"api"}`), RequestedBy: "U-alice", ConversationID: conv.ID,
+	}
+	if err := db.CreateRunbookRun(t.Context(), r); err != nil {
+		t.Fatalf("CreateRunbookRun: %v", err)
+	}
+	return r
+}
+
+func loadRunbookRun(t *testing.T, db *DB, id string) *confirm.RunbookRun {
+	t.Helper()
+	r, err := db.RunbookRun(t.Context(), id)
+	if err != nil {
+		t.Fatalf("RunbookRun(%s): %v", id, err)
+	}
+	return r
+}
+
+func loadRunbookSteps(t *testing.T, db *DB, id string) []confirm.RunbookStep {
+	t.Helper()
+	s, err := db.RunbookSteps(t.Context(), id)
+	if err != nil {
+		t.Fatalf("RunbookSteps(%s): %v", id, err)
+	}
+	return s
+}
+
+func mainStep(runID, id string, attempt int) confirm.StepKey {
+	return confirm.StepKey{RunID: runID, Phase: confirm.PhaseMain, StepID: id, Attempt: attempt}
+}
+
+// A run reads back as stored: its snapshot and parameters byte for byte,
+// status running, no active step.
+func testRunbookRunRoundTrip(t *testing.T, db *DB) {
+	r := newRunbookRun(t, db)
+	if r.ID == "" || r.Status != confirm.RunbookRunning {
+		t.Fatalf("created run = %+v", r)
+	}
+	got := loadRunbookRun(t, db, r.ID)
+	if got.Runbook != "restart" || string(got.Snapshot) != string(r.Snapshot) || string(got.Params) != `{"service":"api"}` ||
+		got.RequestedBy != "U-alice" || got.ConversationID != r.ConversationID || got.Status != confirm.RunbookRunning ||
+		got.ActiveStep != "" || got.DueAt != nil || got.FinishedAt != nil || !got.CreatedAt.Equal(r.CreatedAt) {
+		t.Fatalf("run read back = %+v, want %+v", got, r)
+	}
+	if _, err := db.RunbookRun(t.Context(), "no-such-run"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("missing run: %v, want ErrNotFound", err)
+	}
+	if err := db.SetRunbookMessageRef(t.Context(), r.ID, "C1/123.456"); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.MessageRef != "C1/123.456" {
+		t.Fatalf("message ref = %q", got.MessageRef)
+	}
+	if err := db.SetRunbookMessageRef(t.Context(), "no-such-run", "x"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("message ref of a missing run: %v", err)
+	}
+}
+
+// Bad input is refused with nothing written.
+func testRunbookRunBadInput(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	for _, r := range []*confirm.RunbookRun{
+		{Runbook: "", Snapshot: json.RawMessage(`{}`), Params: json.RawMessage(`{}`), ConversationID: conv.ID},
+		{Runbook: "x", Snapshot: json.RawMessage(`{`), Params: json.RawMessage(`{}`), ConversationID: conv.ID},
+		{Runbook: "x", Snapshot: json.RawMessage(`{}`), Params: nil, ConversationID: conv.ID},
+		{Runbook: "x", Snapshot: json.RawMessage(`{}`), Params: json.RawMessage(`{}`)},
+	} {
+		if err := db.CreateRunbookRun(ctx, r); err == nil {
+			t.Errorf("CreateRunbookRun(%+v) succeeded", r)
+		}
+	}
+	if live, err := db.LiveRunbookRuns(ctx); err != nil || len(live) != 0 {
+		t.Fatalf("after refused runs: %v, %v", live, err)
+	}
+	run := newRunbookRun(t, db)
+	for _, k := range []confirm.StepKey{
+		{RunID: run.ID, Phase: "other", StepID: "a", Attempt: 1},
+		{RunID: run.ID, Phase: confirm.PhaseMain, StepID: "", Attempt: 1},
+		{RunID: run.ID, Phase: confirm.PhaseMain, StepID: "a", Attempt: 0},
+	} {
+		if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err == nil || ok {
+			t.Errorf("StartRunbookStep(%+v) = %v, %v; want an error", k, ok, err)
+		}
+	}
+	if ok, err := db.FinishRunbookStep(ctx, mainStep(run.ID, "a", 1), confirm.StepWaiting, "", nil, time.Time{}); err == nil || ok {
+		t.Errorf("FinishRunbookStep with a non-final status = %v, %v", ok, err)
+	}
+	if ok, err := db.FinishRunbookRun(ctx, run.ID, confirm.RunbookHalted, "", "", time.Time{}); err == nil || ok {
+		t.Errorf("FinishRunbookRun as halted = %v, %v", ok, err)
+	}
+	if got := loadRunbookRun(t, db, run.ID); got.Status != confirm.RunbookRunning || got.ActiveStep != "" || len(loadRunbookSteps(t, db, run.ID)) != 0 {
+		t.Fatalf("bad input changed the run: %+v", got)
+	}
+}
+
+// A step goes started -> waiting (its batch) -> outcome; the run's active
+// step is set and cleared with it; the step is found by its batch.
+func testRunbookStepLifecycle(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, "before", 1)
+	if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err != nil || !ok {
+		t.Fatalf("StartRunbookStep = %v, %v", ok, err)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "main/before/1" {
+		t.Fatalf("active step = %q", got.ActiveStep)
+	}
+	b := batchIn(t, db, r.ConversationID, later(), confirm.DecisionPending)
+	if ok, err := db.SetRunbookStepBatch(ctx, k, b.ID); err != nil || !ok {
+		t.Fatalf("SetRunbookStepBatch = %v, %v", ok, err)
+	}
+	if ok, err := db.SetRunbookStepBatch(ctx, k, "other"); err != nil || ok {
+		t.Fatalf("second SetRunbookStepBatch = %v, %v; want lost", ok, err)
+	}
+	s, err := db.RunbookStepByBatch(ctx, b.ID)
+	if err != nil || s.StepKey != k || s.Status != confirm.StepWaiting || s.Tool != "status" || s.Seq != 1 {
+		t.Fatalf("RunbookStepByBatch = %+v, %v", s, err)
+	}
+	if _, err := db.RunbookStepByBatch(ctx, "not-a-step-batch"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("step of another batch: %v", err)
+	}
+	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepSucceeded, `{"status":"up"}`, nil, time.Time{}); err != nil || !ok {
+		t.Fatalf("FinishRunbookStep = %v, %v", ok, err)
+	}
+	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil, time.Time{}); err != nil || ok {
+		t.Fatalf("second FinishRunbookStep = %v, %v; want lost", ok, err)
+	}
+	steps := loadRunbookSteps(t, db, r.ID)
+	if len(steps) != 1 || steps[0].Status != confirm.StepSucceeded || steps[0].Result != `{"status":"up"}` || steps[0].FinishedAt == nil || steps[0].BatchID != b.ID {
+		t.Fatalf("steps = %+v", steps)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "" || got.Status != confirm.RunbookRunning {
+		t.Fatalf("run after its step = %+v", got)
+	}
+	// A skipped step is stored with its outcome; the run stays free.
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "restart", 1), "restart_service", true, time.Time{}); err != nil || !ok {
+		t.Fatalf("skipped StartRunbookStep = %v, %v", ok, err)
+	}
+	steps = loadRunbookSteps(t, db, r.ID)
+	if len(steps) != 2 || steps[1].Status != confirm.StepSkipped || steps[1].Seq != 2 || loadRunbookRun(t, db, r.ID).ActiveStep != "" {
+		t.Fatalf("after a skip: %+v", steps)
+	}
+}
+
+// A run runs one step at a time: a second step does not start while one
+// is active, nor does any step of an ended or halted run.
+func testRunbookOneActiveStep(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 1), "status", false, time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	for _, skipped := range []bool{false, true} {
+		if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", skipped, time.Time{}); err != nil || ok {
+			t.Fatalf("a second step started while one is active (skipped %v): %v, %v", skipped, ok, err)
+		}
+	}
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a", time.Time{}); err != nil || ok {
+		t.Fatalf("halted with an active step: %v, %v", ok, err)
+	}
+	if ok, err := db.FinishRunbookStep(ctx, mainStep(r.ID, "a", 1), confirm.StepUnknown, "", nil, time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a", time.Time{}); err != nil || !ok {
+		t.Fatalf("HaltRunbookRun = %v, %v", ok, err)
+	}
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false, time.Time{}); err != nil || ok {
+		t.Fatalf("a step of a halted run started: %v, %v", ok, err)
+	}
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", "", time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false, time.Time{}); err != nil || ok {
+		t.Fatalf("a step of an ended run started: %v, %v", ok, err)
+	}
+	if n := len(loadRunbookSteps(t, db, r.ID)); n != 1 {
+		t.Fatalf("%d steps stored, want 1", n)
+	}
+}
+
+// An attempt that ran starts no second time (a replica's late start), and
+// the lost start leaves the run free.
+func testRunbookAttemptOnce(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, "a", 1)
+	if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "boom", nil, time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err != nil || ok {
+		t.Fatalf("attempt 1 started twice: %v, %v", ok, err)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "" {
+		t.Fatalf("a lost start left the run busy: %q", got.ActiveStep)
+	}
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false, time.Time{}); err != nil || !ok {
+		t.Fatalf("attempt 2: %v, %v", ok, err)
+	}
+}
+
+// A retry's delay: the run is not due, and no step starts, until DueAt.
+func testRunbookDueAt(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	now := time.Date(2031, 1, 1, 10, 0, 0, 0, time.UTC)
+	k := mainStep(r.ID, "a", 1)
+	if ok, err := db.StartRunbookStep(ctx, k, "status", false, now); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ids, _ := db.DueRunbookRuns(ctx, now); containsID(ids, r.ID) {
+		t.Fatal("a run with an active step is listed due")
+	}
+	due := now.Add(10 * time.Second)
+	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "down", &due, now); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.DueAt == nil || !got.DueAt.Equal(due) {
+		t.Fatalf("due at = %v, want %v", got.DueAt, due)
+	}
+	if ids, _ := db.DueRunbookRuns(ctx, now.Add(9*time.Second)); containsID(ids, r.ID) {
+		t.Fatal("listed due before its delay")
+	}
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false, now.Add(9*time.Second)); err != nil || ok {
+		t.Fatalf("attempt 2 started before the delay: %v, %v", ok, err)
+	}
+	if ids, _ := db.DueRunbookRuns(ctx, due); !containsID(ids, r.ID) {
+		t.Fatal("not listed due at its time")
+	}
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false, due); err != nil || !ok {
+		t.Fatalf("attempt 2 at its time: %v, %v", ok, err)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.DueAt != nil {
+		t.Fatalf("due at kept after the start: %v", got.DueAt)
+	}
+}
+
+func containsID(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// An unknown step halts the run; Mark done takes it to succeeded and the
+// run back to running, once; only an unknown step of a halted run.
+func testRunbookHaltMarkDone(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, "a", 1)
+	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob", time.Time{}); err != nil || ok {
+		t.Fatalf("marked a missing step done: %v, %v", ok, err)
+	}
+	db.StartRunbookStep(ctx, k, "restart", false, time.Time{})
+	db.FinishRunbookStep(ctx, k, confirm.StepUnknown, "connection reset", nil, time.Time{})
+	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob", time.Time{}); err != nil || ok {
+		t.Fatalf("marked done while the run is not halted: %v, %v", ok, err)
+	}
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a", time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.Status != confirm.RunbookHalted || got.FailedStep != "a" {
+		t.Fatalf("halted run = %+v", got)
+	}
+	if ids, _ := db.DueRunbookRuns(ctx, time.Time{}); containsID(ids, r.ID) {
+		t.Fatal("a halted run is listed due")
+	}
+	var wg sync.WaitGroup
+	wins := make(chan bool, 4)
+	for range 4 {
+		wg.Go(func() {
+			ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob", time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			wins <- ok
+		})
+	}
+	wg.Wait()
+	close(wins)
+	n := 0
+	for ok := range wins {
+		if ok {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d Mark done clicks won, want 1", n)
+	}
+	s := loadRunbookSteps(t, db, r.ID)[0]
+	if s.Status != confirm.StepSucceeded || s.MarkedBy != "U-bob" || s.Result != "connection reset" {
+		t.Fatalf("marked step = %+v", s)
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.Status != confirm.RunbookRunning || got.FailedStep != "" {
+		t.Fatalf("run after Mark done = %+v", got)
+	}
+	// Retry instead: halt on a new unknown, resume once.
+	k2 := mainStep(r.ID, "b", 1)
+	db.StartRunbookStep(ctx, k2, "restart", false, time.Time{})
+	db.FinishRunbookStep(ctx, k2, confirm.StepUnknown, "", nil, time.Time{})
+	db.HaltRunbookRun(ctx, r.ID, "b", time.Time{})
+	if ok, err := db.ResumeRunbookRun(ctx, r.ID, time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.ResumeRunbookRun(ctx, r.ID, time.Time{}); err != nil || ok {
+		t.Fatalf("resumed twice: %v, %v", ok, err)
+	}
+	if ok, err := db.MarkRunbookStepDone(ctx, k2, "U-bob", time.Time{}); err != nil || ok {
+		t.Fatalf("Mark done after Retry won: %v, %v", ok, err)
+	}
+}
+
+// Stop ends a run even while a step waits; the step's later outcome is
+// still recorded but the run stays stopped and no step starts.
+func testRunbookStopWhileWaiting(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, "a", 1)
+	db.StartRunbookStep(ctx, k, "restart", false, time.Time{})
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", "", time.Time{}); err != nil || ok {
+		t.Fatalf("failed with an active step: %v, %v", ok, err)
+	}
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U-alice", time.Time{}); err != nil || !ok {
+		t.Fatalf("stop: %v, %v", ok, err)
+	}
+	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepDenied, "stopped", nil, time.Time{}); err != nil || !ok {
+		t.Fatalf("the waiting step's outcome: %v, %v", ok, err)
+	}
+	got := loadRunbookRun(t, db, r.ID)
+	if got.Status != confirm.RunbookStopped || got.StoppedBy != "U-alice" || got.FinishedAt == nil {
+		t.Fatalf("stopped run = %+v", got)
+	}
+	if ok, _ := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false, time.Time{}); ok {
+		t.Fatal("a step of a stopped run started")
+	}
+	if live, _ := db.LiveRunbookRuns(ctx); len(live) != 0 {
+		t.Fatalf("live runs after stop: %+v", live)
+	}
+}
+
+// A run ends once: a second ending (another replica, a late Stop) changes
+// nothing.
+func testRunbookFinishOnce(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookSucceeded, "", "", time.Time{}); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	for _, st := range []confirm.RunbookStatus{confirm.RunbookSucceeded, confirm.RunbookStopped, confirm.RunbookFailed} {
+		if ok, err := db.FinishRunbookRun(ctx, r.ID, st, "x", "U-mallory", time.Time{}); err != nil || ok {
+			t.Fatalf("ended twice as %s: %v, %v", st, ok, err)
+		}
+	}
+	if ok, _ := db.ResumeRunbookRun(ctx, r.ID, time.Time{}); ok {
+		t.Fatal("resumed an ended run")
+	}
+	if got := loadRunbookRun(t, db, r.ID); got.Status != confirm.RunbookSucceeded || got.StoppedBy != "" {
+		t.Fatalf("run = %+v", got)
+	}
+	if ok, _ := db.FinishRunbookRun(ctx, "no-such-run", confirm.RunbookStopped, "", "U", time.Time{}); ok {
+		t.Fatal("ended a missing run")
+	}
+}
+
+// A run a model's call started is found by that call while it lives.
+func testRunbookParent(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	b := batchIn(t, db, conv.ID, later(), confirm.DecisionAllowedByPolicy)
+	r := &confirm.RunbookRun{Runbook: "restart", Snapshot: json.RawMessage(`{}`), Params: json.RawMessage(`{}`),
+		ConversationID: conv.ID, ParentBatch: b.ID, ParentKey: "k0"}
+	if err := db.CreateRunbookRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.RunbookRunByParent(ctx, b.ID, "k0")
+	if err != nil || got.ID != r.ID {
+		t.Fatalf("RunbookRunByParent = %+v, %v", got, err)
+	}
+	if _, err := db.RunbookRunByParent(ctx, b.ID, "k1"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("another call: %v", err)
+	}
+	if _, err := db.RunbookRunByParent(ctx, "", ""); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("no parent: %v", err)
+	}
+	live, err := db.LiveRunbookRuns(ctx)
+	if err != nil || len(live) != 1 || live[0].ID != r.ID {
+		t.Fatalf("LiveRunbookRuns = %+v, %v", live, err)
+	}
+}
+
+// Each transition that matters is audited once: runbook_started with the
+// parameters, runbook_step with the outcome and the scrubbed result,
+// runbook_finished with the outcome.
+func testRunbookAudit(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, "a", 1)
+	db.StartRunbookStep(ctx, k, "status", false, time.Time{})
+	db.FinishRunbookStep(ctx, k, confirm.StepFailed, strings.Repeat("x", 3000), nil, time.Time{})
+	db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil, time.Time{})
+	db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", true, time.Time{})
+	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", "", time.Time{})
+	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U", time.Time{})
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: r.ConversationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if strings.Join(kinds, " ") != "runbook_started runbook_step runbook_step runbook_finished" {
+		t.Fatalf("audit kinds = %v", kinds)
+	}
+	var started struct {
+		Params map[string]string `json:"params"`
+		RunID  string            `json:"run_id"`
+	}
+	if err := json.Unmarshal([]byte(evs[0].Detail), &started); err != nil || started.Params["service"] != "api" || started.RunID != r.ID || evs[0].Actor != "U-alice" {
+		t.Fatalf("runbook_started = %+v (%s)", evs[0], evs[0].Detail)
+	}
+	var step struct {
+		Step, Outcome, Result string
+		Truncated             bool `json:"result_truncated"`
+	}
+	if err := json.Unmarshal([]byte(evs[1].Detail), &step); err != nil || step.Step != "a" || step.Outcome != "failed" || !step.Truncated || len(step.Result) > 2100 || evs[1].Tool != "status" {
+		t.Fatalf("runbook_step = %s", evs[1].Detail)
+	}
+	if !strings.Contains(evs[2].Detail, `"outcome":"skipped"`) {
+		t.Fatalf("skipped step audit = %s", evs[2].Detail)
+	}
+	if !strings.Contains(evs[3].Detail, `"outcome":"failed"`) || !strings.Contains(evs[3].Detail, `"failed_step":"a"`) {
+		t.Fatalf("runbook_finished = %s", evs[3].Detail)
+	}
+}
+
+// Replicas starting the same step (or different steps) at once: exactly
+// one start wins.
+func testRaceRunbookStartStep(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	var wg sync.WaitGroup
+	wins := make(chan string, 8)
+	for i := range 8 {
+		id := []string{"a", "b"}[i%2]
+		wg.Go(func() {
+			ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, id, 1), "status", false, time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				wins <- id
+			}
+		})
+	}
+	wg.Wait()
+	close(wins)
+	var won []string
+	for id := range wins {
+		won = append(won, id)
+	}
+	if len(won) != 1 {
+		t.Fatalf("starts won: %v, want one", won)
+	}
+	if steps := loadRunbookSteps(t, db, r.ID); len(steps) != 1 || steps[0].StepID != won[0] {
+		t.Fatalf("steps = %+v", steps)
+	}
+}
+
+// Two outcomes of one step at once (the runner and a Stop's deny): one is
+// recorded and audited.
+func testRaceRunbookFinishStep(t *testing.T, db *DB) {
+	ctx := t.Context()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, "a", 1)
+	db.StartRunbookStep(ctx, k, "status", false, time.Time{})
+	var wg sync.WaitGroup
+	wins := make(chan confirm.StepStatus, 6)
+	for i := range 6 {
+		st := []confirm.StepStatus{confirm.StepSucceeded, confirm.StepDenied, confirm.StepUnknown}[i%3]
+		wg.Go(func() {
+			ok, err := db.FinishRunbookStep(ctx, k, st, "r", nil, time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				wins <- st
+			}
+		})
+	}
+	wg.Wait()
+	close(wins)
+	if len(wins) != 1 {
+		t.Fatalf("%d outcomes recorded, want 1", len(wins))
+	}
+	won := <-wins
+	if s := loadRunbookSteps(t, db, r.ID)[0]; s.Status != won {
+		t.Fatalf("step = %+v, the winner was %s", s, won)
+	}
+	n := 0
+	evs, _ := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: r.ConversationID})
+	for _, e := range evs {
+		if e.Kind == confirm.AuditRunbookStep {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d runbook_step events, want 1", n)
+	}
+}

@@ -1,0 +1,179 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// AuditBreak is where a chain stops verifying: the first row that was
+// edited, deleted, inserted or reordered. It wraps ErrAuditChain.
+type AuditBreak struct {
+	ID     int64  // the row named
+	What   string // edited, deleted, inserted, reordered, unchained, truncated
+	Detail string
+}
+
+func (b *AuditBreak) Error() string {
+	return fmt.Sprintf("audit row %d %s: %s", b.ID, b.What, b.Detail)
+}
+
+func (b *AuditBreak) Unwrap() error { return ErrAuditChain }
+
+// ChainIndex answers the questions a verifier asks once a row breaks the
+// chain, to say how it broke: which row has a hash, and which row follows
+// an id.
+type ChainIndex interface {
+	ByHash(ctx context.Context, hash string) (id int64, ok bool, err error)
+	After(ctx context.Context, id int64) (next int64, ok bool, err error)
+}
+
+// ChainVerifier checks rows one at a time, in id order, holding only the
+// last row's id and hash.
+type ChainVerifier struct {
+	index  ChainIndex
+	prev   string
+	prevID int64
+	rows   int64
+
+	anchor     *AuditCheckpoint // see Anchor
+	anchorHash string           // the anchor's row's hash, once met
+}
+
+// NewChainVerifier verifies a chain whose first row follows start
+// (AuditGenesis for a chain from its beginning).
+func NewChainVerifier(start string, index ChainIndex) *ChainVerifier {
+	return &ChainVerifier{index: index, prev: start}
+}
+
+// Rows is how many rows verified; Head the last one's id and hash.
+func (v *ChainVerifier) Rows() int64 { return v.rows }
+
+func (v *ChainVerifier) Head() (int64, string) { return v.prevID, v.prev }
+
+// Add checks the next row: nil when it extends the chain, an *AuditBreak
+// naming the first bad row, or the index's error.
+func (v *ChainVerifier) Add(ctx context.Context, r AuditRecord) error {
+	if v.rows > 0 && r.ID <= v.prevID {
+		return &AuditBreak{ID: r.ID, What: "reordered", Detail: fmt.Sprintf("it comes after row %d", v.prevID)}
+	}
+	if r.PrevHash != v.prev {
+		if b, err := v.broken(ctx, r); b != nil || err != nil {
+			if err != nil {
+				return err
+			}
+			return b
+		}
+	}
+	if AuditHash(r.PrevHash, r) != r.Hash {
+		return &AuditBreak{ID: r.ID, What: "edited", Detail: "its contents do not match its hash"}
+	}
+	v.prev, v.prevID = r.Hash, r.ID
+	v.rows++
+	if v.anchor != nil && r.ID == v.anchor.ID {
+		v.anchorHash = r.Hash
+	}
+	return nil
+}
+
+// broken says how r, whose previous hash is not the last row's, broke the
+// chain.
+func (v *ChainVerifier) broken(ctx context.Context, r AuditRecord) (*AuditBreak, error) {
+	if r.PrevHash == "" && r.Hash == "" {
+		return &AuditBreak{ID: r.ID, What: "unchained", Detail: "it was inserted outside the chain (no hashes)"}, nil
+	}
+	m, ok, err := v.index.ByHash(ctx, r.PrevHash)
+	if err != nil {
+		return nil, fmt.Errorf("verify audit: %w", err)
+	}
+	switch {
+	case ok && m > r.ID:
+		return &AuditBreak{ID: r.ID, What: "reordered", Detail: fmt.Sprintf("it chains to row %d, which comes after it", m)}, nil
+	case ok && m == r.ID:
+		return &AuditBreak{ID: r.ID, What: "edited", Detail: "it chains to itself"}, nil
+	case ok:
+		// Rows between m and r were inserted: the first is the one after m.
+		first, found, err := v.index.After(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("verify audit: %w", err)
+		}
+		if !found {
+			first = r.ID
+		}
+		return &AuditBreak{ID: first, What: "inserted", Detail: fmt.Sprintf("row %d chains to row %d, before it", r.ID, m)}, nil
+	}
+	if v.rows == 0 && v.prev == AuditGenesis {
+		return &AuditBreak{ID: r.ID, What: "deleted", Detail: "rows before it were deleted (it is the first row but chains to another)"}, nil
+	}
+	return &AuditBreak{ID: r.ID, What: "deleted", Detail: fmt.Sprintf("the row it chains to is missing: rows after row %d were deleted, or row %d was rewritten", v.prevID, v.prevID)}, nil
+}
+
+// dbChainIndex looks rows up in the database (only once a row broke the
+// chain; the hash lookup reads the whole table).
+type dbChainIndex struct{ db *DB }
+
+func (x dbChainIndex) ByHash(ctx context.Context, hash string) (int64, bool, error) {
+	var id int64
+	err := x.db.get(ctx, x.db.reader(), &id, x.db.q(`SELECT id FROM audit WHERE hash = ? ORDER BY id LIMIT 1`), hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
+func (x dbChainIndex) After(ctx context.Context, after int64) (int64, bool, error) {
+	var id int64
+	err := x.db.get(ctx, x.db.reader(), &id, x.db.q(`SELECT id FROM audit WHERE id > ? ORDER BY id LIMIT 1`), after)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
+// AuditVerification is a chain that verified: its rows and its head.
+type AuditVerification struct {
+	Rows     int64
+	HeadID   int64
+	HeadHash string
+}
+
+// VerifyAudit walks the whole chain in id order and checks it against the
+// head row: an *AuditBreak (errors.Is ErrAuditChain) names the first row
+// that was edited, deleted, inserted or reordered; rows deleted from the
+// tail show as the head naming a row that is gone.
+func (db *DB) VerifyAudit(ctx context.Context, anchors ...AuditCheckpoint) (AuditVerification, error) {
+	v := NewChainVerifier(AuditGenesis, dbChainIndex{db})
+	for _, c := range anchors {
+		v.Anchor(c)
+	}
+	err := db.AuditRecords(ctx, 0, AuditRecordFilter{}, func(r AuditRecord) error { return v.Add(ctx, r) })
+	if err != nil {
+		return AuditVerification{}, err
+	}
+	headID, headHash, err := db.AuditHead(ctx)
+	if err != nil {
+		return AuditVerification{}, err
+	}
+	id, hash := v.Head()
+	if err := v.CheckAnchor(); err != nil {
+		return AuditVerification{}, err
+	}
+	if headID != id || headHash != hash {
+		if headID > id {
+			return AuditVerification{}, &AuditBreak{ID: headID, What: "deleted",
+				Detail: fmt.Sprintf("the chain's head is row %d but the last row is %d: rows at the end were deleted", headID, id)}
+		}
+		if headID < id {
+			first, _, err := dbChainIndex{db}.After(ctx, headID)
+			if err != nil {
+				return AuditVerification{}, fmt.Errorf("verify audit: %w", err)
+			}
+			return AuditVerification{}, &AuditBreak{ID: first, What: "inserted",
+				Detail: fmt.Sprintf("the chain's head is row %d: rows after it were added outside Airlock", headID)}
+		}
+		return AuditVerification{}, &AuditBreak{ID: id, What: "edited",
+			Detail: fmt.Sprintf("the chain's head (row %d, %s) does not match the last row", headID, headHash)}
+	}
+	return AuditVerification{Rows: v.Rows(), HeadID: id, HeadHash: hash}, nil
+}
