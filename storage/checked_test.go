@@ -12,10 +12,7 @@ import (
 
 // checkedTests are the confirm.CheckStore contract, run by runConformance
 // against each database.
-var checkedTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var checkedTests = []conformanceTest{
 	{"MarkChecked", testMarkChecked},
 	{"MarkCheckedRefused", testMarkCheckedRefused},
 	{"RaceMarkChecked", testRaceMarkChecked},
@@ -60,21 +57,6 @@ func unknownKeys(t *testing.T, db *DB, convID int64) []string {
 	return out
 }
 
-func checkedAudit(t *testing.T, db *DB, convID int64, kind confirm.AuditKind) []confirm.AuditEvent {
-	t.Helper()
-	evs, err := db.AuditEvents(t.Context(), confirm.AuditFilter{ConversationID: convID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []confirm.AuditEvent
-	for _, e := range evs {
-		if e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // A checked unknown run is no longer listed by UnknownCalls, records who
 // checked it and when, and is audited once; the other unknown run stays.
 func testMarkChecked(t *testing.T, db *DB) {
@@ -101,7 +83,7 @@ func testMarkChecked(t *testing.T, db *DB) {
 	if got := unknownKeys(t, db, conv.ID); len(got) != 1 || got[0] != "b" {
 		t.Fatalf("UnknownCalls after = %v, want only b", got)
 	}
-	evs := checkedAudit(t, db, conv.ID, confirm.AuditUnknownChecked)
+	evs := auditOf(t, db, conv.ID, confirm.AuditUnknownChecked)
 	if len(evs) != 1 || evs[0].Actor != "U-alice" || evs[0].BatchID != b.ID || evs[0].CallKey != "a" || evs[0].Tool != "charge" || !evs[0].At.Equal(at) {
 		t.Fatalf("unknown_checked audit = %+v", evs)
 	}
@@ -112,7 +94,7 @@ func testMarkChecked(t *testing.T, db *DB) {
 	if c := callByKey(t, loadBatch(t, db, b.ID), "a"); c.CheckedBy != "U-alice" || !c.CheckedAt.Equal(at) {
 		t.Fatalf("a second mark changed the call: %+v", c)
 	}
-	if n := len(checkedAudit(t, db, conv.ID, confirm.AuditUnknownChecked)); n != 1 {
+	if n := len(auditOf(t, db, conv.ID, confirm.AuditUnknownChecked)); n != 1 {
 		t.Fatalf("%d unknown_checked events after a double mark, want 1", n)
 	}
 }
@@ -143,7 +125,7 @@ func testMarkCheckedRefused(t *testing.T, db *DB) {
 			t.Errorf("refused mark changed %s: %+v", c.Key, c)
 		}
 	}
-	if n := len(checkedAudit(t, db, b.ConversationID, confirm.AuditUnknownChecked)); n != 0 {
+	if n := len(auditOf(t, db, b.ConversationID, confirm.AuditUnknownChecked)); n != 0 {
 		t.Fatalf("%d unknown_checked events for refused marks", n)
 	}
 }
@@ -174,7 +156,7 @@ func testRaceMarkChecked(t *testing.T, db *DB) {
 	if wins != 1 {
 		t.Fatalf("%d concurrent marks won, want 1", wins)
 	}
-	if evs := checkedAudit(t, db, conv.ID, confirm.AuditUnknownChecked); len(evs) != 1 || evs[0].Actor != callByKey(t, loadBatch(t, db, b.ID), "a").CheckedBy {
+	if evs := auditOf(t, db, conv.ID, confirm.AuditUnknownChecked); len(evs) != 1 || evs[0].Actor != callByKey(t, loadBatch(t, db, b.ID), "a").CheckedBy {
 		t.Fatalf("audit after the race = %+v", evs)
 	}
 }

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,10 +15,7 @@ import (
 
 // boundsTests are the coalescing of rejected clicks and the results of
 // tool_result events, run by runConformance on SQLite and PostgreSQL.
-var boundsTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var boundsTests = []conformanceTest{
 	{"RejectedClicksCoalesce", testRejectedClicksCoalesce},
 	{"RaceRejectedClicks", testRaceRejectedClicks},
 	{"OutboxToolResult", testOutboxToolResult},
@@ -32,17 +28,7 @@ func rejected(conv int64, batch, actor, why string, at time.Time) confirm.AuditE
 
 func rejectedRows(t *testing.T, db *DB) []confirm.AuditEvent {
 	t.Helper()
-	all, err := db.AuditEvents(t.Context(), confirm.AuditFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []confirm.AuditEvent
-	for _, e := range all {
-		if e.Kind == confirm.AuditRejectedClick {
-			out = append(out, e)
-		}
-	}
-	return out
+	return auditOf(t, db, 0, confirm.AuditRejectedClick)
 }
 
 func suppressedOf(t *testing.T, e confirm.AuditEvent) int64 {
@@ -200,25 +186,14 @@ func TestPostgresRejectedClickReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
-	schema := "airlock_test_" + newID()[:12]
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-	testRejectedClickReplicas(t, DriverPostgres, withSearchPath(t, dsn, schema))
+	t.Cleanup(func() { admin.Close() })
+	testRejectedClickReplicas(t, DriverPostgres, postgresSchema(t, admin, dsn))
 }
 
 func testRejectedClickReplicas(t *testing.T, driver, dsn string) {
-	var dbs []*DB
-	for range 2 {
-		db, err := Open(t.Context(), driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+	dbs := openReplicas(t, driver, dsn, 2)
+	for _, db := range dbs {
 		setWebhooks(t, db, WebhookTarget{ID: "w"})
-		dbs = append(dbs, db)
 	}
 	raceRejectedClicks(t, dbs)
 	if ds := deliveries(t, dbs[0], DeliveryFilter{}); len(ds) != 2 {

@@ -14,10 +14,7 @@ import (
 // from open for every test. Each test lives in the _test.go file beside the
 // code it covers (batches_test.go for batches.go, and so on).
 func runConformance(t *testing.T, open func(t *testing.T) *DB) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, db *DB)
-	}{
+	tests := []conformanceTest{
 		{"ConversationGetOrCreate", testConversationGetOrCreate},
 		{"MessagesOrderAndBytes", testMessagesOrderAndBytes},
 		{"ConcurrentAppend", testConcurrentAppend},

@@ -60,19 +60,10 @@ func testConversationGetOrCreate(t *testing.T, db *DB) {
 	}
 
 	// Concurrent get-or-create of one thread yields one row.
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	ids := make([]int64, 20)
-	errs := make([]error, 20)
-	for i := range ids {
-		wg.Go(func() {
-			<-start
-			c, err := db.Conversation(ctx, "discord", "G", "same", false)
-			ids[i], errs[i] = c.ID, err
-		})
-	}
-	close(start)
-	wg.Wait()
+	ids, errs := race(20, func(int) (int64, error) {
+		c, err := db.Conversation(ctx, "discord", "G", "same", false)
+		return c.ID, err
+	})
 	for i := range ids {
 		if errs[i] != nil {
 			t.Fatalf("concurrent Conversation: %v", errs[i])

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -185,20 +184,11 @@ func testResolvePendingAbandon(t *testing.T, db *DB) {
 func testRaceDecideSameCall(t *testing.T, db *DB) {
 	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
 	const n = 50
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	results := make([]confirm.DecideResult, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
-				BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i),
-			})
+	results, errs := race(n, func(i int) (confirm.DecideResult, error) {
+		return db.Decide(t.Context(), confirm.Decide{
+			BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i),
 		})
-	}
-	close(start)
-	wg.Wait()
+	})
 	won, winner := 0, ""
 	for i := range n {
 		if errs[i] != nil {
@@ -232,20 +222,11 @@ func testRaceDecideAllCalls(t *testing.T, db *DB) {
 	}
 	for round := range 3 {
 		b := newBatch(t, db, later(), decisions...)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		results := make([]confirm.DecideResult, n)
-		errs := make([]error, n)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
-					BatchID: b.ID, Key: fmt.Sprintf("k%d", i), Status: confirm.DecisionAllowed, By: "U",
-				})
+		results, errs := race(n, func(i int) (confirm.DecideResult, error) {
+			return db.Decide(t.Context(), confirm.Decide{
+				BatchID: b.ID, Key: fmt.Sprintf("k%d", i), Status: confirm.DecisionAllowed, By: "U",
 			})
-		}
-		close(start)
-		wg.Wait()
+		})
 		decided := 0
 		for i := range n {
 			if errs[i] != nil {
@@ -356,19 +337,10 @@ func testRaceDecideClaiming(t *testing.T, db *DB) {
 		decisions[i] = confirm.DecisionPending
 	}
 	b := newBatch(t, db, later(), decisions...)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	results := make([]confirm.DecideResult, 2*n)
-	errs := make([]error, 2*n)
-	for i := range 2 * n {
-		wg.Go(func() {
-			<-start
-			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: fmt.Sprintf("k%d", i%n), Status: confirm.DecisionAllowed,
-				By: fmt.Sprintf("U%d", i), Claim: &confirm.Claim{Worker: fmt.Sprintf("w%d", i), Runnable: runnable("deploy")}})
-		})
-	}
-	close(start)
-	wg.Wait()
+	results, errs := race(2*n, func(i int) (confirm.DecideResult, error) {
+		return db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: fmt.Sprintf("k%d", i%n), Status: confirm.DecisionAllowed,
+			By: fmt.Sprintf("U%d", i), Claim: &confirm.Claim{Worker: fmt.Sprintf("w%d", i), Runnable: runnable("deploy")}})
+	})
 	won, claimed, worker := 0, 0, ""
 	for i, res := range results {
 		if errs[i] != nil {

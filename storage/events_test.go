@@ -1,35 +1,15 @@
 package storage
 
 import (
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
 
 func testMarkEventOnce(t *testing.T, db *DB) {
 	ctx := t.Context()
-	var wins atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			first, err := db.MarkEvent(ctx, "slack", "Ev123")
-			if err != nil {
-				t.Error(err)
-			}
-			if first {
-				wins.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if wins.Load() != 1 {
-		t.Fatalf("%d deliveries of one event were taken as first, want 1", wins.Load())
+	wins := raceWins(t, 20, func(int) (bool, error) { return db.MarkEvent(ctx, "slack", "Ev123") })
+	if wins != 1 {
+		t.Fatalf("%d deliveries of one event were taken as first, want 1", wins)
 	}
 	if first, err := db.MarkEvent(ctx, "discord", "Ev123"); err != nil || !first {
 		t.Fatalf("the same id on another platform: %v %v", first, err)

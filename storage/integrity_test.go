@@ -14,10 +14,7 @@ import (
 
 // integrityTests are the revision and grant contracts of approval
 // integrity, run by runConformance against each database.
-var integrityTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var integrityTests = []conformanceTest{
 	{"StaleRevisionDecide", testStaleRevisionDecide},
 	{"StaleRevisionEdit", testStaleRevisionEdit},
 	{"GrantRequesterRoles", testGrantRequesterRoles},
@@ -161,10 +158,7 @@ func testMigrateIntegrity(t *testing.T, driver, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
+	execSeed(t, old, []seedSQL{
 		{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (?, 1, 'assistant', '{}', ?)`, []any{conv.ID, ts}},
 		{`INSERT INTO batches (id, conversation_id, message_seq, requested_by, status, created_at, expires_at, updated_at) VALUES ('b1', ?, 1, 'U-bob', 'pending', ?, ?, ?)`,
 			[]any{conv.ID, ts, exp, ts}},
@@ -174,18 +168,10 @@ func testMigrateIntegrity(t *testing.T, driver, dsn string) {
 			VALUES ('b1', 'p', 1, 'deploy', '{}', TRUE, 'pending', 'not_started', 'b1/p', ?, 1)`, []any{exp}},
 		{`INSERT INTO grants (id, conversation_id, tool, created_by, created_at, expires_at, batch_id, call_key) VALUES ('g1', ?, 'deploy', 'U-alice', ?, ?, 'b1', 'p')`,
 			[]any{conv.ID, ts, exp}},
-	} {
-		if _, err := old.x.ExecContext(ctx, old.q(q.sql), q.args...); err != nil {
-			t.Fatalf("%s: %v", q.sql, err)
-		}
-	}
+	})
 	old.Close()
 
-	db, err := Open(ctx, driver, dsn)
-	if err != nil {
-		t.Fatalf("Open of a database at migration 9: %v", err)
-	}
-	defer db.Close()
+	db := openUpgraded(t, driver, dsn, 9)
 	b := loadBatch(t, db, "b1")
 	if e, p := callByKey(t, b, "e"), callByKey(t, b, "p"); e.Revision != 1 || p.Revision != 0 {
 		t.Fatalf("revisions after the upgrade: edited %d, unedited %d; want 1 and 0", e.Revision, p.Revision)

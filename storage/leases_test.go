@@ -3,8 +3,6 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,27 +50,11 @@ func testLeases(t *testing.T, db *DB) {
 func testRaceLease(t *testing.T, db *DB) {
 	ctx := t.Context()
 	now := time.Now()
-	var wins atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			ok, err := clockAt(db, now).AcquireLease(ctx, "conversation:race", fmt.Sprintf("holder-%d", i), time.Minute)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if wins.Load() != 1 {
-		t.Fatalf("%d holders got the lease, want 1", wins.Load())
+	wins := raceWins(t, 20, func(i int) (bool, error) {
+		return clockAt(db, now).AcquireLease(ctx, "conversation:race", fmt.Sprintf("holder-%d", i), time.Minute)
+	})
+	if wins != 1 {
+		t.Fatalf("%d holders got the lease, want 1", wins)
 	}
 }
 

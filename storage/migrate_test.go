@@ -40,6 +40,34 @@ func openAtMigration(t *testing.T, driver, dsn string, last int) *DB {
 	return old
 }
 
+// seedSQL is one statement run straight on a database at an old migration.
+type seedSQL struct {
+	sql  string
+	args []any
+}
+
+// execSeed runs qs on old in order; the first failure fails the test.
+func execSeed(t *testing.T, old *DB, qs []seedSQL) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := old.x.ExecContext(t.Context(), old.q(q.sql), q.args...); err != nil {
+			t.Fatalf("%s: %v", q.sql, err)
+		}
+	}
+}
+
+// openUpgraded opens (and so migrates) the database at dsn, left at
+// migration from by openAtMigration, closing it when the test ends.
+func openUpgraded(t *testing.T, driver, dsn string, from int) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), driver, dsn)
+	if err != nil {
+		t.Fatalf("Open of a database at migration %d: %v", from, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // insertOldAudit writes an audit row as a release before the chain
 // (migration 14) did.
 func insertOldAudit(t *testing.T, old *DB, e confirm.AuditEvent) {
@@ -64,26 +92,15 @@ func testMigrateUpgrade(t *testing.T, driver, dsn string) {
 	ctx := t.Context()
 	old := openAtMigration(t, driver, dsn, 3)
 	now := old.ts(time.Now())
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
+	execSeed(t, old, []seedSQL{
 		{`INSERT INTO conversations (id, platform, channel, thread, created_at) VALUES (7, 'slack', 'D1', '', ?)`, []any{now}},
 		{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (7, 1, 'assistant', '{}', ?)`, []any{now}},
 		{`INSERT INTO batches (id, conversation_id, message_seq, status, created_at, updated_at) VALUES ('b1', 7, 1, 'pending', ?, ?)`, []any{now, now}},
 		{`INSERT INTO calls (batch_id, key, position, tool, args, flagged, decision, run_status, idempotency_key)
 			VALUES ('b1', 'k', 0, 'deploy', '{"a": 1}', TRUE, 'pending', 'not_started', 'b1/k')`, nil},
-	} {
-		if _, err := old.x.ExecContext(ctx, old.q(q.sql), q.args...); err != nil {
-			t.Fatalf("%s: %v", q.sql, err)
-		}
-	}
+	})
 
-	db, err := Open(ctx, driver, dsn)
-	if err != nil {
-		t.Fatalf("Open of a database at migration 3: %v", err)
-	}
-	defer db.Close()
+	db := openUpgraded(t, driver, dsn, 3)
 	conv, err := db.Conversation(ctx, "slack", "D1", "", true)
 	if err != nil || conv.ID != 7 || conv.DM {
 		t.Fatalf("old conversation = %+v, %v; want id 7, not dm (kept)", conv, err)
@@ -199,20 +216,13 @@ func testMigrateOpenBatches(t *testing.T, driver, dsn string) {
 		if id == "done" {
 			status = "done"
 		}
-		for _, q := range []struct {
-			sql  string
-			args []any
-		}{
+		execSeed(t, old, []seedSQL{
 			{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (?, ?, 'assistant', '{}', ?)`, []any{conv.ID, i + 1, ts}},
 			{`INSERT INTO batches (id, conversation_id, message_seq, status, created_at, expires_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 				[]any{id, conv.ID, i + 1, status, ts, exp, ts}},
 			{`INSERT INTO calls (batch_id, key, position, tool, args, flagged, decision, run_status, idempotency_key, expires_at, approvals)
 				VALUES (?, 'k', 0, 'deploy', '{}', TRUE, 'pending', 'not_started', ?, ?, 1)`, []any{id, id + "/k", exp}},
-		} {
-			if _, err := old.x.ExecContext(ctx, old.q(q.sql), q.args...); err != nil {
-				t.Fatalf("%s: %v", q.sql, err)
-			}
-		}
+		})
 	}
 	for _, step := range []int{2, 0} {
 		if _, err := old.x.ExecContext(ctx, old.q(`INSERT INTO batch_escalations (batch_id, step, fired_at) VALUES ('esc', ?, ?)`), step, ts); err != nil {
@@ -221,11 +231,7 @@ func testMigrateOpenBatches(t *testing.T, driver, dsn string) {
 	}
 	old.Close()
 
-	db, err := Open(ctx, driver, dsn)
-	if err != nil {
-		t.Fatalf("Open of a database at migration 8: %v", err)
-	}
-	defer db.Close()
+	db := openUpgraded(t, driver, dsn, 8)
 	if got := loadBatch(t, db, "esc").Escalated; !slices.Equal(got, []int{0, 2}) {
 		t.Fatalf("steps of the escalated batch after the upgrade = %v, want [0 2]", got)
 	}

@@ -454,15 +454,9 @@ func TestSQLiteOutboxReplicas(t *testing.T) {
 // once, never hold two of one conversation at once, and deliver each once.
 func testOutboxReplicas(t *testing.T, driver, dsn string) {
 	ctx := t.Context()
-	var dbs [2]*DB
-	for i := range dbs {
-		db, err := Open(ctx, driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
+	dbs := openReplicas(t, driver, dsn, 2)
+	for _, db := range dbs {
 		setWebhooks(t, db, WebhookTarget{ID: "w"})
-		dbs[i] = db
 	}
 	const convs, perConv = 6, 5
 	for range convs {

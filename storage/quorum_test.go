@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -210,20 +209,11 @@ func testRaceQuorum(t *testing.T, db *DB) {
 	const rounds = 50
 	for round := range rounds {
 		b := quorumBatch(t, db, 2, later())
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		var results [2]confirm.DecideResult
-		var errs [2]error
-		for i := range 2 {
-			wg.Go(func() {
-				<-start
-				results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{
-					BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i),
-				})
+		results, errs := race(2, func(i int) (confirm.DecideResult, error) {
+			return db.Decide(t.Context(), confirm.Decide{
+				BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: fmt.Sprintf("U%d", i),
 			})
-		}
-		close(start)
-		wg.Wait()
+		})
 		decided := 0
 		for i := range 2 {
 			if errs[i] != nil {
@@ -253,18 +243,9 @@ func testRaceQuorum(t *testing.T, db *DB) {
 func testRaceSameApprover(t *testing.T, db *DB) {
 	b := quorumBatch(t, db, 2, later())
 	const n = 10
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	results := make([]confirm.DecideResult, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			results[i], errs[i] = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice"})
-		})
-	}
-	close(start)
-	wg.Wait()
+	results, errs := race(n, func(int) (confirm.DecideResult, error) {
+		return db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice"})
+	})
 	won := 0
 	for i := range n {
 		if errs[i] != nil {

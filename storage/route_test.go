@@ -19,10 +19,7 @@ var _ confirm.CardStore = (*DB)(nil)
 
 // routeTests are the confirm.CardStore contract, run by runConformance
 // against each database.
-var routeTests = []struct {
-	name string
-	fn   func(t *testing.T, db *DB)
-}{
+var routeTests = []conformanceTest{
 	{"CardMessages", testCardMessages},
 	{"MarkEscalated", testMarkEscalated},
 	{"RaceEscalate", testRaceEscalate},
@@ -211,32 +208,9 @@ func testRaceEscalate(t *testing.T, db *DB) {
 
 func raceEscalate(t *testing.T, dbs []*DB, b *confirm.Batch) {
 	const n = 12
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		wins int
-		errs []error
-	)
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			ok, err := dbs[i%len(dbs)].MarkEscalated(t.Context(), b.ID, 0)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if ok {
-				wins++
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
+	wins := raceWins(t, n, func(i int) (bool, error) {
+		return dbs[i%len(dbs)].MarkEscalated(t.Context(), b.ID, 0)
+	})
 	if wins != 1 {
 		t.Fatalf("%d of %d racing MarkEscalated won, want 1", wins, n)
 	}
@@ -252,15 +226,7 @@ func TestSQLiteEscalateReplicas(t *testing.T) {
 // testEscalateReplicas: two replicas (two pools on one database) race on
 // each step of several batches: each step fires once.
 func testEscalateReplicas(t *testing.T, driver, dsn string) {
-	var dbs []*DB
-	for range 2 {
-		db, err := Open(t.Context(), driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		dbs = append(dbs, db)
-	}
+	dbs := openReplicas(t, driver, dsn, 2)
 	for range 3 {
 		raceEscalate(t, dbs, newBatch(t, dbs[0], later(), confirm.DecisionPending))
 	}
@@ -730,10 +696,7 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 	old := openAtMigration(t, driver, dsn, 5)
 	created := time.Now().Add(-time.Minute)
 	ts, exp := old.ts(created), old.ts(created.Add(time.Hour))
-	for _, q := range []struct {
-		sql  string
-		args []any
-	}{
+	execSeed(t, old, []seedSQL{
 		{`INSERT INTO conversations (id, platform, channel, thread, created_at) VALUES (7, 'slack', 'C-ops', '1700.000001', ?)`, []any{ts}},
 		{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (7, 1, 'assistant', '{}', ?)`, []any{ts}},
 		{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (7, 2, 'assistant', '{}', ?)`, []any{ts}},
@@ -746,17 +709,9 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 		{`INSERT INTO calls (batch_id, key, position, tool, args, flagged, decision, run_status, idempotency_key, expires_at, approvals)
 			VALUES ('b2', 'k', 0, 'deploy', '{}', TRUE, 'pending', 'not_started', 'b2/k', ?, 1)`, []any{exp}},
 		{`INSERT INTO votes (batch_id, key, approver, at) VALUES ('b1', 'k', 'U-early', ?)`, []any{ts}},
-	} {
-		if _, err := old.x.ExecContext(ctx, old.q(q.sql), q.args...); err != nil {
-			t.Fatalf("%s: %v", q.sql, err)
-		}
-	}
+	})
 
-	db, err := Open(ctx, driver, dsn)
-	if err != nil {
-		t.Fatalf("Open of a database at migration 5: %v", err)
-	}
-	defer db.Close()
+	db := openUpgraded(t, driver, dsn, 5)
 	ms, err := db.CardMessages(ctx, "b1")
 	if err != nil {
 		t.Fatal(err)

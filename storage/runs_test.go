@@ -79,16 +79,7 @@ func testClaimRunComplete(t *testing.T, db *DB) {
 	if c := callByKey(t, got, "k2"); c.Run != confirm.RunNotStarted {
 		t.Errorf("k2 = %+v", c)
 	}
-	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: b.ConversationID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var results []confirm.AuditEvent
-	for _, e := range evs {
-		if e.Kind == confirm.AuditToolResult {
-			results = append(results, e)
-		}
-	}
+	results := auditOf(t, db, b.ConversationID, confirm.AuditToolResult)
 	if len(results) != 2 || results[0].CallKey != "k0" || results[1].CallKey != "k1" || results[0].Tool != "deploy" {
 		t.Fatalf("tool_result events = %+v", results)
 	}
@@ -311,18 +302,9 @@ func testRaceClaim(t *testing.T, db *DB) {
 	b := newBatch(t, db, later(), confirm.DecisionPending)
 	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
 	const n = 20
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	wins := make([]bool, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			wins[i], errs[i] = db.ClaimBatch(t.Context(), b.ID, fmt.Sprintf("w%d", i))
-		})
-	}
-	close(start)
-	wg.Wait()
+	wins, errs := race(n, func(i int) (bool, error) {
+		return db.ClaimBatch(t.Context(), b.ID, fmt.Sprintf("w%d", i))
+	})
 	won, winner := 0, ""
 	for i := range n {
 		if errs[i] != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -63,39 +62,23 @@ func TestPostgres(t *testing.T) {
 		return db
 	})
 	// freshSchema returns the DSN of a new empty schema, dropped afterwards.
-	freshSchema := func(t *testing.T) string {
-		t.Helper()
-		schema := "airlock_test_" + newID()[:12]
-		if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-			t.Fatalf("create schema: %v", err)
-		}
-		t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-		return withSearchPath(t, dsn, schema)
+	freshSchema := func(t *testing.T) string { return postgresSchema(t, admin, dsn) }
+	// Each of these tests opens its own database(s) on a DSN it is given.
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, driver, dsn string)
+	}{
+		{"ConcurrentOpen", testConcurrentOpen},
+		{"MigrateUpgrade", testMigrateUpgrade},
+		{"ClockReplicas", testClockReplicas},
+		{"OutboxReplicas", testOutboxReplicas},
+		{"MigrateCards", testMigrateCards},
+		{"EscalateReplicas", testEscalateReplicas},
+		{"MigrateOpenBatches", testMigrateOpenBatches},
+		{"MigrateIntegrity", testMigrateIntegrity},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, "postgres", freshSchema(t)) })
 	}
-	t.Run("ConcurrentOpen", func(t *testing.T) {
-		testConcurrentOpen(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateUpgrade", func(t *testing.T) {
-		testMigrateUpgrade(t, "postgres", freshSchema(t))
-	})
-	t.Run("ClockReplicas", func(t *testing.T) {
-		testClockReplicas(t, "postgres", freshSchema(t))
-	})
-	t.Run("OutboxReplicas", func(t *testing.T) {
-		testOutboxReplicas(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateCards", func(t *testing.T) {
-		testMigrateCards(t, "postgres", freshSchema(t))
-	})
-	t.Run("EscalateReplicas", func(t *testing.T) {
-		testEscalateReplicas(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateOpenBatches", func(t *testing.T) {
-		testMigrateOpenBatches(t, "postgres", freshSchema(t))
-	})
-	t.Run("MigrateIntegrity", func(t *testing.T) {
-		testMigrateIntegrity(t, "postgres", freshSchema(t))
-	})
 }
 
 func TestSQLiteConcurrentOpen(t *testing.T) {
@@ -106,18 +89,7 @@ func TestSQLiteConcurrentOpen(t *testing.T) {
 // once: every Open succeeds and the migrations are applied once.
 func testConcurrentOpen(t *testing.T, driver, dsn string) {
 	const n = 6
-	dbs := make([]*DB, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			dbs[i], errs[i] = Open(t.Context(), driver, dsn)
-		})
-	}
-	close(start)
-	wg.Wait()
+	dbs, errs := race(n, func(int) (*DB, error) { return Open(t.Context(), driver, dsn) })
 	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("concurrent Open %d: %v", i, errs[i])
@@ -138,6 +110,18 @@ func testConcurrentOpen(t *testing.T, driver, dsn string) {
 	if _, err := dbs[n-1].Conversation(t.Context(), "p", "c", "t", false); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// postgresSchema creates a new empty schema through admin and returns its
+// DSN (dsn with that search_path); the schema is dropped when the test ends.
+func postgresSchema(t *testing.T, admin *sqlx.DB, dsn string) string {
+	t.Helper()
+	schema := "airlock_test_" + newID()[:12]
+	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
+	return withSearchPath(t, dsn, schema)
 }
 
 // withSearchPath adds a search_path runtime parameter to a URL or

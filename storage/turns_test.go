@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"sync"
 	"testing"
 	"time"
 )
@@ -77,18 +76,9 @@ func testRaceCountTurn(t *testing.T, db *DB) {
 	ctx := t.Context()
 	const n = 24
 	now := time.Now()
-	counts := make([]int, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			counts[i], errs[i] = clockAt(db, now).CountTurn(ctx, "slack", "U-race", time.Minute)
-		})
-	}
-	close(start)
-	wg.Wait()
+	counts, errs := race(n, func(int) (int, error) {
+		return clockAt(db, now).CountTurn(ctx, "slack", "U-race", time.Minute)
+	})
 	seen := make([]bool, n+1)
 	for i := range n {
 		if errs[i] != nil {

@@ -222,11 +222,18 @@ func decodeMessage(t *testing.T, c apiCall) postedCard {
 // card waits for the n-th message with buttons posted in channel.
 func (h *harness) card(channel string, n int) postedCard {
 	h.t.Helper()
+	return h.nthPosted(channel, n, `"components":[{`, fmt.Sprintf("no card %d in channel %s", n, channel))
+}
+
+// nthPosted waits for the n-th message posted in channel whose body holds
+// marker; missing is the failure when none comes in time.
+func (h *harness) nthPosted(channel string, n int, marker, missing string) postedCard {
+	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var found []apiCall
 		for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
-			if strings.Contains(string(c.Body), `"components":[{`) {
+			if strings.Contains(string(c.Body), marker) {
 				found = append(found, c)
 			}
 		}
@@ -234,7 +241,7 @@ func (h *harness) card(channel string, n int) postedCard {
 			return decodeMessage(h.t, found[n-1])
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("no card %d in channel %s", n, channel)
+			h.t.Fatal(missing)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -329,6 +336,16 @@ func (h *harness) waitAnswer(channel, want string) {
 }
 
 // threadFor waits for the thread started from a message and returns its id.
+// askForCard has the requester mention the bot in channelID with text, as
+// message messageID, and returns the thread started on it and the first
+// card posted there.
+func (h *harness) askForCard(messageID, text string) (string, postedCard) {
+	h.t.Helper()
+	h.fd.Send("MESSAGE_CREATE", guildMessage(messageID, channelID, requester, mentionText(text), true))
+	thread := h.threadFor(messageID)
+	return thread, h.card(thread, 1)
+}
+
 func (h *harness) threadFor(messageID string) string {
 	h.t.Helper()
 	c := h.fd.WaitFor("POST", "/channels/"+channelID+"/messages/"+messageID+"/threads", 1)[0]
@@ -459,9 +476,7 @@ func TestDenyWithReasonViaModal(t *testing.T) {
 	h.model.PushText("OK, I will not restart web.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7101", channelID, requester, mentionText("restart web"), true))
-	thread := h.threadFor("7101")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7101", "restart web")
 	_, _, reason := buttonIDs(t, card.components)
 
 	h.fd.Send("INTERACTION_CREATE", click("8101", thread, moderator, []string{modRole}, reason[0], card.id))
@@ -646,9 +661,7 @@ func TestModerationToolEndToEnd(t *testing.T) {
 	h.model.PushText("Done: timed out for 10 minutes.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("time out the spammer"), true))
-	thread := h.threadFor("7501")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7501", "time out the spammer")
 	// The read-back is inert: the id shows as written, no mention pill.
 	if d := card.embeds[0]["description"].(string); shown(d) != "Time out <@"+spammer+"> for 10 minutes. Reason: spamming links" || strings.Contains(unescapedText(d), "<@") {
 		t.Fatalf("read-back: %v", d)
@@ -676,14 +689,8 @@ func TestModerationToolEndToEnd(t *testing.T) {
 func TestTwoAdaptersDoNotInterfere(t *testing.T) {
 	before := discordgo.EndpointAPI
 	f1, f2 := newFakeDiscord(t, false), newFakeDiscord(t, false)
-	a1, err := New(Config{Token: testToken, APIURL: f1.APIURL()}, nopBot{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2, err := New(Config{Token: testToken, APIURL: f2.APIURL()}, nopBot{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a1 := nopAdapter(t, f1)
+	a2 := nopAdapter(t, f2)
 	ctx := context.Background()
 	done := make(chan error, 2)
 	go func() {
@@ -736,10 +743,7 @@ func postedMentions(t *testing.T, c apiCall) (content string, am allowedMentions
 // named, and a later answer quoting their mentions pings nobody.
 func TestPostSplitsAndPingsOnlyApprovers(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := nopAdapter(t, f)
 	ctx := context.Background()
 	th := bot.Thread{Platform: Platform, Channel: channelID, Thread: "3101"}
 	long := strings.Repeat("a line of text\n", 300)
@@ -825,6 +829,16 @@ func TestTransportRewrite(t *testing.T) {
 	}
 }
 
+// nopAdapter is an adapter on the fake f whose bot does nothing.
+func nopAdapter(t *testing.T, f *fakeDiscord) *Adapter {
+	t.Helper()
+	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 type nopBot struct{}
 
 func (nopBot) Admit(context.Context, bot.Turn) bot.Admission { return bot.Admitted }
@@ -897,13 +911,10 @@ func TestGuildCreateThreadsAndRoleMention(t *testing.T) {
 // TestRunFailsWithoutGateway: an unreachable gateway is Run's error.
 func TestRunFailsWithoutGateway(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := nopAdapter(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = a.Run(ctx)
+	err := a.Run(ctx)
 	var rest *discordgo.RESTError
 	if err == nil || !errors.As(err, &rest) || rest.Response.StatusCode != 404 {
 		t.Fatalf("Run: %v", err)
@@ -921,14 +932,11 @@ func TestRunFailsWithoutGateway(t *testing.T) {
 func TestRunExplainsDisallowedIntents(t *testing.T) {
 	f := newFakeDiscord(t, true)
 	f.Refuse(4014)
-	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := nopAdapter(t, f)
 	a.Session().ShouldReconnectOnError = false
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = a.Run(ctx)
+	err := a.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "Message Content intent") {
 		t.Fatalf("Run: %v", err)
 	}
@@ -947,10 +955,7 @@ func TestBotRoleNotedWhateverTheOrder(t *testing.T) {
 	}}
 	ready := &discordgo.Ready{User: &discordgo.User{ID: botID, Username: "Airlock"}}
 	for _, guildFirst := range []bool{true, false} {
-		a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := nopAdapter(t, f)
 		if guildFirst {
 			a.noteGuild(guild)
 			a.onReady(nil, ready)

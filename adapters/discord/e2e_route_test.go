@@ -225,9 +225,7 @@ func TestRouteEditViaModal(t *testing.T) {
 	h.model.PushText("Restarted web.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7921", channelID, requester, mentionText("restart api"), true))
-	thread := h.threadFor("7921")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7921", "restart api")
 	edit := buttonsByAction(t, card.components)[actionEdit]
 	if len(edit) != 1 {
 		t.Fatalf("edit buttons: %v", edit)

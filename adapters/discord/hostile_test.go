@@ -53,9 +53,7 @@ func TestHostileModelCannotPingOrHide(t *testing.T) {
 	h.model.PushText("Done <@" + moderator + "> <@&" + modRole + "> @everyone \u202eexe.txt")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7701", channelID, requester, mentionText("restart it"), true))
-	thread := h.threadFor("7701")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7701", "restart it")
 	for _, s := range cardTexts(card) {
 		if bad := liveMarkup(s); len(bad) != 0 {
 			t.Errorf("live on the card: %v in %q", bad, s)
@@ -132,9 +130,7 @@ func TestShowFullArguments(t *testing.T) {
 	h.model.PushCalls(tc("c1", "restart_service", medium), tc("c2", "restart_service", huge))
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7801", channelID, requester, mentionText("restart both"), true))
-	thread := h.threadFor("7801")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7801", "restart both")
 	_, _, _, show := buttonIDsAll(t, card.components)
 	if len(show) != 2 {
 		t.Fatalf("show-arguments buttons: %v", show)
@@ -216,9 +212,7 @@ func TestReminderPingsExactlyTheApprovers(t *testing.T) {
 	h.model.PushText("Restarted, thanks <@&" + modRole + "> <@" + moderator + ">.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7901", channelID, requester, mentionText("restart"), true))
-	thread := h.threadFor("7901")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7901", "restart")
 	now.Add(int64(6 * time.Minute))
 	if err := h.bot.Sweep(context.Background()); err != nil {
 		t.Fatal(err)

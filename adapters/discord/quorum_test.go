@@ -3,6 +3,7 @@ package discord
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -91,9 +92,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 	h.model.PushText("Restarted api.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7401", channelID, requester, mentionText("restart api"), true))
-	thread := h.threadFor("7401")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7401", "restart api")
 	if got := shown(field(card.embeds[0], flagReasonLabel)); got != "needs 2 approvals: the tool needs approval; rule prod-restarts" {
 		t.Fatalf("why: %q", got)
 	}
@@ -190,9 +189,7 @@ func TestModerationQuorumNamesLastApprover(t *testing.T) {
 	h.model.PushText("Kicked.")
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7451", channelID, requester, mentionText("kick the raider"), true))
-	thread := h.threadFor("7451")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7451", "kick the raider")
 	allow, _, _ := buttonIDs(t, card.components)
 	h.fd.Send("INTERACTION_CREATE", click("8451", thread, approver2, nil, allow[0], card.id))
 	h.edit(thread, card.id, 1)
@@ -211,22 +208,7 @@ func TestModerationQuorumNamesLastApprover(t *testing.T) {
 // with a Revoke button).
 func (h *harness) notice(channel string, n int) postedCard {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var found []apiCall
-		for _, c := range h.fd.Recorded("POST", "/channels/"+channel+"/messages") {
-			if strings.Contains(string(c.Body), `"custom_id":"al:v:`) {
-				found = append(found, c)
-			}
-		}
-		if len(found) >= n {
-			return decodeMessage(h.t, found[n-1])
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("no grant notice %d in %s", n, channel)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return h.nthPosted(channel, n, `"custom_id":"al:v:`, fmt.Sprintf("no grant notice %d in %s", n, channel))
 }
 
 // cards counts the card messages (with Allow buttons) posted in channel.
@@ -254,9 +236,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	h.model.PushCalls(tc("c3", "restart_service", `{"service":"db"}`))
 	h.start()
 
-	h.fd.Send("MESSAGE_CREATE", guildMessage("7501", channelID, requester, mentionText("restart api"), true))
-	thread := h.threadFor("7501")
-	card := h.card(thread, 1)
+	thread, card := h.askForCard("7501", "restart api")
 	grant := grantIDs(t, card.components)
 	allow, _, _ := buttonIDs(t, card.components)
 	if len(grant) != 1 || grant[0] != "al:g:"+strings.TrimPrefix(allow[0], "al:a:") {

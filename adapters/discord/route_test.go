@@ -317,10 +317,7 @@ func TestExtendClick(t *testing.T) {
 // POST /users/@me/channels and refuses anything else.
 func TestRouterLinkAndOpenDM(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := nopAdapter(t, f)
 	ctx := context.Background()
 	thread := bot.Thread{Platform: Platform, Channel: channelID, Thread: threadCh}
 	for _, tc := range []struct {
@@ -384,10 +381,7 @@ func TestRouterLinkAndOpenDM(t *testing.T) {
 // nothing pings.
 func TestPostCardAndPointer(t *testing.T) {
 	f := newFakeDiscord(t, false)
-	a, err := New(Config{Token: testToken, APIURL: f.APIURL()}, nopBot{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := nopAdapter(t, f)
 	ctx := context.Background()
 	cd := sampleCard()
 	cd.Copy, cd.ThreadLink = card.CopyApprovals, JumpBase+guildID+"/"+threadCh

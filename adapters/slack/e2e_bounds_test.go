@@ -34,8 +34,7 @@ func TestEditModalEscapesHiddenCharacters(t *testing.T) {
 	w := newWorld(t, ModeHTTP)
 	args := `{"service":"api` + "\u202e" + `ecivres","note":"zero` + "\u200b" + `width` + "\u0085" + `c1` + "\u2066" + `iso"}`
 	w.model.PushCalls(tc("call_deploy", "deploy", args)).PushText("Deployed.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-	card := w.waitCard(1)
+	card := w.askDeploy()
 	allow := refByStyle(t, card, "primary")
 	w.deliverInteraction(clickOn(card, alice, ActionEdit, allow))
 	waitFor(t, "views.open", func() bool { return len(w.fake.callsTo("views.open")) == 1 })

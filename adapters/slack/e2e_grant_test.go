@@ -51,8 +51,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			w := newWorldWith(t, mode, twoForDeploy)
 			w.model.PushCalls(tc("call_deploy", "deploy", `{"service":"api"}`)).PushText("Deployed after two yeses.")
-			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-			card := w.waitCard(1)
+			card := w.askDeploy()
 			if txt := blocksText(t, card); !strings.Contains(txt, "needs 2 approvals: the tool needs approval; rule prod-deploys") ||
 				!strings.Contains(txt, "Waiting for a decision: 0 of 2 approvals") {
 				t.Fatalf("the card does not say why and how many:\n%s", txt)
@@ -98,9 +97,7 @@ func TestQuorumTwoApprovers(t *testing.T) {
 			}
 
 			// Carol (through the group) is the second approver.
-			w.deliverInteraction(blockAction(carol, chanOps, mentionTS, ActionAllow, allow))
-			w.waitText(chanOps, "Deployed after two yeses.")
-			w.ad.Wait()
+			w.allowAndWait(carol, chanOps, mentionTS, allow, "Deployed after two yeses.")
 			if n := w.tools["deploy"].runs.Load(); n != 1 {
 				t.Fatalf("deploy ran %d times, want 1", n)
 			}
@@ -126,16 +123,11 @@ func TestSelfApprovalRefused(t *testing.T) {
 	allow := refByStyle(t, card, "primary")
 	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allow))
 	w.waitEphemeral(alice, "You asked for this call, so you can't allow it yourself")
-	w.ad.Wait()
-	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != 0 {
-		t.Fatal("the requester's own Allow changed something")
-	}
+	w.waitNothingChanged("the requester's own Allow changed something")
 	if strings.Contains(w.logs.String(), "click failed") {
 		t.Error("a refusal was logged as a failure")
 	}
-	w.deliverInteraction(blockAction(carol, chanOps, mentionTS, ActionAllow, allow))
-	w.waitText(chanOps, "Deployed by someone else's yes.")
-	w.ad.Wait()
+	w.allowAndWait(carol, chanOps, mentionTS, allow, "Deployed by someone else's yes.")
 	if n := w.tools["deploy"].runs.Load(); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
 	}
@@ -150,8 +142,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			w := newWorldWith(t, mode, func(c *bot.Config) { c.GrantFor = time.Hour })
 			w.model.PushCalls(tc("call_deploy", "deploy", `{"service":"api"}`)).PushText("Deployed (1).")
-			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-			card := w.waitCard(1)
+			card := w.askDeploy()
 			allow := refByStyle(t, card, "primary")
 			grants := buttonsWith(t, card, ActionAllowGrant)
 			if len(grants) != 1 || grants[0].Value != allow || grants[0].Style != "" {

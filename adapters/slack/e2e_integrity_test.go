@@ -61,9 +61,7 @@ func TestE2EGrantNeverWidensWhoApproves(t *testing.T) {
 	allow := refByStyle(t, prod, "primary")
 	w.deliverInteraction(blockAction(carol, chanOps, mentionTS, ActionAllow, allow))
 	w.waitEphemeral(carol, "can't approve")
-	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allow))
-	w.waitText(chanOps, "Production done.")
-	w.ad.Wait()
+	w.allowAndWait(alice, chanOps, mentionTS, allow, "Production done.")
 	if n := w.tools["deploy"].runs.Load(); n != 2 {
 		t.Fatalf("deploy ran %d times after Alice's allow, want 2", n)
 	}
@@ -75,8 +73,7 @@ func TestE2EGrantNeverWidensWhoApproves(t *testing.T) {
 func TestE2EGrantCoversOnlyItsRequester(t *testing.T) {
 	w := newWorldWith(t, ModeSocket, func(c *bot.Config) { c.GrantFor = time.Hour })
 	w.model.PushCalls(tc("call_1", "deploy", `{"service":"api"}`)).PushText("Deployed (1).")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-	card := w.waitCard(1)
+	card := w.askDeploy()
 	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllowGrant, refByStyle(t, card, "primary")))
 	notice := w.waitText(chanOps, "granted calls of deploy")
 	if txt := notice.param("text"); !strings.Contains(txt, "for requests by "+bob+" or an approver of this channel") {

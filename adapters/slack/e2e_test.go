@@ -527,6 +527,35 @@ func (w *world) texts(channel string) []apiCall {
 	return out
 }
 
+// allowAndWait clicks Allow on ref as user, in channel's thread ts, waits
+// for the answer containing answer in channel, then for the adapter to be
+// idle, and returns the answer.
+func (w *world) allowAndWait(user, channel, ts, ref, answer string) apiCall {
+	w.t.Helper()
+	w.deliverInteraction(blockAction(user, channel, ts, ActionAllow, ref))
+	posted := w.waitText(channel, answer)
+	w.ad.Wait()
+	return posted
+}
+
+// askDeploy has bob ask the bot, in a new thread in chanOps, to deploy
+// api, and returns the card that is posted.
+func (w *world) askDeploy() apiCall {
+	w.t.Helper()
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
+	return w.waitCard(1)
+}
+
+// waitNothingChanged waits for the adapter to be idle and fails with why
+// if the deploy tool ran or a card was updated.
+func (w *world) waitNothingChanged(why string) {
+	w.t.Helper()
+	w.ad.Wait()
+	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != 0 {
+		w.t.Fatal(why)
+	}
+}
+
 func (w *world) waitText(channel, contains string) apiCall {
 	w.t.Helper()
 	return w.waitCall(fmt.Sprintf("%q posted in %s", contains, channel), contains, func() []apiCall { return w.texts(channel) })
@@ -628,12 +657,10 @@ func TestSocketModeMentionCardApproveAnswer(t *testing.T) {
 	}
 
 	// Alice allows: the batch runs once and the model answers in the thread.
-	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allowRef))
-	answer := w.waitText(chanOps, "Deployed api to production.")
+	answer := w.allowAndWait(alice, chanOps, mentionTS, allowRef, "Deployed api to production.")
 	if answer.param("thread_ts") != mentionTS {
 		t.Errorf("answer in thread %q, want %q", answer.param("thread_ts"), mentionTS)
 	}
-	w.ad.Wait()
 	if d, s := w.tools["deploy"].runs.Load(), w.tools["service_status"].runs.Load(); d != 1 || s != 1 {
 		t.Fatalf("deploy ran %d times, status %d; want once each", d, s)
 	}
@@ -663,8 +690,7 @@ func TestAsideKeptAsContextAndNeverSupersedes(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			w := newWorld(t, mode)
 			w.scriptDeploy("Deployed.")
-			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-			card := w.waitCard(1)
+			card := w.askDeploy()
 			w.ad.Wait()
 
 			w.deliverEvent(message(w.eventID(), chanOps, "channel", alice, "1700000000.000200", mentionTS, "is the freeze over?"), 0)
@@ -713,8 +739,7 @@ func TestDenyWithReasonReachesModel(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			w := newWorld(t, mode)
 			w.scriptDeploy("Understood, not deploying.")
-			w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-			card := w.waitCard(1)
+			card := w.askDeploy()
 			ref := refByStyle(t, card, "danger")
 
 			w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionDenyReason, ref))
@@ -765,8 +790,7 @@ func TestDenyWithReasonReachesModel(t *testing.T) {
 func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
 	w := newWorld(t, ModeSocket)
 	w.scriptDeploy("Withdrawn.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-	card := w.waitCard(1)
+	card := w.askDeploy()
 	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
 	w.waitEphemeral(bob, "can't approve")
 	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionDeny, refByStyle(t, card, "danger")))
@@ -790,8 +814,7 @@ func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
 func TestApproverThroughUserGroup(t *testing.T) {
 	w := newWorld(t, ModeSocket)
 	w.scriptDeploy("Done.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api"), 0)
-	card := w.waitCard(1)
+	card := w.askDeploy()
 	if !strings.Contains(blocksText(t, card), "<!subteam^"+groupOps+">") {
 		t.Errorf("the footer does not name the group")
 	}
@@ -1063,12 +1086,10 @@ func TestGroupDMsAreServedAsDMs(t *testing.T) {
 			if w.tools["deploy"].runs.Load() != 0 {
 				t.Fatal("bob's click ran the call")
 			}
-			w.deliverInteraction(blockAction(alice, group, top, ActionAllow, ref))
-			answer := w.waitText(group, "Deployed from the group DM.")
+			answer := w.allowAndWait(alice, group, top, ref, "Deployed from the group DM.")
 			if answer.param("thread_ts") != top {
 				t.Errorf("answer in thread %q, want %q", answer.param("thread_ts"), top)
 			}
-			w.ad.Wait()
 			if w.tools["deploy"].runs.Load() != 1 {
 				t.Fatalf("deploy ran %d times", w.tools["deploy"].runs.Load())
 			}

@@ -75,9 +75,7 @@ func TestForeignWorkspaceChangesNothing(t *testing.T) {
 			}
 
 			// The same click from the installed workspace works.
-			w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, allow))
-			w.waitText(chanOps, "Deployed.")
-			w.ad.Wait()
+			w.allowAndWait(alice, chanOps, mentionTS, allow, "Deployed.")
 			if n := w.tools["deploy"].runs.Load(); n != 1 {
 				t.Fatalf("deploy ran %d times", n)
 			}
@@ -148,8 +146,5 @@ func TestShowFullArgumentsLiteral(t *testing.T) {
 	if !strings.Contains(strings.ReplaceAll(shown, "\n", ""), `"notes": "<!channel> `+"```"+` \u202e `+strings.Repeat("n", 3000)) {
 		t.Errorf("the modal does not hold the whole arguments as written:\n%s", shown)
 	}
-	w.ad.Wait()
-	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != 0 {
-		t.Fatal("showing arguments decided something")
-	}
+	w.waitNothingChanged("showing arguments decided something")
 }

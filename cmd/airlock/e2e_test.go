@@ -200,6 +200,13 @@ func startChatWith(t *testing.T, bin, cfgPath string, env ...string) *chatProces
 	t.Helper()
 	cmd := exec.Command(bin, "chat", "-config", cfgPath)
 	cmd.Env = append(os.Environ(), env...)
+	return startChatCmd(t, cmd)
+}
+
+// startChatCmd starts cmd, an `airlock chat`, with pipes to talk to it,
+// kills it when the test ends, and waits for its greeting.
+func startChatCmd(t *testing.T, cmd *exec.Cmd) *chatProcess {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -72,18 +72,14 @@ func TestRunHardening(t *testing.T) {
 	cfg := fmt.Sprintf(`
 listen: %s
 storage: {driver: sqlite, dsn: %q}
-model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
-slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+%s
 channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
 tools:
   - name: service_status
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
     http: {method: GET, url: "%s/status/{{.service}}?token=${STATUS_TOKEN}"}
-  - name: deploy
-    confirm: true
-    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
-    http: {method: POST, url: "%s/deploy/{{.service}}"}
-`, addr, dbPath, model.BaseURL(), replicaSecret, api.URL+"/api/", status.URL, tools.URL)
+%s
+`, addr, dbPath, slackRunYAML(model.BaseURL(), api.URL+"/api/"), status.URL, deployToolYAML(tools.URL, "service"))
 	path := writeConfig(t, dir, cfg)
 	cmd, logs := startRun(t, path, "STATUS_TOKEN="+secret)
 	waitReady(t, addr)
@@ -187,15 +183,11 @@ shutdown_timeout: 20s
 log: {format: json}
 debug: {pprof: true}
 storage: {driver: sqlite, dsn: %q}
-model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
-slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+%s
 channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
 tools:
-  - name: deploy
-    confirm: true
-    parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
-    http: {method: POST, url: "%s/deploy/{{.service}}"}
-`, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
+%s
+`, addr, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service", "environment"))
 	path := writeConfig(t, dir, cfg)
 	cmd, logs := startRun(t, path)
 	waitReady(t, addr)
@@ -277,15 +269,11 @@ func TestRunWebhooksSurviveDowntimeAndRestart(t *testing.T) {
 listen: %s
 events: {webhooks: [{url: %q, secret: %q}]}
 storage: {driver: sqlite, dsn: %q}
-model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
-slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+%s
 channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
 tools:
-  - name: deploy
-    confirm: true
-    parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
-    http: {method: POST, url: "%s/deploy/{{.service}}"}
-`, addr, hook.URL, secret, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
+%s
+`, addr, hook.URL, secret, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service", "environment"))
 	path := writeConfig(t, dir, cfg)
 	cmd, _ := startRun(t, path)
 	waitReady(t, addr)

@@ -33,17 +33,7 @@ func TestChatStartsWithoutAModelKey(t *testing.T) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &chatProcess{t: t, cmd: cmd, stdin: stdin, out: &syncBuffer{}, errb: &syncBuffer{}}
-	cmd.Stdout, cmd.Stderr = p.out, p.errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	p.waitFor("/help lists the commands")
+	p := startChatCmd(t, cmd)
 	p.send("what is the status of api?")
 	p.waitFor("No model is configured")
 	if n := strings.Count(p.errb.String(), "model: off"); n != 1 {

@@ -90,8 +90,7 @@ func TestRunPolicy(t *testing.T) {
 events: {webhooks: [{url: %q, secret: %q}]}
 listen: %s
 storage: {driver: sqlite, dsn: %q}
-model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
-slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+%s
 channels: [{platform: slack, id: COPS, approvers: [UALICE, UCAROL, UREQ]}]
 limits: {turns_per_minute: 0}
 confirmation:
@@ -105,11 +104,8 @@ tools:
   - name: run_sql
     parameters: {type: object, properties: {sql: {type: string}}, required: [sql]}
     http: {method: POST, url: "%s/sql"}
-  - name: deploy
-    confirm: true
-    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
-    http: {method: POST, url: "%s/deploy/{{.service}}"}
-`, hook.URL, hookSecret, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL, tools.URL, tools.URL)
+%s
+`, hook.URL, hookSecret, addr, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), tools.URL, tools.URL, deployToolYAML(tools.URL, "service"))
 	path := writeConfig(t, dir, cfg)
 	startRun(t, path)
 	waitReady(t, addr)

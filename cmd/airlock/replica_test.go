@@ -257,18 +257,14 @@ func TestTwoReplicas(t *testing.T) {
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`
 storage: {driver: postgres, dsn: %q}
-model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
-slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+%s
 channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
 tools:
   - name: service_status
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
     http: {method: POST, url: "%s/status/{{.service}}"}
-  - name: deploy
-    confirm: true
-    parameters: {type: object, properties: {service: {type: string}, environment: {type: string}}, required: [service, environment]}
-    http: {method: POST, url: "%s/deploy/{{.service}}"}
-`, dsn, model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL, tools.URL)
+%s
+`, dsn, slackRunYAML(model.BaseURL(), api.URL+"/api/"), tools.URL, deployToolYAML(tools.URL, "service", "environment"))
 
 	var addrs []string
 	var procs []*exec.Cmd

@@ -38,8 +38,7 @@ func TestRunRouting(t *testing.T) {
 	cfg := fmt.Sprintf(`
 listen: %s
 storage: {driver: sqlite, dsn: %q}
-model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
-slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}
+%s
 channels:
   - {platform: slack, id: COPS, approvers: [UALICE, UBOB], approvals_channel: CAPPROVE, notify: [dm]}
 limits: {turns_per_minute: 0}
@@ -48,11 +47,8 @@ confirmation:
   escalation:
     - {after: 3s, mention: [ULEAD], approvers: [ULEAD]}
 tools:
-  - name: deploy
-    confirm: true
-    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
-    http: {method: POST, url: "%s/deploy/{{.service}}"}
-`, addr, filepath.Join(dir, "airlock.db"), model.BaseURL(), replicaSecret, api.URL+"/api/", tools.URL)
+%s
+`, addr, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service"))
 	path := writeConfig(t, dir, cfg)
 	start := func() *exec.Cmd {
 		cmd, _ := startRun(t, path)

@@ -181,14 +181,7 @@ func TestFunctionCallArgsNotEscaped(t *testing.T) {
 	if got := string(first.ToolCalls[0].Args); got != args {
 		t.Errorf("args %s, want %s", got, args)
 	}
-	stored, err := json.Marshal(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var loaded model.Message
-	if err := json.Unmarshal(stored, &loaded); err != nil {
-		t.Fatal(err)
-	}
+	loaded := modeltest.StoredCopy(t, first)
 	rebuilt := first
 	rebuilt.Raw = nil
 	results := model.Message{Role: model.RoleTool, Results: []model.ToolResult{{CallID: "c1", Key: "c1", Name: "run", Content: "ok"}}}
@@ -232,14 +225,7 @@ func TestThoughtSignatureRoundTrip(t *testing.T) {
 		t.Fatalf("first %+v", first)
 	}
 	// The message goes through storage as JSON.
-	stored, err := json.Marshal(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var loaded model.Message
-	if err := json.Unmarshal(stored, &loaded); err != nil {
-		t.Fatal(err)
-	}
+	loaded := modeltest.StoredCopy(t, first)
 	keys := confirm.Keys(loaded.ToolCalls)
 	results := model.Message{Role: model.RoleTool, Results: []model.ToolResult{
 		{Key: keys[0], Name: "status", Content: "all green"},

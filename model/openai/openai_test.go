@@ -211,14 +211,7 @@ func TestArgumentsExactBytes(t *testing.T) {
 	if got, want := string(first.ToolCalls[1].Args), `"{\"cmd\": \"a && b <c>\""`; got != want {
 		t.Errorf("broken args %s, want %s", got, want)
 	}
-	stored, err := json.Marshal(first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var loaded model.Message
-	if err := json.Unmarshal(stored, &loaded); err != nil {
-		t.Fatal(err)
-	}
+	loaded := modeltest.StoredCopy(t, first)
 	results := model.Message{Role: model.RoleTool, Results: []model.ToolResult{
 		{CallID: "call_1", Key: "call_1", Name: "run", Content: "ok"},
 		{CallID: "call_2", Key: "call_2", Name: "run", Content: "invalid arguments", IsError: true},
