@@ -199,7 +199,7 @@ func Compile(cfgs []Config) (*Set, error) {
 		}
 		ast, iss := env.Compile(c.When)
 		if iss != nil && iss.Err() != nil {
-			return nil, keyerr.Wrap(key, celError(iss))
+			return nil, keyerr.Wrap(key, IssuesError(iss))
 		}
 		if t := ast.OutputType(); !t.IsExactType(cel.BoolType) {
 			return nil, keyerr.New(key, "the expression is of type %s; it must be a bool (compare a value, e.g. args.flag == true)", t)
@@ -231,8 +231,9 @@ func Compile(cfgs []Config) (*Set, error) {
 	return s, nil
 }
 
-// celError is CEL's issues on one line, each with its line:column.
-func celError(iss *cel.Issues) error {
+// IssuesError is CEL's issues on one line, each with its line:column
+// (runbook expressions report theirs the same way).
+func IssuesError(iss *cel.Issues) error {
 	var parts []string
 	for _, e := range iss.Errors() {
 		msg := strings.ReplaceAll(e.Message, "\n", " ")

@@ -80,7 +80,7 @@ type scope struct {
 func compileExpr(sc *scope, src string, wantBool bool) (*expr, error) {
 	a, iss := sc.env.Compile(src)
 	if iss != nil && iss.Err() != nil {
-		return nil, celError(iss)
+		return nil, rules.IssuesError(iss)
 	}
 	if t := a.OutputType(); wantBool && !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("the expression is of type %s; it must be a bool (compare a value, e.g. steps.before.outcome == \"succeeded\")", t)
@@ -184,22 +184,6 @@ func (sc *scope) check(a *ast.AST) ([]string, error) {
 		}
 	}
 	return refs, nil
-}
-
-// celError is CEL's issues on one line, each with its line:column.
-func celError(iss *cel.Issues) error {
-	var parts []string
-	for _, e := range iss.Errors() {
-		msg := strings.ReplaceAll(e.Message, "\n", " ")
-		if e.Location != nil && e.Location.Line() > 0 {
-			msg = fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, msg)
-		}
-		parts = append(parts, msg)
-	}
-	if len(parts) == 0 {
-		return iss.Err()
-	}
-	return errors.New(strings.Join(parts, "; "))
 }
 
 // activation is the variables of an evaluation.
