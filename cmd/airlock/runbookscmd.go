@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,22 +23,9 @@ import (
 // confirmation.tools, rules that may ask, the step's confirm and
 // approvals). It connects to the MCP servers, as `airlock tools` does.
 func listRunbooks(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock runbooks", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
-	secrets := redact.New(cfg.Secrets())
-	set, err := tools.New(cfg.Tools, tools.Options{Redactor: secrets})
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
+	cfg, secrets, set, rc := loadWithTools("airlock runbooks", args, stderr)
+	if cfg == nil {
+		return rc
 	}
 	rbs := cfg.RunbookSet()
 	if len(rbs) == 0 {

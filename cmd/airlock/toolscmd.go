@@ -21,22 +21,9 @@ import (
 // needs a person's yes (`airlock tools -config FILE`). It connects to the
 // MCP servers to list theirs.
 func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock tools", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
-	}
-	secrets := redact.New(cfg.Secrets())
-	set, err := tools.New(cfg.Tools, tools.Options{Redactor: secrets})
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
-		return 1
+	cfg, secrets, set, rc := loadWithTools("airlock tools", args, stderr)
+	if cfg == nil {
+		return rc
 	}
 	source := map[string]string{}
 	for _, t := range cfg.Tools {
@@ -117,4 +104,27 @@ func approvalOf(policy confirm.Policy, name string, info confirm.ToolInfo) strin
 		return "depends on the arguments\tan ask rule may match"
 	}
 	return "no\t-"
+}
+
+// loadWithTools parses `-config FILE` for the command, loads the config
+// and builds its config tools, for the commands that list them. A nil
+// config means it could not, and rc is the exit code (2: bad flags).
+func loadWithTools(command string, args []string, stderr io.Writer) (cfg *config.Config, secrets *redact.Redactor, set *tools.Set, rc int) {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, nil, 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return nil, nil, nil, 1
+	}
+	secrets = redact.New(cfg.Secrets())
+	if set, err = tools.New(cfg.Tools, tools.Options{Redactor: secrets}); err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return nil, nil, nil, 1
+	}
+	return cfg, secrets, set, 0
 }
