@@ -84,10 +84,13 @@ func AuditHash(prev string, r AuditRecord) string {
 // transaction and moves the head to it; it returns the row's id.
 func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) (int64, error) {
 	if db.driver == DriverPostgres {
-		// One statement, one round trip: the UPDATE locks the head row until
-		// the transaction ends (a concurrent writer waits, then reads the
-		// head it left), takes the next id from it and hashes the row there,
-		// with the canonical bytes after the id computed here.
+		// The UPDATE locks the head row until the transaction ends (a
+		// concurrent writer waits, then reads the head it left) and takes
+		// the next id from the audit's own sequence under that lock, so ids
+		// follow the chain and a writer that does not chain (an older
+		// release during an upgrade) never takes the same id; the row is
+		// hashed there in the same statement, with the canonical bytes after the
+		// id computed here.
 		rest := AuditCanonical(nil, r)
 		rest = rest[4+len(strconv.FormatInt(r.ID, 10)):]
 		var id int64
@@ -115,11 +118,14 @@ func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) (int64,
 
 // auditInsertPostgres is AuditHash in SQL: SHA-256 over the previous hash's
 // bytes, the new id's field (length, then decimal digits) and the rest of
-// the canonical bytes ($1).
+// the canonical bytes ($1). The id is the sequence's next value, taken
+// with the head's lock held (an UPDATE that waited for the lock evaluates
+// its sub-select again on the head it then reads), never below the head's.
 const auditInsertPostgres = `WITH h AS (
-		UPDATE audit_head SET last_id = last_id + 1, prev_hash = last_hash,
-			last_hash = encode(sha256(decode(last_hash, 'hex')
-				|| int4send(octet_length((last_id + 1)::text)) || convert_to((last_id + 1)::text, 'UTF8') || ?::bytea), 'hex')
+		UPDATE audit_head SET (prev_hash, last_id, last_hash) = (
+			SELECT last_hash, n, encode(sha256(decode(last_hash, 'hex')
+				|| int4send(octet_length(n::text)) || convert_to(n::text, 'UTF8') || ?::bytea), 'hex')
+			FROM (SELECT GREATEST(nextval(pg_get_serial_sequence('audit', 'id')), last_id + 1) AS n) s)
 		WHERE one = 1 RETURNING last_id, prev_hash, last_hash)
 	INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash) OVERRIDING SYSTEM VALUE
 	SELECT last_id, ?, ?, ?, ?, ?, ?, ?, ?, prev_hash, last_hash FROM h

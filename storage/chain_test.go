@@ -230,6 +230,36 @@ func TestPostgresAuditChain(t *testing.T) {
 	}
 	t.Run("Migrated", func(t *testing.T) { testAuditChainMigrated(t, DriverPostgres, fresh(t)) })
 	t.Run("Replicas", func(t *testing.T) { testAuditChainReplicas(t, fresh(t)) })
+	t.Run("OlderReleaseBeside", func(t *testing.T) { testAuditChainOlderReleaseBeside(t, fresh(t)) })
+}
+
+// During a rolling upgrade an older release's pod writes audit rows the
+// old way (the id from the column's default) beside this one: neither's
+// writes fail on the other's ids, and verify names the unchained row.
+func testAuditChainOlderReleaseBeside(t *testing.T, dsn string) {
+	db, err := Open(t.Context(), DriverPostgres, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	audit := func(actor string) {
+		t.Helper()
+		if err := db.Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: actor}); err != nil {
+			t.Fatalf("chained write %s: %v", actor, err)
+		}
+	}
+	audit("U1")
+	audit("U2")
+	if _, err := db.x.ExecContext(t.Context(), `INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
+		VALUES (now(), 'decision', 0, '', '', '', 'old-release', '')`); err != nil {
+		t.Fatalf("an older release's write failed: %v", err)
+	}
+	audit("U3")
+	_, err = db.VerifyAudit(t.Context())
+	var br *AuditBreak
+	if !errors.As(err, &br) {
+		t.Fatalf("verify after an unchained row: %v", err)
+	}
 }
 
 // testAuditChainMigrated upgrades a database whose audit rows were written
