@@ -16,7 +16,8 @@ import (
 // The confirm.RunbookStore contract: runbook runs and their steps. Every
 // transition is one conditional UPDATE (or an INSERT a primary key
 // decides) whose affected-row count decides, so with replicas each step
-// of a run starts once.
+// of a run starts once. Each transition stamps its times from the store's
+// clock, read once (db.stamp), as every other transaction does.
 
 var _ confirm.RunbookStore = (*DB)(nil)
 
@@ -88,8 +89,9 @@ func validStepKey(k confirm.StepKey) error {
 	return nil
 }
 
-// CreateRunbookRun stores a new run, status running, and audits
-// runbook_started (with the parameters), in one transaction.
+// CreateRunbookRun stores a new run, status running, created at the
+// store's clock, and audits runbook_started (with the parameters), in one
+// transaction.
 func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error {
 	if r.Runbook == "" || r.ConversationID == 0 || !json.Valid(r.Snapshot) || !json.Valid(r.Params) {
 		return fmt.Errorf("create runbook run: runbook, conversation, snapshot and params are required: %w", errRunbookInput)
@@ -97,11 +99,8 @@ func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error
 	if r.ID == "" {
 		r.ID = newID()
 	}
-	now := db.now()
-	if !r.CreatedAt.IsZero() {
-		now = r.CreatedAt
-	}
-	r.CreatedAt, r.UpdatedAt = utc(now), utc(now)
+	now := db.stamp()
+	r.CreatedAt, r.UpdatedAt = now, now
 	r.Status, r.FailedStep, r.StoppedBy, r.ActiveStep, r.DueAt, r.FinishedAt = confirm.RunbookRunning, "", "", "", nil, nil
 	err := db.tx(ctx, func(tx dbtx) error {
 		_, err := db.exec(ctx, tx, db.q(`INSERT INTO runbook_runs (`+runbookRunColumns+`)
@@ -160,11 +159,11 @@ func (db *DB) RunbookSteps(ctx context.Context, runID string) ([]confirm.Runbook
 // (running, due, no active step) decides, then the step row is inserted
 // in the same transaction. A skipped step is stored with its outcome and
 // leaves the run without an active step.
-func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool string, skipped bool, now time.Time) (bool, error) {
+func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool string, skipped bool) (bool, error) {
 	if err := validStepKey(k); err != nil {
 		return false, fmt.Errorf("start runbook step: %w", err)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	active, status := k.Active(), confirm.StepStarted
 	var finished any
 	if skipped {
@@ -251,11 +250,11 @@ func finalStep(s confirm.StepStatus) bool {
 // conditional UPDATE (started or waiting) decides; the run's active step
 // is cleared (only when it is this step) and its due time set, and
 // runbook_step is audited, in one transaction.
-func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status confirm.StepStatus, result string, due *time.Time, now time.Time) (bool, error) {
+func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status confirm.StepStatus, result string, due *time.Time) (bool, error) {
 	if err := validStepKey(k); err != nil || !finalStep(status) {
 		return false, fmt.Errorf("finish runbook step: status %q: %w", status, errors.Join(err, errRunbookInput))
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	var dueAt any
 	if due != nil {
 		dueAt = db.ts(*due)
@@ -342,11 +341,11 @@ func (db *DB) auditRunbookStepBy(ctx context.Context, tx dbtx, k confirm.StepKey
 
 // MarkRunbookStepDone takes an unknown step of a halted run to succeeded
 // and the run back to running, audited, in one transaction.
-func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by string, now time.Time) (bool, error) {
+func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by string) (bool, error) {
 	if err := validStepKey(k); err != nil {
 		return false, fmt.Errorf("mark runbook step done: %w", err)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	won := false
 	err := db.tx(ctx, func(tx dbtx) error {
 		won = false
@@ -397,25 +396,25 @@ func (db *DB) runTransition(ctx context.Context, what, query string, args ...any
 }
 
 // HaltRunbookRun takes a running run with no active step to halted at step.
-func (db *DB) HaltRunbookRun(ctx context.Context, runID, step string, now time.Time) (bool, error) {
+func (db *DB) HaltRunbookRun(ctx context.Context, runID, step string) (bool, error) {
 	return db.runTransition(ctx, "halt runbook run", `UPDATE runbook_runs SET status = 'halted', failed_step = ?, updated_at = ?
-		WHERE id = ? AND status = 'running' AND active_step = ''`, step, db.ts(db.nowOr(now)), runID)
+		WHERE id = ? AND status = 'running' AND active_step = ''`, step, db.ts(db.stamp()), runID)
 }
 
 // ResumeRunbookRun takes a halted run back to running.
-func (db *DB) ResumeRunbookRun(ctx context.Context, runID string, now time.Time) (bool, error) {
+func (db *DB) ResumeRunbookRun(ctx context.Context, runID string) (bool, error) {
 	return db.runTransition(ctx, "resume runbook run", `UPDATE runbook_runs SET status = 'running', failed_step = '', due_at = NULL, updated_at = ?
-		WHERE id = ? AND status = 'halted'`, db.ts(db.nowOr(now)), runID)
+		WHERE id = ? AND status = 'halted'`, db.ts(db.stamp()), runID)
 }
 
 // FinishRunbookRun ends a running or halted run and audits
 // runbook_finished, in one transaction. A run with an active step ends
 // only as stopped (the step's outcome then finds the run ended).
-func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm.RunbookStatus, failedStep, stoppedBy string, now time.Time) (bool, error) {
+func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm.RunbookStatus, failedStep, stoppedBy string) (bool, error) {
 	if !status.Final() {
 		return false, fmt.Errorf("finish runbook run: status %q is not final: %w", status, errRunbookInput)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	cond := ` AND active_step = ''`
 	if status == confirm.RunbookStopped {
 		cond = ``
