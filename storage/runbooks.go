@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,9 +168,7 @@ func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool stri
 	if skipped {
 		active, status, finished = "", confirm.StepSkipped, db.ts(now)
 	}
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE runbook_runs SET active_step = ?, due_at = NULL, updated_at = ?
 			WHERE id = ? AND status = 'running' AND active_step = '' AND (due_at IS NULL OR due_at <= ?)`),
 			active, db.ts(now), k.RunID, db.ts(now))
@@ -194,15 +191,11 @@ func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool stri
 		if n == 0 {
 			return errLost // this attempt ran before: roll the run's update back
 		}
-		won = true
 		if skipped {
 			return db.auditRunbookStep(ctx, tx, k, tool, status, "", "", now)
 		}
 		return nil
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("start runbook step %s: %w", k.Active(), err)
 	}
@@ -259,9 +252,7 @@ func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status c
 	if due != nil {
 		dueAt = db.ts(*due)
 	}
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		var s struct {
 			Tool    string `db:"tool"`
 			BatchID string `db:"batch_id"`
@@ -273,22 +264,15 @@ func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status c
 			`tool, batch_id`,
 			`SELECT tool, batch_id FROM runbook_steps WHERE run_id = ? AND phase = ? AND step_id = ? AND attempt = ?`,
 			k.RunID, k.Phase, k.StepID, k.Attempt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost
-		}
-		if err != nil {
-			return fmt.Errorf("update step: %w", err)
+		if err := lostIfNoRows(err, "update step"); err != nil {
+			return err
 		}
 		if _, err := db.exec(ctx, tx, db.q(`UPDATE runbook_runs SET active_step = '', due_at = ?, updated_at = ?
 			WHERE id = ? AND active_step = ?`), dueAt, db.ts(now), k.RunID, k.Active()); err != nil {
 			return fmt.Errorf("update run: %w", err)
 		}
-		won = true
 		return db.auditRunbookStep(ctx, tx, k, s.Tool, status, s.BatchID, result, now)
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("finish runbook step %s: %w", k.Active(), err)
 	}
@@ -346,9 +330,7 @@ func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by str
 		return false, fmt.Errorf("mark runbook step done: %w", err)
 	}
 	now := db.stamp()
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE runbook_runs SET status = 'running', failed_step = '', updated_at = ?
 			WHERE id = ? AND status = 'halted' AND active_step = ''`), db.ts(now), k.RunID)
 		if err != nil {
@@ -369,18 +351,11 @@ func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by str
 			`tool, batch_id, result`,
 			`SELECT tool, batch_id, result FROM runbook_steps WHERE run_id = ? AND phase = ? AND step_id = ? AND attempt = ?`,
 			k.RunID, k.Phase, k.StepID, k.Attempt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost // the run's update rolls back
+		if err := lostIfNoRows(err, "update step"); err != nil {
+			return err // errLost: the run's update rolls back
 		}
-		if err != nil {
-			return fmt.Errorf("update step: %w", err)
-		}
-		won = true
 		return db.auditRunbookStepBy(ctx, tx, k, s.Tool, confirm.StepSucceeded, s.BatchID, s.Result, by, now)
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("mark runbook step done %s: %w", k.Active(), err)
 	}
@@ -419,9 +394,7 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 	if status == confirm.RunbookStopped {
 		cond = ``
 	}
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		var r struct {
 			ConversationID int64  `db:"conversation_id"`
 			Runbook        string `db:"runbook"`
@@ -432,13 +405,9 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 			[]any{string(status), failedStep, stoppedBy, db.ts(now), db.ts(now), runID},
 			`conversation_id, runbook`,
 			`SELECT conversation_id, runbook FROM runbook_runs WHERE id = ?`, runID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost
+		if err := lostIfNoRows(err, "update run"); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("update run: %w", err)
-		}
-		won = true
 		var d rawObject
 		d.add("run_id", runID)
 		d.add("outcome", string(status))
@@ -454,9 +423,6 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 			Tool: r.Runbook, Actor: actor, Detail: d.String(),
 		})
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("finish runbook run %s: %w", runID, err)
 	}
@@ -465,14 +431,7 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 
 // SetRunbookMessageRef records where the run message was posted.
 func (db *DB) SetRunbookMessageRef(ctx context.Context, runID, ref string) error {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE runbook_runs SET message_ref = ? WHERE id = ?`), ref, runID)
-	if err != nil {
-		return fmt.Errorf("set runbook message ref: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("set runbook message ref: run %s: %w", runID, confirm.ErrNotFound)
-	}
-	return nil
+	return db.updateRow(ctx, "set runbook message ref", "run "+runID, `UPDATE runbook_runs SET message_ref = ? WHERE id = ?`, ref, runID)
 }
 
 // DueRunbookRuns lists running runs with no active step that are due.
