@@ -70,12 +70,8 @@ func (db *DB) writeAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) err
 // AuditEvents returns the events the filter selects, in id order.
 func (db *DB) AuditEvents(ctx context.Context, f confirm.AuditFilter) ([]confirm.AuditEvent, error) {
 	var c conditions
-	if f.ConversationID != 0 {
-		c.add("conversation_id = ?", f.ConversationID)
-	}
-	if !f.Since.IsZero() {
-		c.add("at >= ?", db.ts(f.Since))
-	}
+	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
+	c.add(!f.Since.IsZero(), "at >= ?", db.ts(f.Since))
 	query := `SELECT id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail FROM audit` + c.sql() + ` ORDER BY id`
 	var rows []auditRow
 	if err := db.sel(ctx, db.reader(), &rows, db.q(query), c.args...); err != nil {

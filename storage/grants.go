@@ -109,12 +109,8 @@ func (db *DB) Grant(ctx context.Context, id string) (*confirm.Grant, error) {
 // Grants lists the grants the filter selects, newest first.
 func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Grant, error) {
 	var c conditions
-	if f.ConversationID != 0 {
-		c.add("conversation_id = ?", f.ConversationID)
-	}
-	if !f.ActiveAt.IsZero() {
-		c.add("revoked_at IS NULL AND expires_at > ?", db.ts(f.ActiveAt))
-	}
+	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
+	c.add(!f.ActiveAt.IsZero(), "revoked_at IS NULL AND expires_at > ?", db.ts(f.ActiveAt))
 	query := `SELECT ` + grantColumns + ` FROM grants` + c.sql() + ` ORDER BY created_at DESC, id DESC`
 	var rows []grantRow
 	if err := db.sel(ctx, db.reader(), &rows, db.q(query), c.args...); err != nil {

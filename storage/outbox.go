@@ -549,21 +549,15 @@ type DeliveryFilter struct {
 
 // Deliveries lists the deliveries the filter selects, in id order.
 func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
+	marks := make([]string, len(f.Status))
+	statuses := make([]any, len(f.Status))
+	for i, s := range f.Status {
+		marks[i], statuses[i] = "?", string(s)
+	}
 	var c conditions
-	if len(f.Status) > 0 {
-		marks := make([]string, len(f.Status))
-		statuses := make([]any, len(f.Status))
-		for i, s := range f.Status {
-			marks[i], statuses[i] = "?", string(s)
-		}
-		c.add("status IN ("+strings.Join(marks, ", ")+")", statuses...)
-	}
-	if f.Target != "" {
-		c.add("target = ?", f.Target)
-	}
-	if f.ConversationID != 0 {
-		c.add("conversation_id = ?", f.ConversationID)
-	}
+	c.add(len(f.Status) > 0, "status IN ("+strings.Join(marks, ", ")+")", statuses...)
+	c.add(f.Target != "", "target = ?", f.Target)
+	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
 	query := `SELECT ` + deliveryColumns + ` FROM outbox` + c.sql() + ` ORDER BY id`
 	args := c.args
 	if f.Limit > 0 {

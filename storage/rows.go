@@ -62,9 +62,12 @@ type conditions struct {
 	args  []any
 }
 
-func (c *conditions) add(cond string, args ...any) {
-	c.where = append(c.where, cond)
-	c.args = append(c.args, args...)
+// add adds cond, with its arguments, when the filter sets it (on).
+func (c *conditions) add(on bool, cond string, args ...any) {
+	if on {
+		c.where = append(c.where, cond)
+		c.args = append(c.args, args...)
+	}
 }
 
 // sql is " WHERE " and the conditions joined with AND, or "" when none.
