@@ -2,13 +2,10 @@ package storage
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -178,15 +175,7 @@ func TestSQLiteRejectedClickReplicas(t *testing.T) {
 }
 
 func TestPostgresRejectedClickReplicas(t *testing.T) {
-	dsn := os.Getenv(postgresDSNEnv)
-	if dsn == "" {
-		t.Skipf("%s not set", postgresDSNEnv)
-	}
-	admin, err := sqlx.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
+	admin, dsn := postgresAdmin(t)
 	testRejectedClickReplicas(t, DriverPostgres, postgresSchema(t, admin, dsn))
 }
 
