@@ -4,7 +4,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -178,14 +177,9 @@ func testAuditChainConcurrent(t *testing.T, db *DB) {
 	}
 }
 
-func TestSQLiteAuditChainMigrated(t *testing.T) {
-	testAuditChainMigrated(t, DriverSQLite, filepath.Join(t.TempDir(), "old.db"))
-}
-
 func TestPostgresAuditChain(t *testing.T) {
 	admin, dsn := postgresAdmin(t)
 	fresh := func(t *testing.T) string { return postgresSchema(t, admin, dsn) }
-	t.Run("Migrated", func(t *testing.T) { testAuditChainMigrated(t, DriverPostgres, fresh(t)) })
 	t.Run("Replicas", func(t *testing.T) { testAuditChainReplicas(t, fresh(t)) })
 	t.Run("OlderReleaseBeside", func(t *testing.T) { testAuditChainOlderReleaseBeside(t, fresh(t)) })
 }

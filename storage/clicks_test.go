@@ -2,7 +2,6 @@ package storage
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -169,16 +168,8 @@ func raceRejectedClicks(t *testing.T, dbs []*DB) {
 	}
 }
 
-// Two replicas (two pools on one database) coalesce too.
-func TestSQLiteRejectedClickReplicas(t *testing.T) {
-	testRejectedClickReplicas(t, DriverSQLite, filepath.Join(t.TempDir(), "replicas.db"))
-}
-
-func TestPostgresRejectedClickReplicas(t *testing.T) {
-	admin, dsn := postgresAdmin(t)
-	testRejectedClickReplicas(t, DriverPostgres, postgresSchema(t, admin, dsn))
-}
-
+// testRejectedClickReplicas: two replicas (two pools on one database)
+// coalesce too.
 func testRejectedClickReplicas(t *testing.T, driver, dsn string) {
 	dbs := openReplicas(t, driver, dsn, 2)
 	for _, db := range dbs {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -128,11 +129,18 @@ func batchIn(t *testing.T, db *DB, convID int64, expires time.Time, decisions ..
 
 func loadBatch(t *testing.T, db *DB, id string) *confirm.Batch {
 	t.Helper()
-	b, err := db.Batch(t.Context(), id)
+	return load(t, "Batch", db.Batch, id)
+}
+
+// load returns what get (a store method, named what) loads for id,
+// failing the test on an error.
+func load[T any](t *testing.T, what string, get func(ctx context.Context, id string) (T, error), id string) T {
+	t.Helper()
+	v, err := get(t.Context(), id)
 	if err != nil {
-		t.Fatalf("Batch(%s): %v", id, err)
+		t.Fatalf("%s(%s): %v", what, id, err)
 	}
-	return b
+	return v
 }
 
 func callByKey(t *testing.T, b *confirm.Batch, key string) confirm.Call {

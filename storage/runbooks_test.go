@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,20 +48,30 @@ func newRunbookRun(t *testing.T, db *DB) *confirm.RunbookRun {
 
 func loadRunbookRun(t *testing.T, db *DB, id string) *confirm.RunbookRun {
 	t.Helper()
-	r, err := db.RunbookRun(t.Context(), id)
-	if err != nil {
-		t.Fatalf("RunbookRun(%s): %v", id, err)
-	}
-	return r
+	return load(t, "RunbookRun", db.RunbookRun, id)
 }
 
 func loadRunbookSteps(t *testing.T, db *DB, id string) []confirm.RunbookStep {
 	t.Helper()
-	s, err := db.RunbookSteps(t.Context(), id)
-	if err != nil {
-		t.Fatalf("RunbookSteps(%s): %v", id, err)
+	return load(t, "RunbookSteps", db.RunbookSteps, id)
+}
+
+// startStep starts attempt k of tool (not skipped), failing the test
+// unless the start wins.
+func startStep(t *testing.T, db *DB, k confirm.StepKey, tool string) {
+	t.Helper()
+	if ok, err := db.StartRunbookStep(t.Context(), k, tool, false); err != nil || !ok {
+		t.Fatalf("StartRunbookStep(%s) = %v, %v", k.Active(), ok, err)
 	}
-	return s
+}
+
+// finishStep records the outcome of attempt k, failing the test unless
+// it wins.
+func finishStep(t *testing.T, db *DB, k confirm.StepKey, status confirm.StepStatus, result string) {
+	t.Helper()
+	if ok, err := db.FinishRunbookStep(t.Context(), k, status, result, nil); err != nil || !ok {
+		t.Fatalf("FinishRunbookStep(%s, %s) = %v, %v", k.Active(), status, ok, err)
+	}
 }
 
 func mainStep(runID, id string, attempt int) confirm.StepKey {
@@ -140,9 +149,7 @@ func testRunbookStepLifecycle(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
 	k := mainStep(r.ID, "before", 1)
-	if ok, err := db.StartRunbookStep(ctx, k, "status", false); err != nil || !ok {
-		t.Fatalf("StartRunbookStep = %v, %v", ok, err)
-	}
+	startStep(t, db, k, "status")
 	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "main/before/1" {
 		t.Fatalf("active step = %q", got.ActiveStep)
 	}
@@ -160,9 +167,7 @@ func testRunbookStepLifecycle(t *testing.T, db *DB) {
 	if _, err := db.RunbookStepByBatch(ctx, "not-a-step-batch"); !errors.Is(err, confirm.ErrNotFound) {
 		t.Fatalf("step of another batch: %v", err)
 	}
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepSucceeded, `{"status":"up"}`, nil); err != nil || !ok {
-		t.Fatalf("FinishRunbookStep = %v, %v", ok, err)
-	}
+	finishStep(t, db, k, confirm.StepSucceeded, `{"status":"up"}`)
 	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil); err != nil || ok {
 		t.Fatalf("second FinishRunbookStep = %v, %v; want lost", ok, err)
 	}
@@ -188,9 +193,7 @@ func testRunbookStepLifecycle(t *testing.T, db *DB) {
 func testRunbookOneActiveStep(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 1), "status", false); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	startStep(t, db, mainStep(r.ID, "a", 1), "status")
 	for _, skipped := range []bool{false, true} {
 		if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", skipped); err != nil || ok {
 			t.Fatalf("a second step started while one is active (skipped %v): %v, %v", skipped, ok, err)
@@ -199,9 +202,7 @@ func testRunbookOneActiveStep(t *testing.T, db *DB) {
 	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a"); err != nil || ok {
 		t.Fatalf("halted with an active step: %v, %v", ok, err)
 	}
-	if ok, err := db.FinishRunbookStep(ctx, mainStep(r.ID, "a", 1), confirm.StepUnknown, "", nil); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	finishStep(t, db, mainStep(r.ID, "a", 1), confirm.StepUnknown, "")
 	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a"); err != nil || !ok {
 		t.Fatalf("HaltRunbookRun = %v, %v", ok, err)
 	}
@@ -225,21 +226,15 @@ func testRunbookAttemptOnce(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
 	k := mainStep(r.ID, "a", 1)
-	if ok, err := db.StartRunbookStep(ctx, k, "status", false); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "boom", nil); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	startStep(t, db, k, "status")
+	finishStep(t, db, k, confirm.StepFailed, "boom")
 	if ok, err := db.StartRunbookStep(ctx, k, "status", false); err != nil || ok {
 		t.Fatalf("attempt 1 started twice: %v, %v", ok, err)
 	}
 	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "" {
 		t.Fatalf("a lost start left the run busy: %q", got.ActiveStep)
 	}
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false); err != nil || !ok {
-		t.Fatalf("attempt 2: %v, %v", ok, err)
-	}
+	startStep(t, db, mainStep(r.ID, "a", 2), "status")
 }
 
 // A retry's delay: the run is not due, and no step starts, until DueAt
@@ -249,9 +244,7 @@ func testRunbookDueAt(t *testing.T, db *DB) {
 	r := newRunbookRun(t, db)
 	now := time.Date(2031, 1, 1, 10, 0, 0, 0, time.UTC)
 	k := mainStep(r.ID, "a", 1)
-	if ok, err := clockAt(db, now).StartRunbookStep(ctx, k, "status", false); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	startStep(t, clockAt(db, now), k, "status")
 	if ids, _ := db.DueRunbookRuns(ctx, now); containsID(ids, r.ID) {
 		t.Fatal("a run with an active step is listed due")
 	}
@@ -271,9 +264,7 @@ func testRunbookDueAt(t *testing.T, db *DB) {
 	if ids, _ := db.DueRunbookRuns(ctx, due); !containsID(ids, r.ID) {
 		t.Fatal("not listed due at its time")
 	}
-	if ok, err := clockAt(db, due).StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false); err != nil || !ok {
-		t.Fatalf("attempt 2 at its time: %v, %v", ok, err)
-	}
+	startStep(t, clockAt(db, due), mainStep(r.ID, "a", 2), "status")
 	if got := loadRunbookRun(t, db, r.ID); got.DueAt != nil {
 		t.Fatalf("due at kept after the start: %v", got.DueAt)
 	}
@@ -297,8 +288,8 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob"); err != nil || ok {
 		t.Fatalf("marked a missing step done: %v, %v", ok, err)
 	}
-	db.StartRunbookStep(ctx, k, "restart", false)
-	db.FinishRunbookStep(ctx, k, confirm.StepUnknown, "connection reset", nil)
+	startStep(t, db, k, "restart")
+	finishStep(t, db, k, confirm.StepUnknown, "connection reset")
 	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob"); err != nil || ok {
 		t.Fatalf("marked done while the run is not halted: %v, %v", ok, err)
 	}
@@ -311,26 +302,7 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 	if ids, _ := db.DueRunbookRuns(ctx, time.Time{}); containsID(ids, r.ID) {
 		t.Fatal("a halted run is listed due")
 	}
-	var wg sync.WaitGroup
-	wins := make(chan bool, 4)
-	for range 4 {
-		wg.Go(func() {
-			ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob")
-			if err != nil {
-				t.Error(err)
-			}
-			wins <- ok
-		})
-	}
-	wg.Wait()
-	close(wins)
-	n := 0
-	for ok := range wins {
-		if ok {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := raceWins(t, 4, func(int) (bool, error) { return db.MarkRunbookStepDone(ctx, k, "U-bob") }); n != 1 {
 		t.Fatalf("%d Mark done clicks won, want 1", n)
 	}
 	s := loadRunbookSteps(t, db, r.ID)[0]
@@ -342,9 +314,11 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 	}
 	// Retry instead: halt on a new unknown, resume once.
 	k2 := mainStep(r.ID, "b", 1)
-	db.StartRunbookStep(ctx, k2, "restart", false)
-	db.FinishRunbookStep(ctx, k2, confirm.StepUnknown, "", nil)
-	db.HaltRunbookRun(ctx, r.ID, "b")
+	startStep(t, db, k2, "restart")
+	finishStep(t, db, k2, confirm.StepUnknown, "")
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "b"); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
 	if ok, err := db.ResumeRunbookRun(ctx, r.ID); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -362,16 +336,14 @@ func testRunbookStopWhileWaiting(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
 	k := mainStep(r.ID, "a", 1)
-	db.StartRunbookStep(ctx, k, "restart", false)
+	startStep(t, db, k, "restart")
 	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", ""); err != nil || ok {
 		t.Fatalf("failed with an active step: %v, %v", ok, err)
 	}
 	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U-alice"); err != nil || !ok {
 		t.Fatalf("stop: %v, %v", ok, err)
 	}
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepDenied, "stopped", nil); err != nil || !ok {
-		t.Fatalf("the waiting step's outcome: %v, %v", ok, err)
-	}
+	finishStep(t, db, k, confirm.StepDenied, "stopped") // the waiting step's outcome
 	got := loadRunbookRun(t, db, r.ID)
 	if got.Status != confirm.RunbookStopped || got.StoppedBy != "U-alice" || got.FinishedAt == nil {
 		t.Fatalf("stopped run = %+v", got)
@@ -441,12 +413,16 @@ func testRunbookAudit(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
 	k := mainStep(r.ID, "a", 1)
-	db.StartRunbookStep(ctx, k, "status", false)
-	db.FinishRunbookStep(ctx, k, confirm.StepFailed, strings.Repeat("x", 3000), nil)
-	db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil)
-	db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", true)
-	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", "")
-	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U")
+	startStep(t, db, k, "status")
+	finishStep(t, db, k, confirm.StepFailed, strings.Repeat("x", 3000))
+	db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil) // lost: not audited
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", ""); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U") // lost: not audited
 	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: r.ConversationID})
 	if err != nil {
 		t.Fatal(err)
@@ -547,30 +523,14 @@ func testRunbookStoreClock(t *testing.T, db *DB) {
 func testRaceRunbookStartStep(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
-	var wg sync.WaitGroup
-	wins := make(chan string, 8)
-	for i := range 8 {
-		id := []string{"a", "b"}[i%2]
-		wg.Go(func() {
-			ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, id, 1), "status", false)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins <- id
-			}
-		})
-	}
-	wg.Wait()
-	close(wins)
-	var won []string
-	for id := range wins {
-		won = append(won, id)
-	}
+	ids := []string{"a", "b"}
+	won := raceWinners(t, 8, func(i int) (bool, error) {
+		return db.StartRunbookStep(ctx, mainStep(r.ID, ids[i%2], 1), "status", false)
+	})
 	if len(won) != 1 {
 		t.Fatalf("starts won: %v, want one", won)
 	}
-	if steps := loadRunbookSteps(t, db, r.ID); len(steps) != 1 || steps[0].StepID != won[0] {
+	if steps := loadRunbookSteps(t, db, r.ID); len(steps) != 1 || steps[0].StepID != ids[won[0]%2] {
 		t.Fatalf("steps = %+v", steps)
 	}
 }
@@ -581,27 +541,13 @@ func testRaceRunbookFinishStep(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
 	k := mainStep(r.ID, "a", 1)
-	db.StartRunbookStep(ctx, k, "status", false)
-	var wg sync.WaitGroup
-	wins := make(chan confirm.StepStatus, 6)
-	for i := range 6 {
-		st := []confirm.StepStatus{confirm.StepSucceeded, confirm.StepDenied, confirm.StepUnknown}[i%3]
-		wg.Go(func() {
-			ok, err := db.FinishRunbookStep(ctx, k, st, "r", nil)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins <- st
-			}
-		})
-	}
-	wg.Wait()
-	close(wins)
+	startStep(t, db, k, "status")
+	statuses := []confirm.StepStatus{confirm.StepSucceeded, confirm.StepDenied, confirm.StepUnknown}
+	wins := raceWinners(t, 6, func(i int) (bool, error) { return db.FinishRunbookStep(ctx, k, statuses[i%3], "r", nil) })
 	if len(wins) != 1 {
 		t.Fatalf("%d outcomes recorded, want 1", len(wins))
 	}
-	won := <-wins
+	won := statuses[wins[0]%3]
 	if s := loadRunbookSteps(t, db, r.ID)[0]; s.Status != won {
 		t.Fatalf("step = %+v, the winner was %s", s, won)
 	}

@@ -35,17 +35,24 @@ func race[T any](n int, f func(i int) (T, error)) ([]T, []error) {
 // and returns how many calls returned true.
 func raceWins(t *testing.T, n int, f func(i int) (bool, error)) int {
 	t.Helper()
+	return len(raceWinners(t, n, f))
+}
+
+// raceWinners is raceWins returning the indexes of the calls that
+// returned true.
+func raceWinners(t *testing.T, n int, f func(i int) (bool, error)) []int {
+	t.Helper()
 	oks, errs := race(n, f)
-	wins := 0
+	var won []int
 	for i := range n {
 		if errs[i] != nil {
 			t.Error(errs[i])
 		}
 		if oks[i] {
-			wins++
+			won = append(won, i)
 		}
 	}
-	return wins
+	return won
 }
 
 // raceAll races n calls of f (see race) and fails the test with every

@@ -33,26 +33,34 @@ func TestPostgres(t *testing.T) {
 		t.Helper()
 		return openDB(t, DriverPostgres, freshSchema(t))
 	})
-	// Each of these tests opens its own database(s) on a DSN it is given.
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, driver, dsn string)
-	}{
-		{"ConcurrentOpen", testConcurrentOpen},
-		{"MigrateUpgrade", testMigrateUpgrade},
-		{"ClockReplicas", testClockReplicas},
-		{"OutboxReplicas", testOutboxReplicas},
-		{"MigrateCards", testMigrateCards},
-		{"EscalateReplicas", testEscalateReplicas},
-		{"MigrateOpenBatches", testMigrateOpenBatches},
-		{"MigrateIntegrity", testMigrateIntegrity},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, "postgres", freshSchema(t)) })
+	for _, tc := range dsnTests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, DriverPostgres, freshSchema(t)) })
 	}
 }
 
-func TestSQLiteConcurrentOpen(t *testing.T) {
-	testConcurrentOpen(t, "sqlite", filepath.Join(t.TempDir(), "shared.db"))
+// dsnTests each open their own database(s) (replicas, an old release's)
+// on a DSN they are given: a new file on SQLite (TestSQLiteFile), a new
+// schema on PostgreSQL (TestPostgres).
+var dsnTests = []struct {
+	name string
+	fn   func(t *testing.T, driver, dsn string)
+}{
+	{"ConcurrentOpen", testConcurrentOpen},
+	{"MigrateUpgrade", testMigrateUpgrade},
+	{"ClockReplicas", testClockReplicas},
+	{"OutboxReplicas", testOutboxReplicas},
+	{"MigrateCards", testMigrateCards},
+	{"EscalateReplicas", testEscalateReplicas},
+	{"MigrateOpenBatches", testMigrateOpenBatches},
+	{"MigrateIntegrity", testMigrateIntegrity},
+	{"AuditChainMigrated", testAuditChainMigrated},
+	{"RejectedClickReplicas", testRejectedClickReplicas},
+}
+
+func TestSQLiteFile(t *testing.T) {
+	for _, tc := range dsnTests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, DriverSQLite, filepath.Join(t.TempDir(), "airlock.db")) })
+	}
 }
 
 // testConcurrentOpen opens one fresh database from several "processes" at
