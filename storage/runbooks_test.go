@@ -65,6 +65,16 @@ func startStep(t *testing.T, db *DB, k confirm.StepKey, tool string) {
 	}
 }
 
+// startedRun is a new run with attempt 1 of its main step id (tool)
+// started.
+func startedRun(t *testing.T, db *DB, id, tool string) (*confirm.RunbookRun, confirm.StepKey) {
+	t.Helper()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, id, 1)
+	startStep(t, db, k, tool)
+	return r, k
+}
+
 // finishStep records the outcome of attempt k, failing the test unless
 // it wins.
 func finishStep(t *testing.T, db *DB, k confirm.StepKey, status confirm.StepStatus, result string) {
@@ -147,9 +157,7 @@ func testRunbookRunBadInput(t *testing.T, db *DB) {
 // step is set and cleared with it; the step is found by its batch.
 func testRunbookStepLifecycle(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "before", 1)
-	startStep(t, db, k, "status")
+	r, k := startedRun(t, db, "before", "status")
 	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "main/before/1" {
 		t.Fatalf("active step = %q", got.ActiveStep)
 	}
@@ -224,9 +232,7 @@ func testRunbookOneActiveStep(t *testing.T, db *DB) {
 // the lost start leaves the run free.
 func testRunbookAttemptOnce(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	startStep(t, db, k, "status")
+	r, k := startedRun(t, db, "a", "status")
 	finishStep(t, db, k, confirm.StepFailed, "boom")
 	if ok, err := db.StartRunbookStep(ctx, k, "status", false); err != nil || ok {
 		t.Fatalf("attempt 1 started twice: %v, %v", ok, err)
@@ -334,9 +340,7 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 // still recorded but the run stays stopped and no step starts.
 func testRunbookStopWhileWaiting(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	startStep(t, db, k, "restart")
+	r, k := startedRun(t, db, "a", "restart")
 	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", ""); err != nil || ok {
 		t.Fatalf("failed with an active step: %v, %v", ok, err)
 	}
@@ -411,9 +415,7 @@ func testRunbookParent(t *testing.T, db *DB) {
 // runbook_finished with the outcome.
 func testRunbookAudit(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	startStep(t, db, k, "status")
+	r, k := startedRun(t, db, "a", "status")
 	finishStep(t, db, k, confirm.StepFailed, strings.Repeat("x", 3000))
 	db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil) // lost: not audited
 	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", true); err != nil || !ok {
@@ -539,9 +541,7 @@ func testRaceRunbookStartStep(t *testing.T, db *DB) {
 // recorded and audited.
 func testRaceRunbookFinishStep(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	startStep(t, db, k, "status")
+	r, k := startedRun(t, db, "a", "status")
 	statuses := []confirm.StepStatus{confirm.StepSucceeded, confirm.StepDenied, confirm.StepUnknown}
 	wins := raceWinners(t, 6, func(i int) (bool, error) { return db.FinishRunbookStep(ctx, k, statuses[i%3], "r", nil) })
 	if len(wins) != 1 {
