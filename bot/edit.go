@@ -172,14 +172,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 
 // setText names the members of an approver set for an editor.
 func setText(a confirm.Approvers) string {
-	var parts []string
-	parts = append(parts, a.Users...)
-	for _, g := range a.Groups {
-		parts = append(parts, "group "+g)
-	}
-	for _, r := range a.Roles {
-		parts = append(parts, "role "+r)
-	}
+	parts := a.Names()
 	if len(parts) == 0 {
 		return "nobody"
 	}
