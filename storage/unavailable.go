@@ -20,7 +20,9 @@ import (
 // kept for the logs.
 type unavailableError struct{ err error }
 
-func (e *unavailableError) Error() string { return confirm.ErrUnavailable.Error() + ": " + e.err.Error() }
+func (e *unavailableError) Error() string {
+	return confirm.ErrUnavailable.Error() + ": " + e.err.Error()
+}
 func (e *unavailableError) Unwrap() []error {
 	return []error{confirm.ErrUnavailable, e.err}
 }
