@@ -120,6 +120,8 @@ func UserMessage(err error) string {
 		return "Edit refused: " + ee.Message + ". Nothing changed."
 	case errors.Is(err, ErrShuttingDown):
 		return "Airlock is restarting; nothing changed. Click again in a minute."
+	case errors.Is(err, confirm.ErrUnavailable):
+		return "I couldn't record your decision — please click again. (My database can't be reached right now; nothing changed.)"
 	}
 	for _, r := range refusals {
 		if errors.Is(err, r.err) {
