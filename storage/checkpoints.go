@@ -143,3 +143,86 @@ func (db *DB) enqueueCheckpoint(ctx context.Context, tx dbtx, c AuditCheckpoint)
 	}
 	return nil
 }
+
+// prunePage is how many rows one PruneAudit transaction deletes at most.
+const prunePage = 10000
+
+// pruneLockKey is the pg_advisory_xact_lock key serialising replicas'
+// prunes.
+const pruneLockKey int64 = 0x6169726c6f636b01
+
+// PruneAudit deletes the audit rows older than before, oldest first in id
+// order, stopping at the first row that is not (the chain's last row is
+// always kept). Each transaction of up to prunePage rows first stores a
+// signed start checkpoint of the last row it deletes (queuing its
+// audit_checkpoint event), so verify begins the chain after it; the
+// migration's trigger lets only this DELETE through (audit_prune). It
+// returns how many rows it deleted.
+func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before time.Time) (int64, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return 0, ErrNoSigningKey
+	}
+	var total int64
+	for {
+		var n int64
+		done := false
+		err := db.tx(ctx, func(tx dbtx) error {
+			n, done = 0, true
+			if db.driver == DriverPostgres {
+				if _, err := db.exec(ctx, tx, `SELECT pg_advisory_xact_lock($1)`, pruneLockKey); err != nil {
+					return fmt.Errorf("lock: %w", err)
+				}
+			}
+			var headID int64
+			if err := db.get(ctx, tx, &headID, `SELECT last_id FROM audit_head WHERE one = 1`); err != nil {
+				return fmt.Errorf("head: %w", err)
+			}
+			var rows []struct {
+				ID   int64  `db:"id"`
+				At   dbTime `db:"at"`
+				Hash string `db:"hash"`
+			}
+			if err := db.sel(ctx, tx, &rows, db.q(`SELECT id, at, hash FROM audit WHERE id < ? ORDER BY id LIMIT ?`), headID, prunePage); err != nil {
+				return fmt.Errorf("load: %w", err)
+			}
+			last := -1
+			for i, r := range rows {
+				if !r.At.t.Before(before) || r.Hash == "" {
+					break
+				}
+				last = i
+			}
+			if last < 0 {
+				return nil
+			}
+			done = last < len(rows)-1 || len(rows) < prunePage
+			upto := rows[last]
+			c := AuditCheckpoint{ID: upto.ID, Hash: upto.Hash, At: utc(db.now()), Start: true}
+			c.Sign(key)
+			if _, err := db.storeCheckpoint(ctx, tx, c); err != nil {
+				return err
+			}
+			if _, err := db.exec(ctx, tx, db.q(`INSERT INTO audit_prune (one, upto) VALUES (1, ?)`), upto.ID); err != nil {
+				return fmt.Errorf("guard: %w", err)
+			}
+			res, err := db.exec(ctx, tx, db.q(`DELETE FROM audit WHERE id <= ?`), upto.ID)
+			if err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+			if n, err = res.RowsAffected(); err != nil {
+				return err
+			}
+			if _, err := db.exec(ctx, tx, `DELETE FROM audit_prune`); err != nil {
+				return fmt.Errorf("guard: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune audit: %w", err)
+		}
+		total += n
+		if done || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}

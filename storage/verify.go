@@ -51,7 +51,16 @@ func NewChainVerifier(start string, index ChainIndex) *ChainVerifier {
 
 // startAfter makes the chain begin after the start checkpoint's row (its
 // first row chains to it); only before the first row.
-func (v *ChainVerifier) startAfter(c AuditCheckpoint) { v.prev, v.prevID = c.Hash, c.ID }
+// An anchor at or before that row was pruned with it: the start's row is
+// checked against it, an earlier one has nothing left to check.
+func (v *ChainVerifier) startAfter(c AuditCheckpoint) {
+	v.prev, v.prevID = c.Hash, c.ID
+	if a := v.anchor; a != nil && a.ID < c.ID {
+		v.anchor = nil
+	} else if a != nil && a.ID == c.ID {
+		v.anchorHash = c.Hash
+	}
+}
 
 // Rows is how many rows verified; Head the last one's id and hash.
 func (v *ChainVerifier) Rows() int64 { return v.rows }

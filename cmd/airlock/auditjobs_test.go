@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model/modeltest"
@@ -143,5 +144,70 @@ audit:
 	code = run(context.Background(), []string{"audit", "verify", "-config", cfgPath, "-pubkey", otherPub}, nil, &out, &errOut)
 	if code != 1 || !strings.Contains(errOut.String(), fmt.Sprintf("audit row %d forged", headID)) {
 		t.Fatalf("verify with another key: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestRunPrunesAudit: `airlock run` with audit.retention runs
+// audit-retention, which prunes the rows older than it behind a signed
+// start checkpoint; `airlock audit verify -pubkey` then passes and says
+// where the chain starts.
+func TestRunPrunesAudit(t *testing.T) {
+	model := modeltest.NewOpenAIServer(t, func(modeltest.OpenAIRequest) modeltest.OpenAIReply { return modeltest.TextReply("hi") })
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "airlock.db")
+	at := time.Now().Add(-500 * 24 * time.Hour)
+	db, err := storage.Open(context.Background(), "sqlite", dbPath, storage.WithClock(func() time.Time { return at }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range 5 {
+		if i == 3 {
+			at = time.Now().Add(-24 * time.Hour)
+		}
+		if err := db.Audit(context.Background(), confirm.AuditEvent{Kind: confirm.AuditDecision, Tool: "deploy", Actor: fmt.Sprint("U", i)}); err != nil {
+			t.Fatal(err)
+		}
+		id, _, _ := db.AuditHead(context.Background())
+		ids = append(ids, id)
+	}
+	rows := func() int {
+		n := 0
+		if err := db.AuditRecords(context.Background(), 0, storage.AuditRecordFilter{}, func(storage.AuditRecord) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	defer db.Close()
+	keyPath, pubPath, _ := auditKeyFiles(t, dir)
+	addr := freeAddr(t)
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf(`
+listen: %s
+storage: {dsn: %q}
+model: {provider: openai, name: fake, base_url: %q}
+audit:
+  signing_key: ${file:%s}
+  retention: 400d
+`, addr, dbPath, model.BaseURL(), keyPath)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &syncBuffer{}, &stderr) }()
+	waitReady(t, addr)
+	waitUntil(t, "the rows older than 400 days to be pruned", func() bool { return rows() == 2 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("airlock run exited %d:\n%s", code, stderr.String())
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"audit", "verify", "-config", cfgPath, "-pubkey", pubPath}, nil, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "2 rows") ||
+		!strings.Contains(out.String(), fmt.Sprintf("the chain starts after row %d: rows up to it were pruned", ids[2])) ||
+		!strings.Contains(out.String(), "its signature checked") {
+		t.Fatalf("verify after the prune: exit %d: %s%s", code, out.String(), errOut.String())
 	}
 }
