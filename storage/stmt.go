@@ -100,6 +100,7 @@ func (db *DB) stmt(ctx context.Context, ex any, query string) *sqlx.Stmt {
 
 // exec runs a statement through ex (a transaction or a pool).
 func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (res sql.Result, err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(ex) {
 		err = db.w.do(ctx, func(h *held) error { res, err = h.ExecContext(ctx, query, args...); return err })
 		return res, err
@@ -150,7 +151,8 @@ var (
 // scan runs a query through q and scans it into dest with s: on the held
 // SQLite writer for the writer pool, else through the query's prepared
 // statement when there is one.
-func (db *DB) scan(ctx context.Context, s scanner, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+func (db *DB) scan(ctx context.Context, s scanner, q sqlx.QueryerContext, dest any, query string, args ...any) (err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(q) {
 		return db.w.do(ctx, func(h *held) error { return s.queryer(ctx, h, dest, query, args...) })
 	}
@@ -162,7 +164,8 @@ func (db *DB) scan(ctx context.Context, s scanner, q sqlx.QueryerContext, dest a
 }
 
 // query runs a query through q and returns its rows.
-func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sqlx.Rows, error) {
+func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (rows *sqlx.Rows, err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(q) {
 		// The rows would outlive the hold.
 		return nil, errors.New("storage: rows read from the writer outside a transaction")
