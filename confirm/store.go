@@ -246,6 +246,16 @@ type DecideResult struct {
 	Started string
 }
 
+// DecideAllResult is what a DecideAll did: per decision, in order, whether
+// it decided its call (Won) or found it edited since (Stale) or closed
+// (neither); and whether the batch is now decided (Batch as the
+// transaction left it).
+type DecideAllResult struct {
+	Calls        []DecideResult
+	BatchDecided bool
+	Batch        *Batch
+}
+
 // Grant lets later calls of one tool in one conversation run without a
 // card until it expires or is revoked. It covers only turns of its
 // Requester (or of an approver of the channel), and a call whose verdict
@@ -403,6 +413,9 @@ type DecisionStore interface {
 	// FirstToRun's call started. With d.Grant, an allow that decides the
 	// call also stores the grant (audited grant_created).
 	Decide(ctx context.Context, d Decide) (DecideResult, error)
+	// DecideAll takes the one-decision decisions of an Allow all or Deny
+	// all, all calls of one batch, in one transaction (see DecideAllResult).
+	DecideAll(ctx context.Context, ds []Decide) (DecideAllResult, error)
 	// ExpirePending decides every still-pending call of a pending batch
 	// expired, with message, whatever the expiry, and takes the batch to
 	// decided. It returns how many calls it decided; zero when the batch

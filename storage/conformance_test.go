@@ -25,6 +25,8 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"DecideWinsOnce", testDecideWinsOnce},
 		{"DecideAfterExpiry", testDecideAfterExpiry},
 		{"LastDecisionFlipsBatch", testLastDecisionFlipsBatch},
+		{"DecideAll", testDecideAll},
+		{"DecideAllRefusesAQuorumAllow", testDecideAllRefusesAQuorumAllow},
 		{"ResolvePendingExpiry", testResolvePendingExpiry},
 		{"ResolvePendingAbandon", testResolvePendingAbandon},
 		{"ClaimRunComplete", testClaimRunComplete},
