@@ -190,7 +190,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			// panics (a recovered panic must not keep the conversation).
 			unlock = sync.OnceFunc(u)
 			defer unlock()
-			d.Claim = &confirm.Claim{Worker: b.cfg.WorkerID, Runnable: b.hasTool}
+			d.Claim = &confirm.Claim{Worker: b.cfg.WorkerID, Runnable: b.runsAtClaim}
 		}
 	}
 	res, err := b.store.Decide(ctx, d)

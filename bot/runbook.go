@@ -343,6 +343,12 @@ func (x *runbookExec) Finished(ctx context.Context, run *confirm.RunbookRun, rb 
 	if m, ok := x.b.cfg.Metrics.(RunbookMetrics); ok {
 		m.RunbookRun(run.Runbook, string(run.Status))
 	}
+	if run.ParentBatch != "" {
+		// The model's call started it: its reply's results go to the
+		// model now (in the background: the caller may hold the
+		// conversation).
+		x.b.runbookEngine().Go(ctx, func(ctx context.Context) { x.b.resumeParent(ctx, run) })
+	}
 }
 
 // RunbookMetrics is implemented by metrics that count runbook runs by

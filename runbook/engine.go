@@ -698,6 +698,34 @@ func (e *Engine) Start(ctx context.Context, run *confirm.RunbookRun, rb *Config)
 	return e.Advance(ctx, run.ID)
 }
 
+// Begin stores a new run of rb like Start, shows its plan, and advances
+// it in the background: the caller holds the conversation the run's
+// first step takes (the model's runbook__<name> call, run with its
+// batch).
+func (e *Engine) Begin(ctx context.Context, run *confirm.RunbookRun, rb *Config) error {
+	snap, err := Encode(rb)
+	if err != nil {
+		return err
+	}
+	run.Runbook, run.Snapshot = rb.Name, snap
+	if err := e.Store.CreateRunbookRun(ctx, run); err != nil {
+		return err
+	}
+	e.Exec.ShowRun(ctx, run, rb, nil)
+	e.Kick(ctx, run.ID)
+	return nil
+}
+
+// Go runs fn in the background, counted by Wait (the model's turn that
+// continues once a run it started has ended).
+func (e *Engine) Go(ctx context.Context, fn func(context.Context)) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		fn(context.WithoutCancel(ctx))
+	}()
+}
+
 // AdvanceDue advances every due run (the runbooks job): delays passed,
 // and after a restart every run where it was.
 func (e *Engine) AdvanceDue(ctx context.Context) error {
