@@ -216,14 +216,9 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 			unlock()
 		}
 	}()
-	intro := fmt.Sprintf("Runbook %s, step %s", s.Run.Runbook, s.Key.StepID)
-	if s.Config.Retry != nil && s.Config.Retry.Attempts > 1 {
-		intro += fmt.Sprintf(" (up to %d attempts)", s.Config.Retry.Attempts)
-	}
-	if s.Key.Attempt > 1 {
-		intro += fmt.Sprintf(", attempt %d", s.Key.Attempt)
-	}
-	reply := model.Message{Role: model.RoleAssistant, Text: intro, ToolCalls: []confirm.ToolCall{{
+	// No words of the agent: the card says which step of which runbook,
+	// started by whom (withStep).
+	reply := model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{{
 		ID: s.Key.IdempotencyKey(), Name: s.Config.Tool, Args: s.Args,
 	}}}
 	requester := asker{User: s.Run.RequestedBy}
@@ -257,7 +252,7 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 	}
 	if batch.Status == confirm.BatchPending {
 		// The card waits for a person; the conversation is not held.
-		return b.postCard(ctx, conv, p, batch, intro)
+		return b.postCard(ctx, conv, p, batch, "")
 	}
 	done, err := b.finishBatch(ctx, conv, batch.ID, batch)
 	unlock()

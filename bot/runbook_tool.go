@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/runbook"
@@ -351,3 +353,35 @@ func RunSummary(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Run
 
 // summaryResultChars bounds each step's result in a run's summary.
 const summaryResultChars = 2000
+
+// withStep marks the card of a runbook step's batch as that step's:
+// Airlock's call, started by the run's requester, never the agent's words.
+func (b *Bot) withStep(c card.Card, batch *confirm.Batch) card.Card {
+	if !stepBatch(batch) {
+		return c
+	}
+	e := b.runbookEngine()
+	if e == nil {
+		return c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := e.Store.RunbookStepByBatch(ctx, batch.ID)
+	if err != nil {
+		return c
+	}
+	run, err := e.Store.RunbookRun(ctx, st.RunID)
+	if err != nil {
+		return c
+	}
+	s := &card.Step{Runbook: run.Runbook, ID: st.StepID, StartedBy: run.RequestedBy, Attempt: st.Attempt}
+	if rb, err := runbook.Decode(run.Snapshot); err == nil {
+		for _, sc := range append(append([]runbook.StepConfig(nil), rb.Steps...), rb.OnFailure...) {
+			if sc.ID == st.StepID && sc.Retry != nil {
+				s.Attempts = sc.Retry.Max()
+			}
+		}
+	}
+	c.Step, c.Intro = s, ""
+	return c
+}

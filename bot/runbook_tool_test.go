@@ -256,3 +256,21 @@ func TestRunbookToolAcrossRestart(t *testing.T) {
 		t.Fatalf("runs: restart %v, svc_status %v, status %d", extra["restart"].runs(), extra["svc_status"].runs(), first.tools["status"].Runs.Load())
 	}
 }
+
+// A step's card is Airlock's: it names the step, the runbook and who
+// started the run, and says nothing in the agent's name, also when it is
+// rendered again from the database (an edit after a click).
+func TestRunbookStepCardNamesTheStep(t *testing.T) {
+	h := newRBHarness(t, nil)
+	h.start(restartBook(), "bob")
+	c := h.plat.LastCard()
+	if c.Intro != "" || c.Step == nil || c.Step.Runbook != "restart" || c.Step.ID != "restart" || c.Step.StartedBy != "bob" || c.Step.Attempt != 1 {
+		t.Fatalf("card: intro %q, step %+v", c.Intro, c.Step)
+	}
+	if err := h.clickLast("alice", true); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.plat.LastCard(); c.Intro != "" || c.Step == nil || c.Step.Title() != "step restart of runbook restart" {
+		t.Fatalf("card after the click: intro %q, step %+v", c.Intro, c.Step)
+	}
+}

@@ -372,7 +372,7 @@ func (e *Engine) judge(s *state, sc StepConfig, last *confirm.RunbookStep) (next
 	case confirm.StepUnknown:
 		return 0, false, confirm.RunbookHalted
 	case confirm.StepFailed:
-		if sc.Retry != nil && last.Attempt < sc.Retry.Attempts && !strings.HasPrefix(last.Result, invalidPrefix) {
+		if sc.Retry != nil && last.Attempt < sc.Retry.Max() && !strings.HasPrefix(last.Result, invalidPrefix) {
 			return last.Attempt + 1, false, ""
 		}
 		if sc.OnFailure == OnFailureContinue {
@@ -515,7 +515,7 @@ func (e *Engine) StepDone(ctx context.Context, batch *confirm.Batch) error {
 		}
 	}
 	var due *time.Time
-	if status == confirm.StepFailed && sc != nil && sc.Retry != nil && st.Attempt < sc.Retry.Attempts && sc.Retry.Delay > 0 {
+	if status == confirm.StepFailed && sc != nil && sc.Retry != nil && st.Attempt < sc.Retry.Max() && sc.Retry.Delay > 0 {
 		t := e.now().Add(sc.Retry.Delay)
 		due = &t
 	}

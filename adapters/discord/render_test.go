@@ -314,6 +314,7 @@ func TestRenderQuorumGolden(t *testing.T) {
 	c.Calls[2].Restrict = []confirm.Approvers{{Roles: []string{modRole}}}
 	golden(t, "card_quorum.json", render(c))
 
+
 	_, embeds, components := Render(c)
 	e := embedMap(t, embeds[1])
 	if got := shown(field(e, flagReasonLabel)); got != "needs 2 approvals: rule prod-restarts" {
@@ -522,4 +523,15 @@ func TestTruncateMarkup(t *testing.T) {
 			t.Fatalf("cut to %d inside an escape: %q", n, got)
 		}
 	}
+}
+
+// A runbook step's card: Airlock's call, started by a person, with no
+// words of the agent; names are shown inert.
+func TestRenderRunbookStepGolden(t *testing.T) {
+	c := sampleCard()
+	c.Intro = ""
+	c.Calls = c.Calls[1:2]
+	c.Calls[0].Number = 1
+	c.Step = &card.Step{Runbook: "restart", ID: "deploy_api", StartedBy: requester, Attempt: 2, Attempts: 5}
+	golden(t, "card_runbook_step.json", render(c))
 }

@@ -313,6 +313,21 @@ func header(complete bool) slack.Block {
 }
 
 func introSection(c cardpkg.Card) slack.Block {
+	if s := c.Step; s != nil {
+		// Airlock's call, not the agent's; the config's names literal.
+		title := s.Title()
+		end := ". "
+		stress := "Nothing runs until it is allowed or denied."
+		if c.Complete() {
+			stress = ""
+			end = ". It is decided; the outcome is below."
+		}
+		els := []slack.RichTextSectionElement{rtText(strings.ToUpper(title[:1])+title[1:]+", started by ", nil), person(s.StartedBy), rtText(end, nil)}
+		if stress != "" {
+			els = append(els, rtText(stress, bold))
+		}
+		return slack.NewRichTextBlock("intro", slack.NewRichTextSection(els...))
+	}
 	n := len(c.Calls)
 	var b strings.Builder
 	who := "The agent"

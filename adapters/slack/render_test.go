@@ -152,6 +152,7 @@ func TestRenderGolden(t *testing.T) {
 		"card_complete":        completeCard(),
 		"card_long_args":       longArgsCard(),
 		"card_hostile":         hostileCard(),
+		"card_runbook_step":    stepCard(),
 		"card_quorum":          quorumCard(),
 		"card_grant":           grantCard(),
 		"grant_notice_active":  grantNotice(),
@@ -496,4 +497,15 @@ func TestEscapeClip(t *testing.T) {
 			t.Errorf("escapeClip(%q, %d) too long", tc.in, tc.n)
 		}
 	}
+}
+
+// stepCard is a runbook step's card: Airlock's call, started by a person,
+// with no words of the agent.
+func stepCard() cardpkg.Card {
+	c := baseCard()
+	c.Intro = ""
+	c.Calls = c.Calls[1:]
+	c.Calls[0].Number, c.Calls[0].Key = 1, "run1/restart/2"
+	c.Step = &cardpkg.Step{Runbook: "restart", ID: "deploy_api", StartedBy: "UBOB", Attempt: 2, Attempts: 5}
+	return c
 }
