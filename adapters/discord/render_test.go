@@ -314,7 +314,6 @@ func TestRenderQuorumGolden(t *testing.T) {
 	c.Calls[2].Restrict = []confirm.Approvers{{Roles: []string{modRole}}}
 	golden(t, "card_quorum.json", render(c))
 
-
 	_, embeds, components := Render(c)
 	e := embedMap(t, embeds[1])
 	if got := shown(field(e, flagReasonLabel)); got != "needs 2 approvals: rule prod-restarts" {
