@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/runbook"
 )
 
 // Click is one person's decision on one call, as a platform delivers it.
@@ -73,6 +74,7 @@ func IsRefusal(err error) bool {
 		ErrNotApprover, ErrAlreadyClosed, ErrWrongChannel, ErrSelfApproval,
 		ErrAlreadyVoted, ErrNotGrantable, ErrGrantNotActive, ErrEscalationGrant,
 		ErrAlreadyExtended, ErrNotEditable, ErrStaleRevision, ErrAlreadyChecked,
+		ErrNotAllowedToStop, runbook.ErrRunEnded, ErrNotRunButton,
 		confirm.ErrBadRef, confirm.ErrNotFound,
 	} {
 		if errors.Is(err, e) {
@@ -113,6 +115,10 @@ func UserMessage(err error) string {
 		return "This run was already marked checked (or its outcome is known). Nothing changed."
 	case errors.Is(err, ErrShuttingDown):
 		return "Airlock is restarting; nothing changed. Click again in a minute."
+	case errors.Is(err, ErrNotAllowedToStop):
+		return "Only the person who started this run or an approver can stop it, and only an approver can mark a step done or retry it. Nothing changed."
+	case errors.Is(err, runbook.ErrRunEnded):
+		return "This run has already ended, or is no longer halted. Nothing changed."
 	case errors.Is(err, ErrNotApprover):
 		return "You can't approve tool calls in this channel. Nothing changed."
 	case errors.Is(err, ErrAlreadyClosed):

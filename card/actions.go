@@ -20,6 +20,9 @@ const (
 	ActShowArgs                         // "Show full arguments": offered only where a renderer cut them
 	ActChecked                          // "I checked — go on" on an unknown run (Ref: its checked reference)
 	ActExtend                           // the card's Extend (Ref: Card.ExtendRef)
+	ActRunStop                          // "Stop run" on a run message (Ref: confirm.RunRef)
+	ActRunMarkDone                      // "Mark done" on a halted run's message
+	ActRunRetry                         // "Retry" on a halted run's message
 )
 
 // Emphasis is how strongly a button is drawn. A card has one Primary
