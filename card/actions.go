@@ -12,17 +12,14 @@ type ActionKind uint8
 
 // The actions a card or a notice offers.
 const (
-	ActAllow       ActionKind = iota + 1 // allow the call
-	ActAllowGrant                        // "Allow for <GrantFor>": allow, and grant later calls of the tool
-	ActDeny                              // deny the call
-	ActDenyReason                        // "Deny with reason…": opens a form for the reason
-	ActEdit                              // "Edit…": opens a form for the arguments; submitting allows
-	ActShowArgs                          // "Show full arguments": offered only where a renderer cut them
-	ActChecked                           // "I checked — go on" on an unknown run (Ref: its checked reference)
-	ActExtend                            // the card's Extend (Ref: Card.ExtendRef)
-	ActRunStop                           // "Stop run" on a run message (Ref: confirm.RunRef)
-	ActRunMarkDone                       // "Mark done" on a halted run's message
-	ActRunRetry                          // "Retry" on a halted run's message
+	ActAllow      ActionKind = iota + 1 // allow the call
+	ActAllowGrant                       // "Allow for <GrantFor>": allow, and grant later calls of the tool
+	ActDeny                             // deny the call
+	ActDenyReason                       // "Deny with reason…": opens a form for the reason
+	ActEdit                             // "Edit…": opens a form for the arguments; submitting allows
+	ActShowArgs                         // "Show full arguments": offered only where a renderer cut them
+	ActChecked                          // "I checked — go on" on an unknown run (Ref: its checked reference)
+	ActExtend                           // the card's Extend (Ref: Card.ExtendRef)
 )
 
 // Emphasis is how strongly a button is drawn. A card has one Primary
