@@ -111,7 +111,8 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 	}
 	switch action {
 	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
-		actionEdit, actionEditSubmit, actionExtend, actionChecked:
+		actionEdit, actionEditSubmit, actionExtend, actionChecked,
+		actionRunStop, actionRunDone, actionRunAgain:
 		return action, ref, true
 	}
 	return "", "", false

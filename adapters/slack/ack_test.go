@@ -82,15 +82,14 @@ func newStubBot() *stubBot {
 	return &stubBot{release: make(chan struct{}), started: make(chan struct{}, 1024), channels: bot.NewChannels(nil)}
 }
 
-func (s *stubBot) Admit(context.Context, bot.Turn) bot.Admission                  { return bot.Admitted }
-func (s *stubBot) HandleTurn(context.Context, bot.Turn) error                     { return nil }
-func (s *stubBot) Note(context.Context, bot.Turn) error                           { return nil }
-func (s *stubBot) HasConversation(context.Context, bot.Thread) (bool, error)      { return true, nil }
-func (s *stubBot) Revoke(context.Context, bot.Click) error                        { return nil }
-func (s *stubBot) MarkChecked(context.Context, bot.Click) error                   { return nil }
-func (s *stubBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }
-func (s *stubBot) ClickedCard(context.Context, bot.Click) (*cardpkg.Card, error)  { return nil, nil }
-func (s *stubBot) Channels() *bot.Channels                                        { return s.channels }
+func (s *stubBot) Admit(context.Context, bot.Turn) bot.Admission                 { return bot.Admitted }
+func (s *stubBot) HandleTurn(context.Context, bot.Turn) error                    { return nil }
+func (s *stubBot) Note(context.Context, bot.Turn) error                          { return nil }
+func (s *stubBot) HasConversation(context.Context, bot.Thread) (bool, error)     { return true, nil }
+func (s *stubBot) Revoke(context.Context, bot.Click) error                       { return nil }
+func (s *stubBot) MarkChecked(context.Context, bot.Click) error                  { return nil }
+func (s *stubBot) ClickedCard(context.Context, bot.Click) (*cardpkg.Card, error) { return nil, nil }
+func (s *stubBot) Channels() *bot.Channels                                       { return s.channels }
 func (s *stubBot) Decide(ctx context.Context, c bot.Click) error {
 	n := s.running.Add(1)
 	defer s.running.Add(-1)
@@ -299,3 +298,5 @@ func TestPoolFIFO(t *testing.T) {
 		t.Fatalf("popped %d, running %d, queue kept %d slots", n, p.running, cap(p.queue))
 	}
 }
+
+func (s *stubBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }

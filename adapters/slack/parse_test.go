@@ -353,16 +353,15 @@ func TestNewChecksConfig(t *testing.T) {
 
 type nopBot struct{ resolverSet bool }
 
-func (*nopBot) Admit(context.Context, bot.Turn) bot.Admission                  { return bot.Admitted }
-func (*nopBot) HandleTurn(context.Context, bot.Turn) error                     { return nil }
-func (*nopBot) Note(context.Context, bot.Turn) error                           { return nil }
-func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error)      { return false, nil }
-func (*nopBot) Decide(context.Context, bot.Click) error                        { return nil }
-func (*nopBot) Revoke(context.Context, bot.Click) error                        { return nil }
-func (*nopBot) MarkChecked(context.Context, bot.Click) error                   { return nil }
-func (*nopBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }
-func (*nopBot) Extend(context.Context, bot.Click) error                        { return nil }
-func (*nopBot) Edit(context.Context, bot.Click, string) error                  { return nil }
+func (*nopBot) Admit(context.Context, bot.Turn) bot.Admission             { return bot.Admitted }
+func (*nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
+func (*nopBot) Note(context.Context, bot.Turn) error                      { return nil }
+func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
+func (*nopBot) Decide(context.Context, bot.Click) error                   { return nil }
+func (*nopBot) Revoke(context.Context, bot.Click) error                   { return nil }
+func (*nopBot) MarkChecked(context.Context, bot.Click) error              { return nil }
+func (*nopBot) Extend(context.Context, bot.Click) error                   { return nil }
+func (*nopBot) Edit(context.Context, bot.Click, string) error             { return nil }
 func (*nopBot) EditForm(context.Context, bot.Click) (bot.EditForm, error) {
 	return bot.EditForm{}, errors.New("none")
 }
@@ -659,3 +658,5 @@ func FuzzVerifySignature(f *testing.F) {
 		}
 	})
 }
+
+func (*nopBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }
