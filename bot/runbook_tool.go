@@ -317,15 +317,17 @@ func (b *Bot) waitingOnRunbook(ctx context.Context, conv confirm.Conversation, t
 // the steps that did not run.
 func RunSummary(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Runbook %s (run %s) %s", run.Runbook, run.ID, run.Status)
+	fmt.Fprintf(&sb, "Runbook %s (run %s) ", run.Runbook, run.ID)
 	switch {
 	case run.Status == confirm.RunbookStopped && run.StoppedBy != "":
-		fmt.Fprintf(&sb, ": stopped by %s", run.StoppedBy)
+		fmt.Fprintf(&sb, "was stopped by %s", run.StoppedBy)
 		if run.FailedStep != "" {
 			fmt.Fprintf(&sb, " at step %s", run.FailedStep)
 		}
 	case run.FailedStep != "" && run.Status != confirm.RunbookSucceeded:
-		fmt.Fprintf(&sb, " at step %s", run.FailedStep)
+		fmt.Fprintf(&sb, "%s at step %s", run.Status, run.FailedStep)
+	default:
+		sb.WriteString(string(run.Status))
 	}
 	sb.WriteString(".\nParameters: " + string(run.Params) + "\nSteps:")
 	seen := map[string]bool{}

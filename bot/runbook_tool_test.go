@@ -9,6 +9,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/runbook"
 )
 
 // modelBooks is a harness whose channel offers the compiled runbooks as
@@ -272,5 +273,55 @@ func TestRunbookStepCardNamesTheStep(t *testing.T) {
 	}
 	if c := h.plat.LastCard(); c.Intro != "" || c.Step == nil || c.Step.Title() != "step restart of runbook restart" {
 		t.Fatalf("card after the click: intro %q, step %+v", c.Intro, c.Step)
+	}
+}
+
+// Stop in the thread of a run the model started: the waiting step is
+// denied, nothing more runs, and the model gets the stopped run's summary.
+func TestRunbookToolStoppedInThread(t *testing.T) {
+	h := modelBooks(t)
+	h.push(calls(tc("c1", "runbook__restart", `{"service":"api"}`)), text("Stopped, as asked."))
+	h.turn("bob", "restart api")
+	h.settle()
+	h.turn("mallory", "stop")
+	if n := len(h.model.Requests()); n != 1 || len(h.liveRuns()) != 1 {
+		t.Fatalf("a stranger's stop: %d requests, %d live runs", n, len(h.liveRuns()))
+	}
+	h.turn("bob", "stop")
+	h.settle()
+	res := lastToolResults(t, h.lastRequest())
+	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, "was stopped by bob at step restart") ||
+		!strings.Contains(res[0].Content, "- restart (restart), attempt 1: denied") {
+		t.Fatalf("results: %+v", res)
+	}
+	if len(h.extra["restart"].runs()) != 0 || h.plat.LastPost() != "Stopped, as asked." {
+		t.Fatalf("restart ran %v; answer %q", h.extra["restart"].runs(), h.plat.LastPost())
+	}
+}
+
+// The summary the model gets is scrubbed like any result: a secret in a
+// parameter or a step's result does not reach the model.
+func TestRunbookToolSummaryScrubbed(t *testing.T) {
+	const secret = "hunter2-s3cr3t"
+	rbs, err := runbook.Compile("runbooks", []runbook.Config{{
+		Name: "note",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}},
+			"required": []any{"text"}},
+		Steps: []runbook.StepConfig{{ID: "a", Tool: "page", Args: map[string]any{"text": "{{ params.text }}"}}},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newRBHarness(t, func(c *bot.Config) {
+		c.Runbooks = rbs
+		c.Redact = func(s string) string { return strings.ReplaceAll(s, secret, "[REDACTED]") }
+	})
+	h.extra["page"].outs = []any{"paged with " + secret}
+	h.push(calls(tc("c1", "runbook__note", `{"text":"`+secret+`"}`)), text("ok"))
+	h.turn("bob", "note it")
+	h.settle()
+	res := lastToolResults(t, h.lastRequest())
+	if len(res) != 1 || strings.Contains(res[0].Content, secret) || !strings.Contains(res[0].Content, "[REDACTED]") {
+		t.Fatalf("results: %+v", res)
 	}
 }
