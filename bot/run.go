@@ -554,6 +554,9 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("reload batch: %w", err)
 	}
+	if b.awaitsLiveRun(ctx, batch) {
+		return nil // it waits on a runbook run, which takes it up when it ends
+	}
 	switch batch.Status {
 	case confirm.BatchRunning:
 		if _, err := b.store.RecoverRunning(ctx, id); err != nil {

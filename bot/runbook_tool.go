@@ -242,6 +242,27 @@ func awaitsRunbook(batch *confirm.Batch) bool {
 	return false
 }
 
+// awaitsLiveRun reports whether a running batch waits on a runbook run
+// its call started that has not ended: recovery leaves it (nothing of it
+// runs; the run's end takes it up). A run that ended without taking it up
+// (the process died in between) does not hold it.
+func (b *Bot) awaitsLiveRun(ctx context.Context, batch *confirm.Batch) bool {
+	e := b.runbookEngine()
+	if e == nil || batch.Status != confirm.BatchRunning || !awaitsRunbook(batch) {
+		return false
+	}
+	for _, c := range batch.Calls {
+		if !c.Decision.Allowed() || !isRunbookTool(c.Tool) || c.Run != confirm.RunNotStarted {
+			continue
+		}
+		run, err := e.Store.RunbookRunByParent(ctx, batch.ID, c.Key)
+		if err == nil && !run.Status.Final() {
+			return true
+		}
+	}
+	return false
+}
+
 // resumeParent takes up the model's batch whose runbook call started the
 // run, now ended: the batch completes and the model continues.
 func (b *Bot) resumeParent(ctx context.Context, run *confirm.RunbookRun) {

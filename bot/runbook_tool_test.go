@@ -325,3 +325,47 @@ func TestRunbookToolSummaryScrubbed(t *testing.T) {
 		t.Fatalf("results: %+v", res)
 	}
 }
+
+// The recover job leaves a batch that waits on its live run alone: it is
+// not taken up again (no card edit, no model request), and the run's end
+// still completes it.
+func TestRunbookToolRecoverLeavesWaitingBatch(t *testing.T) {
+	h := modelBooks(t)
+	h.push(calls(tc("c1", "deploy", `{}`), tc("c2", "runbook__restart", `{"service":"api"}`)), text("All done."))
+	h.turn("bob", "deploy, then restart api")
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if len(h.liveRuns()) != 1 || len(h.plat.Cards) != 2 {
+		t.Fatalf("runs %v, %d cards", h.liveRuns(), len(h.plat.Cards))
+	}
+	h.plat.Mu.Lock()
+	updates := len(h.plat.Updates)
+	h.plat.Mu.Unlock()
+	for _, j := range h.bot.Jobs(time.Second) {
+		if j.Name == bot.JobRecover {
+			for range 3 {
+				if err := j.Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	h.settle()
+	h.plat.Mu.Lock()
+	after := len(h.plat.Updates)
+	h.plat.Mu.Unlock()
+	if after != updates || len(h.model.Requests()) != 1 {
+		t.Fatalf("the recover job took the waiting batch up: %d card updates, %d model requests", after-updates, len(h.model.Requests()))
+	}
+	step := h.plat.Cards[1].Calls[0].Ref // the run's step's card
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: step, Message: cardMsg(step), Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	res := lastToolResults(t, h.lastRequest())
+	if len(res) != 2 || res[0].Content != "deploy done" || !strings.Contains(res[1].Content, "succeeded") || h.plat.LastPost() != "All done." {
+		t.Fatalf("results: %+v; answer %q", res, h.plat.LastPost())
+	}
+}
