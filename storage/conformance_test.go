@@ -83,7 +83,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"OutboxClaimsInOrder", testOutboxClaimsInOrder},
 		{"OutboxClaimExpiry", testOutboxClaimExpiry},
 	}
-	for _, tc := range append(append(append(append(append(tests, routeTests...), integrityTests...), boundsTests...), checkedTests...), runbookTests...) {
+	for _, tc := range append(append(append(append(append(append(append(tests, routeTests...), integrityTests...), boundsTests...), checkedTests...), runbookTests...), checkpointTests...), retentionTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
 		})

@@ -38,13 +38,16 @@ const (
 	// EventUnknownChecked: a person marked a run whose outcome was unknown
 	// checked; later calls of its tool are judged by the policy again.
 	EventUnknownChecked EventType = "unknown_checked"
+	// EventAuditCheckpoint carries a signed checkpoint of the audit's chain
+	// (checkpoint); it has no audit row of its own.
+	EventAuditCheckpoint EventType = "audit_checkpoint"
 )
 
 // EventTypes lists every webhook event type.
 var EventTypes = []EventType{
 	EventToolCall, EventApprovalRequest, EventApproval, EventDecision, EventExpired,
 	EventRejectedClick, EventToolResult, EventGrantCreated, EventGrantUsed, EventGrantRevoked,
-	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked,
+	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked, EventAuditCheckpoint,
 }
 
 // Outcomes of decision, expired and tool_result events.
@@ -168,6 +171,9 @@ type WebhookEvent struct {
 	// (ResultTruncated then set); nil when the webhook takes no result.
 	Result          *string `json:"result,omitempty"`
 	ResultTruncated bool    `json:"result_truncated,omitempty"`
+	// Checkpoint (audit_checkpoint) is the signed checkpoint, as
+	// `airlock audit verify -checkpoint` reads it.
+	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
 }
 
 // WebhookConversation names the thread an event belongs to.
@@ -227,6 +233,9 @@ func (ev WebhookEvent) encode() []byte {
 	}
 	if ev.Suppressed != 0 {
 		o.add("suppressed", ev.Suppressed)
+	}
+	if ev.Checkpoint != nil {
+		o.add("checkpoint", ev.Checkpoint)
 	}
 	return []byte(o.String())
 }

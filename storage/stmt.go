@@ -100,6 +100,7 @@ func (db *DB) stmt(ctx context.Context, ex any, query string) *sqlx.Stmt {
 
 // exec runs a statement through ex (a transaction or a pool).
 func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (res sql.Result, err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(ex) {
 		err = db.w.do(ctx, func(h *held) error { res, err = h.ExecContext(ctx, query, args...); return err })
 		return res, err
@@ -126,7 +127,8 @@ func (db *DB) execCount(ctx context.Context, ex sqlx.ExecerContext, query string
 }
 
 // get scans the one row of a query through q into dest.
-func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) (err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(q) {
 		return db.w.do(ctx, func(h *held) error { return sqlx.GetContext(ctx, h, dest, query, args...) })
 	}
@@ -138,7 +140,8 @@ func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query st
 }
 
 // sel scans the rows of a query through q into dest.
-func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) (err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(q) {
 		return db.w.do(ctx, func(h *held) error { return sqlx.SelectContext(ctx, h, dest, query, args...) })
 	}
@@ -150,7 +153,8 @@ func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query st
 }
 
 // query runs a query through q and returns its rows.
-func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sqlx.Rows, error) {
+func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (rows *sqlx.Rows, err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(q) {
 		// The rows would outlive the hold.
 		return nil, errors.New("storage: rows read from the writer outside a transaction")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,94 +10,25 @@ import (
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
-// TestRunbookAcrossKill drives a real `airlock run` (Slack HTTP mode,
-// SQLite): a mention starts a runbook whose middle step is gated; the
-// process is killed with SIGKILL while that step's card waits; a new
-// process on the same database takes the run up, the card still works,
-// Allow runs the step, the run finishes, and each tool ran once with its
-// <run>/<step>/<attempt> key. The model is never asked.
-func TestRunbookAcrossKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
-	model := modeltest.NewOpenAIServer(t, func(modeltest.OpenAIRequest) modeltest.OpenAIReply {
-		return modeltest.TextReply("the model should not be asked")
-	})
-	api, tools, addr, path := runbookRig(t, model)
-	cmd, _ := startRun(t, path)
-	waitReady(t, addr)
-	body := slackEvent("T1", "EvRB1", "app_mention", "COPS", "UREQ", "1800000003.000001", "", "<@UBOT> run restart service=api")
-	if code, err := postSigned(addr, body, "application/json"); err != nil || code != 200 {
-		t.Fatalf("event: %d %v", code, err)
-	}
-	waitUntil(t, "the gated step's card", func() bool { return api.cards() == 1 })
-	hits := tools.hitsOn
-	if n := len(hits("/status/api")); n != 1 || len(hits("/deploy/api")) != 0 {
-		t.Fatalf("before the decision: status ran %d times, deploy %d", n, len(hits("/deploy/api")))
-	}
-	var runPost string
-	for _, p := range api.posts() {
-		if strings.Contains(p.Get("blocks"), `"block_id":"run"`) {
-			runPost = p.Get("text")
-			if p.Get("thread_ts") != "1800000003.000001" {
-				t.Fatalf("the run message is not in the mention's thread: %v", p)
-			}
-		}
-	}
-	if !strings.Contains(runPost, "Runbook restart") {
-		t.Fatalf("no run message: %q", api.texts())
-	}
-
-	// The run message says the step waits (the card was recorded first).
-	waitUntil(t, "the run message saying the step waits", func() bool {
-		for _, u := range api.updates() {
-			if strings.Contains(u.Get("text"), "- deploy (deploy): needs approval") {
-				return true
-			}
-		}
-		return false
-	})
-
-	// SIGKILL while the step waits: nothing of the process cleans up.
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	startRun(t, path)
-	waitReady(t, addr)
-	allow := api.buttons("airlock_allow")[0]
-	on := messagesOf(allow) // the card, as the new process found it waiting
-	if code, err := postSigned(addr, actionBodyOn(on[len(on)-1], "UALICE", "airlock_allow", allow), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-		t.Fatalf("click: %d %v", code, err)
-	}
-	waitUntil(t, "the run's end on its message", func() bool {
-		for _, u := range api.updates() {
-			if strings.Contains(u.Get("text"), "Runbook restart") && strings.Contains(u.Get("text"), ": succeeded\n") {
-				return true
-			}
-		}
-		return false
-	})
-	deploys := hits("/deploy/api")
-	if len(deploys) != 1 || !strings.HasSuffix(deploys[0].IdempotencyKey, "/deploy/1") {
-		t.Fatalf("deploy ran %+v, want once with <run>/deploy/1", deploys)
-	}
-	statuses := hits("/status/api")
-	if len(statuses) != 2 || !strings.HasSuffix(statuses[0].IdempotencyKey, "/before/1") || !strings.HasSuffix(statuses[1].IdempotencyKey, "/after/1") {
-		t.Fatalf("status ran %+v, want before/1 then after/1", statuses)
-	}
-	if n := len(model.Requests()); n != 0 {
-		t.Fatalf("the model was asked %d times", n)
-	}
+// runbookRig is a real `airlock run` (Slack HTTP mode, SQLite) with the
+// runbook restart: a read-only status step, a gated restart and a status
+// check after, against a fake tool service, with a model that must never
+// be asked.
+type runbookRig struct {
+	t     *testing.T
+	api   *slackAPI
+	tools *toolServer
+	model *modeltest.OpenAIServer
+	addr  string
+	path  string
 }
 
-// runbookRig is the config of the runbook tests: the restart runbook
-// (status, the gated deploy, status) offered in COPS, whose approver is
-// UALICE, over Slack HTTP mode and SQLite.
-func runbookRig(t *testing.T, model *modeltest.OpenAIServer) (*slackAPI, *toolServer, string, string) {
-	t.Helper()
-	api := newSlackAPI(t)
-	tools := newToolServer(t)
+func newRunbookRig(t *testing.T) *runbookRig {
+	r := &runbookRig{t: t, api: newSlackAPI(t), tools: newToolServer(t), addr: freeAddr(t)}
+	r.model = modeltest.NewOpenAIServer(t, func(modeltest.OpenAIRequest) modeltest.OpenAIReply {
+		return modeltest.TextReply("the model was asked")
+	})
 	dir := t.TempDir()
-	addr := freeAddr(t)
 	cfg := fmt.Sprintf(`
 listen: %s
 storage: {driver: sqlite, dsn: %q}
@@ -104,85 +36,175 @@ storage: {driver: sqlite, dsn: %q}
 channels:
   - {platform: slack, id: COPS, approvers: [UALICE]}
 limits: {turns_per_minute: 0}
+confirmation: {timeout: 1h}
 tools:
-  - name: status
+  - name: service_status
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
-    http: {method: POST, url: "%s/status/{{.service}}"}
-%s
+    http: {method: GET, url: "%[4]s/status/{{.service}}"}
+  - name: restart_service
+    confirm: true
+    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
+    http: {method: POST, url: "%[4]s/restart/{{.service}}"}
 runbooks:
   - name: restart
     description: Restart a service and check it came back.
-    parameters: {type: object, properties: {service: {type: string, enum: [api, web]}}, required: [service]}
+    parameters:
+      type: object
+      properties:
+        service: {type: string, enum: [api, web]}
+      required: [service]
+      additionalProperties: false
     steps:
-      - {id: before, tool: status, args: {service: "{{ params.service }}"}}
-      - {id: deploy, tool: deploy, args: {service: "{{ params.service }}"}}
-      - {id: after, tool: status, args: {service: "{{ params.service }}"}}
-`, addr, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), tools.URL, deployToolYAML(tools.URL, "service"))
-	return api, tools, addr, writeConfig(t, dir, cfg)
+      - {id: before, tool: service_status, args: {service: "{{ params.service }}"}}
+      - {id: restart, tool: restart_service, args: {service: "{{ params.service }}"}}
+      - {id: after, tool: service_status, args: {service: "{{ params.service }}"}}
+`, r.addr, filepath.Join(dir, "airlock.db"), slackRunYAML(r.model.BaseURL(), r.api.URL+"/api/"), r.tools.URL)
+	r.path = writeConfig(t, dir, cfg)
+	return r
 }
 
-// hitsOn are the tool server's hits on path.
-func (ts *toolServer) hitsOn(path string) []toolHit {
-	var out []toolHit
-	for _, h := range ts.calls() {
+func (r *runbookRig) start() *exec.Cmd {
+	cmd, _ := startRun(r.t, r.path)
+	waitReady(r.t, r.addr)
+	return cmd
+}
+
+// mention posts "@airlock <text>" as UREQ in COPS, starting thread ts.
+func (r *runbookRig) mention(eventID, ts, text string) {
+	r.t.Helper()
+	body := slackEvent("T1", eventID, "app_mention", "COPS", "UREQ", ts, ts, "<@UBOT> "+text)
+	if code, err := postSigned(r.addr, body, "application/json"); err != nil || code != 200 {
+		r.t.Fatalf("event: %d %v", code, err)
+	}
+}
+
+func (r *runbookRig) press(user, actionID, value string) {
+	r.t.Helper()
+	if code, err := postSigned(r.addr, actionBody(user, actionID, value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		r.t.Fatalf("click: %d %v", code, err)
+	}
+}
+
+// hits counts the tool service's requests to path.
+func (r *runbookRig) hits(path string) int {
+	n := 0
+	for _, h := range r.tools.calls() {
 		if h.Path == path {
-			out = append(out, h)
+			n++
 		}
 	}
-	return out
+	return n
 }
 
-// TestRunbookStartedByModel: the model calls runbook__restart (offered
-// with the runbook's schema); the run starts in the thread, its gated
-// step waits on a card, and once the run has ended the model gets the
-// run's summary as the call's result and answers.
-func TestRunbookStartedByModel(t *testing.T) {
+// runMessage is the latest rendering of the run message (the message
+// naming every step, posted or edited in place), text and blocks.
+func (r *runbookRig) runMessage() string {
+	last := ""
+	for _, p := range append(r.api.posts(), r.api.updates()...) {
+		if s := p.Get("text") + "\n" + p.Get("blocks"); strings.Contains(s, "before") && strings.Contains(s, "after") {
+			last = s
+		}
+	}
+	return last
+}
+
+// TestRunbookSurvivesSIGKILLWhileAStepWaits starts the restart runbook by
+// a mention, kills the process with SIGKILL while the gated step waits on
+// its card, restarts it, allows the step, and checks the run finishes with
+// each tool run exactly once, the gated one with the run's idempotency
+// key, and the model never asked.
+func TestRunbookSurvivesSIGKILLWhileAStepWaits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the real binary")
 	}
-	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == "tool" {
-			return modeltest.TextReply("model saw: " + last.Content)
+	r := newRunbookRig(t)
+	cmd := r.start()
+	const thread = "1800000009.000001"
+	r.mention("EvRb1", thread, "run restart service=api")
+	waitUntil(t, "the restart step's card", func() bool { return len(r.api.buttons("airlock_allow")) == 1 })
+	if r.hits("/status/api") != 1 || r.hits("/restart/api") != 0 {
+		t.Fatalf("before the decision: status %d, restart %d", r.hits("/status/api"), r.hits("/restart/api"))
+	}
+	for _, p := range r.api.posts() {
+		if strings.Contains(p.Get("blocks"), "airlock_allow") && p.Get("thread_ts") != thread {
+			t.Fatalf("the step's card is not in the run's thread: %v", p)
 		}
-		return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "c1", Name: "runbook__restart", Arguments: `{"service":"web"}`})
-	})
-	api, tools, addr, path := runbookRig(t, model)
-	startRun(t, path)
-	waitReady(t, addr)
-	body := slackEvent("T1", "EvRB2", "app_mention", "COPS", "UREQ", "1800000004.000001", "", "<@UBOT> please restart web")
-	if code, err := postSigned(addr, body, "application/json"); err != nil || code != 200 {
-		t.Fatalf("event: %d %v", code, err)
 	}
-	waitUntil(t, "the gated step's card", func() bool { return api.cards() == 1 })
-	reqs := model.Requests()
-	var offered bool
-	for _, tl := range reqs[0].Tools {
-		offered = offered || (tl.Name == "runbook__restart" && strings.Contains(string(tl.Parameters), `"enum":["api","web"]`))
-	}
-	if !offered || len(reqs) != 1 {
-		t.Fatalf("%d requests; tools %+v", len(reqs), reqs[0].Tools)
-	}
-	allow := api.buttons("airlock_allow")[0]
-	if code, err := postSigned(addr, actionBody("UALICE", "airlock_allow", allow), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-		t.Fatalf("click: %d %v", code, err)
-	}
-	var answer string
-	waitUntil(t, "the model's answer after the run", func() bool {
-		for _, p := range api.posts() {
-			if strings.Contains(p.Get("text"), "model saw: Runbook restart") {
-				answer = p.Get("text")
+
+	_ = cmd.Process.Kill() // SIGKILL: no cleanup runs
+	_ = cmd.Wait()
+	r.start()
+
+	allow := r.api.buttons("airlock_allow")[0]
+	r.press("UMALLORY", "airlock_allow", allow)
+	waitUntil(t, "the stranger is refused", func() bool {
+		for _, e := range r.api.ephemerals("UMALLORY") {
+			if strings.Contains(e, "can't approve") {
 				return true
 			}
 		}
 		return false
 	})
-	for _, want := range []string{"succeeded", "- deploy (deploy), attempt 1: succeeded", "- after (status), attempt 1: succeeded"} {
-		if !strings.Contains(answer, want) {
-			t.Fatalf("the summary the model saw lacks %q: %q", want, answer)
+	if r.hits("/restart/api") != 0 {
+		t.Fatal("a stranger's click ran the gated step")
+	}
+	r.press("UALICE", "airlock_allow", allow)
+	waitUntil(t, "the run finishes", func() bool { return r.hits("/status/api") == 2 })
+	waitUntil(t, "the run message shows every step done", func() bool {
+		m := r.runMessage()
+		return strings.Contains(m, "succeeded") && !strings.Contains(m, "waiting") && !strings.Contains(m, "running") && !strings.Contains(m, "needs approval")
+	})
+	r.press("UALICE", "airlock_allow", allow) // a second click changes nothing
+	waitUntil(t, "the second click is answered", func() bool { return len(r.api.ephemerals("UALICE")) > 0 })
+	if s, g := r.hits("/status/api"), r.hits("/restart/api"); s != 2 || g != 1 {
+		t.Fatalf("status ran %d times, restart %d; want 2 and 1", s, g)
+	}
+	for _, h := range r.tools.calls() {
+		if h.Path == "/restart/api" && !strings.HasSuffix(h.IdempotencyKey, "/restart/1") {
+			t.Fatalf("the gated step's idempotency key is %q, want <run id>/restart/1", h.IdempotencyKey)
 		}
 	}
-	if len(tools.hitsOn("/deploy/web")) != 1 || len(tools.hitsOn("/status/web")) != 2 {
-		t.Fatalf("tool hits: %+v", tools.calls())
+	if n := len(r.model.Requests()); n != 0 {
+		t.Fatalf("the model was asked %d times during a runbook", n)
+	}
+}
+
+// TestRunbookBadParametersRunNothing: a value outside the enum, a missing
+// parameter, an unknown parameter and an unknown runbook are each answered
+// in the thread, naming what is wrong and what is allowed, and nothing
+// runs (no tool, no card, no model).
+func TestRunbookBadParametersRunNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real binary")
+	}
+	r := newRunbookRig(t)
+	r.start()
+	cases := []struct{ text, want string }{
+		{"run restart service=db", "service"},
+		{"run restart", "service"},
+		{`run restart service=api owner="<!channel> x"`, "owner"},
+		{"run reboot service=api", "restart"},
+	}
+	for i, c := range cases {
+		ts := fmt.Sprintf("18000000%02d.000001", 20+i)
+		before := len(r.api.posts())
+		r.mention(fmt.Sprintf("EvBad%d", i), ts, c.text)
+		waitUntil(t, "the answer to "+c.text, func() bool { return len(r.api.posts()) > before })
+		got := r.api.posts()[before]
+		if got.Get("thread_ts") != ts || !strings.Contains(got.Get("text")+got.Get("blocks"), c.want) {
+			t.Fatalf("%q answered %v, want a line in its thread naming %q", c.text, got, c.want)
+		}
+		if strings.Contains(got.Get("text")+got.Get("blocks"), "<!channel>") {
+			t.Fatalf("%q: the answer pings the channel: %v", c.text, got)
+		}
+	}
+	if n := len(r.tools.calls()); n != 0 {
+		t.Fatalf("bad parameters ran %d tool calls", n)
+	}
+	if n := len(r.api.buttons("airlock_allow")); n != 0 {
+		t.Fatalf("bad parameters posted %d cards", n)
+	}
+	if n := len(r.model.Requests()); n != 0 {
+		t.Fatalf("the model was asked %d times", n)
 	}
 }
