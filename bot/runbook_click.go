@@ -44,20 +44,27 @@ func (b *Bot) RunAction(ctx context.Context, c Click, kind card.ActionKind) erro
 		return err
 	}
 	if conv.Platform != c.Platform || conv.Channel != c.Channel {
+		b.rejectClick(ctx, c, conv.ID, "", "", "run button in another channel")
 		return ErrWrongChannel
 	}
 	if run.MessageRef == "" || c.Message != run.MessageRef {
 		// The reference copied onto another message is no run's button.
+		b.rejectClick(ctx, c, conv.ID, "", "", "run button not on the run's message")
 		return fmt.Errorf("run %q on message %q: %w", runID, c.Message, confirm.ErrBadRef)
 	}
 	b.log.Info("run button", "run", runID, "user", c.User, "action", kind)
 	switch kind {
 	case card.ActRunStop:
-		return b.StopRunbook(ctx, runID, c.User, c.Roles)
+		err = b.StopRunbook(ctx, runID, c.User, c.Roles)
 	case card.ActRunMarkDone:
-		return b.MarkRunbookDone(ctx, runID, c.User, c.Roles)
+		err = b.MarkRunbookDone(ctx, runID, c.User, c.Roles)
 	case card.ActRunRetry:
-		return b.RetryRunbook(ctx, runID, c.User, c.Roles)
+		err = b.RetryRunbook(ctx, runID, c.User, c.Roles)
+	default:
+		err = ErrNotRunButton
 	}
-	return ErrNotRunButton
+	if errors.Is(err, ErrNotAllowedToStop) {
+		b.rejectClick(ctx, c, conv.ID, "", "", "not the run's requester or an approver")
+	}
+	return err
 }

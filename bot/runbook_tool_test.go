@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,8 +104,8 @@ func TestRunbookToolSummaryReachesModelInOrder(t *testing.T) {
 	if !aside {
 		t.Fatal("the message written meanwhile is not in the model's history")
 	}
-	if h.plat.LastPost() != "Restarted." {
-		t.Fatalf("answer: %q", h.plat.LastPost())
+	if !posted(h.plat, "Restarted.") {
+		t.Fatalf("no answer: %q", h.plat.Posts)
 	}
 	if got := h.extra["restart"].runs(); len(got) != 1 || got[0] != live[0].ID+"/restart/1" {
 		t.Fatalf("restart ran %v", got)
@@ -250,8 +251,8 @@ func TestRunbookToolAcrossRestart(t *testing.T) {
 	if len(res) != 2 || res[0].CallID != "c1" || res[1].CallID != "c2" || !strings.Contains(res[1].Content, "succeeded") {
 		t.Fatalf("results: %+v", res)
 	}
-	if second.plat.LastPost() != "Restarted after all." {
-		t.Fatalf("answer: %q", second.plat.LastPost())
+	if !posted(second.plat, "Restarted after all.") {
+		t.Fatalf("no answer: %q", second.plat.Posts)
 	}
 	if len(extra["restart"].runs()) != 1 || len(extra["svc_status"].runs()) != 2 || first.tools["status"].Runs.Load() != 1 {
 		t.Fatalf("runs: restart %v, svc_status %v, status %d", extra["restart"].runs(), extra["svc_status"].runs(), first.tools["status"].Runs.Load())
@@ -294,8 +295,9 @@ func TestRunbookToolStoppedInThread(t *testing.T) {
 		!strings.Contains(res[0].Content, "- restart (restart), attempt 1: denied") {
 		t.Fatalf("results: %+v", res)
 	}
-	if len(h.extra["restart"].runs()) != 0 || h.plat.LastPost() != "Stopped, as asked." {
-		t.Fatalf("restart ran %v; answer %q", h.extra["restart"].runs(), h.plat.LastPost())
+	answered := posted(h.plat, "Stopped, as asked.")
+	if len(h.extra["restart"].runs()) != 0 || !answered {
+		t.Fatalf("restart ran %v; answered %v", h.extra["restart"].runs(), answered)
 	}
 }
 
@@ -365,7 +367,15 @@ func TestRunbookToolRecoverLeavesWaitingBatch(t *testing.T) {
 	}
 	h.settle()
 	res := lastToolResults(t, h.lastRequest())
-	if len(res) != 2 || res[0].Content != "deploy done" || !strings.Contains(res[1].Content, "succeeded") || h.plat.LastPost() != "All done." {
+	if len(res) != 2 || res[0].Content != "deploy done" || !strings.Contains(res[1].Content, "succeeded") || !posted(h.plat, "All done.") {
 		t.Fatalf("results: %+v; answer %q", res, h.plat.LastPost())
 	}
+}
+
+// posted reports whether the platform was sent text as a post (the run
+// message's last rendering may come after the model's answer).
+func posted(p *platform, text string) bool {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	return slices.Contains(p.Posts, text)
 }

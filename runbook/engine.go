@@ -587,6 +587,19 @@ func (e *Engine) Stop(ctx context.Context, runID, by string, deny func(batchID s
 		if st.Status == confirm.StepWaiting && st.BatchID != "" && deny != nil {
 			if err := deny(st.BatchID); err != nil {
 				e.log().Error("deny the waiting step of a stopped run", "run", runID, "err", err)
+				continue
+			}
+			// The step's outcome is recorded now, before the run's end is
+			// told (the model's summary): its batch, denied, is done (one
+			// decided before the stop runs and ends as it does).
+			if batch, err := e.Store.Batch(ctx, st.BatchID); err == nil && batch.Status == confirm.BatchDone && len(batch.Calls) == 1 {
+				status, result := callOutcome(batch.Calls[0])
+				won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, nil, e.now())
+				if err != nil {
+					e.log().Error("record the waiting step of a stopped run", "run", runID, "err", err)
+				} else if won && e.StepEnded != nil {
+					e.StepEnded(s.run.Runbook, status, e.now().Sub(st.CreatedAt))
+				}
 			}
 		}
 	}

@@ -155,6 +155,15 @@ func TestRunStopButton(t *testing.T) {
 			t.Fatalf("%s's click changed something: run %s, %d updates", h.who, st, len(w.fake.callsTo("chat.update")))
 		}
 	}
+	rejected := map[string]bool{}
+	for _, e := range w.audit(confirm.AuditRejectedClick) {
+		if strings.Contains(e.Detail, confirm.RunRef(id)) {
+			rejected[e.Actor] = true
+		}
+	}
+	if !rejected[mallory] || !rejected[carol] {
+		t.Fatalf("refused run clicks not audited: %v", rejected)
+	}
 	// A malformed reference is no interaction of Airlock's at all.
 	raw, _ := json.Marshal(clickOn(runMsg, alice, ActionRunStop, "run-../x"))
 	body := []byte(url.Values{"payload": {string(raw)}}.Encode())
