@@ -138,7 +138,7 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 		if isRunbookTool(c.Tool) {
 			o := &outcome{}
 			outs[key] = o
-			out, err, wait := b.runbookCall(ctx, conv, batch, c, o, key == last)
+			out, wait, err := b.runbookCall(ctx, conv, batch, c, o, key == last)
 			awaiting = awaiting || wait
 			return out, err
 		}

@@ -118,21 +118,21 @@ func (b *Bot) runsAtClaim(name string) bool {
 // the run goes on, and once the run has ended records the call's outcome
 // (succeeded when the run did, else failed) with the run's summary as its
 // result. hold: the outcome is held for the batch's completion.
-func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, c confirm.Call, o *outcome, hold bool) (out string, err error, wait bool) {
+func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, c confirm.Call, o *outcome, hold bool) (out string, wait bool, err error) {
 	switch c.Run {
 	case confirm.RunNotStarted:
 	case confirm.RunSucceeded:
 		o.status, o.result = c.Run, c.Result
-		return c.Result, nil, false
+		return c.Result, false, nil
 	case confirm.RunUnknown, confirm.RunRunning:
 		o.status, o.result = confirm.RunUnknown, c.Result
 		if c.Result == "" {
-			return "", errors.New(confirm.UnknownOutcomeMessage), false
+			return "", false, errors.New(confirm.UnknownOutcomeMessage)
 		}
-		return "", errors.New(c.Result), false
+		return "", false, errors.New(c.Result)
 	default:
 		o.status, o.result = c.Run, c.Result
-		return "", errors.New(c.Result), false
+		return "", false, errors.New(c.Result)
 	}
 	e := b.runbookEngine()
 	if e == nil {
@@ -162,17 +162,17 @@ func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch 
 		} else {
 			b.log.Info("runbook started by the model", "batch", batch.ID, "call", c.Key, "run", run.ID, "runbook", rb.Name())
 		}
-		return "", nil, true
+		return "", true, nil
 	case err != nil:
 		b.log.Error("look up the model's runbook run", "batch", batch.ID, "call", c.Key, "err", err)
-		return "", nil, true
+		return "", true, nil
 	case !run.Status.Final():
-		return "", nil, true
+		return "", true, nil
 	}
 	steps, err := e.Store.RunbookSteps(ctx, run.ID)
 	if err != nil {
 		b.log.Error("load the steps of the model's runbook run", "run", run.ID, "err", err)
-		return "", nil, true
+		return "", true, nil
 	}
 	rb, err := runbook.Decode(run.Snapshot)
 	if err != nil {
@@ -187,10 +187,10 @@ func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch 
 
 // endRunbookCall records a runbook call's outcome, as runCall records a
 // tool's (the run taken to running, then to its outcome, held with hold).
-func (b *Bot) endRunbookCall(ctx context.Context, c confirm.Call, o *outcome, hold bool, status confirm.RunStatus, result string) (string, error, bool) {
+func (b *Bot) endRunbookCall(ctx context.Context, c confirm.Call, o *outcome, hold bool, status confirm.RunStatus, result string) (string, bool, error) {
 	won, err := b.store.StartRun(ctx, c.BatchID, c.Key)
 	if err != nil {
-		return "", fmt.Errorf("not executed: could not record the run: %w", err), false
+		return "", false, fmt.Errorf("not executed: could not record the run: %w", err)
 	}
 	if !won {
 		// Recorded by an earlier worker: its outcome stands.
@@ -203,9 +203,9 @@ func (b *Bot) endRunbookCall(ctx context.Context, c confirm.Call, o *outcome, ho
 		}
 		o.status, o.result = status, result
 		if status == confirm.RunSucceeded {
-			return result, nil, false
+			return result, false, nil
 		}
-		return "", errors.New(result), false
+		return "", false, errors.New(result)
 	}
 	o.status, o.result = status, result
 	if hold {
@@ -214,9 +214,9 @@ func (b *Bot) endRunbookCall(ctx context.Context, c confirm.Call, o *outcome, ho
 		b.finishRun(context.WithoutCancel(ctx), c.BatchID, c.Key, o)
 	}
 	if status != confirm.RunSucceeded {
-		return "", errors.New(result), false
+		return "", false, errors.New(result)
 	}
-	return result, nil, false
+	return result, false, nil
 }
 
 // parkBatch leaves a batch that waits on a runbook run running: the
