@@ -116,7 +116,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '')`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?)`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {
@@ -132,7 +132,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			}
 			_, err = db.exec(ctx, tx, insert, c.BatchID, c.Key, c.Position, c.CallID, c.Tool, string(c.Args), c.Summary, c.Flagged,
 				string(c.Decision), c.DecidedBy, decidedAt, c.DenyMessage, string(c.Run), c.Result, c.IdempotencyKey, db.nts(c.ExpiresAt),
-				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID)
+				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID, string(c.Risk))
 			if err != nil {
 				return fmt.Errorf("insert call %q: %w", c.Key, err)
 			}
@@ -355,14 +355,8 @@ func parseSteps(s string) ([]int, error) {
 
 // SetCardRef stores the platform's reference of the batch's card.
 func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
-	if err != nil {
-		return fmt.Errorf("set card ref: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("set card ref: batch %s: %w", batchID, confirm.ErrNotFound)
-	}
-	return nil
+	return db.updateRow(ctx, "set card ref", "batch "+batchID,
+		`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`, ref, db.ts(db.now()), batchID)
 }
 
 // batchLostOrMissing explains a conditional UPDATE on a batch that

@@ -558,29 +558,17 @@ type DeliveryFilter struct {
 
 // Deliveries lists the deliveries the filter selects, in id order.
 func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
-	var where []string
-	var args []any
-	if len(f.Status) > 0 {
-		marks := make([]string, len(f.Status))
-		for i, s := range f.Status {
-			marks[i] = "?"
-			args = append(args, string(s))
-		}
-		where = append(where, "status IN ("+strings.Join(marks, ", ")+")")
+	marks := make([]string, len(f.Status))
+	statuses := make([]any, len(f.Status))
+	for i, s := range f.Status {
+		marks[i], statuses[i] = "?", string(s)
 	}
-	if f.Target != "" {
-		where = append(where, "target = ?")
-		args = append(args, f.Target)
-	}
-	if f.ConversationID != 0 {
-		where = append(where, "conversation_id = ?")
-		args = append(args, f.ConversationID)
-	}
-	query := `SELECT ` + deliveryColumns + ` FROM outbox`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id"
+	var c conditions
+	c.add(len(f.Status) > 0, "status IN ("+strings.Join(marks, ", ")+")", statuses...)
+	c.add(f.Target != "", "target = ?", f.Target)
+	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
+	query := `SELECT ` + deliveryColumns + ` FROM outbox` + c.sql() + ` ORDER BY id`
+	args := c.args
 	if f.Limit > 0 {
 		query += " LIMIT ?"
 		args = append(args, f.Limit)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -13,8 +14,69 @@ import (
 )
 
 // errLost rolls back a transaction whose conditional UPDATE lost; callers
-// turn it into a plain "not won".
+// turn it into a plain "not won" (see transition).
 var errLost = errors.New("lost")
+
+// transition runs fn in one transaction as a conditional transition:
+// true when it committed; false, and no error, when fn returned errLost
+// (the transaction rolls back, nothing is written).
+func (db *DB) transition(ctx context.Context, fn func(tx dbtx) error) (bool, error) {
+	err := db.tx(ctx, fn)
+	if errors.Is(err, errLost) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// lostIfNoRows is a conditional statement's error in a transition:
+// errLost when no row was in the state required (sql.ErrNoRows), any other
+// error wrapped with what, nil when it changed its row.
+func lostIfNoRows(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return errLost
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// updateRow runs an UPDATE (query, args) of the one row what names, such
+// as "grant <id>", outside a transaction; op prefixes its errors, which
+// wrap ErrNotFound when no row matched.
+func (db *DB) updateRow(ctx context.Context, op, what, query string, args ...any) error {
+	n, err := db.execCount(ctx, db.x, db.q(query), args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %s: %w", op, what, confirm.ErrNotFound)
+	}
+	return nil
+}
+
+// conditions is a WHERE clause built from a filter's conditions, each
+// with its arguments.
+type conditions struct {
+	where []string
+	args  []any
+}
+
+// add adds cond, with its arguments, when the filter sets it (on).
+func (c *conditions) add(on bool, cond string, args ...any) {
+	if on {
+		c.where = append(c.where, cond)
+		c.args = append(c.args, args...)
+	}
+}
+
+// sql is " WHERE " and the conditions joined with AND, or "" when none.
+func (c *conditions) sql() string {
+	if len(c.where) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(c.where, " AND ")
+}
 
 type batchRow struct {
 	ID             string         `db:"id"`
@@ -95,15 +157,16 @@ type callRow struct {
 	CheckedBy      string `db:"checked_by"`
 	CheckedAt      dbTime `db:"checked_at"` // NULL: not checked
 	NoticeRef      string `db:"notice_ref"`
+	Risk           string `db:"risk"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
-		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef}
+		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef, &r.Risk}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -129,6 +192,7 @@ func (r callRow) call() (confirm.Call, error) {
 		Approvals:      r.Approvals,
 		Restrict:       restrict,
 		Grantable:      r.Grantable,
+		Risk:           confirm.Risk(r.Risk),
 		Decision:       confirm.DecisionStatus(r.Decision),
 		DecidedBy:      r.DecidedBy,
 		DecidedAt:      r.DecidedAt.ptr(),
