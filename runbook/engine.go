@@ -594,7 +594,7 @@ func (e *Engine) Stop(ctx context.Context, runID, by string, deny func(batchID s
 			// decided before the stop runs and ends as it does).
 			if batch, err := e.Store.Batch(ctx, st.BatchID); err == nil && batch.Status == confirm.BatchDone && len(batch.Calls) == 1 {
 				status, result := callOutcome(batch.Calls[0])
-				won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, nil, e.now())
+				won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, nil)
 				if err != nil {
 					e.log().Error("record the waiting step of a stopped run", "run", runID, "err", err)
 				} else if won && e.StepEnded != nil {
