@@ -278,11 +278,12 @@ func (b *Bot) approversOf(conv confirm.Conversation) confirm.Approvers {
 // cardOf builds the card of a batch of the conversation.
 // Every adapter renders it, so nothing on it carries a secret (scrubCard).
 func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro string) card.Card {
-	return scrubCard(cardWith(batch, intro, b.approversOf(conv), b.cfg.GrantFor, cardExtras{
+	c := scrubCard(cardWith(batch, intro, b.approversOf(conv), b.cfg.GrantFor, cardExtras{
 		extendBy:   b.cfg.Timeout,
 		editable:   func(tool string) bool { _, ok := b.offered(conv, tool); return ok },
 		escalation: b.cfg.Escalation,
 	}), b.cfg.Redact)
+	return b.withStep(c, batch)
 }
 
 func threadOf(c confirm.Conversation) Thread {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/runbook"
 )
 
 // Click is one person's decision on one call, as a platform delivers it.
@@ -80,6 +81,9 @@ var refusals = []struct {
 	{ErrAlreadyExtended, "This card was already extended once."},
 	{ErrNotEditable, "This call's arguments can't be edited (its tool is no longer available here)."},
 	{ErrAlreadyChecked, "This run was already marked checked (or its outcome is known)."},
+	{ErrNotAllowedToStop, "Only the person who started this run or an approver can stop it, and only an approver can mark a step done or retry it."},
+	{runbook.ErrRunEnded, "This run has already ended, or is no longer halted."},
+	{ErrNotRunButton, unknownButton},
 	{ErrNotApprover, "You can't approve tool calls in this channel."},
 	{ErrAlreadyClosed, "This call was already decided, has expired, or was superseded."},
 	{confirm.ErrBadRef, unknownButton},
@@ -193,7 +197,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			// panics (a recovered panic must not keep the conversation).
 			unlock = sync.OnceFunc(u)
 			defer unlock()
-			d.Claim = &confirm.Claim{Worker: b.cfg.WorkerID, Runnable: b.hasTool}
+			d.Claim = &confirm.Claim{Worker: b.cfg.WorkerID, Runnable: b.runsAtClaim}
 		}
 	}
 	res, err := b.store.Decide(ctx, d)

@@ -132,8 +132,16 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 		}
 	}
 	outs := map[string]*outcome{} // each run's outcome, as stored (or to be)
+	awaiting := false             // a runbook call's run has not ended
 	results, err := confirm.Execute(ctx, calls, decisions, b.hasTool, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
 		c := byKey[key]
+		if isRunbookTool(c.Tool) {
+			o := &outcome{}
+			outs[key] = o
+			out, wait, err := b.runbookCall(ctx, conv, batch, c, o, key == last)
+			awaiting = awaiting || wait
+			return out, err
+		}
 		info := confirm.RunInfo{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread,
 			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
 		o := &outcome{}
@@ -153,6 +161,12 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 		return nil, fmt.Errorf("execute batch: %w", err)
 	}
 	b.trace("ran")
+	if awaiting {
+		// The batch waits on the run, running: its results go to the
+		// model, in its order, once the run has ended (resumeParent).
+		b.parkBatch(ctx, conv, batch, outs, last)
+		return nil, nil
+	}
 	msg := model.Message{Role: model.RoleTool}
 	for _, r := range results {
 		if c := byKey[r.Key]; len(c.EditedArgs) > 0 && c.Decision.Allowed() {
@@ -233,7 +247,7 @@ func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch)
 		}
 		return batch, "", nil
 	}
-	first := confirm.FirstToRun(decided, b.hasTool)
+	first := confirm.FirstToRun(decided, b.runsAtClaim)
 	won, ok := false, false
 	if first == "" {
 		won, err = b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
@@ -256,6 +270,9 @@ func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch)
 
 // hasTool reports whether the bot carries the tool.
 func (b *Bot) hasTool(name string) bool {
+	if isRunbookTool(name) {
+		return b.runbookNamed(name) != nil
+	}
 	_, ok := b.cfg.Tools.Get(name)
 	return ok
 }
@@ -536,6 +553,9 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 	batch, err := b.store.Batch(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reload batch: %w", err)
+	}
+	if b.awaitsLiveRun(ctx, batch) {
+		return nil // it waits on a runbook run, which takes it up when it ends
 	}
 	switch batch.Status {
 	case confirm.BatchRunning:

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/runbook"
@@ -216,14 +217,9 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 			unlock()
 		}
 	}()
-	intro := fmt.Sprintf("Runbook %s, step %s", s.Run.Runbook, s.Key.StepID)
-	if s.Config.Retry != nil && s.Config.Retry.Attempts > 1 {
-		intro += fmt.Sprintf(" (up to %d attempts)", s.Config.Retry.Attempts)
-	}
-	if s.Key.Attempt > 1 {
-		intro += fmt.Sprintf(", attempt %d", s.Key.Attempt)
-	}
-	reply := model.Message{Role: model.RoleAssistant, Text: intro, ToolCalls: []confirm.ToolCall{{
+	// No words of the agent: the card says which step of which runbook,
+	// started by whom (withStep).
+	reply := model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{{
 		ID: s.Key.IdempotencyKey(), Name: s.Config.Tool, Args: s.Args,
 	}}}
 	requester := asker{User: s.Run.RequestedBy}
@@ -257,7 +253,7 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 	}
 	if batch.Status == confirm.BatchPending {
 		// The card waits for a person; the conversation is not held.
-		return b.postCard(ctx, conv, p, batch, intro)
+		return b.postCard(ctx, conv, p, batch, "")
 	}
 	done, err := b.finishBatch(ctx, conv, batch.ID, batch)
 	unlock()
@@ -344,6 +340,12 @@ func (x *runbookExec) Finished(ctx context.Context, run *confirm.RunbookRun, rb 
 	if m, ok := x.b.cfg.Metrics.(RunbookMetrics); ok {
 		m.RunbookRun(run.Runbook, string(run.Status))
 	}
+	if run.ParentBatch != "" {
+		// The model's call started it: its reply's results go to the
+		// model now (in the background: the caller may hold the
+		// conversation).
+		x.b.runbookEngine().Go(ctx, func(ctx context.Context) { x.b.resumeParent(ctx, run) })
+	}
 }
 
 // RunbookMetrics is implemented by metrics that count runbook runs by
@@ -354,10 +356,11 @@ type RunbookMetrics interface {
 }
 
 // RunMessenger is implemented by platforms that post a run message and
-// edit it in place. Others get the run's start and end as lines.
+// edit it in place, with its buttons (card.Run.Actions; a click comes
+// back as RunAction). Others get the run's start and end as lines.
 type RunMessenger interface {
-	PostRun(ctx context.Context, th Thread, text string) (ref string, err error)
-	UpdateRun(ctx context.Context, th Thread, ref, text string) error
+	PostRun(ctx context.Context, th Thread, r card.Run) (ref string, err error)
+	UpdateRun(ctx context.Context, th Thread, ref string, r card.Run) error
 }
 
 // runMessages coalesces the edits of run messages: at most one update in
@@ -432,7 +435,8 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 			v.run.MessageRef = r.MessageRef
 		}
 	}
-	text := b.cfg.Redact(RunText(v.run, v.rb, v.steps, b.now()))
+	rc := scrubRun(RunCard(v.run, v.rb, v.steps, b.now()), b.cfg.Redact)
+	text := rc.Text()
 	if text == *last && v.run.MessageRef != "" {
 		return // nothing a reader could see changed
 	}
@@ -450,7 +454,7 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 		return
 	}
 	if v.run.MessageRef == "" {
-		ref, err := rm.PostRun(ctx, th, text)
+		ref, err := rm.PostRun(ctx, th, rc)
 		if err != nil {
 			b.log.Error("post run message", "run", v.run.ID, "err", err)
 			*last = "" // not shown: the next state is sent, even if equal
@@ -461,7 +465,7 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 		}
 		return
 	}
-	if err := rm.UpdateRun(ctx, th, v.run.MessageRef, text); err != nil {
+	if err := rm.UpdateRun(ctx, th, v.run.MessageRef, rc); err != nil {
 		b.log.Error("update run message", "run", v.run.ID, "err", err)
 		*last = "" // not shown: the next state is sent, even if equal
 	}
@@ -470,10 +474,14 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 // RunText is the run message as lines: the runbook, who started it, the
 // parameters, and every step with where it stands.
 func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, now time.Time) string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "Runbook %s (run %s), started by %s: %s\n", run.Runbook, run.ID, run.RequestedBy, run.Status)
-	if len(run.Params) > 0 && string(run.Params) != "{}" {
-		fmt.Fprintf(&sb, "Parameters: %s\n", string(run.Params))
+	return RunCard(run, rb, steps, now).Text()
+}
+
+// RunCard is the run message as the platforms lay it out (card.Run).
+func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, now time.Time) card.Run {
+	out := card.Run{ID: run.ID, Runbook: run.Runbook, RequestedBy: run.RequestedBy, Status: run.Status, Params: string(run.Params)}
+	if run.Status == confirm.RunbookHalted {
+		out.HaltedAt = run.FailedStep
 	}
 	line := func(phase string, sc runbook.StepConfig) {
 		var last *confirm.RunbookStep
@@ -509,7 +517,7 @@ func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 				state += fmt.Sprintf(", attempt %d", last.Attempt)
 			}
 		}
-		fmt.Fprintf(&sb, "- %s (%s): %s\n", sc.ID, sc.Tool, state)
+		out.Steps = append(out.Steps, card.RunStep{ID: sc.ID, Tool: sc.Tool, State: state})
 	}
 	for _, sc := range rb.Steps {
 		line(confirm.PhaseMain, sc)
@@ -517,10 +525,20 @@ func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 	for _, sc := range rb.OnFailure {
 		line(confirm.PhaseOnFailure, sc)
 	}
-	if run.Status == confirm.RunbookHalted {
-		fmt.Fprintf(&sb, "Halted at %s: its outcome is unknown. Approvers: Mark done, Retry or Stop.\n", run.FailedStep)
+	return out
+}
+
+// scrubRun removes secrets from what a run message shows that a model, a
+// tool or a person wrote: the parameters and the step states (results).
+func scrubRun(r card.Run, redact func(string) string) card.Run {
+	r.Params = redact(r.Params)
+	steps := make([]card.RunStep, len(r.Steps))
+	for i, s := range r.Steps {
+		s.State = redact(s.State)
+		steps[i] = s
 	}
-	return strings.TrimRight(sb.String(), "\n")
+	r.Steps = steps
+	return r
 }
 
 // offeredRunbooks are the runbooks offered where the turn was written:

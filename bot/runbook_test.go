@@ -275,15 +275,22 @@ func TestRunbookSkippedAndContinue(t *testing.T) {
 // Retry until: a step re-runs after failing (`until` not holding) with the
 // delay between attempts, driven by the runbooks job; the approval of a
 // gated step covers its attempts, and its card says "up to N attempts".
+// A retry giving until only has runbook.DefaultAttempts (3).
 func TestRunbookRetryUntil(t *testing.T) {
+	for _, attempts := range []int{3, 0} {
+		t.Run(fmt.Sprint(attempts), func(t *testing.T) { testRetryUntil(t, attempts) })
+	}
+}
+
+func testRetryUntil(t *testing.T, attempts int) {
 	h := newRBHarness(t, nil)
 	rb := &runbook.Config{Name: "wait", Steps: []runbook.StepConfig{{
 		ID: "after", Tool: "restart", Args: map[string]any{}, Confirm: true,
-		Retry: &runbook.RetryConfig{Attempts: 3, Delay: 10 * time.Second, Until: `steps.after.result == "up"`},
+		Retry: &runbook.RetryConfig{Attempts: attempts, Delay: 10 * time.Second, Until: `steps.after.result == "up"`},
 	}}}
 	h.extra["restart"].outs = []any{"down", "down", "up"}
 	id := h.start(rb, "bob")
-	if len(h.plat.Cards) != 1 || !strings.Contains(h.plat.Cards[0].Intro, "up to 3 attempts") {
+	if len(h.plat.Cards) != 1 || h.plat.Cards[0].Step == nil || !strings.Contains(h.plat.Cards[0].Step.Title(), "up to 3 attempts") {
 		t.Fatalf("card: %+v", h.plat.Cards)
 	}
 	if err := h.clickLast("alice", true); err != nil {

@@ -117,6 +117,9 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	}
 	defer unlock()
 
+	if waiting, err := b.waitingOnRunbook(ctx, conv, t); waiting || err != nil {
+		return err // the model's runbook run goes on; the words are context
+	}
 	if pending, err := b.store.PendingBatch(ctx, conv.ID); err == nil && !b.mayMoveOn(ctx, conv, pending, t) {
 		// A bystander cannot abandon someone else's card: their words are
 		// kept as context and the card keeps waiting.
@@ -335,8 +338,12 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 			return b.postCard(ctx, conv, p, batch, reply.Text)
 		}
 		// Nothing waited on a person: the batch is as pause stored it.
-		if _, err := b.finishBatch(ctx, conv, batch.ID, batch); err != nil {
+		done, err := b.finishBatch(ctx, conv, batch.ID, batch)
+		if err != nil {
 			return err
+		}
+		if done == nil && awaitsRunbook(batch) {
+			return nil // it waits on a runbook run; the model goes on when the run has ended
 		}
 	}
 }
@@ -628,6 +635,9 @@ func uncheckedPolicy(unknown []confirm.Call) confirm.Policy {
 // offered returns the tool when the bot carries it and the conversation's
 // channel offers it.
 func (b *Bot) offered(conv confirm.Conversation, name string) (tools.Tool, bool) {
+	if isRunbookTool(name) {
+		return b.runbookToolIn(conv, name) // channels[].runbooks, not channels[].tools
+	}
 	if !b.cfg.Channels.ToolAllowed(conv.Platform, conv.Channel, conv.DM, name) {
 		return nil, false
 	}
@@ -659,7 +669,7 @@ func (b *Bot) specsFor(conv confirm.Conversation) []model.ToolSpec {
 		}
 		out = append(out, s)
 	}
-	return out
+	return append(out, b.runbookSpecs(conv)...)
 }
 
 // alwaysAsks reports whether the reasons gate every call of the tool (its
@@ -676,6 +686,9 @@ func alwaysAsks(rs []confirm.Reason) bool {
 // summary renders a call's read-back from its validated arguments.
 func (b *Bot) summary(c confirm.ToolCall) string {
 	t, ok := b.cfg.Tools.Get(c.Name)
+	if rb := b.runbookNamed(c.Name); rb != nil {
+		t, ok = runbookTool{rb: rb}, true
+	}
 	if !ok {
 		return c.Name
 	}

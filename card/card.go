@@ -48,6 +48,35 @@ type Card struct {
 	// Copy says where this rendering is posted: "" in the conversation's
 	// thread, CopyApprovals in an approvals channel, CopyDM in a DM.
 	Copy string
+	// Step, when set, says the card's call is a runbook's step: Airlock's
+	// call, not the agent's (Intro is then empty, and RequestedBy is who
+	// started the run).
+	Step *Step
+}
+
+// Step names the runbook step a card's call is.
+type Step struct {
+	Runbook   string // the runbook's name (config: [a-z0-9_-])
+	ID        string // the step's id (config: [a-z0-9_])
+	StartedBy string // platform user id of who started the run
+	Attempt   int    // from 1
+	// Attempts is how many attempts its retry allows (0 or 1: no retry);
+	// an approval of the step covers them.
+	Attempts int
+}
+
+// Title is the step in words: "step restart of runbook restart", with
+// ", attempt 2" past the first and " (up to 5 attempts; one approval
+// covers them)" for a retried step.
+func (s Step) Title() string {
+	t := "step " + s.ID + " of runbook " + s.Runbook
+	if s.Attempt > 1 {
+		t += ", attempt " + strconv.Itoa(s.Attempt)
+	}
+	if s.Attempts > 1 {
+		t += " (up to " + strconv.Itoa(s.Attempts) + " attempts; one approval covers them)"
+	}
+	return t
 }
 
 // Where a card copy is posted (Card.Copy).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -174,4 +175,25 @@ type RunbookStore interface {
 	// RunbookRunByParent returns the run a model's call started;
 	// ErrNotFound when none.
 	RunbookRunByParent(ctx context.Context, batchID, key string) (*RunbookRun, error)
+}
+
+// runRefPrefix starts a run's reference (the buttons of its run message).
+const runRefPrefix = "run-"
+
+// RunRef is the opaque reference the buttons of a run's message carry:
+// the run's id only (the server owns the run; the click names it).
+func RunRef(runID string) string { return runRefPrefix + runID }
+
+// ParseRunRef returns the run id of a reference made by RunRef.
+func ParseRunRef(ref string) (string, error) {
+	id, ok := strings.CutPrefix(ref, runRefPrefix)
+	if !ok || id == "" || len(ref) > 100 {
+		return "", ErrBadRef
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return "", ErrBadRef
+		}
+	}
+	return id, nil
 }

@@ -136,13 +136,7 @@ func (s *Step) Timeout() time.Duration { return s.cfg.Timeout }
 
 // Attempts is how many times the step may run: 1 without retry.
 func (s *Step) Attempts() int {
-	if s.cfg.Retry == nil {
-		return 1
-	}
-	if s.cfg.Retry.Attempts == 0 {
-		return DefaultAttempts
-	}
-	return s.cfg.Retry.Attempts
+	return s.cfg.Retry.Max()
 }
 
 // Delay is the wait between attempts.

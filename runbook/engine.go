@@ -372,7 +372,7 @@ func (e *Engine) judge(s *state, sc StepConfig, last *confirm.RunbookStep) (next
 	case confirm.StepUnknown:
 		return 0, false, confirm.RunbookHalted
 	case confirm.StepFailed:
-		if sc.Retry != nil && last.Attempt < sc.Retry.Attempts && !strings.HasPrefix(last.Result, invalidPrefix) {
+		if sc.Retry != nil && last.Attempt < sc.Retry.Max() && !strings.HasPrefix(last.Result, invalidPrefix) {
 			return last.Attempt + 1, false, ""
 		}
 		if sc.OnFailure == OnFailureContinue {
@@ -515,7 +515,7 @@ func (e *Engine) StepDone(ctx context.Context, batch *confirm.Batch) error {
 		}
 	}
 	var due *time.Time
-	if status == confirm.StepFailed && sc != nil && sc.Retry != nil && st.Attempt < sc.Retry.Attempts && sc.Retry.Delay > 0 {
+	if status == confirm.StepFailed && sc != nil && sc.Retry != nil && st.Attempt < sc.Retry.Max() && sc.Retry.Delay > 0 {
 		t := e.now().Add(sc.Retry.Delay)
 		due = &t
 	}
@@ -587,6 +587,19 @@ func (e *Engine) Stop(ctx context.Context, runID, by string, deny func(batchID s
 		if st.Status == confirm.StepWaiting && st.BatchID != "" && deny != nil {
 			if err := deny(st.BatchID); err != nil {
 				e.log().Error("deny the waiting step of a stopped run", "run", runID, "err", err)
+				continue
+			}
+			// The step's outcome is recorded now, before the run's end is
+			// told (the model's summary): its batch, denied, is done (one
+			// decided before the stop runs and ends as it does).
+			if batch, err := e.Store.Batch(ctx, st.BatchID); err == nil && batch.Status == confirm.BatchDone && len(batch.Calls) == 1 {
+				status, result := callOutcome(batch.Calls[0])
+				won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, nil)
+				if err != nil {
+					e.log().Error("record the waiting step of a stopped run", "run", runID, "err", err)
+				} else if won && e.StepEnded != nil {
+					e.StepEnded(s.run.Runbook, status, e.now().Sub(st.CreatedAt))
+				}
 			}
 		}
 	}
@@ -696,6 +709,34 @@ func (e *Engine) Start(ctx context.Context, run *confirm.RunbookRun, rb *Config)
 	}
 	e.Exec.ShowRun(ctx, run, rb, nil) // the whole plan, from the start
 	return e.Advance(ctx, run.ID)
+}
+
+// Begin stores a new run of rb like Start, shows its plan, and advances
+// it in the background: the caller holds the conversation the run's
+// first step takes (the model's runbook__<name> call, run with its
+// batch).
+func (e *Engine) Begin(ctx context.Context, run *confirm.RunbookRun, rb *Config) error {
+	snap, err := Encode(rb)
+	if err != nil {
+		return err
+	}
+	run.Runbook, run.Snapshot = rb.Name, snap
+	if err := e.Store.CreateRunbookRun(ctx, run); err != nil {
+		return err
+	}
+	e.Exec.ShowRun(ctx, run, rb, nil)
+	e.Kick(ctx, run.ID)
+	return nil
+}
+
+// Go runs fn in the background, counted by Wait (the model's turn that
+// continues once a run it started has ended).
+func (e *Engine) Go(ctx context.Context, fn func(context.Context)) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		fn(context.WithoutCancel(ctx))
+	}()
 }
 
 // AdvanceDue advances every due run (the runbooks job): delays passed,

@@ -71,6 +71,18 @@ type RetryConfig struct {
 	Until    string        `yaml:"until"` // CEL; the step is done when it holds
 }
 
+// Max is how many times the step may run: Attempts, or DefaultAttempts
+// when the retry gives until only.
+func (r *RetryConfig) Max() int {
+	if r == nil {
+		return 1
+	}
+	if r.Attempts == 0 {
+		return DefaultAttempts
+	}
+	return r.Attempts
+}
+
 // RunInfo is the `run` variable of expressions.
 type RunInfo struct {
 	ID         string `json:"id"`

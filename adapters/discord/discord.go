@@ -69,6 +69,9 @@ type Bot interface {
 	// MarkChecked marks a run whose outcome is unknown checked ("I
 	// checked — go on" on its card or its thread line).
 	MarkChecked(ctx context.Context, c bot.Click) error
+	// RunAction works a run message's button (Stop run, Mark done,
+	// Retry).
+	RunAction(ctx context.Context, c bot.Click, kind card.ActionKind) error
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas

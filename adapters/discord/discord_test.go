@@ -971,3 +971,5 @@ func TestBotRoleNotedWhateverTheOrder(t *testing.T) {
 		}
 	}
 }
+
+func (nopBot) RunAction(context.Context, bot.Click, card.ActionKind) error { return nil }

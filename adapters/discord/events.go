@@ -407,6 +407,11 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 				return
 			}
 			a.checked(ctx, i, ref)
+		case runActions[action] != 0:
+			if !a.deferUpdate(ctx, i) {
+				return
+			}
+			a.runAction(ctx, i, ref, runActions[action])
 		default: // Allow, "Allow for", Deny
 			if !a.deferUpdate(ctx, i) {
 				return

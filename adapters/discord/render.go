@@ -111,7 +111,8 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 	}
 	switch action {
 	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
-		actionEdit, actionEditSubmit, actionExtend, actionChecked:
+		actionEdit, actionEditSubmit, actionExtend, actionChecked,
+		actionRunStop, actionRunDone, actionRunAgain:
 		return action, ref, true
 	}
 	return "", "", false
@@ -259,10 +260,22 @@ const (
 func header(cd card.Card) string {
 	var b strings.Builder
 	who := mention(cd.RequestedBy)
-	if cd.Complete() {
+	step := ""
+	if s := cd.Step; s != nil {
+		// Airlock's call, not the agent's.
+		step = escapeMarkdown(s.Title()) + ", started by " + mention(s.StartedBy)
+	}
+	switch {
+	case step != "" && cd.Complete():
+		fmt.Fprintf(&b, "**Approval request** for %s: it is decided.", step)
+	case cd.Complete():
 		fmt.Fprintf(&b, "**Approval request** from %s: every call is decided.", who)
-	} else {
+	case step != "":
+		fmt.Fprintf(&b, "**Approval needed** for %s. Nothing runs until it is allowed or denied.", step)
+	default:
 		fmt.Fprintf(&b, "**Approval needed** for the calls below, requested by %s. Nothing runs until each call that needs approval is allowed or denied.", who)
+	}
+	if !cd.Complete() {
 		if cd.Approvers.Empty() {
 			b.WriteString("\nNobody may approve in this channel (config `channels[]`); the requester may withdraw their calls.")
 		} else {

@@ -529,3 +529,14 @@ func TestTruncateMarkup(t *testing.T) {
 		}
 	}
 }
+
+// A runbook step's card: Airlock's call, started by a person, with no
+// words of the agent; names are shown inert.
+func TestRenderRunbookStepGolden(t *testing.T) {
+	c := sampleCard()
+	c.Intro = ""
+	c.Calls = c.Calls[1:2]
+	c.Calls[0].Number = 1
+	c.Step = &card.Step{Runbook: "restart", ID: "deploy_api", StartedBy: requester, Attempt: 2, Attempts: 5}
+	golden(t, "card_runbook_step.json", render(c))
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 )
 
 var _ bot.RunMessenger = (*Shell)(nil)
@@ -16,14 +17,14 @@ var runSeq atomic.Int64
 
 // PostRun prints a runbook run's message; a terminal cannot edit what it
 // printed, so each update prints the message again.
-func (s *Shell) PostRun(_ context.Context, _ bot.Thread, text string) (string, error) {
-	s.printRun(text)
+func (s *Shell) PostRun(_ context.Context, _ bot.Thread, r card.Run) (string, error) {
+	s.printRun(r.Text())
 	return fmt.Sprintf("run-%d", runSeq.Add(1)), nil
 }
 
 // UpdateRun prints the run message again, as it now stands.
-func (s *Shell) UpdateRun(_ context.Context, _ bot.Thread, _ string, text string) error {
-	s.printRun(text)
+func (s *Shell) UpdateRun(_ context.Context, _ bot.Thread, _ string, r card.Run) error {
+	s.printRun(r.Text())
 	return nil
 }
 

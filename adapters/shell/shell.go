@@ -514,7 +514,9 @@ func Render(c cardpkg.Card) string {
 		title = "DECIDED"
 	}
 	fmt.Fprintf(&w, "+-- %s (request %s, asked by %s)\n", title, short(c.BatchID), oneLine(c.RequestedBy))
-	if c.Intro != "" {
+	if s := c.Step; s != nil {
+		fmt.Fprintf(&w, "| This is %s, started by %s.\n", oneLine(s.Title()), oneLine(s.StartedBy))
+	} else if c.Intro != "" {
 		fmt.Fprintf(&w, "| The agent says: %s\n", oneLine(c.Intro))
 	}
 	editable := false

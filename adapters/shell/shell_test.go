@@ -68,6 +68,17 @@ func TestRenderGolden(t *testing.T) {
 	golden(t, "card_risk.txt", Render(r))
 }
 
+// A runbook step's card says which step of which runbook, started by
+// whom, and nothing in the agent's name.
+func TestRenderRunbookStepGolden(t *testing.T) {
+	c := sampleCard()
+	c.Intro = ""
+	c.Calls = c.Calls[1:]
+	c.Calls[0].Number = 1
+	c.Step = &card.Step{Runbook: "restart", ID: "restart", StartedBy: "local", Attempt: 1, Attempts: 5}
+	golden(t, "card_runbook_step.txt", Render(c))
+}
+
 // hostileCard: the model's words, a read-back, arguments, a deny reason
 // and a tool's output try to drive the terminal (clear the screen, move
 // the cursor, set the title, recolour), reorder text with bidi controls,

@@ -298,3 +298,5 @@ func TestPoolFIFO(t *testing.T) {
 		t.Fatalf("popped %d, running %d, queue kept %d slots", n, p.running, cap(p.queue))
 	}
 }
+
+func (s *stubBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }

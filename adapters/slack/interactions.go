@@ -29,6 +29,7 @@ const (
 	kindOpenEdit                                // Edit…: open the edit modal
 	kindSubmitEdit                              // the edit modal's submission: answered synchronously
 	kindChecked                                 // "I checked — go on" on an unknown run's card or thread line
+	kindRun                                     // a run message's button: Stop run, Mark done, Retry (interaction.RunAction)
 )
 
 // interaction is a validated interactivity payload.
@@ -49,6 +50,7 @@ type interaction struct {
 	Reason    string
 	Args      string // kindSubmitEdit: the editor's arguments, as typed
 	TriggerID string
+	RunAction cardpkg.ActionKind // kindRun: which button
 }
 
 // interactionPayload is the wire shape of block_actions and
@@ -162,12 +164,22 @@ func parseInteraction(payload []byte) (interaction, error) {
 			in.Kind = kindOpenEdit
 		case ActionChecked:
 			in.Kind = kindChecked
+		case ActionRunStop:
+			in.Kind, in.RunAction = kindRun, cardpkg.ActRunStop
+		case ActionRunMarkDone:
+			in.Kind, in.RunAction = kindRun, cardpkg.ActRunMarkDone
+		case ActionRunRetry:
+			in.Kind, in.RunAction = kindRun, cardpkg.ActRunRetry
 		default:
 			return interaction{}, badInteraction("unknown action_id %q", clip(act.ActionID, 60))
 		}
 		if in.Kind == kindRevoke {
 			if _, err := confirm.ParseGrantRef(act.Value); err != nil {
 				return interaction{}, badInteraction("%s: button value is not a grant reference", act.ActionID)
+			}
+		} else if in.Kind == kindRun {
+			if _, err := confirm.ParseRunRef(act.Value); err != nil {
+				return interaction{}, badInteraction("%s: button value is not a run reference", act.ActionID)
 			}
 		} else if in.Kind == kindChecked {
 			if _, _, err := confirm.ParseCheckedRef(act.Value); err != nil {
@@ -306,6 +318,10 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 		}
 	case kindChecked:
 		if err := a.bot.MarkChecked(ctx, a.click(in)); err != nil {
+			a.refused(ctx, in, err)
+		}
+	case kindRun:
+		if err := a.bot.RunAction(ctx, a.click(in), in.RunAction); err != nil {
 			a.refused(ctx, in, err)
 		}
 	case kindOpenEdit:

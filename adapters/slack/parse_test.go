@@ -658,3 +658,5 @@ func FuzzVerifySignature(f *testing.F) {
 		}
 	})
 }
+
+func (*nopBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }

@@ -22,15 +22,18 @@ import (
 // reference (confirm.Ref) as its value, the Revoke button the grant's
 // (confirm.GrantRef), never the tool name or the arguments.
 const (
-	ActionAllow       = "airlock_allow"        // style primary; the only primary button
-	ActionAllowGrant  = "airlock_allow_grant"  // no style: "Allow for 1h", allow and grant later calls of the tool in the thread
-	ActionDeny        = "airlock_deny"         // style danger; the only danger button
-	ActionDenyReason  = "airlock_deny_reason"  // no style: opens the deny-reason modal
-	ActionShowArgs    = "airlock_show_args"    // no style: opens a modal with the whole arguments
-	ActionRevokeGrant = "airlock_revoke_grant" // no style, on a grant notice: revokes the grant
-	ActionEdit        = "airlock_edit"         // no style: "Edit…" opens the edit modal (value: the call's reference)
-	ActionExtend      = "airlock_extend"       // no style, once per card: "Extend 30m" (value: Card.ExtendRef)
-	ActionChecked     = "airlock_checked"      // no style: "I checked — go on" on an unknown run (value: its confirm.CheckedRef)
+	ActionAllow       = "airlock_allow"         // style primary; the only primary button
+	ActionAllowGrant  = "airlock_allow_grant"   // no style: "Allow for 1h", allow and grant later calls of the tool in the thread
+	ActionDeny        = "airlock_deny"          // style danger; the only danger button
+	ActionDenyReason  = "airlock_deny_reason"   // no style: opens the deny-reason modal
+	ActionShowArgs    = "airlock_show_args"     // no style: opens a modal with the whole arguments
+	ActionRevokeGrant = "airlock_revoke_grant"  // no style, on a grant notice: revokes the grant
+	ActionEdit        = "airlock_edit"          // no style: "Edit…" opens the edit modal (value: the call's reference)
+	ActionExtend      = "airlock_extend"        // no style, once per card: "Extend 30m" (value: Card.ExtendRef)
+	ActionChecked     = "airlock_checked"       // no style: "I checked — go on" on an unknown run (value: its confirm.CheckedRef)
+	ActionRunStop     = "airlock_run_stop"      // style danger, on a run message: "Stop run" (value: confirm.RunRef)
+	ActionRunMarkDone = "airlock_run_mark_done" // style primary, on a halted run's message: "Mark done"
+	ActionRunRetry    = "airlock_run_retry"     // no style, on a halted run's message: "Retry"
 
 	// CallbackDenyReason is the callback_id of the deny-reason modal.
 	CallbackDenyReason = "airlock_deny_reason"
@@ -313,6 +316,21 @@ func header(complete bool) slack.Block {
 }
 
 func introSection(c cardpkg.Card) slack.Block {
+	if s := c.Step; s != nil {
+		// Airlock's call, not the agent's; the config's names literal.
+		title := s.Title()
+		end := ". "
+		stress := "Nothing runs until it is allowed or denied."
+		if c.Complete() {
+			stress = ""
+			end = ". It is decided; the outcome is below."
+		}
+		els := []slack.RichTextSectionElement{rtText(strings.ToUpper(title[:1])+title[1:]+", started by ", nil), person(s.StartedBy), rtText(end, nil)}
+		if stress != "" {
+			els = append(els, rtText(stress, bold))
+		}
+		return slack.NewRichTextBlock("intro", slack.NewRichTextSection(els...))
+	}
 	n := len(c.Calls)
 	var b strings.Builder
 	who := "The agent"
@@ -521,6 +539,7 @@ var actionIDs = map[cardpkg.ActionKind]string{
 	cardpkg.ActAllow: ActionAllow, cardpkg.ActAllowGrant: ActionAllowGrant, cardpkg.ActDeny: ActionDeny,
 	cardpkg.ActDenyReason: ActionDenyReason, cardpkg.ActEdit: ActionEdit, cardpkg.ActShowArgs: ActionShowArgs,
 	cardpkg.ActChecked: ActionChecked, cardpkg.ActExtend: ActionExtend,
+	cardpkg.ActRunStop: ActionRunStop, cardpkg.ActRunMarkDone: ActionRunMarkDone, cardpkg.ActRunRetry: ActionRunRetry,
 }
 
 // actionsBlock lays actions out as one actions block of buttons, each

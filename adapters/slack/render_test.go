@@ -171,6 +171,10 @@ func TestRenderGolden(t *testing.T) {
 		"card_complete":        completeCard(),
 		"card_long_args":       longArgsCard(),
 		"card_hostile":         hostileCard(),
+		"card_runbook_step":    stepCard(),
+		"run_running":          sampleRun(confirm.RunbookRunning),
+		"run_halted":           sampleRun(confirm.RunbookHalted),
+		"run_stopped":          sampleRun(confirm.RunbookStopped),
 		"card_quorum":          quorumCard(),
 		"card_grant":           grantCard(),
 		"grant_notice_active":  grantNotice(),
@@ -200,6 +204,9 @@ func TestRenderGolden(t *testing.T) {
 				msg = map[string]any{"text": PointerText(v), "blocks": RenderPointer(v)}
 			case cardpkg.UnknownNotice:
 				msg = map[string]any{"text": UnknownNoticeText(v), "blocks": RenderUnknownNotice(v)}
+			case cardpkg.Run:
+				blocks, fallback := RenderRun(v)
+				msg = map[string]any{"text": fallback, "blocks": blocks}
 			}
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
@@ -515,4 +522,33 @@ func TestEscapeClip(t *testing.T) {
 			t.Errorf("escapeClip(%q, %d) too long", tc.in, tc.n)
 		}
 	}
+}
+
+// stepCard is a runbook step's card: Airlock's call, started by a person,
+// with no words of the agent.
+func stepCard() cardpkg.Card {
+	c := baseCard()
+	c.Intro = ""
+	c.Calls = c.Calls[1:]
+	c.Calls[0].Number, c.Calls[0].Key = 1, "run1/restart/2"
+	c.Step = &cardpkg.Step{Runbook: "restart", ID: "deploy_api", StartedBy: "UBOB", Attempt: 2, Attempts: 5}
+	return c
+}
+
+// sampleRun is a run message in a status, its parameters hostile.
+func sampleRun(st confirm.RunbookStatus) cardpkg.Run {
+	r := cardpkg.Run{ID: "r7k2mq9xabcdefghijklmnopqr", Runbook: "restart", RequestedBy: "UBOB", Status: st,
+		Params: `{"reason":"<!channel> disk full *now*","service":"api"}`,
+		Steps: []cardpkg.RunStep{
+			{ID: "before", Tool: "service_status", State: "succeeded (15ms)"},
+			{ID: "restart", Tool: "restart_service", State: "needs approval, or running once allowed"},
+			{ID: "after", Tool: "service_status", State: "waiting"},
+		}}
+	switch st {
+	case confirm.RunbookHalted:
+		r.Steps[1].State, r.HaltedAt = "unknown", "restart"
+	case confirm.RunbookStopped:
+		r.Steps[1].State = "denied"
+	}
+	return r
 }

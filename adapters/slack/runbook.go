@@ -7,6 +7,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 )
 
 var _ bot.RunMessenger = (*Adapter)(nil)
@@ -15,12 +16,17 @@ var _ bot.RunMessenger = (*Adapter)(nil)
 // 3000 characters).
 const maxRunText = 2900
 
-// runBlocks is the run message: one section of plain text, so nothing a
-// model, a tool or a person wrote in it (parameters, results) mentions,
-// links or formats.
-func runBlocks(text string) ([]slack.Block, string) {
-	text = cutRunes(text, maxRunText)
-	return []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.PlainTextType, text, false, false), nil, nil)}, postText(text)
+// RenderRun is the run message: its text in one plain-text section, so
+// nothing a model, a tool or a person wrote in it (parameters, results,
+// names) mentions, links or formats; then, while the run goes, its
+// buttons (card.Run.Actions), each carrying the run's reference only.
+func RenderRun(r cardpkg.Run) ([]slack.Block, string) {
+	text := cutRunes(r.Text(), maxRunText)
+	blocks := []slack.Block{slack.NewSectionBlock(slack.NewTextBlockObject(slack.PlainTextType, text, false, false), nil, nil, slack.SectionBlockOptionBlockID("run"))}
+	if acts := r.Actions(); len(acts) > 0 {
+		blocks = append(blocks, actionsBlock("run_actions", acts))
+	}
+	return blocks, postText(text)
 }
 
 func cutRunes(s string, n int) string {
@@ -32,13 +38,13 @@ func cutRunes(s string, n int) string {
 }
 
 // PostRun posts a runbook run's message in the thread.
-func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, text string) (string, error) {
-	blocks, fallback := runBlocks(text)
+func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r cardpkg.Run) (string, error) {
+	blocks, fallback := RenderRun(r)
 	return a.postBlocks(ctx, th, "run", blocks, fallback)
 }
 
 // UpdateRun replaces a run message PostRun posted.
-func (a *Adapter) UpdateRun(ctx context.Context, _ bot.Thread, ref, text string) error {
-	blocks, fallback := runBlocks(text)
+func (a *Adapter) UpdateRun(ctx context.Context, _ bot.Thread, ref string, r cardpkg.Run) error {
+	blocks, fallback := RenderRun(r)
 	return a.updateBlocks(ctx, ref, "run", blocks, fallback)
 }

@@ -1,0 +1,83 @@
+package discord
+
+import (
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
+)
+
+var _ bot.RunMessenger = (*Adapter)(nil)
+
+// Custom id actions of a run message's buttons (ref: confirm.RunRef).
+const (
+	actionRunStop  = "t" // Stop run
+	actionRunDone  = "n" // Mark done, on a halted run
+	actionRunAgain = "y" // Retry, on a halted run
+)
+
+// runActions maps the run message's custom id actions to its buttons.
+var runActions = map[string]card.ActionKind{
+	actionRunStop: card.ActRunStop, actionRunDone: card.ActRunMarkDone, actionRunAgain: card.ActRunRetry,
+}
+
+func init() {
+	for action, kind := range runActions {
+		customActions[kind] = action
+	}
+}
+
+// maxRunText bounds the run message's text in its code block, within a
+// message's content.
+const maxRunText = maxContent - 16
+
+// RenderRun is the run message: its text in a code block, where Discord
+// parses nothing (no markdown, no mentions), so nothing a model, a tool or
+// a person wrote in it (parameters, results) formats or pings; then,
+// while the run goes, its buttons (card.Run.Actions), each carrying the
+// run's reference only.
+func RenderRun(r card.Run) CardMessage {
+	text := codeText(r.Text())
+	if utf8.RuneCountInString(text) > maxRunText {
+		text = string([]rune(text)[:maxRunText-1]) + "…"
+	}
+	m := CardMessage{Content: "```\n" + text + "\n```", Components: []discordgo.MessageComponent{}}
+	var row []discordgo.MessageComponent
+	for _, a := range r.Actions() {
+		if b, ok := button(a, false); ok {
+			row = append(row, b)
+		}
+	}
+	if len(row) > 0 {
+		m.Components = append(m.Components, discordgo.ActionsRow{Components: row})
+	}
+	return m
+}
+
+// PostRun posts a runbook run's message in the thread; its message id is
+// the reference (a click counts only on it).
+func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r card.Run) (string, error) {
+	return a.send(ctx, th, RenderRun(r), "run message")
+}
+
+// UpdateRun edits the run message in place; an ended run's loses its
+// buttons.
+func (a *Adapter) UpdateRun(ctx context.Context, th bot.Thread, ref string, r card.Run) error {
+	if !isSnowflake(ref) {
+		return fmt.Errorf("discord: run message reference %q is not a message id", ref)
+	}
+	return a.edit(ctx, th, ref, RenderRun(r), "run message")
+}
+
+// runAction hands a run message's button to the bot.
+func (a *Adapter) runAction(ctx context.Context, i *discordgo.Interaction, ref string, kind card.ActionKind) {
+	click, ok := a.clickOf(ctx, i, ref)
+	if !ok {
+		return
+	}
+	a.refused(ctx, i, click, "run button", a.b.RunAction(ctx, click, kind))
+}
