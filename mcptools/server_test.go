@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -191,26 +192,8 @@ func memDial(srv *mcp.Server) dialFunc {
 	}
 }
 
-// logBuffer collects a text log, safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+func newLog() (*slog.Logger, *testkit.Buffer) {
+	b := &testkit.Buffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 
@@ -226,18 +209,6 @@ func startManager(t *testing.T, cfgs []Config, set *tools.Set, log *slog.Logger,
 		t.Fatalf("WaitReady: %v", err)
 	}
 	return m
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func mustTool(t *testing.T, set *tools.Set, name string) tools.Tool {

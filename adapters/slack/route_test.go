@@ -15,6 +15,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // Issue 13 in the adapter: Edit…, Extend, escalations, copies of cards
@@ -457,7 +458,7 @@ func TestParseRouteInteractions(t *testing.T) {
 func newStubWorld(t *testing.T, mode string, b Bot, setup ...func(*Adapter)) *world {
 	t.Helper()
 	fake := newFakeSlack(t)
-	w := &world{t: t, mode: mode, fake: fake, logs: &syncBuffer{}}
+	w := &world{t: t, mode: mode, fake: fake, logs: &testkit.Buffer{}}
 	cfg := Config{Mode: mode, BotToken: testBotToken, APIURL: fake.apiURL(), HTTPClient: &http.Client{Timeout: 10 * time.Second}}
 	if mode == ModeSocket {
 		cfg.AppToken = testAppToken

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -59,15 +60,11 @@ func (r *crashRig) count(path string) int {
 	return n
 }
 
+// waitUntil polls cond for up to 20 s: the binary under test is slower
+// to answer than a package's own server.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, what, cond)
 }
 
 // pauseDeploy starts the binary, asks for the deploy and waits for the card.

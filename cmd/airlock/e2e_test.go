@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -169,26 +169,9 @@ type chatProcess struct {
 	t     *testing.T
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   *syncBuffer
-	errb  *syncBuffer
+	out   *testkit.Buffer
+	errb  *testkit.Buffer
 	seen  int
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startChat(t *testing.T, cfgPath string) *chatProcess {
@@ -211,7 +194,7 @@ func startChatCmd(t *testing.T, cmd *exec.Cmd) *chatProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &chatProcess{t: t, cmd: cmd, stdin: stdin, out: &syncBuffer{}, errb: &syncBuffer{}}
+	p := &chatProcess{t: t, cmd: cmd, stdin: stdin, out: &testkit.Buffer{}, errb: &testkit.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -249,11 +232,11 @@ func (p *chatProcess) waitFor(s string) string {
 
 // startRun starts `airlock run` with the config at path; its output is
 // logged when the test fails, and it is killed at cleanup.
-func startRun(t *testing.T, path string, env ...string) (*exec.Cmd, *syncBuffer) {
+func startRun(t *testing.T, path string, env ...string) (*exec.Cmd, *testkit.Buffer) {
 	t.Helper()
 	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -69,9 +70,9 @@ mcp_servers:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &syncBuffer{}, &stderr) }()
+	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &testkit.Buffer{}, &stderr) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(stderr.String(), "starting with token") || !strings.Contains(stderr.String(), "airlock running") {
 		if time.Now().After(deadline) {
