@@ -195,11 +195,7 @@ func TestStderrLines(t *testing.T) {
 	l.Write([]byte("o\n" + strings.Repeat("x", 3*maxStderrLine) + "\nlast"))
 	l.flush()
 	s := logs.String()
-	for _, want := range []string{"line=one\n", "line=two\n", " [cut]", "line=last\n"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("log lacks %q:\n%s", want, s)
-		}
-	}
+	testkit.ContainsAll(t, "log", s, "line=one\n", "line=two\n", " [cut]", "line=last\n")
 	if strings.Count(s, "x") > maxStderrLine+10 {
 		t.Errorf("long line not cut")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
@@ -86,7 +87,7 @@ func TestCheckedCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	for _, want := range []string{
+	testkit.ContainsAll(t, "terminal", got,
 		"outcome unknown for call 1 (charge: charge {\"amount\":10})",
 		"until marked checked, every call of charge needs a yes; /checked lists runs to mark checked",
 		"APPROVAL NEEDED",
@@ -97,11 +98,7 @@ func TestCheckedCommand(t *testing.T) {
 		"Marked checked: call 1 (charge)",
 		"No run with an unknown outcome waits to be checked.",
 		"Charged.",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("terminal lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if n := strings.Count(got, "Marked checked:"); n != 1 {
 		t.Errorf("marked checked %d times:\n%s", n, got)
 	}

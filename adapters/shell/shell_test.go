@@ -18,6 +18,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -90,11 +91,7 @@ func TestHostileCardIsInert(t *testing.T) {
 			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
 		}
 	}
-	for _, want := range []string{`\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("card lacks %q:\n%s", want, out)
-		}
-	}
+	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome")
 	if n := strings.Count(out, "\n"); n > 60 {
 		t.Errorf("a card of %d lines", n)
 	}
@@ -228,7 +225,7 @@ func TestCommands(t *testing.T) {
 			t.Fatalf("click %d: %+v, want %+v", i, b.clicks[i], want[i])
 		}
 	}
-	for _, s := range []string{
+	testkit.ContainsAll(t, "output", out,
 		"A card is still waiting from before",
 		"Call 1 is not waiting for a decision",
 		`"9" is not a call number of the card (1-2)`,
@@ -237,11 +234,7 @@ func TestCommands(t *testing.T) {
 		"/deny N [reason]    deny call N",
 		"/edit N {JSON}      allow call N with these arguments instead",
 		"/extend             push the waiting card's deadline",
-	} {
-		if !strings.Contains(out, s) {
-			t.Errorf("output lacks %q:\n%s", s, out)
-		}
-	}
+	)
 }
 
 func TestNoCardWaiting(t *testing.T) {
@@ -321,7 +314,7 @@ func TestRenderRoutedGolden(t *testing.T) {
 			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
 		}
 	}
-	for _, want := range []string{
+	testkit.ContainsAll(t, "card", out,
 		"| [2] restart_service: Restart api in staging\n|     edited by oncall\\u001b[8m at 16:08:00 UTC:\n",
 		`|       environment: "production" → "staging"`,
 		`|       "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066"`,
@@ -332,11 +325,7 @@ func TestRenderRoutedGolden(t *testing.T) {
 		"| Escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)",
 		"| Escalation at 16:25 UTC: mentions U0BOSS, widens approvers to U0BOSS, group S0LEADS\n",
 		"/args N  /edit N\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("card lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "/edit 2") || strings.Contains(out, "/extend") || strings.Contains(out, "slack.com") {
 		t.Errorf("an edited call offers /edit, an extended card /extend, or a thread link printed:\n%s", out)
 	}
@@ -399,7 +388,7 @@ func TestEditCommandRefusesBadInput(t *testing.T) {
 	if n := b.asked(); n != 0 {
 		t.Fatalf("the bot was asked %d times; output:\n%s", n, out)
 	}
-	for _, want := range []string{
+	testkit.ContainsAll(t, "output", out,
 		EditUsage,
 		`"x" is not a call number of the card (1-3).`,
 		`"0" is not a call number`,
@@ -408,11 +397,7 @@ func TestEditCommandRefusesBadInput(t *testing.T) {
 		"Call 1 is not waiting for a decision",
 		"Call 2's arguments can't be edited here",
 		`"\\u001b[2J" is not a call number`,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Count(out, EditUsage) != 6 || strings.ContainsRune(out, '\x1b') {
 		t.Fatalf("output:\n%s", out)
 	}
@@ -450,15 +435,11 @@ func TestEditFormShowsArguments(t *testing.T) {
 	if len(b.forms) != 1 || !reflect.DeepEqual(b.forms[0], wantClick) || len(b.edits) != 0 {
 		t.Fatalf("forms %+v edits %+v", b.forms, b.edits)
 	}
-	for _, want := range []string{
+	testkit.ContainsAll(t, "output", out,
 		"Arguments of call [3] scale: Scale web to 120\\u202e\n{\n  \"note\": \"\\u001b]0;t\\u0007\",\n  \"replicas\": 120\n}\n",
 		"/edit 3 {\"note\":\"\\u001b]0;t\\u0007\",\"replicas\":120}\n",
 		EditUsage,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	for _, r := range out {
 		if visible.Hidden(r) && r != '\n' {
 			t.Fatalf("raw %U printed: %q", r, out)
@@ -534,16 +515,12 @@ func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
 	u.Calls[1].State = card.State{Kind: card.Allowed, By: "oncall", At: &at}
 	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
 	got := out.String()
-	for _, want := range []string{
-		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging` + "\n",
+	testkit.ContainsAll(t, "update", got,
+		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging`+"\n",
 		"  request abcdefgh [2] restart_service: allowed by oncall at 16:08:00 UTC\n",
 		"  request abcdefgh: extended by oncall; now expires at 17:05:00 UTC\n",
 		"  request abcdefgh: escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("update lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if strings.Count(got, "\n") != 4 {
 		t.Errorf("update printed more than the changes:\n%s", got)
 	}
