@@ -396,10 +396,7 @@ func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n card.Gra
 // UpdateGrantNotice implements bot.GrantNoticer: it edits the notice in
 // place; a revoked grant's notice loses its Revoke button.
 func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n card.GrantNotice) error {
-	if !isSnowflake(ref) {
-		return fmt.Errorf("discord: grant notice reference %q is not a message id", ref)
-	}
-	return a.edit(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice")
+	return a.editRef(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice")
 }
 
 // send posts one rendered message in the thread, pinging nobody, and
@@ -415,6 +412,15 @@ func (a *Adapter) send(ctx context.Context, th bot.Thread, m CardMessage, what s
 		return "", fmt.Errorf("discord: post %s: %w", what, err)
 	}
 	return sent.ID, nil
+}
+
+// editRef is edit of a message the bot holds a reference to: a reference
+// that is not a message id is an error, and nothing is sent.
+func (a *Adapter) editRef(ctx context.Context, th bot.Thread, ref string, m CardMessage, what string) error {
+	if !isSnowflake(ref) {
+		return fmt.Errorf("discord: %s reference %q is not a message id", what, ref)
+	}
+	return a.edit(ctx, th, ref, m, what)
 }
 
 // edit replaces a message with a rendered one, pinging nobody: embeds and

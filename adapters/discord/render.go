@@ -876,23 +876,13 @@ func EditModal(ref string, number int, value string) *discordgo.InteractionRespo
 	if number > 0 {
 		title = fmt.Sprintf("Edit call [%d]", number)
 	}
-	return &discordgo.InteractionResponseData{
-		CustomID: customID(actionEditSubmit, ref),
-		Title:    title,
-		Components: []discordgo.MessageComponent{
-			discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.TextInput{
-					CustomID:  EditInputID,
-					Label:     "Arguments (JSON): submitting allows the call",
-					Style:     discordgo.TextInputParagraph,
-					Value:     value,
-					Required:  true,
-					MinLength: 2,
-					MaxLength: MaxEditChars,
-				},
-			}},
-		},
-	}
+	return paragraphModal(customID(actionEditSubmit, ref), title, discordgo.TextInput{
+		CustomID:  EditInputID,
+		Label:     "Arguments (JSON): submitting allows the call",
+		Value:     value,
+		MinLength: 2,
+		MaxLength: MaxEditChars,
+	})
 }
 
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref
@@ -902,22 +892,23 @@ func ReasonModal(ref string, number int) *discordgo.InteractionResponseData {
 	if number > 0 {
 		title = fmt.Sprintf("Deny call [%d] with a reason", number)
 	}
+	return paragraphModal(customID(actionModal, ref), title, discordgo.TextInput{
+		CustomID:    ReasonInputID,
+		Label:       "Reason (the agent is told)",
+		Placeholder: "Why not, or what to do instead",
+		MinLength:   1,
+		MaxLength:   bot.MaxReasonLen,
+	})
+}
+
+// paragraphModal is a modal (custom id id) of one required paragraph
+// input.
+func paragraphModal(id, title string, input discordgo.TextInput) *discordgo.InteractionResponseData {
+	input.Style, input.Required = discordgo.TextInputParagraph, true
 	return &discordgo.InteractionResponseData{
-		CustomID: customID(actionModal, ref),
-		Title:    title,
-		Components: []discordgo.MessageComponent{
-			discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.TextInput{
-					CustomID:    ReasonInputID,
-					Label:       "Reason (the agent is told)",
-					Style:       discordgo.TextInputParagraph,
-					Placeholder: "Why not, or what to do instead",
-					Required:    true,
-					MinLength:   1,
-					MaxLength:   bot.MaxReasonLen,
-				},
-			}},
-		},
+		CustomID:   id,
+		Title:      title,
+		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{input}}},
 	}
 }
 
