@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
 
+	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
@@ -475,27 +475,14 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 // adapter's secret nonce, which Post turns into <@user> and <@&role>
 // allowed to ping; the same characters written by a model stay inert.
 func (a *Adapter) Mention(s confirm.Approvers) string {
-	var out []string
-	for _, u := range s.Users {
-		if isSnowflake(u) {
-			out = append(out, mentionOpen+a.nonce+":u"+u+mentionClose)
-		}
-	}
-	for _, r := range s.Roles {
-		if isSnowflake(r) {
-			out = append(out, mentionOpen+a.nonce+":r"+r+mentionClose)
-		}
-	}
-	return strings.Join(out, ", ")
+	m := marker.Set{Nonce: a.nonce}
+	m.Add("u", s.Users, isSnowflake)
+	m.Add("r", s.Roles, isSnowflake)
+	return m.String()
 }
 
-// Mention markers: private-use characters around "<nonce>:<u|r><id>".
-const (
-	mentionOpen  = "\uE000"
-	mentionClose = "\uE001"
-)
-
-var mentionMarker = regexp.MustCompile("\uE000([A-Z0-9]+):([ur])([0-9]{1,20})\uE001")
+// mentionMarker matches a mention marker: "<nonce>:<u|r><id>".
+var mentionMarker = marker.Pattern("([ur])([0-9]{1,20})")
 
 // renderPost is the content of a Post and who may be pinged: nobody
 // unless text holds markers of this adapter's nonce.

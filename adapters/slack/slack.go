@@ -21,6 +21,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -419,27 +420,14 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 // secret nonce that Post turns into mentions of those users and groups;
 // the same characters written by a model stay inert text.
 func (a *Adapter) Mention(s confirm.Approvers) string {
-	var out []string
-	for _, u := range s.Users {
-		if userIDPattern.MatchString(u) {
-			out = append(out, mentionOpen+a.mentionNonce+":"+u+mentionClose)
-		}
-	}
-	for _, g := range s.Groups {
-		if groupIDPattern.MatchString(g) {
-			out = append(out, mentionOpen+a.mentionNonce+":"+g+mentionClose)
-		}
-	}
-	return strings.Join(out, ", ")
+	m := marker.Set{Nonce: a.mentionNonce}
+	m.Add("", s.Users, userIDPattern.MatchString)
+	m.Add("", s.Groups, groupIDPattern.MatchString)
+	return m.String()
 }
 
-// Mention markers: private-use characters around "<nonce>:<id>".
-const (
-	mentionOpen  = "\uE000"
-	mentionClose = "\uE001"
-)
-
-var mentionMarker = regexp.MustCompile("\uE000([A-Z0-9]+):([A-Z0-9]+)\uE001")
+// mentionMarker matches a mention marker: "<nonce>:<id>".
+var mentionMarker = marker.Pattern("([A-Z0-9]+)")
 
 // reminder renders text holding this adapter's mention markers: the
 // markers become mentions (<@U…>, <!subteam^S…> in the fallback text,
