@@ -23,6 +23,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
 
+	"github.com/airlockhq/airlock/adapters/internal/chatbot"
 	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
@@ -53,22 +54,7 @@ const shutdownGrace = 10 * time.Second
 
 // Bot is what the adapter needs from the bot (*bot.Bot).
 type Bot interface {
-	Admit(ctx context.Context, t bot.Turn) bot.Admission
-	HandleTurn(ctx context.Context, t bot.Turn) error
-	Note(ctx context.Context, t bot.Turn) error
-	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
-	Decide(ctx context.Context, c bot.Click) error
-	Revoke(ctx context.Context, c bot.Click) error
-	// ClickedCard is the waiting card a button was on, wherever it was
-	// posted (its thread, an approvals channel, a DM copy).
-	ClickedCard(ctx context.Context, c bot.Click) (*card.Card, error)
-	// EditForm, Edit and Extend serve a card's Edit… and Extend buttons.
-	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
-	Edit(ctx context.Context, c bot.Click, args string) error
-	Extend(ctx context.Context, c bot.Click) error
-	// MarkChecked marks a run whose outcome is unknown checked ("I
-	// checked — go on" on its card or its thread line).
-	MarkChecked(ctx context.Context, c bot.Click) error
+	chatbot.Bot
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas

@@ -21,6 +21,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/internal/chatbot"
 	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
@@ -76,25 +77,8 @@ type AckMetrics interface {
 
 // Bot is what the adapter needs from *bot.Bot.
 type Bot interface {
-	Admit(ctx context.Context, t bot.Turn) bot.Admission
-	HandleTurn(ctx context.Context, t bot.Turn) error
-	Note(ctx context.Context, t bot.Turn) error
-	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
-	Decide(ctx context.Context, c bot.Click) error
-	Revoke(ctx context.Context, c bot.Click) error
-	// ClickedCard is the waiting card a button was on, wherever it was
-	// posted (its thread, an approvals channel, a DM copy).
-	ClickedCard(ctx context.Context, c bot.Click) (*cardpkg.Card, error)
+	chatbot.Bot
 	Channels() *bot.Channels
-	// Extend pushes a card's deadline once (Extend).
-	Extend(ctx context.Context, c bot.Click) error
-	// EditForm checks the clicker may decide the call and returns what
-	// the edit modal shows (Edit…); Edit applies the modal's submission.
-	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
-	Edit(ctx context.Context, c bot.Click, args string) error
-	// MarkChecked marks a run whose outcome is unknown checked ("I
-	// checked — go on" on its card or its thread line).
-	MarkChecked(ctx context.Context, c bot.Click) error
 }
 
 // EventStore is what the adapter needs from storage: recording event ids
