@@ -86,11 +86,7 @@ func TestHostileCardIsInert(t *testing.T) {
 	hostile := hostileCard()
 	out := Render(hostile)
 	golden(t, "card_hostile.txt", out)
-	for _, r := range out {
-		if visible.Hidden(r) {
-			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
-		}
-	}
+	inert(t, "reached the terminal", out)
 	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome")
 	if n := strings.Count(out, "\n"); n > 60 {
 		t.Errorf("a card of %d lines", n)
@@ -106,11 +102,7 @@ func TestHostileCardIsInert(t *testing.T) {
 	c := hostile
 	c.Calls[1].State = card.State{Kind: card.Denied, By: "local", At: c.Calls[2].State.At, Reason: "\x1b[2Jgone"}
 	s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c)
-	for _, r := range term.String() {
-		if visible.Hidden(r) && r != '\n' {
-			t.Fatalf("raw %U in an update: %q", r, term.String())
-		}
-	}
+	inert(t, "in an update", term.String())
 }
 
 func TestArgsPrintsWholeArguments(t *testing.T) {
@@ -192,6 +184,17 @@ func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	}
 	c := *f.card
 	return &c, nil
+}
+
+// inert fails t when s holds a character that would act unseen on a
+// terminal (visible.Hidden); what says where s was printed.
+func inert(t *testing.T, what, s string) {
+	t.Helper()
+	for _, r := range s {
+		if visible.Hidden(r) {
+			t.Fatalf("raw %U %s: %q", r, what, s)
+		}
+	}
 }
 
 func runShell(t *testing.T, b Bot, input string) string {
@@ -309,11 +312,7 @@ func TestRenderRoutedGolden(t *testing.T) {
 	c := routedCard()
 	out := Render(c)
 	golden(t, "card_routed.txt", out)
-	for _, r := range out {
-		if visible.Hidden(r) {
-			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
-		}
-	}
+	inert(t, "reached the terminal", out)
 	testkit.ContainsAll(t, "card", out,
 		"| [2] restart_service: Restart api in staging\n|     edited by oncall\\u001b[8m at 16:08:00 UTC:\n",
 		`|       environment: "production" → "staging"`,
@@ -440,11 +439,7 @@ func TestEditFormShowsArguments(t *testing.T) {
 		"/edit 3 {\"note\":\"\\u001b]0;t\\u0007\",\"replicas\":120}\n",
 		EditUsage,
 	)
-	for _, r := range out {
-		if visible.Hidden(r) && r != '\n' {
-			t.Fatalf("raw %U printed: %q", r, out)
-		}
-	}
+	inert(t, "printed", out)
 	// The line to copy is the exact arguments: its escapes mean the same
 	// characters in JSON.
 	line := out[strings.Index(out, "/edit 3 {")+len("/edit 3 "):]
@@ -524,11 +519,7 @@ func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
 	if strings.Count(got, "\n") != 4 {
 		t.Errorf("update printed more than the changes:\n%s", got)
 	}
-	for _, r := range got {
-		if visible.Hidden(r) && r != '\n' {
-			t.Fatalf("raw %U in an update: %q", r, got)
-		}
-	}
+	inert(t, "in an update", got)
 	out.Reset()
 	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
 	if out.String() != "" {
