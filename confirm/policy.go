@@ -70,6 +70,19 @@ type Approvers struct {
 // Empty reports whether the set names nobody.
 func (a Approvers) Empty() bool { return len(a.Users) == 0 && len(a.Groups) == 0 && len(a.Roles) == 0 }
 
+// Members names the set's members as text, raw: the user ids, then
+// "group G" for each group and "role R" for each role.
+func (a Approvers) Members() []string {
+	out := append([]string(nil), a.Users...)
+	for _, g := range a.Groups {
+		out = append(out, "group "+g)
+	}
+	for _, r := range a.Roles {
+		out = append(out, "role "+r)
+	}
+	return out
+}
+
 // Verdict is a policy's answer for one call. The zero Verdict lets the call
 // run without asking anyone.
 type Verdict struct {

@@ -660,15 +660,7 @@ func escalation(e cardpkg.Escalation) string {
 // who lists people as the terminal shows them: user ids, "group S…",
 // "role …", escaped.
 func who(a confirm.Approvers) string {
-	var out []string
-	out = append(out, a.Users...)
-	for _, g := range a.Groups {
-		out = append(out, "group "+g)
-	}
-	for _, r := range a.Roles {
-		out = append(out, "role "+r)
-	}
-	return oneLine(strings.Join(out, ", "))
+	return oneLine(strings.Join(a.Members(), ", "))
 }
 
 func capital(s string) string {

@@ -84,9 +84,7 @@ func hostileCard() card.Card {
 
 func TestHostileCardIsInert(t *testing.T) {
 	hostile := hostileCard()
-	out := Render(hostile)
-	golden(t, "card_hostile.txt", out)
-	inert(t, "reached the terminal", out)
+	out := renderGolden(t, "card_hostile.txt", hostile)
 	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome")
 	if n := strings.Count(out, "\n"); n > 60 {
 		t.Errorf("a card of %d lines", n)
@@ -184,6 +182,16 @@ func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	}
 	c := *f.card
 	return &c, nil
+}
+
+// renderGolden renders c, checks it against the golden file name, and
+// that nothing in it would act unseen on a terminal.
+func renderGolden(t *testing.T, name string, c card.Card) string {
+	t.Helper()
+	out := Render(c)
+	golden(t, name, out)
+	inert(t, "reached the terminal", out)
+	return out
 }
 
 // inert fails t when s holds a character that would act unseen on a
@@ -310,9 +318,7 @@ func routedCard() card.Card {
 
 func TestRenderRoutedGolden(t *testing.T) {
 	c := routedCard()
-	out := Render(c)
-	golden(t, "card_routed.txt", out)
-	inert(t, "reached the terminal", out)
+	out := renderGolden(t, "card_routed.txt", c)
 	testkit.ContainsAll(t, "card", out,
 		"| [2] restart_service: Restart api in staging\n|     edited by oncall\\u001b[8m at 16:08:00 UTC:\n",
 		`|       environment: "production" → "staging"`,
