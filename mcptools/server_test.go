@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -62,13 +63,7 @@ func (r *recorder) add(req *mcp.CallToolRequest) {
 func (r *recorder) of(tool string) []call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []call
-	for _, c := range r.calls {
-		if c.Tool == tool {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(r.calls), func(c call) bool { return c.Tool != tool })
 }
 
 type itemArgs struct {

@@ -872,11 +872,7 @@ func RenderPointer(p card.Pointer) CardMessage {
 // characters that would act unseen written as JSON escapes, which mean
 // the same characters).
 func EditModal(ref string, number int, value string) *discordgo.InteractionResponseData {
-	title := "Edit the call's arguments"
-	if number > 0 {
-		title = fmt.Sprintf("Edit call [%d]", number)
-	}
-	return paragraphModal(customID(actionEditSubmit, ref), title, discordgo.TextInput{
+	return paragraphModal(customID(actionEditSubmit, ref), numbered("Edit the call's arguments", "Edit call [%d]", number), discordgo.TextInput{
 		CustomID:  EditInputID,
 		Label:     "Arguments (JSON): submitting allows the call",
 		Value:     value,
@@ -888,17 +884,22 @@ func EditModal(ref string, number int, value string) *discordgo.InteractionRespo
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref
 // (number is the call's number on the card, for the title).
 func ReasonModal(ref string, number int) *discordgo.InteractionResponseData {
-	title := "Deny with a reason"
-	if number > 0 {
-		title = fmt.Sprintf("Deny call [%d] with a reason", number)
-	}
-	return paragraphModal(customID(actionModal, ref), title, discordgo.TextInput{
+	return paragraphModal(customID(actionModal, ref), numbered("Deny with a reason", "Deny call [%d] with a reason", number), discordgo.TextInput{
 		CustomID:    ReasonInputID,
 		Label:       "Reason (the agent is told)",
 		Placeholder: "Why not, or what to do instead",
 		MinLength:   1,
 		MaxLength:   bot.MaxReasonLen,
 	})
+}
+
+// numbered is a modal's title: with the call's number (format) when it
+// has one, else title.
+func numbered(title, format string, number int) string {
+	if number > 0 {
+		return fmt.Sprintf(format, number)
+	}
+	return title
 }
 
 // paragraphModal is a modal (custom id id) of one required paragraph

@@ -341,14 +341,19 @@ func TestEmptyReplies(t *testing.T) {
 }
 
 func TestEnvironmentIgnored(t *testing.T) {
-	t.Setenv("GOOGLE_API_KEY", "env-google-key")
-	t.Setenv("GEMINI_API_KEY", "env-gemini-key")
-	t.Setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
-	t.Setenv("GOOGLE_GENAI_USE_ENTERPRISE", "true")
-	t.Setenv("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:1/")
-	t.Setenv("GOOGLE_VERTEX_BASE_URL", "http://127.0.0.1:1/")
-	t.Setenv("GOOGLE_CLOUD_PROJECT", "env-project")
-	t.Setenv("GOOGLE_CLOUD_LOCATION", "us-central1")
+	// Every variable the client library would read, set to mislead it.
+	for k, v := range map[string]string{
+		"GOOGLE_API_KEY":              "env-google-key",
+		"GEMINI_API_KEY":              "env-gemini-key",
+		"GOOGLE_GENAI_USE_VERTEXAI":   "true",
+		"GOOGLE_GENAI_USE_ENTERPRISE": "true",
+		"GOOGLE_GEMINI_BASE_URL":      "http://127.0.0.1:1/",
+		"GOOGLE_VERTEX_BASE_URL":      "http://127.0.0.1:1/",
+		"GOOGLE_CLOUD_PROJECT":        "env-project",
+		"GOOGLE_CLOUD_LOCATION":       "us-central1",
+	} {
+		t.Setenv(k, v)
+	}
 	f := newFake(t, reply(`{"role":"model","parts":[{"text":"hi"}]}`))
 	msg, err := f.provider(t).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}})
 	if err != nil {

@@ -300,12 +300,17 @@ func TestRequestMapping(t *testing.T) {
 }
 
 func TestEnvironmentIgnored(t *testing.T) {
-	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
-	t.Setenv("OPENAI_API_KEY", "sk-from-env")
-	t.Setenv("OPENAI_ADMIN_KEY", "sk-admin-from-env")
-	t.Setenv("OPENAI_ORG_ID", "org-env")
-	t.Setenv("OPENAI_PROJECT_ID", "proj-env")
-	t.Setenv("OPENAI_CUSTOM_HEADERS", "X-From-Env: yes")
+	// Every variable the client library would read, set to mislead it.
+	for k, v := range map[string]string{
+		"OPENAI_BASE_URL":       "http://127.0.0.1:1/v1",
+		"OPENAI_API_KEY":        "sk-from-env",
+		"OPENAI_ADMIN_KEY":      "sk-admin-from-env",
+		"OPENAI_ORG_ID":         "org-env",
+		"OPENAI_PROJECT_ID":     "proj-env",
+		"OPENAI_CUSTOM_HEADERS": "X-From-Env: yes",
+	} {
+		t.Setenv(k, v)
+	}
 	f := newFake(t, completion(`{"role":"assistant","content":"hi"}`), completion(`{"role":"assistant","content":"hi"}`))
 	if _, err := f.provider(t, testKey).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}); err != nil {
 		t.Fatal(err)
