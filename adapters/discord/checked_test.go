@@ -97,9 +97,7 @@ func TestUnknownOutcomeCheckedOverDiscord(t *testing.T) {
 	if err := h.set.Add(charge); err != nil {
 		t.Fatal(err)
 	}
-	h.model.PushCalls(tc("c1", "charge", `{"amount":10}`))
-	h.model.PushText("It may or may not have gone through.")
-	h.start()
+	h.startWith(tc("c1", "charge", `{"amount":10}`), "It may or may not have gone through.")
 	h.fd.Send("MESSAGE_CREATE", guildMessage("7001", channelID, requester, mentionText("charge 10"), true))
 	thread := h.threadFor("7001")
 	h.waitAnswer(thread, "It may or may not have gone through.")
