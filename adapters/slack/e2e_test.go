@@ -203,15 +203,7 @@ func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 		waitFor(t, "socket mode connection", func() bool { return w.fake.connections() > 0 })
 	}
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-runErr:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return after its context ended")
-		}
+		stopRun(t, "Run", cancel, runErr)
 		if w.events != nil {
 			w.events.Close()
 		}

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"context"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -106,6 +107,21 @@ func permalink(channel, ts string) string {
 
 // dmOf is the fake's DM channel id with a user.
 func dmOf(user string) string { return slacktest.DMOf(user) }
+
+// stopRun ends an adapter's Run (what names it) by cancel, and checks it
+// returns, without an error, within 10 s.
+func stopRun(t *testing.T, what string, cancel context.CancelFunc, runErr <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s did not return after its context ended", what)
+	}
+}
 
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
