@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,18 +227,11 @@ func TestTwoReplicas(t *testing.T) {
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 
-	var inFlight, maxInFlight atomic.Int64
+	var inFlight racetest.Peak
 	hung := make(chan struct{}, 1)
 	release := make(chan struct{})
 	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			m := maxInFlight.Load()
-			if n <= m || maxInFlight.CompareAndSwap(m, n) {
-				break
-			}
-		}
+		defer inFlight.Enter()()
 		last := req.Messages[len(req.Messages)-1]
 		if strings.Contains(last.Content, "slow") {
 			time.Sleep(400 * time.Millisecond) // a long model call, so a second turn would overlap
@@ -317,7 +309,7 @@ tools:
 
 	// Two turns in one thread, one to each replica, at once: the model
 	// never sees them concurrently.
-	maxInFlight.Store(0)
+	inFlight.Reset()
 	var wg2 sync.WaitGroup
 	for i, id := range []string{"Ev2", "Ev3"} {
 		wg2.Add(1)
@@ -339,7 +331,7 @@ tools:
 		}
 		return n == 2
 	})
-	if m := maxInFlight.Load(); m != 1 {
+	if m := inFlight.Most(); m != 1 {
 		t.Fatalf("two replicas ran turns of one thread concurrently (%d model calls in flight)", m)
 	}
 
