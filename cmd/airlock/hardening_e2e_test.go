@@ -196,13 +196,7 @@ tools:
 	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
 		t.Fatalf("/debug/pprof/ with debug.pprof: %d", resp.StatusCode)
 	}
-	if code, err := postSigned(addr, slackEvent("T1", "EvS1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("event: %d %v", code, err)
-	}
-	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
-	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-		t.Fatalf("click: %d %v", code, err)
-	}
+	askAndAllowDeploy(t, addr, api, "EvS1")
 	waitUntil(t, "the deploy request", func() bool { return len(tools.calls()) == 1 })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -277,13 +271,7 @@ tools:
 	path := writeConfig(t, dir, cfg)
 	cmd, _ := startRun(t, path)
 	waitReady(t, addr)
-	if code, err := postSigned(addr, slackEvent("T1", "EvW1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("event: %d %v", code, err)
-	}
-	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
-	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-		t.Fatalf("click: %d %v", code, err)
-	}
+	askAndAllowDeploy(t, addr, api, "EvW1")
 	waitUntil(t, "the deploy", func() bool { return len(tools.calls()) == 1 })
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -309,5 +297,18 @@ tools:
 		if n != 1 {
 			t.Fatalf("event %s delivered %d times", id, n)
 		}
+	}
+}
+
+// askAndAllowDeploy asks the running Airlock at addr (event eventID) to
+// deploy web in COPS, waits for the card and allows it as UALICE.
+func askAndAllowDeploy(t *testing.T, addr string, api *slackAPI, eventID string) {
+	t.Helper()
+	if code, err := postSigned(addr, slackEvent("T1", eventID, "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("event: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
+	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
 	}
 }
