@@ -112,9 +112,7 @@ func killedBeforeAnyRun(t *testing.T, point string) (*crashRig, string) {
 // that no tool ran twice, no allowed call was lost, and the conversation
 // ends with an answer or an explicit unknown.
 func TestCrashRecovery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	// The deciding click's write also claims the batch and starts its
 	// first run: killed right after the decision or the claim, that call,
 	// which never reached its service, is unknown and never run (at most

@@ -31,6 +31,14 @@ type builtBinary struct {
 	err  error
 }
 
+// skipShort skips, under -short, a test that builds and runs the binary.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+}
+
 func airlockBinary(t *testing.T, tags ...string) string {
 	t.Helper()
 	key := strings.Join(tags, ",")
@@ -273,9 +281,7 @@ func (p *chatProcess) kill() {
 // TestEndToEndShell drives the real binary's terminal adapter against a fake
 // OpenAI-compatible model server, a fake tool service and a real SQLite file.
 func TestEndToEndShell(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	model := modeltest.NewOpenAIServer(t, agent)
 	tools := newToolServer(t)
 	const modelKey, toolToken = "sk-live-MODELSECRET123", "tok-TOOLSECRET456"
@@ -440,9 +446,7 @@ func TestEndToEndShell(t *testing.T) {
 // TestExpiryInRealTime: with a short timeout, the real binary reminds the
 // approvers, then expires the call and continues, with nobody typing.
 func TestExpiryInRealTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	model := modeltest.NewOpenAIServer(t, agent)
 	tools := newToolServer(t)
 	dir := t.TempDir()

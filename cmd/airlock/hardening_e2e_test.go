@@ -34,9 +34,7 @@ func slackEvent(team, eventID, typ, channel, user, ts, threadTS, text string) []
 // bystander trying to cancel a card, and a tool error that carries a
 // secret.
 func TestRunHardening(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	const secret = "sk-status-0123456789"
 	api := newSlackAPI(t)
 	// The status service answers 500 and echoes what it got, token included.
@@ -165,9 +163,7 @@ tools:
 // TestRunDrainsOnSIGTERM: SIGTERM while an allowed deploy is running lets
 // it finish (within shutdown_timeout), takes no new clicks, and exits.
 func TestRunDrainsOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 	release := make(chan struct{})
@@ -229,9 +225,7 @@ tools:
 // restart the receiver, now up, gets every event of the turn, in order,
 // each signed, none twice.
 func TestRunWebhooksSurviveDowntimeAndRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	const secret = "webhook-secret-abcdef0123"
 	var mu sync.Mutex
 	up := false

@@ -23,9 +23,7 @@ import (
 // approver twice, and a grant that covers the next call of its tool in its
 // thread only, until revoked.
 func TestRunPolicy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 	var mu sync.Mutex

@@ -365,9 +365,7 @@ tools:
 // default mode: it opens a Socket Mode connection with the app token, acks
 // an envelope, and the mention gets the model's answer in its thread.
 func TestRunOverSocketMode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	model := modeltest.NewOpenAIServer(t, agent)
 	dir := t.TempDir()

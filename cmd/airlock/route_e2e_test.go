@@ -21,9 +21,7 @@ import (
 // Extend moves the deadline once; a click on a DM copy decides and the
 // other copies are updated.
 func TestRunRouting(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {

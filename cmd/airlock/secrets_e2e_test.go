@@ -99,9 +99,7 @@ mcp_servers:
 // server that splits it across two text parts, get no form or part of it
 // to the model.
 func TestEndToEndSecretsNotToTheModel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	const token = "svc_e2e/TOKEN+0123456789&x"
 	goJSON, _ := json.Marshal(token)
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
