@@ -3,13 +3,12 @@ package shell
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/adapters/internal/adaptertest"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -29,24 +28,6 @@ func (f *fakeBot) MarkChecked(_ context.Context, c bot.Click) error {
 
 func (f *fakeBot) UncheckedRuns(context.Context, bot.Thread) ([]cardpkg.UnknownNotice, error) {
 	return nil, nil
-}
-
-// chargeTool is an ungated tool whose first run's outcome is unknown.
-type chargeTool struct{ runs atomic.Int64 }
-
-func (c *chargeTool) Spec() model.ToolSpec {
-	return model.ToolSpec{Name: "charge", Description: "Charge.", Parameters: json.RawMessage(`{"type":"object"}`)}
-}
-func (c *chargeTool) Confirm() bool                  { return false }
-func (c *chargeTool) Validate(json.RawMessage) error { return nil }
-func (c *chargeTool) Summary(args json.RawMessage) (string, error) {
-	return "charge " + string(args), nil
-}
-func (c *chargeTool) Run(context.Context, json.RawMessage, string) (string, error) {
-	if c.runs.Add(1) == 1 {
-		return "", fmt.Errorf("read: connection reset by peer: %w", tools.ErrOutcomeUnknown)
-	}
-	return "charged", nil
 }
 
 type oneTool struct{ t tools.Tool }
@@ -100,7 +81,7 @@ func runRegistered(t *testing.T, b *bot.Bot, input string) *strings.Builder {
 // /checked lists the run, /checked 1 marks it (once), and the next
 // charge runs as usual.
 func TestCheckedCommand(t *testing.T) {
-	charge := &chargeTool{}
+	charge := &adaptertest.ChargeTool{}
 	m := modeltest.NewScripted()
 	m.PushCalls(confirm.ToolCall{ID: "c1", Name: "charge", Args: json.RawMessage(`{"amount":10}`)}).PushText("Maybe charged.")
 	m.PushCalls(confirm.ToolCall{ID: "c2", Name: "charge", Args: json.RawMessage(`{"amount":10,"note":"retry"}`)})
@@ -122,8 +103,8 @@ func TestCheckedCommand(t *testing.T) {
 	if n := strings.Count(got, "Marked checked:"); n != 1 {
 		t.Errorf("marked checked %d times:\n%s", n, got)
 	}
-	if charge.runs.Load() != 2 {
-		t.Errorf("charge ran %d times, want 2 (the first, and the one after the check)", charge.runs.Load())
+	if charge.Runs.Load() != 2 {
+		t.Errorf("charge ran %d times, want 2 (the first, and the one after the check)", charge.Runs.Load())
 	}
 	evs, _ := db.AuditEvents(context.Background(), confirm.AuditFilter{})
 	n := 0
