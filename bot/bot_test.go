@@ -132,6 +132,17 @@ func (h *harness) click(user string, n int, allow bool, reason string) error {
 	return h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: user, Ref: card.Calls[n-1].Ref, Message: cardMsg(card.Calls[n-1].Ref), Allow: allow, Reason: reason})
 }
 
+// allowInBackground has alice allow the call ref under ctx; the channel
+// closes when Decide returns.
+func (h *harness) allowInBackground(ctx context.Context, ref string) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
+	}()
+	return done
+}
+
 func (h *harness) ranCalls() []string {
 	h.tools["status"].Mu.Lock()
 	defer h.tools["status"].Mu.Unlock()
@@ -471,11 +482,7 @@ func TestRecoverMarksRunningUnknownAndNeverReruns(t *testing.T) {
 	h.turn("bob", "deploy")
 	ref := h.plat.LastCard().Calls[0].Ref
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
-	}()
+	done := h.allowInBackground(ctx, ref)
 	// Wait until the call is recorded as running, then "crash": the process
 	// (this bot) is abandoned without recording an outcome.
 	batchID, _, _ := confirm.ParseRef(ref)
@@ -726,11 +733,7 @@ func TestARunIsNotCancelledWithTheTurn(t *testing.T) {
 	h.turn("bob", "ban")
 	ref := h.plat.LastCard().Calls[0].Ref
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
-	}()
+	done := h.allowInBackground(ctx, ref)
 	<-ct.started
 	cancel() // e.g. the process is shutting down
 	close(ct.release)

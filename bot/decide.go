@@ -64,18 +64,39 @@ func (e *VoteError) Error() string {
 }
 func (e *VoteError) Unwrap() error { return ErrAlreadyVoted }
 
-// IsRefusal reports whether err is a click refused by the rules (someone
-// else's button, a second approval by the same person, the requester
-// allowing their own call, a closed call, …): nothing changed and nothing
-// failed. Platforms log refusals as information, other errors as errors.
+// refusals are the clicks refused by the rules (someone else's button, a
+// second approval by the same person, the requester allowing their own
+// call, a closed call, …), each with what the clicker is told: nothing
+// changed and nothing failed.
+var refusals = []struct {
+	err error
+	msg string
+}{
+	{ErrSelfApproval, "You asked for this call, so you can't allow it yourself (confirmation.self_approval is off). Another approver must decide; you can still deny it."},
+	{ErrNotGrantable, "This call can't be allowed with a grant (it needs more than one approval, or a rule rules it out). Use Allow."},
+	{ErrStaleRevision, "The arguments changed since you looked — see the updated card."},
+	{ErrEscalationGrant, "An escalation step let you decide this card, and this card only: a grant would also allow later calls, so it is not yours to give. Use Allow."},
+	{ErrGrantNotActive, "This grant was already revoked or has expired."},
+	{ErrAlreadyExtended, "This card was already extended once."},
+	{ErrNotEditable, "This call's arguments can't be edited (its tool is no longer available here)."},
+	{ErrAlreadyChecked, "This run was already marked checked (or its outcome is known)."},
+	{ErrNotApprover, "You can't approve tool calls in this channel."},
+	{ErrAlreadyClosed, "This call was already decided, has expired, or was superseded."},
+	{confirm.ErrBadRef, unknownButton},
+	{ErrWrongChannel, unknownButton},
+	{confirm.ErrNotFound, unknownButton},
+}
+
+const unknownButton = "This button is not one I know."
+
+// IsRefusal reports whether err is a click refused by the rules (see
+// refusals). Platforms log refusals as information, other errors as errors.
 func IsRefusal(err error) bool {
-	for _, e := range []error{
-		ErrNotApprover, ErrAlreadyClosed, ErrWrongChannel, ErrSelfApproval,
-		ErrAlreadyVoted, ErrNotGrantable, ErrGrantNotActive, ErrEscalationGrant,
-		ErrAlreadyExtended, ErrNotEditable, ErrStaleRevision, ErrAlreadyChecked,
-		confirm.ErrBadRef, confirm.ErrNotFound,
-	} {
-		if errors.Is(err, e) {
+	if errors.Is(err, ErrAlreadyVoted) {
+		return true
+	}
+	for _, r := range refusals {
+		if errors.Is(err, r.err) {
 			return true
 		}
 	}
@@ -87,40 +108,25 @@ func UserMessage(err error) string {
 	var ve *VoteError
 	var ee *EditError
 	switch {
+	case err == nil:
+		return ""
 	case errors.As(err, &ve):
 		more := "one more approval"
 		if ve.Remaining != 1 {
 			more = fmt.Sprintf("%d more approvals", ve.Remaining)
 		}
 		return "You already approved this call; it needs " + more + " from someone else. Nothing changed."
-	case errors.Is(err, ErrSelfApproval):
-		return "You asked for this call, so you can't allow it yourself (confirmation.self_approval is off). Another approver must decide; you can still deny it. Nothing changed."
-	case errors.Is(err, ErrNotGrantable):
-		return "This call can't be allowed with a grant (it needs more than one approval, or a rule rules it out). Use Allow. Nothing changed."
-	case errors.Is(err, ErrStaleRevision):
-		return "The arguments changed since you looked — see the updated card. Nothing changed."
-	case errors.Is(err, ErrEscalationGrant):
-		return "An escalation step let you decide this card, and this card only: a grant would also allow later calls, so it is not yours to give. Use Allow. Nothing changed."
-	case errors.Is(err, ErrGrantNotActive):
-		return "This grant was already revoked or has expired. Nothing changed."
 	case errors.As(err, &ee):
 		return "Edit refused: " + ee.Message + ". Nothing changed."
-	case errors.Is(err, ErrAlreadyExtended):
-		return "This card was already extended once. Nothing changed."
-	case errors.Is(err, ErrNotEditable):
-		return "This call's arguments can't be edited (its tool is no longer available here). Nothing changed."
-	case errors.Is(err, ErrAlreadyChecked):
-		return "This run was already marked checked (or its outcome is known). Nothing changed."
 	case errors.Is(err, ErrShuttingDown):
 		return "Airlock is restarting; nothing changed. Click again in a minute."
-	case errors.Is(err, ErrNotApprover):
-		return "You can't approve tool calls in this channel. Nothing changed."
-	case errors.Is(err, ErrAlreadyClosed):
-		return "This call was already decided, has expired, or was superseded. Nothing changed."
-	case errors.Is(err, confirm.ErrBadRef), errors.Is(err, ErrWrongChannel), errors.Is(err, confirm.ErrNotFound):
-		return "This button is not one I know. Nothing changed."
-	case err == nil:
-		return ""
+	case errors.Is(err, confirm.ErrUnavailable):
+		return "I couldn't record your decision — please click again. (My database can't be reached right now; nothing changed.)"
+	}
+	for _, r := range refusals {
+		if errors.Is(err, r.err) {
+			return r.msg + " Nothing changed."
+		}
 	}
 	return "Something went wrong; nothing was run. The operators have the details in the logs."
 }
@@ -133,14 +139,11 @@ func UserMessage(err error) string {
 // decided runs it and continues the conversation. A click that changes
 // nothing returns an error for UserMessage and is audited.
 func (b *Bot) Decide(ctx context.Context, c Click) error {
-	if !b.enter() {
-		return ErrShuttingDown
-	}
-	defer b.leave()
-	t, err := b.resolveClick(ctx, c)
+	t, leave, err := b.enterClick(ctx, c, b.resolveClick)
 	if err != nil {
 		return err
 	}
+	defer leave()
 	if err := b.checkRevision(ctx, c, t); err != nil {
 		return err
 	}

@@ -42,14 +42,11 @@ const MaxEditBytes = 64 << 10
 // c.Message the card it was clicked on. The clicker must be allowed to
 // allow the call, as for Decide.
 func (b *Bot) EditForm(ctx context.Context, c Click) (EditForm, error) {
-	if !b.enter() {
-		return EditForm{}, ErrShuttingDown
-	}
-	defer b.leave()
-	t, err := b.editTarget(ctx, c)
+	t, leave, err := b.enterClick(ctx, c, b.editTarget)
 	if err != nil {
 		return EditForm{}, err
 	}
+	defer leave()
 	// Shown with secrets as [redacted] (Edit refuses to run that marker
 	// in a secret's place); the call's arguments stay exact.
 	return EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool,
@@ -94,14 +91,11 @@ func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
 // updates, the run and the model's continuation follow in the background.
 // Other errors are as Decide's (see UserMessage).
 func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
-	if !b.enter() {
-		return ErrShuttingDown
-	}
-	defer b.leave()
-	t, err := b.editTarget(ctx, c)
+	t, leave, err := b.enterClick(ctx, c, b.editTarget)
 	if err != nil {
 		return err
 	}
+	defer leave()
 	conv, batch, call := t.conv, t.batch, t.call
 	refuse := func(why, msg string) error {
 		b.rejectClick(ctx, c, conv.ID, batch.ID, call.Key, "edit refused: "+why)
@@ -178,14 +172,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 
 // setText names the members of an approver set for an editor.
 func setText(a confirm.Approvers) string {
-	var parts []string
-	parts = append(parts, a.Users...)
-	for _, g := range a.Groups {
-		parts = append(parts, "group "+g)
-	}
-	for _, r := range a.Roles {
-		parts = append(parts, "role "+r)
-	}
+	parts := a.Names()
 	if len(parts) == 0 {
 		return "nobody"
 	}

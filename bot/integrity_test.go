@@ -66,11 +66,7 @@ func TestGrantNeverWidensWhoApproves(t *testing.T) {
 // approver's, not anyone else's in the thread.
 func TestGrantCoversOnlyItsRequester(t *testing.T) {
 	h := newHarnessWith(t, "", withPolicy(nil, withLead))
-	h.push(calls(tc("", "deploy", `{"n":1}`)), text("one"))
-	h.turn("bob", "deploy 1")
-	if err := clickAs(h, "alice", 1, true, true); err != nil {
-		t.Fatal(err)
-	}
+	grantFirstDeploy(t, h)
 	cards := len(h.plat.Cards)
 
 	h.push(calls(tc("", "deploy", `{"target":"mallory's choice"}`)))
@@ -116,11 +112,7 @@ func TestGrantRevokedWhilePlanningIsNotUsed(t *testing.T) {
 		rs = &revokingStore{Store: c.Store}
 		c.Store = rs
 	}))
-	h.push(calls(tc("", "deploy", `{"n":1}`)), text("one"))
-	h.turn("bob", "deploy 1")
-	if err := clickAs(h, "alice", 1, true, true); err != nil {
-		t.Fatal(err)
-	}
+	grantFirstDeploy(t, h)
 	cards := len(h.plat.Cards)
 	rs.on = true
 	h.push(calls(tc("", "deploy", `{"n":2}`)), text("two"))

@@ -161,13 +161,19 @@ func TestRuleApproversNarrowWhoDecides(t *testing.T) {
 	}
 }
 
-func TestGrantCoversTheNextCallOfThatToolInThatThreadOnly(t *testing.T) {
-	h := newHarnessWith(t, "", withPolicy(nil, nil))
+// grantFirstDeploy has bob ask for a deploy and alice allow it for 1h.
+func grantFirstDeploy(t *testing.T, h *harness) {
+	t.Helper()
 	h.push(calls(tc("", "deploy", `{"n":1}`)), text("one"))
 	h.turn("bob", "deploy 1")
 	if err := clickAs(h, "alice", 1, true, true); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestGrantCoversTheNextCallOfThatToolInThatThreadOnly(t *testing.T) {
+	h := newHarnessWith(t, "", withPolicy(nil, nil))
+	grantFirstDeploy(t, h)
 	if h.tools["deploy"].Runs.Load() != 1 {
 		t.Fatal("Allow for 1h did not allow the call")
 	}
@@ -210,11 +216,7 @@ func TestGrantCoversTheNextCallOfThatToolInThatThreadOnly(t *testing.T) {
 
 func TestRevokedGrantCoversNothing(t *testing.T) {
 	h := newHarnessWith(t, "", withPolicy(nil, nil))
-	h.push(calls(tc("", "deploy", `{"n":1}`)), text("one"))
-	h.turn("bob", "deploy 1")
-	if err := clickAs(h, "alice", 1, true, true); err != nil {
-		t.Fatal(err)
-	}
+	grantFirstDeploy(t, h)
 	grants, _ := h.store.Grants(context.Background(), confirm.GrantFilter{})
 	ref := confirm.GrantRef(grants[0].ID)
 	if err := h.bot.Revoke(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "mallory", Ref: ref}); !errors.Is(err, bot.ErrNotApprover) {

@@ -326,14 +326,11 @@ var (
 // per card: c.Ref is any call reference of the card, c.Message the card
 // message. Only someone who may decide a waiting call of it may.
 func (b *Bot) Extend(ctx context.Context, c Click) error {
-	if !b.enter() {
-		return ErrShuttingDown
-	}
-	defer b.leave()
-	t, err := b.resolveClick(ctx, c)
+	t, leave, err := b.enterClick(ctx, c, b.resolveClick)
 	if err != nil {
 		return err
 	}
+	defer leave()
 	may := false
 	for _, call := range t.batch.Calls {
 		if call.Decision == confirm.DecisionPending && !c.IsBot && b.mayDecide(ctx, t.conv, t.batch, call, c.User, c.Roles) {

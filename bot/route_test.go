@@ -33,22 +33,28 @@ func newRouter() *router {
 	return &router{where: map[string]bot.Thread{}, cards: map[string]cardpkg.Card{}, pointers: map[string]cardpkg.Pointer{}, updates: map[string]int{}}
 }
 
+// place gives a new message in th its reference; r.mu is held.
+func (r *router) place(th bot.Thread, kind string) string {
+	r.seq++
+	ref := fmt.Sprintf("%s/%s%d", th.Channel, kind, r.seq)
+	r.where[ref] = th
+	return ref
+}
+
 func (r *router) PostCard(_ context.Context, th bot.Thread, c cardpkg.Card) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seq++
-	ref := fmt.Sprintf("%s/m%d", th.Channel, r.seq)
-	r.where[ref], r.cards[ref] = th, c
+	ref := r.place(th, "m")
+	r.cards[ref] = c
 	return ref, nil
 }
 func (r *router) UpdateCard(_ context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.where[ref] != th {
-		return fmt.Errorf("card %s updated in %+v, posted in %+v", ref, th, r.where[ref])
+	if err := r.update(th, ref); err != nil {
+		return err
 	}
 	r.cards[ref] = c
-	r.updates[ref]++
 	return nil
 }
 func (r *router) Post(_ context.Context, th bot.Thread, s string) error {
@@ -69,18 +75,25 @@ func (r *router) OpenDM(_ context.Context, user string) (bot.Thread, error) {
 func (r *router) PostPointer(_ context.Context, th bot.Thread, p cardpkg.Pointer) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seq++
-	ref := fmt.Sprintf("%s/p%d", th.Channel, r.seq)
-	r.where[ref], r.pointers[ref] = th, p
+	ref := r.place(th, "p")
+	r.pointers[ref] = p
 	return ref, nil
 }
 func (r *router) UpdatePointer(_ context.Context, th bot.Thread, ref string, p cardpkg.Pointer) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.where[ref] != th {
-		return fmt.Errorf("pointer %s updated in %+v", ref, th)
+	if err := r.update(th, ref); err != nil {
+		return err
 	}
 	r.pointers[ref] = p
+	return nil
+}
+
+// update counts an update of ref, which must be in th; r.mu is held.
+func (r *router) update(th bot.Thread, ref string) error {
+	if r.where[ref] != th {
+		return fmt.Errorf("message %s updated in %+v, posted in %+v", ref, th, r.where[ref])
+	}
 	r.updates[ref]++
 	return nil
 }

@@ -25,6 +25,19 @@ func (b *Bot) enter() bool {
 
 func (b *Bot) leave() { b.work.Done() }
 
+// enterClick enters for a click (ErrShuttingDown when stopping) and finds
+// its target with resolve; the caller defers leave when err is nil.
+func (b *Bot) enterClick(ctx context.Context, c Click, resolve func(context.Context, Click) (clicked, error)) (t clicked, leave func(), err error) {
+	if !b.enter() {
+		return clicked{}, nil, ErrShuttingDown
+	}
+	if t, err = resolve(ctx, c); err != nil {
+		b.leave()
+		return clicked{}, nil, err
+	}
+	return t, b.leave, nil
+}
+
 // Shutdown stops taking turns and clicks, then waits for the work already
 // started (tool runs included, which are never cancelled once started) to
 // finish, or for ctx to end. Work cut off by the process exiting is

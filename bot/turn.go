@@ -42,6 +42,20 @@ const (
 	NotRequester
 )
 
+// DatabaseDownMessage answers a message while the database can't be
+// reached: nothing was recorded or run.
+const DatabaseDownMessage = "I can't reach my database right now, so I did nothing with this. Write again in a minute."
+
+// TurnFailedMessage is what a thread is told when its turn failed (the
+// logs get err): DatabaseDownMessage when the database could not be
+// reached, else that something went wrong.
+func TurnFailedMessage(err error) string {
+	if errors.Is(err, confirm.ErrUnavailable) {
+		return DatabaseDownMessage
+	}
+	return "Something went wrong while handling this; nothing more was done. The operators have the details in the logs. Write again to retry."
+}
+
 // NotServedMessage answers a mention in a channel the bot does not serve.
 const NotServedMessage = "I'm not enabled in this channel; an operator can add it to the config."
 

@@ -42,6 +42,7 @@ type Config struct {
 	Events       events.Config     `yaml:"events"`
 	Telemetry    telemetry.Config  `yaml:"telemetry"`
 	Debug        Debug             `yaml:"debug"`
+	Audit        Audit             `yaml:"audit"`
 	// ShutdownTimeout is how long `airlock run` lets started work (tool
 	// runs) finish after SIGTERM; default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -765,6 +766,7 @@ func (c *Config) Validate() error {
 		c.Telemetry.Validate("telemetry"),
 		validateShutdownTimeout(c.ShutdownTimeout),
 		c.Log.Validate("log"),
+		c.Audit.Validate("audit"),
 		c.Limits.Validate("limits"),
 		c.Slack.Validate("slack"),
 		c.Discord.Validate("discord"),

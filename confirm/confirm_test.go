@@ -337,15 +337,15 @@ func TestRefRevision(t *testing.T) {
 	}
 }
 
-func TestApproversMembers(t *testing.T) {
+func TestApproversNames(t *testing.T) {
 	a := Approvers{Users: []string{"U1", "U2"}, Groups: []string{"S1"}, Roles: []string{"42"}}
-	if got := strings.Join(a.Members(), ", "); got != "U1, U2, group S1, role 42" {
+	if got := strings.Join(a.Names(), ", "); got != "U1, U2, group S1, role 42" {
 		t.Fatalf("members %q", got)
 	}
-	if got := (Approvers{}).Members(); len(got) != 0 {
+	if got := (Approvers{}).Names(); len(got) != 0 {
 		t.Fatalf("members of nobody: %q", got)
 	}
-	if m := a.Members(); &m[0] == &a.Users[0] {
+	if m := a.Names(); &m[0] == &a.Users[0] {
 		t.Fatal("Members shares the Users array")
 	}
 }

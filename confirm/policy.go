@@ -70,9 +70,9 @@ type Approvers struct {
 // Empty reports whether the set names nobody.
 func (a Approvers) Empty() bool { return len(a.Users) == 0 && len(a.Groups) == 0 && len(a.Roles) == 0 }
 
-// Members names the set's members as text, raw: the user ids, then
-// "group G" for each group and "role R" for each role.
-func (a Approvers) Members() []string {
+// Names lists the set's members as people read them: user ids, then
+// "group <id>", then "role <name>" (raw: the caller escapes for its surface).
+func (a Approvers) Names() []string {
 	out := append([]string(nil), a.Users...)
 	for _, g := range a.Groups {
 		out = append(out, "group "+g)

@@ -125,7 +125,9 @@ type RunbookStep struct {
 // is one conditional UPDATE (or an INSERT a key decides) whose
 // affected-row count decides: false means another caller (a replica, a
 // second click) won, or the run or step was not in the state required,
-// and nothing was written.
+// and nothing was written. Each transition stamps its times (and decides
+// whether a run is due) from the store's clock, read once per
+// transaction; no caller passes a time in.
 type RunbookStore interface {
 	// CreateRunbookRun stores a new run, status running (ID set when
 	// empty, times the database clock's), and audits runbook_started with
@@ -140,7 +142,7 @@ type RunbookStore interface {
 	// ActiveStep becomes k and the step is stored started. With outcome
 	// skipped, the step is stored skipped at once and the run keeps no
 	// active step.
-	StartRunbookStep(ctx context.Context, k StepKey, tool string, skipped bool, now time.Time) (bool, error)
+	StartRunbookStep(ctx context.Context, k StepKey, tool string, skipped bool) (bool, error)
 	// SetRunbookStepBatch links a started step to its one-call batch:
 	// started to waiting.
 	SetRunbookStepBatch(ctx context.Context, k StepKey, batchID string) (bool, error)
@@ -150,17 +152,17 @@ type RunbookStore interface {
 	// FinishRunbookStep records an active step's outcome and result,
 	// clears the run's active step, sets the run's DueAt (nil: due now),
 	// and audits runbook_step, in one transaction.
-	FinishRunbookStep(ctx context.Context, k StepKey, status StepStatus, result string, due *time.Time, now time.Time) (bool, error)
+	FinishRunbookStep(ctx context.Context, k StepKey, status StepStatus, result string, due *time.Time) (bool, error)
 	// MarkRunbookStepDone takes an unknown step of a halted run to
 	// succeeded (marked by by) and the run back to running, audited.
-	MarkRunbookStepDone(ctx context.Context, k StepKey, by string, now time.Time) (bool, error)
+	MarkRunbookStepDone(ctx context.Context, k StepKey, by string) (bool, error)
 	// HaltRunbookRun takes a running run to halted at step.
-	HaltRunbookRun(ctx context.Context, runID, step string, now time.Time) (bool, error)
+	HaltRunbookRun(ctx context.Context, runID, step string) (bool, error)
 	// ResumeRunbookRun takes a halted run back to running (a Retry).
-	ResumeRunbookRun(ctx context.Context, runID string, now time.Time) (bool, error)
+	ResumeRunbookRun(ctx context.Context, runID string) (bool, error)
 	// FinishRunbookRun ends a running or halted run with status (final),
 	// failedStep and stoppedBy, and audits runbook_finished.
-	FinishRunbookRun(ctx context.Context, runID string, status RunbookStatus, failedStep, stoppedBy string, now time.Time) (bool, error)
+	FinishRunbookRun(ctx context.Context, runID string, status RunbookStatus, failedStep, stoppedBy string) (bool, error)
 	// SetRunbookMessageRef records where the run message was posted.
 	SetRunbookMessageRef(ctx context.Context, runID, ref string) error
 	// DueRunbookRuns lists running runs with no active step whose DueAt

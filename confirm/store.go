@@ -14,6 +14,10 @@ var (
 	// ErrGrantInactive: a grant a batch was planned with was revoked or
 	// expired before the batch was stored.
 	ErrGrantInactive = errors.New("grant no longer active")
+	// ErrUnavailable: the database could not be reached or written (a
+	// connection refused or lost, a server restarting, a read-only or full
+	// file). Nothing was recorded; trying again later may work.
+	ErrUnavailable = errors.New("the database is unavailable")
 )
 
 // Conversation is one chat thread the bot talks in.

@@ -288,7 +288,7 @@ func (e *Engine) recoverStarted(ctx context.Context, s *state) error {
 		if st.CreatedAt.After(e.now().Add(-startGrace)) {
 			return nil // being submitted right now, by this or another process
 		}
-		won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, confirm.StepUnknown, "the step was being submitted when Airlock stopped", nil, e.now())
+		won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, confirm.StepUnknown, "the step was being submitted when Airlock stopped", nil)
 		if err != nil || !won {
 			return err
 		}
@@ -392,7 +392,7 @@ func (e *Engine) startOnFailure(ctx context.Context, s *state, failed string, no
 }
 
 func (e *Engine) halt(ctx context.Context, s *state, step string) (bool, error) {
-	won, err := e.Store.HaltRunbookRun(ctx, s.run.ID, step, e.now())
+	won, err := e.Store.HaltRunbookRun(ctx, s.run.ID, step)
 	if err != nil {
 		return false, err
 	}
@@ -411,7 +411,7 @@ func (e *Engine) finish(ctx context.Context, s *state, status confirm.RunbookSta
 	if status == confirm.RunbookSucceeded {
 		step = ""
 	}
-	won, err := e.Store.FinishRunbookRun(ctx, s.run.ID, status, step, "", e.now())
+	won, err := e.Store.FinishRunbookRun(ctx, s.run.ID, status, step, "")
 	if err != nil || !won {
 		return false, err
 	}
@@ -442,13 +442,13 @@ func (e *Engine) submit(ctx context.Context, s *state, phase string, i, attempt 
 			return e.refuse(ctx, k, sc, fmt.Sprintf("%sits condition failed: %v", invalidPrefix, err))
 		}
 		if !ok {
-			if _, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, true, now); err != nil {
+			if _, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, true); err != nil {
 				return false, err
 			}
 			return true, nil
 		}
 	}
-	won, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, false, now)
+	won, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, false)
 	if err != nil || !won {
 		return false, err
 	}
@@ -471,7 +471,7 @@ func (e *Engine) submit(ctx context.Context, s *state, phase string, i, attempt 
 
 // refuse records a step that cannot start as failed (a start and its end).
 func (e *Engine) refuse(ctx context.Context, k confirm.StepKey, sc StepConfig, why string) (bool, error) {
-	won, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, false, e.now())
+	won, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, false)
 	if err != nil || !won {
 		return false, err
 	}
@@ -479,7 +479,7 @@ func (e *Engine) refuse(ctx context.Context, k confirm.StepKey, sc StepConfig, w
 }
 
 func (e *Engine) end(ctx context.Context, k confirm.StepKey, status confirm.StepStatus, result string) (bool, error) {
-	if _, err := e.Store.FinishRunbookStep(ctx, k, status, result, nil, e.now()); err != nil {
+	if _, err := e.Store.FinishRunbookStep(ctx, k, status, result, nil); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -519,7 +519,7 @@ func (e *Engine) StepDone(ctx context.Context, batch *confirm.Batch) error {
 		t := e.now().Add(sc.Retry.Delay)
 		due = &t
 	}
-	won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, due, e.now())
+	won, err := e.Store.FinishRunbookStep(ctx, st.StepKey, status, result, due)
 	if err != nil {
 		return err
 	}
@@ -576,7 +576,7 @@ func (e *Engine) Stop(ctx context.Context, runID, by string, deny func(batchID s
 	if s.run.Status.Final() {
 		return ErrRunEnded
 	}
-	won, err := e.Store.FinishRunbookRun(ctx, runID, confirm.RunbookStopped, activeStepID(s.run.ActiveStep), by, e.now())
+	won, err := e.Store.FinishRunbookRun(ctx, runID, confirm.RunbookStopped, activeStepID(s.run.ActiveStep), by)
 	if err != nil {
 		return err
 	}
@@ -619,7 +619,7 @@ func (e *Engine) MarkDone(ctx context.Context, runID, by string) error {
 	if k == nil {
 		return ErrRunEnded
 	}
-	won, err := e.Store.MarkRunbookStepDone(ctx, *k, by, e.now())
+	won, err := e.Store.MarkRunbookStepDone(ctx, *k, by)
 	if err != nil {
 		return err
 	}
@@ -648,7 +648,7 @@ func (e *Engine) Retry(ctx context.Context, runID, by string) error {
 	if last == nil || last.Status != confirm.StepUnknown {
 		return ErrRunEnded
 	}
-	won, err := e.Store.ResumeRunbookRun(ctx, runID, e.now())
+	won, err := e.Store.ResumeRunbookRun(ctx, runID)
 	if err != nil {
 		return err
 	}
@@ -671,7 +671,7 @@ func (e *Engine) Retry(ctx context.Context, runID, by string) error {
 func (e *Engine) retryStep(ctx context.Context, s *state, phase string, i, attempt int, by string) (bool, error) {
 	sc := phaseSteps(s.rb, phase)[i]
 	k := confirm.StepKey{RunID: s.run.ID, Phase: phase, StepID: sc.ID, Attempt: attempt}
-	won, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, false, e.now())
+	won, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, false)
 	if err != nil || !won {
 		return false, err
 	}

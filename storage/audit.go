@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -70,23 +69,12 @@ func (db *DB) writeAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) err
 
 // AuditEvents returns the events the filter selects, in id order.
 func (db *DB) AuditEvents(ctx context.Context, f confirm.AuditFilter) ([]confirm.AuditEvent, error) {
-	var where []string
-	var args []any
-	if f.ConversationID != 0 {
-		where = append(where, "conversation_id = ?")
-		args = append(args, f.ConversationID)
-	}
-	if !f.Since.IsZero() {
-		where = append(where, "at >= ?")
-		args = append(args, db.ts(f.Since))
-	}
-	query := `SELECT id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail FROM audit`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id"
+	var c conditions
+	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
+	c.add(!f.Since.IsZero(), "at >= ?", db.ts(f.Since))
+	query := `SELECT id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail FROM audit` + c.sql() + ` ORDER BY id`
 	var rows []auditRow
-	if err := db.sel(ctx, db.reader(), &rows, db.q(query), args...); err != nil {
+	if err := db.sel(ctx, db.reader(), &rows, db.q(query), c.args...); err != nil {
 		return nil, fmt.Errorf("load audit: %w", err)
 	}
 	out := make([]confirm.AuditEvent, len(rows))

@@ -355,14 +355,8 @@ func parseSteps(s string) ([]int, error) {
 
 // SetCardRef stores the platform's reference of the batch's card.
 func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`), ref, db.ts(db.now()), batchID)
-	if err != nil {
-		return fmt.Errorf("set card ref: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("set card ref: batch %s: %w", batchID, confirm.ErrNotFound)
-	}
-	return nil
+	return db.updateRow(ctx, "set card ref", "batch "+batchID,
+		`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`, ref, db.ts(db.now()), batchID)
 }
 
 // batchLostOrMissing explains a conditional UPDATE on a batch that

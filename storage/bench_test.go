@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -20,26 +19,17 @@ import (
 //
 //	AIRLOCK_TEST_POSTGRES_DSN=... go test -run '^$' -bench DecideStorm ./storage/
 func BenchmarkDecideStorm(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		db, err := Open(context.Background(), "sqlite", filepath.Join(b.TempDir(), "bench.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		benchStorm(b, db)
-	})
+	b.Run("sqlite", func(b *testing.B) { benchStorm(b, benchSQLite(b)) })
 	b.Run("postgres", func(b *testing.B) {
-		dsn := os.Getenv(postgresDSNEnv)
-		if dsn == "" {
-			b.Skipf("%s not set", postgresDSNEnv)
-		}
-		db, err := Open(context.Background(), "postgres", dsn)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		benchStorm(b, db)
+		admin, dsn := postgresAdmin(b)
+		benchStorm(b, openDB(b, DriverPostgres, postgresSchema(b, admin, dsn)))
 	})
+}
+
+// benchSQLite opens a new SQLite file, closed when the benchmark ends.
+func benchSQLite(b *testing.B) *DB {
+	b.Helper()
+	return openDB(b, DriverSQLite, filepath.Join(b.TempDir(), "bench.db"))
 }
 
 func benchStorm(b *testing.B, db *DB) {
@@ -87,11 +77,7 @@ func benchStorm(b *testing.B, db *DB) {
 // path makes twice per decision.
 func BenchmarkBatchLoad(b *testing.B) {
 	ctx := context.Background()
-	db, err := Open(ctx, "sqlite", filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := benchSQLite(b)
 	ids := make([]string, 0, 2000)
 	for i := 0; i < 2000; i++ {
 		conv, err := db.Conversation(ctx, "bench", "C", strconv.Itoa(i), false)
@@ -123,11 +109,7 @@ func BenchmarkBatchLoad(b *testing.B) {
 // appended. One op is one decision.
 func BenchmarkDecisionPath(b *testing.B) {
 	ctx := context.Background()
-	db, err := Open(ctx, "sqlite", filepath.Join(b.TempDir(), "bench.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
+	db := benchSQLite(b)
 	type item struct {
 		id   string
 		conv int64

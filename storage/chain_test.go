@@ -4,13 +4,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -91,14 +86,42 @@ func testAuditChainVerifies(t *testing.T, db *DB) {
 	}
 }
 
-func testAuditChainEdited(t *testing.T, db *DB) {
-	ids := chainRows(t, db, 6)
-	dropAuditTriggers(t, db)
-	if _, err := db.x.ExecContext(t.Context(), db.q(`UPDATE audit SET detail = '{"n":99}' WHERE id = ?`), ids[3]); err != nil {
-		t.Fatal(err)
+// chainTamperTests are what a person with the database can do to the audit
+// rows once the triggers are dropped, each one statement on the ids of the
+// rows chainRows wrote, with the row and the break verify must then name.
+var chainTamperTests = func() []conformanceTest {
+	var tests []conformanceTest
+	for _, tc := range []struct {
+		name  string
+		rows  int
+		query string
+		args  func(ids []int64) []any
+		at    int // the index in ids of the row verify names
+		what  string
+	}{
+		{"AuditChainEdited", 6, `UPDATE audit SET detail = '{"n":99}' WHERE id = ?`, func(ids []int64) []any { return []any{ids[3]} }, 3, "edited"},
+		{"AuditChainDeletedMiddle", 6, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[2]} }, 3, "deleted"},
+		{"AuditChainDeletedFirst", 3, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[0]} }, 1, "deleted"},
+		{"AuditChainDeletedTail", 6, `DELETE FROM audit WHERE id >= ?`, func(ids []int64) []any { return []any{ids[4]} }, 5, "deleted"},
+		// Rows 2 and 3 change places: each takes the other's contents,
+		// hashes and all.
+		{"AuditChainSwapped", 6, `UPDATE audit SET at = o.at, kind = o.kind, conversation_id = o.conversation_id,
+			batch_id = o.batch_id, call_key = o.call_key, tool = o.tool, actor = o.actor, detail = o.detail,
+			prev_hash = o.prev_hash, hash = o.hash
+		FROM audit o WHERE (audit.id = ? AND o.id = ?) OR (audit.id = ? AND o.id = ?)`,
+			func(ids []int64) []any { return []any{ids[2], ids[3], ids[3], ids[2]} }, 2, "reordered"},
+	} {
+		tests = append(tests, conformanceTest{tc.name, func(t *testing.T, db *DB) {
+			ids := chainRows(t, db, tc.rows)
+			dropAuditTriggers(t, db)
+			if _, err := db.x.ExecContext(t.Context(), db.q(tc.query), tc.args(ids)...); err != nil {
+				t.Fatal(err)
+			}
+			wantBreak(t, db, ids[tc.at], tc.what)
+		}})
 	}
-	wantBreak(t, db, ids[3], "edited")
-}
+	return tests
+}()
 
 func testAuditChainEditedAndRehashed(t *testing.T, db *DB) {
 	ids := chainRows(t, db, 6)
@@ -121,47 +144,6 @@ func testAuditChainEditedAndRehashed(t *testing.T, db *DB) {
 	wantBreak(t, db, ids[4], "deleted")
 }
 
-func testAuditChainDeletedMiddle(t *testing.T, db *DB) {
-	ids := chainRows(t, db, 6)
-	dropAuditTriggers(t, db)
-	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id = ?`), ids[2]); err != nil {
-		t.Fatal(err)
-	}
-	wantBreak(t, db, ids[3], "deleted")
-}
-
-func testAuditChainDeletedFirst(t *testing.T, db *DB) {
-	ids := chainRows(t, db, 3)
-	dropAuditTriggers(t, db)
-	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id = ?`), ids[0]); err != nil {
-		t.Fatal(err)
-	}
-	wantBreak(t, db, ids[1], "deleted")
-}
-
-func testAuditChainDeletedTail(t *testing.T, db *DB) {
-	ids := chainRows(t, db, 6)
-	dropAuditTriggers(t, db)
-	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id >= ?`), ids[4]); err != nil {
-		t.Fatal(err)
-	}
-	wantBreak(t, db, ids[5], "deleted")
-}
-
-func testAuditChainSwapped(t *testing.T, db *DB) {
-	ids := chainRows(t, db, 6)
-	dropAuditTriggers(t, db)
-	// Rows 2 and 3 change places: each takes the other's contents, hashes
-	// and all.
-	if _, err := db.x.ExecContext(t.Context(), db.q(`UPDATE audit SET at = o.at, kind = o.kind, conversation_id = o.conversation_id,
-			batch_id = o.batch_id, call_key = o.call_key, tool = o.tool, actor = o.actor, detail = o.detail,
-			prev_hash = o.prev_hash, hash = o.hash
-		FROM audit o WHERE (audit.id = ? AND o.id = ?) OR (audit.id = ? AND o.id = ?)`), ids[2], ids[3], ids[3], ids[2]); err != nil {
-		t.Fatal(err)
-	}
-	wantBreak(t, db, ids[2], "reordered")
-}
-
 func testAuditChainInserted(t *testing.T, db *DB) {
 	ids := chainRows(t, db, 3)
 	dropAuditTriggers(t, db)
@@ -181,47 +163,23 @@ func testAuditChainInserted(t *testing.T, db *DB) {
 
 func testAuditChainConcurrent(t *testing.T, db *DB) {
 	conv := newConversation(t, db)
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 25 {
-				if err := db.Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, ConversationID: conv.ID, Actor: fmt.Sprintf("U%d-%d", w, i)}); err != nil {
-					errs <- err
-					return
-				}
+	raceAll(t, 8, func(w int) error {
+		for i := range 25 {
+			if err := db.Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, ConversationID: conv.ID, Actor: fmt.Sprintf("U%d-%d", w, i)}); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	v, err := db.VerifyAudit(t.Context())
 	if err != nil || v.Rows != 200 {
 		t.Fatalf("verify: %+v, %v", v, err)
 	}
 }
 
-func TestSQLiteAuditChainMigrated(t *testing.T) {
-	testAuditChainMigrated(t, DriverSQLite, filepath.Join(t.TempDir(), "old.db"))
-}
-
 func TestPostgresAuditChain(t *testing.T) {
-	dsn := os.Getenv(postgresDSNEnv)
-	if dsn == "" {
-		t.Skipf("%s not set", postgresDSNEnv)
-	}
-	admin, err := sqlx.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
+	admin, dsn := postgresAdmin(t)
 	fresh := func(t *testing.T) string { return postgresSchema(t, admin, dsn) }
-	t.Run("Migrated", func(t *testing.T) { testAuditChainMigrated(t, DriverPostgres, fresh(t)) })
 	t.Run("Replicas", func(t *testing.T) { testAuditChainReplicas(t, fresh(t)) })
 	t.Run("OlderReleaseBeside", func(t *testing.T) { testAuditChainOlderReleaseBeside(t, fresh(t)) })
 }
@@ -230,11 +188,7 @@ func TestPostgresAuditChain(t *testing.T) {
 // old way (the id from the column's default) beside this one: neither's
 // writes fail on the other's ids, and verify names the unchained row.
 func testAuditChainOlderReleaseBeside(t *testing.T, dsn string) {
-	db, err := Open(t.Context(), DriverPostgres, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openDB(t, DriverPostgres, dsn)
 	audit := func(actor string) {
 		t.Helper()
 		if err := db.Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: actor}); err != nil {
@@ -248,7 +202,7 @@ func testAuditChainOlderReleaseBeside(t *testing.T, dsn string) {
 		t.Fatalf("an older release's write failed: %v", err)
 	}
 	audit("U3")
-	_, err = db.VerifyAudit(t.Context())
+	_, err := db.VerifyAudit(t.Context())
 	var br *AuditBreak
 	if !errors.As(err, &br) || br.What != "unchained" {
 		t.Fatalf("verify after an older release's row: %v, want it named unchained", err)
@@ -267,11 +221,7 @@ func testAuditChainMigrated(t *testing.T, driver, dsn string) {
 			ConversationID: int64(i % 7), Actor: "U1", Detail: fmt.Sprintf(`{"n":%d}`, i)})
 	}
 	old.Close()
-	db, err := Open(ctx, driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, driver, dsn)
 	v, err := db.VerifyAudit(ctx)
 	if err != nil || v.Rows != 2500 {
 		t.Fatalf("verify after the upgrade: %+v, %v", v, err)
@@ -284,12 +234,7 @@ func testAuditChainMigrated(t *testing.T, driver, dsn string) {
 		t.Fatalf("verify after a new row: %+v, %v", v, err)
 	}
 	db.Close()
-	again, err := Open(ctx, driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
-	w, err := again.VerifyAudit(ctx)
+	w, err := openDB(t, driver, dsn).VerifyAudit(ctx)
 	if err != nil || w != v {
 		t.Fatalf("verify after opening again: %+v, %v, want %+v", w, err, v)
 	}
@@ -297,34 +242,15 @@ func testAuditChainMigrated(t *testing.T, driver, dsn string) {
 
 // testAuditChainReplicas: two replicas writing at once keep one chain.
 func testAuditChainReplicas(t *testing.T, dsn string) {
-	var dbs [2]*DB
-	for i := range dbs {
-		db, err := Open(t.Context(), DriverPostgres, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		dbs[i] = db
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 20 {
-				if err := dbs[w%2].Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: fmt.Sprintf("U%d-%d", w, i)}); err != nil {
-					errs <- err
-					return
-				}
+	dbs := openReplicas(t, DriverPostgres, dsn, 2)
+	raceAll(t, 16, func(w int) error {
+		for i := range 20 {
+			if err := dbs[w%2].Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: fmt.Sprintf("U%d-%d", w, i)}); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		}
+		return nil
+	})
 	v, err := dbs[1].VerifyAudit(t.Context())
 	if err != nil || v.Rows != 320 {
 		t.Fatalf("verify: %+v, %v", v, err)

@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -17,9 +15,7 @@ import (
 // wins.
 func (db *DB) MarkChecked(ctx context.Context, batchID, key, by string) (bool, error) {
 	now := db.stamp()
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		var c struct {
 			Tool           string `db:"tool"`
 			ConversationID int64  `db:"conversation_id"`
@@ -30,13 +26,9 @@ func (db *DB) MarkChecked(ctx context.Context, batchID, key, by string) (bool, e
 			[]any{by, db.ts(now), batchID, key},
 			`tool, (SELECT conversation_id FROM batches WHERE id = calls.batch_id) AS conversation_id`,
 			`SELECT c.tool, b.conversation_id FROM calls c JOIN batches b ON b.id = c.batch_id WHERE c.batch_id = ? AND c.key = ?`, batchID, key)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost
+		if err := lostIfNoRows(err, "update call"); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("update call: %w", err)
-		}
-		won = true
 		return db.insertAudit(ctx, tx, confirm.AuditEvent{
 			At: now, Kind: confirm.AuditUnknownChecked, ConversationID: c.ConversationID, BatchID: batchID, CallKey: key,
 			Tool: c.Tool, Actor: by,
@@ -45,9 +37,6 @@ func (db *DB) MarkChecked(ctx context.Context, batchID, key, by string) (bool, e
 			}{string(confirm.RunUnknown)}),
 		})
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("mark checked %s/%s: %w", batchID, key, err)
 	}
@@ -58,12 +47,6 @@ func (db *DB) MarkChecked(ctx context.Context, batchID, key, by string) (bool, e
 // announcing the call's unknown outcome; ErrNotFound when the call does
 // not exist.
 func (db *DB) SetUnknownNoticeRef(ctx context.Context, batchID, key, ref string) error {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE calls SET notice_ref = ? WHERE batch_id = ? AND key = ?`), ref, batchID, key)
-	if err != nil {
-		return fmt.Errorf("set unknown notice ref: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("set unknown notice ref: call %s/%s: %w", batchID, key, confirm.ErrNotFound)
-	}
-	return nil
+	return db.updateRow(ctx, "set unknown notice ref", "call "+batchID+"/"+key,
+		`UPDATE calls SET notice_ref = ? WHERE batch_id = ? AND key = ?`, ref, batchID, key)
 }

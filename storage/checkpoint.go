@@ -3,13 +3,16 @@ package storage
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -20,18 +23,31 @@ type AuditCheckpoint struct {
 	Hash      string    `json:"hash"`
 	At        time.Time `json:"at"`
 	Signature string    `json:"signature,omitempty"` // base64 of the Ed25519 signature of SignedBytes
+	// Start marks the checkpoint retention writes before it prunes: row
+	// ID (pruned) is the predecessor of the chain's new first row.
+	Start bool `json:"start,omitempty"`
+	// PublicKey is the base64 of the key that signed it (informative:
+	// verify checks against the key it is given, never this one).
+	PublicKey string `json:"public_key,omitempty"`
 }
 
 // SignedBytes are what a checkpoint's signature covers:
 // "airlock-audit-checkpoint-v1\n" id "\n" hash "\n" at, the id in decimal
-// and at as the audit's canonical time (UTC, microseconds).
+// and at as the audit's canonical time (UTC, microseconds); a start
+// checkpoint's begin "airlock-audit-start-v1\n" instead, so a periodic
+// checkpoint can never pass for the start of a pruned chain.
 func (c AuditCheckpoint) SignedBytes() []byte {
-	return []byte("airlock-audit-checkpoint-v1\n" + strconv.FormatInt(c.ID, 10) + "\n" + c.Hash + "\n" + utc(c.At).Format(auditTimeLayout))
+	prefix := "airlock-audit-checkpoint-v1\n"
+	if c.Start {
+		prefix = "airlock-audit-start-v1\n"
+	}
+	return []byte(prefix + strconv.FormatInt(c.ID, 10) + "\n" + c.Hash + "\n" + utc(c.At).Format(auditTimeLayout))
 }
 
-// Sign sets the checkpoint's signature.
+// Sign sets the checkpoint's signature (and PublicKey).
 func (c *AuditCheckpoint) Sign(key ed25519.PrivateKey) {
 	c.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, c.SignedBytes()))
+	c.PublicKey = base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
 }
 
 // ErrCheckpointSignature is a checkpoint whose signature does not verify.
@@ -81,6 +97,47 @@ func ReadEd25519PublicKey(path string) (ed25519.PublicKey, error) {
 		return ed25519.PublicKey(k), nil
 	}
 	return nil, fmt.Errorf("public key %s: want 32 bytes of Ed25519 key, raw, base64 or hex", path)
+}
+
+// ParseEd25519PrivateKey reads the signing key (audit.signing_key): a PEM
+// "PRIVATE KEY" block (PKCS#8, as `openssl genpkey -algorithm ed25519`
+// writes), or the 32-byte seed (or the 64-byte seed and public key) in
+// base64 or hex, the forms ReadEd25519PublicKey reads for the public key.
+// Errors never quote the value.
+func ParseEd25519PrivateKey(s string) (ed25519.PrivateKey, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "-----BEGIN") {
+		block, _ := pem.Decode([]byte(s))
+		if block == nil || block.Type != "PRIVATE KEY" {
+			return nil, errors.New(`want a PEM "PRIVATE KEY" block (PKCS#8)`)
+		}
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return nil, errors.New("the PEM block is not a PKCS#8 private key")
+		}
+		ek, ok := k.(ed25519.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("the PEM block holds a %T, not an Ed25519 key", k)
+		}
+		return ek, nil
+	}
+	var b []byte
+	if k, err := hex.DecodeString(s); err == nil {
+		b = k
+	} else if k, err := base64.StdEncoding.DecodeString(s); err == nil {
+		b = k
+	}
+	switch len(b) {
+	case ed25519.SeedSize:
+		return ed25519.NewKeyFromSeed(b), nil
+	case ed25519.PrivateKeySize:
+		k := ed25519.NewKeyFromSeed(b[:ed25519.SeedSize])
+		if !bytes.Equal(k[ed25519.SeedSize:], b[ed25519.SeedSize:]) {
+			return nil, errors.New("the 64-byte key's public half does not match its seed")
+		}
+		return k, nil
+	}
+	return nil, errors.New("want an Ed25519 private key: PEM PKCS#8, or the 32-byte seed in base64 or hex")
 }
 
 // Anchor makes the verifier check the chain still holds the checkpoint's

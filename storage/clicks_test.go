@@ -2,13 +2,9 @@ package storage
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -172,24 +168,8 @@ func raceRejectedClicks(t *testing.T, dbs []*DB) {
 	}
 }
 
-// Two replicas (two pools on one database) coalesce too.
-func TestSQLiteRejectedClickReplicas(t *testing.T) {
-	testRejectedClickReplicas(t, DriverSQLite, filepath.Join(t.TempDir(), "replicas.db"))
-}
-
-func TestPostgresRejectedClickReplicas(t *testing.T) {
-	dsn := os.Getenv(postgresDSNEnv)
-	if dsn == "" {
-		t.Skipf("%s not set", postgresDSNEnv)
-	}
-	admin, err := sqlx.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	testRejectedClickReplicas(t, DriverPostgres, postgresSchema(t, admin, dsn))
-}
-
+// testRejectedClickReplicas: two replicas (two pools on one database)
+// coalesce too.
 func testRejectedClickReplicas(t *testing.T, driver, dsn string) {
 	dbs := openReplicas(t, driver, dsn, 2)
 	for _, db := range dbs {

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,10 +11,6 @@ import (
 // setLocalClock replaces the local clock of db (time.Now), as a replica
 // whose clock is off would have it. For tests only.
 func (db *DB) setLocalClock(now func() time.Time) { db.clock.local.Store(&now) }
-
-func TestSQLiteClockReplicas(t *testing.T) {
-	testClockReplicas(t, "sqlite", filepath.Join(t.TempDir(), "clock.db"))
-}
 
 // testClockReplicas opens two handles on one database whose local clocks
 // are an hour fast and an hour slow. After SyncClock they agree on

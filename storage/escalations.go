@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -34,7 +33,7 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int) (bool
 		return false, fmt.Errorf("mark escalated: negative step %d", step)
 	}
 	now := db.stamp()
-	err := db.tx(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
 		if err != nil {
 			return err
@@ -57,13 +56,10 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int) (bool
 			}{step + 1}),
 		})
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("mark escalated %s step %d: %w", batchID, step, err)
 	}
-	return true, nil
+	return won, nil
 }
 
 // ExtendBatch pushes a pending batch's deadline to until, once per batch:
@@ -83,17 +79,14 @@ func (db *DB) ExtendBatch(ctx context.Context, batchID, by string, until time.Ti
 		return false, errors.New("extend batch: zero deadline")
 	}
 	now, until := db.stamp(), utc(until)
-	err := db.tx(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		var cur struct {
 			ConversationID int64  `db:"conversation_id"`
 			ExpiresAt      dbTime `db:"expires_at"`
 		}
 		err := db.get(ctx, tx, &cur, db.q(`SELECT conversation_id, expires_at FROM batches WHERE id = ?`), batchID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost
-		}
-		if err != nil {
-			return fmt.Errorf("load batch: %w", err)
+		if err := lostIfNoRows(err, "load batch"); err != nil {
+			return err
 		}
 		if cur.ExpiresAt.t.IsZero() {
 			return errLost // never expires: nothing to push
@@ -122,11 +115,8 @@ func (db *DB) ExtendBatch(ctx context.Context, batchID, by string, until time.Ti
 			}{until.Format(time.RFC3339Nano), cur.ExpiresAt.t.Format(time.RFC3339Nano)}),
 		})
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("extend batch %s: %w", batchID, err)
 	}
-	return true, nil
+	return won, nil
 }

@@ -2,10 +2,7 @@ package storage
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -111,23 +108,12 @@ func (db *DB) Grant(ctx context.Context, id string) (*confirm.Grant, error) {
 
 // Grants lists the grants the filter selects, newest first.
 func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Grant, error) {
-	var where []string
-	var args []any
-	if f.ConversationID != 0 {
-		where = append(where, "conversation_id = ?")
-		args = append(args, f.ConversationID)
-	}
-	if !f.ActiveAt.IsZero() {
-		where = append(where, "revoked_at IS NULL AND expires_at > ?")
-		args = append(args, db.ts(f.ActiveAt))
-	}
-	query := `SELECT ` + grantColumns + ` FROM grants`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at DESC, id DESC"
+	var c conditions
+	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
+	c.add(!f.ActiveAt.IsZero(), "revoked_at IS NULL AND expires_at > ?", db.ts(f.ActiveAt))
+	query := `SELECT ` + grantColumns + ` FROM grants` + c.sql() + ` ORDER BY created_at DESC, id DESC`
 	var rows []grantRow
-	if err := db.sel(ctx, db.reader(), &rows, db.q(query), args...); err != nil {
+	if err := db.sel(ctx, db.reader(), &rows, db.q(query), c.args...); err != nil {
 		return nil, fmt.Errorf("load grants: %w", err)
 	}
 	out := make([]confirm.Grant, len(rows))
@@ -142,19 +128,13 @@ func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Gran
 // already revoked or does not exist. It is stamped with the store's clock.
 func (db *DB) RevokeGrant(ctx context.Context, id, by string) (bool, error) {
 	now := db.stamp()
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		var g grantRow
 		err := db.get(ctx, tx, &g, db.q(`UPDATE grants SET revoked_by = ?, revoked_at = ? WHERE id = ? AND revoked_at IS NULL
 			RETURNING `+grantColumns), by, db.ts(now), id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost
+		if err := lostIfNoRows(err, "update grant"); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("update grant: %w", err)
-		}
-		won = true
 		return db.insertAudit(ctx, tx, confirm.AuditEvent{
 			At: now, Kind: confirm.AuditGrantRevoked, ConversationID: g.ConversationID, BatchID: g.BatchID, CallKey: g.CallKey,
 			Tool: g.Tool, Actor: by,
@@ -163,9 +143,6 @@ func (db *DB) RevokeGrant(ctx context.Context, id, by string) (bool, error) {
 			}{g.ID}),
 		})
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("revoke grant %s: %w", id, err)
 	}
@@ -175,12 +152,5 @@ func (db *DB) RevokeGrant(ctx context.Context, id, by string) (bool, error) {
 // SetGrantNoticeRef records the platform's reference of the grant's notice;
 // ErrNotFound when the grant does not exist.
 func (db *DB) SetGrantNoticeRef(ctx context.Context, id, ref string) error {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE grants SET notice_ref = ? WHERE id = ?`), ref, id)
-	if err != nil {
-		return fmt.Errorf("set grant notice ref: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("set grant notice ref: grant %s: %w", id, confirm.ErrNotFound)
-	}
-	return nil
+	return db.updateRow(ctx, "set grant notice ref", "grant "+id, `UPDATE grants SET notice_ref = ? WHERE id = ?`, ref, id)
 }

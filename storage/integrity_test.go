@@ -140,10 +140,6 @@ func testRevokedGrantNotStored(t *testing.T, db *DB) {
 	}
 }
 
-func TestSQLiteMigrateIntegrity(t *testing.T) {
-	testMigrateIntegrity(t, DriverSQLite, filepath.Join(t.TempDir(), "old.db"))
-}
-
 // testMigrateIntegrity upgrades a database at migration 9 holding a
 // pending call an approver had edited and a grant: after migration 10 the
 // edited call is at revision 1 (buttons posted before, at revision 0, are
@@ -154,10 +150,7 @@ func testMigrateIntegrity(t *testing.T, driver, dsn string) {
 	old := openAtMigration(t, driver, dsn, 9)
 	ts := old.ts(time.Now())
 	exp := old.ts(time.Now().Add(time.Hour))
-	conv, err := old.Conversation(ctx, "slack", "C1", "t1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := newConversation(t, old)
 	execSeed(t, old, []seedSQL{
 		{`INSERT INTO messages (conversation_id, seq, role, body, created_at) VALUES (?, 1, 'assistant', '{}', ?)`, []any{conv.ID, ts}},
 		{`INSERT INTO batches (id, conversation_id, message_seq, requested_by, status, created_at, expires_at, updated_at) VALUES ('b1', ?, 1, 'U-bob', 'pending', ?, ?, ?)`,
@@ -191,11 +184,7 @@ func testMigrateIntegrity(t *testing.T, driver, dsn string) {
 func TestSQLiteEditAuditScrubbed(t *testing.T) {
 	const secret = "s3cr3t-t0ken-value"
 	scrub := func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
-	db, err := Open(t.Context(), DriverSQLite, filepath.Join(t.TempDir(), "a.db"), WithScrub(scrub))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openDB(t, DriverSQLite, filepath.Join(t.TempDir(), "a.db"), WithScrub(scrub))
 	b := newBatch(t, db, later(), confirm.DecisionPending)
 	edited := `{"token":"` + secret + `"}`
 	for rev, args := range []string{`{"n":1,"t":"` + secret + `"}`, edited} {

@@ -81,10 +81,6 @@ func insertOldAudit(t *testing.T, old *DB, e confirm.AuditEvent) {
 	}
 }
 
-func TestSQLiteMigrateUpgrade(t *testing.T) {
-	testMigrateUpgrade(t, "sqlite", filepath.Join(t.TempDir(), "old.db"))
-}
-
 // testMigrateUpgrade builds a database as the release before migration 004
 // left it, with data, and checks Open upgrades it in place: old rows read
 // back with the new columns' defaults.
@@ -153,10 +149,7 @@ func TestSQLiteMigrationEightKeepsTheAudit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	old := openAtMigration(t, DriverSQLite, path, 7)
 	ctx := t.Context()
-	conv, err := old.Conversation(ctx, "slack", "C1", "t1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := newConversation(t, old)
 	for i, kind := range []confirm.AuditKind{confirm.AuditRejectedClick, confirm.AuditDecision, confirm.AuditToolResult} {
 		insertOldAudit(t, old, confirm.AuditEvent{Kind: kind, ConversationID: conv.ID, Actor: "U1", Detail: fmt.Sprintf(`{"n":%d}`, i)})
 	}
@@ -166,11 +159,7 @@ func TestSQLiteMigrationEightKeepsTheAudit(t *testing.T) {
 	}
 	old.Close()
 
-	db, err := Open(ctx, DriverSQLite, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openUpgraded(t, DriverSQLite, path, 7)
 	after, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
 	if err != nil || !reflect.DeepEqual(before, after) {
 		t.Fatalf("audit after the upgrade\n%+v, %v\nwant\n%+v", after, err, before)
@@ -193,10 +182,6 @@ func TestSQLiteMigrationEightKeepsTheAudit(t *testing.T) {
 	}
 }
 
-func TestSQLiteMigrateOpenBatches(t *testing.T) {
-	testMigrateOpenBatches(t, DriverSQLite, filepath.Join(t.TempDir(), "old.db"))
-}
-
 // testMigrateOpenBatches upgrades a database at migration 8 with a batch
 // whose escalation steps 0 and 2 had fired, one with none and one done:
 // after migration 9 (partial status indexes) the first loads its steps,
@@ -207,10 +192,7 @@ func testMigrateOpenBatches(t *testing.T, driver, dsn string) {
 	old := openAtMigration(t, driver, dsn, 8)
 	ts := old.ts(time.Now())
 	exp := old.ts(time.Now().Add(time.Hour))
-	conv, err := old.Conversation(ctx, "slack", "C1", "t1", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conv := newConversation(t, old)
 	for i, id := range []string{"esc", "plain", "done"} {
 		status := "pending"
 		if id == "done" {

@@ -38,13 +38,16 @@ const (
 	// EventUnknownChecked: a person marked a run whose outcome was unknown
 	// checked; later calls of its tool are judged by the policy again.
 	EventUnknownChecked EventType = "unknown_checked"
+	// EventAuditCheckpoint carries a signed checkpoint of the audit's chain
+	// (checkpoint); it has no audit row of its own.
+	EventAuditCheckpoint EventType = "audit_checkpoint"
 )
 
 // EventTypes lists every webhook event type.
 var EventTypes = []EventType{
 	EventToolCall, EventApprovalRequest, EventApproval, EventDecision, EventExpired,
 	EventRejectedClick, EventToolResult, EventGrantCreated, EventGrantUsed, EventGrantRevoked,
-	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked,
+	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked, EventAuditCheckpoint,
 }
 
 // Outcomes of decision, expired and tool_result events.
@@ -168,6 +171,9 @@ type WebhookEvent struct {
 	// (ResultTruncated then set); nil when the webhook takes no result.
 	Result          *string `json:"result,omitempty"`
 	ResultTruncated bool    `json:"result_truncated,omitempty"`
+	// Checkpoint (audit_checkpoint) is the signed checkpoint, as
+	// `airlock audit verify -checkpoint` reads it.
+	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
 }
 
 // WebhookConversation names the thread an event belongs to.
@@ -227,6 +233,9 @@ func (ev WebhookEvent) encode() []byte {
 	}
 	if ev.Suppressed != 0 {
 		o.add("suppressed", ev.Suppressed)
+	}
+	if ev.Checkpoint != nil {
+		o.add("checkpoint", ev.Checkpoint)
 	}
 	return []byte(o.String())
 }
@@ -549,29 +558,17 @@ type DeliveryFilter struct {
 
 // Deliveries lists the deliveries the filter selects, in id order.
 func (db *DB) Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
-	var where []string
-	var args []any
-	if len(f.Status) > 0 {
-		marks := make([]string, len(f.Status))
-		for i, s := range f.Status {
-			marks[i] = "?"
-			args = append(args, string(s))
-		}
-		where = append(where, "status IN ("+strings.Join(marks, ", ")+")")
+	marks := make([]string, len(f.Status))
+	statuses := make([]any, len(f.Status))
+	for i, s := range f.Status {
+		marks[i], statuses[i] = "?", string(s)
 	}
-	if f.Target != "" {
-		where = append(where, "target = ?")
-		args = append(args, f.Target)
-	}
-	if f.ConversationID != 0 {
-		where = append(where, "conversation_id = ?")
-		args = append(args, f.ConversationID)
-	}
-	query := `SELECT ` + deliveryColumns + ` FROM outbox`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id"
+	var c conditions
+	c.add(len(f.Status) > 0, "status IN ("+strings.Join(marks, ", ")+")", statuses...)
+	c.add(f.Target != "", "target = ?", f.Target)
+	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
+	query := `SELECT ` + deliveryColumns + ` FROM outbox` + c.sql() + ` ORDER BY id`
+	args := c.args
 	if f.Limit > 0 {
 		query += " LIMIT ?"
 		args = append(args, f.Limit)

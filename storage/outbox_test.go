@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -443,10 +442,6 @@ func testOutboxClaimExpiry(t *testing.T, db *DB) {
 	if _, err := db.ClaimDeliveries(ctx, "w", "", now, time.Second, 1); err == nil {
 		t.Fatal("claim without a worker")
 	}
-}
-
-func TestSQLiteOutboxReplicas(t *testing.T) {
-	testOutboxReplicas(t, DriverSQLite, filepath.Join(t.TempDir(), "replicas.db"))
 }
 
 // testOutboxReplicas: two replicas (two pools on one database) claiming

@@ -1,10 +1,8 @@
 package storage
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -161,35 +159,20 @@ func TestSQLitePreparedStatements(t *testing.T) {
 // Many goroutines writing and reading at once through one writer
 // connection neither deadlock nor fail.
 func TestSQLiteConcurrentWritersOneConnection(t *testing.T) {
-	db, err := Open(context.Background(), "sqlite", filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for g := range 16 {
-		wg.Go(func() {
-			for i := range 20 {
-				conv, err := db.Conversation(t.Context(), "slack", "C", time.Now().Format(time.RFC3339Nano)+string(rune('a'+g))+string(rune('a'+i)), false)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if _, err := db.AcquireLease(t.Context(), "k", "h", time.Second); err != nil {
-					errs <- err
-					return
-				}
-				if _, err := db.Messages(t.Context(), conv.ID); err != nil {
-					errs <- err
-					return
-				}
+	db := openDB(t, DriverSQLite, filepath.Join(t.TempDir(), "c.db"))
+	raceAll(t, 16, func(g int) error {
+		for i := range 20 {
+			conv, err := db.Conversation(t.Context(), "slack", "C", time.Now().Format(time.RFC3339Nano)+string(rune('a'+g))+string(rune('a'+i)), false)
+			if err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			if _, err := db.AcquireLease(t.Context(), "k", "h", time.Second); err != nil {
+				return err
+			}
+			if _, err := db.Messages(t.Context(), conv.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

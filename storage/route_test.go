@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -217,10 +216,6 @@ func raceEscalate(t *testing.T, dbs []*DB, b *confirm.Batch) {
 	if steps, details := escalationSteps(t, dbs[0], b); !slices.Equal(steps, []int{0}) || len(details) != 1 {
 		t.Fatalf("escalated %v, %d audit rows", steps, len(details))
 	}
-}
-
-func TestSQLiteEscalateReplicas(t *testing.T) {
-	testEscalateReplicas(t, DriverSQLite, filepath.Join(t.TempDir(), "replicas.db"))
 }
 
 // testEscalateReplicas: two replicas (two pools on one database) race on
@@ -680,10 +675,6 @@ func testOutboxRouteEvents(t *testing.T, db *DB) {
 	if a, o := countRows(t, db, "audit"), countRows(t, db, "outbox"); a != audits || o != outbox {
 		t.Fatalf("rolled back: audit %d→%d, outbox %d→%d", audits, a, outbox, o)
 	}
-}
-
-func TestSQLiteMigrateCards(t *testing.T) {
-	testMigrateCards(t, DriverSQLite, filepath.Join(t.TempDir(), "old.db"))
 }
 
 // testMigrateCards builds a database as the release before migration 006

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -13,8 +14,69 @@ import (
 )
 
 // errLost rolls back a transaction whose conditional UPDATE lost; callers
-// turn it into a plain "not won".
+// turn it into a plain "not won" (see transition).
 var errLost = errors.New("lost")
+
+// transition runs fn in one transaction as a conditional transition:
+// true when it committed; false, and no error, when fn returned errLost
+// (the transaction rolls back, nothing is written).
+func (db *DB) transition(ctx context.Context, fn func(tx dbtx) error) (bool, error) {
+	err := db.tx(ctx, fn)
+	if errors.Is(err, errLost) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// lostIfNoRows is a conditional statement's error in a transition:
+// errLost when no row was in the state required (sql.ErrNoRows), any other
+// error wrapped with what, nil when it changed its row.
+func lostIfNoRows(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return errLost
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// updateRow runs an UPDATE (query, args) of the one row what names, such
+// as "grant <id>", outside a transaction; op prefixes its errors, which
+// wrap ErrNotFound when no row matched.
+func (db *DB) updateRow(ctx context.Context, op, what, query string, args ...any) error {
+	n, err := db.execCount(ctx, db.x, db.q(query), args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %s: %w", op, what, confirm.ErrNotFound)
+	}
+	return nil
+}
+
+// conditions is a WHERE clause built from a filter's conditions, each
+// with its arguments.
+type conditions struct {
+	where []string
+	args  []any
+}
+
+// add adds cond, with its arguments, when the filter sets it (on).
+func (c *conditions) add(on bool, cond string, args ...any) {
+	if on {
+		c.where = append(c.where, cond)
+		c.args = append(c.args, args...)
+	}
+}
+
+// sql is " WHERE " and the conditions joined with AND, or "" when none.
+func (c *conditions) sql() string {
+	if len(c.where) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(c.where, " AND ")
+}
 
 type batchRow struct {
 	ID             string         `db:"id"`

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,8 @@ import (
 // The confirm.RunbookStore contract: runbook runs and their steps. Every
 // transition is one conditional UPDATE (or an INSERT a primary key
 // decides) whose affected-row count decides, so with replicas each step
-// of a run starts once.
+// of a run starts once. Each transition stamps its times from the store's
+// clock, read once (db.stamp), as every other transaction does.
 
 var _ confirm.RunbookStore = (*DB)(nil)
 
@@ -88,8 +88,9 @@ func validStepKey(k confirm.StepKey) error {
 	return nil
 }
 
-// CreateRunbookRun stores a new run, status running, and audits
-// runbook_started (with the parameters), in one transaction.
+// CreateRunbookRun stores a new run, status running, created at the
+// store's clock, and audits runbook_started (with the parameters), in one
+// transaction.
 func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error {
 	if r.Runbook == "" || r.ConversationID == 0 || !json.Valid(r.Snapshot) || !json.Valid(r.Params) {
 		return fmt.Errorf("create runbook run: runbook, conversation, snapshot and params are required: %w", errRunbookInput)
@@ -97,11 +98,8 @@ func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error
 	if r.ID == "" {
 		r.ID = newID()
 	}
-	now := db.now()
-	if !r.CreatedAt.IsZero() {
-		now = r.CreatedAt
-	}
-	r.CreatedAt, r.UpdatedAt = utc(now), utc(now)
+	now := db.stamp()
+	r.CreatedAt, r.UpdatedAt = now, now
 	r.Status, r.FailedStep, r.StoppedBy, r.ActiveStep, r.DueAt, r.FinishedAt = confirm.RunbookRunning, "", "", "", nil, nil
 	err := db.tx(ctx, func(tx dbtx) error {
 		_, err := db.exec(ctx, tx, db.q(`INSERT INTO runbook_runs (`+runbookRunColumns+`)
@@ -160,19 +158,17 @@ func (db *DB) RunbookSteps(ctx context.Context, runID string) ([]confirm.Runbook
 // (running, due, no active step) decides, then the step row is inserted
 // in the same transaction. A skipped step is stored with its outcome and
 // leaves the run without an active step.
-func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool string, skipped bool, now time.Time) (bool, error) {
+func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool string, skipped bool) (bool, error) {
 	if err := validStepKey(k); err != nil {
 		return false, fmt.Errorf("start runbook step: %w", err)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	active, status := k.Active(), confirm.StepStarted
 	var finished any
 	if skipped {
 		active, status, finished = "", confirm.StepSkipped, db.ts(now)
 	}
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE runbook_runs SET active_step = ?, due_at = NULL, updated_at = ?
 			WHERE id = ? AND status = 'running' AND active_step = '' AND (due_at IS NULL OR due_at <= ?)`),
 			active, db.ts(now), k.RunID, db.ts(now))
@@ -195,15 +191,11 @@ func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool stri
 		if n == 0 {
 			return errLost // this attempt ran before: roll the run's update back
 		}
-		won = true
 		if skipped {
 			return db.auditRunbookStep(ctx, tx, k, tool, status, "", "", now)
 		}
 		return nil
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("start runbook step %s: %w", k.Active(), err)
 	}
@@ -251,18 +243,16 @@ func finalStep(s confirm.StepStatus) bool {
 // conditional UPDATE (started or waiting) decides; the run's active step
 // is cleared (only when it is this step) and its due time set, and
 // runbook_step is audited, in one transaction.
-func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status confirm.StepStatus, result string, due *time.Time, now time.Time) (bool, error) {
+func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status confirm.StepStatus, result string, due *time.Time) (bool, error) {
 	if err := validStepKey(k); err != nil || !finalStep(status) {
 		return false, fmt.Errorf("finish runbook step: status %q: %w", status, errors.Join(err, errRunbookInput))
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	var dueAt any
 	if due != nil {
 		dueAt = db.ts(*due)
 	}
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		var s struct {
 			Tool    string `db:"tool"`
 			BatchID string `db:"batch_id"`
@@ -274,22 +264,15 @@ func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status c
 			`tool, batch_id`,
 			`SELECT tool, batch_id FROM runbook_steps WHERE run_id = ? AND phase = ? AND step_id = ? AND attempt = ?`,
 			k.RunID, k.Phase, k.StepID, k.Attempt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost
-		}
-		if err != nil {
-			return fmt.Errorf("update step: %w", err)
+		if err := lostIfNoRows(err, "update step"); err != nil {
+			return err
 		}
 		if _, err := db.exec(ctx, tx, db.q(`UPDATE runbook_runs SET active_step = '', due_at = ?, updated_at = ?
 			WHERE id = ? AND active_step = ?`), dueAt, db.ts(now), k.RunID, k.Active()); err != nil {
 			return fmt.Errorf("update run: %w", err)
 		}
-		won = true
 		return db.auditRunbookStep(ctx, tx, k, s.Tool, status, s.BatchID, result, now)
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("finish runbook step %s: %w", k.Active(), err)
 	}
@@ -342,14 +325,12 @@ func (db *DB) auditRunbookStepBy(ctx context.Context, tx dbtx, k confirm.StepKey
 
 // MarkRunbookStepDone takes an unknown step of a halted run to succeeded
 // and the run back to running, audited, in one transaction.
-func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by string, now time.Time) (bool, error) {
+func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by string) (bool, error) {
 	if err := validStepKey(k); err != nil {
 		return false, fmt.Errorf("mark runbook step done: %w", err)
 	}
-	now = db.nowOr(now)
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	now := db.stamp()
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE runbook_runs SET status = 'running', failed_step = '', updated_at = ?
 			WHERE id = ? AND status = 'halted' AND active_step = ''`), db.ts(now), k.RunID)
 		if err != nil {
@@ -370,18 +351,11 @@ func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by str
 			`tool, batch_id, result`,
 			`SELECT tool, batch_id, result FROM runbook_steps WHERE run_id = ? AND phase = ? AND step_id = ? AND attempt = ?`,
 			k.RunID, k.Phase, k.StepID, k.Attempt)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost // the run's update rolls back
+		if err := lostIfNoRows(err, "update step"); err != nil {
+			return err // errLost: the run's update rolls back
 		}
-		if err != nil {
-			return fmt.Errorf("update step: %w", err)
-		}
-		won = true
 		return db.auditRunbookStepBy(ctx, tx, k, s.Tool, confirm.StepSucceeded, s.BatchID, s.Result, by, now)
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("mark runbook step done %s: %w", k.Active(), err)
 	}
@@ -397,32 +371,30 @@ func (db *DB) runTransition(ctx context.Context, what, query string, args ...any
 }
 
 // HaltRunbookRun takes a running run with no active step to halted at step.
-func (db *DB) HaltRunbookRun(ctx context.Context, runID, step string, now time.Time) (bool, error) {
+func (db *DB) HaltRunbookRun(ctx context.Context, runID, step string) (bool, error) {
 	return db.runTransition(ctx, "halt runbook run", `UPDATE runbook_runs SET status = 'halted', failed_step = ?, updated_at = ?
-		WHERE id = ? AND status = 'running' AND active_step = ''`, step, db.ts(db.nowOr(now)), runID)
+		WHERE id = ? AND status = 'running' AND active_step = ''`, step, db.ts(db.stamp()), runID)
 }
 
 // ResumeRunbookRun takes a halted run back to running.
-func (db *DB) ResumeRunbookRun(ctx context.Context, runID string, now time.Time) (bool, error) {
+func (db *DB) ResumeRunbookRun(ctx context.Context, runID string) (bool, error) {
 	return db.runTransition(ctx, "resume runbook run", `UPDATE runbook_runs SET status = 'running', failed_step = '', due_at = NULL, updated_at = ?
-		WHERE id = ? AND status = 'halted'`, db.ts(db.nowOr(now)), runID)
+		WHERE id = ? AND status = 'halted'`, db.ts(db.stamp()), runID)
 }
 
 // FinishRunbookRun ends a running or halted run and audits
 // runbook_finished, in one transaction. A run with an active step ends
 // only as stopped (the step's outcome then finds the run ended).
-func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm.RunbookStatus, failedStep, stoppedBy string, now time.Time) (bool, error) {
+func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm.RunbookStatus, failedStep, stoppedBy string) (bool, error) {
 	if !status.Final() {
 		return false, fmt.Errorf("finish runbook run: status %q is not final: %w", status, errRunbookInput)
 	}
-	now = db.nowOr(now)
+	now := db.stamp()
 	cond := ` AND active_step = ''`
 	if status == confirm.RunbookStopped {
 		cond = ``
 	}
-	won := false
-	err := db.tx(ctx, func(tx dbtx) error {
-		won = false
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		var r struct {
 			ConversationID int64  `db:"conversation_id"`
 			Runbook        string `db:"runbook"`
@@ -433,13 +405,9 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 			[]any{string(status), failedStep, stoppedBy, db.ts(now), db.ts(now), runID},
 			`conversation_id, runbook`,
 			`SELECT conversation_id, runbook FROM runbook_runs WHERE id = ?`, runID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errLost
+		if err := lostIfNoRows(err, "update run"); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("update run: %w", err)
-		}
-		won = true
 		var d rawObject
 		d.add("run_id", runID)
 		d.add("outcome", string(status))
@@ -455,9 +423,6 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 			Tool: r.Runbook, Actor: actor, Detail: d.String(),
 		})
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("finish runbook run %s: %w", runID, err)
 	}
@@ -466,14 +431,7 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 
 // SetRunbookMessageRef records where the run message was posted.
 func (db *DB) SetRunbookMessageRef(ctx context.Context, runID, ref string) error {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE runbook_runs SET message_ref = ? WHERE id = ?`), ref, runID)
-	if err != nil {
-		return fmt.Errorf("set runbook message ref: %w", err)
-	}
-	if n == 0 {
-		return fmt.Errorf("set runbook message ref: run %s: %w", runID, confirm.ErrNotFound)
-	}
-	return nil
+	return db.updateRow(ctx, "set runbook message ref", "run "+runID, `UPDATE runbook_runs SET message_ref = ? WHERE id = ?`, ref, runID)
 }
 
 // DueRunbookRuns lists running runs with no active step that are due.

@@ -3,8 +3,8 @@ package storage
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +28,7 @@ var runbookTests = []struct {
 	{"RunbookFinishOnce", testRunbookFinishOnce},
 	{"RunbookParent", testRunbookParent},
 	{"RunbookAudit", testRunbookAudit},
+	{"RunbookStoreClock", testRunbookStoreClock},
 	{"RaceRunbookStartStep", testRaceRunbookStartStep},
 	{"RaceRunbookFinishStep", testRaceRunbookFinishStep},
 }
@@ -47,20 +48,40 @@ func newRunbookRun(t *testing.T, db *DB) *confirm.RunbookRun {
 
 func loadRunbookRun(t *testing.T, db *DB, id string) *confirm.RunbookRun {
 	t.Helper()
-	r, err := db.RunbookRun(t.Context(), id)
-	if err != nil {
-		t.Fatalf("RunbookRun(%s): %v", id, err)
-	}
-	return r
+	return load(t, "RunbookRun", db.RunbookRun, id)
 }
 
 func loadRunbookSteps(t *testing.T, db *DB, id string) []confirm.RunbookStep {
 	t.Helper()
-	s, err := db.RunbookSteps(t.Context(), id)
-	if err != nil {
-		t.Fatalf("RunbookSteps(%s): %v", id, err)
+	return load(t, "RunbookSteps", db.RunbookSteps, id)
+}
+
+// startStep starts attempt k of tool (not skipped), failing the test
+// unless the start wins.
+func startStep(t *testing.T, db *DB, k confirm.StepKey, tool string) {
+	t.Helper()
+	if ok, err := db.StartRunbookStep(t.Context(), k, tool, false); err != nil || !ok {
+		t.Fatalf("StartRunbookStep(%s) = %v, %v", k.Active(), ok, err)
 	}
-	return s
+}
+
+// startedRun is a new run with attempt 1 of its main step id (tool)
+// started.
+func startedRun(t *testing.T, db *DB, id, tool string) (*confirm.RunbookRun, confirm.StepKey) {
+	t.Helper()
+	r := newRunbookRun(t, db)
+	k := mainStep(r.ID, id, 1)
+	startStep(t, db, k, tool)
+	return r, k
+}
+
+// finishStep records the outcome of attempt k, failing the test unless
+// it wins.
+func finishStep(t *testing.T, db *DB, k confirm.StepKey, status confirm.StepStatus, result string) {
+	t.Helper()
+	if ok, err := db.FinishRunbookStep(t.Context(), k, status, result, nil); err != nil || !ok {
+		t.Fatalf("FinishRunbookStep(%s, %s) = %v, %v", k.Active(), status, ok, err)
+	}
 }
 
 func mainStep(runID, id string, attempt int) confirm.StepKey {
@@ -117,14 +138,14 @@ func testRunbookRunBadInput(t *testing.T, db *DB) {
 		{RunID: run.ID, Phase: confirm.PhaseMain, StepID: "", Attempt: 1},
 		{RunID: run.ID, Phase: confirm.PhaseMain, StepID: "a", Attempt: 0},
 	} {
-		if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err == nil || ok {
+		if ok, err := db.StartRunbookStep(ctx, k, "status", false); err == nil || ok {
 			t.Errorf("StartRunbookStep(%+v) = %v, %v; want an error", k, ok, err)
 		}
 	}
-	if ok, err := db.FinishRunbookStep(ctx, mainStep(run.ID, "a", 1), confirm.StepWaiting, "", nil, time.Time{}); err == nil || ok {
+	if ok, err := db.FinishRunbookStep(ctx, mainStep(run.ID, "a", 1), confirm.StepWaiting, "", nil); err == nil || ok {
 		t.Errorf("FinishRunbookStep with a non-final status = %v, %v", ok, err)
 	}
-	if ok, err := db.FinishRunbookRun(ctx, run.ID, confirm.RunbookHalted, "", "", time.Time{}); err == nil || ok {
+	if ok, err := db.FinishRunbookRun(ctx, run.ID, confirm.RunbookHalted, "", ""); err == nil || ok {
 		t.Errorf("FinishRunbookRun as halted = %v, %v", ok, err)
 	}
 	if got := loadRunbookRun(t, db, run.ID); got.Status != confirm.RunbookRunning || got.ActiveStep != "" || len(loadRunbookSteps(t, db, run.ID)) != 0 {
@@ -136,11 +157,7 @@ func testRunbookRunBadInput(t *testing.T, db *DB) {
 // step is set and cleared with it; the step is found by its batch.
 func testRunbookStepLifecycle(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "before", 1)
-	if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err != nil || !ok {
-		t.Fatalf("StartRunbookStep = %v, %v", ok, err)
-	}
+	r, k := startedRun(t, db, "before", "status")
 	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "main/before/1" {
 		t.Fatalf("active step = %q", got.ActiveStep)
 	}
@@ -158,10 +175,8 @@ func testRunbookStepLifecycle(t *testing.T, db *DB) {
 	if _, err := db.RunbookStepByBatch(ctx, "not-a-step-batch"); !errors.Is(err, confirm.ErrNotFound) {
 		t.Fatalf("step of another batch: %v", err)
 	}
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepSucceeded, `{"status":"up"}`, nil, time.Time{}); err != nil || !ok {
-		t.Fatalf("FinishRunbookStep = %v, %v", ok, err)
-	}
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil, time.Time{}); err != nil || ok {
+	finishStep(t, db, k, confirm.StepSucceeded, `{"status":"up"}`)
+	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil); err != nil || ok {
 		t.Fatalf("second FinishRunbookStep = %v, %v; want lost", ok, err)
 	}
 	steps := loadRunbookSteps(t, db, r.ID)
@@ -172,7 +187,7 @@ func testRunbookStepLifecycle(t *testing.T, db *DB) {
 		t.Fatalf("run after its step = %+v", got)
 	}
 	// A skipped step is stored with its outcome; the run stays free.
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "restart", 1), "restart_service", true, time.Time{}); err != nil || !ok {
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "restart", 1), "restart_service", true); err != nil || !ok {
 		t.Fatalf("skipped StartRunbookStep = %v, %v", ok, err)
 	}
 	steps = loadRunbookSteps(t, db, r.ID)
@@ -186,30 +201,26 @@ func testRunbookStepLifecycle(t *testing.T, db *DB) {
 func testRunbookOneActiveStep(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 1), "status", false, time.Time{}); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	startStep(t, db, mainStep(r.ID, "a", 1), "status")
 	for _, skipped := range []bool{false, true} {
-		if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", skipped, time.Time{}); err != nil || ok {
+		if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", skipped); err != nil || ok {
 			t.Fatalf("a second step started while one is active (skipped %v): %v, %v", skipped, ok, err)
 		}
 	}
-	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a", time.Time{}); err != nil || ok {
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a"); err != nil || ok {
 		t.Fatalf("halted with an active step: %v, %v", ok, err)
 	}
-	if ok, err := db.FinishRunbookStep(ctx, mainStep(r.ID, "a", 1), confirm.StepUnknown, "", nil, time.Time{}); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a", time.Time{}); err != nil || !ok {
+	finishStep(t, db, mainStep(r.ID, "a", 1), confirm.StepUnknown, "")
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a"); err != nil || !ok {
 		t.Fatalf("HaltRunbookRun = %v, %v", ok, err)
 	}
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false, time.Time{}); err != nil || ok {
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false); err != nil || ok {
 		t.Fatalf("a step of a halted run started: %v, %v", ok, err)
 	}
-	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", "", time.Time{}); err != nil || !ok {
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", ""); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false, time.Time{}); err != nil || ok {
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false); err != nil || ok {
 		t.Fatalf("a step of an ended run started: %v, %v", ok, err)
 	}
 	if n := len(loadRunbookSteps(t, db, r.ID)); n != 1 {
@@ -221,39 +232,30 @@ func testRunbookOneActiveStep(t *testing.T, db *DB) {
 // the lost start leaves the run free.
 func testRunbookAttemptOnce(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "boom", nil, time.Time{}); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
-	if ok, err := db.StartRunbookStep(ctx, k, "status", false, time.Time{}); err != nil || ok {
+	r, k := startedRun(t, db, "a", "status")
+	finishStep(t, db, k, confirm.StepFailed, "boom")
+	if ok, err := db.StartRunbookStep(ctx, k, "status", false); err != nil || ok {
 		t.Fatalf("attempt 1 started twice: %v, %v", ok, err)
 	}
 	if got := loadRunbookRun(t, db, r.ID); got.ActiveStep != "" {
 		t.Fatalf("a lost start left the run busy: %q", got.ActiveStep)
 	}
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false, time.Time{}); err != nil || !ok {
-		t.Fatalf("attempt 2: %v, %v", ok, err)
-	}
+	startStep(t, db, mainStep(r.ID, "a", 2), "status")
 }
 
-// A retry's delay: the run is not due, and no step starts, until DueAt.
+// A retry's delay: the run is not due, and no step starts, until DueAt
+// by the store's clock.
 func testRunbookDueAt(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
 	now := time.Date(2031, 1, 1, 10, 0, 0, 0, time.UTC)
 	k := mainStep(r.ID, "a", 1)
-	if ok, err := db.StartRunbookStep(ctx, k, "status", false, now); err != nil || !ok {
-		t.Fatal(ok, err)
-	}
+	startStep(t, clockAt(db, now), k, "status")
 	if ids, _ := db.DueRunbookRuns(ctx, now); containsID(ids, r.ID) {
 		t.Fatal("a run with an active step is listed due")
 	}
 	due := now.Add(10 * time.Second)
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "down", &due, now); err != nil || !ok {
+	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepFailed, "down", &due); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := loadRunbookRun(t, db, r.ID); got.DueAt == nil || !got.DueAt.Equal(due) {
@@ -262,15 +264,13 @@ func testRunbookDueAt(t *testing.T, db *DB) {
 	if ids, _ := db.DueRunbookRuns(ctx, now.Add(9*time.Second)); containsID(ids, r.ID) {
 		t.Fatal("listed due before its delay")
 	}
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false, now.Add(9*time.Second)); err != nil || ok {
+	if ok, err := clockAt(db, now.Add(9*time.Second)).StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false); err != nil || ok {
 		t.Fatalf("attempt 2 started before the delay: %v, %v", ok, err)
 	}
 	if ids, _ := db.DueRunbookRuns(ctx, due); !containsID(ids, r.ID) {
 		t.Fatal("not listed due at its time")
 	}
-	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "a", 2), "status", false, due); err != nil || !ok {
-		t.Fatalf("attempt 2 at its time: %v, %v", ok, err)
-	}
+	startStep(t, clockAt(db, due), mainStep(r.ID, "a", 2), "status")
 	if got := loadRunbookRun(t, db, r.ID); got.DueAt != nil {
 		t.Fatalf("due at kept after the start: %v", got.DueAt)
 	}
@@ -291,15 +291,15 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
 	k := mainStep(r.ID, "a", 1)
-	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob", time.Time{}); err != nil || ok {
+	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob"); err != nil || ok {
 		t.Fatalf("marked a missing step done: %v, %v", ok, err)
 	}
-	db.StartRunbookStep(ctx, k, "restart", false, time.Time{})
-	db.FinishRunbookStep(ctx, k, confirm.StepUnknown, "connection reset", nil, time.Time{})
-	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob", time.Time{}); err != nil || ok {
+	startStep(t, db, k, "restart")
+	finishStep(t, db, k, confirm.StepUnknown, "connection reset")
+	if ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob"); err != nil || ok {
 		t.Fatalf("marked done while the run is not halted: %v, %v", ok, err)
 	}
-	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a", time.Time{}); err != nil || !ok {
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "a"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := loadRunbookRun(t, db, r.ID); got.Status != confirm.RunbookHalted || got.FailedStep != "a" {
@@ -308,26 +308,7 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 	if ids, _ := db.DueRunbookRuns(ctx, time.Time{}); containsID(ids, r.ID) {
 		t.Fatal("a halted run is listed due")
 	}
-	var wg sync.WaitGroup
-	wins := make(chan bool, 4)
-	for range 4 {
-		wg.Go(func() {
-			ok, err := db.MarkRunbookStepDone(ctx, k, "U-bob", time.Time{})
-			if err != nil {
-				t.Error(err)
-			}
-			wins <- ok
-		})
-	}
-	wg.Wait()
-	close(wins)
-	n := 0
-	for ok := range wins {
-		if ok {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := raceWins(t, 4, func(int) (bool, error) { return db.MarkRunbookStepDone(ctx, k, "U-bob") }); n != 1 {
 		t.Fatalf("%d Mark done clicks won, want 1", n)
 	}
 	s := loadRunbookSteps(t, db, r.ID)[0]
@@ -339,16 +320,18 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 	}
 	// Retry instead: halt on a new unknown, resume once.
 	k2 := mainStep(r.ID, "b", 1)
-	db.StartRunbookStep(ctx, k2, "restart", false, time.Time{})
-	db.FinishRunbookStep(ctx, k2, confirm.StepUnknown, "", nil, time.Time{})
-	db.HaltRunbookRun(ctx, r.ID, "b", time.Time{})
-	if ok, err := db.ResumeRunbookRun(ctx, r.ID, time.Time{}); err != nil || !ok {
+	startStep(t, db, k2, "restart")
+	finishStep(t, db, k2, confirm.StepUnknown, "")
+	if ok, err := db.HaltRunbookRun(ctx, r.ID, "b"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if ok, err := db.ResumeRunbookRun(ctx, r.ID, time.Time{}); err != nil || ok {
+	if ok, err := db.ResumeRunbookRun(ctx, r.ID); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.ResumeRunbookRun(ctx, r.ID); err != nil || ok {
 		t.Fatalf("resumed twice: %v, %v", ok, err)
 	}
-	if ok, err := db.MarkRunbookStepDone(ctx, k2, "U-bob", time.Time{}); err != nil || ok {
+	if ok, err := db.MarkRunbookStepDone(ctx, k2, "U-bob"); err != nil || ok {
 		t.Fatalf("Mark done after Retry won: %v, %v", ok, err)
 	}
 }
@@ -357,23 +340,19 @@ func testRunbookHaltMarkDone(t *testing.T, db *DB) {
 // still recorded but the run stays stopped and no step starts.
 func testRunbookStopWhileWaiting(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	db.StartRunbookStep(ctx, k, "restart", false, time.Time{})
-	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", "", time.Time{}); err != nil || ok {
+	r, k := startedRun(t, db, "a", "restart")
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", ""); err != nil || ok {
 		t.Fatalf("failed with an active step: %v, %v", ok, err)
 	}
-	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U-alice", time.Time{}); err != nil || !ok {
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U-alice"); err != nil || !ok {
 		t.Fatalf("stop: %v, %v", ok, err)
 	}
-	if ok, err := db.FinishRunbookStep(ctx, k, confirm.StepDenied, "stopped", nil, time.Time{}); err != nil || !ok {
-		t.Fatalf("the waiting step's outcome: %v, %v", ok, err)
-	}
+	finishStep(t, db, k, confirm.StepDenied, "stopped") // the waiting step's outcome
 	got := loadRunbookRun(t, db, r.ID)
 	if got.Status != confirm.RunbookStopped || got.StoppedBy != "U-alice" || got.FinishedAt == nil {
 		t.Fatalf("stopped run = %+v", got)
 	}
-	if ok, _ := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false, time.Time{}); ok {
+	if ok, _ := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", false); ok {
 		t.Fatal("a step of a stopped run started")
 	}
 	if live, _ := db.LiveRunbookRuns(ctx); len(live) != 0 {
@@ -386,21 +365,21 @@ func testRunbookStopWhileWaiting(t *testing.T, db *DB) {
 func testRunbookFinishOnce(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
-	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookSucceeded, "", "", time.Time{}); err != nil || !ok {
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookSucceeded, "", ""); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	for _, st := range []confirm.RunbookStatus{confirm.RunbookSucceeded, confirm.RunbookStopped, confirm.RunbookFailed} {
-		if ok, err := db.FinishRunbookRun(ctx, r.ID, st, "x", "U-mallory", time.Time{}); err != nil || ok {
+		if ok, err := db.FinishRunbookRun(ctx, r.ID, st, "x", "U-mallory"); err != nil || ok {
 			t.Fatalf("ended twice as %s: %v, %v", st, ok, err)
 		}
 	}
-	if ok, _ := db.ResumeRunbookRun(ctx, r.ID, time.Time{}); ok {
+	if ok, _ := db.ResumeRunbookRun(ctx, r.ID); ok {
 		t.Fatal("resumed an ended run")
 	}
 	if got := loadRunbookRun(t, db, r.ID); got.Status != confirm.RunbookSucceeded || got.StoppedBy != "" {
 		t.Fatalf("run = %+v", got)
 	}
-	if ok, _ := db.FinishRunbookRun(ctx, "no-such-run", confirm.RunbookStopped, "", "U", time.Time{}); ok {
+	if ok, _ := db.FinishRunbookRun(ctx, "no-such-run", confirm.RunbookStopped, "", "U"); ok {
 		t.Fatal("ended a missing run")
 	}
 }
@@ -436,14 +415,16 @@ func testRunbookParent(t *testing.T, db *DB) {
 // runbook_finished with the outcome.
 func testRunbookAudit(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	db.StartRunbookStep(ctx, k, "status", false, time.Time{})
-	db.FinishRunbookStep(ctx, k, confirm.StepFailed, strings.Repeat("x", 3000), nil, time.Time{})
-	db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil, time.Time{})
-	db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", true, time.Time{})
-	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", "", time.Time{})
-	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U", time.Time{})
+	r, k := startedRun(t, db, "a", "status")
+	finishStep(t, db, k, confirm.StepFailed, strings.Repeat("x", 3000))
+	db.FinishRunbookStep(ctx, k, confirm.StepFailed, "again", nil) // lost: not audited
+	if ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, "b", 1), "status", true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", ""); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	db.FinishRunbookRun(ctx, r.ID, confirm.RunbookStopped, "a", "U") // lost: not audited
 	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: r.ConversationID})
 	if err != nil {
 		t.Fatal(err)
@@ -477,35 +458,81 @@ func testRunbookAudit(t *testing.T, db *DB) {
 	}
 }
 
+// Every runbook transition stamps its times, and its audit event's, from
+// the store's clock: a time the caller puts in (a run's CreatedAt) is not
+// taken.
+func testRunbookStoreClock(t *testing.T, db *DB) {
+	ctx := t.Context()
+	at := func(i int) time.Time { return time.Date(2032, 2, 3, 4, 5, i, 0, time.UTC) }
+	conv := newConversation(t, db)
+	r := &confirm.RunbookRun{Runbook: "restart", Snapshot: json.RawMessage(`{}`), Params: json.RawMessage(`{}`),
+		ConversationID: conv.ID, CreatedAt: time.Date(1999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if err := clockAt(db, at(0)).CreateRunbookRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := loadRunbookRun(t, db, r.ID); !got.CreatedAt.Equal(at(0)) || !r.CreatedAt.Equal(at(0)) {
+		t.Fatalf("run created at %v (returned %v), want the store's %v", got.CreatedAt, r.CreatedAt, at(0))
+	}
+	a, b := mainStep(r.ID, "a", 1), mainStep(r.ID, "b", 1)
+	for i, step := range []struct {
+		what string
+		do   func() (bool, error)
+	}{
+		{"start a", func() (bool, error) { return db.StartRunbookStep(ctx, a, "restart", false) }},
+		{"finish a", func() (bool, error) { return db.FinishRunbookStep(ctx, a, confirm.StepUnknown, "", nil) }},
+		{"halt", func() (bool, error) { return db.HaltRunbookRun(ctx, r.ID, "a") }},
+		{"mark a done", func() (bool, error) { return db.MarkRunbookStepDone(ctx, a, "U-bob") }},
+		{"start b", func() (bool, error) { return db.StartRunbookStep(ctx, b, "restart", false) }},
+		{"finish b", func() (bool, error) { return db.FinishRunbookStep(ctx, b, confirm.StepUnknown, "", nil) }},
+		{"halt again", func() (bool, error) { return db.HaltRunbookRun(ctx, r.ID, "b") }},
+		{"resume", func() (bool, error) { return db.ResumeRunbookRun(ctx, r.ID) }},
+		{"finish the run", func() (bool, error) { return db.FinishRunbookRun(ctx, r.ID, confirm.RunbookSucceeded, "", "") }},
+	} {
+		now := at(i + 1)
+		clockAt(db, now)
+		if ok, err := step.do(); err != nil || !ok {
+			t.Fatalf("%s: %v, %v", step.what, ok, err)
+		}
+		if got := loadRunbookRun(t, db, r.ID); !got.UpdatedAt.Equal(now) {
+			t.Fatalf("after %s the run is updated at %v, want the store's %v", step.what, got.UpdatedAt, now)
+		}
+	}
+	got := loadRunbookRun(t, db, r.ID)
+	if got.FinishedAt == nil || !got.FinishedAt.Equal(at(9)) {
+		t.Fatalf("run finished at %v, want %v", got.FinishedAt, at(9))
+	}
+	steps := loadRunbookSteps(t, db, r.ID)
+	if len(steps) != 2 || !steps[0].CreatedAt.Equal(at(1)) || steps[0].FinishedAt == nil || !steps[0].FinishedAt.Equal(at(2)) ||
+		!steps[1].CreatedAt.Equal(at(5)) || steps[1].FinishedAt == nil || !steps[1].FinishedAt.Equal(at(6)) {
+		t.Fatalf("steps = %+v, want started at %v and %v, finished at %v and %v", steps, at(1), at(5), at(2), at(6))
+	}
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ats []string
+	for _, e := range evs {
+		ats = append(ats, fmt.Sprintf("%s@%d", e.Kind, e.At.Second()))
+	}
+	want := "runbook_started@0 runbook_step@2 runbook_step@4 runbook_step@6 runbook_finished@9"
+	if strings.Join(ats, " ") != want {
+		t.Fatalf("audit = %v, want %s", ats, want)
+	}
+}
+
 // Replicas starting the same step (or different steps) at once: exactly
 // one start wins.
 func testRaceRunbookStartStep(t *testing.T, db *DB) {
 	ctx := t.Context()
 	r := newRunbookRun(t, db)
-	var wg sync.WaitGroup
-	wins := make(chan string, 8)
-	for i := range 8 {
-		id := []string{"a", "b"}[i%2]
-		wg.Go(func() {
-			ok, err := db.StartRunbookStep(ctx, mainStep(r.ID, id, 1), "status", false, time.Time{})
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins <- id
-			}
-		})
-	}
-	wg.Wait()
-	close(wins)
-	var won []string
-	for id := range wins {
-		won = append(won, id)
-	}
+	ids := []string{"a", "b"}
+	won := raceWinners(t, 8, func(i int) (bool, error) {
+		return db.StartRunbookStep(ctx, mainStep(r.ID, ids[i%2], 1), "status", false)
+	})
 	if len(won) != 1 {
 		t.Fatalf("starts won: %v, want one", won)
 	}
-	if steps := loadRunbookSteps(t, db, r.ID); len(steps) != 1 || steps[0].StepID != won[0] {
+	if steps := loadRunbookSteps(t, db, r.ID); len(steps) != 1 || steps[0].StepID != ids[won[0]%2] {
 		t.Fatalf("steps = %+v", steps)
 	}
 }
@@ -514,29 +541,13 @@ func testRaceRunbookStartStep(t *testing.T, db *DB) {
 // recorded and audited.
 func testRaceRunbookFinishStep(t *testing.T, db *DB) {
 	ctx := t.Context()
-	r := newRunbookRun(t, db)
-	k := mainStep(r.ID, "a", 1)
-	db.StartRunbookStep(ctx, k, "status", false, time.Time{})
-	var wg sync.WaitGroup
-	wins := make(chan confirm.StepStatus, 6)
-	for i := range 6 {
-		st := []confirm.StepStatus{confirm.StepSucceeded, confirm.StepDenied, confirm.StepUnknown}[i%3]
-		wg.Go(func() {
-			ok, err := db.FinishRunbookStep(ctx, k, st, "r", nil, time.Time{})
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				wins <- st
-			}
-		})
-	}
-	wg.Wait()
-	close(wins)
+	r, k := startedRun(t, db, "a", "status")
+	statuses := []confirm.StepStatus{confirm.StepSucceeded, confirm.StepDenied, confirm.StepUnknown}
+	wins := raceWinners(t, 6, func(i int) (bool, error) { return db.FinishRunbookStep(ctx, k, statuses[i%3], "r", nil) })
 	if len(wins) != 1 {
 		t.Fatalf("%d outcomes recorded, want 1", len(wins))
 	}
-	won := <-wins
+	won := statuses[wins[0]%3]
 	if s := loadRunbookSteps(t, db, r.ID)[0]; s.Status != won {
 		t.Fatalf("step = %+v, the winner was %s", s, won)
 	}

@@ -177,14 +177,11 @@ func resultDetail(status confirm.RunStatus, result string) string {
 // CompleteBatch takes the batch from running to done and appends the
 // tool-results message, in one transaction; false when it was not running.
 func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm.Message) (bool, error) {
-	err := db.tx(ctx, func(tx dbtx) error { return db.completeBatch(ctx, tx, batchID, results) })
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
+	won, err := db.transition(ctx, func(tx dbtx) error { return db.completeBatch(ctx, tx, batchID, results) })
 	if err != nil {
 		return false, fmt.Errorf("complete batch %s: %w", batchID, err)
 	}
-	return true, nil
+	return won, nil
 }
 
 // FinishRunAndComplete is FinishRun of a batch's last run and
@@ -197,20 +194,17 @@ func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, sta
 	default:
 		return false, fmt.Errorf("finish run: invalid run status %q", status)
 	}
-	err := db.tx(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx dbtx) error {
 		// The batch first: one not running is "false", whatever its runs.
 		if err := db.completeBatch(ctx, tx, batchID, results); err != nil {
 			return err
 		}
 		return db.finishRun(ctx, tx, batchID, key, status, result)
 	})
-	if errors.Is(err, errLost) {
-		return false, nil
-	}
 	if err != nil {
 		return false, fmt.Errorf("finish run %s/%s and complete: %w", batchID, key, err)
 	}
-	return true, nil
+	return won, nil
 }
 
 // completeBatch is CompleteBatch inside a transaction; errLost when the

@@ -35,17 +35,50 @@ func race[T any](n int, f func(i int) (T, error)) ([]T, []error) {
 // and returns how many calls returned true.
 func raceWins(t *testing.T, n int, f func(i int) (bool, error)) int {
 	t.Helper()
+	return len(raceWinners(t, n, f))
+}
+
+// raceWinners is raceWins returning the indexes of the calls that
+// returned true.
+func raceWinners(t *testing.T, n int, f func(i int) (bool, error)) []int {
+	t.Helper()
 	oks, errs := race(n, f)
-	wins := 0
+	var won []int
 	for i := range n {
 		if errs[i] != nil {
 			t.Error(errs[i])
 		}
 		if oks[i] {
-			wins++
+			won = append(won, i)
 		}
 	}
-	return wins
+	return won
+}
+
+// raceAll races n calls of f (see race) and fails the test with every
+// error they returned.
+func raceAll(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	_, errs := race(n, func(i int) (struct{}, error) { return struct{}{}, f(i) })
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// openDB opens the database at dsn, closing it when the test ends.
+func openDB(tb testing.TB, driver, dsn string, opts ...Option) *DB {
+	tb.Helper()
+	db, err := Open(tb.Context(), driver, dsn, opts...)
+	if err != nil {
+		tb.Fatalf("open %s: %v", driver, err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }
 
 // openReplicas opens n pools on the one database at dsn, as n replicas
@@ -54,12 +87,7 @@ func openReplicas(t *testing.T, driver, dsn string, n int) []*DB {
 	t.Helper()
 	dbs := make([]*DB, n)
 	for i := range dbs {
-		db, err := Open(t.Context(), driver, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		dbs[i] = db
+		dbs[i] = openDB(t, driver, dsn)
 	}
 	return dbs
 }

@@ -100,6 +100,7 @@ func (db *DB) stmt(ctx context.Context, ex any, query string) *sqlx.Stmt {
 
 // exec runs a statement through ex (a transaction or a pool).
 func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (res sql.Result, err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(ex) {
 		err = db.w.do(ctx, func(h *held) error { res, err = h.ExecContext(ctx, query, args...); return err })
 		return res, err
@@ -127,30 +128,44 @@ func (db *DB) execCount(ctx context.Context, ex sqlx.ExecerContext, query string
 
 // get scans the one row of a query through q into dest.
 func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
-	if db.onWriter(q) {
-		return db.w.do(ctx, func(h *held) error { return sqlx.GetContext(ctx, h, dest, query, args...) })
-	}
-	ctx = db.readCtx(ctx, q)
-	if st := db.stmt(ctx, q, query); st != nil {
-		return st.GetContext(ctx, dest, args...)
-	}
-	return sqlx.GetContext(ctx, q, dest, query, args...)
+	return db.scan(ctx, scanOne, q, dest, query, args...)
 }
 
 // sel scans the rows of a query through q into dest.
 func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+	return db.scan(ctx, scanAll, q, dest, query, args...)
+}
+
+// scanner is one of sqlx's ways to scan a query into dest (the one row or
+// all rows), through a queryer or a prepared statement.
+type scanner struct {
+	queryer func(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error
+	stmt    func(st *sqlx.Stmt, ctx context.Context, dest any, args ...any) error
+}
+
+var (
+	scanOne = scanner{sqlx.GetContext, (*sqlx.Stmt).GetContext}
+	scanAll = scanner{sqlx.SelectContext, (*sqlx.Stmt).SelectContext}
+)
+
+// scan runs a query through q and scans it into dest with s: on the held
+// SQLite writer for the writer pool, else through the query's prepared
+// statement when there is one.
+func (db *DB) scan(ctx context.Context, s scanner, q sqlx.QueryerContext, dest any, query string, args ...any) (err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(q) {
-		return db.w.do(ctx, func(h *held) error { return sqlx.SelectContext(ctx, h, dest, query, args...) })
+		return db.w.do(ctx, func(h *held) error { return s.queryer(ctx, h, dest, query, args...) })
 	}
 	ctx = db.readCtx(ctx, q)
 	if st := db.stmt(ctx, q, query); st != nil {
-		return st.SelectContext(ctx, dest, args...)
+		return s.stmt(st, ctx, dest, args...)
 	}
-	return sqlx.SelectContext(ctx, q, dest, query, args...)
+	return s.queryer(ctx, q, dest, query, args...)
 }
 
 // query runs a query through q and returns its rows.
-func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sqlx.Rows, error) {
+func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (rows *sqlx.Rows, err error) {
+	defer func() { err = classify(err) }()
 	if db.onWriter(q) {
 		// The rows would outlive the hold.
 		return nil, errors.New("storage: rows read from the writer outside a transaction")

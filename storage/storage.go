@@ -152,6 +152,12 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		x.Close()
 		return nil, err
 	}
+	if driver == DriverSQLite {
+		if err := db.probeWrite(ctx); err != nil {
+			x.Close()
+			return nil, fmt.Errorf("open %s: %s can't be written: %w", driver, sqlitePath(dsn), err)
+		}
+	}
 	if driver == DriverSQLite && !sqliteInMemory(dsn) {
 		// Opened after the migrations made the file and put it in WAL mode.
 		r, err := sqlx.Open(name, sqliteReaderDSN(dsn))
@@ -173,6 +179,22 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		db.w = newWriter(wp, x)
 	}
 	return db, nil
+}
+
+// probeWrite takes SQLite's write lock and writes nothing: a file that
+// can't be written (read-only, on a read-only mount, opened mode=ro) fails
+// here, at start, rather than at the first click.
+func (db *DB) probeWrite(ctx context.Context) error {
+	return db.tx(ctx, func(tx dbtx) error {
+		_, err := db.exec(ctx, tx, `UPDATE schema_migrations SET version = version WHERE version < 0`)
+		return err
+	})
+}
+
+// sqlitePath is the file a SQLite DSN names, for messages.
+func sqlitePath(dsn string) string {
+	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	return path
 }
 
 // sqliteReaders is the size of the SQLite read pool: enough to keep the
@@ -277,7 +299,7 @@ func (db *DB) Driver() string { return db.driver }
 // Ping checks the database answers.
 func (db *DB) Ping(ctx context.Context) error {
 	if err := db.x.PingContext(ctx); err != nil {
-		return fmt.Errorf("ping: %w", err)
+		return fmt.Errorf("ping: %w", classify(err))
 	}
 	return nil
 }
@@ -393,6 +415,7 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 
 // tx runs fn in a transaction, committing when it returns nil.
 func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
+	defer func() { err = classify(err) }()
 	if db.w != nil {
 		return db.w.tx(ctx, fn)
 	}

@@ -16,12 +16,7 @@ const postgresDSNEnv = "AIRLOCK_TEST_POSTGRES_DSN"
 
 func openSQLite(t *testing.T) *DB {
 	t.Helper()
-	db, err := Open(t.Context(), "sqlite", filepath.Join(t.TempDir(), "airlock.db"))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return openDB(t, DriverSQLite, filepath.Join(t.TempDir(), "airlock.db"))
 }
 
 func TestSQLite(t *testing.T) {
@@ -31,58 +26,41 @@ func TestSQLite(t *testing.T) {
 // TestPostgres runs the suite against a real server; each test gets its own
 // schema, dropped afterwards.
 func TestPostgres(t *testing.T) {
-	dsn := os.Getenv(postgresDSNEnv)
-	if dsn == "" {
-		t.Skipf("%s not set; skipping the PostgreSQL conformance suite (start a server with .ci/postgres.sh)", postgresDSNEnv)
-	}
-	admin, err := sqlx.Open("pgx", dsn)
-	if err != nil {
-		t.Fatalf("open admin connection: %v", err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	if err := admin.PingContext(t.Context()); err != nil {
-		t.Fatalf("ping postgres: %v", err)
-	}
-	runConformance(t, func(t *testing.T) *DB {
-		t.Helper()
-		schema := "airlock_test_" + newID()[:12]
-		if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-			t.Fatalf("create schema: %v", err)
-		}
-		t.Cleanup(func() {
-			if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
-				t.Errorf("drop schema %s: %v", schema, err)
-			}
-		})
-		db, err := Open(t.Context(), "postgres", withSearchPath(t, dsn, schema))
-		if err != nil {
-			t.Fatalf("open postgres: %v", err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	})
+	admin, dsn := postgresAdmin(t)
 	// freshSchema returns the DSN of a new empty schema, dropped afterwards.
 	freshSchema := func(t *testing.T) string { return postgresSchema(t, admin, dsn) }
-	// Each of these tests opens its own database(s) on a DSN it is given.
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, driver, dsn string)
-	}{
-		{"ConcurrentOpen", testConcurrentOpen},
-		{"MigrateUpgrade", testMigrateUpgrade},
-		{"ClockReplicas", testClockReplicas},
-		{"OutboxReplicas", testOutboxReplicas},
-		{"MigrateCards", testMigrateCards},
-		{"EscalateReplicas", testEscalateReplicas},
-		{"MigrateOpenBatches", testMigrateOpenBatches},
-		{"MigrateIntegrity", testMigrateIntegrity},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, "postgres", freshSchema(t)) })
+	runConformance(t, func(t *testing.T) *DB {
+		t.Helper()
+		return openDB(t, DriverPostgres, freshSchema(t))
+	})
+	for _, tc := range dsnTests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, DriverPostgres, freshSchema(t)) })
 	}
 }
 
-func TestSQLiteConcurrentOpen(t *testing.T) {
-	testConcurrentOpen(t, "sqlite", filepath.Join(t.TempDir(), "shared.db"))
+// dsnTests each open their own database(s) (replicas, an old release's)
+// on a DSN they are given: a new file on SQLite (TestSQLiteFile), a new
+// schema on PostgreSQL (TestPostgres).
+var dsnTests = []struct {
+	name string
+	fn   func(t *testing.T, driver, dsn string)
+}{
+	{"ConcurrentOpen", testConcurrentOpen},
+	{"MigrateUpgrade", testMigrateUpgrade},
+	{"ClockReplicas", testClockReplicas},
+	{"OutboxReplicas", testOutboxReplicas},
+	{"MigrateCards", testMigrateCards},
+	{"EscalateReplicas", testEscalateReplicas},
+	{"MigrateOpenBatches", testMigrateOpenBatches},
+	{"MigrateIntegrity", testMigrateIntegrity},
+	{"AuditChainMigrated", testAuditChainMigrated},
+	{"RejectedClickReplicas", testRejectedClickReplicas},
+}
+
+func TestSQLiteFile(t *testing.T) {
+	for _, tc := range dsnTests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, DriverSQLite, filepath.Join(t.TempDir(), "airlock.db")) })
+	}
 }
 
 // testConcurrentOpen opens one fresh database from several "processes" at
@@ -112,28 +90,52 @@ func testConcurrentOpen(t *testing.T, driver, dsn string) {
 	}
 }
 
+// postgresAdmin connects to the server at AIRLOCK_TEST_POSTGRES_DSN and
+// returns the connection and the DSN, for postgresSchema; the test is
+// skipped when the variable is not set.
+func postgresAdmin(tb testing.TB) (*sqlx.DB, string) {
+	tb.Helper()
+	dsn := os.Getenv(postgresDSNEnv)
+	if dsn == "" {
+		tb.Skipf("%s not set; skipping the PostgreSQL tests (start a server with .ci/postgres.sh)", postgresDSNEnv)
+	}
+	admin, err := sqlx.Open("pgx", dsn)
+	if err != nil {
+		tb.Fatalf("open admin connection: %v", err)
+	}
+	tb.Cleanup(func() { admin.Close() })
+	if err := admin.PingContext(tb.Context()); err != nil {
+		tb.Fatalf("ping postgres: %v", err)
+	}
+	return admin, dsn
+}
+
 // postgresSchema creates a new empty schema through admin and returns its
 // DSN (dsn with that search_path); the schema is dropped when the test ends.
-func postgresSchema(t *testing.T, admin *sqlx.DB, dsn string) string {
-	t.Helper()
+func postgresSchema(tb testing.TB, admin *sqlx.DB, dsn string) string {
+	tb.Helper()
 	schema := "airlock_test_" + newID()[:12]
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
+	if _, err := admin.ExecContext(tb.Context(), `CREATE SCHEMA `+schema); err != nil {
+		tb.Fatalf("create schema: %v", err)
 	}
-	t.Cleanup(func() { admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`) })
-	return withSearchPath(t, dsn, schema)
+	tb.Cleanup(func() {
+		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+schema+` CASCADE`); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return withSearchPath(tb, dsn, schema)
 }
 
 // withSearchPath adds a search_path runtime parameter to a URL or
 // key=value DSN.
-func withSearchPath(t *testing.T, dsn, schema string) string {
-	t.Helper()
+func withSearchPath(tb testing.TB, dsn, schema string) string {
+	tb.Helper()
 	if !strings.Contains(dsn, "://") {
 		return dsn + " search_path=" + schema
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		t.Fatalf("parse %s: %v", postgresDSNEnv, err)
+		tb.Fatalf("parse %s: %v", postgresDSNEnv, err)
 	}
 	q := u.Query()
 	q.Set("search_path", schema)

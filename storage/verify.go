@@ -2,9 +2,11 @@ package storage
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // AuditBreak is where a chain stops verifying: the first row that was
@@ -45,6 +47,19 @@ type ChainVerifier struct {
 // (AuditGenesis for a chain from its beginning).
 func NewChainVerifier(start string, index ChainIndex) *ChainVerifier {
 	return &ChainVerifier{index: index, prev: start}
+}
+
+// startAfter makes the chain begin after the start checkpoint's row (its
+// first row chains to it); only before the first row.
+// An anchor at or before that row was pruned with it: the start's row is
+// checked against it, an earlier one has nothing left to check.
+func (v *ChainVerifier) startAfter(c AuditCheckpoint) {
+	v.prev, v.prevID = c.Hash, c.ID
+	if a := v.anchor; a != nil && a.ID < c.ID {
+		v.anchor = nil
+	} else if a != nil && a.ID == c.ID {
+		v.anchorHash = c.Hash
+	}
 }
 
 // Rows is how many rows verified; Head the last one's id and hash.
@@ -104,7 +119,7 @@ func (v *ChainVerifier) broken(ctx context.Context, r AuditRecord) (*AuditBreak,
 		return &AuditBreak{ID: first, What: "inserted", Detail: fmt.Sprintf("row %d chains to row %d, before it", r.ID, m)}, nil
 	}
 	if v.rows == 0 && v.prev == AuditGenesis {
-		return &AuditBreak{ID: r.ID, What: "deleted", Detail: "rows before it were deleted (it is the first row but chains to another)"}, nil
+		return &AuditBreak{ID: r.ID, What: "deleted", Detail: "rows before it were deleted (it is the first row but chains to another, and no stored start checkpoint names that row)"}, nil
 	}
 	return &AuditBreak{ID: r.ID, What: "deleted", Detail: fmt.Sprintf("the row it chains to is missing: rows after row %d were deleted, or row %d was rewritten", v.prevID, v.prevID)}, nil
 }
@@ -136,18 +151,92 @@ type AuditVerification struct {
 	Rows     int64
 	HeadID   int64
 	HeadHash string
+	// Start is the start checkpoint the chain begins after (retention
+	// pruned the rows up to it); zero for a chain from its beginning.
+	Start AuditCheckpoint
+	// Checkpoints is how many stored checkpoints were checked against the
+	// chain (with a public key only).
+	Checkpoints int
 }
 
-// VerifyAudit walks the whole chain in id order and checks it against the
-// head row: an *AuditBreak (errors.Is ErrAuditChain) names the first row
-// that was edited, deleted, inserted or reordered; rows deleted from the
-// tail show as the head naming a row that is gone.
+// VerifyOptions are what VerifyAuditWith checks besides the chain.
+type VerifyOptions struct {
+	// Anchors are checkpoints held outside Airlock (verify -checkpoint):
+	// the chain must still hold their rows, with their hashes.
+	Anchors []AuditCheckpoint
+	// PublicKey, when set, checks every stored checkpoint: its signature,
+	// and that the chain holds its row with its hash (a checkpoint past
+	// the chain's end names a truncated tail). The start checkpoint of a
+	// pruned chain is then checked too; without the key it is taken as
+	// stored.
+	PublicKey ed25519.PublicKey
+}
+
+// VerifyAudit is VerifyAuditWith the anchors and no public key.
 func (db *DB) VerifyAudit(ctx context.Context, anchors ...AuditCheckpoint) (AuditVerification, error) {
+	return db.VerifyAuditWith(ctx, VerifyOptions{Anchors: anchors})
+}
+
+// VerifyAuditWith walks the whole chain in id order and checks it against
+// the head row: an *AuditBreak (errors.Is ErrAuditChain) names the first row
+// that was edited, deleted, inserted or reordered; rows deleted from the
+// tail show as the head naming a row that is gone. A chain whose first row
+// chains to a stored start checkpoint's row begins there (retention pruned
+// the rows before); without one, its first row is named: rows before it
+// were deleted.
+func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerification, error) {
+	all, err := db.AuditCheckpoints(ctx)
+	if err != nil {
+		return AuditVerification{}, err
+	}
+	starts := map[string]AuditCheckpoint{} // by hash
+	var stored []AuditCheckpoint
+	for _, c := range all {
+		if o.PublicKey != nil {
+			if err := c.VerifySignature(o.PublicKey); err != nil {
+				return AuditVerification{}, &AuditBreak{ID: c.ID, What: "forged",
+					Detail: fmt.Sprintf("the stored %s of %s does not verify with the given key: it was altered, or signed with another key", checkpointName(c), utc(c.At).Format(time.RFC3339))}
+			}
+		}
+		if c.Start {
+			starts[c.Hash] = c
+		} else if o.PublicKey != nil {
+			stored = append(stored, c)
+		}
+	}
 	v := NewChainVerifier(AuditGenesis, dbChainIndex{db})
-	for _, c := range anchors {
+	for _, c := range o.Anchors {
 		v.Anchor(c)
 	}
-	err := db.AuditRecords(ctx, 0, AuditRecordFilter{}, func(r AuditRecord) error { return v.Add(ctx, r) })
+	var res AuditVerification
+	first, next := true, 0
+	err = db.AuditRecords(ctx, 0, AuditRecordFilter{}, func(r AuditRecord) error {
+		if first {
+			first = false
+			if s, ok := starts[r.PrevHash]; ok && r.PrevHash != AuditGenesis && s.ID < r.ID {
+				v.startAfter(s)
+				res.Start = s
+			}
+			for next < len(stored) && stored[next].ID <= res.Start.ID {
+				next++ // of rows pruned
+			}
+		}
+		if err := v.Add(ctx, r); err != nil {
+			return err
+		}
+		for ; next < len(stored) && stored[next].ID <= r.ID; next++ {
+			c := stored[next]
+			at := utc(c.At).Format(time.RFC3339)
+			if c.ID < r.ID {
+				return &AuditBreak{ID: c.ID, What: "deleted", Detail: fmt.Sprintf("the stored checkpoint of %s names row %d, which is missing", at, c.ID)}
+			}
+			if c.Hash != r.Hash {
+				return &AuditBreak{ID: c.ID, What: "edited", Detail: fmt.Sprintf("the stored checkpoint of %s holds another hash for row %d: the chain was rewritten up to it", at, c.ID)}
+			}
+			res.Checkpoints++
+		}
+		return nil
+	})
 	if err != nil {
 		return AuditVerification{}, err
 	}
@@ -158,6 +247,11 @@ func (db *DB) VerifyAudit(ctx context.Context, anchors ...AuditCheckpoint) (Audi
 	id, hash := v.Head()
 	if err := v.CheckAnchor(); err != nil {
 		return AuditVerification{}, err
+	}
+	if next < len(stored) {
+		c := stored[next]
+		return AuditVerification{}, &AuditBreak{ID: c.ID, What: "truncated",
+			Detail: fmt.Sprintf("the stored checkpoint of %s names row %d, but the chain ends at row %d: rows after it were deleted", utc(c.At).Format(time.RFC3339), c.ID, id)}
 	}
 	if headID != id || headHash != hash {
 		if headID > id {
@@ -175,5 +269,13 @@ func (db *DB) VerifyAudit(ctx context.Context, anchors ...AuditCheckpoint) (Audi
 		return AuditVerification{}, &AuditBreak{ID: id, What: "edited",
 			Detail: fmt.Sprintf("the chain's head (row %d, %s) does not match the last row", headID, headHash)}
 	}
-	return AuditVerification{Rows: v.Rows(), HeadID: id, HeadHash: hash}, nil
+	res.Rows, res.HeadID, res.HeadHash = v.Rows(), id, hash
+	return res, nil
+}
+
+func checkpointName(c AuditCheckpoint) string {
+	if c.Start {
+		return fmt.Sprintf("start checkpoint at row %d", c.ID)
+	}
+	return fmt.Sprintf("checkpoint at row %d", c.ID)
 }

@@ -287,7 +287,7 @@ func (a *Adapter) turn(ctx context.Context, t bot.Turn, where string) {
 			return
 		}
 		if _, perr := a.s.ChannelMessageSendComplex(where, &discordgo.MessageSend{
-			Content:         "Something went wrong with that message; nothing more was done. The operators have the details in the logs.",
+			Content:         bot.TurnFailedMessage(err),
 			AllowedMentions: noMentions(),
 		}, discordgo.WithContext(ctx)); perr != nil {
 			a.log.Error("discord: post failure notice", "err", perr)

@@ -19,7 +19,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/airlockhq/airlock/adapters/internal/chatbot"
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
@@ -39,9 +38,13 @@ const (
 // Bot is what the shell needs from the bot.
 type Bot interface {
 	HandleTurn(ctx context.Context, t bot.Turn) error
+	Decide(ctx context.Context, c bot.Click) error
 	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
+	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
+	Edit(ctx context.Context, c bot.Click, args string) error
+	Extend(ctx context.Context, c bot.Click) error
+	MarkChecked(ctx context.Context, c bot.Click) error
 	UncheckedRuns(ctx context.Context, th bot.Thread) ([]cardpkg.UnknownNotice, error)
-	chatbot.Buttons
 }
 
 // Shell reads commands from In and writes the conversation to Out.
@@ -660,7 +663,7 @@ func escalation(e cardpkg.Escalation) string {
 // who lists people as the terminal shows them: user ids, "group S…",
 // "role …", escaped.
 func who(a confirm.Approvers) string {
-	return oneLine(strings.Join(a.Members(), ", "))
+	return oneLine(strings.Join(a.Names(), ", "))
 }
 
 func capital(s string) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // Events API envelope types.
@@ -237,9 +238,6 @@ func mentions(text, botUser string) bool {
 	return false
 }
 
-// turnFailed tells the thread a turn failed; the logs have the detail.
-const turnFailed = "Something went wrong while handling this; the operators have the details in the logs. Write again to retry."
-
 // emptyMentionHint answers a mention without words.
 const emptyMentionHint = "Hi! Mention me with what you need, for example: “@Airlock what is the status of the api service?”"
 
@@ -260,8 +258,14 @@ func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
 	}
 	first, err := a.store.MarkEvent(ctx, Platform, act.EventID)
 	if err != nil {
-		// Without the record a retry could start a second turn: drop it.
+		// Without the record a retry could start a second turn: drop it,
+		// telling a person who may ask that it was not taken.
 		log.Error("slack: record event id; event dropped", "err", err)
+		if act.Kind == actTurn && errors.Is(err, confirm.ErrUnavailable) && a.bot.Admit(ctx, act.Turn) == bot.Admitted {
+			if perr := a.Post(ctx, th, bot.DatabaseDownMessage); perr != nil {
+				log.Error("slack: post failure notice", "err", perr)
+			}
+		}
 		return
 	}
 	if !first {
@@ -285,7 +289,7 @@ func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
 		log.Info("slack: turn")
 		if err := a.bot.HandleTurn(ctx, act.Turn); err != nil {
 			log.Error("slack: turn failed", "err", err)
-			if perr := a.Post(ctx, th, turnFailed); perr != nil {
+			if perr := a.Post(ctx, th, bot.TurnFailedMessage(err)); perr != nil {
 				log.Error("slack: post failure notice", "err", perr)
 			}
 		}

@@ -390,10 +390,12 @@ func newLogger(w io.Writer, l config.Log) *slog.Logger {
 // jobs: the bot's (sweep, escalate, recover, prune_events), clock_sync
 // (the database clock's offset re-measured every minute, so a drifting
 // local clock never shifts expiry or leases) and, with webhooks, their
-// delivery. Their metrics join /metrics.
+// delivery, and with audit.signing_key the audit's (auditJobs). Their
+// metrics join /metrics.
 func (a *app) backgroundJobs(cfg *config.Config, logger *slog.Logger) (*jobs.Runner, error) {
 	all := a.bot.Jobs(time.Second)
 	all = append(all, jobs.Job{Name: "clock_sync", Every: time.Minute, Timeout: 30 * time.Second, Run: a.store.SyncClock})
+	all = append(all, auditJobs(cfg.Audit, a.store)...)
 	if len(cfg.Events.Webhooks) > 0 {
 		host, _ := os.Hostname()
 		d := events.NewDeliverer(a.store, cfg.Events.Webhooks, events.Options{Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Logger: logger, Metrics: a.metrics})

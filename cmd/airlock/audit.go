@@ -218,6 +218,8 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return auditVerify(ctx, args[1:], stdout, stderr)
 		case "export":
 			return auditExport(ctx, args[1:], stdout, stderr)
+		case "stats":
+			return auditStats(ctx, args[1:], stdout, stderr)
 		}
 	}
 	fs, cfgPath := configFlags("airlock audit", stderr)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,31 +18,36 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs, cfgPath := configFlags("airlock audit verify", stderr)
 	file := fs.String("file", "", "verify this JSONL export instead of the database")
 	checkpoint := fs.String("checkpoint", "", "a checkpoint held outside Airlock (JSON): the chain must still hold its row, with its hash")
-	pubkey := fs.String("pubkey", "", "the Ed25519 public key the checkpoint must be signed with")
+	pubkey := fs.String("pubkey", "", "the Ed25519 public key of audit.signing_key: checks -checkpoint's signature and every stored checkpoint")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: airlock audit verify -config FILE | -file EXPORT.jsonl [-checkpoint FILE] [-pubkey FILE]")
+		return 2
+	}
+	var pub ed25519.PublicKey
+	if *pubkey != "" {
+		var err error
+		if pub, err = storage.ReadEd25519PublicKey(*pubkey); err != nil {
+			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
+			return 1
+		}
 	}
 	var anchors []storage.AuditCheckpoint
 	if *checkpoint != "" {
 		c, err := storage.ReadAuditCheckpoint(*checkpoint)
-		if err == nil && *pubkey != "" {
-			var pub []byte
-			if pub, err = storage.ReadEd25519PublicKey(*pubkey); err == nil {
-				err = c.VerifySignature(pub)
-			}
+		if err == nil && pub != nil {
+			err = c.VerifySignature(pub)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
 			return 1
 		}
-		if *pubkey == "" {
+		if pub == nil {
 			fmt.Fprintln(stderr, "airlock: audit verify: the checkpoint's signature is not checked (no -pubkey)")
 		}
 		anchors = append(anchors, c)
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: airlock audit verify -config FILE | -file EXPORT.jsonl [-checkpoint FILE [-pubkey FILE]]")
-		return 2
 	}
 	var (
 		v   storage.AuditVerification
@@ -55,13 +61,23 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return 1
 		}
 		defer db.Close()
-		v, err = db.VerifyAudit(ctx, anchors...)
+		v, err = db.VerifyAuditWith(ctx, storage.VerifyOptions{Anchors: anchors, PublicKey: pub})
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "audit chain verified: %d rows, head row %d, hash %s\n", v.Rows, v.HeadID, v.HeadHash)
+	if s := v.Start; s.ID != 0 {
+		signed := "its signature checked"
+		if pub == nil {
+			signed = "its signature not checked (no -pubkey)"
+		}
+		fmt.Fprintf(stdout, "the chain starts after row %d: rows up to it were pruned (start checkpoint of %s, %s)\n", s.ID, s.At.UTC().Format(time.RFC3339), signed)
+	}
+	if pub != nil && *file == "" {
+		fmt.Fprintf(stdout, "stored checkpoints verified: %d\n", v.Checkpoints)
+	}
 	return 0
 }
 

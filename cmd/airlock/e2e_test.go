@@ -31,6 +31,10 @@ type builtBinary struct {
 	err  error
 }
 
+// syncBuffer is a buffer safe for concurrent use, for a process's output
+// (the audit job tests on another branch name it so too).
+type syncBuffer = testkit.Buffer
+
 // skipShort skips, under -short, a test that builds and runs the binary.
 func skipShort(t *testing.T) {
 	t.Helper()

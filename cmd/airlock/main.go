@@ -41,8 +41,9 @@ var commands = []command{
 	{name: "audit", args: "-config FILE [-conversation ID] [-since DURATION] [-json]",
 		help: "who asked, the exact arguments, who decided, when, and the outcome of every call", run: noStdin(audit),
 		sub: []command{
-			{name: "audit verify", args: "-config FILE | -file EXPORT.jsonl [-checkpoint FILE [-pubkey FILE]]", help: "check the audit's hash chain (and that it still holds a checkpoint's row); exit 1 naming the first row edited, deleted, inserted or reordered"},
+			{name: "audit verify", args: "-config FILE | -file EXPORT.jsonl [-checkpoint FILE] [-pubkey FILE]", help: "check the audit's hash chain (and that it still holds a checkpoint's row; with -pubkey, every stored checkpoint); exit 1 naming the first row edited, deleted, inserted or reordered"},
 			{name: "audit export", args: "-config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID]", help: "stream audit rows in id order with their hashes"},
+			{name: "audit stats", args: "-config FILE [-since 7d] [-json]", help: "decision figures per tool and approver, and the tools that look rubber-stamped"},
 		}},
 	{name: "events", args: "-config FILE [-dead]", help: "webhook deliveries not yet accepted, or the dead ones", run: noStdin(eventsCmd),
 		sub: []command{{name: "events retry", args: "ID -config FILE", help: "send a dead delivery again"}}},

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model/modeltest"
+	"github.com/airlockhq/airlock/storage"
+)
+
+// auditKeyFiles writes an Ed25519 key pair: the private key as PEM PKCS#8
+// (what audit.signing_key reads) and the public key in base64 (what
+// verify -pubkey reads).
+func auditKeyFiles(t *testing.T, dir string) (keyPath, pubPath string, key ed25519.PrivateKey) {
+	t.Helper()
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath, pubPath = filepath.Join(dir, "audit.key"), filepath.Join(dir, "audit.pub")
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pubPath, []byte(base64.StdEncoding.EncodeToString(pub)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return keyPath, pubPath, key
+}
+
+// TestRunWritesAuditCheckpoints: `airlock run` with audit.signing_key runs
+// audit-checkpoint, which stores a signed checkpoint of the head and sends
+// it as the audit_checkpoint webhook event; the event's checkpoint, saved
+// as a file, verifies with `airlock audit verify -checkpoint -pubkey`,
+// which also checks the stored one.
+func TestRunWritesAuditCheckpoints(t *testing.T) {
+	var mu sync.Mutex
+	var got []json.RawMessage
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ev struct {
+			Type       string          `json:"type"`
+			Checkpoint json.RawMessage `json:"checkpoint"`
+		}
+		if json.Unmarshal(b, &ev) == nil && ev.Type == "audit_checkpoint" {
+			mu.Lock()
+			got = append(got, ev.Checkpoint)
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(hook.Close)
+	model := modeltest.NewOpenAIServer(t, func(modeltest.OpenAIRequest) modeltest.OpenAIReply { return modeltest.TextReply("hi") })
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "airlock.db")
+	db, err := storage.Open(context.Background(), "sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := db.Audit(context.Background(), confirm.AuditEvent{Kind: confirm.AuditDecision, Tool: "deploy", Actor: fmt.Sprint("U", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	headID, headHash, _ := db.AuditHead(context.Background())
+	db.Close()
+	keyPath, pubPath, _ := auditKeyFiles(t, dir)
+	addr := freeAddr(t)
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf(`
+listen: %s
+storage: {dsn: %q}
+model: {provider: openai, name: fake, base_url: %q}
+events: {webhooks: [{url: %q, secret: webhook-secret-0123456789, events: [audit_checkpoint]}]}
+audit:
+  signing_key: ${file:%s}
+  checkpoint_every: {rows: 1000, interval: 1h}
+`, addr, dbPath, model.BaseURL(), hook.URL, keyPath)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &syncBuffer{}, &stderr) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("airlock run exited %d:\n%s", code, stderr.String())
+			}
+		}
+	}
+	t.Cleanup(stop)
+	waitReady(t, addr)
+	waitUntil(t, "the audit_checkpoint event", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0
+	})
+	stop()
+	var c storage.AuditCheckpoint
+	mu.Lock()
+	if err := json.Unmarshal(got[0], &c); err != nil {
+		t.Fatal(err)
+	}
+	cpPath := filepath.Join(dir, "cp.json")
+	if err := os.WriteFile(cpPath, got[0], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mu.Unlock()
+	if c.ID != headID || c.Hash != headHash {
+		t.Fatalf("checkpoint %d %s, head %d %s", c.ID, c.Hash, headID, headHash)
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"audit", "verify", "-config", cfgPath, "-checkpoint", cpPath, "-pubkey", pubPath}, nil, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "stored checkpoints verified: 1") {
+		t.Fatalf("verify: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	// Another key's public half: the stored checkpoint is named forged.
+	_, otherPub, _ := auditKeyFiles(t, t.TempDir())
+	out.Reset()
+	errOut.Reset()
+	code = run(context.Background(), []string{"audit", "verify", "-config", cfgPath, "-pubkey", otherPub}, nil, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), fmt.Sprintf("audit row %d forged", headID)) {
+		t.Fatalf("verify with another key: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestRunPrunesAudit: `airlock run` with audit.retention runs
+// audit-retention, which prunes the rows older than it behind a signed
+// start checkpoint; `airlock audit verify -pubkey` then passes and says
+// where the chain starts.
+func TestRunPrunesAudit(t *testing.T) {
+	model := modeltest.NewOpenAIServer(t, func(modeltest.OpenAIRequest) modeltest.OpenAIReply { return modeltest.TextReply("hi") })
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "airlock.db")
+	at := time.Now().Add(-500 * 24 * time.Hour)
+	db, err := storage.Open(context.Background(), "sqlite", dbPath, storage.WithClock(func() time.Time { return at }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for i := range 5 {
+		if i == 3 {
+			at = time.Now().Add(-24 * time.Hour)
+		}
+		if err := db.Audit(context.Background(), confirm.AuditEvent{Kind: confirm.AuditDecision, Tool: "deploy", Actor: fmt.Sprint("U", i)}); err != nil {
+			t.Fatal(err)
+		}
+		id, _, _ := db.AuditHead(context.Background())
+		ids = append(ids, id)
+	}
+	rows := func() int {
+		n := 0
+		if err := db.AuditRecords(context.Background(), 0, storage.AuditRecordFilter{}, func(storage.AuditRecord) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	defer db.Close()
+	keyPath, pubPath, _ := auditKeyFiles(t, dir)
+	addr := freeAddr(t)
+	cfgPath := filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf(`
+listen: %s
+storage: {dsn: %q}
+model: {provider: openai, name: fake, base_url: %q}
+audit:
+  signing_key: ${file:%s}
+  retention: 400d
+`, addr, dbPath, model.BaseURL(), keyPath)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &syncBuffer{}, &stderr) }()
+	waitReady(t, addr)
+	waitUntil(t, "the rows older than 400 days to be pruned", func() bool { return rows() == 2 })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("airlock run exited %d:\n%s", code, stderr.String())
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"audit", "verify", "-config", cfgPath, "-pubkey", pubPath}, nil, &out, &errOut)
+	if code != 0 || !strings.Contains(out.String(), "2 rows") ||
+		!strings.Contains(out.String(), fmt.Sprintf("the chain starts after row %d: rows up to it were pruned", ids[2])) ||
+		!strings.Contains(out.String(), "its signature checked") {
+		t.Fatalf("verify after the prune: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+}

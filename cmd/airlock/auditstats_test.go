@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/storage"
+)
+
+func TestAuditStatsSQLite(t *testing.T) {
+	testAuditStats(t, "sqlite", filepath.Join(t.TempDir(), "a.db"))
+}
+
+func TestAuditStatsPostgres(t *testing.T) {
+	pg := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+	if pg == "" {
+		t.Skip("AIRLOCK_TEST_POSTGRES_DSN not set")
+	}
+	testAuditStats(t, "postgres", freshSchema(t, pg))
+}
+
+// statsHistory scripts a history on the store's clock:
+//
+//	deploy, 20 cards: 19 allowed by U-alice after 1,2,3,4,5,1,2,… s (1–4 s four
+//	times each, 5 s three times), the first with a grant that a later call
+//	uses; 1 denied by U-bob after 40 s. Sorted: 1×4 2×4 3×4 4×4 5×3 40:
+//	median (10th+11th)/2 = 3 s, p90 (18th) = 5 s, 19 of 20 allowed within
+//	10 s (95%): rubber-stamped.
+//	restart, 4 cards: allowed by U-bob after 20 s; denied by U-alice after
+//	6 s; expired after 30 m; edited by U-bob after 5 s (an approver's edit
+//	allows the call). Decided 5, 6, 20: median 6 s, p90 (3rd) 20 s, 1 of 4
+//	allowed within 10 s.
+//	status: allowed by policy, no card.
+//
+// Approvers: U-alice 20 decisions (1×4 … 5×3 and 6: median 3 s); U-bob 3
+// (40, 20, 5: median 20 s).
+func statsHistory(t *testing.T, driver, dsn string) {
+	ctx := context.Background()
+	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	db, err := storage.Open(ctx, driver, dsn, storage.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	thread := 0
+	card := func(tool string, d confirm.DecisionStatus) *confirm.Batch {
+		t.Helper()
+		thread++
+		conv, err := db.Conversation(ctx, "slack", "C1", fmt.Sprint("t", thread), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &confirm.Batch{ConversationID: conv.ID, RequestedBy: "U-req", ExpiresAt: now.Add(30 * time.Minute), Calls: []confirm.Call{{
+			Key: "k", CallID: "c", Tool: tool, Args: json.RawMessage(`{}`), Summary: tool, Flagged: d == confirm.DecisionPending, Decision: d,
+		}}}
+		if err := db.CreateBatch(ctx, b, confirm.Message{Role: "assistant", Body: json.RawMessage(`{"calls":[]}`)}); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	decide := func(b *confirm.Batch, after time.Duration, s confirm.DecisionStatus, by string, rev int, g *confirm.Grant) {
+		t.Helper()
+		now = now.Add(after)
+		if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k", Status: s, By: by, Surface: confirm.SurfaceThread, Revision: rev, Grant: g}); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	var granted *confirm.Batch
+	for k := range 19 {
+		b := card("deploy", confirm.DecisionPending)
+		var g *confirm.Grant
+		if k == 0 {
+			granted, g = b, &confirm.Grant{ID: "g1", Tool: "deploy", CreatedBy: "U-alice", ExpiresAt: now.Add(2 * time.Hour)}
+		}
+		decide(b, time.Duration(k%5+1)*time.Second, confirm.DecisionAllowed, "U-alice", 0, g)
+	}
+	decide(card("deploy", confirm.DecisionPending), 40*time.Second, confirm.DecisionDenied, "U-bob", 0, nil)
+	// The grant covers a later call of its thread: no card.
+	used := &confirm.Batch{ConversationID: granted.ConversationID, RequestedBy: "U-req", Calls: []confirm.Call{{
+		Key: "k", CallID: "c2", Tool: "deploy", Args: json.RawMessage(`{}`), Summary: "deploy", Flagged: true, Decision: confirm.DecisionAllowedByGrant, GrantID: "g1",
+	}}}
+	if err := db.CreateBatch(ctx, used, confirm.Message{Role: "assistant", Body: json.RawMessage(`{"calls":[]}`)}); err != nil {
+		t.Fatal(err)
+	}
+
+	decide(card("restart", confirm.DecisionPending), 20*time.Second, confirm.DecisionAllowed, "U-bob", 0, nil)
+	decide(card("restart", confirm.DecisionPending), 6*time.Second, confirm.DecisionDenied, "U-alice", 0, nil)
+	exp := card("restart", confirm.DecisionPending)
+	now = now.Add(30 * time.Minute)
+	if _, err := db.ExpirePending(ctx, exp.ID, "airlock", "expired"); err != nil {
+		t.Fatal(err)
+	}
+	ed := card("restart", confirm.DecisionPending)
+	now = now.Add(5 * time.Second)
+	if _, err := db.EditCall(ctx, confirm.EditCall{BatchID: ed.ID, Key: "k", Args: json.RawMessage(`{"x":1}`), Summary: "restart x", By: "U-bob", Revision: 0, Approvals: 1, Grantable: true}); err != nil {
+		t.Fatal(err)
+	}
+	card("status", confirm.DecisionAllowedByPolicy)
+}
+
+func testAuditStats(t *testing.T, driver, dsn string) {
+	statsHistory(t, driver, dsn)
+	cfg := writeFile(t, "c.yaml", fmt.Sprintf("storage: {driver: %s, dsn: '%s'}\nmodel: {provider: openai, name: m}\n", driver, dsn))
+	stats := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(context.Background(), append([]string{"audit", "stats", "-config", cfg}, args...), nil, &out, &errOut); code != 0 {
+			t.Fatalf("audit stats %v: exit %d: %s", args, code, errOut.String())
+		}
+		return out.String()
+	}
+	var got struct {
+		Tools         []storage.ToolStats     `json:"tools"`
+		Approvers     []storage.ApproverStats `json:"approvers"`
+		RubberStamped []struct {
+			Tool    string `json:"tool"`
+			Setting string `json:"setting"`
+		} `json:"rubber_stamped"`
+	}
+	if err := json.Unmarshal([]byte(stats("-since", "0", "-json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []storage.ToolStats{
+		{Tool: "deploy", Cards: 20, Allowed: 19, Denied: 1, MedianSeconds: 3, P90Seconds: 5, AllowedWithin10s: 0.95, GrantsMade: 1, GrantsUsed: 1},
+		{Tool: "restart", Cards: 4, Allowed: 2, Denied: 1, Expired: 1, Edited: 1, MedianSeconds: 6, P90Seconds: 20, AllowedWithin10s: 0.25},
+	}
+	if fmt.Sprintf("%+v", got.Tools) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("tools:\n got  %+v\n want %+v", got.Tools, want)
+	}
+	wantA := []storage.ApproverStats{{Approver: "U-alice", Decisions: 20, MedianSeconds: 3}, {Approver: "U-bob", Decisions: 3, MedianSeconds: 20}}
+	if fmt.Sprintf("%+v", got.Approvers) != fmt.Sprintf("%+v", wantA) {
+		t.Fatalf("approvers:\n got  %+v\n want %+v", got.Approvers, wantA)
+	}
+	if len(got.RubberStamped) != 1 || got.RubberStamped[0].Tool != "deploy" || !strings.Contains(got.RubberStamped[0].Setting, "confirmation.rules") ||
+		!strings.Contains(got.RubberStamped[0].Setting, "confirmation.grants") {
+		t.Fatalf("rubber-stamped: %+v", got.RubberStamped)
+	}
+
+	text := stats("-since", "0")
+	for _, line := range []string{
+		`deploy\s+20\s+19\s+1\s+0\s+0\s+3\.0s\s+5\.0s\s+95%\s+1\s+1`,
+		`restart\s+4\s+2\s+1\s+1\s+1\s+6\.0s\s+20\.0s\s+25%\s+0\s+0`,
+		`U-alice\s+20\s+3\.0s`,
+		`U-bob\s+3\s+20\.0s`,
+		`(?s)rubber-stamped\?.*\n  deploy: 19 of 20 cards allowed, median 3\.0s\n    gate only the risky calls`,
+	} {
+		if !regexp.MustCompile(`(?m)` + line).MatchString(text) {
+			t.Errorf("text lacks %s:\n%s", line, text)
+		}
+	}
+	if strings.Contains(text, "status") || strings.Contains(text, "  restart:") {
+		t.Errorf("a tool without cards, or restart, listed:\n%s", text)
+	}
+	// -since after the history: nothing.
+	if out := stats("-since", "2027-01-01T00:00:00Z"); !strings.Contains(out, "no cards recorded") {
+		t.Errorf("-since after the history:\n%s", out)
+	}
+}

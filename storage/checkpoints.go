@@ -1,0 +1,228 @@
+package storage
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock/redact"
+)
+
+// Stored checkpoints (audit_checkpoints, migration 015): the audit-checkpoint
+// job signs the chain's head every so many rows or so long
+// (CheckpointAudit), stores it and sends it as the audit_checkpoint
+// webhook event, so a system outside Airlock holds anchors; verify with
+// the public key checks each against the chain. Retention writes a start
+// checkpoint (Start) before it prunes (PruneAudit).
+
+// CheckpointPolicy is when CheckpointAudit writes a checkpoint: once Rows
+// rows were added since the last one, or Interval passed since it and a
+// row was added.
+type CheckpointPolicy struct {
+	Rows     int
+	Interval time.Duration
+}
+
+type checkpointRow struct {
+	ID        int64  `db:"head_id"`
+	Hash      string `db:"head_hash"`
+	At        dbTime `db:"at"`
+	Signature string `db:"signature"`
+	PublicKey string `db:"public_key"`
+	Start     bool   `db:"start"`
+}
+
+func (r checkpointRow) checkpoint() AuditCheckpoint {
+	return AuditCheckpoint{ID: r.ID, Hash: r.Hash, At: r.At.t, Signature: r.Signature, PublicKey: r.PublicKey, Start: r.Start}
+}
+
+const checkpointColumns = `head_id, head_hash, at, signature, public_key, start`
+
+// AuditCheckpoints are the stored checkpoints in head id order (a start
+// checkpoint after the periodic one of the same row).
+func (db *DB) AuditCheckpoints(ctx context.Context) ([]AuditCheckpoint, error) {
+	var rows []checkpointRow
+	if err := db.sel(ctx, db.reader(), &rows, `SELECT `+checkpointColumns+` FROM audit_checkpoints ORDER BY head_id, start`); err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	out := make([]AuditCheckpoint, len(rows))
+	for i, r := range rows {
+		out[i] = r.checkpoint()
+	}
+	return out, nil
+}
+
+// ErrNoSigningKey: checkpoints need audit.signing_key.
+var ErrNoSigningKey = errors.New("no audit signing key")
+
+// CheckpointAudit signs and stores a checkpoint of the chain's head when p
+// says one is due, and queues its audit_checkpoint event in the same
+// transaction. It returns the checkpoint written, or nil when none was due
+// or another replica stored one of the same head first (the insert is
+// conditional: one checkpoint per head).
+func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p CheckpointPolicy) (*AuditCheckpoint, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, ErrNoSigningKey
+	}
+	var written *AuditCheckpoint
+	err := db.tx(ctx, func(tx dbtx) error {
+		written = nil
+		var head struct {
+			ID   int64  `db:"last_id"`
+			Hash string `db:"last_hash"`
+		}
+		if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+			return fmt.Errorf("head: %w", err)
+		}
+		if head.ID == 0 {
+			return nil
+		}
+		now := utc(db.now())
+		var last checkpointRow
+		err := db.get(ctx, tx, &last, db.q(`SELECT `+checkpointColumns+` FROM audit_checkpoints WHERE start = ? ORDER BY head_id DESC LIMIT 1`), false)
+		switch {
+		case errors.Is(err, sql.ErrNoRows): // the first: due now
+		case err != nil:
+			return fmt.Errorf("last checkpoint: %w", err)
+		case last.ID >= head.ID:
+			return nil // nothing added since
+		case now.Sub(last.At.t) < p.Interval:
+			var n int
+			if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM (SELECT 1 FROM audit WHERE id > ? AND id <= ? LIMIT ?) r`), last.ID, head.ID, p.Rows); err != nil {
+				return fmt.Errorf("rows since the last checkpoint: %w", err)
+			}
+			if n < p.Rows {
+				return nil
+			}
+		}
+		c := AuditCheckpoint{ID: head.ID, Hash: head.Hash, At: now}
+		c.Sign(key)
+		ok, err := db.storeCheckpoint(ctx, tx, c)
+		if ok {
+			written = &c
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoint: %w", err)
+	}
+	return written, nil
+}
+
+// storeCheckpoint inserts c unless a checkpoint of its head (and kind) is
+// stored already, and then queues its event; it reports whether it did.
+func (db *DB) storeCheckpoint(ctx context.Context, tx dbtx, c AuditCheckpoint) (bool, error) {
+	res, err := db.exec(ctx, tx, db.q(`INSERT INTO audit_checkpoints (`+checkpointColumns+`) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (head_id, start) DO NOTHING`), c.ID, c.Hash, db.ts(c.At), c.Signature, c.PublicKey, c.Start)
+	if err != nil {
+		return false, fmt.Errorf("store checkpoint: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	return true, db.enqueueCheckpoint(ctx, tx, c)
+}
+
+// enqueueCheckpoint queues the audit_checkpoint event of c for the
+// webhooks that take it (conversation 0; audit_id the head's row).
+func (db *DB) enqueueCheckpoint(ctx context.Context, tx dbtx, c AuditCheckpoint) error {
+	ev := WebhookEvent{ID: newID(), Type: EventAuditCheckpoint, Time: c.At, Actor: auditSystemActor, Checkpoint: &c}
+	body := string(redact.JSON(ev.encode(), db.scrub))
+	insert := db.q(`INSERT INTO outbox (event_id, target, type, conversation_id, audit_id, body, status, created_at, next_attempt_at)
+		VALUES (?, ?, ?, 0, ?, ?, 'pending', ?, ?)`)
+	for _, t := range db.webhookTargets() {
+		if !t.takes(ev.Type) {
+			continue
+		}
+		if _, err := db.exec(ctx, tx, insert, ev.ID, t.ID, string(ev.Type), c.ID, body, db.ts(c.At), db.ts(c.At)); err != nil {
+			return fmt.Errorf("insert checkpoint delivery to %s: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// prunePage is how many rows one PruneAudit transaction deletes at most.
+const prunePage = 10000
+
+// pruneLockKey is the pg_advisory_xact_lock key serialising replicas'
+// prunes.
+const pruneLockKey int64 = 0x6169726c6f636b01
+
+// PruneAudit deletes the audit rows older than before, oldest first in id
+// order, stopping at the first row that is not (the chain's last row is
+// always kept). Each transaction of up to prunePage rows first stores a
+// signed start checkpoint of the last row it deletes (queuing its
+// audit_checkpoint event), so verify begins the chain after it; the
+// migration's trigger lets only this DELETE through (audit_prune). It
+// returns how many rows it deleted.
+func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before time.Time) (int64, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return 0, ErrNoSigningKey
+	}
+	var total int64
+	for {
+		var n int64
+		done := false
+		err := db.tx(ctx, func(tx dbtx) error {
+			n, done = 0, true
+			if db.driver == DriverPostgres {
+				if _, err := db.exec(ctx, tx, `SELECT pg_advisory_xact_lock($1)`, pruneLockKey); err != nil {
+					return fmt.Errorf("lock: %w", err)
+				}
+			}
+			var headID int64
+			if err := db.get(ctx, tx, &headID, `SELECT last_id FROM audit_head WHERE one = 1`); err != nil {
+				return fmt.Errorf("head: %w", err)
+			}
+			var rows []struct {
+				ID   int64  `db:"id"`
+				At   dbTime `db:"at"`
+				Hash string `db:"hash"`
+			}
+			if err := db.sel(ctx, tx, &rows, db.q(`SELECT id, at, hash FROM audit WHERE id < ? ORDER BY id LIMIT ?`), headID, prunePage); err != nil {
+				return fmt.Errorf("load: %w", err)
+			}
+			last := -1
+			for i, r := range rows {
+				if !r.At.t.Before(before) || r.Hash == "" {
+					break
+				}
+				last = i
+			}
+			if last < 0 {
+				return nil
+			}
+			done = last < len(rows)-1 || len(rows) < prunePage
+			upto := rows[last]
+			c := AuditCheckpoint{ID: upto.ID, Hash: upto.Hash, At: utc(db.now()), Start: true}
+			c.Sign(key)
+			if _, err := db.storeCheckpoint(ctx, tx, c); err != nil {
+				return err
+			}
+			if _, err := db.exec(ctx, tx, db.q(`INSERT INTO audit_prune (one, upto) VALUES (1, ?)`), upto.ID); err != nil {
+				return fmt.Errorf("guard: %w", err)
+			}
+			res, err := db.exec(ctx, tx, db.q(`DELETE FROM audit WHERE id <= ?`), upto.ID)
+			if err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+			if n, err = res.RowsAffected(); err != nil {
+				return err
+			}
+			if _, err := db.exec(ctx, tx, `DELETE FROM audit_prune`); err != nil {
+				return fmt.Errorf("guard: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("prune audit: %w", err)
+		}
+		total += n
+		if done || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
