@@ -51,13 +51,7 @@ func newCrashRig(t *testing.T) *crashRig {
 
 // count returns how many times the fake service saw path.
 func (r *crashRig) count(path string) int {
-	n := 0
-	for _, h := range r.tools.calls() {
-		if h.Path == path {
-			n++
-		}
-	}
-	return n
+	return r.tools.count(path)
 }
 
 // waitUntil polls cond for up to 20 s: the binary under test is slower

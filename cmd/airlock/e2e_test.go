@@ -111,6 +111,17 @@ func newToolServer(t *testing.T) *toolServer {
 	return ts
 }
 
+// count is how many requests to path the service has had.
+func (ts *toolServer) count(path string) int {
+	n := 0
+	for _, h := range ts.calls() {
+		if h.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
 func (ts *toolServer) calls() []toolHit {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()

@@ -143,16 +143,7 @@ tools:
 		}
 		return vs[len(vs)-1]
 	}
-	told := func(user, s string) func() bool {
-		return func() bool {
-			for _, e := range api.ephemerals(user) {
-				if strings.Contains(e, s) {
-					return true
-				}
-			}
-			return false
-		}
-	}
+	told := api.told
 
 	// A staging restart runs without a card.
 	turn("UREQ", "", "restart staging")

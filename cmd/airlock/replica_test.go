@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -86,6 +87,14 @@ func (s *slackAPI) allowValue() string {
 func (s *slackAPI) buttons(actionID string) []string { return s.fake.ButtonValues(actionID) }
 
 // ephemerals returns the text of every ephemeral message, for the user.
+// told is a condition for waitUntil: an ephemeral message to user holds
+// text.
+func (s *slackAPI) told(user, text string) func() bool {
+	return func() bool {
+		return slices.ContainsFunc(s.ephemerals(user), func(e string) bool { return strings.Contains(e, text) })
+	}
+}
+
 func (s *slackAPI) ephemerals(user string) []string {
 	var out []string
 	for _, p := range s.callsTo("chat.postEphemeral") {

@@ -81,16 +81,7 @@ tools:
 			t.Fatalf("click: %d %v", code, err)
 		}
 	}
-	told := func(user, s string) func() bool {
-		return func() bool {
-			for _, e := range api.ephemerals(user) {
-				if strings.Contains(e, s) {
-					return true
-				}
-			}
-			return false
-		}
-	}
+	told := api.told
 
 	cmd := start()
 	body := slackEvent("T1", "EvR1", "app_mention", "COPS", "UREQ", "1800000002.000001", "1800000002.000001", "<@UBOT> deploy web")
