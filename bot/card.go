@@ -57,6 +57,7 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 			Votes:     call.Votes,
 			Restrict:  call.Restrict,
 			Grantable: grantFor > 0 && call.Grantable && st.Kind == card.Waiting,
+			Risk:      call.Risk,
 			State:     st,
 			Run:       call.Run,
 			Result:    call.Result,

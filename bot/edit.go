@@ -138,6 +138,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	e := confirm.EditCall{BatchID: batch.ID, Key: call.Key, Args: args, Summary: b.summary(tc), By: c.User,
 		Restrict: v.Restrict, Reasons: v.Reasons, Revision: t.revision}
 	e.Approvals, e.Grantable = b.approvalsOf(v)
+	e.Risk = v.Risk.Or(confirm.RiskMedium)
 	for _, set := range e.Restrict {
 		if !b.cfg.Channels.Admits(ctx, conv.Platform, c.User, c.Roles, set) {
 			return refuse("editor not in a restriction", "with these arguments a rule lets only "+setText(set)+" decide this call, and you are not among them")

@@ -307,6 +307,7 @@ func (b *Bot) addStepGates(ctx context.Context, conv confirm.Conversation, reque
 		c.Flagged = true
 		c.Reasons = append(c.Reasons, reason)
 		c.Approvals, c.Grantable = b.approvalsOf(confirm.Verdict{})
+		c.Risk = confirm.RiskMedium
 		c.Decision, c.DecidedBy, c.DecidedAt = confirm.DecisionPending, "", nil
 		if s.Config.Approvals <= 1 {
 			if g, err := b.grantFor(ctx, conv, *c, requester, b.now().UTC(), map[string][]confirm.Grant{}); err != nil {

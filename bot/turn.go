@@ -460,7 +460,7 @@ func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requeste
 		}
 		if pc.Flagged {
 			c.Approvals, c.Grantable = b.approvalsOf(v)
-			c.Restrict = v.Restrict
+			c.Restrict, c.Risk = v.Restrict, v.Risk.Or(confirm.RiskMedium)
 		}
 		switch {
 		case pc.Invalid != nil:
@@ -510,13 +510,14 @@ func (b *Bot) policyIn(ctx context.Context, conv confirm.Conversation) (confirm.
 }
 
 // approvalsOf is how many distinct people must allow a call the verdict
-// asks about, and whether an "Allow for" may allow it.
+// asks about, and whether an "Allow for" may allow it (never a high or
+// critical call).
 func (b *Bot) approvalsOf(v confirm.Verdict) (approvals int, grantable bool) {
 	approvals = v.Approvals
 	if approvals <= 0 {
 		approvals = b.cfg.DefaultApprovals
 	}
-	return approvals, !v.NotGrantable && approvals == 1
+	return approvals, !v.NotGrantable && !v.Risk.NoGrant() && approvals == 1
 }
 
 // grantFor returns the newest active grant of the conversation that covers
@@ -600,6 +601,9 @@ func toolInfo(name string, t tools.Tool) confirm.ToolInfo {
 	info := confirm.ToolInfo{Name: name, Confirm: t.Confirm()}
 	if a, ok := t.(interface{ Approvals() int }); ok {
 		info.Approvals = a.Approvals()
+	}
+	if r, ok := t.(interface{ Risk() confirm.Risk }); ok {
+		info.Risk = r.Risk()
 	}
 	return info
 }

@@ -104,6 +104,9 @@ type Call struct {
 	// Grantable: "Allow for <GrantFor>" may allow it (and later calls of
 	// its tool in this conversation). Only while it is open.
 	Grantable bool
+	// Risk is the tier of a flagged call; medium (the default) and ""
+	// show no label.
+	Risk confirm.Risk
 
 	State  State
 	Run    confirm.RunStatus
@@ -262,7 +265,9 @@ func (c Call) Progress() string {
 }
 
 // Why says why a person is asked and how many must allow, e.g. "needs 2
-// approvals: rule prod-restarts"; empty for calls nobody is asked about.
+// approvals: rule prod-restarts", after the tier when it is not the
+// default ("critical risk, needs approval"); empty for calls nobody is
+// asked about.
 func (c Call) Why() string {
 	if !c.Flagged {
 		return ""
@@ -271,10 +276,23 @@ func (c Call) Why() string {
 	if c.Approvals > 1 {
 		need = fmt.Sprintf("needs %d approvals", c.Approvals)
 	}
+	if l := c.RiskLabel(); l != "" {
+		need = l + ", " + need
+	}
 	if len(c.Reasons) == 0 {
 		return need
 	}
 	return need + ": " + confirm.ReasonsText(c.Reasons)
+}
+
+// RiskLabel is a flagged call's tier in words when it is not the default
+// ("high risk"); empty otherwise. Renderers may add a colour or an emoji,
+// never instead of the words.
+func (c Call) RiskLabel() string {
+	if !c.Flagged || c.Risk == "" || c.Risk == confirm.RiskMedium {
+		return ""
+	}
+	return string(c.Risk) + " risk"
 }
 
 // Outcome is a short description of where a call stands, in shared words

@@ -128,6 +128,8 @@ var keyCases = []struct {
 	{"rule action", minimal + "confirmation: {rules: [{name: a, when: 'true', action: maybe}]}\n", "confirmation.rules[0].action"},
 	{"rule unknown key", minimal + "confirmation: {rules: [{name: a, when: 'true', action: ask, approver: [U1]}]}\n", "confirmation.rules[0].approver"},
 	{"tool approvals", minimal + "tools: [{name: a, approvals: 99, http: {url: 'http://x'}}]\n", "tools[0].approvals"},
+	{"tool risk", minimal + "tools: [{name: a, risk: severe, http: {url: 'http://x'}}]\n", "tools[0].risk"},
+	{"rule risk", minimal + "confirmation: {rules: [{name: r, when: 'true', action: ask, risk: urgent}]}\n", "confirmation.rules[0].risk"},
 	{"approvals channel on shell", minimal + "channels: [{platform: shell, id: '*', approvals_channel: C1234}]\n", "channels[0].approvals_channel"},
 	{"approvals channel star", minimal + "channels: [{platform: slack, id: C0INC, approvals_channel: '*'}]\n", "channels[0].approvals_channel"},
 	{"approvals channel dm value", minimal + "channels: [{platform: slack, id: C0INC, approvals_channel: dm}]\n", "channels[0].approvals_channel"},

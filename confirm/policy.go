@@ -12,6 +12,7 @@ type ToolInfo struct {
 	Name      string
 	Confirm   bool // the tool's own "confirm" flag
 	Approvals int  // distinct approvals the tool asks for (tools[].approvals); 0: the default
+	Risk      Risk // tools[].risk; "": the default
 }
 
 // Request is what a policy may know of one call: the call, its tool, where
@@ -98,7 +99,9 @@ type Verdict struct {
 	Restrict []Approvers
 	// NotGrantable: no grant may ever cover the call.
 	NotGrantable bool
-	Reasons      []Reason
+	// Risk is the call's tier when the verdict rates it ("": no say).
+	Risk    Risk
+	Reasons []Reason
 }
 
 // Policy judges one call.
@@ -119,7 +122,7 @@ func FromToolFlag() Policy {
 		if r.Tool == nil || !r.Tool.Confirm {
 			return Verdict{}
 		}
-		return Verdict{Ask: true, Approvals: r.Tool.Approvals, Reasons: []Reason{{Kind: ReasonToolFlag}}}
+		return Verdict{Ask: true, Approvals: r.Tool.Approvals, Risk: r.Tool.Risk, Reasons: []Reason{{Kind: ReasonToolFlag}}}
 	})
 }
 
@@ -135,7 +138,7 @@ func ForTools(names ...string) Policy {
 		}
 		v := Verdict{Ask: true, Reasons: []Reason{{Kind: ReasonConfirmationTools}}}
 		if r.Tool != nil {
-			v.Approvals = r.Tool.Approvals
+			v.Approvals, v.Risk = r.Tool.Approvals, r.Tool.Risk
 		}
 		return v
 	})
@@ -191,7 +194,7 @@ func MayAsk(p Policy, r Request) bool {
 // Merge combines verdicts on one call: a deny wins (the first one's rule
 // and message); otherwise any ask asks, with the largest approvals; approver
 // restrictions intersect; one not-grantable verdict makes the call not
-// grantable; reasons add up.
+// grantable; the highest risk wins; reasons add up.
 func Merge(vs ...Verdict) Verdict {
 	var out Verdict
 	for _, v := range vs {
@@ -202,6 +205,7 @@ func Merge(vs ...Verdict) Verdict {
 		out.Approvals = max(out.Approvals, v.Approvals)
 		out.Restrict = append(out.Restrict, v.Restrict...)
 		out.NotGrantable = out.NotGrantable || v.NotGrantable
+		out.Risk = out.Risk.Max(v.Risk)
 		for _, r := range v.Reasons {
 			if !slices.Contains(out.Reasons, r) {
 				out.Reasons = append(out.Reasons, r)

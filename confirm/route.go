@@ -55,6 +55,7 @@ type EditCall struct {
 	Restrict  []Approvers
 	Reasons   []Reason
 	Grantable bool
+	Risk      Risk
 }
 
 // RunArgs are the arguments a call runs with: an approver's edit, else

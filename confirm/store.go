@@ -124,7 +124,11 @@ type Call struct {
 	Restrict []Approvers
 	// Grantable: an "Allow for <duration>" may allow it and grant later
 	// equal-tool calls.
-	Grantable   bool
+	Grantable bool
+	// Risk is the tier of a flagged call (medium unless its tool or a rule
+	// said); "" for calls nobody was asked about, and for calls stored
+	// before tiers existed.
+	Risk        Risk
 	Decision    DecisionStatus
 	DecidedBy   string // platform user id; "airlock", "policy", "rule:<name>", "grant:<id>"
 	DecidedAt   *time.Time

@@ -66,6 +66,7 @@ type Config struct {
 	ApproverGroups []string `yaml:"approver_groups"`
 	ApproverRoles  []string `yaml:"approver_roles"`
 	Grantable      *bool    `yaml:"grantable"`
+	Risk           string   `yaml:"risk"` // the tier of the calls it matches (the highest wins)
 	Message        string   `yaml:"message"`
 }
 
@@ -82,6 +83,7 @@ type rule struct {
 	approvals int
 	restrict  []confirm.Approvers // nil, or one set
 	notGrant  bool
+	risk      confirm.Risk
 	usesArgs  bool // the expression refers to args
 	prg       cel.Program
 	partial   cel.Program // prg evaluating with unknowns (MayAsk)
@@ -139,10 +141,15 @@ func (c Config) Validate(key string) error {
 			return fail("approver_roles", "only for action ask")
 		case c.Grantable != nil:
 			return fail("grantable", "only for action ask")
+		case c.Risk != "":
+			return fail("risk", "only for action ask")
 		}
 	} else {
 		if c.Message != "" {
 			return fail("message", "only for action deny")
+		}
+		if _, err := confirm.ParseRisk(c.Risk); err != nil {
+			return fail("risk", "%v", err)
 		}
 		for _, l := range []struct {
 			field string
@@ -196,6 +203,7 @@ func Compile(cfgs []Config) (*Set, error) {
 				r.restrict = []confirm.Approvers{a}
 			}
 			r.notGrant = c.Grantable != nil && !*c.Grantable
+			r.risk = confirm.Risk(c.Risk)
 		}
 		ast, iss := env.Compile(c.When)
 		if iss != nil && iss.Err() != nil {
@@ -395,6 +403,7 @@ func (ru *rule) matched() confirm.Verdict {
 		Approvals:    ru.approvals,
 		Restrict:     ru.restrict,
 		NotGrantable: ru.notGrant,
+		Risk:         ru.risk,
 		Reasons:      reasons,
 	}
 }
@@ -411,7 +420,7 @@ func (ru *rule) errored() confirm.Verdict {
 	if ru.deny {
 		v.NotGrantable = true
 	} else {
-		v.Approvals, v.Restrict, v.NotGrantable = ru.approvals, ru.restrict, ru.notGrant
+		v.Approvals, v.Restrict, v.NotGrantable, v.Risk = ru.approvals, ru.restrict, ru.notGrant, ru.risk
 	}
 	return v
 }

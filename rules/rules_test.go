@@ -601,3 +601,38 @@ func trunc(s string) string {
 	}
 	return s
 }
+
+// A rule's risk rates the calls it matches; the highest of the rules and
+// the tool's wins. A bad tier, or a tier on a deny rule, is refused naming
+// the key.
+func TestRuleRisk(t *testing.T) {
+	s := mustCompile(t,
+		Config{Name: "prod", When: `args.env == "production"`, Action: "ask", Risk: "critical"},
+		Config{Name: "any", When: `tool == "deploy"`, Action: "ask", Risk: "low"},
+	)
+	if v := s.Evaluate(req("deploy", `{"env":"production"}`)); v.Risk != confirm.RiskCritical {
+		t.Fatalf("production: %+v", v)
+	}
+	if v := s.Evaluate(req("deploy", `{"env":"staging"}`)); v.Risk != confirm.RiskLow {
+		t.Fatalf("staging: %+v", v)
+	}
+	tool := &confirm.ToolInfo{Name: "deploy", Confirm: true, Risk: confirm.RiskHigh}
+	r := req("deploy", `{"env":"staging"}`)
+	r.Tool = tool
+	if v := confirm.NewPolicy(true, nil, s).Evaluate(r); v.Risk != confirm.RiskHigh {
+		t.Fatalf("the tool's high and a rule's low: %+v", v)
+	}
+	for _, c := range []struct {
+		cfg Config
+		key string
+	}{
+		{Config{Name: "x", When: `true`, Action: "ask", Risk: "extreme"}, "confirmation.rules[0].risk"},
+		{Config{Name: "x", When: `true`, Action: "deny", Risk: "high"}, "confirmation.rules[0].risk"},
+	} {
+		_, err := Compile([]Config{c.cfg})
+		var ke *keyerr.Error
+		if !errors.As(err, &ke) || ke.Key != c.key {
+			t.Fatalf("%+v: %v, want an error naming %s", c.cfg, err, c.key)
+		}
+	}
+}

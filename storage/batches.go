@@ -116,7 +116,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '')`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?)`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {
@@ -132,7 +132,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			}
 			_, err = db.exec(ctx, tx, insert, c.BatchID, c.Key, c.Position, c.CallID, c.Tool, string(c.Args), c.Summary, c.Flagged,
 				string(c.Decision), c.DecidedBy, decidedAt, c.DenyMessage, string(c.Run), c.Result, c.IdempotencyKey, db.nts(c.ExpiresAt),
-				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID)
+				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID, string(c.Risk))
 			if err != nil {
 				return fmt.Errorf("insert call %q: %w", c.Key, err)
 			}

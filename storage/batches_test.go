@@ -28,7 +28,7 @@ func testCreateBatchRoundTrip(t *testing.T, db *DB) {
 		Intro:          &intro,
 		Calls: []confirm.Call{ // positions out of slice order: Batch orders by position
 			{Key: "#1", Position: 1, Tool: "restart", Args: json.RawMessage(`{}`), Decision: confirm.DecisionAllowedByPolicy, Summary: "restart web"},
-			{Key: "call_a", Position: 0, CallID: "call_a", Tool: "deploy", Args: json.RawMessage(oddArgs), Flagged: true, Summary: "deploy v2 to prod"},
+			{Key: "call_a", Position: 0, CallID: "call_a", Tool: "deploy", Args: json.RawMessage(oddArgs), Flagged: true, Summary: "deploy v2 to prod", Risk: confirm.RiskCritical},
 			{Key: "#2", Position: 2, Tool: "bad", Args: json.RawMessage(`{not json`), Decision: confirm.DecisionInvalid, DenyMessage: "bad args"},
 		},
 	}
@@ -70,7 +70,7 @@ func testCreateBatchRoundTrip(t *testing.T, db *DB) {
 	}
 	if a.BatchID != b.ID || a.CallID != "call_a" || a.Tool != "deploy" || !a.Flagged || a.Summary != "deploy v2 to prod" ||
 		a.Decision != confirm.DecisionPending || a.Run != confirm.RunNotStarted || a.DecidedAt != nil || a.DecidedBy != "" ||
-		a.IdempotencyKey != b.ID+"/call_a" || !a.ExpiresAt.Equal(expires) {
+		a.IdempotencyKey != b.ID+"/call_a" || !a.ExpiresAt.Equal(expires) || a.Risk != confirm.RiskCritical || got.Calls[1].Risk != "" {
 		t.Errorf("call = %+v", a)
 	}
 	if got.Calls[1].Decision != confirm.DecisionAllowedByPolicy || got.Calls[1].Flagged {

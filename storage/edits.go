@@ -70,9 +70,9 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return fmt.Errorf("load votes: %w", err)
 		}
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET edited_args = ?, edited_by = ?, edited_at = ?, summary = ?,
-				approvals = ?, restrict_to = ?, reasons = ?, grantable = ?, revision = revision + 1
+				approvals = ?, restrict_to = ?, reasons = ?, grantable = ?, risk = ?, revision = revision + 1
 			WHERE batch_id = ? AND key = ? AND decision = 'pending' AND revision = ?`),
-			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, e.Grantable, e.BatchID, e.Key, e.Revision)
+			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, e.Grantable, string(e.Risk), e.BatchID, e.Key, e.Revision)
 		if err != nil {
 			return fmt.Errorf("update call: %w", err)
 		}

@@ -157,15 +157,16 @@ type callRow struct {
 	CheckedBy      string `db:"checked_by"`
 	CheckedAt      dbTime `db:"checked_at"` // NULL: not checked
 	NoticeRef      string `db:"notice_ref"`
+	Risk           string `db:"risk"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
-		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef}
+		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef, &r.Risk}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -191,6 +192,7 @@ func (r callRow) call() (confirm.Call, error) {
 		Approvals:      r.Approvals,
 		Restrict:       restrict,
 		Grantable:      r.Grantable,
+		Risk:           confirm.Risk(r.Risk),
 		Decision:       confirm.DecisionStatus(r.Decision),
 		DecidedBy:      r.DecidedBy,
 		DecidedAt:      r.DecidedAt.ptr(),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/model"
 )
@@ -44,6 +45,7 @@ type configTool struct {
 	schema      *jsonschema.Schema
 	confirm     bool
 	approvals   int
+	risk        confirm.Risk
 	summary     *template.Template // nil: the default summary
 	declared    []string           // top-level properties the schema declares
 	exec        executor
@@ -70,6 +72,9 @@ func (cfg Config) Validate(key string) error {
 	if cfg.Approvals < 0 || cfg.Approvals > 10 {
 		return keyerr.New(key+".approvals", "must be between 1 and 10 (0 means confirmation.approvals)")
 	}
+	if _, err := confirm.ParseRisk(cfg.Risk); err != nil {
+		return keyerr.Wrap(key+".risk", err)
+	}
 	if cfg.HTTP != nil {
 		return cfg.HTTP.Validate(key + ".http")
 	}
@@ -79,7 +84,7 @@ func (cfg Config) Validate(key string) error {
 // newConfigTool compiles a tool that Validate accepted.
 func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
 	cerr := func(sub string, err error) error { return keyerr.Wrap(key+sub, err) }
-	t := &configTool{name: cfg.Name, description: cfg.Description, confirm: cfg.Confirm, approvals: cfg.Approvals}
+	t := &configTool{name: cfg.Name, description: cfg.Description, confirm: cfg.Confirm, approvals: cfg.Approvals, risk: confirm.Risk(cfg.Risk)}
 
 	params, schema, err := compileSchema(cfg.Parameters)
 	if err != nil {
@@ -187,6 +192,9 @@ func (t *configTool) Confirm() bool { return t.confirm }
 // Approvals is how many distinct people must allow a gated call of the
 // tool; 0 means the configured default.
 func (t *configTool) Approvals() int { return t.approvals }
+
+// Risk is the tool's tier (tools[].risk); "": the default.
+func (t *configTool) Risk() confirm.Risk { return t.risk }
 
 // Validate implements Tool: the arguments must match the schema, and the
 // executor's templates (URL, argv) must render from them into a request or a

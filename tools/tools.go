@@ -26,6 +26,7 @@ type Config struct {
 	Parameters  map[string]any `yaml:"parameters"` // JSON Schema
 	Confirm     bool           `yaml:"confirm"`
 	Approvals   int            `yaml:"approvals"` // distinct approvals a gated call needs; 0: confirmation.approvals
+	Risk        string         `yaml:"risk"`      // low | medium | high | critical; "": medium when gated
 	Summary     string         `yaml:"summary"`   // text/template over the validated arguments
 	HTTP        *HTTPConfig    `yaml:"http"`
 	Exec        *ExecConfig    `yaml:"exec"`
@@ -199,7 +200,11 @@ func (s *Set) Info(name string) (confirm.ToolInfo, bool) {
 	if !ok {
 		return confirm.ToolInfo{}, false
 	}
-	return confirm.ToolInfo{Name: name, Confirm: t.Confirm()}, true
+	info := confirm.ToolInfo{Name: name, Confirm: t.Confirm()}
+	if r, ok := t.(interface{ Risk() confirm.Risk }); ok {
+		info.Risk = r.Risk()
+	}
+	return info, true
 }
 
 // Specs returns the tools as the model sees them, in config order (tools

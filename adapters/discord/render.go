@@ -680,6 +680,8 @@ func when(t *time.Time) string {
 func colour(c card.Call) int {
 	s := c.Status()
 	switch {
+	case c.Open() && c.RiskLabel() != "" && c.Risk != confirm.RiskLow:
+		return colourWarning // high or critical: the words are in the reasons line
 	case c.Open():
 		return colourPending
 	case s.Run.Icon == card.IconFailed || s.Run.Icon == card.IconUnknown || s.Decision.Icon == card.IconWarning:

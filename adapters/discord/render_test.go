@@ -96,6 +96,12 @@ func TestRenderGolden(t *testing.T) {
 	golden(t, "card_complete.json", render(c))
 
 	golden(t, "reason_modal.json", ReasonModal(c.Calls[2].Ref, 3))
+
+	// Tiers: critical and high said in words, in the warning colour while
+	// open; low in words; medium (the default) says nothing.
+	r := sampleCard()
+	r.Calls[1].Risk, r.Calls[2].Risk = confirm.RiskCritical, confirm.RiskLow
+	golden(t, "card_risk.json", render(r))
 }
 
 // TestAllowAndDenyByStyleAlone: only Allow is success, only Deny danger.

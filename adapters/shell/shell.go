@@ -490,7 +490,7 @@ func whyAsked(c cardpkg.Call) string {
 	if !c.Flagged || !c.Open() {
 		return ""
 	}
-	plain := c.Approvals <= 1
+	plain := c.Approvals <= 1 && c.RiskLabel() == ""
 	for _, r := range c.Reasons {
 		plain = plain && r.Kind == confirm.ReasonToolFlag
 	}

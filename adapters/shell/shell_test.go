@@ -63,6 +63,10 @@ func TestRenderGolden(t *testing.T) {
 	c.Calls[0].Run = confirm.RunSucceeded
 	c.Calls[1].State = card.State{Kind: card.Denied, By: "local", At: &at, Reason: "not during the incident"}
 	golden(t, "card_decided.txt", Render(c))
+
+	r := sampleCard()
+	r.Calls[1].Risk = confirm.RiskCritical
+	golden(t, "card_risk.txt", Render(r))
 }
 
 // hostileCard: the model's words, a read-back, arguments, a deny reason

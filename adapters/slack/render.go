@@ -357,10 +357,13 @@ func gate(c cardpkg.Call) string {
 		if plain {
 			c.Reasons = nil
 		}
-		return c.Why()
+		return riskEmoji[c.Risk] + c.Why()
 	}
 	return "no approval needed"
 }
+
+// riskEmoji marks the tiers above the default beside their words.
+var riskEmoji = map[confirm.Risk]string{confirm.RiskHigh: "🟠 ", confirm.RiskCritical: "🔴 "}
 
 // callBlock is one call: number, tool, whether it needs approval (why,
 // and how many must allow), who may decide when a rule narrowed it, the

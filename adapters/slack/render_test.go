@@ -53,6 +53,24 @@ func baseCard() cardpkg.Card {
 
 func pendingCard() cardpkg.Card { return baseCard() }
 
+// riskCard: a critical and a high call waiting: each tier said in words,
+// an emoji beside them.
+func riskCard() cardpkg.Card {
+	c := baseCard()
+	for i := range c.Calls {
+		if c.Calls[i].Flagged {
+			c.Calls[i].Risk = confirm.RiskCritical
+		}
+	}
+	c.Calls = append(c.Calls, cardpkg.Call{
+		Ref: "k3q9x2abcdefghijklmnopqrst.2", Number: 3, Key: "call_migrate", Tool: "migrate_db",
+		Summary: "Run migration 42 on production", Args: "{\n  \"version\": 42\n}",
+		Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonRule, Rule: "prod-db"}}, Risk: confirm.RiskHigh,
+		State: cardpkg.State{Kind: cardpkg.Waiting}, Run: confirm.RunNotStarted,
+	})
+	return c
+}
+
 func partialCard() cardpkg.Card {
 	c := baseCard()
 	c.Calls = append(c.Calls, cardpkg.Call{
@@ -150,6 +168,7 @@ func TestRenderGolden(t *testing.T) {
 	cases := map[string]any{
 		"card_pending":         pendingCard(),
 		"card_partial":         partialCard(),
+		"card_risk":            riskCard(),
 		"card_complete":        completeCard(),
 		"card_long_args":       longArgsCard(),
 		"card_hostile":         hostileCard(),

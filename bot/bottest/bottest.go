@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlockhq/airlock/confirm"
 	"sync"
 	"sync/atomic"
 
@@ -30,7 +31,9 @@ type Tool struct {
 	Log   *[]string
 	Mu    *sync.Mutex
 	Block chan struct{} // when set, a run waits for it
-	Args  []string      // arguments of each run, in order (guarded by Mu)
+	// Rating is what Risk answers (tools[].risk); "": the default.
+	Rating confirm.Risk
+	Args   []string // arguments of each run, in order (guarded by Mu)
 
 	own sync.Mutex
 }
@@ -44,6 +47,7 @@ func (f *Tool) lock() *sync.Mutex {
 
 func (f *Tool) Spec() model.ToolSpec { return model.ToolSpec{Name: f.Name} }
 func (f *Tool) Confirm() bool        { return f.Confirms }
+func (f *Tool) Risk() confirm.Risk   { return f.Rating }
 func (f *Tool) Validate(args json.RawMessage) error {
 	var m map[string]any
 	if err := json.Unmarshal(args, &m); err != nil {
