@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,7 +99,7 @@ func (l Log) Validate(key string) error {
 	if l.Format != "text" && l.Format != "json" {
 		return keyerr.New(key+".format", "%q is not one of text, json", l.Format)
 	}
-	if !contains([]string{"debug", "info", "warn", "error"}, l.Level) {
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, l.Level) {
 		return keyerr.New(key+".level", "%q is not one of debug, info, warn, error", l.Level)
 	}
 	return nil
@@ -202,7 +203,7 @@ func (d *Discord) Validate(key string) error {
 		return err
 	}
 	for i, n := range d.ModerationTools {
-		if !contains(DiscordModerationTools, n) {
+		if !slices.Contains(DiscordModerationTools, n) {
 			return keyerr.New(fmt.Sprintf("%s.moderation_tools[%d]", key, i), "%q is not one of %s", n, strings.Join(DiscordModerationTools, ", "))
 		}
 	}
@@ -444,11 +445,11 @@ const NotifyDM = "dm"
 // OffersRunbook reports whether the entry offers the runbook of that name
 // (every runbook when its runbooks key is absent).
 func (ch Channel) OffersRunbook(name string) bool {
-	return ch.Runbooks == nil || contains(ch.Runbooks, name)
+	return ch.Runbooks == nil || slices.Contains(ch.Runbooks, name)
 }
 
 // NotifyDMs reports whether the entry asks for DM copies of its cards.
-func (ch Channel) NotifyDMs() bool { return contains(ch.Notify, NotifyDM) }
+func (ch Channel) NotifyDMs() bool { return slices.Contains(ch.Notify, NotifyDM) }
 
 // Defaults.
 const (
@@ -862,7 +863,7 @@ func (c *Config) hasTool(name string) bool {
 			return true
 		}
 	}
-	if c.Discord != nil && contains(c.Discord.ModerationTools, name) {
+	if c.Discord != nil && slices.Contains(c.Discord.ModerationTools, name) {
 		return true
 	}
 	for _, m := range c.MCPServers {
@@ -910,7 +911,7 @@ func validateChannels(key string, chs []Channel) error {
 // Validate checks one channels[] entry; key is its place, e.g.
 // "channels[0]". That its tools exist is Config's cross-check.
 func (ch Channel) Validate(key string) error {
-	if !contains(Platforms, ch.Platform) {
+	if !slices.Contains(Platforms, ch.Platform) {
 		return keyerr.New(key+".platform", "%q is not one of %s", ch.Platform, strings.Join(Platforms, ", "))
 	}
 	if ch.ID == "" {
@@ -1034,13 +1035,4 @@ func (c Confirmation) validateEscalation(list string) error {
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -336,3 +336,16 @@ func TestRefRevision(t *testing.T) {
 		t.Errorf("ParseRef drops the revision: %q %d %v", id, pos, err)
 	}
 }
+
+func TestApproversNames(t *testing.T) {
+	a := Approvers{Users: []string{"U1", "U2"}, Groups: []string{"S1"}, Roles: []string{"42"}}
+	if got := strings.Join(a.Names(), ", "); got != "U1, U2, group S1, role 42" {
+		t.Fatalf("members %q", got)
+	}
+	if got := (Approvers{}).Names(); len(got) != 0 {
+		t.Fatalf("members of nobody: %q", got)
+	}
+	if m := a.Names(); &m[0] == &a.Users[0] {
+		t.Fatal("Members shares the Users array")
+	}
+}

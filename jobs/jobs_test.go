@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/airlockhq/airlock/internal/racetest"
 	"github.com/airlockhq/airlock/jobs"
 )
 
@@ -357,20 +358,14 @@ func TestFailureLogged(t *testing.T) {
 // beside it nor a queue of them after; other jobs go on meanwhile.
 func TestNoSelfOverlap(t *testing.T) {
 	g := newRig()
-	var running, most, total atomic.Int64
+	var running racetest.Peak
+	var total atomic.Int64
 	started := make(chan struct{}, 10)
 	release := make(chan struct{})
 	other := make(chan struct{}, 10)
 	g.add(t,
 		jobs.Job{Name: "slow", Every: time.Second, Timeout: time.Minute, Run: func(ctx context.Context) error {
-			now := running.Add(1)
-			defer running.Add(-1)
-			for {
-				m := most.Load()
-				if now <= m || most.CompareAndSwap(m, now) {
-					break
-				}
-			}
+			defer running.Enter()()
 			total.Add(1)
 			started <- struct{}{}
 			select {
@@ -397,7 +392,7 @@ func TestNoSelfOverlap(t *testing.T) {
 	wait(t, started, "run 2")
 	release <- struct{}{}
 	g.stop(t)
-	if m, n := most.Load(), total.Load(); m != 1 || n != 2 {
+	if m, n := running.Most(), total.Load(); m != 1 || n != 2 {
 		t.Fatalf("%d runs, at most %d at once; want 2, one at a time", n, m)
 	}
 }

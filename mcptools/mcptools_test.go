@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -170,14 +171,14 @@ func TestListChangedUpdatesTheSet(t *testing.T) {
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "new"}}}, nil, nil
 		})
-	eventually(t, "mem__added in the set", func() bool { return set.Has("mem__added") })
+	testkit.Eventually(t, 10*time.Second, "mem__added in the set", func() bool { return set.Has("mem__added") })
 	if out, err := mustTool(t, set, "mem__added").Run(context.Background(), nil, "b/1"); err != nil || out != "new" {
 		t.Fatalf("added = %q, %v", out, err)
 	}
 
 	stale := mustTool(t, set, "mem__get_item")
 	srv.RemoveTools("get_item")
-	eventually(t, "mem__get_item gone", func() bool { return !set.Has("mem__get_item") })
+	testkit.Eventually(t, 10*time.Second, "mem__get_item gone", func() bool { return !set.Has("mem__get_item") })
 	// A call of a tool the server no longer has: the server says so, a
 	// plain failure.
 	_, err := stale.Run(context.Background(), json.RawMessage(`{"id":"1"}`), "b/2")
@@ -194,11 +195,7 @@ func TestStderrLines(t *testing.T) {
 	l.Write([]byte("o\n" + strings.Repeat("x", 3*maxStderrLine) + "\nlast"))
 	l.flush()
 	s := logs.String()
-	for _, want := range []string{"line=one\n", "line=two\n", " [cut]", "line=last\n"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("log lacks %q:\n%s", want, s)
-		}
-	}
+	testkit.ContainsAll(t, "log", s, "line=one\n", "line=two\n", " [cut]", "line=last\n")
 	if strings.Count(s, "x") > maxStderrLine+10 {
 		t.Errorf("long line not cut")
 	}
@@ -239,7 +236,7 @@ func TestReconnectsAfterTheConnectionDrops(t *testing.T) {
 	first := sessions[0]
 	mu.Unlock()
 	_ = first.Close()
-	eventually(t, "a second connection", func() bool {
+	testkit.Eventually(t, 10*time.Second, "a second connection", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(sessions) >= 2 && m.Status()[0].Connected
@@ -292,7 +289,7 @@ func TestStdioEnvIsolationAndStderr(t *testing.T) {
 	if _, err := mustTool(t, set, "child__say").Run(ctx, json.RawMessage(`{"text":"hello from the child"}`), "b/say"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the stderr line in the log", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the stderr line in the log", func() bool {
 		s := logs.String()
 		for _, line := range strings.Split(s, "\n") {
 			if strings.Contains(line, "server=child") && strings.Contains(line, "hello from the child") {
@@ -324,7 +321,7 @@ func TestStdioServerKilledMidCall(t *testing.T) {
 		out, err := mustTool(t, set, "child__block").Run(context.Background(), nil, "b/block")
 		done <- result{out, err}
 	}()
-	eventually(t, "the block tool to start", func() bool { return strings.Contains(logs.String(), "block: started") })
+	testkit.Eventually(t, 10*time.Second, "the block tool to start", func() bool { return strings.Contains(logs.String(), "block: started") })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill %d: %v", pid, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -61,13 +63,7 @@ func (r *recorder) add(req *mcp.CallToolRequest) {
 func (r *recorder) of(tool string) []call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []call
-	for _, c := range r.calls {
-		if c.Tool == tool {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(r.calls), func(c call) bool { return c.Tool != tool })
 }
 
 type itemArgs struct {
@@ -191,26 +187,8 @@ func memDial(srv *mcp.Server) dialFunc {
 	}
 }
 
-// logBuffer collects a text log, safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLog() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
+func newLog() (*slog.Logger, *testkit.Buffer) {
+	b := &testkit.Buffer{}
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
 }
 
@@ -226,18 +204,6 @@ func startManager(t *testing.T, cfgs []Config, set *tools.Set, log *slog.Logger,
 		t.Fatalf("WaitReady: %v", err)
 	}
 	return m
-}
-
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func mustTool(t *testing.T, set *tools.Set, name string) tools.Tool {

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"text/template"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -130,7 +129,7 @@ func (t *mcpTool) Spec() model.ToolSpec {
 	}
 	return model.ToolSpec{
 		Name:        t.name,
-		Description: "[" + t.srv.cfg.Name + "] " + capRunes(desc, maxDescriptionRunes),
+		Description: "[" + t.srv.cfg.Name + "] " + tools.CapRunes(desc, maxDescriptionRunes),
 		Parameters:  t.schema.JSON(),
 	}
 }
@@ -325,19 +324,5 @@ func label(s string) string {
 		}
 		return r
 	}, s)
-	return capRunes(s, 200)
-}
-
-func capRunes(s string, max int) string {
-	if utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == max-1 {
-			return s[:i] + "…"
-		}
-		n++
-	}
-	return s
+	return tools.CapRunes(s, 200)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -101,7 +102,7 @@ func (r *Runbook) Parameters() json.RawMessage { return r.schema.JSON() }
 func (r *Runbook) Tools() []string {
 	var out []string
 	for _, s := range append(r.Steps(), r.onFailure...) {
-		if !contains(out, s.cfg.Tool) {
+		if !slices.Contains(out, s.cfg.Tool) {
 			out = append(out, s.cfg.Tool)
 		}
 	}
@@ -373,7 +374,7 @@ func compileStep(key string, c StepConfig, sc *scope) (*Step, error) {
 		}
 	}
 	for _, id := range refs {
-		if !contains(s.refs, id) {
+		if !slices.Contains(s.refs, id) {
 			s.refs = append(s.refs, id)
 		}
 	}

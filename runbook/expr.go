@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,12 +160,12 @@ func (sc *scope) check(a *ast.AST) ([]string, error) {
 			default:
 				return nil, at(e.ID(), "no step %q in this runbook", field)
 			}
-			if !contains(refs, field) {
+			if !slices.Contains(refs, field) {
 				refs = append(refs, field)
 			}
 		case isIdent(op, "run"):
 			covered[op.ID()] = true
-			if !contains(runFields, field) {
+			if !slices.Contains(runFields, field) {
 				return nil, at(e.ID(), "run has no field %q (it has %s)", field, strings.Join(runFields, ", "))
 			}
 		case isIdent(op, "params"):
@@ -175,7 +177,7 @@ func (sc *scope) check(a *ast.AST) ([]string, error) {
 	}
 	for _, e := range all {
 		if op, field, ok := sel(e); ok {
-			if id, isStep := stepSel[op.ID()]; isStep && !contains(stepFields, field) {
+			if id, isStep := stepSel[op.ID()]; isStep && !slices.Contains(stepFields, field) {
 				return nil, at(e.ID(), "steps.%s has no field %q (it has outcome, result)", id, field)
 			}
 		}
@@ -256,27 +258,21 @@ func (e *EvalError) Unwrap() error { return e.Err }
 
 // When reports whether the step runs: its `when` holds (true when it has
 // none).
-func (s *Step) When(v Vars) (bool, error) {
-	if s.when == nil {
-		return true, nil
-	}
-	ok, err := s.when.evalBool(activation(v))
-	if err != nil {
-		return false, &EvalError{Step: s.cfg.ID, Key: "when", Err: err}
-	}
-	return ok, nil
-}
+func (s *Step) When(v Vars) (bool, error) { return s.holds(s.when, "when", v) }
 
 // Done reports whether the step's retry.until holds, v.Steps holding the
 // step's latest attempt (true when it has none: a retry without until ends
 // at the first success).
-func (s *Step) Done(v Vars) (bool, error) {
-	if s.until == nil {
+func (s *Step) Done(v Vars) (bool, error) { return s.holds(s.until, "retry.until", v) }
+
+// holds evaluates the step's condition at key (true when it has none).
+func (s *Step) holds(cond *expr, key string, v Vars) (bool, error) {
+	if cond == nil {
 		return true, nil
 	}
-	ok, err := s.until.evalBool(activation(v))
+	ok, err := cond.evalBool(activation(v))
 	if err != nil {
-		return false, &EvalError{Step: s.cfg.ID, Key: "retry.until", Err: err}
+		return false, &EvalError{Step: s.cfg.ID, Key: key, Err: err}
 	}
 	return ok, nil
 }
@@ -621,20 +617,7 @@ func normalize(v any) any {
 	return v
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+// sortedKeys are m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

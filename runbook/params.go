@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ type ParamSpec struct {
 func (r *Runbook) ParamSpecs() []ParamSpec {
 	out := make([]ParamSpec, 0, len(r.props))
 	for name, p := range r.props {
-		s := ParamSpec{Name: name, Type: propType(p), Required: contains(r.required, name)}
+		s := ParamSpec{Name: name, Type: propType(p), Required: slices.Contains(r.required, name)}
 		s.Description, _ = p["description"].(string)
 		if enum, ok := p["enum"].([]any); ok {
 			for _, e := range enum {
@@ -124,7 +125,7 @@ func textOf(v any) string {
 // parameter and what is allowed.
 func (r *Runbook) Params(given map[string]string) (map[string]any, error) {
 	obj := make(map[string]any, len(given))
-	for _, name := range sortedStrings(given) {
+	for _, name := range sortedKeys(given) {
 		text := given[name]
 		p, declared := r.props[name]
 		if !declared {
@@ -153,7 +154,7 @@ func (r *Runbook) ParamsJSON(raw json.RawMessage) (map[string]any, error) {
 	}
 	n, _ := normalize(obj).(map[string]any)
 	if r.closed {
-		for _, name := range sortedKeysAny(n) {
+		for _, name := range sortedKeys(n) {
 			if _, ok := r.props[name]; !ok {
 				return nil, &ParamError{Param: name, Problem: "no such parameter", Allowed: r.names()}
 			}
@@ -188,7 +189,7 @@ func (r *Runbook) finish(obj map[string]any) (map[string]any, error) {
 			return nil, &ParamError{Param: name, Problem: "required", Allowed: r.allowed(name)}
 		}
 	}
-	for _, name := range sortedKeysAny(obj) {
+	for _, name := range sortedKeys(obj) {
 		if err := r.checkValue(name, obj[name]); err != nil {
 			return nil, err
 		}
@@ -346,22 +347,4 @@ func coerce(t, text string) (any, error) {
 		return normalize(v["v"]), nil
 	}
 	return text, nil
-}
-
-func sortedStrings(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeysAny(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -9,19 +9,22 @@ package runbook
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // Outcome is where a step of a run ended (the values of
-// steps.<id>.outcome in expressions).
-type Outcome string
+// steps.<id>.outcome in expressions): the stored status of its attempt,
+// one that is not Active.
+type Outcome = confirm.StepStatus
 
 const (
-	Succeeded Outcome = "succeeded"
-	Failed    Outcome = "failed"
-	Denied    Outcome = "denied"
-	Expired   Outcome = "expired"
-	Skipped   Outcome = "skipped"
-	Unknown   Outcome = "unknown"
+	Succeeded = confirm.StepSucceeded
+	Failed    = confirm.StepFailed
+	Denied    = confirm.StepDenied
+	Expired   = confirm.StepExpired
+	Skipped   = confirm.StepSkipped
+	Unknown   = confirm.StepUnknown
 )
 
 // Failure policies of a step (steps[].on_failure).

@@ -64,14 +64,7 @@ func (s *Schema) Properties() []string { return append([]string(nil), s.declared
 // UTF-8, duplicate keys, anything but one object, and a schema violation are
 // errors wrapping ErrInvalidArgs.
 func (s *Schema) Decode(args json.RawMessage) (map[string]any, error) {
-	obj, err := decodeObject(NormalizeArgs(args))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidArgs, err)
-	}
-	if err := s.schema.Validate(obj); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidArgs, schemaMessage(err))
-	}
-	return obj, nil
+	return decodeValid(s.schema, args)
 }
 
 // NormalizeArgs is args, or "{}" when args are empty.
@@ -103,6 +96,9 @@ func RenderSummary(name string, tmpl *template.Template, declared []string, args
 	}
 	return capRunes(w.buf.String(), MaxSummaryRunes), nil
 }
+
+// CapRunes cuts s to max runes, ending in "…" when cut.
+func CapRunes(s string, max int) string { return capRunes(s, max) }
 
 // CapOutput scrubs out with r (nil: nothing), then keeps at most max bytes
 // of it (DefaultMaxOutput when max <= 0), cut at a rune boundary and never

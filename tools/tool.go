@@ -209,11 +209,17 @@ func (t *configTool) Validate(args json.RawMessage) error {
 
 // decode validates the arguments and returns them decoded.
 func (t *configTool) decode(args json.RawMessage) (map[string]any, error) {
+	return decodeValid(t.schema, args)
+}
+
+// decodeValid decodes args as one JSON object (empty: {}) valid under
+// schema; anything else is an error wrapping ErrInvalidArgs.
+func decodeValid(schema *jsonschema.Schema, args json.RawMessage) (map[string]any, error) {
 	obj, err := decodeObject(normalizeArgs(args))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidArgs, err)
 	}
-	if err := t.schema.Validate(obj); err != nil {
+	if err := schema.Validate(obj); err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalidArgs, schemaMessage(err))
 	}
 	return obj, nil

@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -28,10 +27,7 @@ func (a *Adapter) PostUnknownNotice(ctx context.Context, th bot.Thread, n card.U
 // UpdateUnknownNotice implements bot.UnknownNoticer: it edits the line in
 // place; once checked it has no button.
 func (a *Adapter) UpdateUnknownNotice(ctx context.Context, th bot.Thread, ref string, n card.UnknownNotice) error {
-	if !isSnowflake(ref) {
-		return fmt.Errorf("discord: unknown outcome reference %q is not a message id", ref)
-	}
-	return a.edit(ctx, th, ref, RenderUnknownNotice(n), "unknown outcome")
+	return a.editRef(ctx, th, ref, RenderUnknownNotice(n), "unknown outcome")
 }
 
 // checked hands an "I checked — go on" click to the bot.

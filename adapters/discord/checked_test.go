@@ -3,17 +3,14 @@ package discord
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/adapters/internal/adaptertest"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
-	"github.com/airlockhq/airlock/model"
-	"github.com/airlockhq/airlock/tools"
 )
 
 // unknownCard: a decided card whose gated call's run ended unknown,
@@ -68,24 +65,6 @@ func TestCheckedRenderGolden(t *testing.T) {
 	}
 }
 
-// unknownTool is an ungated tool whose first run's outcome is unknown.
-type unknownTool struct{ runs atomic.Int64 }
-
-func (u *unknownTool) Spec() model.ToolSpec {
-	return model.ToolSpec{Name: "charge", Description: "Charge a card.", Parameters: json.RawMessage(`{"type":"object"}`)}
-}
-func (u *unknownTool) Confirm() bool                       { return false }
-func (u *unknownTool) Validate(args json.RawMessage) error { return nil }
-func (u *unknownTool) Summary(args json.RawMessage) (string, error) {
-	return "Charge " + string(args), nil
-}
-func (u *unknownTool) Run(context.Context, json.RawMessage, string) (string, error) {
-	if u.runs.Add(1) == 1 {
-		return "", fmt.Errorf("read: connection reset by peer: %w", tools.ErrOutcomeUnknown)
-	}
-	return "charged", nil
-}
-
 // End to end over the fake Discord: an ungated charge whose outcome is
 // unknown gets a thread line with "I checked — go on"; the retry with a
 // note gets a card; a member without the approver role changes nothing;
@@ -93,13 +72,11 @@ func (u *unknownTool) Run(context.Context, json.RawMessage, string) (string, err
 // is audited once.
 func TestUnknownOutcomeCheckedOverDiscord(t *testing.T) {
 	h := newHarnessWith(t, defaultChannels(), func(c *bot.Config) { c.GrantFor = time.Hour })
-	charge := &unknownTool{}
+	charge := &adaptertest.ChargeTool{}
 	if err := h.set.Add(charge); err != nil {
 		t.Fatal(err)
 	}
-	h.model.PushCalls(tc("c1", "charge", `{"amount":10}`))
-	h.model.PushText("It may or may not have gone through.")
-	h.start()
+	h.startWith(tc("c1", "charge", `{"amount":10}`), "It may or may not have gone through.")
 	h.fd.Send("MESSAGE_CREATE", guildMessage("7001", channelID, requester, mentionText("charge 10"), true))
 	thread := h.threadFor("7001")
 	h.waitAnswer(thread, "It may or may not have gone through.")
@@ -123,8 +100,8 @@ func TestUnknownOutcomeCheckedOverDiscord(t *testing.T) {
 	h.model.PushCalls(tc("c2", "charge", `{"amount":10,"note":"retry"}`))
 	h.fd.Send("MESSAGE_CREATE", guildMessage("7002", thread, requester, mentionText("try again"), true))
 	retry := h.card(thread, 2)
-	if why, _ := json.Marshal(retry.embeds); len(retry.embeds) != 1 || charge.runs.Load() != 1 || !strings.Contains(string(why), "unknown outcome") {
-		t.Fatalf("retry: embeds %v, runs %d", retry.embeds, charge.runs.Load())
+	if why, _ := json.Marshal(retry.embeds); len(retry.embeds) != 1 || charge.Runs.Load() != 1 || !strings.Contains(string(why), "unknown outcome") {
+		t.Fatalf("retry: embeds %v, runs %d", retry.embeds, charge.Runs.Load())
 	}
 
 	// A member without the approver role: nothing changes.

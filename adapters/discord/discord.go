@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +23,8 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
 
+	"github.com/airlockhq/airlock/adapters/internal/chatbot"
+	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
@@ -53,25 +54,7 @@ const shutdownGrace = 10 * time.Second
 
 // Bot is what the adapter needs from the bot (*bot.Bot).
 type Bot interface {
-	Admit(ctx context.Context, t bot.Turn) bot.Admission
-	HandleTurn(ctx context.Context, t bot.Turn) error
-	Note(ctx context.Context, t bot.Turn) error
-	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
-	Decide(ctx context.Context, c bot.Click) error
-	Revoke(ctx context.Context, c bot.Click) error
-	// ClickedCard is the waiting card a button was on, wherever it was
-	// posted (its thread, an approvals channel, a DM copy).
-	ClickedCard(ctx context.Context, c bot.Click) (*card.Card, error)
-	// EditForm, Edit and Extend serve a card's Edit… and Extend buttons.
-	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
-	Edit(ctx context.Context, c bot.Click, args string) error
-	Extend(ctx context.Context, c bot.Click) error
-	// MarkChecked marks a run whose outcome is unknown checked ("I
-	// checked — go on" on its card or its thread line).
-	MarkChecked(ctx context.Context, c bot.Click) error
-	// RunAction works a run message's button (Stop run, Mark done,
-	// Retry).
-	RunAction(ctx context.Context, c bot.Click, kind card.ActionKind) error
+	chatbot.Bot
 }
 
 // EventStore de-duplicates gateway events across restarts and replicas
@@ -399,10 +382,7 @@ func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n card.Gra
 // UpdateGrantNotice implements bot.GrantNoticer: it edits the notice in
 // place; a revoked grant's notice loses its Revoke button.
 func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n card.GrantNotice) error {
-	if !isSnowflake(ref) {
-		return fmt.Errorf("discord: grant notice reference %q is not a message id", ref)
-	}
-	return a.edit(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice")
+	return a.editRef(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice")
 }
 
 // send posts one rendered message in the thread, pinging nobody, and
@@ -418,6 +398,15 @@ func (a *Adapter) send(ctx context.Context, th bot.Thread, m CardMessage, what s
 		return "", fmt.Errorf("discord: post %s: %w", what, err)
 	}
 	return sent.ID, nil
+}
+
+// editRef is edit of a message the bot holds a reference to: a reference
+// that is not a message id is an error, and nothing is sent.
+func (a *Adapter) editRef(ctx context.Context, th bot.Thread, ref string, m CardMessage, what string) error {
+	if !isSnowflake(ref) {
+		return fmt.Errorf("discord: %s reference %q is not a message id", what, ref)
+	}
+	return a.edit(ctx, th, ref, m, what)
 }
 
 // edit replaces a message with a rendered one, pinging nobody: embeds and
@@ -472,27 +461,14 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 // adapter's secret nonce, which Post turns into <@user> and <@&role>
 // allowed to ping; the same characters written by a model stay inert.
 func (a *Adapter) Mention(s confirm.Approvers) string {
-	var out []string
-	for _, u := range s.Users {
-		if isSnowflake(u) {
-			out = append(out, mentionOpen+a.nonce+":u"+u+mentionClose)
-		}
-	}
-	for _, r := range s.Roles {
-		if isSnowflake(r) {
-			out = append(out, mentionOpen+a.nonce+":r"+r+mentionClose)
-		}
-	}
-	return strings.Join(out, ", ")
+	m := marker.Set{Nonce: a.nonce}
+	m.Add("u", s.Users, isSnowflake)
+	m.Add("r", s.Roles, isSnowflake)
+	return m.String()
 }
 
-// Mention markers: private-use characters around "<nonce>:<u|r><id>".
-const (
-	mentionOpen  = "\uE000"
-	mentionClose = "\uE001"
-)
-
-var mentionMarker = regexp.MustCompile("\uE000([A-Z0-9]+):([ur])([0-9]{1,20})\uE001")
+// mentionMarker matches a mention marker: "<nonce>:<u|r><id>".
+var mentionMarker = marker.Pattern("([ur])([0-9]{1,20})")
 
 // renderPost is the content of a Post and who may be pinged: nobody
 // unless text holds markers of this adapter's nonce.

@@ -152,6 +152,15 @@ func newHarnessWith(t *testing.T, channels []bot.Channel, edit func(*bot.Config)
 }
 
 // start runs the adapter until the test ends and checks the IDENTIFY.
+// startWith scripts the model's first turn, one call then its reply once
+// the call is done, and starts the adapter.
+func (h *harness) startWith(call confirm.ToolCall, reply string) {
+	h.t.Helper()
+	h.model.PushCalls(call)
+	h.model.PushText(reply)
+	h.start()
+}
+
 func (h *harness) start() {
 	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -380,9 +389,7 @@ func mentionText(s string) string { return "<@" + botID + "> " + s }
 // the card loses its buttons and says who decided, the answer follows.
 func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 	h := newHarness(t)
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
-	h.model.PushText("Restarted api.")
-	h.start()
+	h.startWith(tc("c1", "restart_service", `{"service":"api"}`), "Restarted api.")
 
 	msg := guildMessage("7001", channelID, requester, mentionText("restart api please"), true)
 	h.fd.Send("MESSAGE_CREATE", msg)
@@ -472,9 +479,7 @@ func TestMentionThreadCardRolesAndAnswer(t *testing.T) {
 // denies with the reason, which reaches the model; nothing runs.
 func TestDenyWithReasonViaModal(t *testing.T) {
 	h := newHarness(t)
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"web"}`))
-	h.model.PushText("OK, I will not restart web.")
-	h.start()
+	h.startWith(tc("c1", "restart_service", `{"service":"web"}`), "OK, I will not restart web.")
 
 	thread, card := h.askForCard("7101", "restart web")
 	_, _, reason := buttonIDs(t, card.components)
@@ -590,9 +595,7 @@ func TestDirectMessages(t *testing.T) {
 		t.Run(fmt.Sprintf("self_approval=%v", self), func(t *testing.T) {
 			h := newHarnessWith(t, defaultChannels(), func(c *bot.Config) { c.SelfApproval = self })
 			h.model.PushText("Hi there.")
-			h.model.PushCalls(tc("c1", "restart_service", `{"service":"worker"}`))
-			h.model.PushText("Worker restarted.")
-			h.start()
+			h.startWith(tc("c1", "restart_service", `{"service":"worker"}`), "Worker restarted.")
 
 			h.fd.Send("MESSAGE_CREATE", dmMessage("7301", dmUser, "hello"))
 			h.waitAnswer(dmChannel, "Hi there.")
@@ -657,9 +660,7 @@ func TestModerationToolEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.model.PushCalls(tc("c1", ToolTimeoutMember, `{"user":"`+spammer+`","duration":"10m","reason":"spamming links"}`))
-	h.model.PushText("Done: timed out for 10 minutes.")
-	h.start()
+	h.startWith(tc("c1", ToolTimeoutMember, `{"user":"`+spammer+`","duration":"10m","reason":"spamming links"}`), "Done: timed out for 10 minutes.")
 
 	thread, card := h.askForCard("7501", "time out the spammer")
 	// The read-back is inert: the id shows as written, no mention pill.

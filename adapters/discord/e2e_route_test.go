@@ -85,9 +85,7 @@ func TestRouteApprovalsChannel(t *testing.T) {
 	h := newHarnessWith(t, []bot.Channel{
 		{Platform: Platform, ID: channelID, ApproverRoles: []string{modRole}, ApprovalsChannel: approvalsCh},
 	}, nil)
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
-	h.model.PushText("Restarted api.")
-	h.start()
+	h.startWith(tc("c1", "restart_service", `{"service":"api"}`), "Restarted api.")
 
 	h.fd.Send("MESSAGE_CREATE", guildMessage("7901", channelID, requester, mentionText("restart api"), true))
 	thread := h.threadFor("7901")
@@ -151,9 +149,7 @@ func TestRouteDMCopies(t *testing.T) {
 	h := newHarnessWith(t, []bot.Channel{
 		{Platform: Platform, ID: channelID, Approvers: []string{dmUser, approver2}, ApproverRoles: []string{modRole}, Notify: []string{bot.NotifyDM}},
 	}, nil)
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
-	h.model.PushText("Restarted api.")
-	h.start()
+	h.startWith(tc("c1", "restart_service", `{"service":"api"}`), "Restarted api.")
 
 	h.fd.Send("MESSAGE_CREATE", guildMessage("7911", channelID, requester, mentionText("restart api"), true))
 	thread := h.threadFor("7911")
@@ -221,9 +217,7 @@ func TestRouteDMCopies(t *testing.T) {
 // arguments, the card says who edited what, and the model is told.
 func TestRouteEditViaModal(t *testing.T) {
 	h := newHarness(t)
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
-	h.model.PushText("Restarted web.")
-	h.start()
+	h.startWith(tc("c1", "restart_service", `{"service":"api"}`), "Restarted web.")
 
 	thread, card := h.askForCard("7921", "restart api")
 	edit := buttonsByAction(t, card.components)[actionEdit]

@@ -208,9 +208,7 @@ func TestReminderPingsExactlyTheApprovers(t *testing.T) {
 		c.Now = func() time.Time { return time.Unix(0, now.Load()) }
 		c.RemindBefore = 5 * time.Minute
 	})
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"<@`+outsider+`> @everyone ||x||"}`))
-	h.model.PushText("Restarted, thanks <@&" + modRole + "> <@" + moderator + ">.")
-	h.start()
+	h.startWith(tc("c1", "restart_service", `{"service":"<@`+outsider+`> @everyone ||x||"}`), "Restarted, thanks <@&"+modRole+"> <@"+moderator+">.")
 
 	thread, card := h.askForCard("7901", "restart")
 	now.Add(int64(6 * time.Minute))

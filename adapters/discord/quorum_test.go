@@ -88,9 +88,7 @@ func (h *harness) checkInertEdits(thread string) {
 // names both.
 func TestQuorumTwoApprovers(t *testing.T) {
 	h := newHarnessWith(t, quorumChannels(), twoApprovals("restart_service"))
-	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
-	h.model.PushText("Restarted api.")
-	h.start()
+	h.startWith(tc("c1", "restart_service", `{"service":"api"}`), "Restarted api.")
 
 	thread, card := h.askForCard("7401", "restart api")
 	if got := shown(field(card.embeds[0], flagReasonLabel)); got != "needs 2 approvals: the tool needs approval; rule prod-restarts" {
@@ -185,9 +183,7 @@ func TestModerationQuorumNamesLastApprover(t *testing.T) {
 	if err := h.set.Add(mods[0]); err != nil {
 		t.Fatal(err)
 	}
-	h.model.PushCalls(tc("c1", ToolKickMember, `{"user":"`+spammer+`","reason":"raid"}`))
-	h.model.PushText("Kicked.")
-	h.start()
+	h.startWith(tc("c1", ToolKickMember, `{"user":"`+spammer+`","reason":"raid"}`), "Kicked.")
 
 	thread, card := h.askForCard("7451", "kick the raider")
 	allow, _, _ := buttonIDs(t, card.components)

@@ -887,52 +887,44 @@ func RenderPointer(p card.Pointer) CardMessage {
 // characters that would act unseen written as JSON escapes, which mean
 // the same characters).
 func EditModal(ref string, number int, value string) *discordgo.InteractionResponseData {
-	title := "Edit the call's arguments"
-	if number > 0 {
-		title = fmt.Sprintf("Edit call [%d]", number)
-	}
-	return &discordgo.InteractionResponseData{
-		CustomID: customID(actionEditSubmit, ref),
-		Title:    title,
-		Components: []discordgo.MessageComponent{
-			discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.TextInput{
-					CustomID:  EditInputID,
-					Label:     "Arguments (JSON): submitting allows the call",
-					Style:     discordgo.TextInputParagraph,
-					Value:     value,
-					Required:  true,
-					MinLength: 2,
-					MaxLength: MaxEditChars,
-				},
-			}},
-		},
-	}
+	return paragraphModal(customID(actionEditSubmit, ref), numbered("Edit the call's arguments", "Edit call [%d]", number), discordgo.TextInput{
+		CustomID:  EditInputID,
+		Label:     "Arguments (JSON): submitting allows the call",
+		Value:     value,
+		MinLength: 2,
+		MaxLength: MaxEditChars,
+	})
 }
 
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref
 // (number is the call's number on the card, for the title).
 func ReasonModal(ref string, number int) *discordgo.InteractionResponseData {
-	title := "Deny with a reason"
+	return paragraphModal(customID(actionModal, ref), numbered("Deny with a reason", "Deny call [%d] with a reason", number), discordgo.TextInput{
+		CustomID:    ReasonInputID,
+		Label:       "Reason (the agent is told)",
+		Placeholder: "Why not, or what to do instead",
+		MinLength:   1,
+		MaxLength:   bot.MaxReasonLen,
+	})
+}
+
+// numbered is a modal's title: with the call's number (format) when it
+// has one, else title.
+func numbered(title, format string, number int) string {
 	if number > 0 {
-		title = fmt.Sprintf("Deny call [%d] with a reason", number)
+		return fmt.Sprintf(format, number)
 	}
+	return title
+}
+
+// paragraphModal is a modal (custom id id) of one required paragraph
+// input.
+func paragraphModal(id, title string, input discordgo.TextInput) *discordgo.InteractionResponseData {
+	input.Style, input.Required = discordgo.TextInputParagraph, true
 	return &discordgo.InteractionResponseData{
-		CustomID: customID(actionModal, ref),
-		Title:    title,
-		Components: []discordgo.MessageComponent{
-			discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.TextInput{
-					CustomID:    ReasonInputID,
-					Label:       "Reason (the agent is told)",
-					Style:       discordgo.TextInputParagraph,
-					Placeholder: "Why not, or what to do instead",
-					Required:    true,
-					MinLength:   1,
-					MaxLength:   bot.MaxReasonLen,
-				},
-			}},
-		},
+		CustomID:   id,
+		Title:      title,
+		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{input}}},
 	}
 }
 

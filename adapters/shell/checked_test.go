@@ -3,16 +3,16 @@ package shell
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/adapters/internal/adaptertest"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
@@ -30,24 +30,6 @@ func (f *fakeBot) UncheckedRuns(context.Context, bot.Thread) ([]cardpkg.UnknownN
 	return nil, nil
 }
 
-// chargeTool is an ungated tool whose first run's outcome is unknown.
-type chargeTool struct{ runs atomic.Int64 }
-
-func (c *chargeTool) Spec() model.ToolSpec {
-	return model.ToolSpec{Name: "charge", Description: "Charge.", Parameters: json.RawMessage(`{"type":"object"}`)}
-}
-func (c *chargeTool) Confirm() bool                  { return false }
-func (c *chargeTool) Validate(json.RawMessage) error { return nil }
-func (c *chargeTool) Summary(args json.RawMessage) (string, error) {
-	return "charge " + string(args), nil
-}
-func (c *chargeTool) Run(context.Context, json.RawMessage, string) (string, error) {
-	if c.runs.Add(1) == 1 {
-		return "", fmt.Errorf("read: connection reset by peer: %w", tools.ErrOutcomeUnknown)
-	}
-	return "charged", nil
-}
-
 type oneTool struct{ t tools.Tool }
 
 func (o oneTool) Get(name string) (tools.Tool, bool) {
@@ -58,35 +40,55 @@ func (o oneTool) Get(name string) (tools.Tool, bool) {
 }
 func (o oneTool) Specs() []model.ToolSpec { return []model.ToolSpec{o.t.Spec()} }
 
-// In the terminal, with the real bot: a charge whose outcome is unknown
-// says so and how to go on; the retry with a note waits for a yes;
-// /checked lists the run, /checked 1 marks it (once), and the next
-// charge runs as usual.
-func TestCheckedCommand(t *testing.T) {
+// realBot is the real bot on a fresh SQLite file, with the shell's
+// channel, DefaultUser approving; cfg's Store and Channels are set here,
+// its Timeout when it has none. It returns the database too.
+func realBot(t *testing.T, cfg bot.Config) (*bot.Bot, *storage.DB) {
+	t.Helper()
 	db, err := storage.Open(context.Background(), "sqlite", filepath.Join(t.TempDir(), "a.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	charge := &chargeTool{}
-	m := modeltest.NewScripted()
-	m.PushCalls(confirm.ToolCall{ID: "c1", Name: "charge", Args: json.RawMessage(`{"amount":10}`)}).PushText("Maybe charged.")
-	m.PushCalls(confirm.ToolCall{ID: "c2", Name: "charge", Args: json.RawMessage(`{"amount":10,"note":"retry"}`)})
-	m.PushCalls(confirm.ToolCall{ID: "c3", Name: "charge", Args: json.RawMessage(`{"amount":10,"note":"retry"}`)}).PushText("Charged.")
-	b, err := bot.New(bot.Config{Store: db, Model: m, Tools: oneTool{charge},
-		Channels: bot.NewChannels([]bot.Channel{{Platform: Platform, ID: DefaultChannel, Approvers: []string{DefaultUser}}}),
-		Timeout:  time.Hour})
+	cfg.Store = db
+	cfg.Channels = bot.NewChannels([]bot.Channel{{Platform: Platform, ID: DefaultChannel, Approvers: []string{DefaultUser}}})
+	if cfg.Timeout == 0 {
+		cfg.Timeout = time.Hour
+	}
+	b, err := bot.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, db
+}
+
+// runRegistered runs a shell on input against b, registered as b's
+// platform, and returns what it printed (the bot may print more after,
+// e.g. a runbook that goes on).
+func runRegistered(t *testing.T, b *bot.Bot, input string) *strings.Builder {
+	t.Helper()
 	var out strings.Builder
-	s := New(strings.NewReader("charge 10\nagain\n/checked\n/checked 2\n/checked x\n/checked 1\n/checked 1\n/checked\nnever mind, charge it\n"), &out)
+	s := New(strings.NewReader(input), &out)
 	b.Register(Platform, s)
 	if err := s.Run(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
-	got := out.String()
-	for _, want := range []string{
+	return &out
+}
+
+// In the terminal, with the real bot: a charge whose outcome is unknown
+// says so and how to go on; the retry with a note waits for a yes;
+// /checked lists the run, /checked 1 marks it (once), and the next
+// charge runs as usual.
+func TestCheckedCommand(t *testing.T) {
+	charge := &adaptertest.ChargeTool{}
+	m := modeltest.NewScripted()
+	m.PushCalls(confirm.ToolCall{ID: "c1", Name: "charge", Args: json.RawMessage(`{"amount":10}`)}).PushText("Maybe charged.")
+	m.PushCalls(confirm.ToolCall{ID: "c2", Name: "charge", Args: json.RawMessage(`{"amount":10,"note":"retry"}`)})
+	m.PushCalls(confirm.ToolCall{ID: "c3", Name: "charge", Args: json.RawMessage(`{"amount":10,"note":"retry"}`)}).PushText("Charged.")
+	b, db := realBot(t, bot.Config{Model: m, Tools: oneTool{charge}})
+	got := runRegistered(t, b, "charge 10\nagain\n/checked\n/checked 2\n/checked x\n/checked 1\n/checked 1\n/checked\nnever mind, charge it\n").String()
+	testkit.ContainsAll(t, "terminal", got,
 		"outcome unknown for call 1 (charge: charge {\"amount\":10})",
 		"until marked checked, every call of charge needs a yes; /checked lists runs to mark checked",
 		"APPROVAL NEEDED",
@@ -97,16 +99,12 @@ func TestCheckedCommand(t *testing.T) {
 		"Marked checked: call 1 (charge)",
 		"No run with an unknown outcome waits to be checked.",
 		"Charged.",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("terminal lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if n := strings.Count(got, "Marked checked:"); n != 1 {
 		t.Errorf("marked checked %d times:\n%s", n, got)
 	}
-	if charge.runs.Load() != 2 {
-		t.Errorf("charge ran %d times, want 2 (the first, and the one after the check)", charge.runs.Load())
+	if charge.Runs.Load() != 2 {
+		t.Errorf("charge ran %d times, want 2 (the first, and the one after the check)", charge.Runs.Load())
 	}
 	evs, _ := db.AuditEvents(context.Background(), confirm.AuditFilter{})
 	n := 0

@@ -3,17 +3,15 @@ package shell
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/runbook"
-	"github.com/airlockhq/airlock/storage"
 )
 
 type restartTool struct{ runs atomic.Int64 }
@@ -36,11 +34,6 @@ func (r *restartTool) Run(context.Context, json.RawMessage, string) (string, err
 // /allow 1 runs the step and the run message ends succeeded. The model
 // is never asked.
 func TestShellRunsARunbook(t *testing.T) {
-	db, err := storage.Open(context.Background(), "sqlite", filepath.Join(t.TempDir(), "a.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
 	rbs, err := runbook.Compile("runbooks", []runbook.Config{{
 		Name: "restart", Description: "Restart a service.",
 		Parameters: map[string]any{"type": "object", "properties": map[string]any{
@@ -53,21 +46,11 @@ func TestShellRunsARunbook(t *testing.T) {
 	}
 	tool := &restartTool{}
 	m := modeltest.NewScripted()
-	b, err := bot.New(bot.Config{Store: db, Model: m, Tools: oneTool{tool}, Runbooks: rbs,
-		Channels: bot.NewChannels([]bot.Channel{{Platform: Platform, ID: DefaultChannel, Approvers: []string{DefaultUser}}}),
-		Timeout:  time.Hour, SelfApproval: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	s := New(strings.NewReader("/runbooks\n/run restart service=db\n/run restart service=api\n/allow 1\n"), &out)
-	b.Register(Platform, s)
-	if err := s.Run(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	b, _ := realBot(t, bot.Config{Model: m, Tools: oneTool{tool}, Runbooks: rbs, SelfApproval: true})
+	out := runRegistered(t, b, "/runbooks\n/run restart service=db\n/run restart service=api\n/allow 1\n")
 	b.Runbooks().Wait()
 	got := out.String()
-	for _, want := range []string{
+	testkit.ContainsAll(t, "output", got,
 		"restart service=api|web: Restart a service.",
 		"Runbook restart was not started",
 		"=== Runbook restart",
@@ -75,11 +58,7 @@ func TestShellRunsARunbook(t *testing.T) {
 		"APPROVAL NEEDED",
 		": succeeded",
 		"- page (restart_service): not needed",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("output lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	// The run message is printed again only when what it says changed.
 	var prev string
 	for _, block := range strings.Split(got, "=== ")[1:] {

@@ -18,6 +18,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -98,18 +99,8 @@ func hostileCard() card.Card {
 
 func TestHostileCardIsInert(t *testing.T) {
 	hostile := hostileCard()
-	out := Render(hostile)
-	golden(t, "card_hostile.txt", out)
-	for _, r := range out {
-		if visible.Hidden(r) {
-			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
-		}
-	}
-	for _, want := range []string{`\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("card lacks %q:\n%s", want, out)
-		}
-	}
+	out := renderGolden(t, "card_hostile.txt", hostile)
+	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome")
 	if n := strings.Count(out, "\n"); n > 60 {
 		t.Errorf("a card of %d lines", n)
 	}
@@ -124,11 +115,7 @@ func TestHostileCardIsInert(t *testing.T) {
 	c := hostile
 	c.Calls[1].State = card.State{Kind: card.Denied, By: "local", At: c.Calls[2].State.At, Reason: "\x1b[2Jgone"}
 	s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c)
-	for _, r := range term.String() {
-		if visible.Hidden(r) && r != '\n' {
-			t.Fatalf("raw %U in an update: %q", r, term.String())
-		}
-	}
+	inert(t, "in an update", term.String())
 }
 
 func TestArgsPrintsWholeArguments(t *testing.T) {
@@ -212,6 +199,27 @@ func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	return &c, nil
 }
 
+// renderGolden renders c, checks it against the golden file name, and
+// that nothing in it would act unseen on a terminal.
+func renderGolden(t *testing.T, name string, c card.Card) string {
+	t.Helper()
+	out := Render(c)
+	golden(t, name, out)
+	inert(t, "reached the terminal", out)
+	return out
+}
+
+// inert fails t when s holds a character that would act unseen on a
+// terminal (visible.Hidden); what says where s was printed.
+func inert(t *testing.T, what, s string) {
+	t.Helper()
+	for _, r := range s {
+		if visible.Hidden(r) {
+			t.Fatalf("raw %U %s: %q", r, what, s)
+		}
+	}
+}
+
 func runShell(t *testing.T, b Bot, input string) string {
 	t.Helper()
 	var out strings.Builder
@@ -243,7 +251,7 @@ func TestCommands(t *testing.T) {
 			t.Fatalf("click %d: %+v, want %+v", i, b.clicks[i], want[i])
 		}
 	}
-	for _, s := range []string{
+	testkit.ContainsAll(t, "output", out,
 		"A card is still waiting from before",
 		"Call 1 is not waiting for a decision",
 		`"9" is not a call number of the card (1-2)`,
@@ -252,11 +260,7 @@ func TestCommands(t *testing.T) {
 		"/deny N [reason]    deny call N",
 		"/edit N {JSON}      allow call N with these arguments instead",
 		"/extend             push the waiting card's deadline",
-	} {
-		if !strings.Contains(out, s) {
-			t.Errorf("output lacks %q:\n%s", s, out)
-		}
-	}
+	)
 }
 
 func TestNoCardWaiting(t *testing.T) {
@@ -329,14 +333,8 @@ func routedCard() card.Card {
 
 func TestRenderRoutedGolden(t *testing.T) {
 	c := routedCard()
-	out := Render(c)
-	golden(t, "card_routed.txt", out)
-	for _, r := range out {
-		if visible.Hidden(r) {
-			t.Fatalf("raw %U reached the terminal:\n%s", r, out)
-		}
-	}
-	for _, want := range []string{
+	out := renderGolden(t, "card_routed.txt", c)
+	testkit.ContainsAll(t, "card", out,
 		"| [2] restart_service: Restart api in staging\n|     edited by oncall\\u001b[8m at 16:08:00 UTC:\n",
 		`|       environment: "production" → "staging"`,
 		`|       "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066"`,
@@ -347,11 +345,7 @@ func TestRenderRoutedGolden(t *testing.T) {
 		"| Escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)",
 		"| Escalation at 16:25 UTC: mentions U0BOSS, widens approvers to U0BOSS, group S0LEADS\n",
 		"/args N  /edit N\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("card lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Contains(out, "/edit 2") || strings.Contains(out, "/extend") || strings.Contains(out, "slack.com") {
 		t.Errorf("an edited call offers /edit, an extended card /extend, or a thread link printed:\n%s", out)
 	}
@@ -414,7 +408,7 @@ func TestEditCommandRefusesBadInput(t *testing.T) {
 	if n := b.asked(); n != 0 {
 		t.Fatalf("the bot was asked %d times; output:\n%s", n, out)
 	}
-	for _, want := range []string{
+	testkit.ContainsAll(t, "output", out,
 		EditUsage,
 		`"x" is not a call number of the card (1-3).`,
 		`"0" is not a call number`,
@@ -423,11 +417,7 @@ func TestEditCommandRefusesBadInput(t *testing.T) {
 		"Call 1 is not waiting for a decision",
 		"Call 2's arguments can't be edited here",
 		`"\\u001b[2J" is not a call number`,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if strings.Count(out, EditUsage) != 6 || strings.ContainsRune(out, '\x1b') {
 		t.Fatalf("output:\n%s", out)
 	}
@@ -465,20 +455,12 @@ func TestEditFormShowsArguments(t *testing.T) {
 	if len(b.forms) != 1 || !reflect.DeepEqual(b.forms[0], wantClick) || len(b.edits) != 0 {
 		t.Fatalf("forms %+v edits %+v", b.forms, b.edits)
 	}
-	for _, want := range []string{
+	testkit.ContainsAll(t, "output", out,
 		"Arguments of call [3] scale: Scale web to 120\\u202e\n{\n  \"note\": \"\\u001b]0;t\\u0007\",\n  \"replicas\": 120\n}\n",
 		"/edit 3 {\"note\":\"\\u001b]0;t\\u0007\",\"replicas\":120}\n",
 		EditUsage,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
-	for _, r := range out {
-		if visible.Hidden(r) && r != '\n' {
-			t.Fatalf("raw %U printed: %q", r, out)
-		}
-	}
+	)
+	inert(t, "printed", out)
 	// The line to copy is the exact arguments: its escapes mean the same
 	// characters in JSON.
 	line := out[strings.Index(out, "/edit 3 {")+len("/edit 3 "):]
@@ -549,24 +531,16 @@ func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
 	u.Calls[1].State = card.State{Kind: card.Allowed, By: "oncall", At: &at}
 	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
 	got := out.String()
-	for _, want := range []string{
-		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging` + "\n",
+	testkit.ContainsAll(t, "update", got,
+		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging`+"\n",
 		"  request abcdefgh [2] restart_service: allowed by oncall at 16:08:00 UTC\n",
 		"  request abcdefgh: extended by oncall; now expires at 17:05:00 UTC\n",
 		"  request abcdefgh: escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)\n",
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("update lacks %q:\n%s", want, got)
-		}
-	}
+	)
 	if strings.Count(got, "\n") != 4 {
 		t.Errorf("update printed more than the changes:\n%s", got)
 	}
-	for _, r := range got {
-		if visible.Hidden(r) && r != '\n' {
-			t.Fatalf("raw %U in an update: %q", r, got)
-		}
-	}
+	inert(t, "in an update", got)
 	out.Reset()
 	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
 	if out.String() != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // End to end, issue 13 ("Approvals reach the right people"): a real bot
@@ -297,11 +298,7 @@ func TestRouteEditThroughModal(t *testing.T) {
 				t.Fatal("the card was not updated")
 			}
 			txt := blocksText(t, updates[len(updates)-1])
-			for _, want := range []string{"Edited by <@" + alice + ">", `service: "api" → "web"`, "replicas: (not set) → 12", "Allowed by <@" + alice + ">"} {
-				if !strings.Contains(txt, want) {
-					t.Errorf("the card does not show %q:\n%s", want, txt)
-				}
-			}
+			testkit.ContainsAll(t, "the card", txt, "Edited by <@"+alice+">", `service: "api" → "web"`, "replicas: (not set) → 12", "Allowed by <@"+alice+">")
 
 			// The same modal again: the call was decided; the modal closes
 			// and the editor is told.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
@@ -112,24 +113,7 @@ type world struct {
 	ad     *Adapter
 	events *httptest.Server // http mode: the adapter's Handler
 	seq    atomic.Int64
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *testkit.Buffer
 }
 
 func newWorld(t *testing.T, mode string) *world {
@@ -150,7 +134,7 @@ func worldChannels() *bot.Channels {
 func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &world{t: t, mode: mode, fake: newFakeSlack(t), model: modeltest.NewScripted(), logs: &syncBuffer{}}
+	w := &world{t: t, mode: mode, fake: newFakeSlack(t), model: modeltest.NewScripted(), logs: &testkit.Buffer{}}
 	// The store reads the bot's clock when a test sets one (as in
 	// production both read the database's).
 	var botNow func() time.Time
@@ -219,15 +203,7 @@ func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 		waitFor(t, "socket mode connection", func() bool { return w.fake.connections() > 0 })
 	}
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-runErr:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not return after its context ended")
-		}
+		stopRun(t, "Run", cancel, runErr)
 		if w.events != nil {
 			w.events.Close()
 		}

@@ -58,8 +58,11 @@ type messageEvent struct {
 // errBadEvent marks a body that is not a usable Events API request.
 var errBadEvent = errors.New("bad Slack event")
 
-func badEvent(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errBadEvent, fmt.Sprintf(format, args...))
+func badEvent(format string, args ...any) error { return classed(errBadEvent, format, args...) }
+
+// classed is an error of class (errors.Is) saying format with args.
+func classed(class error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", class, fmt.Sprintf(format, args...))
 }
 
 // parseEvent decodes an Events API body. It checks the shape only; what

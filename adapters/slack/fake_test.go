@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"context"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/adapters/slack/slacktest"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // Test identities.
@@ -106,14 +108,23 @@ func permalink(channel, ts string) string {
 // dmOf is the fake's DM channel id with a user.
 func dmOf(user string) string { return slacktest.DMOf(user) }
 
+// stopRun ends an adapter's Run (what names it) by cancel, and checks it
+// returns, without an error, within 10 s.
+func stopRun(t *testing.T, what string, cancel context.CancelFunc, runErr <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s did not return after its context ended", what)
+	}
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, what, cond)
 }

@@ -116,11 +116,31 @@ func (m ModalMeta) encode() string {
 	return string(b)
 }
 
+// buttonActions are what a click on each button (by its action_id) asks.
+var buttonActions = map[string]struct {
+	kind         interactionKind
+	allow, grant bool
+	run          cardpkg.ActionKind
+}{
+	ActionAllow:       {kind: kindDecide, allow: true},
+	ActionAllowGrant:  {kind: kindDecide, allow: true, grant: true},
+	ActionRevokeGrant: {kind: kindRevoke},
+	ActionDeny:        {kind: kindDecide},
+	ActionDenyReason:  {kind: kindOpenReason},
+	ActionShowArgs:    {kind: kindShowArgs},
+	ActionExtend:      {kind: kindExtend},
+	ActionEdit:        {kind: kindOpenEdit},
+	ActionChecked:     {kind: kindChecked},
+	ActionRunStop:     {kind: kindRun, run: cardpkg.ActRunStop},
+	ActionRunMarkDone: {kind: kindRun, run: cardpkg.ActRunMarkDone},
+	ActionRunRetry:    {kind: kindRun, run: cardpkg.ActRunRetry},
+}
+
 // errBadInteraction marks a payload that is not one of the card's.
 var errBadInteraction = errors.New("bad Slack interaction")
 
 func badInteraction(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errBadInteraction, fmt.Sprintf(format, args...))
+	return classed(errBadInteraction, format, args...)
 }
 
 // parseInteraction decodes and validates an interactivity payload (the
@@ -145,34 +165,11 @@ func parseInteraction(payload []byte) (interaction, error) {
 			return interaction{}, badInteraction("block_actions without an action")
 		}
 		act := p.Actions[0]
-		switch act.ActionID {
-		case ActionAllow:
-			in.Kind, in.Allow = kindDecide, true
-		case ActionAllowGrant:
-			in.Kind, in.Allow, in.Grant = kindDecide, true, true
-		case ActionRevokeGrant:
-			in.Kind = kindRevoke
-		case ActionDeny:
-			in.Kind = kindDecide
-		case ActionDenyReason:
-			in.Kind = kindOpenReason
-		case ActionShowArgs:
-			in.Kind = kindShowArgs
-		case ActionExtend:
-			in.Kind = kindExtend
-		case ActionEdit:
-			in.Kind = kindOpenEdit
-		case ActionChecked:
-			in.Kind = kindChecked
-		case ActionRunStop:
-			in.Kind, in.RunAction = kindRun, cardpkg.ActRunStop
-		case ActionRunMarkDone:
-			in.Kind, in.RunAction = kindRun, cardpkg.ActRunMarkDone
-		case ActionRunRetry:
-			in.Kind, in.RunAction = kindRun, cardpkg.ActRunRetry
-		default:
+		a, ok := buttonActions[act.ActionID]
+		if !ok {
 			return interaction{}, badInteraction("unknown action_id %q", clip(act.ActionID, 60))
 		}
+		in.Kind, in.Allow, in.Grant, in.RunAction = a.kind, a.allow, a.grant, a.run
 		if in.Kind == kindRevoke {
 			if _, err := confirm.ParseGrantRef(act.Value); err != nil {
 				return interaction{}, badInteraction("%s: button value is not a grant reference", act.ActionID)

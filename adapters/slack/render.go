@@ -468,17 +468,7 @@ func restriction(sets []confirm.Approvers) []slack.RichTextSectionElement {
 		lead = "Who may decide (people in each of these): "
 	}
 	out := []slack.RichTextSectionElement{rtText(lead, bold)}
-	for i, s := range sets {
-		if i == maxRestrictSets {
-			out = append(out, rtText(fmt.Sprintf("; and %d more", len(sets)-i), nil))
-			break
-		}
-		if i > 0 {
-			out = append(out, rtText("; ", nil))
-		}
-		out = append(out, people(s)...)
-	}
-	return out
+	return append(out, joinRich(len(sets), func(i int) []slack.RichTextSectionElement { return people(sets[i]) }, "; ", "; and %d more", maxRestrictSets)...)
 }
 
 // people is a set of people as rich text: user and usergroup elements for
@@ -501,21 +491,21 @@ func people(s confirm.Approvers) []slack.RichTextSectionElement {
 	if len(names) == 0 {
 		return []slack.RichTextSectionElement{rtText("nobody", nil)}
 	}
-	return joinPeople(names, maxPeoplePerSet)
+	return joinRich(len(names), func(i int) []slack.RichTextSectionElement { return names[i : i+1] }, ", ", " and %d more", maxPeoplePerSet)
 }
 
-// joinPeople separates names with commas, at most n of them.
-func joinPeople(names []slack.RichTextSectionElement, n int) []slack.RichTextSectionElement {
+// joinRich joins the count pieces piece(i) with sep, at most n of them: a
+// longer list ends in more, a format of how many are left out.
+func joinRich(count int, piece func(i int) []slack.RichTextSectionElement, sep, more string, n int) []slack.RichTextSectionElement {
 	var out []slack.RichTextSectionElement
-	for i, name := range names {
+	for i := range count {
 		if i == n {
-			out = append(out, rtText(fmt.Sprintf(" and %d more", len(names)-n), nil))
-			break
+			return append(out, rtText(fmt.Sprintf(more, count-n), nil))
 		}
 		if i > 0 {
-			out = append(out, rtText(", ", nil))
+			out = append(out, rtText(sep, nil))
 		}
-		out = append(out, name)
+		out = append(out, piece(i)...)
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -431,7 +432,7 @@ func TestHostileCardIsInert(t *testing.T) {
 	if strings.Contains(live, "UMALLORY") { // named only by the model and in a malformed restriction
 		t.Errorf("someone the model named is mentioned:\n%s", live)
 	}
-	for _, want := range []string{
+	testkit.ContainsAll(t, "the card", shown,
 		"Restart api\\u202egnp.exe\\u200b <!channel> <!here> <!subteam^SOPS> @everyone <@UMALLORY>", // the read-back as written
 		"\"note\": \"Restart api\\u202egnp.exe\\u200b <!channel>",                                   // the arguments, hidden characters escaped
 		"more characters hidden. Show full arguments opens them whole.",
@@ -445,11 +446,7 @@ func TestHostileCardIsInert(t *testing.T) {
 		"Allowed by <!channel> \\u202e's grant",
 		"Not run: <!everyone> \\u2066",
 		"Withdrawn by the requester <!channel>; not run\nReason: <@UALICE>",
-	} {
-		if !strings.Contains(shown, want) {
-			t.Errorf("the card does not show %q:\n%s", want, shown)
-		}
-	}
+	)
 	if strings.Contains(FallbackText(card), "evil") || strings.Contains(FallbackText(card), "<") {
 		t.Errorf("model text in the notification text: %q", FallbackText(card))
 	}

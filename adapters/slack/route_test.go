@@ -15,6 +15,7 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // Issue 13 in the adapter: Edit…, Extend, escalations, copies of cards
@@ -123,18 +124,14 @@ func TestRenderEditedCallIsInert(t *testing.T) {
 		t.Errorf("someone the edit named is mentioned:\n%s", live)
 	}
 	revealed := `web <!here> <@U123> <!channel> <https://evil.example|x> :skull: *b* \u202e\u200b`
-	for _, want := range []string{
+	testkit.ContainsAll(t, "the card", shown,
 		"Edited by <@UALICE> 2026-11-29 12:01:30 UTC. The read-back and arguments below are the edited ones; it runs with them. Changed:",
 		"replicas: (not set) → 12",
-		`service: "api" → "` + revealed + `"`,
+		`service: "api" → "`+revealed+`"`,
 		`<!channel>\n<@U123>: "x" → (not set)`,
-		"Deploy " + revealed + " to production", // the new read-back
-		`"service": "` + revealed + `"`,         // the new arguments
-	} {
-		if !strings.Contains(shown, want) {
-			t.Errorf("the card does not show %q:\n%s", want, shown)
-		}
-	}
+		"Deploy "+revealed+" to production", // the new read-back
+		`"service": "`+revealed+`"`,         // the new arguments
+	)
 	if !strings.Contains(text, "(arguments edited by an approver)") || strings.ContainsAny(text, "<>") || strings.Contains(text, "ALICE") {
 		t.Errorf("notification text %q", text)
 	}
@@ -195,15 +192,11 @@ func TestRenderEscalations(t *testing.T) {
 	if bad := liveProblems(live, shown); len(bad) != 0 {
 		t.Fatalf("live: %v\n%s", bad, live)
 	}
-	for _, want := range []string{
+	testkit.ContainsAll(t, "the card", shown,
 		"Escalated at 12:10 UTC to <!subteam^SLEADS>; may now also decide: <@ULEAD>",
 		"Escalates at 12:20 UTC to <@UBOSS>",
 		"Escalates at 12:25 UTC to <@UMALLORY>, group <!here>, role <!channel>",
-	} {
-		if !strings.Contains(shown, want) {
-			t.Errorf("the card does not show %q:\n%s", want, shown)
-		}
-	}
+	)
 	raw := string(mustJSON(RenderWith(card, nil)))
 	for _, who := range []string{"<!subteam^SLEADS>", "<@ULEAD>", "<@UBOSS>", "UMALLORY>"} {
 		if strings.Contains(raw, who) {
@@ -278,17 +271,13 @@ func TestRenderPointer(t *testing.T) {
 	if len(buttons(blocks)) != 0 {
 		t.Error("the pointer has buttons")
 	}
-	for _, want := range []string{
-		"Approval request in <#" + chanApprovals + "> closed — [View the card](",
+	testkit.ContainsAll(t, "closed pointer", shown,
+		"Approval request in <#"+chanApprovals+"> closed — [View the card](",
 		"1. service_status  ·  :arrow_forward: Runs with the batch (no approval needed)  ·  :heavy_check_mark: succeeded",
 		"2. deploy  ·  :white_check_mark: Allowed by <@UALICE> 2026-11-29 12:01:30 UTC  ·  :x: failed: exit status 1: rollout timed out <after 5m>",
 		"3. drop_table  ·  :no_entry_sign: Denied by <@UALICE> 2026-11-29 12:01:30 UTC; not run\nReason: not during the freeze",
 		"7. evil <!channel>  ·  :no_entry_sign: Denied by <!here>; not run\nReason: <@U123> <!everyone> \\u202e",
-	} {
-		if !strings.Contains(shown, want) {
-			t.Errorf("closed pointer does not show %q:\n%s", want, shown)
-		}
-	}
+	)
 	if strings.Contains(text, "ALICE") || strings.Contains(text, "evil") || !strings.HasPrefix(text, "Approval request in <#"+chanApprovals+"> closed\n1. service_status — runs with the batch; succeeded") {
 		t.Errorf("closed pointer text %q", text)
 	}
@@ -457,7 +446,7 @@ func TestParseRouteInteractions(t *testing.T) {
 func newStubWorld(t *testing.T, mode string, b Bot, setup ...func(*Adapter)) *world {
 	t.Helper()
 	fake := newFakeSlack(t)
-	w := &world{t: t, mode: mode, fake: fake, logs: &syncBuffer{}}
+	w := &world{t: t, mode: mode, fake: fake, logs: &testkit.Buffer{}}
 	cfg := Config{Mode: mode, BotToken: testBotToken, APIURL: fake.apiURL(), HTTPClient: &http.Client{Timeout: 10 * time.Second}}
 	if mode == ModeSocket {
 		cfg.AppToken = testAppToken

@@ -21,6 +21,8 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/internal/chatbot"
+	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -75,28 +77,8 @@ type AckMetrics interface {
 
 // Bot is what the adapter needs from *bot.Bot.
 type Bot interface {
-	Admit(ctx context.Context, t bot.Turn) bot.Admission
-	HandleTurn(ctx context.Context, t bot.Turn) error
-	Note(ctx context.Context, t bot.Turn) error
-	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
-	Decide(ctx context.Context, c bot.Click) error
-	Revoke(ctx context.Context, c bot.Click) error
-	// ClickedCard is the waiting card a button was on, wherever it was
-	// posted (its thread, an approvals channel, a DM copy).
-	ClickedCard(ctx context.Context, c bot.Click) (*cardpkg.Card, error)
+	chatbot.Bot
 	Channels() *bot.Channels
-	// Extend pushes a card's deadline once (Extend).
-	Extend(ctx context.Context, c bot.Click) error
-	// EditForm checks the clicker may decide the call and returns what
-	// the edit modal shows (Edit…); Edit applies the modal's submission.
-	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
-	Edit(ctx context.Context, c bot.Click, args string) error
-	// MarkChecked marks a run whose outcome is unknown checked ("I
-	// checked — go on" on its card or its thread line).
-	MarkChecked(ctx context.Context, c bot.Click) error
-	// RunAction works a run message's button (Stop run, Mark done,
-	// Retry).
-	RunAction(ctx context.Context, c bot.Click, kind cardpkg.ActionKind) error
 }
 
 // EventStore is what the adapter needs from storage: recording event ids
@@ -422,27 +404,14 @@ func (a *Adapter) Post(ctx context.Context, th bot.Thread, text string) error {
 // secret nonce that Post turns into mentions of those users and groups;
 // the same characters written by a model stay inert text.
 func (a *Adapter) Mention(s confirm.Approvers) string {
-	var out []string
-	for _, u := range s.Users {
-		if userIDPattern.MatchString(u) {
-			out = append(out, mentionOpen+a.mentionNonce+":"+u+mentionClose)
-		}
-	}
-	for _, g := range s.Groups {
-		if groupIDPattern.MatchString(g) {
-			out = append(out, mentionOpen+a.mentionNonce+":"+g+mentionClose)
-		}
-	}
-	return strings.Join(out, ", ")
+	m := marker.Set{Nonce: a.mentionNonce}
+	m.Add("", s.Users, userIDPattern.MatchString)
+	m.Add("", s.Groups, groupIDPattern.MatchString)
+	return m.String()
 }
 
-// Mention markers: private-use characters around "<nonce>:<id>".
-const (
-	mentionOpen  = "\uE000"
-	mentionClose = "\uE001"
-)
-
-var mentionMarker = regexp.MustCompile("\uE000([A-Z0-9]+):([A-Z0-9]+)\uE001")
+// mentionMarker matches a mention marker: "<nonce>:<id>".
+var mentionMarker = marker.Pattern("([A-Z0-9]+)")
 
 // reminder renders text holding this adapter's mention markers: the
 // markers become mentions (<@U…>, <!subteam^S…> in the fallback text,

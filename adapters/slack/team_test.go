@@ -226,15 +226,7 @@ func (w *world) replica(store EventStore, edit func(*bot.Config)) *world {
 	// Registered after the world's cleanup, so it runs before the
 	// database is closed.
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-runErr:
-			if err != nil {
-				t.Errorf("replica Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("replica Run did not return after its context ended")
-		}
+		stopRun(t, "replica Run", cancel, runErr)
 		r.events.Close()
 	})
 	return r

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -223,18 +222,15 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return auditStats(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fs := flag.NewFlagSet("airlock audit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	fs, cfgPath := configFlags("airlock audit", stderr)
 	conv := fs.Int64("conversation", 0, "only this conversation id")
 	since := fs.Duration("since", 0, "only events newer than this (e.g. 24h)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	_, db, err := openStore(ctx, *cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
+	_, db := openStoreFor(ctx, *cfgPath, stderr)
+	if db == nil {
 		return 1
 	}
 	defer db.Close()

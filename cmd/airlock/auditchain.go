@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,9 +15,7 @@ import (
 // (`airlock audit verify -config FILE`) or in a JSONL export (`-file F`):
 // exit 0 with the rows and the head, 1 naming the first bad row.
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock audit verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	fs, cfgPath := configFlags("airlock audit verify", stderr)
 	file := fs.String("file", "", "verify this JSONL export instead of the database")
 	checkpoint := fs.String("checkpoint", "", "a checkpoint held outside Airlock (JSON): the chain must still hold its row, with its hash")
 	pubkey := fs.String("pubkey", "", "the Ed25519 public key of audit.signing_key: checks -checkpoint's signature and every stored checkpoint")
@@ -59,9 +56,8 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *file != "" {
 		v, err = storage.VerifyAuditExport(ctx, *file, anchors...)
 	} else {
-		var db *storage.DB
-		if _, db, err = openStore(ctx, *cfgPath); err != nil {
-			fmt.Fprintf(stderr, "airlock: %v\n", err)
+		_, db := openStoreFor(ctx, *cfgPath, stderr)
+		if db == nil {
 			return 1
 		}
 		defer db.Close()
@@ -88,9 +84,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 // auditExport streams audit rows in id order with their hashes, as JSONL
 // or CSV, a page at a time.
 func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("airlock audit export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	fs, cfgPath := configFlags("airlock audit export", stderr)
 	format := fs.String("format", "jsonl", "jsonl or csv")
 	since := fs.String("since", "", "only rows at or after this time (RFC 3339) or this long ago (e.g. 24h)")
 	until := fs.String("until", "", "only rows before this time (RFC 3339) or this long ago")
@@ -115,9 +109,8 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "airlock: -until: %v\n", err)
 		return 2
 	}
-	_, db, err := openStore(ctx, *cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
+	_, db := openStoreFor(ctx, *cfgPath, stderr)
+	if db == nil {
 		return 1
 	}
 	defer db.Close()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,9 +30,7 @@ type configured struct {
 // exits 1; being stopped (context.Canceled) exits 0.
 func withConfig(name string, do func(context.Context, configured) error) runFunc {
 	return func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-		fs := flag.NewFlagSet("airlock "+name, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		path := fs.String("config", "airlock.yaml", "path to the config file")
+		fs, path := configFlags("airlock "+name, stderr)
 		if err := fs.Parse(args); err != nil {
 			return 2
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -50,24 +51,14 @@ func newCrashRig(t *testing.T) *crashRig {
 
 // count returns how many times the fake service saw path.
 func (r *crashRig) count(path string) int {
-	n := 0
-	for _, h := range r.tools.calls() {
-		if h.Path == path {
-			n++
-		}
-	}
-	return n
+	return r.tools.count(path)
 }
 
+// waitUntil polls cond for up to 20 s: the binary under test is slower
+// to answer than a package's own server.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, what, cond)
 }
 
 // pauseDeploy starts the binary, asks for the deploy and waits for the card.
@@ -115,9 +106,7 @@ func killedBeforeAnyRun(t *testing.T, point string) (*crashRig, string) {
 // that no tool ran twice, no allowed call was lost, and the conversation
 // ends with an answer or an explicit unknown.
 func TestCrashRecovery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	// The deciding click's write also claims the batch and starts its
 	// first run: killed right after the decision or the claim, that call,
 	// which never reached its service, is unknown and never run (at most

@@ -14,9 +14,7 @@ import (
 // token identifies the session with the Message Content intent, and the
 // moderation tools load.
 func TestRunConnectsToDiscord(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	fd := discordtest.New(t, true)
 
 	dir := t.TempDir()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model/modeltest"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -29,6 +29,18 @@ type builtBinary struct {
 	once sync.Once
 	path string
 	err  error
+}
+
+// syncBuffer is a buffer safe for concurrent use, for a process's output
+// (the audit job tests on another branch name it so too).
+type syncBuffer = testkit.Buffer
+
+// skipShort skips, under -short, a test that builds and runs the binary.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
 }
 
 func airlockBinary(t *testing.T, tags ...string) string {
@@ -97,6 +109,17 @@ func newToolServer(t *testing.T) *toolServer {
 	}))
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// count is how many requests to path the service has had.
+func (ts *toolServer) count(path string) int {
+	n := 0
+	for _, h := range ts.calls() {
+		if h.Path == path {
+			n++
+		}
+	}
+	return n
 }
 
 func (ts *toolServer) calls() []toolHit {
@@ -169,26 +192,9 @@ type chatProcess struct {
 	t     *testing.T
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	out   *syncBuffer
-	errb  *syncBuffer
+	out   *testkit.Buffer
+	errb  *testkit.Buffer
 	seen  int
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startChat(t *testing.T, cfgPath string) *chatProcess {
@@ -211,7 +217,7 @@ func startChatCmd(t *testing.T, cmd *exec.Cmd) *chatProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &chatProcess{t: t, cmd: cmd, stdin: stdin, out: &syncBuffer{}, errb: &syncBuffer{}}
+	p := &chatProcess{t: t, cmd: cmd, stdin: stdin, out: &testkit.Buffer{}, errb: &testkit.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -249,11 +255,11 @@ func (p *chatProcess) waitFor(s string) string {
 
 // startRun starts `airlock run` with the config at path; its output is
 // logged when the test fails, and it is killed at cleanup.
-func startRun(t *testing.T, path string, env ...string) (*exec.Cmd, *syncBuffer) {
+func startRun(t *testing.T, path string, env ...string) (*exec.Cmd, *testkit.Buffer) {
 	t.Helper()
 	cmd := exec.Command(airlockBinary(t), "run", "-config", path)
 	cmd.Env = append(os.Environ(), env...)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -290,9 +296,7 @@ func (p *chatProcess) kill() {
 // TestEndToEndShell drives the real binary's terminal adapter against a fake
 // OpenAI-compatible model server, a fake tool service and a real SQLite file.
 func TestEndToEndShell(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	model := modeltest.NewOpenAIServer(t, agent)
 	tools := newToolServer(t)
 	const modelKey, toolToken = "sk-live-MODELSECRET123", "tok-TOOLSECRET456"
@@ -457,9 +461,7 @@ func TestEndToEndShell(t *testing.T) {
 // TestExpiryInRealTime: with a short timeout, the real binary reminds the
 // approvers, then expires the call and continues, with nobody typing.
 func TestExpiryInRealTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	model := modeltest.NewOpenAIServer(t, agent)
 	tools := newToolServer(t)
 	dir := t.TempDir()

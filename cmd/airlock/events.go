@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -23,9 +22,7 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			id, args = args[0], args[1:]
 		}
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	fs, cfgPath := configFlags(name, stderr)
 	dead := fs.Bool("dead", false, "only dead deliveries")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -37,9 +34,8 @@ func eventsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "usage: airlock events retry ID -config FILE")
 		return 2
 	}
-	cfg, db, err := openStore(ctx, *cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
+	cfg, db := openStoreFor(ctx, *cfgPath, stderr)
+	if db == nil {
 		return 1
 	}
 	defer db.Close()

@@ -47,9 +47,7 @@ func newFakeGemini(t *testing.T) *modeltest.GeminiServer {
 // without an id is keyed by position, the model's content (with its thought
 // signature) survives a SIGKILL in the database and goes back verbatim.
 func TestEndToEndGemini(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	gem := newFakeGemini(t)
 	tools := newToolServer(t)
 	dir := t.TempDir()

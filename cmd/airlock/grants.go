@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/user"
@@ -22,9 +21,7 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if revoke {
 		args, name = args[1:], "airlock grants revoke"
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	fs, cfgPath := configFlags(name, stderr)
 	active := fs.Bool("active", false, "only grants active now")
 	var id string
 	if revoke && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -42,9 +39,8 @@ func grants(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: airlock grants revoke -config FILE ID")
 		return 2
 	}
-	_, db, err := openStore(ctx, *cfgPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock: %v\n", err)
+	_, db := openStoreFor(ctx, *cfgPath, stderr)
+	if db == nil {
 		return 1
 	}
 	defer db.Close()

@@ -34,9 +34,7 @@ func slackEvent(team, eventID, typ, channel, user, ts, threadTS, text string) []
 // bystander trying to cancel a card, and a tool error that carries a
 // secret.
 func TestRunHardening(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	const secret = "sk-status-0123456789"
 	api := newSlackAPI(t)
 	// The status service answers 500 and echoes what it got, token included.
@@ -165,9 +163,7 @@ tools:
 // TestRunDrainsOnSIGTERM: SIGTERM while an allowed deploy is running lets
 // it finish (within shutdown_timeout), takes no new clicks, and exits.
 func TestRunDrainsOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 	release := make(chan struct{})
@@ -196,13 +192,7 @@ tools:
 	} else if resp.Body.Close(); resp.StatusCode != http.StatusOK {
 		t.Fatalf("/debug/pprof/ with debug.pprof: %d", resp.StatusCode)
 	}
-	if code, err := postSigned(addr, slackEvent("T1", "EvS1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("event: %d %v", code, err)
-	}
-	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
-	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-		t.Fatalf("click: %d %v", code, err)
-	}
+	askAndAllowDeploy(t, addr, api, "EvS1")
 	waitUntil(t, "the deploy request", func() bool { return len(tools.calls()) == 1 })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -235,9 +225,7 @@ tools:
 // restart the receiver, now up, gets every event of the turn, in order,
 // each signed, none twice.
 func TestRunWebhooksSurviveDowntimeAndRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	const secret = "webhook-secret-abcdef0123"
 	var mu sync.Mutex
 	up := false
@@ -277,13 +265,7 @@ tools:
 	path := writeConfig(t, dir, cfg)
 	cmd, _ := startRun(t, path)
 	waitReady(t, addr)
-	if code, err := postSigned(addr, slackEvent("T1", "EvW1", "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("event: %d %v", code, err)
-	}
-	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
-	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-		t.Fatalf("click: %d %v", code, err)
-	}
+	askAndAllowDeploy(t, addr, api, "EvW1")
 	waitUntil(t, "the deploy", func() bool { return len(tools.calls()) == 1 })
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -309,5 +291,18 @@ tools:
 		if n != 1 {
 			t.Fatalf("event %s delivered %d times", id, n)
 		}
+	}
+}
+
+// askAndAllowDeploy asks the running Airlock at addr (event eventID) to
+// deploy web in COPS, waits for the card and allows it as UALICE.
+func askAndAllowDeploy(t *testing.T, addr string, api *slackAPI, eventID string) {
+	t.Helper()
+	if code, err := postSigned(addr, slackEvent("T1", eventID, "app_mention", "COPS", "UREQ", "1800000000.000100", "", "<@UBOT> deploy web"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("event: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return api.allowValue() != "" })
+	if code, err := postSigned(addr, clickBody("UALICE", api.allowValue()), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -37,9 +38,9 @@ events: {webhooks: [{url: %q, secret: webhook-secret-0123456789}]}
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &syncBuffer{}, &stderr) }()
+	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &testkit.Buffer{}, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if code := <-done; code != 0 {

@@ -67,9 +67,7 @@ func newMCPServer(t *testing.T, rec *mcpCalls) *httptest.Server {
 // operator trusts the server's annotations; invalid arguments never reach
 // the server; `airlock tools` lists both with why.
 func TestEndToEndMCP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	rec := &mcpCalls{}
 	server := newMCPServer(t, rec)
 	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {

@@ -64,16 +64,7 @@ tools:
 		}
 		return n
 	}
-	told := func(user, s string) func() bool {
-		return func() bool {
-			for _, e := range api.ephemerals(user) {
-				if strings.Contains(e, s) {
-					return true
-				}
-			}
-			return false
-		}
-	}
+	told := api.told
 	ready := func() int {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {

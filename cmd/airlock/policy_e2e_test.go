@@ -23,9 +23,7 @@ import (
 // approver twice, and a grant that covers the next call of its tool in its
 // thread only, until revoked.
 func TestRunPolicy(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 	var mu sync.Mutex
@@ -145,16 +143,7 @@ tools:
 		}
 		return vs[len(vs)-1]
 	}
-	told := func(user, s string) func() bool {
-		return func() bool {
-			for _, e := range api.ephemerals(user) {
-				if strings.Contains(e, s) {
-					return true
-				}
-			}
-			return false
-		}
-	}
+	told := api.told
 
 	// A staging restart runs without a card.
 	turn("UREQ", "", "restart staging")

@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,6 +87,14 @@ func (s *slackAPI) allowValue() string {
 func (s *slackAPI) buttons(actionID string) []string { return s.fake.ButtonValues(actionID) }
 
 // ephemerals returns the text of every ephemeral message, for the user.
+// told is a condition for waitUntil: an ephemeral message to user holds
+// text.
+func (s *slackAPI) told(user, text string) func() bool {
+	return func() bool {
+		return slices.ContainsFunc(s.ephemerals(user), func(e string) bool { return strings.Contains(e, text) })
+	}
+}
+
 func (s *slackAPI) ephemerals(user string) []string {
 	var out []string
 	for _, p := range s.callsTo("chat.postEphemeral") {
@@ -228,18 +236,11 @@ func TestTwoReplicas(t *testing.T) {
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 
-	var inFlight, maxInFlight atomic.Int64
+	var inFlight racetest.Peak
 	hung := make(chan struct{}, 1)
 	release := make(chan struct{})
 	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			m := maxInFlight.Load()
-			if n <= m || maxInFlight.CompareAndSwap(m, n) {
-				break
-			}
-		}
+		defer inFlight.Enter()()
 		last := req.Messages[len(req.Messages)-1]
 		if strings.Contains(last.Content, "slow") {
 			time.Sleep(400 * time.Millisecond) // a long model call, so a second turn would overlap
@@ -317,7 +318,7 @@ tools:
 
 	// Two turns in one thread, one to each replica, at once: the model
 	// never sees them concurrently.
-	maxInFlight.Store(0)
+	inFlight.Reset()
 	var wg2 sync.WaitGroup
 	for i, id := range []string{"Ev2", "Ev3"} {
 		wg2.Add(1)
@@ -339,7 +340,7 @@ tools:
 		}
 		return n == 2
 	})
-	if m := maxInFlight.Load(); m != 1 {
+	if m := inFlight.Most(); m != 1 {
 		t.Fatalf("two replicas ran turns of one thread concurrently (%d model calls in flight)", m)
 	}
 
@@ -373,9 +374,7 @@ tools:
 // default mode: it opens a Socket Mode connection with the app token, acks
 // an envelope, and the mention gets the model's answer in its thread.
 func TestRunOverSocketMode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	model := modeltest.NewOpenAIServer(t, agent)
 	dir := t.TempDir()

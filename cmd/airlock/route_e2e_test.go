@@ -21,9 +21,7 @@ import (
 // Extend moves the deadline once; a click on a DM copy decides and the
 // other copies are updated.
 func TestRunRouting(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the real binary")
-	}
+	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
@@ -83,16 +81,7 @@ tools:
 			t.Fatalf("click: %d %v", code, err)
 		}
 	}
-	told := func(user, s string) func() bool {
-		return func() bool {
-			for _, e := range api.ephemerals(user) {
-				if strings.Contains(e, s) {
-					return true
-				}
-			}
-			return false
-		}
-	}
+	told := api.told
 
 	cmd := start()
 	body := slackEvent("T1", "EvR1", "app_mention", "COPS", "UREQ", "1800000002.000001", "1800000002.000001", "<@UBOT> deploy web")

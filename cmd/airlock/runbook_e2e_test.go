@@ -87,13 +87,7 @@ func (r *runbookRig) press(user, actionID, value string) {
 
 // hits counts the tool service's requests to path.
 func (r *runbookRig) hits(path string) int {
-	n := 0
-	for _, h := range r.tools.calls() {
-		if h.Path == path {
-			n++
-		}
-	}
-	return n
+	return r.tools.count(path)
 }
 
 // runMessage is the latest rendering of the run message (the message

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/model/modeltest"
 )
 
@@ -69,9 +70,9 @@ mcp_servers:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &syncBuffer{}, &stderr) }()
+	go func() { done <- run(ctx, []string{"run", "-config", cfgPath}, nil, &testkit.Buffer{}, &stderr) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(stderr.String(), "starting with token") || !strings.Contains(stderr.String(), "airlock running") {
 		if time.Now().After(deadline) {
@@ -98,9 +99,7 @@ mcp_servers:
 // server that splits it across two text parts, get no form or part of it
 // to the model.
 func TestEndToEndSecretsNotToTheModel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	skipShort(t)
 	const token = "svc_e2e/TOKEN+0123456789&x"
 	goJSON, _ := json.Marshal(token)
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

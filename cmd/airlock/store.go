@@ -2,12 +2,33 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/storage"
 )
+
+// configFlags is the flag set of a command of the config file, with its
+// -config flag; flag errors and usage go to stderr.
+func configFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs, fs.String("config", "airlock.yaml", "path to the config file")
+}
+
+// openStoreFor is openStore for a command: an error is printed to stderr,
+// and the database is nil.
+func openStoreFor(ctx context.Context, cfgPath string, stderr io.Writer) (*config.Config, *storage.DB) {
+	cfg, db, err := openStore(ctx, cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return nil, nil
+	}
+	return cfg, db
+}
 
 // openStore loads the config and opens its database for an operator
 // command (audit, grants, events): migrations applied, the database clock

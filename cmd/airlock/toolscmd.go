@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -110,9 +109,7 @@ func approvalOf(policy confirm.Policy, name string, info confirm.ToolInfo) strin
 // and builds its config tools, for the commands that list them. A nil
 // config means it could not, and rc is the exit code (2: bad flags).
 func loadWithTools(command string, args []string, stderr io.Writer) (cfg *config.Config, secrets *redact.Redactor, set *tools.Set, rc int) {
-	fs := flag.NewFlagSet(command, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "airlock.yaml", "path to the config file")
+	fs, cfgPath := configFlags(command, stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, nil, 2
 	}

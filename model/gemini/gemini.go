@@ -6,6 +6,7 @@ package gemini
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,14 +58,8 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("gemini: model is required")
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	base := cmp.Or(cfg.BaseURL, DefaultBaseURL)
+	hc := cmp.Or(cfg.HTTPClient, &http.Client{})
 	// Backend, key and base URL are all explicit, so genai.NewClient never
 	// falls back to its environment variables for them. HTTPOptions has no
 	// RetryOptions, so genai tries each request once: the one retry layer

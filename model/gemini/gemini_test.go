@@ -80,15 +80,6 @@ func get(t *testing.T, v any, path ...any) any {
 	return v
 }
 
-func decode(t *testing.T, s string) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 func TestTextReply(t *testing.T) {
 	f := newFake(t, reply(`{"role":"model","parts":[{"text":"let me think","thought":true},{"text":"Hello, "},{"text":"world."}]}`))
 	p := f.provider(t)
@@ -126,7 +117,7 @@ func TestTextReply(t *testing.T) {
 	if get(t, decl, "name") != "deploy" || get(t, decl, "description") != "Deploy it." {
 		t.Errorf("declaration %v", decl)
 	}
-	if got := get(t, decl, "parametersJsonSchema"); !reflect.DeepEqual(got, decode(t, schema)) {
+	if got := get(t, decl, "parametersJsonSchema"); !reflect.DeepEqual(got, modeltest.DecodeJSON(t, schema)) {
 		t.Errorf("schema %v", got)
 	}
 }
@@ -137,10 +128,7 @@ func TestFunctionCalls(t *testing.T) {
 		{"functionCall":{"id":"call-a","name":"deploy","args":{"env":"prod","replicas":3}}},
 		{"functionCall":{"name":"notify","args":{"channel":"#ops"}}},
 		{"functionCall":{"name":"status"}}]}`))
-	msg, err := f.provider(t).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "ship it"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := modeltest.Generate(t, f.provider(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "ship it"}}})
 	if msg.Text != "Deploying." {
 		t.Errorf("text %q", msg.Text)
 	}
@@ -171,10 +159,7 @@ func TestFunctionCallArgsNotEscaped(t *testing.T) {
 	f := newFake(t, reply(`{"role":"model","parts":[{"functionCall":{"id":"c1","name":"run","args":{"cmd": "a && b <c>"}}}]}`), done, done, done)
 	p := f.provider(t)
 	user := model.Message{Role: model.RoleUser, Text: "run it"}
-	first, err := p.Generate(context.Background(), model.Request{Messages: []model.Message{user}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := modeltest.Generate(t, p, model.Request{Messages: []model.Message{user}})
 	if len(first.ToolCalls) != 1 {
 		t.Fatalf("calls %+v", first.ToolCalls)
 	}
@@ -203,7 +188,7 @@ func TestFunctionCallArgsNotEscaped(t *testing.T) {
 		if get(t, call, "id") != "c1" || get(t, call, "name") != "run" {
 			t.Errorf("%s: call %v", s.name, call)
 		}
-		if got := get(t, call, "args"); !reflect.DeepEqual(got, decode(t, args)) {
+		if got := get(t, call, "args"); !reflect.DeepEqual(got, modeltest.DecodeJSON(t, args)) {
 			t.Errorf("%s: args sent back %v, want %s", s.name, got, args)
 		}
 	}
@@ -217,10 +202,7 @@ func TestThoughtSignatureRoundTrip(t *testing.T) {
 	f := newFake(t, reply(content), reply(`{"role":"model","parts":[{"text":"Done."}]}`))
 	p := f.provider(t)
 	user := model.Message{Role: model.RoleUser, Text: "deploy prod"}
-	first, err := p.Generate(context.Background(), model.Request{Messages: []model.Message{user}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := modeltest.Generate(t, p, model.Request{Messages: []model.Message{user}})
 	if first.Text != "" || len(first.ToolCalls) != 2 {
 		t.Fatalf("first %+v", first)
 	}
@@ -231,10 +213,7 @@ func TestThoughtSignatureRoundTrip(t *testing.T) {
 		{Key: keys[0], Name: "status", Content: "all green"},
 		{CallID: "c2", Key: keys[1], Name: "deploy", Content: "denied", IsError: true},
 	}}
-	second, err := p.Generate(context.Background(), model.Request{Messages: []model.Message{user, loaded, results}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := modeltest.Generate(t, p, model.Request{Messages: []model.Message{user, loaded, results}})
 	if second.Text != "Done." {
 		t.Fatalf("second %+v", second)
 	}
@@ -247,7 +226,7 @@ func TestThoughtSignatureRoundTrip(t *testing.T) {
 	if len(contents) != 3 {
 		t.Fatalf("%d contents: %s", len(contents), reqs[1].Raw)
 	}
-	if got, want := contents[1], decode(t, content); !reflect.DeepEqual(got, want) {
+	if got, want := contents[1], modeltest.DecodeJSON(t, content); !reflect.DeepEqual(got, want) {
 		gb, _ := json.Marshal(got)
 		wb, _ := json.Marshal(want)
 		t.Errorf("assistant content sent back changed:\n got %s\nwant %s", gb, wb)
@@ -258,7 +237,7 @@ func TestThoughtSignatureRoundTrip(t *testing.T) {
 	if get(t, contents[2], "role") != "user" {
 		t.Errorf("function responses role %v", get(t, contents[2], "role"))
 	}
-	wantParts := decode(t, `[
+	wantParts := modeltest.DecodeJSON(t, `[
 		{"functionResponse":{"name":"status","response":{"output":"all green"}}},
 		{"functionResponse":{"id":"c2","name":"deploy","response":{"error":"denied"}}}]`)
 	if got := get(t, contents[2], "parts"); !reflect.DeepEqual(got, wantParts) {
@@ -284,7 +263,7 @@ func TestAssistantFromOtherProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := f.requests()[0].Body
-	want := decode(t, `{"role":"model","parts":[
+	want := modeltest.DecodeJSON(t, `{"role":"model","parts":[
 		{"text":"Calling."},
 		{"functionCall":{"id":"call_1","name":"a","args":{"x":1}}},
 		{"functionCall":{"name":"b"}}]}`) // genai omits empty args
@@ -292,7 +271,7 @@ func TestAssistantFromOtherProvider(t *testing.T) {
 		gb, _ := json.Marshal(got)
 		t.Errorf("assistant content %s", gb)
 	}
-	wantResp := decode(t, `{"role":"user","parts":[
+	wantResp := modeltest.DecodeJSON(t, `{"role":"user","parts":[
 		{"functionResponse":{"id":"call_1","name":"a","response":{"output":"A"}}},
 		{"functionResponse":{"name":"b","response":{"output":"B"}}}]}`)
 	if got := get(t, body, "contents", 2); !reflect.DeepEqual(got, wantResp) {
@@ -341,19 +320,21 @@ func TestEmptyReplies(t *testing.T) {
 }
 
 func TestEnvironmentIgnored(t *testing.T) {
-	t.Setenv("GOOGLE_API_KEY", "env-google-key")
-	t.Setenv("GEMINI_API_KEY", "env-gemini-key")
-	t.Setenv("GOOGLE_GENAI_USE_VERTEXAI", "true")
-	t.Setenv("GOOGLE_GENAI_USE_ENTERPRISE", "true")
-	t.Setenv("GOOGLE_GEMINI_BASE_URL", "http://127.0.0.1:1/")
-	t.Setenv("GOOGLE_VERTEX_BASE_URL", "http://127.0.0.1:1/")
-	t.Setenv("GOOGLE_CLOUD_PROJECT", "env-project")
-	t.Setenv("GOOGLE_CLOUD_LOCATION", "us-central1")
-	f := newFake(t, reply(`{"role":"model","parts":[{"text":"hi"}]}`))
-	msg, err := f.provider(t).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}})
-	if err != nil {
-		t.Fatal(err)
+	// Every variable the client library would read, set to mislead it.
+	for k, v := range map[string]string{
+		"GOOGLE_API_KEY":              "env-google-key",
+		"GEMINI_API_KEY":              "env-gemini-key",
+		"GOOGLE_GENAI_USE_VERTEXAI":   "true",
+		"GOOGLE_GENAI_USE_ENTERPRISE": "true",
+		"GOOGLE_GEMINI_BASE_URL":      "http://127.0.0.1:1/",
+		"GOOGLE_VERTEX_BASE_URL":      "http://127.0.0.1:1/",
+		"GOOGLE_CLOUD_PROJECT":        "env-project",
+		"GOOGLE_CLOUD_LOCATION":       "us-central1",
+	} {
+		t.Setenv(k, v)
 	}
+	f := newFake(t, reply(`{"role":"model","parts":[{"text":"hi"}]}`))
+	msg := modeltest.Generate(t, f.provider(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}})
 	if msg.Text != "hi" {
 		t.Fatalf("text %q", msg.Text)
 	}

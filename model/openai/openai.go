@@ -5,6 +5,7 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,14 +57,8 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("openai: model is required")
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	base := cmp.Or(cfg.BaseURL, DefaultBaseURL)
+	hc := cmp.Or(cfg.HTTPClient, &http.Client{})
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),

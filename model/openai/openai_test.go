@@ -102,18 +102,9 @@ func checkRequest(t *testing.T, r received, key string) {
 	}
 }
 
-func decode(t *testing.T, s string) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 func jsonEqual(t *testing.T, what string, got any, want string) {
 	t.Helper()
-	if w := decode(t, want); !reflect.DeepEqual(got, w) {
+	if w := modeltest.DecodeJSON(t, want); !reflect.DeepEqual(got, w) {
 		gb, _ := json.Marshal(got)
 		wb, _ := json.Marshal(w)
 		t.Errorf("%s:\n got %s\nwant %s", what, gb, wb)
@@ -160,10 +151,7 @@ func TestOddArguments(t *testing.T) {
 		`{"id":"c1","type":"function","function":{"name":"a","arguments":""}},` +
 		`{"id":"c2","type":"function","function":{"name":"b","arguments":"{\"x\": 1"}}]}`
 	f := newFake(t, completion(message))
-	msg, err := f.provider(t, testKey).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "go"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := modeltest.Generate(t, f.provider(t, testKey), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "go"}}})
 	if msg.Text != "Trying." {
 		t.Errorf("text %q", msg.Text)
 	}
@@ -269,10 +257,7 @@ func TestRequestMapping(t *testing.T) {
 			}},
 		},
 	}
-	msg, err := f.provider(t, testKey).Generate(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg := modeltest.Generate(t, f.provider(t, testKey), req)
 	if msg.Text != "Done." || len(msg.ToolCalls) != 0 {
 		t.Fatalf("message %+v", msg)
 	}
@@ -300,12 +285,17 @@ func TestRequestMapping(t *testing.T) {
 }
 
 func TestEnvironmentIgnored(t *testing.T) {
-	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
-	t.Setenv("OPENAI_API_KEY", "sk-from-env")
-	t.Setenv("OPENAI_ADMIN_KEY", "sk-admin-from-env")
-	t.Setenv("OPENAI_ORG_ID", "org-env")
-	t.Setenv("OPENAI_PROJECT_ID", "proj-env")
-	t.Setenv("OPENAI_CUSTOM_HEADERS", "X-From-Env: yes")
+	// Every variable the client library would read, set to mislead it.
+	for k, v := range map[string]string{
+		"OPENAI_BASE_URL":       "http://127.0.0.1:1/v1",
+		"OPENAI_API_KEY":        "sk-from-env",
+		"OPENAI_ADMIN_KEY":      "sk-admin-from-env",
+		"OPENAI_ORG_ID":         "org-env",
+		"OPENAI_PROJECT_ID":     "proj-env",
+		"OPENAI_CUSTOM_HEADERS": "X-From-Env: yes",
+	} {
+		t.Setenv(k, v)
+	}
 	f := newFake(t, completion(`{"role":"assistant","content":"hi"}`), completion(`{"role":"assistant","content":"hi"}`))
 	if _, err := f.provider(t, testKey).Generate(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}); err != nil {
 		t.Fatal(err)
