@@ -71,6 +71,9 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 	if b.ExtendedBy != "" && b.ExtendedAt != nil {
 		c.Extended = &card.Extension{By: b.ExtendedBy, At: *b.ExtendedAt}
 	}
+	if b.Status == confirm.BatchPending {
+		c.AllRef = confirm.AllRef(b.ID, b.Revisions())
+	}
 	if x.extendBy > 0 && c.Extended == nil && b.Status == confirm.BatchPending {
 		for _, cc := range c.Calls {
 			if cc.Open() {

@@ -242,28 +242,42 @@ func decidesBatch(batch *confirm.Batch, call confirm.Call, allow bool) bool {
 // decision claimed the batch (res.Claimed), unlock releases the
 // conversation the caller took for it.
 func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, d confirm.Decide, res confirm.DecideResult, unlock func()) {
-	batchID := batch.ID
 	var waited []trace.Link
-	if res.Decided {
-		outcome := "denied"
-		if d.Status == confirm.DecisionAllowed {
-			outcome = "allowed"
-		}
-		now := b.now()
-		b.cfg.Metrics.Decision(outcome, now.Sub(batch.CreatedAt))
-		if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
-			cm.CallDecided(call.Tool, outcome, d.Surface, now.Sub(batch.CreatedAt))
-		}
-		waited = append(waited, b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, now))
+	if l, ok := b.counted(ctx, batch, call, d, res); ok {
+		waited = append(waited, l)
 	}
-	b.log.Info("call decided", "batch", batchID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", d.By,
-		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
 	if !res.BatchDecided {
-		b.refreshCard(ctx, conv, batchID)
+		b.refreshCard(ctx, conv, batch.ID)
 	}
 	if res.Decided && d.Grant != nil {
 		b.postGrantNotice(ctx, conv, d.Grant)
 	}
+	b.batchDecided(ctx, conv, batch.ID, res, unlock, waited)
+}
+
+// counted logs a counted decision and, when it decided its call, records
+// its metrics and the wait's span (the link returned).
+func (b *Bot) counted(ctx context.Context, batch *confirm.Batch, call confirm.Call, d confirm.Decide, res confirm.DecideResult) (trace.Link, bool) {
+	b.log.Info("call decided", "batch", batch.ID, "call", call.Key, "tool", call.Tool, "decision", d.Status, "by", d.By,
+		"votes", res.Votes, "required", res.Required, "decided", res.Decided)
+	if !res.Decided {
+		return trace.Link{}, false
+	}
+	outcome := "denied"
+	if d.Status == confirm.DecisionAllowed {
+		outcome = "allowed"
+	}
+	now := b.now()
+	b.cfg.Metrics.Decision(outcome, now.Sub(batch.CreatedAt))
+	if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
+		cm.CallDecided(call.Tool, outcome, d.Surface, now.Sub(batch.CreatedAt))
+	}
+	return b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, now), true
+}
+
+// batchDecided runs a batch its decisions decided (res.BatchDecided) and
+// continues the conversation; see decided.
+func (b *Bot) batchDecided(ctx context.Context, conv confirm.Conversation, batchID string, res confirm.DecideResult, unlock func(), waited []trace.Link) {
 	if res.BatchDecided {
 		b.trace("decided")
 		// The batch runs now. Its card is updated once, after the run,

@@ -22,6 +22,12 @@ const (
 	ActExtend                           // the card's Extend (Ref: Card.ExtendRef)
 )
 
+// The card's own decisions, after the run message's actions (card/run.go).
+const (
+	ActAllowAll ActionKind = ActRunRetry + 1 + iota // the card's Allow all (Ref: Card.AllRef)
+	ActDenyAll                                      // the card's Deny all (Ref: Card.AllRef)
+)
+
 // Emphasis is how strongly a button is drawn. A card has one Primary
 // kind (Allow) and one Danger kind (Deny).
 type Emphasis uint8
@@ -123,6 +129,31 @@ func (c Card) ExtendAction() (Action, bool) {
 	}
 	return Action{Kind: ActExtend, Ref: c.ExtendRef, Label: label, NumberedLabel: label,
 		A11yLabel: "Push this card's deadline back, once: " + strings.ToLower(label)}, true
+}
+
+// CardActions are the card's own buttons, after its calls': Allow all
+// and Deny all while two or more calls wait for a person (each decides,
+// in one click, every waiting call the clicker may decide alone), then
+// Extend (ExtendAction).
+func (c Card) CardActions() []Action {
+	var out []Action
+	waiting := 0
+	for _, cc := range c.Calls {
+		if cc.Flagged && cc.Open() {
+			waiting++
+		}
+	}
+	if c.AllRef != "" && waiting >= 2 {
+		out = append(out,
+			Action{Kind: ActAllowAll, Ref: c.AllRef, Label: "Allow all", NumberedLabel: "Allow all",
+				A11yLabel: fmt.Sprintf("Allow every waiting call you may decide, of %d", waiting)},
+			Action{Kind: ActDenyAll, Ref: c.AllRef, Label: "Deny all", NumberedLabel: "Deny all",
+				A11yLabel: fmt.Sprintf("Deny every waiting call you may decide, of %d", waiting)})
+	}
+	if a, ok := c.ExtendAction(); ok {
+		out = append(out, a)
+	}
+	return out
 }
 
 // waitsForPerson reports whether a call of the card waits for a person.

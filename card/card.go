@@ -36,6 +36,10 @@ type Card struct {
 	// confirm.ParseRef); the bot takes the batch from it.
 	ExtendRef string
 	ExtendBy  time.Duration
+	// AllRef, when set, offers Allow all and Deny all (Slack action_ids
+	// airlock_allow_all, airlock_deny_all) while two or more calls wait:
+	// see confirm.AllRef.
+	AllRef string
 	// Extended is set once someone extended the card (ExpiresAt is then
 	// the new deadline).
 	Extended *Extension

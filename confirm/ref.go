@@ -102,3 +102,45 @@ func ParseGrantRef(ref string) (string, error) {
 	}
 	return id, nil
 }
+
+// allRefPrefix starts the reference of a card's Allow all / Deny all.
+const allRefPrefix = "all-"
+
+// AllRef is the opaque reference of a card's Allow all and Deny all
+// buttons: the batch, and the sum of its calls' revisions as the card
+// showed them (an edit of any call since changes the sum, and the click
+// changes nothing).
+func AllRef(batchID string, revisions int) string {
+	return allRefPrefix + batchID + refSep + strconv.Itoa(revisions)
+}
+
+// Revisions is the sum of the batch's calls' revisions (see AllRef).
+func (b *Batch) Revisions() int {
+	n := 0
+	for _, c := range b.Calls {
+		n += c.Revision
+	}
+	return n
+}
+
+// ParseAllRef splits a reference made by AllRef.
+func ParseAllRef(ref string) (batchID string, revisions int, err error) {
+	rest, ok := strings.CutPrefix(ref, allRefPrefix)
+	if !ok || len(ref) > 100 {
+		return "", 0, ErrBadRef
+	}
+	id, rev, ok := strings.Cut(rest, refSep)
+	if !ok || id == "" {
+		return "", 0, ErrBadRef
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return "", 0, ErrBadRef
+		}
+	}
+	n, ok := refNumber(rev)
+	if !ok {
+		return "", 0, ErrBadRef
+	}
+	return id, n, nil
+}

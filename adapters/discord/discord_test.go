@@ -291,6 +291,7 @@ func buttonsByAction(t *testing.T, components []map[string]any) map[string][]str
 		actionAllow: discordgo.SuccessButton, actionDeny: discordgo.DangerButton, actionRevoke: discordgo.DangerButton,
 		actionGrant: discordgo.SecondaryButton, actionReason: discordgo.SecondaryButton, actionShowArgs: discordgo.SecondaryButton,
 		actionEdit: discordgo.SecondaryButton, actionExtend: discordgo.SecondaryButton,
+		actionAllowAll: discordgo.SecondaryButton, actionDenyAll: discordgo.SecondaryButton,
 	}
 	out := map[string][]string{}
 	for _, row := range components {
@@ -974,3 +975,6 @@ func TestBotRoleNotedWhateverTheOrder(t *testing.T) {
 }
 
 func (nopBot) RunAction(context.Context, bot.Click, card.ActionKind) error { return nil }
+func (nopBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
+	return bot.AllResult{}, nil
+}

@@ -407,6 +407,11 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 				return
 			}
 			a.checked(ctx, i, ref)
+		case action == actionAllowAll || action == actionDenyAll:
+			if !a.deferUpdate(ctx, i) {
+				return
+			}
+			a.decideAll(ctx, i, ref, action == actionAllowAll)
 		case runActions[action] != 0:
 			if !a.deferUpdate(ctx, i) {
 				return
@@ -544,6 +549,22 @@ func (a *Adapter) extend(ctx context.Context, i *discordgo.Interaction, ref stri
 		return
 	}
 	a.refused(ctx, i, click, "extend", a.b.Extend(ctx, click))
+}
+
+// decideAll works a card's Allow all or Deny all, answering privately
+// what it decided and what it left waiting.
+func (a *Adapter) decideAll(ctx context.Context, i *discordgo.Interaction, ref string, allow bool) {
+	click, ok := a.clickOf(ctx, i, ref)
+	if !ok {
+		return
+	}
+	click.Allow = allow
+	res, err := a.b.DecideAll(ctx, click)
+	if err != nil {
+		a.refused(ctx, i, click, "decide all", err)
+		return
+	}
+	a.followUp(ctx, i, res.Message())
 }
 
 // editFormTimeout bounds the bot's EditForm: the modal must be the

@@ -44,6 +44,8 @@ const (
 	actionEditSubmit = "f" // the edit modal's submit
 	actionExtend     = "x" // the card's Extend button (ref: any call reference of the card)
 	actionChecked    = "k" // "I checked — go on" on an unknown run's card or thread line (ref: a checked reference)
+	actionAllowAll   = "A" // the card's Allow all (ref: confirm.AllRef)
+	actionDenyAll    = "D" // the card's Deny all (ref: confirm.AllRef)
 )
 
 // ReasonInputID is the custom id of the reason modal's text input.
@@ -111,7 +113,7 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 	}
 	switch action {
 	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
-		actionEdit, actionEditSubmit, actionExtend, actionChecked,
+		actionEdit, actionEditSubmit, actionExtend, actionChecked, actionAllowAll, actionDenyAll,
 		actionRunStop, actionRunDone, actionRunAgain:
 		return action, ref, true
 	}
@@ -754,6 +756,7 @@ var customActions = map[card.ActionKind]string{
 	card.ActAllow: actionAllow, card.ActAllowGrant: actionGrant, card.ActDeny: actionDeny,
 	card.ActDenyReason: actionReason, card.ActEdit: actionEdit, card.ActShowArgs: actionShowArgs,
 	card.ActChecked: actionChecked, card.ActExtend: actionExtend,
+	card.ActAllowAll: actionAllowAll, card.ActDenyAll: actionDenyAll,
 }
 
 // button is an action as a Discord button (Allow success style, Deny
@@ -778,18 +781,16 @@ func button(a card.Action, numbered bool) (discordgo.Button, bool) {
 	return discordgo.Button{Label: label, Style: style, CustomID: id}, true
 }
 
-// extendRow is the card's Extend row (card.Card.ExtendAction), carrying
-// a call reference of the card.
+// extendRow is the card's own row (card.Card.CardActions: Allow all and
+// Deny all, Extend).
 func extendRow(cd card.Card) (discordgo.ActionsRow, bool) {
-	a, ok := cd.ExtendAction()
-	if !ok {
-		return discordgo.ActionsRow{}, false
+	var row []discordgo.MessageComponent
+	for _, a := range cd.CardActions() {
+		if b, ok := button(a, false); ok {
+			row = append(row, b)
+		}
 	}
-	b, ok := button(a, false)
-	if !ok {
-		return discordgo.ActionsRow{}, false
-	}
-	return discordgo.ActionsRow{Components: []discordgo.MessageComponent{b}}, true
+	return discordgo.ActionsRow{Components: row}, len(row) > 0
 }
 
 // ArgsReply is the ephemeral answer to "Show full arguments": the call's

@@ -102,6 +102,11 @@ func TestRenderGolden(t *testing.T) {
 	r := sampleCard()
 	r.Calls[1].Risk, r.Calls[2].Risk = confirm.RiskCritical, confirm.RiskLow
 	golden(t, "card_risk.json", render(r))
+
+	// Two calls waiting: Allow all and Deny all on the card's own row.
+	all := sampleCard()
+	all.AllRef = "all-abcdefghijklmnopqrstuvwxyz.0"
+	golden(t, "card_allow_all.json", render(all))
 }
 
 // TestAllowAndDenyByStyleAlone: only Allow is success, only Deny danger.

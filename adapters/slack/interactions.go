@@ -30,6 +30,7 @@ const (
 	kindSubmitEdit                              // the edit modal's submission: answered synchronously
 	kindChecked                                 // "I checked — go on" on an unknown run's card or thread line
 	kindRun                                     // a run message's button: Stop run, Mark done, Retry (interaction.RunAction)
+	kindDecideAll                               // Allow all or Deny all (interaction.Allow which)
 )
 
 // interaction is a validated interactivity payload.
@@ -134,6 +135,8 @@ var buttonActions = map[string]struct {
 	ActionRunStop:     {kind: kindRun, run: cardpkg.ActRunStop},
 	ActionRunMarkDone: {kind: kindRun, run: cardpkg.ActRunMarkDone},
 	ActionRunRetry:    {kind: kindRun, run: cardpkg.ActRunRetry},
+	ActionAllowAll:    {kind: kindDecideAll, allow: true},
+	ActionDenyAll:     {kind: kindDecideAll},
 }
 
 // errBadInteraction marks a payload that is not one of the card's.
@@ -173,6 +176,10 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if in.Kind == kindRevoke {
 			if _, err := confirm.ParseGrantRef(act.Value); err != nil {
 				return interaction{}, badInteraction("%s: button value is not a grant reference", act.ActionID)
+			}
+		} else if in.Kind == kindDecideAll {
+			if _, _, err := confirm.ParseAllRef(act.Value); err != nil {
+				return interaction{}, badInteraction("%s: button value is not a card reference", act.ActionID)
 			}
 		} else if in.Kind == kindRun {
 			if _, err := confirm.ParseRunRef(act.Value); err != nil {
@@ -321,6 +328,13 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 		if err := a.bot.RunAction(ctx, a.click(in), in.RunAction); err != nil {
 			a.refused(ctx, in, err)
 		}
+	case kindDecideAll:
+		res, err := a.bot.DecideAll(ctx, a.click(in))
+		if err != nil {
+			a.refused(ctx, in, err)
+			return
+		}
+		a.ephemeral(ctx, in.Channel, in.Thread, in.User, res.Message())
 	case kindOpenEdit:
 		a.openEdit(ctx, in)
 	case kindSubmitEdit:

@@ -34,6 +34,8 @@ const (
 	ActionRunStop     = "airlock_run_stop"      // style danger, on a run message: "Stop run" (value: confirm.RunRef)
 	ActionRunMarkDone = "airlock_run_mark_done" // style primary, on a halted run's message: "Mark done"
 	ActionRunRetry    = "airlock_run_retry"     // no style, on a halted run's message: "Retry"
+	ActionAllowAll    = "airlock_allow_all"     // no style, on a card of 2+ waiting calls: allow every one the clicker may (value: confirm.AllRef)
+	ActionDenyAll     = "airlock_deny_all"      // no style, beside it: deny every one the clicker may (value: confirm.AllRef)
 
 	// CallbackDenyReason is the callback_id of the deny-reason modal.
 	CallbackDenyReason = "airlock_deny_reason"
@@ -264,14 +266,14 @@ func clock(t time.Time) []slack.RichTextSectionElement {
 	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), "{time}", nil, &fallback)}
 }
 
-// extendActions is the card's Extend button (no style), when the card
-// offers it (card.Card.ExtendAction).
+// extendActions is the card's own buttons, no style, when it offers any
+// (card.Card.CardActions: Allow all and Deny all, Extend).
 func extendActions(c cardpkg.Card) slack.Block {
-	a, ok := c.ExtendAction()
-	if !ok {
+	acts := c.CardActions()
+	if len(acts) == 0 {
 		return nil
 	}
-	return actionsBlock("card_actions", []cardpkg.Action{a})
+	return actionsBlock("card_actions", acts)
 }
 
 // FallbackText is the message's plain text: notifications and clients
@@ -530,6 +532,7 @@ var actionIDs = map[cardpkg.ActionKind]string{
 	cardpkg.ActDenyReason: ActionDenyReason, cardpkg.ActEdit: ActionEdit, cardpkg.ActShowArgs: ActionShowArgs,
 	cardpkg.ActChecked: ActionChecked, cardpkg.ActExtend: ActionExtend,
 	cardpkg.ActRunStop: ActionRunStop, cardpkg.ActRunMarkDone: ActionRunMarkDone, cardpkg.ActRunRetry: ActionRunRetry,
+	cardpkg.ActAllowAll: ActionAllowAll, cardpkg.ActDenyAll: ActionDenyAll,
 }
 
 // actionsBlock lays actions out as one actions block of buttons, each

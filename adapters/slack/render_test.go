@@ -71,6 +71,14 @@ func riskCard() cardpkg.Card {
 	return c
 }
 
+// allowAllCard: two calls waiting, so the card offers Allow all and Deny
+// all (no style), carrying the card's reference only.
+func allowAllCard() cardpkg.Card {
+	c := riskCard()
+	c.AllRef = "all-k3q9x2abcdefghijklmnopqrst.0"
+	return c
+}
+
 func partialCard() cardpkg.Card {
 	c := baseCard()
 	c.Calls = append(c.Calls, cardpkg.Call{
@@ -169,6 +177,7 @@ func TestRenderGolden(t *testing.T) {
 		"card_pending":         pendingCard(),
 		"card_partial":         partialCard(),
 		"card_risk":            riskCard(),
+		"card_allow_all":       allowAllCard(),
 		"card_complete":        completeCard(),
 		"card_long_args":       longArgsCard(),
 		"card_hostile":         hostileCard(),

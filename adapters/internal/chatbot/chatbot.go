@@ -36,5 +36,7 @@ type Bot interface {
 	// RunAction works a run message's button (Stop run, Mark done,
 	// Retry).
 	RunAction(ctx context.Context, c bot.Click, kind card.ActionKind) error
+	// DecideAll is a card's Allow all or Deny all (c.Allow which).
+	DecideAll(ctx context.Context, c bot.Click) (bot.AllResult, error)
 	Buttons
 }
