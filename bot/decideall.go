@@ -99,7 +99,9 @@ func (b *Bot) DecideAll(ctx context.Context, c Click) (AllResult, error) {
 		if call.Decision != confirm.DecisionPending {
 			continue
 		}
-		left := func(why string) { out.Left = append(out.Left, Left{Number: call.Position + 1, Tool: call.Tool, Why: why}) }
+		left := func(why string) {
+			out.Left = append(out.Left, Left{Number: call.Position + 1, Tool: call.Tool, Why: why})
+		}
 		approver := !c.IsBot && b.mayDecide(ctx, conv, batch, call, c.User, c.Roles)
 		switch {
 		case c.Allow && !approver && len(call.Restrict) > 0:

@@ -300,4 +300,6 @@ func TestPoolFIFO(t *testing.T) {
 }
 
 func (s *stubBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }
-func (s *stubBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) { return bot.AllResult{}, nil }
+func (s *stubBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
+	return bot.AllResult{}, nil
+}

@@ -660,4 +660,6 @@ func FuzzVerifySignature(f *testing.F) {
 }
 
 func (*nopBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error { return nil }
-func (*nopBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) { return bot.AllResult{}, nil }
+func (*nopBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
+	return bot.AllResult{}, nil
+}
