@@ -50,13 +50,8 @@ func ParseCallRef(ref string) (CallRef, error) {
 		return CallRef{}, ErrBadRef
 	}
 	id, rest, ok := strings.Cut(ref, refSep)
-	if !ok || id == "" || rest == "" {
+	if !ok || !isID(id) || rest == "" {
 		return CallRef{}, ErrBadRef
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return CallRef{}, ErrBadRef
-		}
 	}
 	pos, rev, hasRev := strings.Cut(rest, refSep)
 	n, ok := refNumber(pos)
@@ -90,17 +85,26 @@ const grantRefPrefix = "grant-"
 func GrantRef(grantID string) string { return grantRefPrefix + grantID }
 
 // ParseGrantRef returns the grant id of a reference made by GrantRef.
-func ParseGrantRef(ref string) (string, error) {
-	id, ok := strings.CutPrefix(ref, grantRefPrefix)
-	if !ok || id == "" || len(ref) > 100 {
+func ParseGrantRef(ref string) (string, error) { return prefixedID(ref, grantRefPrefix) }
+
+// prefixedID is the id after prefix in a reference of at most 100 bytes:
+// lower-case letters and digits, as Airlock's ids are.
+func prefixedID(ref, prefix string) (string, error) {
+	id, ok := strings.CutPrefix(ref, prefix)
+	if !ok || !isID(id) || len(ref) > 100 {
 		return "", ErrBadRef
 	}
-	for _, r := range id {
+	return id, nil
+}
+
+// isID reports whether s is a non-empty run of lower-case letters and digits.
+func isID(s string) bool {
+	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return "", ErrBadRef
+			return false
 		}
 	}
-	return id, nil
+	return s != ""
 }
 
 // allRefPrefix starts the reference of a card's Allow all / Deny all.
@@ -126,17 +130,9 @@ func (b *Batch) Revisions() int {
 // ParseAllRef splits a reference made by AllRef.
 func ParseAllRef(ref string) (batchID string, revisions int, err error) {
 	rest, ok := strings.CutPrefix(ref, allRefPrefix)
-	if !ok || len(ref) > 100 {
+	id, rev, cut := strings.Cut(rest, refSep)
+	if !ok || !cut || !isID(id) || len(ref) > 100 {
 		return "", 0, ErrBadRef
-	}
-	id, rev, ok := strings.Cut(rest, refSep)
-	if !ok || id == "" {
-		return "", 0, ErrBadRef
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return "", 0, ErrBadRef
-		}
 	}
 	n, ok := refNumber(rev)
 	if !ok {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -185,15 +184,4 @@ const runRefPrefix = "run-"
 func RunRef(runID string) string { return runRefPrefix + runID }
 
 // ParseRunRef returns the run id of a reference made by RunRef.
-func ParseRunRef(ref string) (string, error) {
-	id, ok := strings.CutPrefix(ref, runRefPrefix)
-	if !ok || id == "" || len(ref) > 100 {
-		return "", ErrBadRef
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return "", ErrBadRef
-		}
-	}
-	return id, nil
-}
+func ParseRunRef(ref string) (string, error) { return prefixedID(ref, runRefPrefix) }

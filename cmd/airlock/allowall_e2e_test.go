@@ -30,28 +30,17 @@ func TestAllowAllOverSlack(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	path := writeConfig(t, dir, fmt.Sprintf(`
-listen: %s
-storage: {driver: sqlite, dsn: %q}
 %s
 channels: [{platform: slack, id: COPS, approvers: [UALICE, UDAVE]}]
-limits: {turns_per_minute: 0}
 confirmation:
   rules:
     - {name: dba, when: 'args.service == "db"', action: ask, approvers: [UDAVE]}
 tools:
 %s
-`, addr, dir+"/airlock.db", slackRunYAML(model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service")))
+`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service")))
 	startRun(t, path)
 	waitReady(t, addr)
-	deploys := func() int {
-		n := 0
-		for _, h := range tools.calls() {
-			if strings.HasPrefix(h.Path, "/deploy/") {
-				n++
-			}
-		}
-		return n
-	}
+	deploys := func() int { return tools.countPrefix("/deploy/") }
 	press := func(user, actionID, value string) {
 		t.Helper()
 		if code, err := postSigned(addr, actionBody(user, actionID, value), "application/x-www-form-urlencoded"); err != nil || code != 200 {

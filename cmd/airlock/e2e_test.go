@@ -113,9 +113,19 @@ func newToolServer(t *testing.T) *toolServer {
 
 // count is how many requests to path the service has had.
 func (ts *toolServer) count(path string) int {
+	return ts.countWhere(func(p string) bool { return p == path })
+}
+
+// countPrefix returns how many times the service saw a path starting
+// with prefix.
+func (ts *toolServer) countPrefix(prefix string) int {
+	return ts.countWhere(func(p string) bool { return strings.HasPrefix(p, prefix) })
+}
+
+func (ts *toolServer) countWhere(match func(path string) bool) int {
 	n := 0
 	for _, h := range ts.calls() {
-		if h.Path == path {
+		if match(h.Path) {
 			n++
 		}
 	}

@@ -42,28 +42,17 @@ func TestPostgresOutageDuringClicks(t *testing.T) {
 	addr := freeAddr(t)
 	dir := t.TempDir()
 	path := writeConfig(t, dir, fmt.Sprintf(`
-listen: %s
-storage: {driver: postgres, dsn: %q}
 %s
 channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
-limits: {turns_per_minute: 0}
 tools:
   - name: service_status
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
     http: {method: POST, url: "%s/status/{{.service}}"}
 %s
-`, addr, u.String(), slackRunYAML(model.BaseURL(), api.URL+"/api/"), tools.URL, deployToolYAML(tools.URL, "service", "environment")))
+`, slackRunHead(addr, "postgres", u.String(), model.BaseURL(), api.URL+"/api/"), tools.URL, deployToolYAML(tools.URL, "service", "environment")))
 	startRun(t, path)
 	waitReady(t, addr)
-	deploys := func() int {
-		n := 0
-		for _, h := range tools.calls() {
-			if strings.HasPrefix(h.Path, "/deploy/") {
-				n++
-			}
-		}
-		return n
-	}
+	deploys := func() int { return tools.countPrefix("/deploy/") }
 	told := api.told
 	ready := func() int {
 		resp, err := http.Get("http://" + addr + "/readyz")

@@ -86,11 +86,8 @@ func TestRunPolicy(t *testing.T) {
 	addr := freeAddr(t)
 	cfg := fmt.Sprintf(`
 events: {webhooks: [{url: %q, secret: %q}]}
-listen: %s
-storage: {driver: sqlite, dsn: %q}
 %s
 channels: [{platform: slack, id: COPS, approvers: [UALICE, UCAROL, UREQ]}]
-limits: {turns_per_minute: 0}
 confirmation:
   rules:
     - {name: prod-restarts, when: 'tool == "restart_service" && args.environment == "production"', action: ask, approvals: 2}
@@ -103,7 +100,7 @@ tools:
     parameters: {type: object, properties: {sql: {type: string}}, required: [sql]}
     http: {method: POST, url: "%s/sql"}
 %s
-`, hook.URL, hookSecret, addr, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), tools.URL, tools.URL, deployToolYAML(tools.URL, "service"))
+`, hook.URL, hookSecret, slackRunHead(addr, "sqlite", filepath.Join(dir, "airlock.db"), model.BaseURL(), api.URL+"/api/"), tools.URL, tools.URL, deployToolYAML(tools.URL, "service"))
 	path := writeConfig(t, dir, cfg)
 	startRun(t, path)
 	waitReady(t, addr)

@@ -34,19 +34,16 @@ func TestRunRouting(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := fmt.Sprintf(`
-listen: %s
-storage: {driver: sqlite, dsn: %q}
 %s
 channels:
   - {platform: slack, id: COPS, approvers: [UALICE, UBOB], approvals_channel: CAPPROVE, notify: [dm]}
-limits: {turns_per_minute: 0}
 confirmation:
   timeout: 1h
   escalation:
     - {after: 3s, mention: [ULEAD], approvers: [ULEAD]}
 tools:
 %s
-`, addr, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service"))
+`, slackRunHead(addr, "sqlite", filepath.Join(dir, "airlock.db"), model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service"))
 	path := writeConfig(t, dir, cfg)
 	start := func() *exec.Cmd {
 		cmd, _ := startRun(t, path)

@@ -30,21 +30,18 @@ func newRunbookRig(t *testing.T) *runbookRig {
 	})
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`
-listen: %s
-storage: {driver: sqlite, dsn: %q}
 %s
 channels:
   - {platform: slack, id: COPS, approvers: [UALICE]}
-limits: {turns_per_minute: 0}
 confirmation: {timeout: 1h}
 tools:
   - name: service_status
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
-    http: {method: GET, url: "%[4]s/status/{{.service}}"}
+    http: {method: GET, url: "%[2]s/status/{{.service}}"}
   - name: restart_service
     confirm: true
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
-    http: {method: POST, url: "%[4]s/restart/{{.service}}"}
+    http: {method: POST, url: "%[2]s/restart/{{.service}}"}
 runbooks:
   - name: restart
     description: Restart a service and check it came back.
@@ -58,7 +55,7 @@ runbooks:
       - {id: before, tool: service_status, args: {service: "{{ params.service }}"}}
       - {id: restart, tool: restart_service, args: {service: "{{ params.service }}"}}
       - {id: after, tool: service_status, args: {service: "{{ params.service }}"}}
-`, r.addr, filepath.Join(dir, "airlock.db"), slackRunYAML(r.model.BaseURL(), r.api.URL+"/api/"), r.tools.URL)
+`, slackRunHead(r.addr, "sqlite", filepath.Join(dir, "airlock.db"), r.model.BaseURL(), r.api.URL+"/api/"), r.tools.URL)
 	r.path = writeConfig(t, dir, cfg)
 	return r
 }

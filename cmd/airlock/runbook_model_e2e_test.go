@@ -19,12 +19,9 @@ func modelRunbookRig(t *testing.T, model *modeltest.OpenAIServer) (*slackAPI, *t
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := fmt.Sprintf(`
-listen: %s
-storage: {driver: sqlite, dsn: %q}
 %s
 channels:
   - {platform: slack, id: COPS, approvers: [UALICE]}
-limits: {turns_per_minute: 0}
 tools:
   - name: status
     parameters: {type: object, properties: {service: {type: string}}, required: [service]}
@@ -38,7 +35,7 @@ runbooks:
       - {id: before, tool: status, args: {service: "{{ params.service }}"}}
       - {id: deploy, tool: deploy, args: {service: "{{ params.service }}"}}
       - {id: after, tool: status, args: {service: "{{ params.service }}"}}
-`, addr, filepath.Join(dir, "airlock.db"), slackRunYAML(model.BaseURL(), api.URL+"/api/"), tools.URL, deployToolYAML(tools.URL, "service"))
+`, slackRunHead(addr, "sqlite", filepath.Join(dir, "airlock.db"), model.BaseURL(), api.URL+"/api/"), tools.URL, deployToolYAML(tools.URL, "service"))
 	return api, tools, addr, writeConfig(t, dir, cfg)
 }
 

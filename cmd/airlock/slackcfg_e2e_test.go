@@ -13,6 +13,13 @@ func slackRunYAML(modelURL, apiURL string) string {
 slack: {mode: http, bot_token: xoxb-test, signing_secret: %q, api_url: %q}`, modelURL, replicaSecret, apiURL)
 }
 
+// slackRunHead is the start of an `airlock run` config in Slack HTTP
+// mode: where it listens, its database, the model and Slack at the fakes,
+// and no turn limit.
+func slackRunHead(addr, driver, dsn, modelURL, apiURL string) string {
+	return fmt.Sprintf("listen: %s\nstorage: {driver: %s, dsn: %q}\n%s\nlimits: {turns_per_minute: 0}", addr, driver, dsn, slackRunYAML(modelURL, apiURL))
+}
+
 // deployToolYAML is the tools entry of the deploy tool that needs a yes,
 // with the string parameters params (all required), posting to the tool
 // server at toolsURL.
