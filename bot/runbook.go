@@ -107,11 +107,7 @@ func (b *Bot) runbookStepDone(ctx context.Context, batch *confirm.Batch) {
 // StopRunbook stops a run at user's word: its requester or an approver of
 // its channel. The waiting step's call is denied; nothing more runs.
 func (b *Bot) StopRunbook(ctx context.Context, runID, user string, roles []string) error {
-	e := b.runbookEngine()
-	if e == nil {
-		return ErrRunbooksOff
-	}
-	run, conv, err := b.runOf(ctx, runID)
+	e, run, conv, err := b.runOf(ctx, runID)
 	if err != nil {
 		return err
 	}
@@ -143,11 +139,7 @@ func (b *Bot) RetryRunbook(ctx context.Context, runID, user string, roles []stri
 }
 
 func (b *Bot) approverAction(ctx context.Context, runID, user string, roles []string, act func(*runbook.Engine, context.Context, string, string) error) error {
-	e := b.runbookEngine()
-	if e == nil {
-		return ErrRunbooksOff
-	}
-	_, conv, err := b.runOf(ctx, runID)
+	e, _, conv, err := b.runOf(ctx, runID)
 	if err != nil {
 		return err
 	}
@@ -157,20 +149,25 @@ func (b *Bot) approverAction(ctx context.Context, runID, user string, roles []st
 	return act(e, ctx, runID, user)
 }
 
-func (b *Bot) runOf(ctx context.Context, runID string) (*confirm.RunbookRun, confirm.Conversation, error) {
+// runOf is the runbook engine, a run and its conversation
+// (ErrRunbooksOff when no runbook is configured).
+func (b *Bot) runOf(ctx context.Context, runID string) (*runbook.Engine, *confirm.RunbookRun, confirm.Conversation, error) {
 	e := b.runbookEngine()
+	if e == nil {
+		return nil, nil, confirm.Conversation{}, ErrRunbooksOff
+	}
 	run, err := e.Store.RunbookRun(ctx, runID)
 	if errors.Is(err, confirm.ErrNotFound) {
-		return nil, confirm.Conversation{}, fmt.Errorf("run %q: %w", runID, runbook.ErrNoSuchRun)
+		err = fmt.Errorf("run %q: %w", runID, runbook.ErrNoSuchRun)
 	}
 	if err != nil {
-		return nil, confirm.Conversation{}, err
+		return nil, nil, confirm.Conversation{}, err
 	}
 	conv, err := b.conversation(ctx, run.ConversationID)
 	if err != nil {
-		return nil, confirm.Conversation{}, err
+		return nil, nil, confirm.Conversation{}, err
 	}
-	return run, conv, nil
+	return e, run, conv, nil
 }
 
 // isApprover reports whether user is an approver of the conversation's

@@ -33,11 +33,8 @@ func (b *Bot) RunAction(ctx context.Context, c Click, kind card.ActionKind) erro
 	if err != nil {
 		return err
 	}
-	if b.runbookEngine() == nil {
-		return fmt.Errorf("run %q: %w", runID, confirm.ErrBadRef)
-	}
-	run, conv, err := b.runOf(ctx, runID)
-	if errors.Is(err, runbook.ErrNoSuchRun) {
+	_, run, conv, err := b.runOf(ctx, runID)
+	if errors.Is(err, runbook.ErrNoSuchRun) || errors.Is(err, ErrRunbooksOff) {
 		return fmt.Errorf("run %q: %w", runID, confirm.ErrBadRef)
 	}
 	if err != nil {

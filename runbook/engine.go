@@ -616,41 +616,25 @@ func activeStepID(active string) string {
 
 // MarkDone treats a halted run's unknown step as succeeded and goes on.
 func (e *Engine) MarkDone(ctx context.Context, runID, by string) error {
-	s, err := e.load(ctx, runID)
+	_, last, err := e.halted(ctx, runID)
 	if err != nil {
 		return err
 	}
-	if s.run.Status != confirm.RunbookHalted {
-		return ErrRunEnded
-	}
-	var k *confirm.StepKey
-	for i := range s.steps {
-		if s.steps[i].Status == confirm.StepUnknown && s.steps[i].StepID == s.run.FailedStep {
-			k = &s.steps[i].StepKey
-		}
-	}
-	if k == nil {
-		return ErrRunEnded
-	}
-	won, err := e.Store.MarkRunbookStepDone(ctx, *k, by)
-	if err != nil {
+	if err := ended(e.Store.MarkRunbookStepDone(ctx, last.StepKey, by)); err != nil {
 		return err
-	}
-	if !won {
-		return ErrRunEnded
 	}
 	return e.Advance(ctx, runID)
 }
 
-// Retry runs a halted run's unknown step again as a new attempt, which
-// needs approval as a new call.
-func (e *Engine) Retry(ctx context.Context, runID, by string) error {
+// halted loads a halted run and the last attempt of the step it halted
+// at, whose outcome is unknown; ErrRunEnded when the run is not so.
+func (e *Engine) halted(ctx context.Context, runID string) (*state, *confirm.RunbookStep, error) {
 	s, err := e.load(ctx, runID)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if s.run.Status != confirm.RunbookHalted {
-		return ErrRunEnded
+		return nil, nil, ErrRunEnded
 	}
 	var last *confirm.RunbookStep
 	for i := range s.steps {
@@ -659,14 +643,28 @@ func (e *Engine) Retry(ctx context.Context, runID, by string) error {
 		}
 	}
 	if last == nil || last.Status != confirm.StepUnknown {
+		return nil, nil, ErrRunEnded
+	}
+	return s, last, nil
+}
+
+// ended is ErrRunEnded for a transition another click or job won first.
+func ended(won bool, err error) error {
+	if err == nil && !won {
 		return ErrRunEnded
 	}
-	won, err := e.Store.ResumeRunbookRun(ctx, runID)
+	return err
+}
+
+// Retry runs a halted run's unknown step again as a new attempt, which
+// needs approval as a new call.
+func (e *Engine) Retry(ctx context.Context, runID, by string) error {
+	s, last, err := e.halted(ctx, runID)
 	if err != nil {
 		return err
 	}
-	if !won {
-		return ErrRunEnded
+	if err := ended(e.Store.ResumeRunbookRun(ctx, runID)); err != nil {
+		return err
 	}
 	s.run.Status = confirm.RunbookRunning
 	sc, i := s.stepConfig(last.Phase, last.StepID)

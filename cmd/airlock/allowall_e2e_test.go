@@ -17,16 +17,11 @@ func TestAllowAllOverSlack(t *testing.T) {
 	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
-	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
-		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
-			return modeltest.TextReply("model saw: " + last.Content)
-		}
-		var calls []modeltest.OpenAIToolCall
-		for i, svc := range []string{"api", "web", "worker", "db"} {
-			calls = append(calls, modeltest.OpenAIToolCall{ID: fmt.Sprintf("c%d", i), Name: "deploy", Arguments: `{"service":"` + svc + `"}`})
-		}
-		return modeltest.CallsReply(calls...)
-	})
+	var calls []modeltest.OpenAIToolCall
+	for i, svc := range []string{"api", "web", "worker", "db"} {
+		calls = append(calls, modeltest.OpenAIToolCall{ID: fmt.Sprintf("c%d", i), Name: "deploy", Arguments: `{"service":"` + svc + `"}`})
+	}
+	model := callingModel(t, calls...)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	path := writeConfig(t, dir, fmt.Sprintf(`

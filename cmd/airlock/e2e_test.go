@@ -138,6 +138,17 @@ func (ts *toolServer) calls() []toolHit {
 	return append([]toolHit(nil), ts.hits...)
 }
 
+// callingModel is a fake model that asks for calls and answers the last
+// tool result it is sent with "model saw: <result>".
+func callingModel(t *testing.T, calls ...modeltest.OpenAIToolCall) *modeltest.OpenAIServer {
+	return modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
+			return modeltest.TextReply("model saw: " + last.Content)
+		}
+		return modeltest.CallsReply(calls...)
+	})
+}
+
 // agent answers like a model would, from the conversation it is sent.
 func agent(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
 	last := req.Messages[len(req.Messages)-1]

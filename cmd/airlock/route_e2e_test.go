@@ -24,13 +24,7 @@ func TestRunRouting(t *testing.T) {
 	skipShort(t)
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
-	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == "tool" {
-			return modeltest.TextReply("model saw: " + last.Content)
-		}
-		return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"web"}`})
-	})
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"web"}`})
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := fmt.Sprintf(`

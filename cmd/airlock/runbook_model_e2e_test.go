@@ -58,13 +58,7 @@ func TestRunbookStartedByModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the real binary")
 	}
-	model := modeltest.NewOpenAIServer(t, func(req modeltest.OpenAIRequest) modeltest.OpenAIReply {
-		last := req.Messages[len(req.Messages)-1]
-		if last.Role == "tool" {
-			return modeltest.TextReply("model saw: " + last.Content)
-		}
-		return modeltest.CallsReply(modeltest.OpenAIToolCall{ID: "c1", Name: "runbook__restart", Arguments: `{"service":"web"}`})
-	})
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "runbook__restart", Arguments: `{"service":"web"}`})
 	api, tools, addr, path := modelRunbookRig(t, model)
 	startRun(t, path)
 	waitReady(t, addr)
