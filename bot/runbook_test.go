@@ -558,13 +558,19 @@ func TestRunbookChatCommands(t *testing.T) {
 	}
 }
 
+// rbHarnessIn is a runbook harness with the compiled runbooks and the one
+// channel ch.
+func rbHarnessIn(t *testing.T, ch bot.Channel) *rbHarness {
+	return newRBHarness(t, func(c *bot.Config) {
+		c.Runbooks = compiledBooks(t)
+		c.Channels = bot.NewChannels([]bot.Channel{ch})
+	})
+}
+
 // channels[].runbooks limits what is offered: a runbook not offered there
 // is unknown there.
 func TestRunbookOfferedPerChannel(t *testing.T) {
-	h := newRBHarness(t, func(c *bot.Config) {
-		c.Runbooks = compiledBooks(t)
-		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}, Runbooks: []string{"other"}}})
-	})
+	h := rbHarnessIn(t, bot.Channel{Platform: "test", ID: "C1", Approvers: []string{"alice"}, Runbooks: []string{"other"}})
 	h.turn("bob", "run restart service=api")
 	if p := h.plat.LastPost(); !strings.Contains(p, `no runbook "restart"`) || strings.Contains(p, "- restart") || !strings.Contains(p, "- other") {
 		t.Fatalf("not offered: %q", p)
@@ -576,14 +582,29 @@ func TestRunbookOfferedPerChannel(t *testing.T) {
 
 // A person who may not ask in the channel cannot start a run.
 func TestRunbookNeedsAdmission(t *testing.T) {
-	h := newRBHarness(t, func(c *bot.Config) {
-		c.Runbooks = compiledBooks(t)
-		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}, Requesters: []string{"alice"}}})
-	})
+	h := rbHarnessIn(t, bot.Channel{Platform: "test", ID: "C1", Approvers: []string{"alice"}, Requesters: []string{"alice"}})
 	h.turn("bob", "run restart service=api")
 	if len(h.liveRuns()) != 0 || len(h.extra["svc_status"].runs()) != 0 {
 		t.Fatal("someone who may not ask started a run")
 	}
+}
+
+// restartTools are the tools of the restart runbook, counting runs.
+func restartTools() map[string]*scriptTool {
+	return map[string]*scriptTool{"svc_status": {name: "svc_status"}, "restart": {name: "restart", confirm: true}, "page": {name: "page"}}
+}
+
+// rbProcess is one process of a test that restarts the bot on the
+// database at path: the tools in extra, one channel, and the compiled
+// runbooks when books.
+func rbProcess(t *testing.T, path string, extra map[string]*scriptTool, books bool) *rbHarness {
+	return &rbHarness{harness: newHarnessWith(t, path, func(c *bot.Config) {
+		c.Tools = rbTools{base: c.Tools, extra: extra}
+		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}})
+		if books {
+			c.Runbooks = compiledBooks(t)
+		}
+	}), extra: extra}
 }
 
 // A restart while a step's card waits: a new process on the same
@@ -591,16 +612,12 @@ func TestRunbookNeedsAdmission(t *testing.T) {
 // finishes, and each step's tool ran once.
 func TestRunbookResumesAfterRestart(t *testing.T) {
 	path := t.TempDir() + "/airlock.db"
-	extra := map[string]*scriptTool{"svc_status": {name: "svc_status"}, "restart": {name: "restart", confirm: true}, "page": {name: "page"}}
-	edit := func(c *bot.Config) {
-		c.Tools = rbTools{base: c.Tools, extra: extra}
-		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}})
-	}
-	first := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	extra := restartTools()
+	first := rbProcess(t, path, extra, false)
 	id := first.start(restartBook(), "bob")
 	cardRef := first.plat.Cards[0].Calls[0].Ref
 	// The first process is gone (nothing of it is used again).
-	second := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	second := rbProcess(t, path, extra, false)
 	if err := second.bot.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -634,12 +651,8 @@ func TestRunbookResumesAfterRestart(t *testing.T) {
 // restart, and the run halts there: it is never run again on its own.
 func TestRunbookRunningStepUnknownAfterRestart(t *testing.T) {
 	path := t.TempDir() + "/airlock.db"
-	extra := map[string]*scriptTool{"svc_status": {name: "svc_status"}, "restart": {name: "restart", confirm: true}, "page": {name: "page"}}
-	edit := func(c *bot.Config) {
-		c.Tools = rbTools{base: c.Tools, extra: extra}
-		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}})
-	}
-	first := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	extra := restartTools()
+	first := rbProcess(t, path, extra, false)
 	id := first.start(restartBook(), "bob")
 	// The approved call's run started, and the process died during it.
 	_, steps := first.run(id)
@@ -650,7 +663,7 @@ func TestRunbookRunningStepUnknownAfterRestart(t *testing.T) {
 	if ok, started, err := first.store.ClaimBatchStarting(ctx, steps[1].BatchID, "dead", steps[1].StepKey.IdempotencyKey()); err != nil || !ok || !started {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	second := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	second := rbProcess(t, path, extra, false)
 	if err := second.bot.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -215,18 +215,13 @@ func TestRunbookToolOnlyWhereOffered(t *testing.T) {
 // model gets the summary, and each tool ran once.
 func TestRunbookToolAcrossRestart(t *testing.T) {
 	path := t.TempDir() + "/airlock.db"
-	extra := map[string]*scriptTool{"svc_status": {name: "svc_status"}, "restart": {name: "restart", confirm: true}, "page": {name: "page"}}
-	edit := func(c *bot.Config) {
-		c.Tools = rbTools{base: c.Tools, extra: extra}
-		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}})
-		c.Runbooks = compiledBooks(t)
-	}
-	first := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	extra := restartTools()
+	first := rbProcess(t, path, extra, true)
 	first.push(calls(tc("c1", "status", `{}`), tc("c2", "runbook__restart", `{"service":"api"}`)))
 	first.turn("bob", "restart api")
 	first.settle()
 	cardRef := first.plat.LastCard().Calls[0].Ref
-	second := &rbHarness{harness: newHarnessWith(t, path, edit), extra: extra}
+	second := rbProcess(t, path, extra, true)
 	second.push(text("Restarted after all."))
 	ctx := context.Background()
 	if err := second.bot.Recover(ctx); err != nil {

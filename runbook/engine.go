@@ -697,23 +697,15 @@ func (e *Engine) retryStep(ctx context.Context, s *state, phase string, i, attem
 // Start stores a new run of rb (parameters validated by the caller) and
 // advances it.
 func (e *Engine) Start(ctx context.Context, run *confirm.RunbookRun, rb *Config) error {
-	snap, err := Encode(rb)
-	if err != nil {
+	if err := e.create(ctx, run, rb); err != nil {
 		return err
 	}
-	run.Runbook, run.Snapshot = rb.Name, snap
-	if err := e.Store.CreateRunbookRun(ctx, run); err != nil {
-		return err
-	}
-	e.Exec.ShowRun(ctx, run, rb, nil) // the whole plan, from the start
 	return e.Advance(ctx, run.ID)
 }
 
-// Begin stores a new run of rb like Start, shows its plan, and advances
-// it in the background: the caller holds the conversation the run's
-// first step takes (the model's runbook__<name> call, run with its
-// batch).
-func (e *Engine) Begin(ctx context.Context, run *confirm.RunbookRun, rb *Config) error {
+// create stores a new run of rb with its snapshot and shows the whole
+// plan, from the start.
+func (e *Engine) create(ctx context.Context, run *confirm.RunbookRun, rb *Config) error {
 	snap, err := Encode(rb)
 	if err != nil {
 		return err
@@ -723,6 +715,17 @@ func (e *Engine) Begin(ctx context.Context, run *confirm.RunbookRun, rb *Config)
 		return err
 	}
 	e.Exec.ShowRun(ctx, run, rb, nil)
+	return nil
+}
+
+// Begin stores a new run of rb like Start, shows its plan, and advances
+// it in the background: the caller holds the conversation the run's
+// first step takes (the model's runbook__<name> call, run with its
+// batch).
+func (e *Engine) Begin(ctx context.Context, run *confirm.RunbookRun, rb *Config) error {
+	if err := e.create(ctx, run, rb); err != nil {
+		return err
+	}
 	e.Kick(ctx, run.ID)
 	return nil
 }
