@@ -4,12 +4,8 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"os"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -294,36 +290,15 @@ func testCheckpointForged(t *testing.T, db *DB) {
 // With replicas on PostgreSQL, racing for one head still stores one
 // checkpoint.
 func TestPostgresAuditCheckpointReplicas(t *testing.T) {
-	dsn := os.Getenv(postgresDSNEnv)
-	if dsn == "" {
-		t.Skipf("%s not set", postgresDSNEnv)
-	}
-	admin, err := sqlx.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
+	admin, dsn := postgresAdmin(t)
 	dbs := openReplicas(t, DriverPostgres, postgresSchema(t, admin, dsn), 4)
 	_, key := checkpointKey(t)
 	for round := range 5 {
 		chainRow(t, dbs[0], "U1")
-		var mu sync.Mutex
-		n := 0
-		var wg sync.WaitGroup
-		for _, db := range dbs {
-			wg.Go(func() {
-				c, err := db.CheckpointAudit(t.Context(), key, CheckpointPolicy{Rows: 1, Interval: time.Hour})
-				if err != nil {
-					t.Error(err)
-				}
-				if c != nil {
-					mu.Lock()
-					n++
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		n := raceWins(t, len(dbs), func(i int) (bool, error) {
+			c, err := dbs[i].CheckpointAudit(t.Context(), key, CheckpointPolicy{Rows: 1, Interval: time.Hour})
+			return c != nil, err
+		})
 		if n != 1 {
 			t.Fatalf("round %d: %d checkpoints written", round, n)
 		}

@@ -52,6 +52,19 @@ func auditKeyFiles(t *testing.T, dir string) (keyPath, pubPath string, key ed255
 // it as the audit_checkpoint webhook event; the event's checkpoint, saved
 // as a file, verifies with `airlock audit verify -checkpoint -pubkey`,
 // which also checks the stored one.
+// auditRunConfig writes the config of an `airlock run` on the SQLite file
+// dbPath with the model at modelURL and the sections in rest, and returns
+// where it listens and the config's path.
+func auditRunConfig(t *testing.T, dir, dbPath, modelURL, rest string) (addr, cfgPath string) {
+	t.Helper()
+	addr, cfgPath = freeAddr(t), filepath.Join(dir, "airlock.yaml")
+	cfg := fmt.Sprintf("listen: %s\nstorage: {dsn: %q}\nmodel: {provider: openai, name: fake, base_url: %q}\n", addr, dbPath, modelURL) + rest
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return addr, cfgPath
+}
+
 func TestRunWritesAuditCheckpoints(t *testing.T) {
 	var mu sync.Mutex
 	var got []json.RawMessage
@@ -83,20 +96,12 @@ func TestRunWritesAuditCheckpoints(t *testing.T) {
 	headID, headHash, _ := db.AuditHead(context.Background())
 	db.Close()
 	keyPath, pubPath, _ := auditKeyFiles(t, dir)
-	addr := freeAddr(t)
-	cfgPath := filepath.Join(dir, "airlock.yaml")
-	cfg := fmt.Sprintf(`
-listen: %s
-storage: {dsn: %q}
-model: {provider: openai, name: fake, base_url: %q}
+	addr, cfgPath := auditRunConfig(t, dir, dbPath, model.BaseURL(), fmt.Sprintf(`
 events: {webhooks: [{url: %q, secret: webhook-secret-0123456789, events: [audit_checkpoint]}]}
 audit:
   signing_key: ${file:%s}
   checkpoint_every: {rows: 1000, interval: 1h}
-`, addr, dbPath, model.BaseURL(), hook.URL, keyPath)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, hook.URL, keyPath))
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr syncBuffer
 	done := make(chan int, 1)
@@ -180,19 +185,11 @@ func TestRunPrunesAudit(t *testing.T) {
 	}
 	defer db.Close()
 	keyPath, pubPath, _ := auditKeyFiles(t, dir)
-	addr := freeAddr(t)
-	cfgPath := filepath.Join(dir, "airlock.yaml")
-	cfg := fmt.Sprintf(`
-listen: %s
-storage: {dsn: %q}
-model: {provider: openai, name: fake, base_url: %q}
+	addr, cfgPath := auditRunConfig(t, dir, dbPath, model.BaseURL(), fmt.Sprintf(`
 audit:
   signing_key: ${file:%s}
   retention: 400d
-`, addr, dbPath, model.BaseURL(), keyPath)
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, keyPath))
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr syncBuffer
 	done := make(chan int, 1)
