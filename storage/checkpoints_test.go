@@ -223,13 +223,20 @@ func testCheckpointsRewrittenChain(t *testing.T, db *DB) {
 		}
 	}
 	last := rows[len(rows)-1]
-	if _, err := db.x.ExecContext(t.Context(), db.q(`UPDATE audit_head SET last_id = ?, last_hash = ?`), last.ID, last.Hash); err != nil {
+	headAt(t, db, last)
+	wantBreakWith(t, db, VerifyOptions{PublicKey: pub}, cps[0].ID, "edited")
+}
+
+// headAt moves the chain's head to r, as someone covering an edit would,
+// and checks that the chain alone then verifies.
+func headAt(t *testing.T, db *DB, r AuditRecord) {
+	t.Helper()
+	if _, err := db.x.ExecContext(t.Context(), db.q(`UPDATE audit_head SET last_id = ?, last_hash = ?`), r.ID, r.Hash); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.VerifyAudit(t.Context()); err != nil {
-		t.Fatalf("the rewritten chain alone should verify: %v", err)
+		t.Fatalf("the chain alone should verify: %v", err)
 	}
-	wantBreakWith(t, db, VerifyOptions{PublicKey: pub}, cps[0].ID, "edited")
 }
 
 // A tail deleted past the last stored checkpoint, with the head moved
@@ -250,12 +257,7 @@ func testCheckpointsTruncatedTail(t *testing.T, db *DB) {
 	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id > ?`), keep.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.x.ExecContext(t.Context(), db.q(`UPDATE audit_head SET last_id = ?, last_hash = ?`), keep.ID, keep.Hash); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.VerifyAudit(t.Context()); err != nil {
-		t.Fatalf("the truncated chain alone should verify: %v", err)
-	}
+	headAt(t, db, keep)
 	wantBreakWith(t, db, VerifyOptions{PublicKey: pub}, cps[2].ID, "truncated")
 }
 

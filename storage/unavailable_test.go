@@ -3,13 +3,11 @@ package storage
 import (
 	"errors"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/airlockhq/airlock/confirm"
-	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/internal/tcpproxy"
 )
 
@@ -36,12 +34,8 @@ func TestOpenRefusesASQLiteFileThatCantBeWritten(t *testing.T) {
 // brought back: while it is away every call fails with ErrUnavailable and
 // records nothing; once it is back the same DB works again by itself.
 func TestPostgresAwayAndBack(t *testing.T) {
-	dsn := os.Getenv(postgresDSNEnv)
-	if dsn == "" {
-		t.Skip(postgresDSNEnv + " not set")
-	}
-	dsn = pgtest.FreshSchema(t, dsn, "away")
-	u, err := url.Parse(dsn)
+	admin, dsn := postgresAdmin(t)
+	u, err := url.Parse(postgresSchema(t, admin, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
