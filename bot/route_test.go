@@ -41,21 +41,31 @@ func (r *router) place(th bot.Thread, kind string) string {
 	return ref
 }
 
-func (r *router) PostCard(_ context.Context, th bot.Thread, c cardpkg.Card) (string, error) {
+// postedIn stores v as a new message of th in m.
+func postedIn[T any](r *router, m map[string]T, th bot.Thread, kind string, v T) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ref := r.place(th, "m")
-	r.cards[ref] = c
+	ref := r.place(th, kind)
+	m[ref] = v
 	return ref, nil
 }
-func (r *router) UpdateCard(_ context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
+
+// updated stores v as the new state of the message ref of th in m.
+func updated[T any](r *router, m map[string]T, th bot.Thread, ref string, v T) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.update(th, ref); err != nil {
 		return err
 	}
-	r.cards[ref] = c
+	m[ref] = v
 	return nil
+}
+
+func (r *router) PostCard(_ context.Context, th bot.Thread, c cardpkg.Card) (string, error) {
+	return postedIn(r, r.cards, th, "m", c)
+}
+func (r *router) UpdateCard(_ context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
+	return updated(r, r.cards, th, ref, c)
 }
 func (r *router) Post(_ context.Context, th bot.Thread, s string) error {
 	r.mu.Lock()
@@ -73,20 +83,10 @@ func (r *router) OpenDM(_ context.Context, user string) (bot.Thread, error) {
 	return bot.Thread{Platform: "test", Channel: "D-" + user}, nil
 }
 func (r *router) PostPointer(_ context.Context, th bot.Thread, p cardpkg.Pointer) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ref := r.place(th, "p")
-	r.pointers[ref] = p
-	return ref, nil
+	return postedIn(r, r.pointers, th, "p", p)
 }
 func (r *router) UpdatePointer(_ context.Context, th bot.Thread, ref string, p cardpkg.Pointer) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.update(th, ref); err != nil {
-		return err
-	}
-	r.pointers[ref] = p
-	return nil
+	return updated(r, r.pointers, th, ref, p)
 }
 
 // update counts an update of ref, which must be in th; r.mu is held.
