@@ -234,9 +234,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 
 			// The next deploy needs a card again.
 			w.model.PushCalls(tc("call_deploy3", "deploy", `{"service":"db"}`)).PushText("Deployed (3).")
-			w.deliverEvent(mention(w.eventID(), chanOps, bob, "1700000000.000300", mentionTS, "<@"+botUser+"> deploy db"), 0)
-			second := w.waitCard(2)
-			w.ad.Wait()
+			second := w.replyCard(bob, "1700000000.000300", "deploy db", 2)
 			if n := w.tools["deploy"].runs.Load(); n != 2 {
 				t.Fatalf("deploy ran %d times after the revoke, want 2", n)
 			}
@@ -269,9 +267,7 @@ func TestCardNamesGrantor(t *testing.T) {
 
 	// A reply with a granted deploy and a status call that needs a card.
 	w.model.PushCalls(tc("call_deploy2", "deploy", `{"service":"web"}`), tc("call_status", "service_status", `{"service":"web"}`)).PushText("Both done.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, "1700000000.000200", mentionTS, "<@"+botUser+"> deploy web and check it"), 0)
-	card := w.waitCard(2)
-	w.ad.Wait()
+	card := w.replyCard(bob, "1700000000.000200", "deploy web and check it", 2)
 	txt := blocksText(t, card)
 	if !strings.Contains(txt, "Allowed by <@"+alice+">'s grant") {
 		t.Fatalf("the card does not name the grantor:\n%s", txt)

@@ -47,9 +47,7 @@ func TestE2EGrantNeverWidensWhoApproves(t *testing.T) {
 	w.ad.Wait()
 
 	w.model.PushCalls(tc("call_2", "deploy", `{"env":"production"}`)).PushText("Production done.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, "1700000000.000200", mentionTS, "<@"+botUser+"> now production"), 0)
-	prod := w.waitCard(2)
-	w.ad.Wait()
+	prod := w.replyCard(bob, "1700000000.000200", "now production", 2)
 	if n := w.tools["deploy"].runs.Load(); n != 1 {
 		t.Fatalf("deploy ran %d times: the staging grant covered production", n)
 	}
@@ -83,9 +81,7 @@ func TestE2EGrantCoversOnlyItsRequester(t *testing.T) {
 	w.ad.Wait()
 
 	w.model.PushCalls(tc("call_2", "deploy", `{"service":"everything","force":true}`))
-	w.deliverEvent(mention(w.eventID(), chanOps, mallory, "1700000000.000200", mentionTS, "<@"+botUser+"> deploy everything"), 0)
-	hers := w.waitCard(2)
-	w.ad.Wait()
+	hers := w.replyCard(mallory, "1700000000.000200", "deploy everything", 2)
 	if n := w.tools["deploy"].runs.Load(); n != 1 {
 		t.Fatalf("deploy ran %d times: Bob's grant covered Mallory's turn", n)
 	}

@@ -473,6 +473,16 @@ func (w *world) cards() []apiCall {
 }
 
 // waitCard waits for the n-th card (1-based) and returns it.
+// replyCard has user mention the bot with text in the thread of
+// mentionTS (the message's ts is ts), waits for the n-th card and for the
+// adapter's work to end, and returns the card.
+func (w *world) replyCard(user, ts, text string, n int) apiCall {
+	w.deliverEvent(mention(w.eventID(), chanOps, user, ts, mentionTS, "<@"+botUser+"> "+text), 0)
+	c := w.waitCard(n)
+	w.ad.Wait()
+	return c
+}
+
 func (w *world) waitCard(n int) apiCall {
 	w.t.Helper()
 	waitFor(w.t, fmt.Sprintf("card %d", n), func() bool { return len(w.cards()) >= n })
