@@ -179,7 +179,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			}
 			now := b.now().UTC()
 			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatorRoles: c.Roles,
-				Requester: batch.RequestedBy, ExpiresAt: now.Add(b.cfg.GrantFor)}
+				Requester: batch.RequestedBy, ExpiresAt: now.Add(b.cfg.GrantFor), ToolDef: b.toolDefinition(call.Tool)}
 		}
 	} else {
 		d.Reason = capReason(c.Reason)

@@ -285,3 +285,23 @@ func TestAClickRightAfterThePostUpdatesTheCard(t *testing.T) {
 		t.Fatalf("the card was not updated after an early click: %q", got)
 	}
 }
+
+// A grant covers later calls of its tool only while the tool is what it
+// was when the grant was made: once its definition changed (an MCP
+// server's new schema, a config tool's new URL), the next call gets a card.
+func TestGrantNotUsedAfterItsToolChanged(t *testing.T) {
+	h := newHarnessWith(t, "", withPolicy(nil, nil))
+	grantFirstDeploy(t, h)
+	cards := len(h.plat.Cards)
+	h.push(calls(tc("", "deploy", `{"n":2}`)), text("two"))
+	h.turn("bob", "deploy 2")
+	if len(h.plat.Cards) != cards || h.tools["deploy"].Runs.Load() != 2 {
+		t.Fatal("the grant did not cover the tool as it was")
+	}
+	h.tools["deploy"].Description = "Deploy, now to every region at once."
+	h.push(calls(tc("", "deploy", `{"n":3}`)), text("three"))
+	h.turn("bob", "deploy 3")
+	if len(h.plat.Cards) != cards+1 || h.tools["deploy"].Runs.Load() != 2 {
+		t.Fatalf("a grant made for the tool before it changed covered it (%d new cards, %d runs)", len(h.plat.Cards)-cards, h.tools["deploy"].Runs.Load())
+	}
+}

@@ -551,14 +551,28 @@ func (b *Bot) grantFor(ctx context.Context, conv confirm.Conversation, c confirm
 		return nil, nil
 	}
 	approves := b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, requester.User, requester.Roles)
+	def := b.toolDefinition(c.Tool)
 	for i := range gs {
 		g := &gs[i]
+		if g.ToolDef != "" && g.ToolDef != def {
+			continue // made for the tool as it was: it changed since
+		}
 		// The creator's roles are those they had when they made it.
 		if (g.Requester == requester.User || approves) && b.mayGrant(ctx, conv, c, g.CreatedBy, g.CreatorRoles) {
 			return g, nil
 		}
 	}
 	return nil, nil
+}
+
+// toolDefinition is the definition of the named tool as the bot carries
+// it now (tools.Definition); "" when it carries none.
+func (b *Bot) toolDefinition(name string) string {
+	t, ok := b.cfg.Tools.Get(name)
+	if !ok {
+		return ""
+	}
+	return tools.Definition(t)
 }
 
 // mayGrant reports whether user (with roles) may decide the call other

@@ -279,6 +279,10 @@ type Grant struct {
 	BatchID   string // the call whose "Allow for" created it
 	CallKey   string
 	NoticeRef string // the platform's reference of the grant's notice (with Revoke)
+	// ToolDef is the definition of the tool the grant was made for (see
+	// tools.Definition): a grant whose tool's definition changed since
+	// covers nothing. "" for grants stored before it was recorded.
+	ToolDef string
 }
 
 // Active reports whether the grant covers calls at now.

@@ -33,9 +33,9 @@ func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID
 	if err != nil {
 		return fmt.Errorf("insert grant: roles: %w", err)
 	}
-	_, err = db.exec(ctx, tx, db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', NULL, ?, ?, ?, ?, ?)`),
+	_, err = db.exec(ctx, tx, db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, '', NULL, ?, ?, ?, ?, ?, ?)`),
 		g.ID, g.ConversationID, g.Tool, g.CreatedBy, db.ts(g.CreatedAt), db.ts(g.ExpiresAt), g.BatchID, g.CallKey, g.NoticeRef,
-		g.Requester, roles)
+		g.Requester, roles, g.ToolDef)
 	if err != nil {
 		return fmt.Errorf("insert grant: %w", err)
 	}

@@ -291,7 +291,7 @@ func testGrants(t *testing.T, db *DB) {
 	}
 
 	// The deciding allow stores it, in the same transaction.
-	g := &confirm.Grant{ID: "g1", Tool: "deploy", CreatedBy: "U-bob", ExpiresAt: until}
+	g := &confirm.Grant{ID: "g1", Tool: "deploy", CreatedBy: "U-bob", ExpiresAt: until, ToolDef: "def-of-deploy"}
 	res = decide(t, clockAt(db, now.Add(time.Second)), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-bob", Grant: g})
 	if !res.Decided {
 		t.Fatalf("second vote = %+v", res)
@@ -304,7 +304,8 @@ func testGrants(t *testing.T, db *DB) {
 		t.Fatal(err)
 	}
 	if stored.ConversationID != b.ConversationID || stored.Tool != "deploy" || stored.CreatedBy != "U-bob" || stored.BatchID != b.ID ||
-		stored.CallKey != "q" || !stored.ExpiresAt.Equal(utc(until)) || stored.RevokedAt != nil || stored.RevokedBy != "" || !stored.Active(now) {
+		stored.CallKey != "q" || !stored.ExpiresAt.Equal(utc(until)) || stored.RevokedAt != nil || stored.RevokedBy != "" || !stored.Active(now) ||
+		stored.ToolDef != "def-of-deploy" {
 		t.Fatalf("stored grant = %+v", stored)
 	}
 
@@ -530,7 +531,7 @@ func firstActiveGrant(ctx context.Context, db *DB, conv int64, tool string, at t
 func seedGrant(t *testing.T, db *DB, convID int64, id, tool string) {
 	t.Helper()
 	now := time.Now().UTC()
-	if _, err := db.x.ExecContext(t.Context(), db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, 'U-granter', ?, ?, '', NULL, '', '', '', 'U-author', '[]')`),
+	if _, err := db.x.ExecContext(t.Context(), db.q(`INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, 'U-granter', ?, ?, '', NULL, '', '', '', 'U-author', '[]', '')`),
 		id, convID, tool, db.ts(now), db.ts(now.Add(time.Hour))); err != nil {
 		t.Fatalf("seed grant: %v", err)
 	}

@@ -275,15 +275,16 @@ type grantRow struct {
 	NoticeRef      string `db:"notice_ref"`
 	Requester      string `db:"requester"`
 	CreatorRoles   string `db:"creator_roles"` // JSON array
+	ToolDef        string `db:"tool_def"`
 }
 
-const grantColumns = `id, conversation_id, tool, created_by, created_at, expires_at, revoked_by, revoked_at, batch_id, call_key, notice_ref, requester, creator_roles`
+const grantColumns = `id, conversation_id, tool, created_by, created_at, expires_at, revoked_by, revoked_at, batch_id, call_key, notice_ref, requester, creator_roles, tool_def`
 
 func (r grantRow) grant() confirm.Grant {
 	g := confirm.Grant{
 		ID: r.ID, ConversationID: r.ConversationID, Tool: r.Tool, CreatedBy: r.CreatedBy,
 		CreatedAt: r.CreatedAt.t, ExpiresAt: r.ExpiresAt.t, RevokedBy: r.RevokedBy, RevokedAt: r.RevokedAt.ptr(),
-		BatchID: r.BatchID, CallKey: r.CallKey, NoticeRef: r.NoticeRef, Requester: r.Requester,
+		BatchID: r.BatchID, CallKey: r.CallKey, NoticeRef: r.NoticeRef, Requester: r.Requester, ToolDef: r.ToolDef,
 	}
 	if err := unmarshalList(r.CreatorRoles, &g.CreatorRoles); err != nil {
 		g.CreatorRoles = nil // unreadable roles admit nothing a role restriction asks for

@@ -3,6 +3,8 @@ package tools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +48,7 @@ type configTool struct {
 	confirm     bool
 	approvals   int
 	risk        confirm.Risk
+	definition  string             // Definition: a hash of cfg
 	summary     *template.Template // nil: the default summary
 	declared    []string           // top-level properties the schema declares
 	exec        executor
@@ -85,6 +88,10 @@ func (cfg Config) Validate(key string) error {
 func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
 	cerr := func(sub string, err error) error { return keyerr.Wrap(key+sub, err) }
 	t := &configTool{name: cfg.Name, description: cfg.Description, confirm: cfg.Confirm, approvals: cfg.Approvals, risk: confirm.Risk(cfg.Risk)}
+	if b, err := json.Marshal(cfg); err == nil {
+		sum := sha256.Sum256(b)
+		t.definition = hex.EncodeToString(sum[:])
+	}
 
 	params, schema, err := compileSchema(cfg.Parameters)
 	if err != nil {
@@ -192,6 +199,9 @@ func (t *configTool) Confirm() bool { return t.confirm }
 // Approvals is how many distinct people must allow a gated call of the
 // tool; 0 means the configured default.
 func (t *configTool) Approvals() int { return t.approvals }
+
+// Definition is a hash of the tool's config entry (see tools.Definition).
+func (t *configTool) Definition() string { return t.definition }
 
 // Risk is the tool's tier (tools[].risk); "": the default.
 func (t *configTool) Risk() confirm.Risk { return t.risk }

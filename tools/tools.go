@@ -5,6 +5,8 @@ package tools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,6 +194,22 @@ func (s *Set) Get(name string) (Tool, bool) {
 func (s *Set) Has(name string) bool {
 	_, ok := s.Get(name)
 	return ok
+}
+
+// Definition is a hash of what a tool is: for a config tool its whole
+// entry (executor, URL or command, schema, flags), for others (MCP,
+// Discord moderation) its spec as the model sees it and its flag. A grant
+// records it and covers nothing once it changed.
+func Definition(t Tool) string {
+	if d, ok := t.(interface{ Definition() string }); ok {
+		return d.Definition()
+	}
+	b, _ := json.Marshal(struct {
+		Spec    model.ToolSpec
+		Confirm bool
+	}{t.Spec(), t.Confirm()})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // Info is what the confirmation policy may know of the named tool.

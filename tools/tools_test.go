@@ -300,3 +300,31 @@ func TestSummaryOptionalArgumentAndMisspeltKey(t *testing.T) {
 		t.Fatal("a misspelt key in the summary must fail, not read back an empty value")
 	}
 }
+
+// A config tool's definition is a hash of its whole entry: the same entry
+// gives the same one; another URL, schema or flag gives another.
+func TestDefinition(t *testing.T) {
+	def := func(c Config) string {
+		t.Helper()
+		s, err := New([]Config{c}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tool, _ := s.Get(c.Name)
+		return Definition(tool)
+	}
+	base := Config{Name: "deploy", Parameters: deploySchema(), Confirm: true, HTTP: &HTTPConfig{URL: "http://h/deploy"}}
+	d := def(base)
+	if d == "" || def(base) != d {
+		t.Fatalf("definition %q not stable", d)
+	}
+	url := base
+	url.HTTP = &HTTPConfig{URL: "http://elsewhere/deploy"}
+	flag := base
+	flag.Confirm = false
+	for name, c := range map[string]Config{"url": url, "flag": flag} {
+		if def(c) == d {
+			t.Fatalf("another %s, same definition", name)
+		}
+	}
+}

@@ -31,6 +31,9 @@ type Tool struct {
 	Log   *[]string
 	Mu    *sync.Mutex
 	Block chan struct{} // when set, a run waits for it
+	// Description is the spec's (a change of it is a change of the tool's
+	// definition, as an MCP server's new schema is).
+	Description string
 	// Rating is what Risk answers (tools[].risk); "": the default.
 	Rating confirm.Risk
 	Args   []string // arguments of each run, in order (guarded by Mu)
@@ -45,9 +48,11 @@ func (f *Tool) lock() *sync.Mutex {
 	return &f.own
 }
 
-func (f *Tool) Spec() model.ToolSpec { return model.ToolSpec{Name: f.Name} }
-func (f *Tool) Confirm() bool        { return f.Confirms }
-func (f *Tool) Risk() confirm.Risk   { return f.Rating }
+func (f *Tool) Spec() model.ToolSpec {
+	return model.ToolSpec{Name: f.Name, Description: f.Description}
+}
+func (f *Tool) Confirm() bool      { return f.Confirms }
+func (f *Tool) Risk() confirm.Risk { return f.Rating }
 func (f *Tool) Validate(args json.RawMessage) error {
 	var m map[string]any
 	if err := json.Unmarshal(args, &m); err != nil {
