@@ -45,6 +45,8 @@ type Bot interface {
 	Extend(ctx context.Context, c bot.Click) error
 	MarkChecked(ctx context.Context, c bot.Click) error
 	UncheckedRuns(ctx context.Context, th bot.Thread) ([]cardpkg.UnknownNotice, error)
+	// DecideAll is /allow all and /deny all: one transaction.
+	DecideAll(ctx context.Context, c bot.Click) (bot.AllResult, error)
 }
 
 // Shell reads commands from In and writes the conversation to Out.
@@ -230,12 +232,20 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 	var targets []cardpkg.Call
 	reason := ""
 	if fields[0] == "all" {
-		for _, c := range card.Calls {
-			if c.Open() {
-				targets = append(targets, c)
-			}
-		}
 		reason = strings.TrimSpace(strings.TrimPrefix(args, "all"))
+		if allow && reason != "" {
+			s.printf("/allow takes call numbers only.\n")
+			return
+		}
+		// Every waiting call the local user may decide alone, in one
+		// transaction (as Slack's and Discord's Allow all).
+		res, err := b.DecideAll(ctx, s.click(card, card.AllRef, allow, reason))
+		if err != nil {
+			s.printf("%s\n", bot.UserMessage(err))
+			return
+		}
+		s.printf("%s\n", oneLine(res.Message()))
+		return
 	} else {
 		numbers := fields
 		if !allow { // /deny N reason...

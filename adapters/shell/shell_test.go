@@ -191,6 +191,13 @@ func (f *fakeBot) Decide(_ context.Context, c bot.Click) error {
 	return nil
 }
 
+func (f *fakeBot) DecideAll(_ context.Context, c bot.Click) (bot.AllResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clicks = append(f.clicks, c)
+	return bot.AllResult{Allow: c.Allow, Decided: 1}, nil
+}
+
 func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	if f.card == nil {
 		return nil, confirm.ErrNotFound
@@ -232,6 +239,7 @@ func runShell(t *testing.T, b Bot, input string) string {
 
 func TestCommands(t *testing.T) {
 	card := sampleCard()
+	card.AllRef = "all-abcdefghijklmnop.0"
 	b := &fakeBot{card: &card}
 	out := runShell(t, b, "hello there\n/allow 2\n/deny 2 not now please\n/deny all off hours\n/allow 1\n/allow 9\n/allow x\n/frob\n/help\n/quit\nnever read\n")
 	if len(b.turns) != 1 || b.turns[0] != "hello there" {
@@ -241,7 +249,7 @@ func TestCommands(t *testing.T) {
 	want := []bot.Click{
 		{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.1", Allow: true},
 		{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "not now please"},
-		{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "abcdefghijklmnop.1", Reason: "off hours"},
+		{Platform: Platform, Channel: DefaultChannel, Message: "abcdefghijklmnop", User: DefaultUser, Ref: "all-abcdefghijklmnop.0", Reason: "off hours"},
 	}
 	if len(b.clicks) != len(want) {
 		t.Fatalf("clicks: %+v", b.clicks)
@@ -253,6 +261,7 @@ func TestCommands(t *testing.T) {
 	}
 	testkit.ContainsAll(t, "output", out,
 		"A card is still waiting from before",
+		"Denied 1 call.",
 		"Call 1 is not waiting for a decision",
 		`"9" is not a call number of the card (1-2)`,
 		`"x" is not a call number`,

@@ -67,3 +67,48 @@ tools:
 		}
 	}
 }
+
+// TestAllowAllInTheTerminal drives a real `airlock chat`: a reply of
+// four deploys, the fourth restricted by a rule to someone else. `/allow
+// all` decides the three the local user may decide and names the fourth
+// left waiting; nothing runs until it is decided; the local user, who
+// asked for it, withdraws it with /deny, and the three run once each.
+func TestAllowAllInTheTerminal(t *testing.T) {
+	skipShort(t)
+	tools := newToolServer(t)
+	var calls []modeltest.OpenAIToolCall
+	for i, svc := range []string{"api", "web", "worker", "db"} {
+		calls = append(calls, modeltest.OpenAIToolCall{ID: fmt.Sprintf("c%d", i), Name: "deploy", Arguments: `{"service":"` + svc + `"}`})
+	}
+	model := callingModel(t, calls...)
+	dir := t.TempDir()
+	path := writeConfig(t, dir, fmt.Sprintf(`
+storage: {driver: sqlite, dsn: %q}
+model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
+channels: [{platform: shell, id: "*", approvers: [local]}]
+confirmation:
+  rules:
+    - {name: dba, when: 'args.service == "db"', action: ask, approvers: [dba-lead]}
+tools:
+%s
+`, dir+"/airlock.db", model.BaseURL(), deployToolYAML(tools.URL, "service")))
+	p := startChatWith(t, airlockBinary(t), path)
+	p.send("deploy everything")
+	p.waitFor("/allow N")
+	p.waitFor("\n> ")
+	p.send("/allow all")
+	p.waitFor("Allowed 3 calls. Left waiting: 4. deploy (a rule lets only others decide it).")
+	if n := tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatalf("%d deploys ran with one call still waiting", n)
+	}
+	p.send("/deny 4 not the database")
+	p.waitFor("model saw:")
+	for _, svc := range []string{"api", "web", "worker"} {
+		if n := tools.count("/deploy/" + svc); n != 1 {
+			t.Fatalf("deploy %s ran %d times", svc, n)
+		}
+	}
+	if n := tools.count("/deploy/db"); n != 0 {
+		t.Fatalf("the restricted deploy ran %d times", n)
+	}
+}
