@@ -152,17 +152,13 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return err
 	}
 	batch, call, conv, batchID := t.batch, t.call, t.conv, t.batch.ID
-	approver := !c.IsBot && b.mayDecide(ctx, conv, batch, call, c.User, c.Roles)
-	// The requester may withdraw (deny) their own calls: it can only stop things.
-	requester := !c.IsBot && c.User != "" && c.User == batch.RequestedBy
-	withdraw := !c.Allow && requester
-	if !approver && !withdraw {
-		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "not an approver")
-		return ErrNotApprover
-	}
-	if c.Allow && requester && !b.cfg.SelfApproval {
-		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "self-approval")
-		return ErrSelfApproval
+	if err := b.clickRefusal(ctx, conv, batch, call, c); err != nil {
+		why := "not an approver"
+		if errors.Is(err, ErrSelfApproval) {
+			why = "self-approval"
+		}
+		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, why)
+		return err
 	}
 	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: t.revision,
 		Surface: b.clickSurface(ctx, conv, batch, c)}
@@ -220,6 +216,22 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return ErrAlreadyClosed
 	}
 	b.decided(ctx, conv, batch, call, d, res, unlock)
+	return nil
+}
+
+// clickRefusal is why c may not decide call (ErrNotApprover,
+// ErrSelfApproval), or nil: the clicker must be one who may decide it,
+// or, denying, its requester (a withdrawal can only stop things); the
+// requester may not allow it unless self-approval is on.
+func (b *Bot) clickRefusal(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, c Click) error {
+	approver := !c.IsBot && b.mayDecide(ctx, conv, batch, call, c.User, c.Roles)
+	requester := !c.IsBot && c.User != "" && c.User == batch.RequestedBy
+	switch {
+	case !approver && !(requester && !c.Allow):
+		return ErrNotApprover
+	case c.Allow && requester && !b.cfg.SelfApproval:
+		return ErrSelfApproval
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -89,7 +90,6 @@ func (b *Bot) DecideAll(ctx context.Context, c Click) (AllResult, error) {
 		b.refreshCard(ctx, conv, batchID)
 		return out, ErrStaleRevision
 	}
-	requester := !c.IsBot && c.User != "" && c.User == batch.RequestedBy
 	surface := b.clickSurface(ctx, conv, batch, c)
 	var (
 		ds    []confirm.Decide
@@ -102,15 +102,15 @@ func (b *Bot) DecideAll(ctx context.Context, c Click) (AllResult, error) {
 		left := func(why string) {
 			out.Left = append(out.Left, Left{Number: call.Position + 1, Tool: call.Tool, Why: why})
 		}
-		approver := !c.IsBot && b.mayDecide(ctx, conv, batch, call, c.User, c.Roles)
+		refusal := b.clickRefusal(ctx, conv, batch, call, c)
 		switch {
-		case c.Allow && !approver && len(call.Restrict) > 0:
+		case errors.Is(refusal, ErrNotApprover) && len(call.Restrict) > 0:
 			left("a rule lets only others decide it")
 			continue
-		case !approver && !(requester && !c.Allow):
+		case errors.Is(refusal, ErrNotApprover):
 			left("you can't decide it")
 			continue
-		case c.Allow && requester && !b.cfg.SelfApproval:
+		case errors.Is(refusal, ErrSelfApproval):
 			left("you asked for it")
 			continue
 		case c.Allow && call.Risk == confirm.RiskCritical:

@@ -14,15 +14,15 @@ const (
 	RiskCritical Risk = "critical"
 )
 
-// Risks are the tiers, lowest first.
-var Risks = []Risk{RiskLow, RiskMedium, RiskHigh, RiskCritical}
+// risks are the tiers, lowest first.
+var risks = []Risk{RiskLow, RiskMedium, RiskHigh, RiskCritical}
 
 // ParseRisk accepts a tier's name; "" is no tier (the default applies).
 func ParseRisk(s string) (Risk, error) {
 	if s == "" {
 		return "", nil
 	}
-	for _, r := range Risks {
+	for _, r := range risks {
 		if string(r) == s {
 			return r, nil
 		}
@@ -32,7 +32,7 @@ func ParseRisk(s string) (Risk, error) {
 
 // rank orders the tiers; "" ranks below low.
 func (r Risk) rank() int {
-	for i, t := range Risks {
+	for i, t := range risks {
 		if t == r {
 			return i + 1
 		}
