@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"database/sql/driver"
 	"errors"
 	"io"
@@ -55,8 +56,14 @@ func unreachable(err error) bool {
 		return false
 	}
 	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false // the caller's deadline (context.DeadlineExceeded is a net.Error too)
+	}
 	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) ||
+	return errors.As(err, &ne) ||
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
 		pgconn.SafeToRetry(err)

@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -71,5 +74,18 @@ func TestPostgresAwayAndBack(t *testing.T) {
 	}
 	if _, err := db.Conversation(ctx, "slack", "C1", "T2", false); err != nil {
 		t.Fatalf("a write once back: %v", err)
+	}
+}
+
+// The caller's own deadline or cancellation is not the database being
+// away: it is not classified ErrUnavailable.
+func TestCallerDeadlineIsNotUnavailable(t *testing.T) {
+	for _, err := range []error{context.DeadlineExceeded, context.Canceled, fmt.Errorf("query: %w", context.DeadlineExceeded)} {
+		if errors.Is(classify(err), confirm.ErrUnavailable) {
+			t.Fatalf("%v classified as the database unavailable", err)
+		}
+	}
+	if !errors.Is(classify(&net.OpError{Op: "dial", Err: errors.New("connection refused")}), confirm.ErrUnavailable) {
+		t.Fatal("a refused connection is not unavailable")
 	}
 }
