@@ -33,8 +33,8 @@ type CardSyncStore interface {
 	// BehindCards lists up to limit messages behind their batch (desired
 	// above rendered), not gone, not waiting (retry at, by the store's
 	// clock) and not claimed by a live claim, oldest change first;
-	// platform filters ("" any).
-	BehindCards(ctx context.Context, platform string, limit int) ([]int64, error)
+	// platform and batchID filter ("" any).
+	BehindCards(ctx context.Context, platform, batchID string, limit int) ([]int64, error)
 	// ClaimCard claims a message behind for holder until ttl from the
 	// store's clock; ok is false (and nothing changed) when it is not
 	// behind, gone, waiting, or claimed by another live holder. The

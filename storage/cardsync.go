@@ -44,16 +44,16 @@ func (db *DB) CardVersion(ctx context.Context, batchID string) (int64, error) {
 
 // BehindCards implements confirm.CardSyncStore, through the cards_behind
 // index.
-func (db *DB) BehindCards(ctx context.Context, platform string, limit int) ([]int64, error) {
+func (db *DB) BehindCards(ctx context.Context, platform, batchID string, limit int) ([]int64, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	now := db.ts(db.now())
 	var ids []int64
 	if err := db.sel(ctx, db.x, &ids, db.q(`SELECT id FROM cards
-		WHERE rendered < desired AND gone_at IS NULL AND (? = '' OR platform = ?)
+		WHERE rendered < desired AND gone_at IS NULL AND (? = '' OR platform = ?) AND (? = '' OR batch_id = ?)
 		AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
-		ORDER BY changed_at, id LIMIT ?`), platform, platform, now, now, limit); err != nil {
+		ORDER BY changed_at, id LIMIT ?`), platform, platform, batchID, batchID, now, now, limit); err != nil {
 		return nil, fmt.Errorf("cards behind: %w", err)
 	}
 	return ids, nil

@@ -35,7 +35,7 @@ func addCard(t *testing.T, db *DB, batchID, kind, channel, ref string, version i
 
 func behind(t *testing.T, db *DB) []int64 {
 	t.Helper()
-	ids, err := db.BehindCards(t.Context(), "", 100)
+	ids, err := db.BehindCards(t.Context(), "", "", 100)
 	if err != nil {
 		t.Fatalf("BehindCards: %v", err)
 	}
