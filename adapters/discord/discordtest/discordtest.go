@@ -123,7 +123,7 @@ type Server struct {
 	conn     *websocket.Conn
 	seq      int64
 	identify chan map[string]any
-	refuse   int // a close code to answer IDENTIFY with, e.g. 4014
+	refuse   int      // a close code to answer IDENTIFY with, e.g. 4014
 	edits    []Answer // answers for the next message edits (PATCH), in order
 }
 
