@@ -265,6 +265,11 @@ func (b *Bot) syncCards(ctx context.Context, ids []int64) int {
 		wg.Go(func() {
 			for c := range work {
 				l := batches[c.Message.BatchID]
+				if until, held := b.cs.held(c.Message.Platform, c.Message.Channel, b.now()); held {
+					// A rate limit another message met meanwhile.
+					b.cardRetry(ctx, c, until.Sub(b.now()), false)
+					continue
+				}
 				err := l.err
 				if err == nil {
 					rctx, cancel := context.WithTimeout(ctx, cardRequestTimeout)

@@ -119,6 +119,45 @@ type Server struct {
 	scripts map[string][]Answer // method → answers for its next calls
 	outbox  chan []byte
 	faults  map[string]*fault // method → its injected faults
+	shown   map[string]Call   // "<channel>/<ts>" → the call whose content the message shows now
+	deleted map[string]bool   // "<channel>/<ts>" of messages deleted (Delete)
+}
+
+// Shown is the call (chat.postMessage, or the last chat.update Slack
+// accepted) whose content the message channel/ts shows now; false when
+// the fake never posted it.
+func (s *Server) Shown(channel, ts string) (Call, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.shown[channel+"/"+ts]
+	return c, ok
+}
+
+// Delete removes a message, as a person deleting it in Slack: its
+// updates then answer message_not_found.
+func (s *Server) Delete(channel, ts string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted == nil {
+		s.deleted = map[string]bool{}
+	}
+	s.deleted[channel+"/"+ts] = true
+	delete(s.shown, channel+"/"+ts)
+}
+
+func (s *Server) isDeleted(channel, ts string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deleted[channel+"/"+ts]
+}
+
+func (s *Server) show(channel, ts string, c Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shown == nil {
+		s.shown = map[string]Call{}
+	}
+	s.shown[channel+"/"+ts] = c
 }
 
 // fault is a method's injected behaviour: a rate limit, a stretch of
@@ -435,16 +474,18 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 		if th := call.Param("thread_ts"); th != "" {
 			msg["thread_ts"] = th
 		}
+		s.show(call.Param("channel"), call.TS, call)
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Param("channel"), "ts": call.TS, "message": msg})
 	case "chat.update":
 		if badBlocks() {
 			fail(w, "invalid_blocks_format")
 			return
 		}
-		if call.Param("channel") == "" || !tsPattern.MatchString(call.Param("ts")) {
+		if call.Param("channel") == "" || !tsPattern.MatchString(call.Param("ts")) || s.isDeleted(call.Param("channel"), call.Param("ts")) {
 			fail(w, "message_not_found")
 			return
 		}
+		s.show(call.Param("channel"), call.Param("ts"), call)
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Param("channel"), "ts": call.Param("ts"), "text": call.Param("text"),
 			"message": map[string]any{"type": "message", "user": s.o.BotUser, "text": call.Param("text")}})
 	case "chat.postEphemeral":
