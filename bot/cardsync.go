@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock/card"
@@ -76,6 +77,7 @@ func cardBackoff(failures int) time.Duration {
 // cardSync is the process's side of the card-sync job: its wake-up and
 // the platforms' rate limits it learnt.
 type cardSync struct {
+	seq  atomic.Int64 // names each pass's claims
 	wake chan struct{}
 	mu   sync.Mutex
 	hold map[string]time.Time // platform "\x00" scope → nothing sent before
@@ -219,7 +221,9 @@ func (b *Bot) platformNames() []string {
 // renders them, at most one request per message, a few messages at a
 // time. It returns how many were rendered.
 func (b *Bot) syncCards(ctx context.Context, ids []int64) int {
-	holder := b.cfg.WorkerID
+	// Each pass claims under a name of its own: two passes of one process
+	// (two clicks' changes) never both hold a message.
+	holder := fmt.Sprintf("%s#%d", b.cfg.WorkerID, b.cs.seq.Add(1))
 	var claimed []confirm.CardSync
 	for _, id := range ids {
 		c, ok, err := b.store.ClaimCard(ctx, id, holder, cardClaimTTL)
@@ -300,7 +304,7 @@ func (b *Bot) cardOutcome(ctx context.Context, c confirm.CardSync, err error) bo
 	var rl *RateLimitedError
 	switch {
 	case err == nil:
-		ok, err := b.store.CardRendered(ctx, c.ID, b.cfg.WorkerID, c.Version)
+		ok, err := b.store.CardRendered(ctx, c.ID, c.Holder, c.Version)
 		if err != nil {
 			b.log.Error("record a card message rendered", "batch", m.BatchID, "kind", m.Kind, "err", err)
 		}
@@ -312,7 +316,7 @@ func (b *Bot) cardOutcome(ctx context.Context, c confirm.CardSync, err error) bo
 		return ok
 	case errors.Is(err, ErrMessageGone):
 		b.log.Warn("a card message is gone from the platform; it is no longer updated", "batch", m.BatchID, "kind", m.Kind, "channel", m.Channel, "err", err)
-		if err := b.store.CardGone(ctx, c.ID, b.cfg.WorkerID); err != nil {
+		if err := b.store.CardGone(ctx, c.ID, c.Holder); err != nil {
 			b.log.Error("mark a card message gone", "batch", m.BatchID, "err", err)
 		}
 	case errors.As(err, &rl):
@@ -331,7 +335,7 @@ func (b *Bot) cardOutcome(ctx context.Context, c confirm.CardSync, err error) bo
 }
 
 func (b *Bot) cardRetry(ctx context.Context, c confirm.CardSync, after time.Duration, failed bool) {
-	if err := b.store.CardRetry(context.WithoutCancel(ctx), c.ID, b.cfg.WorkerID, max(after, 0), failed); err != nil {
+	if err := b.store.CardRetry(context.WithoutCancel(ctx), c.ID, c.Holder, max(after, 0), failed); err != nil {
 		b.log.Error("keep a card message queued", "batch", c.Message.BatchID, "err", err)
 	}
 }

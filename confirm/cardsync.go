@@ -11,7 +11,8 @@ import (
 // (so the state it renders is at least that version), renders it, and
 // records Version as rendered.
 type CardSync struct {
-	ID        int64 // the message's row
+	ID        int64  // the message's row
+	Holder    string // who claimed it (CardRendered, CardRetry and CardGone name it)
 	Message   CardMessage
 	Version   int64
 	ChangedAt time.Time // the oldest change not yet rendered

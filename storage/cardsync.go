@@ -89,7 +89,7 @@ func (db *DB) ClaimCard(ctx context.Context, id int64, holder string, ttl time.D
 	}
 	m := r.card()
 	m.Version = r.Desired
-	return confirm.CardSync{ID: r.ID, Message: m, Version: r.Desired, ChangedAt: r.ChangedAt.t, Failures: r.Failures}, true, nil
+	return confirm.CardSync{ID: r.ID, Holder: holder, Message: m, Version: r.Desired, ChangedAt: r.ChangedAt.t, Failures: r.Failures}, true, nil
 }
 
 // CardRendered implements confirm.CardSyncStore.
