@@ -31,7 +31,9 @@ func TestCoverSaysWhatEachButtonDoes(t *testing.T) {
 		{"grant offered", func(c *Card, cl *Call) { c.SelfApproval, c.GrantFor, cl.Grantable = true, time.Hour, true },
 			Cover{Tool: "restart_service", Approvals: 1, Grant: &GrantCover{Label: "Allow for 1h", Duration: time.Hour, Requester: "bob", Until: now.Add(time.Hour)}},
 			"Allow runs this call once. Allow for 1h also allows later calls of restart_service in this thread, requested by bob or an approver, until 14:30 UTC if clicked now."},
-		{"grant without a render time", func(c *Card, cl *Call) { c.SelfApproval, c.GrantFor, cl.Grantable, c.Now = true, 30*time.Minute, true, time.Time{} },
+		{"grant without a render time", func(c *Card, cl *Call) {
+			c.SelfApproval, c.GrantFor, cl.Grantable, c.Now = true, 30*time.Minute, true, time.Time{}
+		},
 			Cover{Tool: "restart_service", Approvals: 1, Grant: &GrantCover{Label: "Allow for 30m", Duration: 30 * time.Minute, Requester: "bob"}},
 			"Allow runs this call once. Allow for 30m also allows later calls of restart_service in this thread, requested by bob or an approver, for 30m from the click."},
 		{"quorum, requester barred", func(c *Card, cl *Call) { cl.Approvals = 2 },
