@@ -79,8 +79,8 @@ tools:
 func coverLines(t *testing.T, raw string) map[string]string {
 	t.Helper()
 	var blocks []struct {
-		Type     string `json:"type"`
-		BlockID  string `json:"block_id"`
+		Type     string          `json:"type"`
+		BlockID  string          `json:"block_id"`
 		Elements json.RawMessage `json:"elements"`
 	}
 	if err := json.Unmarshal([]byte(raw), &blocks); err != nil {
