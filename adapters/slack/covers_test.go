@@ -141,3 +141,23 @@ func jsonText(s string) string {
 	b := mustJSON(s)
 	return string(b[1 : len(b)-1])
 }
+
+// TestCoversGiveWayToCalls: a card whose calls fit Slack's 50 blocks
+// only without the lines shows every call and no line.
+func TestCoversGiveWayToCalls(t *testing.T) {
+	c := coversOnceCard()
+	c.Calls = nil
+	for i := range 18 {
+		c.Calls = append(c.Calls, cardpkg.Call{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: "deploy", Args: "{}", Flagged: true, Approvals: 1,
+			State: cardpkg.State{Kind: cardpkg.Waiting}})
+	}
+	blocks := Render(c)
+	js := string(mustJSON(blocks))
+	if len(blocks) > maxMessageBlock || strings.Contains(js, "more call") || strings.Contains(js, "covers_") {
+		t.Fatalf("%d blocks; calls not shown or lines kept:\n%s", len(blocks), js)
+	}
+	c.Calls = c.Calls[:3]
+	if js := string(mustJSON(Render(c))); strings.Count(js, `"block_id":"covers_`) != 3 {
+		t.Errorf("a short card lacks its lines")
+	}
+}
