@@ -81,10 +81,35 @@ type cardSync struct {
 	wake chan struct{}
 	mu   sync.Mutex
 	hold map[string]time.Time // platform "\x00" scope → nothing sent before
+	// unrecorded are batches whose change could not be recorded (the
+	// database away): the job records it once it can.
+	unrecorded map[string]bool
+}
+
+func (s *cardSync) unrecord(batchID string, failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if failed {
+		if len(s.unrecorded) < maxCached {
+			s.unrecorded[batchID] = true
+		}
+		return
+	}
+	delete(s.unrecorded, batchID)
+}
+
+func (s *cardSync) unrecordedBatches() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.unrecorded))
+	for id := range s.unrecorded {
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 func newCardSync() *cardSync {
-	return &cardSync{wake: make(chan struct{}, 1), hold: map[string]time.Time{}}
+	return &cardSync{wake: make(chan struct{}, 1), hold: map[string]time.Time{}, unrecorded: map[string]bool{}}
 }
 
 // nudge wakes the job; a wake-up already pending covers this one.
@@ -151,7 +176,8 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 			Channel: conv.Channel, Thread: conv.Thread, Ref: batch.CardRef, Version: v})
 	}
 	if err := b.store.ChangeCard(ctx, batch.ID); err != nil {
-		b.log.Error("record a change of the card", "batch", batch.ID, "err", err)
+		b.log.Error("record a change of the card; the card-sync job records it later", "batch", batch.ID, "err", err)
+		b.cs.unrecord(batch.ID, true)
 		return
 	}
 	for range cardSyncPasses {
@@ -170,7 +196,8 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 	b.cs.nudge()
 }
 
-// cardSyncJob renders the messages behind, oldest change first, of the
+// cardSyncJob records the changes this process could not (the database
+// away), then renders the messages behind, oldest change first, of the
 // platforms this process serves, until none is left that may be sent now.
 func (b *Bot) cardSyncJob(ctx context.Context) error {
 	if !b.enter() {
@@ -178,6 +205,12 @@ func (b *Bot) cardSyncJob(ctx context.Context) error {
 	}
 	defer b.leave()
 	defer b.reportBehind(ctx)
+	for _, id := range b.cs.unrecordedBatches() {
+		if err := b.store.ChangeCard(ctx, id); err != nil {
+			return fmt.Errorf("card sync: record a change: %w", err)
+		}
+		b.cs.unrecord(id, false)
+	}
 	for _, name := range b.platformNames() {
 		for ctx.Err() == nil {
 			if _, held := b.cs.held(name, "", b.now()); held {
