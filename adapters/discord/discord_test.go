@@ -978,3 +978,7 @@ func (nopBot) RunAction(context.Context, bot.Click, card.ActionKind) error { ret
 func (nopBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
 	return bot.AllResult{}, nil
 }
+
+func (nopBot) PhraseFor(context.Context, bot.Click) (bot.PhrasePrompt, bool, error) {
+	return bot.PhrasePrompt{}, false, nil
+}

@@ -142,6 +142,7 @@ type fakeBot struct {
 	extends []bot.Click
 	form    bot.EditForm
 	err     error // returned by EditForm, Edit and Extend
+	phrase  string // what PhraseFor asks typed; "": none
 }
 
 type edit struct {
@@ -189,6 +190,13 @@ func (f *fakeBot) Decide(_ context.Context, c bot.Click) error {
 	defer f.mu.Unlock()
 	f.clicks = append(f.clicks, c)
 	return nil
+}
+
+func (f *fakeBot) PhraseFor(_ context.Context, c bot.Click) (bot.PhrasePrompt, bool, error) {
+	if f.phrase == "" {
+		return bot.PhrasePrompt{}, false, nil
+	}
+	return bot.PhrasePrompt{Ref: c.Ref, Phrase: f.phrase, Tool: "deploy"}, true, nil
 }
 
 func (f *fakeBot) DecideAll(_ context.Context, c bot.Click) (bot.AllResult, error) {

@@ -533,6 +533,7 @@ var actionIDs = map[cardpkg.ActionKind]string{
 	cardpkg.ActChecked: ActionChecked, cardpkg.ActExtend: ActionExtend,
 	cardpkg.ActRunStop: ActionRunStop, cardpkg.ActRunMarkDone: ActionRunMarkDone, cardpkg.ActRunRetry: ActionRunRetry,
 	cardpkg.ActAllowAll: ActionAllowAll, cardpkg.ActDenyAll: ActionDenyAll,
+	cardpkg.ActAllowTyped: ActionAllowTyped,
 }
 
 // actionsBlock lays actions out as one actions block of buttons, each
