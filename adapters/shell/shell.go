@@ -275,7 +275,7 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 			continue
 		}
 		click := s.click(card, c.Ref, allow, reason)
-		if allow && c.Risk == confirm.RiskCritical {
+		if allow && cardpkg.Offers(card.Actions(c, nil), cardpkg.ActAllowTyped) {
 			phrase, ok := s.askPhrase(ctx, b, click, c.Number)
 			if !ok {
 				continue
@@ -603,6 +603,9 @@ func Render(c cardpkg.Card) string {
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
 		if call.Check != nil && !call.Check.Done() {
 			fmt.Fprintf(&w, "|     %s\n", checkHint(call.Tool))
+		}
+		if cardpkg.Offers(c.Actions(call, nil), cardpkg.ActAllowTyped) {
+			fmt.Fprintf(&w, "|     /allow %d asks you to type its confirmation phrase\n", call.Number)
 		}
 		if call.Open() && call.Editable {
 			editable = true
