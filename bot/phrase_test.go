@@ -253,3 +253,35 @@ func TestPhraseOfHostileArguments(t *testing.T) {
 		})
 	}
 }
+
+// A runbook step whose tool is critical posts the same card, and its
+// Allow goes through the same check: without the phrase (the tool's name,
+// as it sets none) nothing runs; with it the step runs once and the run
+// goes on.
+func TestRunbookCriticalStepNeedsThePhrase(t *testing.T) {
+	h := newRBHarness(t, nil)
+	h.extra["restart"].risk = confirm.RiskCritical
+	id := h.start(restartBook(), "bob")
+	c := h.plat.LastCard().Calls[0]
+	if c.Tool != "restart" || c.Risk != confirm.RiskCritical || !card.Offers(h.plat.LastCard().Actions(c, nil), card.ActAllowTyped) {
+		t.Fatalf("step card call %+v: want a critical restart with Allow…", c)
+	}
+	if err := h.clickLast("alice", true); !errors.Is(err, bot.ErrPhraseRequired) {
+		t.Fatalf("Allow without the phrase: %v", err)
+	}
+	if err := allowWith(h.harness, "alice", c, "Restart"); !errors.Is(err, bot.ErrWrongPhrase) {
+		t.Fatalf("Allow with a wrong phrase: %v", err)
+	}
+	h.settle()
+	if _, steps := h.run(id); stepLine(steps) != "before/1:succeeded restart/1:waiting" || len(h.extra["restart"].runs()) != 0 {
+		t.Fatalf("a refused Allow moved the run: %s", stepLine(steps))
+	}
+	if err := allowWith(h.harness, "alice", c, "restart"); err != nil {
+		t.Fatalf("Allow with the phrase: %v", err)
+	}
+	h.settle()
+	r, steps := h.run(id)
+	if r.Status != confirm.RunbookSucceeded || len(h.extra["restart"].runs()) != 1 {
+		t.Fatalf("after the phrase: %s %s, restart ran %v", r.Status, stepLine(steps), h.extra["restart"].runs())
+	}
+}
