@@ -292,6 +292,7 @@ func buttonsByAction(t *testing.T, components []map[string]any) map[string][]str
 		actionGrant: discordgo.SecondaryButton, actionReason: discordgo.SecondaryButton, actionShowArgs: discordgo.SecondaryButton,
 		actionEdit: discordgo.SecondaryButton, actionExtend: discordgo.SecondaryButton,
 		actionAllowAll: discordgo.SecondaryButton, actionDenyAll: discordgo.SecondaryButton,
+		actionAllowTyped: discordgo.SuccessButton,
 	}
 	out := map[string][]string{}
 	for _, row := range components {
