@@ -141,7 +141,7 @@ type fakeBot struct {
 	edits   []edit
 	extends []bot.Click
 	form    bot.EditForm
-	err     error // returned by EditForm, Edit and Extend
+	err     error  // returned by EditForm, Edit and Extend
 	phrase  string // what PhraseFor asks typed; "": none
 }
 
