@@ -601,11 +601,11 @@ func Render(c cardpkg.Card) string {
 			w.WriteString("\n")
 		}
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
+		if cover := covers(c, call); cover != "" {
+			fmt.Fprintf(&w, "|     %s\n", cover)
+		}
 		if call.Check != nil && !call.Check.Done() {
 			fmt.Fprintf(&w, "|     %s\n", checkHint(call.Tool))
-		}
-		if cardpkg.Offers(c.Actions(call, nil), cardpkg.ActAllowTyped) {
-			fmt.Fprintf(&w, "|     /allow %d asks you to type its confirmation phrase\n", call.Number)
 		}
 		if call.Open() && call.Editable {
 			editable = true

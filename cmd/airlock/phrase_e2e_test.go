@@ -142,7 +142,7 @@ tools:
 `, dir+"/airlock.db", model.BaseURL(), criticalDeployYAML(tools.URL)))
 	p := startChatWith(t, airlockBinary(t), path)
 	p.send("deploy api")
-	p.waitFor("/allow 1 asks you to type its confirmation phrase")
+	p.waitFor("Allow asks you to type a confirmation phrase")
 	p.waitFor("\n> ")
 	p.send("/allow 1")
 	p.waitFor("Type prod/api to allow call 1: ")
