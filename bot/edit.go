@@ -22,6 +22,9 @@ type EditForm struct {
 	Tool    string
 	Args    string // the call's current arguments, pretty-printed JSON (untrusted text)
 	Summary string // the current read-back (untrusted text)
+	// Holds: the call is critical, so submitting stores the edit without
+	// allowing it; Allow… then asks for the edited arguments' phrase.
+	Holds bool
 }
 
 // EditError is an edit refused for what it says (not JSON, not valid for
@@ -50,7 +53,8 @@ func (b *Bot) EditForm(ctx context.Context, c Click) (EditForm, error) {
 	// Shown with secrets as [redacted] (Edit refuses to run that marker
 	// in a secret's place); the call's arguments stay exact.
 	return EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool,
-		Args: b.cfg.Redact(prettyJSON(t.call.RunArgs())), Summary: b.cfg.Redact(t.call.Summary)}, nil
+		Args: b.cfg.Redact(prettyJSON(t.call.RunArgs())), Summary: b.cfg.Redact(t.call.Summary),
+		Holds: t.call.Risk == confirm.RiskCritical}, nil
 }
 
 // editTarget resolves and checks a click that edits a call: on one of its

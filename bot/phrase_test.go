@@ -185,6 +185,9 @@ func TestPhraseComesFromEditedArguments(t *testing.T) {
 	h, c := criticalHarness(t)
 	ctx := context.Background()
 	edit := bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: c.Ref, Message: cardMsg(c.Ref), Allow: true}
+	if form, err := h.bot.EditForm(ctx, edit); err != nil || !form.Holds {
+		t.Fatalf("the edit form of a critical call: %+v %v; want Holds", form, err)
+	}
 	if err := h.bot.Edit(ctx, edit, `{"env":"staging","service":"api"}`); err != nil {
 		t.Fatalf("edit: %v", err)
 	}

@@ -627,7 +627,7 @@ func (a *Adapter) openEdit(ctx context.Context, i *discordgo.Interaction, ref st
 	}
 	if err := a.respond(ctx, i, &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseModal,
-		Data: EditModal(submitRef, number, value),
+		Data: holdsEdit(EditModal(submitRef, number, value), form.Holds),
 	}); err != nil {
 		a.log.Error("discord: open the edit modal", "interaction", i.ID, "err", err)
 	}

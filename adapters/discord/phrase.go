@@ -95,3 +95,25 @@ func (a *Adapter) submitPhrase(ctx context.Context, i *discordgo.Interaction, re
 	click.Allow, click.Phrase = true, phrase
 	a.refused(ctx, i, click, "phrase", a.b.Decide(ctx, click))
 }
+
+// heldEditLabel is the edit modal's label on a critical call, whose edit
+// is saved without allowing it (bot.EditForm.Holds).
+const heldEditLabel = "Arguments (JSON): saving won't allow it"
+
+// holdsEdit relabels the edit modal of a critical call (holds): its
+// submission saves the edit and the call waits for Allow… and the phrase.
+func holdsEdit(d *discordgo.InteractionResponseData, holds bool) *discordgo.InteractionResponseData {
+	if !holds || len(d.Components) == 0 {
+		return d
+	}
+	row, ok := d.Components[0].(discordgo.ActionsRow)
+	if !ok || len(row.Components) == 0 {
+		return d
+	}
+	if in, ok := row.Components[0].(discordgo.TextInput); ok {
+		in.Label = heldEditLabel
+		row.Components = append([]discordgo.MessageComponent{in}, row.Components[1:]...)
+		d.Components = append([]discordgo.MessageComponent{row}, d.Components[1:]...)
+	}
+	return d
+}

@@ -94,3 +94,16 @@ func TestRouteCriticalCallNeedsThePhrase(t *testing.T) {
 func phraseSubmit(id, channel, user string, roles []string, customID, phrase, messageID string) map[string]any {
 	return discordtest.ModalSubmit(id, channel, user, roles, customID, PhraseInputID, phrase, messageID)
 }
+
+// The edit modal of a critical call says saving does not allow it.
+func TestHeldEditModalSaysItDoesNotAllow(t *testing.T) {
+	label := func(d *discordgo.InteractionResponseData) string {
+		return d.Components[0].(discordgo.ActionsRow).Components[0].(discordgo.TextInput).Label
+	}
+	if got := label(holdsEdit(EditModal("abc.1", 1, "{}"), false)); !strings.Contains(got, "submitting allows") {
+		t.Fatalf("plain edit label %q", got)
+	}
+	if got := label(holdsEdit(EditModal("abc.1", 1, "{}"), true)); got != heldEditLabel || runes(got) > maxInputLabel {
+		t.Fatalf("held edit label %q", got)
+	}
+}

@@ -156,3 +156,13 @@ func TestE2ECriticalCallNeedsThePhrase(t *testing.T) {
 		})
 	}
 }
+
+// The edit modal of a critical call says saving does not allow it.
+func TestHeldEditModalSaysItDoesNotAllow(t *testing.T) {
+	meta := ModalMeta{Ref: "abc.1", Channel: chanOps, Message: CardRef(chanOps, cardTS)}
+	m := EditModal(meta, bot.EditForm{Ref: "abc.1", Number: 1, Tool: "deploy", Args: "{}", Holds: true})
+	raw, _ := json.Marshal(m)
+	if m.Submit.Text != "Save edit" || !strings.Contains(string(raw), "saving the edit does not allow it") || strings.Contains(string(raw), "counts as your *Allow*") {
+		t.Fatalf("held edit modal %s", raw)
+	}
+}
