@@ -3,6 +3,7 @@ package slack
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +165,42 @@ func TestHeldEditModalSaysItDoesNotAllow(t *testing.T) {
 	raw, _ := json.Marshal(m)
 	if m.Submit.Text != "Save edit" || !strings.Contains(string(raw), "saving the edit does not allow it") || strings.Contains(string(raw), "counts as your *Allow*") {
 		t.Fatalf("held edit modal %s", raw)
+	}
+}
+
+// The phrase modal's submission parses to an Allow with the phrase as
+// typed (the bot trims it), on the card its metadata names; a submission
+// without the card message, with a phrase longer than the input holds,
+// or with another input's value, and "Allow…" without a trigger_id, are
+// not Airlock's.
+func TestParsePhraseSubmission(t *testing.T) {
+	ref := "abcdefgh.1"
+	msg := CardRef(chanOps, cardTS)
+	meta := ModalMeta{Ref: ref, Channel: chanOps, Message: msg}.encode()
+	in, err := parseInteraction(mustJSON(phraseSubmission(alice, meta, " prod/<!here> ")))
+	if err != nil || in.Kind != kindSubmitPhrase || !in.Allow || in.Grant || in.Phrase != " prod/<!here> " || in.Ref != ref || in.Message != msg || in.Channel != chanOps {
+		t.Fatalf("phrase submission: %+v %v", in, err)
+	}
+	if c := (&Adapter{}).click(in); c.Phrase != in.Phrase || !c.Allow {
+		t.Fatalf("click %+v", c)
+	}
+	if in, err := parseInteraction(mustJSON(blockAction(alice, chanOps, mentionTS, ActionAllowTyped, ref))); err != nil || in.Kind != kindOpenPhrase || !in.Allow {
+		t.Fatalf("Allow…: %+v %v", in, err)
+	}
+	bad := map[string]map[string]any{
+		"no card message": phraseSubmission(alice, ModalMeta{Ref: ref, Channel: chanOps}.encode(), "deploy"),
+		"too long":        phraseSubmission(alice, meta, strings.Repeat("x", maxPhraseInput+1)),
+		"no ref":          phraseSubmission(alice, `{"channel":"`+chanOps+`","message":"`+msg+`"}`, "deploy"),
+	}
+	wrongBlock := phraseSubmission(alice, meta, "deploy")
+	wrongBlock["view"].(map[string]any)["state"] = map[string]any{"values": map[string]any{EditBlockID: map[string]any{editActionID: map[string]any{"type": "plain_text_input", "value": "deploy"}}}}
+	bad["another input"] = wrongBlock
+	noTrigger := blockAction(alice, chanOps, mentionTS, ActionAllowTyped, ref)
+	delete(noTrigger, "trigger_id")
+	bad["Allow… without trigger"] = noTrigger
+	for name, p := range bad {
+		if in, err := parseInteraction(mustJSON(p)); !errors.Is(err, errBadInteraction) {
+			t.Errorf("%s: accepted %+v (err %v)", name, in, err)
+		}
 	}
 }
