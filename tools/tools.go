@@ -32,6 +32,10 @@ type Config struct {
 	Summary     string         `yaml:"summary"`   // text/template over the validated arguments
 	HTTP        *HTTPConfig    `yaml:"http"`
 	Exec        *ExecConfig    `yaml:"exec"`
+
+	// ConfirmPhrase is what an approver types to allow a critical call:
+	// a text/template over the validated arguments; "": the tool's name.
+	ConfirmPhrase string `yaml:"confirm_phrase"`
 }
 
 // HTTPConfig is the `http` executor.
