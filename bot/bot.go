@@ -177,6 +177,7 @@ type Bot struct {
 	links     linkCache      // permalinks of threads and cards
 	convs     convCache      // conversations by id (their rows never change)
 	posted    postedCache    // each batch's card messages, as this process posted them
+	cs        *cardSync      // the card-sync job's wake-up and the platforms' rate limits
 	rbOnce    sync.Once
 	rb        *runbook.Engine // runbook runs (runbook.go); nil when off
 }
@@ -232,7 +233,7 @@ func New(cfg Config) (*Bot, error) {
 		cfg.WorkerID = "airlock"
 	}
 	_, off := cfg.Tracer.(noop.Tracer)
-	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off}, nil
+	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off, cs: newCardSync()}, nil
 }
 
 // Channels returns the channel lookup, for platforms to install their

@@ -13,6 +13,7 @@ const (
 	JobEscalate    = "escalate"
 	JobRecover     = "recover"
 	JobPruneEvents = "prune_events"
+	// JobCardSync (cardsync.go): card messages behind their batch.
 )
 
 // Deadlines of the bot's jobs. A sweep or a recovery continues the
@@ -31,7 +32,9 @@ const (
 const eventRetention = 24 * time.Hour
 
 // Jobs is the bot's background work, for a jobs.Runner: every interval,
-// expiry and reminders (sweep) and escalation, which take turns; every ten intervals, work
+// expiry and reminders (sweep) and escalation, which take turns, and card
+// messages behind their batch (card-sync, also woken by every change of a
+// card that could not be rendered at once); every ten intervals, work
 // dead workers left (recover); at start and every 3,600 intervals, old
 // platform event IDs (prune_events).
 func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
@@ -43,6 +46,7 @@ func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 		{Name: JobEscalate, Every: interval, Timeout: escalateTimeout, Run: b.escalateJob},
 		{Name: JobRecover, Every: 10 * interval, Timeout: recoverTimeout, Run: b.RecoverBatches},
 		{Name: JobRunbooks, Every: interval, Timeout: recoverTimeout, AtStart: true, Run: b.runbookJob},
+		{Name: JobCardSync, Every: interval, Timeout: cardSyncTimeout, AtStart: true, Wake: b.cs.wake, Run: b.cardSyncJob},
 		{Name: JobPruneEvents, Every: 3600 * interval, Timeout: pruneTimeout, AtStart: true, Run: b.pruneEvents},
 	}
 }

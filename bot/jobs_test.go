@@ -33,6 +33,7 @@ func TestJobs(t *testing.T) {
 		{bot.JobRecover, 20 * time.Second, false},
 		{bot.JobPruneEvents, 2 * time.Hour, true},
 		{bot.JobRunbooks, 2 * time.Second, true},
+		{bot.JobCardSync, 2 * time.Second, true},
 	} {
 		j, ok := byName[want.name]
 		if !ok || j.Every != want.every || j.AtStart != want.atStart || j.Timeout <= 0 || j.Run == nil {
@@ -42,7 +43,10 @@ func TestJobs(t *testing.T) {
 			t.Errorf("job %s refused: %v", want.name, err)
 		}
 	}
-	if len(byName) != 5 {
+	if j := byName[bot.JobCardSync]; j.Wake == nil {
+		t.Error("the card-sync job has no wake-up")
+	}
+	if len(byName) != 6 {
 		t.Errorf("jobs %v", byName)
 	}
 

@@ -48,6 +48,12 @@ func refHas(ref, message string) bool {
 // the main card's failure fails the turn; copies and the pointer are
 // logged.
 func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platform, batch *confirm.Batch, intro string) error {
+	// The version is read before the state the messages show: a change
+	// after it leaves them behind, for the card-sync job.
+	version, err := b.store.CardVersion(ctx, batch.ID)
+	if err != nil {
+		return fmt.Errorf("card version: %w", err)
+	}
 	stored, err := b.store.Batch(ctx, batch.ID)
 	if err != nil {
 		return fmt.Errorf("reload batch: %w", err)
@@ -70,17 +76,15 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 	}
 	var posted []confirm.CardMessage
 	defer func() { b.posted.put(batch.ID, posted) }()
-	if where != th || dmCopies {
-		// The batch's card_ref names a card in its own thread; a card
-		// elsewhere, or one with copies, is listed with them.
-		b.remember(ctx, &posted, batch.ID, confirm.CardMain, where, ref)
-	}
+	// Every message is listed, the card in its own thread too: each is
+	// synced alike.
+	b.remember(ctx, &posted, batch.ID, confirm.CardMain, where, ref, version)
 	if where != th {
 		ptr := pointerOf(stored, c.Calls, approvals, b.link(ctx, r, where, ref))
 		if pref, err := r.PostPointer(ctx, th, ptr); err != nil {
 			b.log.Error("post pointer to the approvals channel", "batch", batch.ID, "err", err)
 		} else {
-			b.remember(ctx, &posted, batch.ID, confirm.CardPointer, th, pref)
+			b.remember(ctx, &posted, batch.ID, confirm.CardPointer, th, pref, version)
 		}
 	}
 	if dmCopies && canRoute && !conv.DM {
@@ -97,23 +101,30 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 				b.log.Error("post a card copy in a DM", "batch", batch.ID, "user", user, "err", err)
 				continue
 			}
-			b.remember(ctx, &posted, batch.ID, confirm.CardDM, dm, dref)
+			b.remember(ctx, &posted, batch.ID, confirm.CardDM, dm, dref, version)
 		}
 	}
 	return nil
 }
 
 // remember stores a message posted for a batch and adds it to posted.
-func (b *Bot) remember(ctx context.Context, posted *[]confirm.CardMessage, batchID, kind string, th Thread, ref string) {
+// version is the batch's card version read before the state it shows.
+func (b *Bot) remember(ctx context.Context, posted *[]confirm.CardMessage, batchID, kind string, th Thread, ref string, version int64) {
 	if ref == "" {
 		return
 	}
-	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref}
-	if err := b.store.AddCardMessage(ctx, m); err != nil {
-		b.log.Error("remember a card message", "batch", batchID, "kind", kind, "err", err)
-		return
+	m := confirm.CardMessage{BatchID: batchID, Kind: kind, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref, Version: version}
+	if b.rememberMsg(ctx, m) {
+		*posted = append(*posted, m)
 	}
-	*posted = append(*posted, m)
+}
+
+func (b *Bot) rememberMsg(ctx context.Context, m confirm.CardMessage) bool {
+	if err := b.store.AddCardMessage(ctx, m); err != nil {
+		b.log.Error("remember a card message", "batch", m.BatchID, "kind", m.Kind, "err", err)
+		return false
+	}
+	return true
 }
 
 // cardMessages lists a batch's card messages: as this process posted them
@@ -178,66 +189,6 @@ type (
 // channel; calls are the card's.
 func pointerOf(batch *confirm.Batch, calls []card.Call, approvals, cardLink string) card.Pointer {
 	return card.Pointer{BatchID: batch.ID, Channel: approvals, CardLink: cardLink, Status: batch.Status, Calls: calls}
-}
-
-// refreshCard re-renders a batch's card and every copy of it (and the
-// thread's pointer) from storage, and returns the batch as loaded (nil
-// when it could not be).
-func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchID string) *confirm.Batch {
-	batch, err := b.store.Batch(ctx, batchID)
-	if err != nil {
-		b.log.Error("reload batch for card", "batch", batchID, "err", err)
-		return nil
-	}
-	b.refreshCardOf(ctx, conv, batch)
-	return batch
-}
-
-func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
-	if batch.CardRef == "" {
-		return // no card was posted: the batch never paused
-	}
-	p, err := b.platform(conv.Platform)
-	if err != nil {
-		b.log.Error("update card", "err", err)
-		return
-	}
-	c := b.cardOf(conv, batch, b.introOf(ctx, batch))
-	th := threadOf(conv)
-	msgs, err := b.cardMessages(ctx, batch.ID)
-	if err != nil {
-		b.log.Error("list card messages", "batch", batch.ID, "err", err)
-	}
-	if len(msgs) == 0 { // a card posted before cards were remembered
-		msgs = []confirm.CardMessage{{Kind: confirm.CardMain, Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread, Ref: batch.CardRef}}
-	}
-	r, canRoute := p.(Router)
-	for _, m := range msgs {
-		where := Thread{Platform: m.Platform, Channel: m.Channel, Thread: m.Thread}
-		var err error
-		switch m.Kind {
-		case confirm.CardPointer:
-			if !canRoute {
-				continue
-			}
-			if main := mainCard(msgs); main != nil {
-				cardLink := b.link(ctx, r, Thread{Platform: main.Platform, Channel: main.Channel, Thread: main.Thread}, main.Ref)
-				err = r.UpdatePointer(ctx, where, m.Ref, pointerOf(batch, c.Calls, main.Channel, cardLink))
-			}
-		default:
-			cc := c
-			if where != th && canRoute {
-				cc.Copy, cc.ThreadLink = card.CopyApprovals, b.link(ctx, r, th, "")
-				if m.Kind == confirm.CardDM {
-					cc.Copy = card.CopyDM
-				}
-			}
-			err = p.UpdateCard(ctx, where, m.Ref, cc)
-		}
-		if err != nil {
-			b.log.Error("update card", "batch", batch.ID, "kind", m.Kind, "err", err)
-		}
-	}
 }
 
 func mainCard(msgs []confirm.CardMessage) *confirm.CardMessage {

@@ -35,6 +35,9 @@ type CardMessage struct {
 	Thread    string // "" for a top-level message
 	Ref       string // the platform's reference (may list several messages, comma-separated)
 	CreatedAt time.Time
+	// Version is the batch's card version (CardVersion) read before the
+	// state the message shows was loaded: the version it was rendered at.
+	Version int64
 }
 
 // EditCall is an approver's change of a waiting call's arguments, with

@@ -342,6 +342,7 @@ type Store interface {
 	SweepStore
 	CoordinationStore
 	CardStore
+	CardSyncStore
 	AuditStore
 	CheckStore
 

@@ -31,6 +31,10 @@ type Job struct {
 	// AtStart runs the job once when the runner starts, before the first
 	// interval has passed.
 	AtStart bool
+	// Wake, when set, runs the job at once on a receive, between ticks
+	// (a run in progress covers a wake-up that comes meanwhile only if the
+	// sender's channel holds it: a buffer of one coalesces wake-ups).
+	Wake <-chan struct{}
 	// Run does the work.
 	Run func(context.Context) error
 }
@@ -170,6 +174,11 @@ func (r *Runner) loop(ctx context.Context, j Job) {
 		case <-ctx.Done():
 			return
 		case <-tick:
+			if ctx.Err() != nil {
+				return
+			}
+			r.once(ctx, j)
+		case <-j.Wake: // nil: never
 			if ctx.Err() != nil {
 				return
 			}

@@ -534,3 +534,51 @@ func TestRunnersShareARegistry(t *testing.T) {
 		}
 	}
 }
+
+// A wake-up runs a job between its ticks; wake-ups that come during a run
+// are coalesced into one more run.
+func TestWakeRunsBetweenTicks(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	var runs atomic.Int32
+	release := make(chan struct{})
+	r := jobs.New(jobs.Options{})
+	if err := r.Add(jobs.Job{Name: "w", Every: time.Hour, Timeout: time.Minute, Wake: wake, Run: func(context.Context) error {
+		if runs.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wake <- struct{}{}
+	waitFor(t, func() bool { return runs.Load() == 1 })
+	for range 3 { // during the run: one is kept, the others dropped by the sender
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	close(release)
+	waitFor(t, func() bool { return runs.Load() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("%d runs, want 2", n)
+	}
+	_ = r.Stop(context.Background())
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

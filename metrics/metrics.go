@@ -34,6 +34,7 @@ type Metrics struct {
 	callsDecided      *prometheus.CounterVec
 	callsExpired      *prometheus.CounterVec
 	rb                runbookCollectors
+	cs                cardSyncCollectors
 }
 
 // New registers Airlock's metrics, plus the Go runtime's and the
@@ -44,6 +45,7 @@ func New(pending func() float64) *Metrics {
 	m := &Metrics{
 		reg: reg,
 		rb:  newRunbookCollectors(),
+		cs:  newCardSyncCollectors(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_decisions_total", Help: "Decisions on calls that needed a person, by outcome (allowed, denied, expired, abandoned).",
 		}, []string{"outcome"}),
@@ -85,6 +87,7 @@ func New(pending func() float64) *Metrics {
 	reg.MustRegister(m.decisions, m.decisionWait, m.toolRuns, m.toolRunSeconds, m.modelRequests, m.modelSeconds,
 		m.webhookDeliveries, m.ackSeconds, m.decisionSeconds, m.callsDecided, m.callsExpired, m.rb.runs, m.rb.stepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.cs.all()...)
 	if pending != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "airlock_pending_approvals", Help: "Calls waiting for a person's decision.",

@@ -45,10 +45,27 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 	case m.Platform == "" || m.Channel == "":
 		return fmt.Errorf("add card message: platform %q and channel %q must be set", m.Platform, m.Channel)
 	}
-	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO cards (`+cardColumns+`)
-		SELECT id, ?, ?, ?, ?, ?, ? FROM batches WHERE id = ?
-		ON CONFLICT (batch_id, ref) DO NOTHING`),
-		m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(db.nowOr(m.CreatedAt)), m.BatchID)
+	// The batch's row is locked first (a change of the card locks it too),
+	// so a message is recorded either before a change, which then raises
+	// its desired version, or after it, with the batch's version then.
+	var n int64
+	err := db.tx(ctx, func(tx dbtx) error {
+		if _, err := db.exec(ctx, tx, db.q(`UPDATE batches SET card_version = card_version WHERE id = ?`), m.BatchID); err != nil {
+			return err
+		}
+		stamp := "?"
+		if db.driver == DriverPostgres {
+			stamp = "CAST(? AS TIMESTAMPTZ)"
+		}
+		var err error
+		n, err = db.execCount(ctx, tx, db.q(`INSERT INTO cards (`+cardColumns+`, desired, rendered, changed_at)
+			SELECT id, ?, ?, ?, ?, ?, ?, card_version, CASE WHEN card_version > ? THEN ? ELSE card_version END,
+				CASE WHEN card_version > ? THEN `+stamp+` ELSE NULL END
+			FROM batches WHERE id = ?
+			ON CONFLICT (batch_id, ref) DO NOTHING`),
+			m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(db.nowOr(m.CreatedAt)), m.Version, m.Version, m.Version, db.ts(db.now()), m.BatchID)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("add card message: %w", err)
 	}

@@ -58,10 +58,14 @@ func (db *DB) MarkReminded(ctx context.Context, batchID string) (bool, error) {
 
 // ClearLeases drops every lease. SQLite serves one process, so at its start
 // no other holder can be alive; leases left by a killed process go at once
-// instead of lapsing.
+// instead of lapsing; so do card messages' claims.
 func (db *DB) ClearLeases(ctx context.Context) error {
 	if _, err := db.exec(ctx, db.x, `DELETE FROM leases`); err != nil {
 		return fmt.Errorf("clear leases: %w", err)
+	}
+	// Claims of card messages too (card-sync): they are rendered at once.
+	if _, err := db.exec(ctx, db.x, `UPDATE cards SET claimed_by = '', claimed_until = NULL WHERE claimed_by <> ''`); err != nil {
+		return fmt.Errorf("clear card claims: %w", err)
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ var dsnTests = []struct {
 	{"MigrateIntegrity", testMigrateIntegrity},
 	{"AuditChainMigrated", testAuditChainMigrated},
 	{"RejectedClickReplicas", testRejectedClickReplicas},
+	{"CardSyncReplicas", testCardSyncReplicas},
 }
 
 func TestSQLiteFile(t *testing.T) {

@@ -365,7 +365,7 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, cd 
 		if i >= len(msgs) || id == "" {
 			break
 		}
-		if err := a.edit(ctx, th, id, msgs[i], "card message"); err != nil {
+		if err := a.editWith(ctx, th, id, msgs[i], "card message", true); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -412,6 +412,17 @@ func (a *Adapter) editRef(ctx context.Context, th bot.Thread, ref string, m Card
 // edit replaces a message with a rendered one, pinging nobody: embeds and
 // buttons the new rendering lacks are removed.
 func (a *Adapter) edit(ctx context.Context, th bot.Thread, id string, m CardMessage, what string) error {
+	return a.editWith(ctx, th, id, m, what, false)
+}
+
+// editWith is edit; for the card-sync job (sync: cards and pointers) the
+// answer is classified and a 429 is not waited out by discordgo: a
+// *bot.RateLimitedError with the route's retry_after (Scope the channel:
+// Discord limits per route), bot.ErrMessageGone for Unknown Message
+// (10008) or Unknown Channel (10003). discordgo's own limiter still waits,
+// before sending, for a route's bucket it knows to be empty until its
+// reset (X-RateLimit-Reset-After), and for the global limit.
+func (a *Adapter) editWith(ctx context.Context, th bot.Thread, id string, m CardMessage, what string, sync bool) error {
 	content, embeds, components := m.Content, m.Embeds, m.Components
 	if embeds == nil {
 		embeds = []*discordgo.MessageEmbed{}
@@ -425,11 +436,28 @@ func (a *Adapter) edit(ctx context.Context, th bot.Thread, id string, m CardMess
 		Embeds:          &embeds,
 		Components:      &components,
 		AllowedMentions: noMentions(),
-	}, discordgo.WithContext(ctx))
+	}, discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(!sync))
 	if err != nil {
+		if sync {
+			err = classifyEdit(target(th), err)
+		}
 		return fmt.Errorf("discord: update %s %s: %w", what, id, err)
 	}
 	return nil
+}
+
+// classifyEdit maps a message edit's error to the bot's classes.
+func classifyEdit(channel string, err error) error {
+	var rl *discordgo.RateLimitError
+	var re *discordgo.RESTError
+	switch {
+	case errors.As(err, &rl) && rl.RateLimit != nil && rl.TooManyRequests != nil:
+		return &bot.RateLimitedError{Platform: Platform, Method: "PATCH message", Scope: channel, RetryAfter: rl.RetryAfter, Err: err}
+	case errors.As(err, &re) && re.Message != nil &&
+		(re.Message.Code == discordgo.ErrCodeUnknownMessage || re.Message.Code == discordgo.ErrCodeUnknownChannel):
+		return fmt.Errorf("%w: %w", bot.ErrMessageGone, err)
+	}
+	return err
 }
 
 // Post implements bot.Platform: text in the thread, split in messages of

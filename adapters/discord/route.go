@@ -87,5 +87,8 @@ func (a *Adapter) PostPointer(ctx context.Context, th bot.Thread, p card.Pointer
 // UpdatePointer implements bot.Router: it edits the pointer in place,
 // pinging nobody.
 func (a *Adapter) UpdatePointer(ctx context.Context, th bot.Thread, ref string, p card.Pointer) error {
-	return a.editRef(ctx, th, ref, RenderPointer(p), "pointer")
+	if !isSnowflake(ref) {
+		return fmt.Errorf("discord: pointer reference %q is not a message id", ref)
+	}
+	return a.editWith(ctx, th, ref, RenderPointer(p), "pointer", true)
 }

@@ -82,7 +82,7 @@ func (a *Adapter) PostPointer(ctx context.Context, th bot.Thread, p cardpkg.Poin
 // UpdatePointer implements bot.Router: it replaces the posted pointer
 // (chat.update), with the outcome once every call is decided.
 func (a *Adapter) UpdatePointer(ctx context.Context, th bot.Thread, ref string, p cardpkg.Pointer) error {
-	return a.updateBlocks(ctx, ref, "pointer", RenderPointer(p), PointerText(p))
+	return a.syncUpdate(ctx, ref, "pointer", RenderPointer(p), PointerText(p))
 }
 
 // dmCache remembers users' DM channel ids.

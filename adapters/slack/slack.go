@@ -90,15 +90,18 @@ type EventStore interface {
 
 // Adapter connects Airlock to one Slack workspace.
 type Adapter struct {
-	cfg    Config
-	bot    Bot
-	store  EventStore
-	api    *slack.Client
-	log    *slog.Logger
-	now    func() time.Time
-	groups *groupCache
-	grants *grantNames
-	dms    dmCache
+	cfg   Config
+	bot   Bot
+	store EventStore
+	api   *slack.Client
+	// updates sends cards' and pointers' updates without retries of its
+	// own (see syncUpdate).
+	updates *slack.Client
+	log     *slog.Logger
+	now     func() time.Time
+	groups  *groupCache
+	grants  *grantNames
+	dms     dmCache
 
 	mu      sync.RWMutex
 	self    identity
@@ -179,16 +182,21 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 	opts := []slack.Option{
 		slack.OptionAPIURL(cfg.APIURL),
 		slack.OptionHTTPClient(cfg.HTTPClient),
-		slack.OptionRetry(3), // after the client: retries 429 with Retry-After
 	}
 	if cfg.AppToken != "" {
 		opts = append(opts, slack.OptionAppLevelToken(cfg.AppToken))
 	}
+	// Cards' and pointers' updates go to the card-sync job's client: it
+	// does not wait out a 429 itself but returns it, so the job keeps
+	// the message queued until Retry-After and sends the latest state.
+	updates := slack.New(cfg.BotToken, opts...)
+	opts = append(opts, slack.OptionRetry(3)) // after the client: retries 429 with Retry-After
 	a := &Adapter{
 		cfg:     cfg,
 		bot:     b,
 		store:   store,
 		api:     slack.New(cfg.BotToken, opts...),
+		updates: updates,
 		log:     cfg.Logger.With("platform", Platform),
 		now:     cfg.Now,
 		baseCtx: context.Background(),
@@ -333,7 +341,37 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (
 
 // UpdateCard replaces the posted card (chat.update).
 func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
-	return a.updateBlocks(ctx, ref, "card", RenderWith(c, a.grants.of(ctx, c)), FallbackText(c))
+	return a.syncUpdate(ctx, ref, "card", RenderWith(c, a.grants.of(ctx, c)), FallbackText(c))
+}
+
+// syncUpdate replaces a card message (chat.update) for the card-sync job,
+// its answer classified: a 429 is a *bot.RateLimitedError with its
+// Retry-After (Tier 3 is per workspace and method: Scope ""), a message or
+// channel that no longer exists is bot.ErrMessageGone; anything else (5xx,
+// the network) is returned as it is, for the job's backoff.
+func (a *Adapter) syncUpdate(ctx context.Context, ref, what string, blocks []slack.Block, text string) error {
+	ch, ts, err := ParseCardRef(ref)
+	if err != nil {
+		return err
+	}
+	_, _, _, err = a.updates.UpdateMessageContext(ctx, ch, ts, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false))
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("slack: chat.update (%s): %w", what, classifyUpdate(err))
+}
+
+// classifyUpdate maps a chat.update error to the bot's classes.
+func classifyUpdate(err error) error {
+	var rl *slack.RateLimitedError
+	var se slack.SlackErrorResponse
+	switch {
+	case errors.As(err, &rl):
+		return &bot.RateLimitedError{Platform: Platform, Method: "chat.update", RetryAfter: rl.RetryAfter, Err: err}
+	case errors.As(err, &se) && (se.Err == "message_not_found" || se.Err == "channel_not_found"):
+		return fmt.Errorf("%w: %w", bot.ErrMessageGone, err)
+	}
+	return err
 }
 
 // postBlocks posts a message of Airlock's (a card, a grant notice, a

@@ -123,7 +123,48 @@ type Server struct {
 	conn     *websocket.Conn
 	seq      int64
 	identify chan map[string]any
-	refuse   int // a close code to answer IDENTIFY with, e.g. 4014
+	refuse   int      // a close code to answer IDENTIFY with, e.g. 4014
+	edits    []Answer // answers for the next message edits (PATCH), in order
+}
+
+// Answer is an HTTP answer the fake gives a call instead of its own: a
+// 429 with Discord's JSON body and headers, a 5xx, a 404 with code 10008.
+type Answer struct {
+	Status int
+	Header map[string]string
+	Body   string // JSON
+}
+
+// RateLimited is Discord's 429 of a route: retry_after in seconds, in the
+// body and the headers.
+func RateLimited(retryAfter time.Duration) Answer {
+	secs := fmt.Sprintf("%.3f", retryAfter.Seconds())
+	return Answer{Status: http.StatusTooManyRequests,
+		Header: map[string]string{"Retry-After": secs, "X-RateLimit-Scope": "user", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": secs, "X-RateLimit-Bucket": "edits"},
+		Body:   fmt.Sprintf(`{"message": "You are being rate limited.", "retry_after": %s, "global": false}`, secs)}
+}
+
+// UnknownMessage is Discord's answer about a message that no longer
+// exists.
+var UnknownMessage = Answer{Status: http.StatusNotFound, Body: `{"message": "Unknown Message", "code": 10008}`}
+
+// AnswerEdits makes the next message edits (PATCH of a channel's message)
+// get these answers, in order; the calls are recorded as usual.
+func (f *Server) AnswerEdits(answers ...Answer) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.edits = append(f.edits, answers...)
+}
+
+func (f *Server) nextEdit() (Answer, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.edits) == 0 {
+		return Answer{}, false
+	}
+	a := f.edits[0]
+	f.edits = f.edits[1:]
+	return a, true
 }
 
 func New(t testing.TB, withGateway bool) *Server {
@@ -282,6 +323,15 @@ func (f *Server) restHandler() http.Handler {
 		}
 	})
 	mux.HandleFunc("PATCH /api/v9/channels/{channel}/messages/{message}", func(w http.ResponseWriter, r *http.Request) {
+		if a, ok := f.nextEdit(); ok {
+			for k, v := range a.Header {
+				w.Header().Set(k, v)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(a.Status)
+			_, _ = w.Write([]byte(a.Body))
+			return
+		}
 		message(w, r, r.PathValue("message"))
 	})
 	mux.HandleFunc("DELETE /api/v9/channels/{channel}/messages/{message}", func(w http.ResponseWriter, r *http.Request) {

@@ -3,7 +3,8 @@
 // views.open, conversations.open, usergroups.users.list,
 // apps.connections.open) and a Socket Mode websocket, on 127.0.0.1. It
 // speaks Slack's wire formats to the real client library, records the
-// calls it got, and lets a test script answers (a 429, a 500) and push
+// calls it got, and lets a test script answers (a 429, a 500), inject
+// faults (a tier's rate limit, a stretch of 5xx, calls held) and push
 // Socket Mode envelopes.
 package slacktest
 
@@ -117,6 +118,161 @@ type Server struct {
 	conns   int
 	scripts map[string][]Answer // method → answers for its next calls
 	outbox  chan []byte
+	faults  map[string]*fault // method → its injected faults
+	shown   map[string]Call   // "<channel>/<ts>" → the call whose content the message shows now
+	deleted map[string]bool   // "<channel>/<ts>" of messages deleted (Delete)
+}
+
+// Shown is the call (chat.postMessage, or the last chat.update Slack
+// accepted) whose content the message channel/ts shows now; false when
+// the fake never posted it.
+func (s *Server) Shown(channel, ts string) (Call, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.shown[channel+"/"+ts]
+	return c, ok
+}
+
+// Delete removes a message, as a person deleting it in Slack: its
+// updates then answer message_not_found.
+func (s *Server) Delete(channel, ts string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted == nil {
+		s.deleted = map[string]bool{}
+	}
+	s.deleted[channel+"/"+ts] = true
+	delete(s.shown, channel+"/"+ts)
+}
+
+func (s *Server) isDeleted(channel, ts string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deleted[channel+"/"+ts]
+}
+
+func (s *Server) show(channel, ts string, c Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shown == nil {
+		s.shown = map[string]Call{}
+	}
+	s.shown[channel+"/"+ts] = c
+}
+
+// fault is a method's injected behaviour: a rate limit, a stretch of
+// errors, calls held.
+type fault struct {
+	limit   int           // calls allowed a window; 0: none
+	window  time.Duration // the limit's window
+	start   time.Time     // the current window's start
+	used    int           // calls in the current window
+	limited int           // calls answered 429
+	down    int           // an HTTP status every call gets; 0: none
+	hold    chan struct{} // calls wait until it is closed; nil: none
+	held    int           // calls waiting now
+}
+
+func (s *Server) fault(method string) *fault {
+	if s.faults == nil {
+		s.faults = map[string]*fault{}
+	}
+	f := s.faults[method]
+	if f == nil {
+		f = &fault{}
+		s.faults[method] = f
+	}
+	return f
+}
+
+// Limit rate-limits a method as Slack's tiers do: calls beyond n in a
+// window (a fixed window, starting at its first call) are answered 429
+// with Retry-After, in whole seconds (at least 1), until the window ends.
+// n 0 lifts the limit.
+func (s *Server) Limit(method string, n int, window time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fault(method)
+	f.limit, f.window, f.start, f.used = n, window, time.Time{}, 0
+}
+
+// Limited counts a method's calls answered 429 by Limit.
+func (s *Server) Limited(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fault(method).limited
+}
+
+// Down makes every call of a method get status (a 5xx, Slack's HTML page)
+// until Down(method, 0).
+func (s *Server) Down(method string, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fault(method).down = status
+}
+
+// Hold makes a method's calls wait (recorded, not yet answered) until
+// release is called; Held counts the waiting calls.
+func (s *Server) Hold(method string) (release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan struct{})
+	s.fault(method).hold = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if f := s.fault(method); f.hold == ch {
+				f.hold = nil
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Held counts a method's calls waiting on Hold.
+func (s *Server) Held(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fault(method).held
+}
+
+// injected answers a call as its method's faults say; false when they
+// let it through.
+func (s *Server) injected(w http.ResponseWriter, method string) bool {
+	s.mu.Lock()
+	f := s.fault(method)
+	if hold := f.hold; hold != nil {
+		f.held++
+		s.mu.Unlock()
+		<-hold
+		s.mu.Lock()
+		f.held--
+	}
+	defer s.mu.Unlock()
+	if f.down != 0 {
+		w.WriteHeader(f.down)
+		_, _ = w.Write([]byte("<html>injected failure</html>"))
+		return true
+	}
+	if f.limit > 0 {
+		now := time.Now()
+		if f.start.IsZero() || now.Sub(f.start) >= f.window {
+			f.start, f.used = now, 0
+		}
+		if f.used >= f.limit {
+			f.limited++
+			wait := int((f.start.Add(f.window).Sub(now) + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", fmt.Sprint(max(wait, 1)))
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"ok": false, "error": "ratelimited"}`))
+			return true
+		}
+		f.used++
+	}
+	return false
 }
 
 // New is a fake not yet listening: an http.Handler for /api/ (the Web
@@ -278,6 +434,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if s.o.OnCall != nil {
 		s.o.OnCall(call)
 	}
+	if s.injected(w, method) {
+		return
+	}
 	if ans, ok := s.scripted(method); ok {
 		if ans.RetryAfter != "" {
 			w.Header().Set("Retry-After", ans.RetryAfter)
@@ -315,16 +474,18 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 		if th := call.Param("thread_ts"); th != "" {
 			msg["thread_ts"] = th
 		}
+		s.show(call.Param("channel"), call.TS, call)
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Param("channel"), "ts": call.TS, "message": msg})
 	case "chat.update":
 		if badBlocks() {
 			fail(w, "invalid_blocks_format")
 			return
 		}
-		if call.Param("channel") == "" || !tsPattern.MatchString(call.Param("ts")) {
+		if call.Param("channel") == "" || !tsPattern.MatchString(call.Param("ts")) || s.isDeleted(call.Param("channel"), call.Param("ts")) {
 			fail(w, "message_not_found")
 			return
 		}
+		s.show(call.Param("channel"), call.Param("ts"), call)
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Param("channel"), "ts": call.Param("ts"), "text": call.Param("text"),
 			"message": map[string]any{"type": "message", "user": s.o.BotUser, "text": call.Param("text")}})
 	case "chat.postEphemeral":

@@ -2,8 +2,11 @@ package slacktest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"regexp"
 	"testing"
+	"time"
 
 	slackgo "github.com/slack-go/slack"
 )
@@ -54,5 +57,64 @@ func TestDiscardStillShowsCalls(t *testing.T) {
 	}
 	if len(seen) != 1 || seen[0].TS != ts || seen[0].Param("text") != "hi" || seen[0].Param("channel") != "C1" {
 		t.Errorf("OnCall saw %+v, want the post as %s", seen, ts)
+	}
+}
+
+// The injected faults reach the real client as Slack's answers: a tier's
+// limit is a 429 with Retry-After in whole seconds until its window ends,
+// Down a 5xx, a deleted message message_not_found; Shown keeps what each
+// message shows (its last accepted update).
+func TestFaults(t *testing.T) {
+	s := Start(t, Options{})
+	api := slackgo.New("xoxb", slackgo.OptionAPIURL(s.APIURL()))
+	ctx := context.Background()
+	ch, ts, err := api.PostMessageContext(ctx, "C1", slackgo.MsgOptionText("first", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(text string) error {
+		_, _, _, err := api.UpdateMessageContext(ctx, ch, ts, slackgo.MsgOptionText(text, false))
+		return err
+	}
+	s.Limit("chat.update", 2, 3*time.Second)
+	for i := range 2 {
+		if err := update(fmt.Sprint("u", i)); err != nil {
+			t.Fatalf("update %d within the limit: %v", i, err)
+		}
+	}
+	var rl *slackgo.RateLimitedError
+	if err := update("over"); !errors.As(err, &rl) || rl.RetryAfter < time.Second || rl.RetryAfter > 3*time.Second {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if s.Limited("chat.update") != 1 {
+		t.Fatalf("limited %d", s.Limited("chat.update"))
+	}
+	if c, ok := s.Shown(ch, ts); !ok || c.Param("text") != "u1" {
+		t.Fatalf("shown %+v, want the last accepted update", c)
+	}
+	s.Limit("chat.update", 0, 0)
+	s.Down("chat.update", 503)
+	var sc slackgo.StatusCodeError
+	if err := update("down"); !errors.As(err, &sc) || sc.Code != 503 {
+		t.Fatalf("down: %v", err)
+	}
+	s.Down("chat.update", 0)
+	release := s.Hold("chat.update")
+	done := make(chan error, 1)
+	go func() { done <- update("held") }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Held("chat.update") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call was not held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s.Delete(ch, ts)
+	if err := update("gone"); err == nil || err.Error() != "message_not_found" {
+		t.Fatalf("deleted: %v", err)
 	}
 }

@@ -1,0 +1,60 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/adapters/discord/discordtest"
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
+)
+
+// A card update's answer in the bot's classes, through discordgo against
+// the fake: a route's 429 is a RateLimitedError with its retry_after,
+// returned at once (discordgo does not sleep it out), for the channel; an
+// Unknown Message is ErrMessageGone; a 5xx is neither (the job backs off).
+func TestCardUpdateAnswers(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	a := nopAdapter(t, f)
+	ctx := context.Background()
+	th := bot.Thread{Platform: Platform, Channel: approvalsCh}
+	ref, err := a.PostCard(ctx, th, sampleCard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edits := func() int { return len(f.Recorded("PATCH", "/channels/"+approvalsCh+"/messages/"+ref)) }
+
+	f.AnswerEdits(discordtest.RateLimited(1500 * time.Millisecond))
+	start := time.Now()
+	err = a.UpdateCard(ctx, th, ref, sampleCard())
+	var rl *bot.RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter != 1500*time.Millisecond || rl.Platform != Platform || rl.Scope != approvalsCh || rl.Method == "" {
+		t.Fatalf("429: %#v (%v)", rl, err)
+	}
+	if time.Since(start) > time.Second || edits() != 1 {
+		t.Fatalf("the 429 was waited out or retried (%d edits, %v)", edits(), time.Since(start))
+	}
+	if errors.Is(err, bot.ErrMessageGone) {
+		t.Fatal("a rate limit is not a message gone")
+	}
+
+	f.AnswerEdits(discordtest.UnknownMessage)
+	if err := a.UpdateCard(ctx, th, ref, sampleCard()); !errors.Is(err, bot.ErrMessageGone) || errors.As(err, &rl) {
+		t.Fatalf("Unknown Message: %v", err)
+	}
+	f.AnswerEdits(discordtest.UnknownMessage)
+	if err := a.UpdatePointer(ctx, th, ref, card.Pointer{BatchID: "b1", Channel: approvalsCh}); !errors.Is(err, bot.ErrMessageGone) {
+		t.Fatalf("Unknown Message of a pointer: %v", err)
+	}
+
+	f.AnswerEdits(discordtest.Answer{Status: http.StatusInternalServerError, Body: `{"message": "500: Internal Server Error", "code": 0}`})
+	if err := a.UpdateCard(ctx, th, ref, sampleCard()); err == nil || errors.Is(err, bot.ErrMessageGone) || errors.As(err, &rl) {
+		t.Fatalf("5xx: %v", err)
+	}
+	if err := a.UpdateCard(ctx, th, ref, sampleCard()); err != nil {
+		t.Fatalf("after the faults: %v", err)
+	}
+}

@@ -1,0 +1,66 @@
+package slack
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
+)
+
+// A card's or pointer's update answers in the bot's classes, through
+// slack-go against the fake: a 429 is a RateLimitedError with its
+// Retry-After, returned at once (the client does not wait it out, so the
+// card-sync job sends the latest state later); message_not_found and
+// channel_not_found are ErrMessageGone; a 5xx is neither (the job backs
+// off). Other messages' updates still ride out a 429 in the client.
+func TestCardUpdateAnswers(t *testing.T) {
+	ad, fake := newUpdater(t)
+	ctx := t.Context()
+	th := bot.Thread{Platform: Platform, Channel: "C0OPS"}
+	ref := CardRef("C0OPS", "1700000000.000200")
+	updates := func() int { return len(fake.callsTo("chat.update")) }
+
+	fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "7"})
+	start := time.Now()
+	err := ad.UpdateCard(ctx, th, ref, pendingCard())
+	var rl *bot.RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter != 7*time.Second || rl.Platform != Platform || rl.Method != "chat.update" || rl.Scope != "" {
+		t.Fatalf("429: %#v (%v)", rl, err)
+	}
+	if updates() != 1 || time.Since(start) > 3*time.Second {
+		t.Fatalf("the 429 was retried or waited out: %d calls in %v", updates(), time.Since(start))
+	}
+
+	for _, code := range []string{"message_not_found", "channel_not_found"} {
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "` + code + `"}`})
+		if err := ad.UpdateCard(ctx, th, ref, pendingCard()); !errors.Is(err, bot.ErrMessageGone) {
+			t.Fatalf("%s: %v", code, err)
+		}
+	}
+	fake.answerNext("chat.update", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "message_not_found"}`})
+	if err := ad.UpdatePointer(ctx, th, ref, cardpkg.Pointer{BatchID: "b1", Channel: "C0APPROVE"}); !errors.Is(err, bot.ErrMessageGone) {
+		t.Fatalf("pointer gone: %v", err)
+	}
+	fake.Down("chat.update", http.StatusBadGateway)
+	if err := ad.UpdateCard(ctx, th, ref, pendingCard()); err == nil || errors.Is(err, bot.ErrMessageGone) || errors.As(err, &rl) {
+		t.Fatalf("5xx: %v", err)
+	}
+	fake.Down("chat.update", 0)
+	// A hostile error text is not a class: only Slack's own code is.
+	fake.answerNext("chat.update", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "invalid_blocks message_not_found"}`})
+	if err := ad.UpdateCard(ctx, th, ref, pendingCard()); err == nil || errors.Is(err, bot.ErrMessageGone) {
+		t.Fatalf("an error merely containing message_not_found: %v", err)
+	}
+	if err := ad.UpdateCard(ctx, th, ref, pendingCard()); err != nil {
+		t.Fatalf("after the faults: %v", err)
+	}
+
+	// A grant notice's update still waits out a 429 in the client.
+	fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "0"})
+	if err := ad.updateBlocks(ctx, ref, "grant notice", updateBlocks, "x"); err != nil {
+		t.Fatalf("a grant notice's update after a 429: %v", err)
+	}
+}

@@ -1,0 +1,409 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// JobCardSync names the card-sync job: it renders every card message
+// behind its batch's state (see syncCards).
+const JobCardSync = "card-sync"
+
+// ErrMessageGone is a platform's answer that the message to update no
+// longer exists (Slack message_not_found or channel_not_found, Discord
+// Unknown Message): the card-sync job marks it gone and never retries it.
+// Platforms wrap it; classify with errors.Is.
+var ErrMessageGone = errors.New("the message no longer exists on the platform")
+
+// RateLimitedError is a platform's rate limit: nothing is sent to
+// Scope before RetryAfter has passed (Slack: the Retry-After of a 429, for
+// the whole workspace's method; Discord: the route's retry_after, Scope
+// its channel). Platforms return it wrapped; classify with errors.As.
+type RateLimitedError struct {
+	Platform   string
+	Method     string // the platform's method or route ("chat.update", "PATCH message")
+	Scope      string // "" the whole platform, else the channel the limit is of
+	RetryAfter time.Duration
+	Err        error // the client library's error
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("%s %s rate limited, retry after %s: %v", e.Platform, e.Method, e.RetryAfter, e.Err)
+}
+
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// CardSyncMetrics, when the Metrics have them, record the card-sync job:
+// messages behind, the time from a change to its rendering, and a
+// platform's rate limits.
+type CardSyncMetrics interface {
+	CardsBehind(n int)
+	CardSynced(d time.Duration)
+	PlatformRateLimited(platform, method string)
+}
+
+// The card-sync job's bounds. A claim outlives its requests: a chunk of
+// cardSyncChunk messages is sent by cardSyncWorkers at once, each request
+// bounded by cardRequestTimeout, so a claim ends long before it lapses and
+// a replica that takes over a lapsed one never races a live request.
+const (
+	cardClaimTTL       = time.Minute
+	cardRequestTimeout = 15 * time.Second
+	cardSyncChunk      = 8
+	cardSyncWorkers    = 4
+	cardSyncTimeout    = 10 * time.Minute
+	cardBackoffBase    = time.Second
+	cardBackoffMax     = 5 * time.Minute
+	cardSyncPasses     = 4 // inline passes of one batch before the job takes over
+)
+
+// cardBackoff is the wait after a message's failures-th failure in a row
+// (5xx, network): doubling from a second, at most five minutes.
+func cardBackoff(failures int) time.Duration {
+	d := cardBackoffBase
+	for i := 1; i < failures && d < cardBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, cardBackoffMax)
+}
+
+// cardSync is the process's side of the card-sync job: its wake-up and
+// the platforms' rate limits it learnt.
+type cardSync struct {
+	seq  atomic.Int64 // names each pass's claims
+	wake chan struct{}
+	mu   sync.Mutex
+	hold map[string]time.Time // platform "\x00" scope → nothing sent before
+	// unrecorded are batches whose change could not be recorded (the
+	// database away): the job records it once it can.
+	unrecorded map[string]bool
+}
+
+func (s *cardSync) unrecord(batchID string, failed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if failed {
+		if len(s.unrecorded) < maxCached {
+			s.unrecorded[batchID] = true
+		}
+		return
+	}
+	delete(s.unrecorded, batchID)
+}
+
+func (s *cardSync) unrecordedBatches() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.unrecorded))
+	for id := range s.unrecorded {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func newCardSync() *cardSync {
+	return &cardSync{wake: make(chan struct{}, 1), hold: map[string]time.Time{}, unrecorded: map[string]bool{}}
+}
+
+// nudge wakes the job; a wake-up already pending covers this one.
+func (s *cardSync) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// held returns until when a message of platform in channel must wait
+// (the platform's limit, or the channel's), false when it need not.
+func (s *cardSync) held(platform, channel string, now time.Time) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until := s.hold[platform+"\x00"]
+	if t := s.hold[platform+"\x00"+channel]; t.After(until) {
+		until = t
+	}
+	return until, until.After(now)
+}
+
+func (s *cardSync) limit(rl *RateLimitedError, now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := rl.Platform + "\x00" + rl.Scope
+	until := now.Add(rl.RetryAfter)
+	if until.After(s.hold[key]) {
+		s.hold[key] = until
+	}
+	return s.hold[key]
+}
+
+// refreshCard re-renders a batch's card and every copy of it (and the
+// thread's pointer) from storage, and returns the batch as loaded (nil
+// when it could not be).
+func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchID string) *confirm.Batch {
+	batch, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		b.log.Error("reload batch for card", "batch", batchID, "err", err)
+		return nil
+	}
+	b.refreshCardOf(ctx, conv, batch)
+	return batch
+}
+
+// refreshCardOf is the entry into card sync, called after every change of
+// a batch its card shows (the change is stored by then): it records the
+// change (the batch's messages are then behind), renders them at once
+// where the platform lets it, and leaves the rest to the card-sync job.
+// Whatever happens to the messages, the change stands: a card update
+// never undoes a decision. Every message is rendered from storage at send
+// time, so it shows the latest state, never an older one after a newer.
+func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
+	if batch.CardRef == "" {
+		return // no card was posted: the batch never paused
+	}
+	ctx = context.WithoutCancel(ctx)
+	if msgs, err := b.store.CardMessages(ctx, batch.ID); err == nil && len(msgs) == 0 {
+		// A card recorded only as the batch's card_ref (a store that
+		// lost its list): listed now, so it is synced as the others.
+		v, _ := b.store.CardVersion(ctx, batch.ID)
+		b.rememberMsg(ctx, confirm.CardMessage{BatchID: batch.ID, Kind: confirm.CardMain, Platform: conv.Platform,
+			Channel: conv.Channel, Thread: conv.Thread, Ref: batch.CardRef, Version: v})
+	}
+	if err := b.store.ChangeCard(ctx, batch.ID); err != nil {
+		b.log.Error("record a change of the card; the card-sync job records it later", "batch", batch.ID, "err", err)
+		b.cs.unrecord(batch.ID, true)
+		return
+	}
+	for range cardSyncPasses {
+		ids, err := b.store.BehindCards(ctx, "", batch.ID, cardSyncChunk)
+		if err != nil {
+			b.log.Error("list card messages behind", "batch", batch.ID, "err", err)
+			break
+		}
+		if len(ids) == 0 {
+			return
+		}
+		if b.syncCards(ctx, ids) == 0 {
+			break // claimed elsewhere, waiting or failing: the job goes on
+		}
+	}
+	b.cs.nudge()
+}
+
+// cardSyncJob records the changes this process could not (the database
+// away), then renders the messages behind, oldest change first, of the
+// platforms this process serves, until none is left that may be sent now.
+func (b *Bot) cardSyncJob(ctx context.Context) error {
+	if !b.enter() {
+		return nil
+	}
+	defer b.leave()
+	defer b.reportBehind(ctx)
+	for _, id := range b.cs.unrecordedBatches() {
+		if err := b.store.ChangeCard(ctx, id); err != nil {
+			return fmt.Errorf("card sync: record a change: %w", err)
+		}
+		b.cs.unrecord(id, false)
+	}
+	for _, name := range b.platformNames() {
+		for ctx.Err() == nil {
+			if _, held := b.cs.held(name, "", b.now()); held {
+				break
+			}
+			ids, err := b.store.BehindCards(ctx, name, "", cardSyncChunk)
+			if err != nil {
+				return fmt.Errorf("card sync: %w", err)
+			}
+			if len(ids) == 0 || b.syncCards(ctx, ids) == 0 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Bot) reportBehind(ctx context.Context) {
+	m, ok := b.cfg.Metrics.(CardSyncMetrics)
+	if !ok {
+		return
+	}
+	if n, err := b.store.CardsBehind(context.WithoutCancel(ctx)); err == nil {
+		m.CardsBehind(n)
+	}
+}
+
+func (b *Bot) platformNames() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	names := make([]string, 0, len(b.platforms))
+	for n := range b.platforms {
+		names = append(names, n)
+	}
+	return names
+}
+
+// syncCards claims the messages (each by one replica: the claim's
+// affected row decides), loads each batch once after its messages'
+// claims (so the state is at least the version each claim read), and
+// renders them, at most one request per message, a few messages at a
+// time. It returns how many were rendered.
+func (b *Bot) syncCards(ctx context.Context, ids []int64) int {
+	// Each pass claims under a name of its own: two passes of one process
+	// (two clicks' changes) never both hold a message.
+	holder := fmt.Sprintf("%s#%d", b.cfg.WorkerID, b.cs.seq.Add(1))
+	var claimed []confirm.CardSync
+	for _, id := range ids {
+		c, ok, err := b.store.ClaimCard(ctx, id, holder, cardClaimTTL)
+		if err != nil {
+			b.log.Error("claim a card message", "id", id, "err", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if until, held := b.cs.held(c.Message.Platform, c.Message.Channel, b.now()); held {
+			b.cardRetry(ctx, c, until.Sub(b.now()), false)
+			continue
+		}
+		claimed = append(claimed, c)
+	}
+	if len(claimed) == 0 {
+		return 0
+	}
+	type loaded struct {
+		batch *confirm.Batch
+		conv  confirm.Conversation
+		err   error
+	}
+	batches := map[string]*loaded{}
+	for _, c := range claimed {
+		if batches[c.Message.BatchID] != nil {
+			continue
+		}
+		l := &loaded{}
+		if l.batch, l.err = b.store.Batch(ctx, c.Message.BatchID); l.err == nil {
+			l.conv, l.err = b.conversation(ctx, l.batch.ConversationID)
+		}
+		batches[c.Message.BatchID] = l
+	}
+	var (
+		mu       sync.Mutex
+		rendered int
+		wg       sync.WaitGroup
+		work     = make(chan confirm.CardSync)
+	)
+	for range min(cardSyncWorkers, len(claimed)) {
+		wg.Go(func() {
+			for c := range work {
+				l := batches[c.Message.BatchID]
+				if until, held := b.cs.held(c.Message.Platform, c.Message.Channel, b.now()); held {
+					// A rate limit another message met meanwhile.
+					b.cardRetry(ctx, c, until.Sub(b.now()), false)
+					continue
+				}
+				err := l.err
+				if err == nil {
+					rctx, cancel := context.WithTimeout(ctx, cardRequestTimeout)
+					err = b.renderMessage(rctx, l.conv, l.batch, c.Message)
+					cancel()
+				}
+				if b.cardOutcome(ctx, c, err) {
+					mu.Lock()
+					rendered++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, c := range claimed {
+		work <- c
+	}
+	close(work)
+	wg.Wait()
+	return rendered
+}
+
+// cardOutcome records what a message's rendering came to; true when it
+// was rendered.
+func (b *Bot) cardOutcome(ctx context.Context, c confirm.CardSync, err error) bool {
+	ctx = context.WithoutCancel(ctx)
+	m := c.Message
+	var rl *RateLimitedError
+	switch {
+	case err == nil:
+		ok, err := b.store.CardRendered(ctx, c.ID, c.Holder, c.Version)
+		if err != nil {
+			b.log.Error("record a card message rendered", "batch", m.BatchID, "kind", m.Kind, "err", err)
+		}
+		if ok && !c.ChangedAt.IsZero() {
+			if cm, has := b.cfg.Metrics.(CardSyncMetrics); has {
+				cm.CardSynced(b.now().Sub(c.ChangedAt))
+			}
+		}
+		return ok
+	case errors.Is(err, ErrMessageGone):
+		b.log.Warn("a card message is gone from the platform; it is no longer updated", "batch", m.BatchID, "kind", m.Kind, "channel", m.Channel, "err", err)
+		if err := b.store.CardGone(ctx, c.ID, c.Holder); err != nil {
+			b.log.Error("mark a card message gone", "batch", m.BatchID, "err", err)
+		}
+	case errors.As(err, &rl):
+		until := b.cs.limit(rl, b.now())
+		b.log.Warn("platform rate limit; the card catches up after it", "platform", rl.Platform, "method", rl.Method, "retry_after", rl.RetryAfter, "batch", m.BatchID)
+		if cm, has := b.cfg.Metrics.(CardSyncMetrics); has {
+			cm.PlatformRateLimited(rl.Platform, rl.Method)
+		}
+		b.cardRetry(ctx, c, until.Sub(b.now()), false)
+	default:
+		wait := cardBackoff(c.Failures + 1)
+		b.log.Error("update card; retrying later", "batch", m.BatchID, "kind", m.Kind, "failures", c.Failures+1, "retry_in", wait, "err", err)
+		b.cardRetry(ctx, c, wait, true)
+	}
+	return false
+}
+
+func (b *Bot) cardRetry(ctx context.Context, c confirm.CardSync, after time.Duration, failed bool) {
+	if err := b.store.CardRetry(context.WithoutCancel(ctx), c.ID, c.Holder, max(after, 0), failed); err != nil {
+		b.log.Error("keep a card message queued", "batch", c.Message.BatchID, "err", err)
+	}
+}
+
+// renderMessage sends one card message's rendering of the batch: the
+// card, as the main card or a copy, or the thread's pointer.
+func (b *Bot) renderMessage(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, m confirm.CardMessage) error {
+	p, err := b.platform(m.Platform)
+	if err != nil {
+		return err
+	}
+	c := b.cardOf(conv, batch, b.introOf(ctx, batch))
+	th := threadOf(conv)
+	where := Thread{Platform: m.Platform, Channel: m.Channel, Thread: m.Thread}
+	r, canRoute := p.(Router)
+	if m.Kind == confirm.CardPointer {
+		if !canRoute {
+			return nil
+		}
+		msgs, err := b.cardMessages(ctx, batch.ID)
+		if err != nil {
+			return err
+		}
+		main := mainCard(msgs)
+		if main == nil {
+			return nil
+		}
+		cardLink := b.link(ctx, r, Thread{Platform: main.Platform, Channel: main.Channel, Thread: main.Thread}, main.Ref)
+		return r.UpdatePointer(ctx, where, m.Ref, pointerOf(batch, c.Calls, main.Channel, cardLink))
+	}
+	if where != th && canRoute {
+		c.Copy, c.ThreadLink = card.CopyApprovals, b.link(ctx, r, th, "")
+		if m.Kind == confirm.CardDM {
+			c.Copy = card.CopyDM
+		}
+	}
+	return p.UpdateCard(ctx, where, m.Ref, c)
+}

@@ -1,0 +1,196 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/bot/bottest"
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// faultyPlatform is the recording platform whose card updates first get
+// the scripted answers (a rate limit, a failure, a message gone).
+type faultyPlatform struct {
+	*bottest.Platform
+	mu    sync.Mutex
+	errs  []error
+	tries int // UpdateCard calls, failed ones too
+}
+
+func (p *faultyPlatform) UpdateCard(ctx context.Context, th bot.Thread, ref string, c card.Card) error {
+	p.mu.Lock()
+	p.tries++
+	var err error
+	if len(p.errs) > 0 {
+		err, p.errs = p.errs[0], p.errs[1:]
+	}
+	p.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("test: update: %w", err)
+	}
+	return p.Platform.UpdateCard(ctx, th, ref, c)
+}
+
+func (p *faultyPlatform) script(errs ...error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.errs = append(p.errs, errs...)
+}
+
+func (p *faultyPlatform) attempts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tries
+}
+
+func (p *faultyPlatform) updates() int {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	return len(p.Updates)
+}
+
+// newFaultyHarness is a harness whose platform's card updates can fail,
+// with a card waiting for alice.
+func newFaultyHarness(t *testing.T) (*harness, *faultyPlatform, func()) {
+	h := newHarness(t, "")
+	fp := &faultyPlatform{Platform: &bottest.Platform{}}
+	h.bot.Register("test", fp)
+	h.plat = fp.Platform
+	h.push(calls(tc("c1", "deploy", `{}`)), text("Deployed."))
+	h.turn("bob", "deploy")
+	var job func(context.Context) error
+	for _, j := range h.bot.Jobs(time.Second) {
+		if j.Name == bot.JobCardSync {
+			job = j.Run
+		}
+	}
+	sync := func() {
+		t.Helper()
+		if err := job(context.Background()); err != nil {
+			t.Fatalf("card-sync: %v", err)
+		}
+	}
+	return h, fp, sync
+}
+
+func (h *harness) advance(d time.Duration) { h.now.Add(int64(d)) }
+
+func behindCount(t *testing.T, h *harness) int {
+	t.Helper()
+	n, err := h.store.CardsBehind(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A rate-limited card update leaves the decision and the run as they are
+// and the card queued: nothing is sent to the platform before the wait
+// has passed, then one update shows the final state (the intermediate
+// ones are skipped).
+func TestCardSyncRateLimited(t *testing.T) {
+	h, fp, sync := newFaultyHarness(t)
+	fp.script(&bot.RateLimitedError{Platform: "test", Method: "update", RetryAfter: 30 * time.Second, Err: errors.New("429")})
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatalf("the click failed because the card could not be updated: %v", err)
+	}
+	if got := h.ranCalls(); len(got) != 1 {
+		t.Fatalf("ran %v: the decision must stand whatever the card", got)
+	}
+	if fp.updates() != 0 || fp.attempts() != 1 {
+		t.Fatalf("%d updates in %d attempts during the limit, want 0 in 1", fp.updates(), fp.attempts())
+	}
+	if n := behindCount(t, h); n != 1 {
+		t.Fatalf("%d messages behind, want the card", n)
+	}
+	h.advance(10 * time.Second)
+	sync()
+	if fp.attempts() != 1 {
+		t.Fatalf("the job sent an update before Retry-After passed (%d attempts)", fp.attempts())
+	}
+	h.advance(21 * time.Second)
+	sync()
+	if fp.updates() != 1 || fp.attempts() != 2 {
+		t.Fatalf("after the wait: %d updates in %d attempts, want 1 in 2", fp.updates(), fp.attempts())
+	}
+	if c := h.plat.LastCard(); !c.Complete() || c.Calls[0].Run != confirm.RunSucceeded || c.Calls[0].State.By != "alice" {
+		t.Fatalf("the card does not show the final state: %+v", c.Calls[0])
+	}
+	if n := behindCount(t, h); n != 0 {
+		t.Fatalf("%d messages behind after the sync", n)
+	}
+	sync()
+	if fp.attempts() != 2 {
+		t.Fatal("a card in sync was sent again")
+	}
+}
+
+// Failures (5xx, the network) back off, doubling up to five minutes; the
+// card converges once the platform answers.
+func TestCardSyncBacksOff(t *testing.T) {
+	h, fp, sync := newFaultyHarness(t)
+	down := errors.New("502 bad gateway")
+	fp.script(down, down)
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if fp.attempts() != 1 || fp.updates() != 0 {
+		t.Fatalf("%d attempts, %d updates", fp.attempts(), fp.updates())
+	}
+	h.advance(500 * time.Millisecond)
+	sync()
+	if fp.attempts() != 1 {
+		t.Fatal("retried before the backoff")
+	}
+	h.advance(600 * time.Millisecond) // 1 s after the first failure
+	sync()
+	if fp.attempts() != 2 || fp.updates() != 0 {
+		t.Fatalf("second try: %d attempts, %d updates", fp.attempts(), fp.updates())
+	}
+	h.advance(1500 * time.Millisecond)
+	sync()
+	if fp.attempts() != 2 {
+		t.Fatal("retried before the doubled backoff")
+	}
+	h.advance(time.Second)
+	sync()
+	if fp.updates() != 1 || !h.plat.LastCard().Complete() {
+		t.Fatalf("not converged: %d updates", fp.updates())
+	}
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 9: 256 * time.Second, 10: 5 * time.Minute, 100: 5 * time.Minute} {
+		if got := bot.CardBackoff(n); got != want {
+			t.Errorf("backoff after %d failures = %v, want %v", n, got, want)
+		}
+	}
+}
+
+// A message the platform no longer has is marked gone and never tried
+// again, by later changes or the job.
+func TestCardSyncGone(t *testing.T) {
+	h, fp, sync := newFaultyHarness(t)
+	fp.script(fmt.Errorf("message_not_found: %w", bot.ErrMessageGone))
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.ranCalls(); len(got) != 1 {
+		t.Fatalf("ran %v", got)
+	}
+	tries := fp.attempts()
+	if tries != 1 {
+		t.Fatalf("%d attempts, want 1", tries)
+	}
+	h.advance(time.Hour)
+	sync()
+	if fp.attempts() != tries {
+		t.Fatalf("a gone message was tried again (%d attempts)", fp.attempts())
+	}
+	if n := behindCount(t, h); n != 0 {
+		t.Fatalf("a gone message counts as behind (%d)", n)
+	}
+}

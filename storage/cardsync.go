@@ -1,0 +1,137 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// ChangeCard implements confirm.CardSyncStore: one change of the batch's
+// card, in one transaction that locks the batch's row first (as
+// AddCardMessage does).
+func (db *DB) ChangeCard(ctx context.Context, batchID string) error {
+	err := db.tx(ctx, func(tx dbtx) error {
+		if _, err := db.exec(ctx, tx, db.q(`UPDATE batches SET card_version = card_version + 1 WHERE id = ?`), batchID); err != nil {
+			return err
+		}
+		_, err := db.exec(ctx, tx, db.q(`UPDATE cards SET desired = (SELECT card_version FROM batches WHERE batches.id = cards.batch_id),
+			changed_at = COALESCE(changed_at, ?) WHERE batch_id = ? AND gone_at IS NULL`), db.ts(db.now()), batchID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("change card of %s: %w", batchID, err)
+	}
+	return nil
+}
+
+// CardVersion implements confirm.CardSyncStore. It reads the writer, so
+// a version is never older than a change this process made.
+func (db *DB) CardVersion(ctx context.Context, batchID string) (int64, error) {
+	var v int64
+	err := db.get(ctx, db.x, &v, db.q(`SELECT card_version FROM batches WHERE id = ?`), batchID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("card version of %s: %w", batchID, err)
+	}
+	return v, nil
+}
+
+// BehindCards implements confirm.CardSyncStore, through the cards_behind
+// index.
+func (db *DB) BehindCards(ctx context.Context, platform, batchID string, limit int) ([]int64, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	now := db.ts(db.now())
+	var ids []int64
+	if err := db.sel(ctx, db.x, &ids, db.q(`SELECT id FROM cards
+		WHERE rendered < desired AND gone_at IS NULL AND (? = '' OR platform = ?) AND (? = '' OR batch_id = ?)
+		AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
+		ORDER BY changed_at, id LIMIT ?`), platform, platform, batchID, batchID, now, now, limit); err != nil {
+		return nil, fmt.Errorf("cards behind: %w", err)
+	}
+	return ids, nil
+}
+
+type cardSyncRow struct {
+	cardRow
+	ID        int64  `db:"id"`
+	Desired   int64  `db:"desired"`
+	ChangedAt dbTime `db:"changed_at"`
+	Failures  int    `db:"failures"`
+}
+
+// ClaimCard implements confirm.CardSyncStore.
+func (db *DB) ClaimCard(ctx context.Context, id int64, holder string, ttl time.Duration) (confirm.CardSync, bool, error) {
+	if holder == "" || ttl <= 0 {
+		return confirm.CardSync{}, false, errors.New("claim card: a holder and a positive ttl are needed")
+	}
+	now := db.now()
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE cards SET claimed_by = ?, claimed_until = ?
+		WHERE id = ? AND rendered < desired AND gone_at IS NULL AND (retry_at IS NULL OR retry_at <= ?)
+		AND (claimed_until IS NULL OR claimed_until <= ? OR claimed_by = ?)`),
+		holder, db.ts(now.Add(ttl)), id, db.ts(now), db.ts(now), holder)
+	if err != nil {
+		return confirm.CardSync{}, false, fmt.Errorf("claim card %d: %w", id, err)
+	}
+	if n != 1 {
+		return confirm.CardSync{}, false, nil
+	}
+	var r cardSyncRow
+	if err := db.get(ctx, db.x, &r, db.q(`SELECT id, `+cardColumns+`, desired, changed_at, failures FROM cards WHERE id = ?`), id); err != nil {
+		return confirm.CardSync{}, false, fmt.Errorf("claim card %d: %w", id, err)
+	}
+	m := r.card()
+	m.Version = r.Desired
+	return confirm.CardSync{ID: r.ID, Holder: holder, Message: m, Version: r.Desired, ChangedAt: r.ChangedAt.t, Failures: r.Failures}, true, nil
+}
+
+// CardRendered implements confirm.CardSyncStore.
+func (db *DB) CardRendered(ctx context.Context, id int64, holder string, version int64) (bool, error) {
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE cards SET
+		rendered = CASE WHEN rendered > ? THEN rendered ELSE ? END,
+		changed_at = CASE WHEN desired <= ? THEN NULL ELSE changed_at END,
+		rendered_at = ?, failures = 0, retry_at = NULL, claimed_by = '', claimed_until = NULL
+		WHERE id = ? AND claimed_by = ?`), version, version, version, db.ts(db.now()), id, holder)
+	if err != nil {
+		return false, fmt.Errorf("card %d rendered: %w", id, err)
+	}
+	return n == 1, nil
+}
+
+// CardRetry implements confirm.CardSyncStore.
+func (db *DB) CardRetry(ctx context.Context, id int64, holder string, after time.Duration, failed bool) error {
+	inc := 0
+	if failed {
+		inc = 1
+	}
+	if _, err := db.exec(ctx, db.x, db.q(`UPDATE cards SET retry_at = ?, failures = failures + ?, claimed_by = '', claimed_until = NULL
+		WHERE id = ? AND claimed_by = ?`), db.ts(db.now().Add(after)), inc, id, holder); err != nil {
+		return fmt.Errorf("card %d retry: %w", id, err)
+	}
+	return nil
+}
+
+// CardGone implements confirm.CardSyncStore.
+func (db *DB) CardGone(ctx context.Context, id int64, holder string) error {
+	if _, err := db.exec(ctx, db.x, db.q(`UPDATE cards SET gone_at = ?, claimed_by = '', claimed_until = NULL
+		WHERE id = ? AND claimed_by = ?`), db.ts(db.now()), id, holder); err != nil {
+		return fmt.Errorf("card %d gone: %w", id, err)
+	}
+	return nil
+}
+
+// CardsBehind implements confirm.CardSyncStore.
+func (db *DB) CardsBehind(ctx context.Context) (int, error) {
+	var n int
+	if err := db.get(ctx, db.reader(), &n, `SELECT COUNT(*) FROM cards WHERE rendered < desired AND gone_at IS NULL`); err != nil {
+		return 0, fmt.Errorf("cards behind: %w", err)
+	}
+	return n, nil
+}
