@@ -31,6 +31,7 @@ const (
 	kindChecked                                 // "I checked — go on" on an unknown run's card or thread line
 	kindRun                                     // a run message's button: Stop run, Mark done, Retry (interaction.RunAction)
 	kindDecideAll                               // Allow all or Deny all (interaction.Allow which)
+	kindShowPreview                             // "Show full preview": open the read-only preview modal
 )
 
 // interaction is a validated interactivity payload.
@@ -129,6 +130,7 @@ var buttonActions = map[string]struct {
 	ActionDeny:        {kind: kindDecide},
 	ActionDenyReason:  {kind: kindOpenReason},
 	ActionShowArgs:    {kind: kindShowArgs},
+	ActionPreview:     {kind: kindShowPreview},
 	ActionExtend:      {kind: kindExtend},
 	ActionEdit:        {kind: kindOpenEdit},
 	ActionChecked:     {kind: kindChecked},
@@ -224,7 +226,7 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if in.Thread != "" && !tsPattern.MatchString(in.Thread) {
 			return interaction{}, badInteraction("%s: malformed thread_ts", act.ActionID)
 		}
-		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs || in.Kind == kindOpenEdit) && in.TriggerID == "" {
+		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs || in.Kind == kindShowPreview || in.Kind == kindOpenEdit) && in.TriggerID == "" {
 			return interaction{}, badInteraction("%s: missing trigger_id", act.ActionID)
 		}
 	case slack.InteractionTypeViewSubmission:
@@ -380,6 +382,8 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 			log.Error("slack: views.open (arguments)", "err", err)
 			a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the arguments. Try again.")
 		}
+	case kindShowPreview:
+		a.showPreview(ctx, in)
 	}
 }
 
