@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/airlockhq/airlock/adapters/slack/slacktest"
+	"github.com/airlockhq/airlock/model/modeltest"
+)
+
+const planToken = "plan-token-5ecret-e2e"
+
+// planServer is a dry-run service: each plan answers with hostile text,
+// the bearer token it was sent (a secret from ${PLAN_TOKEN}) and the
+// change; with changing set, every plan after the first plans more.
+type planServer struct {
+	*httptest.Server
+	plans    atomic.Int64
+	changing atomic.Bool
+}
+
+func newPlanServer(t *testing.T) *planServer {
+	ps := &planServer{}
+	ps.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := ps.plans.Add(1)
+		replicas := 20
+		if ps.changing.Load() && n > 1 {
+			replicas = 30
+		}
+		fmt.Fprintf(w, "plan for %s <!channel> @everyone <@UMALLORY>\n```\n%s\n+  replicas: %d\n", r.URL.Path, r.Header.Get("Authorization"), replicas)
+	}))
+	t.Cleanup(ps.Close)
+	return ps
+}
+
+// previewRun starts `airlock run` (Slack HTTP, SQLite) with a deploy tool
+// whose preview plans with the plan server, and mentions it once.
+func previewRun(t *testing.T, recheck bool) (*slackAPI, *toolServer, *planServer, string) {
+	t.Helper()
+	api := newSlackAPI(t)
+	tools := newToolServer(t)
+	plans := newPlanServer(t)
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	path := writeConfig(t, dir, fmt.Sprintf(`
+%s
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+%s
+    preview:
+      http: {method: GET, url: "%s/plan/{{.service}}", headers: {Authorization: "Bearer ${PLAN_TOKEN}"}, timeout: 10s}
+      recheck: %v
+`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service"), plans.URL, recheck))
+	startRun(t, path, "PLAN_TOKEN="+planToken)
+	waitReady(t, addr)
+	if code, err := postSigned(addr, mentionBody("EvPv1", "1800000050.000001", "", "deploy api"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("mention: %d %v", code, err)
+	}
+	return api, tools, plans, addr
+}
+
+// landed waits for the card's update showing the preview and returns its
+// blocks and its Allow button's value.
+func landed(t *testing.T, api *slackAPI) (blocks, allow string) {
+	t.Helper()
+	waitUntil(t, "the card updated with the preview", func() bool {
+		for _, u := range api.updates() {
+			if strings.Contains(u.Get("blocks"), "Preview (dry run)") {
+				blocks = u.Get("blocks")
+				return true
+			}
+		}
+		return false
+	})
+	var v any
+	if err := json.Unmarshal([]byte(blocks), &v); err != nil {
+		t.Fatal(err)
+	}
+	slacktest.Buttons(v, func(id, value string) {
+		if id == "airlock_allow" {
+			allow = value
+		}
+	})
+	return blocks, allow
+}
+
+// TestPreviewOverSlack: the card is posted saying "Preview running…" and
+// updated with the plan, scrubbed of the token and inert; a click on the
+// card as first posted changes nothing; Allow on the updated card runs the
+// deploy once, and the recheck (same plan) lets it.
+func TestPreviewOverSlack(t *testing.T) {
+	skipShort(t)
+	api, tools, plans, addr := previewRun(t, true)
+	waitUntil(t, "the card", func() bool { return len(api.buttons("airlock_allow")) == 1 })
+	first := api.buttons("airlock_allow")[0]
+	if !strings.Contains(api.posts()[0].Get("blocks"), "Preview running") {
+		t.Errorf("the card was not posted saying the preview runs: %s", api.posts()[0].Get("blocks"))
+	}
+	blocks, allow := landed(t, api)
+	if strings.Contains(blocks, planToken) || !strings.Contains(blocks, "+  replicas: 20") {
+		t.Fatalf("preview on the card (token must be scrubbed): %s", blocks)
+	}
+	if !strings.Contains(blocks, `"type":"rich_text_preformatted","elements":[{"type":"text","text":"plan for /plan/api \u003c!channel\u003e`) &&
+		!strings.Contains(blocks, `"type":"rich_text_preformatted","elements":[{"type":"text","text":"plan for /plan/api <!channel>`) {
+		t.Errorf("the plan is not literal preformatted text: %s", blocks)
+	}
+	if allow == "" || allow == first {
+		t.Fatalf("Allow on the updated card %q, first %q: the preview must make a new reference", allow, first)
+	}
+	at := messagesOf(first)[0]
+	press := func(value string) {
+		t.Helper()
+		if code, err := postSigned(addr, actionBodyOn(at, "UALICE", "airlock_allow", value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+			t.Fatalf("click: %d %v", code, err)
+		}
+	}
+	press(first)
+	waitUntil(t, "alice told the preview arrived", api.told("UALICE", "preview arrived since you looked"))
+	if n := tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatalf("a click on the card before its preview ran the deploy (%d)", n)
+	}
+	press(allow)
+	waitUntil(t, "the deploy", func() bool { return tools.countPrefix("/deploy/") == 1 })
+	waitUntil(t, "the model continues", func() bool { return strings.Contains(strings.Join(api.texts(), "\n"), "model saw:") })
+	if n := plans.plans.Load(); n != 2 {
+		t.Errorf("%d plans, want 2 (the card's and the recheck)", n)
+	}
+}
+
+// TestPreviewRecheckOverSlack: the plan changes between the card and the
+// run: the deploy is not run (the service counts 0), the card says the
+// preview changed, and the model is told.
+func TestPreviewRecheckOverSlack(t *testing.T) {
+	skipShort(t)
+	api, tools, plans, addr := previewRun(t, true)
+	plans.changing.Store(true)
+	waitUntil(t, "the card", func() bool { return len(api.buttons("airlock_allow")) == 1 })
+	at := messagesOf(api.buttons("airlock_allow")[0])[0]
+	_, allow := landed(t, api)
+	if code, err := postSigned(addr, actionBodyOn(at, "UALICE", "airlock_allow", allow), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "the model continues", func() bool { return strings.Contains(strings.Join(api.texts(), "\n"), "model saw:") })
+	if said := strings.Join(api.texts(), "\n"); !strings.Contains(said, "the preview changed since it was approved") {
+		t.Fatalf("the model was not told the preview changed: %s", said)
+	}
+	if n := tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatalf("the deploy ran %d times after its preview changed", n)
+	}
+	waitUntil(t, "the card says the preview changed", func() bool {
+		us := api.updates()
+		return len(us) > 0 && strings.Contains(us[len(us)-1].Get("blocks"), "The preview changed since it was approved (approved ")
+	})
+}
