@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -157,4 +158,65 @@ func TestPreviewRecheckOverSlack(t *testing.T) {
 		us := api.updates()
 		return len(us) > 0 && strings.Contains(us[len(us)-1].Get("blocks"), "The preview changed since it was approved (approved ")
 	})
+}
+
+// TestPreviewInTheTerminal drives a real `airlock chat`: a deploy whose
+// preview is a command (no shell for the arguments: they are argv). The
+// card says the preview runs, then prints it; /preview 1 prints it whole;
+// /allow 1 runs the deploy once. A second deploy's preview changes each
+// time it runs: with recheck the run is refused, the service counts no
+// deploy of it, and the model is told.
+func TestPreviewInTheTerminal(t *testing.T) {
+	skipShort(t)
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api; rm -rf / $(id)"}`})
+	counter := dir + "/plans"
+	path := writeConfig(t, dir, fmt.Sprintf(`
+storage: {driver: sqlite, dsn: %q}
+model: {provider: openai, name: fake, api_key: sk-test, base_url: %q}
+channels: [{platform: shell, id: "*", approvers: [local]}]
+tools:
+%s
+    preview:
+      exec: {command: [sh, -c, 'n=$(cat "$1" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$1"; echo "plan for [$0]"; echo "+  replicas: $((20 + $2 * n))"', "{{.service}}", %q, "${PLAN_STEP}"]}
+      recheck: true
+`, dir+"/airlock.db", model.BaseURL(), deployToolYAML(tools.URL, "service"), counter))
+
+	p := startChatWith(t, airlockBinary(t), path, "PLAN_STEP=0")
+	p.send("deploy api")
+	p.waitFor("Preview running…")
+	p.waitFor("plan for [api; rm -rf / $(id)]")
+	p.waitFor("+  replicas: 20")
+	p.send("/preview 1")
+	p.waitFor("Preview of call [1] deploy")
+	p.send("/allow 1")
+	p.waitFor("model saw:")
+	if n := tools.countPrefix("/deploy/"); n != 1 {
+		t.Fatalf("%d deploys, want 1", n)
+	}
+	p.send("/quit")
+
+	// The same with a plan that grows each time it runs.
+	dir2 := t.TempDir()
+	model2 := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"web"}`})
+	path2 := writeConfig(t, dir2, strings.Replace(strings.Replace(readFile(t, path), model.BaseURL(), model2.BaseURL(), 1), dir, dir2, -1))
+	before := tools.countPrefix("/deploy/")
+	p2 := startChatWith(t, airlockBinary(t), path2, "PLAN_STEP=5")
+	p2.send("deploy web")
+	p2.waitFor("+  replicas: 25")
+	p2.send("/allow 1")
+	p2.waitFor("model saw: Error: Not executed: the preview changed since it was approved")
+	if n := tools.countPrefix("/deploy/") - before; n != 0 {
+		t.Fatalf("the deploy ran %d times after its preview changed", n)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
