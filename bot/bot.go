@@ -282,6 +282,7 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 		extendBy:   b.cfg.Timeout,
 		editable:   func(tool string) bool { _, ok := b.offered(conv, tool); return ok },
 		escalation: b.cfg.Escalation,
+		now:        b.now(), selfApproval: b.cfg.SelfApproval,
 	}), b.cfg.Redact)
 	return b.withStep(c, batch)
 }

@@ -27,6 +27,10 @@ type cardExtras struct {
 	extendBy   time.Duration // 0: no Extend
 	editable   func(tool string) bool
 	escalation []EscalationStep
+	// now is the render time (what a yes covers says when a grant made
+	// now ends); selfApproval whether requesters may allow their own calls.
+	now          time.Time
+	selfApproval bool
 }
 
 // cardWith builds the card of a batch. grantFor is the "Allow for"
@@ -42,6 +46,7 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 		Status:      b.Status,
 		GrantFor:    grantFor,
 	}
+	c.Now, c.SelfApproval = x.now, x.selfApproval
 	for _, call := range b.Calls {
 		st := stateOf(call, b.RequestedBy)
 		c.Calls = append(c.Calls, card.Call{

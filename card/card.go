@@ -29,6 +29,13 @@ type Card struct {
 	// GrantFor is the duration an "Allow for" button grants; 0 when grants
 	// are off. Offer it on calls whose Grantable is true.
 	GrantFor time.Duration
+	// Now is when the card is rendered (the bot's clock): what a yes
+	// covers says when a grant made now would end. Zero: it says how long.
+	Now time.Time
+	// SelfApproval: the requester may allow their own calls
+	// (confirmation.self_approval); when off, what a yes covers says they
+	// may not.
+	SelfApproval bool
 
 	// ExtendRef, when set, offers Extend (Slack action_id airlock_extend)
 	// while a call waits: it pushes the deadline once per card by

@@ -29,6 +29,7 @@ type Part struct {
 	Kind PartKind
 	Text string
 	At   time.Time
+	Who  confirm.Approvers // for People (covers.go)
 }
 
 // Icon is the symbol a renderer may set before a line; each maps it to

@@ -184,8 +184,12 @@ func RenderMessages(cd card.Card) []CardMessage {
 		}
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
-			acts := previewButtons(cd.Actions(c, nil), c, budget)
-			embed, cut := callEmbed(c, budget, card.Offers(acts, card.ActShowArgs))
+			cover := coverField(cd, c, budget)
+			acts := previewButtons(cd.Actions(c, nil), c, budget-coverRunes(cover))
+			embed, cut := callEmbed(c, budget-coverRunes(cover), card.Offers(acts, card.ActShowArgs))
+			if cover != nil {
+				embed.Fields = append(embed.Fields, cover)
+			}
 			m.Embeds = append(m.Embeds, embed)
 			m.Components = append(m.Components, buttons(acts, c, len(cd.Calls) > 1, cut)...)
 		}
@@ -624,6 +628,8 @@ func parts(ps []card.Part) string {
 			b.WriteString("**" + p.Text + "**")
 		case card.Person:
 			b.WriteString(mention(p.Text))
+		case card.People:
+			b.WriteString(approverList(p.Who))
 		case card.Time:
 			fmt.Fprintf(&b, "<t:%d:f>", p.At.Unix())
 		case card.Code:

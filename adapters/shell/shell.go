@@ -569,6 +569,9 @@ func Render(c cardpkg.Card) string {
 		}
 		previewLines(&w, call, "|  ")
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
+		if cover := covers(c, call); cover != "" {
+			fmt.Fprintf(&w, "|     %s\n", cover)
+		}
 		if call.Check != nil && !call.Check.Done() {
 			fmt.Fprintf(&w, "|     %s\n", checkHint(call.Tool))
 		}

@@ -48,6 +48,8 @@ func sampleCard() card.Card {
 		RequestedBy: "local",
 		Approvers:   confirm.Approvers{Users: []string{"local", "oncall"}},
 		ExpiresAt:   at.Add(30 * time.Minute),
+		// The terminal's one person approves their own calls.
+		SelfApproval: true,
 		Calls: []card.Call{
 			{Ref: "abcdefghijklmnop.0", Number: 1, Key: "#0", Tool: "service_status", Summary: "Read the status of api", Args: "{\n  \"service\": \"api\"\n}", State: card.State{Kind: card.AllowedByPolicy}},
 			{Ref: "abcdefghijklmnop.1", Number: 2, Key: "#1", Tool: "restart_service", Summary: "Restart api in production", Args: "{\n  \"environment\": \"production\",\n  \"service\": \"api\"\n}", Flagged: true, Approvals: 1, Reasons: []confirm.Reason{{Kind: confirm.ReasonToolFlag}}, State: card.State{Kind: card.Waiting}},

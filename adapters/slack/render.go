@@ -142,6 +142,7 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 
 	// Keep room for the tail, the footer and an overflow note.
 	budget := maxMessageBlock - len(blocks) - len(tail) - 2
+	withCovers := coversFit(c, budget)
 	shown := 0
 	for _, call := range c.Calls {
 		preview := argsPreview(call.Args)
@@ -149,6 +150,10 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 		need := 1
 		if len(acts) > 0 {
 			need = 2
+		}
+		cover := coversBlock(c, call, withCovers && len(acts) > 0)
+		if cover != nil {
+			need++
 		}
 		if need > budget {
 			break
@@ -158,6 +163,9 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 		blocks = append(blocks, callBlock(call, preview, cardpkg.Offers(acts, cardpkg.ActShowArgs), grantedBy))
 		if len(acts) > 0 {
 			blocks = append(blocks, actionsBlock("actions_"+strconv.Itoa(call.Number), acts))
+		}
+		if cover != nil {
+			blocks = append(blocks, cover)
 		}
 	}
 	if rest := len(c.Calls) - shown; rest > 0 {

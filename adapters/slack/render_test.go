@@ -202,6 +202,9 @@ func TestRenderGolden(t *testing.T) {
 		"unknown_notice":       unknownNotice(false),
 		"unknown_notice_check": unknownNotice(true),
 	}
+	for name, card := range coverGoldens {
+		cases[name] = card()
+	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
 			var msg map[string]any
@@ -438,7 +441,7 @@ func TestHostileCardIsInert(t *testing.T) {
 	if bad := liveProblems(live+FallbackText(card), shown+FallbackText(card)); len(bad) != 0 {
 		t.Fatalf("live or hidden: %v\nlive:\n%s", bad, live)
 	}
-	if strings.Contains(live, "UMALLORY") { // named only by the model and in a malformed restriction
+	if strings.Contains(live, "<@UMALLORY>") { // named only by the model and in a malformed restriction
 		t.Errorf("someone the model named is mentioned:\n%s", live)
 	}
 	testkit.ContainsAll(t, "the card", shown,
