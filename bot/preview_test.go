@@ -300,3 +300,35 @@ func TestPreviewRunsAgainAfterARestart(t *testing.T) {
 		t.Fatalf("preview after recovery %+v (ran %d)", c.Preview, fresh.previews.Load())
 	}
 }
+
+// Allow all leaves a call whose preview runs waiting, named; the other
+// call is allowed. Edit… is refused on a call with a preview.
+func TestPreviewRunningLeftByAllowAllAndNotEditable(t *testing.T) {
+	p := newPreviewing(func(int64) (string, error) { return "diff", nil })
+	p.gate = make(chan struct{})
+	defer close(p.gate)
+	h := previewHarness(t, "", p)
+	h.push(calls(tc("c1", "deploy", `{}`), tc("c2", "apply", `{}`)))
+	h.turn("bob", "deploy and apply")
+	card := h.plat.LastCard()
+	if card.AllRef == "" {
+		t.Fatal("no Allow all")
+	}
+	res, err := h.bot.DecideAll(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: card.AllRef, Message: cardMsg(card.Calls[0].Ref), Allow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Decided != 1 || len(res.Left) != 1 || res.Left[0].Number != 2 || !strings.Contains(res.Left[0].Why, "preview is still running") {
+		t.Fatalf("Allow all = %+v", res)
+	}
+	if p.Runs.Load() != 0 {
+		t.Fatal("the previewed call ran")
+	}
+	_, err = h.bot.EditForm(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: card.Calls[1].Ref, Message: cardMsg(card.Calls[1].Ref)})
+	if !errors.Is(err, bot.ErrPreviewNotEditable) || !errors.Is(err, bot.ErrNotEditable) {
+		t.Fatalf("Edit… on a call with a preview = %v", err)
+	}
+	if card.Calls[1].Editable {
+		t.Error("the card offers Edit… on a call with a preview")
+	}
+}
