@@ -58,7 +58,7 @@ func previewField(c card.Call, limit int, offer bool) (value string, cut bool) {
 	}
 	note := func(hidden int) string {
 		s := "\n… " + card.Hidden(hidden)
-		if offer && c.Open() {
+		if c.Flagged && c.Open() { // where Actions offers Show full preview
 			s += "; **" + card.ShowPreviewLabel + "** shows it all"
 		}
 		return s + "."

@@ -50,7 +50,7 @@ func previewActions(acts []cardpkg.Action, c cardpkg.Call) []cardpkg.Action {
 // preformatted rich text (literal: nothing in it is a mention, a link or
 // markup; hidden characters shown as escapes), cut to fit with a note,
 // and what the recheck found.
-func previewElements(c cardpkg.Call, offer bool) []slack.RichTextElement {
+func previewElements(c cardpkg.Call) []slack.RichTextElement {
 	p := c.Preview
 	if p == nil {
 		return nil
@@ -64,7 +64,7 @@ func previewElements(c cardpkg.Call, offer bool) []slack.RichTextElement {
 		els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(text, nil)}})
 		if hidden > 0 {
 			note := fmt.Sprintf("… %s of the preview.", cardpkg.Hidden(hidden))
-			if offer && c.Open() {
+			if c.Flagged && c.Open() { // where Actions offers Show full preview
 				note += " " + cardpkg.ShowPreviewLabel + " opens it whole."
 			}
 			els = append(els, slack.NewRichTextSection(rtText(note, italic)))

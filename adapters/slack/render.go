@@ -425,7 +425,7 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 		}
 		els = append(els, slack.NewRichTextSection(rtText(note, italic)))
 	}
-	els = append(els, previewElements(c, offer)...)
+	els = append(els, previewElements(c)...)
 	els = append(els, slack.NewRichTextSection(status(c, grantedBy)...))
 	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
 }

@@ -23,6 +23,7 @@ type planServer struct {
 	*httptest.Server
 	plans    atomic.Int64
 	changing atomic.Bool
+	long     atomic.Bool // a plan longer than the card shows
 }
 
 func newPlanServer(t *testing.T) *planServer {
@@ -34,6 +35,11 @@ func newPlanServer(t *testing.T) *planServer {
 			replicas = 30
 		}
 		fmt.Fprintf(w, "plan for %s <!channel> @everyone <@UMALLORY>\n```\n%s\n+  replicas: %d\n", r.URL.Path, r.Header.Get("Authorization"), replicas)
+		if ps.long.Load() {
+			for i := range 200 {
+				fmt.Fprintf(w, "+  line %d of a long plan\n", i)
+			}
+		}
 	}))
 	t.Cleanup(ps.Close)
 	return ps
@@ -41,11 +47,12 @@ func newPlanServer(t *testing.T) *planServer {
 
 // previewRun starts `airlock run` (Slack HTTP, SQLite) with a deploy tool
 // whose preview plans with the plan server, and mentions it once.
-func previewRun(t *testing.T, recheck bool) (*slackAPI, *toolServer, *planServer, string) {
+func previewRun(t *testing.T, recheck bool, long ...bool) (*slackAPI, *toolServer, *planServer, string) {
 	t.Helper()
 	api := newSlackAPI(t)
 	tools := newToolServer(t)
 	plans := newPlanServer(t)
+	plans.long.Store(len(long) > 0 && long[0])
 	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
 	dir := t.TempDir()
 	addr := freeAddr(t)
@@ -219,4 +226,48 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestShowFullPreviewOverSlack: a plan longer than the card holds is cut
+// with "Show full preview" (action_id airlock_preview, the call's
+// reference); a press from a message that is not the card opens nothing;
+// one on the card opens a modal holding the whole plan, scrubbed.
+func TestShowFullPreviewOverSlack(t *testing.T) {
+	skipShort(t)
+	api, tools, _, addr := previewRun(t, false, true)
+	waitUntil(t, "the card", func() bool { return len(api.buttons("airlock_allow")) == 1 })
+	at := messagesOf(api.buttons("airlock_allow")[0])[0]
+	blocks, _ := landed(t, api)
+	var v any
+	if err := json.Unmarshal([]byte(blocks), &v); err != nil {
+		t.Fatal(err)
+	}
+	var show string
+	slacktest.Buttons(v, func(id, value string) {
+		if id == "airlock_preview" {
+			show = value
+		}
+	})
+	if show == "" || !strings.Contains(blocks, "Show full preview opens it whole") {
+		t.Fatalf("no Show full preview on a cut plan: %s", blocks)
+	}
+	elsewhere := posted{at.channel, "1900000099.000009", at.thread}
+	if code, err := postSigned(addr, actionBodyOn(elsewhere, "UALICE", "airlock_preview", show), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "the press from elsewhere is answered", func() bool { return len(api.ephemerals("UALICE")) > 0 })
+	if n := len(api.callsTo("views.open")); n != 0 {
+		t.Fatalf("a press from another message opened %d views", n)
+	}
+	if code, err := postSigned(addr, actionBodyOn(at, "UALICE", "airlock_preview", show), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "views.open", func() bool { return len(api.callsTo("views.open")) == 1 })
+	view := api.callsTo("views.open")[0].Get("view")
+	if !strings.Contains(view, "line 199 of a long plan") || strings.Contains(view, planToken) || !strings.Contains(view, "airlock_preview") {
+		t.Fatalf("the modal does not hold the whole scrubbed plan: %.400s", view)
+	}
+	if n := tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatal("showing the preview ran something")
+	}
 }
