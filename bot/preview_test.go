@@ -14,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -330,5 +331,31 @@ func TestPreviewRunningLeftByAllowAllAndNotEditable(t *testing.T) {
 	}
 	if card.Calls[1].Editable {
 		t.Error("the card offers Edit… on a call with a preview")
+	}
+}
+
+// A runbook step calling a tool with a preview: the step's card shows the
+// preview (it runs once the card is posted), and Allow on the updated card
+// runs the step.
+func TestPreviewOfARunbookStep(t *testing.T) {
+	p := newPreviewing(func(int64) (string, error) { return "+  replicas: 20\n", nil })
+	h := previewHarness(t, "", p)
+	rb := &runbook.Config{Name: "scale", Steps: []runbook.StepConfig{{ID: "apply", Tool: "apply", Args: map[string]any{"path": "web.yaml"}}}}
+	id, err := h.bot.StartRunbook(context.Background(), bot.Thread{Platform: "test", Channel: "C1", Thread: "T1"}, "bob", rb, map[string]any{}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.bot.Runbooks().Wait()
+	c := waitPreview(t, h, 0)
+	if c.Preview.State != confirm.PreviewDone || c.Preview.Output != "+  replicas: 20\n" {
+		t.Fatalf("step preview %+v", c.Preview)
+	}
+	b, _ := h.store.PendingBatch(context.Background(), convID(t, h))
+	if err := h.clickRef("alice", confirm.RefAt(b.ID, 0, c.Revision), true); err != nil {
+		t.Fatal(err)
+	}
+	h.bot.Runbooks().Wait()
+	if p.Runs.Load() != 1 {
+		t.Fatalf("the step ran %d times (run %s)", p.Runs.Load(), id)
 	}
 }
