@@ -34,6 +34,9 @@ type Click struct {
 	Reason  string   // a deny reason, optional
 	Roles   []string // the clicker's roles where the platform has them (Discord)
 	IsBot   bool     // clicks by bots are refused
+	// Phrase is the confirmation phrase the clicker typed in the prompt
+	// an Allow of a critical call opens (see PhraseFor); "" otherwise.
+	Phrase string
 }
 
 // MaxReasonLen caps a deny reason, in runes.
@@ -85,6 +88,8 @@ var refusals = []struct {
 	{runbook.ErrRunEnded, "This run has already ended, or is no longer halted."},
 	{ErrNotRunButton, unknownButton},
 	{ErrNotApprover, "You can't approve tool calls in this channel."},
+	{ErrPhraseRequired, "This call is critical: allowing it needs its confirmation phrase typed. Use the card's Allow… button, which asks for it."},
+	{ErrWrongPhrase, "The phrase you typed doesn't match the one asked for."},
 	{ErrAlreadyClosed, "This call was already decided, has expired, or was superseded."},
 	{confirm.ErrBadRef, unknownButton},
 	{ErrWrongChannel, unknownButton},
@@ -180,6 +185,9 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 			now := b.now().UTC()
 			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatorRoles: c.Roles,
 				Requester: batch.RequestedBy, ExpiresAt: now.Add(b.cfg.GrantFor), ToolDef: b.toolDefinition(call.Tool)}
+		}
+		if err := b.checkPhrase(ctx, c, t); err != nil {
+			return err
 		}
 	} else {
 		d.Reason = capReason(c.Reason)

@@ -22,6 +22,9 @@ type EditForm struct {
 	Tool    string
 	Args    string // the call's current arguments, pretty-printed JSON (untrusted text)
 	Summary string // the current read-back (untrusted text)
+	// Holds: the call is critical, so submitting stores the edit without
+	// allowing it; Allow… then asks for the edited arguments' phrase.
+	Holds bool
 }
 
 // EditError is an edit refused for what it says (not JSON, not valid for
@@ -50,7 +53,8 @@ func (b *Bot) EditForm(ctx context.Context, c Click) (EditForm, error) {
 	// Shown with secrets as [redacted] (Edit refuses to run that marker
 	// in a secret's place); the call's arguments stay exact.
 	return EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool,
-		Args: b.cfg.Redact(prettyJSON(t.call.RunArgs())), Summary: b.cfg.Redact(t.call.Summary)}, nil
+		Args: b.cfg.Redact(prettyJSON(t.call.RunArgs())), Summary: b.cfg.Redact(t.call.Summary),
+		Holds: t.call.Risk == confirm.RiskCritical}, nil
 }
 
 // editTarget resolves and checks a click that edits a call: on one of its
@@ -93,9 +97,10 @@ func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
 // valid), judged by the policy again (*EditError when a rule refuses them
 // or the editor may not decide the call with them), stored beside the
 // model's, and the edit counts as the editor's Allow (earlier approvals of
-// the call are void). It returns once the edit is stored; the card
-// updates, the run and the model's continuation follow in the background.
-// Other errors are as Decide's (see UserMessage).
+// the call are void) — except on a critical call, which goes on waiting
+// for an Allow with its confirmation phrase for the edited arguments. It
+// returns once the edit is stored; the card updates, the run and the
+// model's continuation follow in the background. Other errors are as Decide's (see UserMessage).
 func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	t, leave, err := b.enterClick(ctx, c, b.editTarget)
 	if err != nil {
@@ -145,6 +150,9 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		Restrict: v.Restrict, Reasons: v.Reasons, Revision: t.revision}
 	e.Approvals, e.Grantable = b.approvalsOf(v)
 	e.Risk = v.Risk.Or(confirm.RiskMedium)
+	// A critical call's Allow needs its phrase typed, for the edited
+	// arguments: the edit is stored and the call waits for it.
+	e.Hold = e.Risk == confirm.RiskCritical
 	for _, set := range e.Restrict {
 		if !b.cfg.Channels.Admits(ctx, conv.Platform, c.User, c.Roles, set) {
 			return refuse("editor not in a restriction", "with these arguments a rule lets only "+setText(set)+" decide this call, and you are not among them")
@@ -162,6 +170,10 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		return ErrAlreadyClosed
 	}
 	b.log.Info("call edited", "batch", batch.ID, "call", call.Key, "tool", call.Tool, "by", c.User)
+	if e.Hold {
+		b.refreshCard(ctx, conv, batch.ID)
+		return nil
+	}
 	d := confirm.Decide{BatchID: batch.ID, Key: call.Key, Status: confirm.DecisionAllowed, By: c.User, Surface: confirm.SurfaceEdit}
 	// The edit is stored and counted: the editor's form can close now
 	// (Slack waits for this answer). The cards, the run and the model's

@@ -22,6 +22,7 @@ import (
 type scriptTool struct {
 	name    string
 	confirm bool
+	risk    confirm.Risk // tools[].risk
 	mu      sync.Mutex
 	outs    []any // string or error, per run; the last repeats
 	keys    []string
@@ -29,6 +30,7 @@ type scriptTool struct {
 
 func (s *scriptTool) Spec() model.ToolSpec { return model.ToolSpec{Name: s.name} }
 func (s *scriptTool) Confirm() bool        { return s.confirm }
+func (s *scriptTool) Risk() confirm.Risk   { return s.risk }
 func (s *scriptTool) Validate(args json.RawMessage) error {
 	var m map[string]any
 	if err := json.Unmarshal(args, &m); err != nil {

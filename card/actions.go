@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // ActionKind is what a button does. Each renderer maps it to its own id
@@ -27,6 +29,10 @@ const (
 	ActAllowAll ActionKind = ActRunRetry + 1 + iota // the card's Allow all (Ref: Card.AllRef)
 	ActDenyAll                                      // the card's Deny all (Ref: Card.AllRef)
 )
+
+// ActAllowTyped is a critical call's "Allow…": it opens a prompt for the
+// call's confirmation phrase, and the typed phrase allows it.
+const ActAllowTyped ActionKind = ActDenyAll + 1
 
 // Emphasis is how strongly a button is drawn. A card has one Primary
 // kind (Allow) and one Danger kind (Deny).
@@ -62,7 +68,7 @@ type Action struct {
 }
 
 // Actions are the buttons a call offers: while it waits for a person,
-// Allow, "Allow for <GrantFor>" (when the card offers grants and the call
+// Allow (a critical call's "Allow…", ActAllowTyped), "Allow for <GrantFor>" (when the card offers grants and the call
 // may be granted), Deny, "Deny with reason…", Edit… (when an approver may
 // edit it) and Show full arguments (renderers keep it only when they cut
 // the arguments); while its run's unknown outcome is not checked, "I
@@ -77,8 +83,13 @@ func (c Card) Actions(call Call, tool func(string) string) []Action {
 	num := "[" + strconv.Itoa(n) + "]"
 	var out []Action
 	if call.Flagged && call.Open() {
-		out = append(out, Action{Kind: ActAllow, Ref: call.Ref, Label: "Allow", NumberedLabel: "Allow " + num,
-			A11yLabel: fmt.Sprintf("Allow call %d, %s", n, name), Emphasis: Primary})
+		if call.Risk == confirm.RiskCritical {
+			out = append(out, Action{Kind: ActAllowTyped, Ref: call.Ref, Label: "Allow…", NumberedLabel: "Allow " + num + "…",
+				A11yLabel: fmt.Sprintf("Allow call %d, %s: asks you to type its confirmation phrase", n, name), Emphasis: Primary})
+		} else {
+			out = append(out, Action{Kind: ActAllow, Ref: call.Ref, Label: "Allow", NumberedLabel: "Allow " + num,
+				A11yLabel: fmt.Sprintf("Allow call %d, %s", n, name), Emphasis: Primary})
+		}
 		if c.GrantFor > 0 && call.Grantable {
 			out = append(out, Action{Kind: ActAllowGrant, Ref: call.Ref, Label: c.GrantLabel(), NumberedLabel: "Allow " + num + " for " + Duration(c.GrantFor),
 				A11yLabel: fmt.Sprintf("Allow call %d and calls of %s in this thread for %s", n, name, Duration(c.GrantFor))})

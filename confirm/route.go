@@ -56,6 +56,10 @@ type EditCall struct {
 	Reasons   []Reason
 	Grantable bool
 	Risk      Risk
+	// Hold stores the edit without counting it as the editor's allow:
+	// the call goes on waiting (a critical call, whose Allow needs its
+	// confirmation phrase typed for the edited arguments).
+	Hold bool
 }
 
 // RunArgs are the arguments a call runs with: an approver's edit, else

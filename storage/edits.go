@@ -24,7 +24,8 @@ import (
 // Decide does an allow: with one approval needed the call is allowed by
 // the editor (audited decision) and the batch goes to decided when no call
 // is left pending; with more, it is an approval (Votes 1). Deciders of the
-// batch queue as in Decide. A call no longer pending or expired returns
+// batch queue as in Decide. With Hold the edit is stored and audited
+// but no vote is cast: the call waits (Won, Votes 0). A call no longer pending or expired returns
 // Won=false and no error; a missing batch or call returns ErrNotFound.
 func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideResult, error) {
 	switch {
@@ -90,6 +91,10 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		edited.Detail = editDetail(args.Model, args.Edited, e, res.Required, voided, db.scrub)
 		if err := db.insertAudit(ctx, tx, edited); err != nil {
 			return err
+		}
+		if e.Hold {
+			res.Won = true // stored; no vote: the call waits
+			return nil
 		}
 
 		if err := db.castVote(ctx, tx, event, now, &res); err != nil {

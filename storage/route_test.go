@@ -26,6 +26,7 @@ var routeTests = []conformanceTest{
 	{"ExtendBatch", testExtendBatch},
 	{"ExtendRefused", testExtendRefused},
 	{"EditCallQuorum", testEditCallQuorum},
+	{"EditCallHold", testEditCallHold},
 	{"EditCallDecides", testEditCallDecides},
 	{"EditCallRefused", testEditCallRefused},
 	{"RaceEditDecide", testRaceEditDecide},
@@ -744,5 +745,35 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 	}
 	if got := cardsOf(t, db, "b1"); len(got) != 2 || got[0] != "main slack/C-ops/1700.000001 C-ops/1700.000002" {
 		t.Fatalf("cards after the upgrade: %q", got)
+	}
+}
+
+// testEditCallHold: an edit with Hold (a critical call, whose Allow needs
+// its phrase) stores the arguments and the next revision and audits the
+// edit, but casts no vote: the call and its batch wait; an allow at the
+// new revision then decides it.
+func testEditCallHold(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	now := time.Now()
+	const edited = `{"env":"staging"}`
+	res, err := clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k0", Args: json.RawMessage(edited),
+		Summary: "deploy staging", By: "U-bob", Approvals: 1, Risk: confirm.RiskCritical, Hold: true})
+	if err != nil || res != (confirm.DecideResult{Won: true, Required: 1}) {
+		t.Fatalf("EditCall with Hold = %+v, %v; want won, no vote", res, err)
+	}
+	got := loadBatch(t, db, b.ID)
+	c := callByKey(t, got, "k0")
+	if c.Decision != confirm.DecisionPending || len(c.Votes) != 0 || c.Revision != 1 || string(c.RunArgs()) != edited ||
+		c.Risk != confirm.RiskCritical || got.Status != confirm.BatchPending {
+		t.Fatalf("held call = %+v (batch %s); want pending at revision 1 with the edit and no vote", c, got.Status)
+	}
+	kinds := auditKinds(t, db, b.ConversationID)
+	if !slices.Contains(kinds, "call_edited:k0") || slices.Contains(kinds, "decision:k0") {
+		t.Fatalf("audit after a held edit: %v", kinds)
+	}
+	res = decide(t, clockAt(db, now.Add(time.Second)), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-bob", Revision: 1})
+	if !res.Won || !res.Decided {
+		t.Fatalf("allow after the held edit = %+v", res)
 	}
 }

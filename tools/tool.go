@@ -50,6 +50,7 @@ type configTool struct {
 	risk        confirm.Risk
 	definition  string             // Definition: a hash of cfg
 	summary     *template.Template // nil: the default summary
+	phrase      *template.Template // tools[].confirm_phrase; nil: the tool's name
 	declared    []string           // top-level properties the schema declares
 	exec        executor
 	preview     executor // nil: no preview (tools[].preview)
@@ -117,6 +118,14 @@ func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
 			return nil, cerr(".summary", err)
 		}
 		t.summary = tmpl
+	}
+
+	if cfg.ConfirmPhrase != "" {
+		tmpl, err := parseTemplate("confirm_phrase", cfg.ConfirmPhrase)
+		if err != nil {
+			return nil, cerr(".confirm_phrase", err)
+		}
+		t.phrase = tmpl
 	}
 
 	if cfg.HTTP != nil {
@@ -276,6 +285,35 @@ func (t *configTool) Summary(args json.RawMessage) (string, error) {
 		return "", fmt.Errorf("summary: %w", err)
 	}
 	return capRunes(w.buf.String(), MaxSummaryRunes), nil
+}
+
+// MaxPhraseBytes caps what a confirm_phrase template may write; the bot
+// cuts the phrase it shows far shorter.
+const MaxPhraseBytes = 1024
+
+// ConfirmPhrase is what an approver types to allow a critical call with
+// these arguments: tools[].confirm_phrase rendered over them (at most
+// MaxPhraseBytes), or the tool's name when it sets none. The text is
+// the arguments' own (hostile): the bot makes it inert before showing it.
+func (t *configTool) ConfirmPhrase(args json.RawMessage) (string, error) {
+	if t.phrase == nil {
+		return t.name, nil
+	}
+	obj, err := t.decode(args)
+	if err != nil {
+		return "", err
+	}
+	w := &limitWriter{max: MaxPhraseBytes}
+	data := templateData(obj)
+	for _, name := range t.declared {
+		if _, ok := data[name]; !ok {
+			data[name] = nil
+		}
+	}
+	if err := t.phrase.Execute(w, data); err != nil && !errors.Is(err, errLimit) {
+		return "", fmt.Errorf("confirm_phrase: %w", err)
+	}
+	return w.buf.String(), nil
 }
 
 // Run implements Tool.

@@ -34,6 +34,10 @@ type Config struct {
 	Exec        *ExecConfig    `yaml:"exec"`
 	// Preview is the tool's dry run, shown on the card (see PreviewConfig).
 	Preview *PreviewConfig `yaml:"preview"`
+
+	// ConfirmPhrase is what an approver types to allow a critical call:
+	// a text/template over the validated arguments; "": the tool's name.
+	ConfirmPhrase string `yaml:"confirm_phrase"`
 }
 
 // HTTPConfig is the `http` executor.

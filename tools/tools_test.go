@@ -70,6 +70,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"schema remote ref", []Config{{Name: "a", HTTP: ok.HTTP, Parameters: map[string]any{"$ref": "https://example.com/s.json"}}}, "tools[0].parameters", "tools[0].parameters: invalid JSON Schema: "},
 		{"summary template", []Config{{Name: "a", HTTP: ok.HTTP, Summary: "Deploy {{.env"}}, "tools[0].summary", "tools[0].summary: template: "},
 		{"summary unknown func", []Config{{Name: "a", HTTP: ok.HTTP, Summary: "{{shell .x}}"}}, "tools[0].summary", "tools[0].summary: template: "},
+		{"confirm_phrase template", []Config{{Name: "a", HTTP: ok.HTTP, ConfirmPhrase: "{{.environment}}/{{.service"}}, "tools[0].confirm_phrase", "tools[0].confirm_phrase: template: "},
 		{"url template", []Config{ok, httpTool("b"), {Name: "c", HTTP: &HTTPConfig{URL: "http://h/{{.x"}}}, "tools[2].http.url", "tools[2].http.url: template: "},
 		{"url required", []Config{{Name: "a", HTTP: &HTTPConfig{}}}, "tools[0].http.url", "tools[0].http.url: required"},
 		{"url templated host", []Config{{Name: "a", HTTP: &HTTPConfig{URL: "https://{{.host}}/x"}}}, "tools[0].http.url", "tools[0].http.url: must start with a literal"},
@@ -326,5 +327,32 @@ func TestDefinition(t *testing.T) {
 		if def(c) == d {
 			t.Fatalf("another %s, same definition", name)
 		}
+	}
+}
+
+// confirm_phrase renders over the validated arguments; without it the
+// phrase is the tool's name; invalid arguments render nothing; a huge
+// rendering is bounded (the bot cuts it further).
+func TestConfirmPhrase(t *testing.T) {
+	s := mustNew(t, []Config{
+		{Name: "deploy", Parameters: deploySchema(), HTTP: &HTTPConfig{URL: "http://h/"}, ConfirmPhrase: "{{.env}}/{{.s}}"},
+		{Name: "plain", Parameters: deploySchema(), HTTP: &HTTPConfig{URL: "http://h/"}},
+	}, Options{})
+	type phraser interface {
+		ConfirmPhrase(json.RawMessage) (string, error)
+	}
+	deploy := mustGet(t, s, "deploy").(phraser)
+	if got, err := deploy.ConfirmPhrase(json.RawMessage(`{"env":"prod","s":"<!channel>"}`)); err != nil || got != "prod/<!channel>" {
+		t.Errorf("phrase = %q, %v", got, err)
+	}
+	if got, err := mustGet(t, s, "plain").(phraser).ConfirmPhrase(json.RawMessage(`{"env":"prod"}`)); err != nil || got != "plain" {
+		t.Errorf("default phrase = %q, %v", got, err)
+	}
+	if _, err := deploy.ConfirmPhrase(json.RawMessage(`{"env":"prod","note":"x"}`)); !errors.Is(err, ErrInvalidArgs) {
+		t.Errorf("phrase of invalid arguments: %v", err)
+	}
+	got, err := deploy.ConfirmPhrase(json.RawMessage(`{"env":"prod","s":"` + strings.Repeat("x", 5000) + `"}`))
+	if err != nil || len(got) != MaxPhraseBytes {
+		t.Errorf("long phrase: %d bytes, %v", len(got), err)
 	}
 }

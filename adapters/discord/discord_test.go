@@ -292,6 +292,7 @@ func buttonsByAction(t *testing.T, components []map[string]any) map[string][]str
 		actionGrant: discordgo.SecondaryButton, actionReason: discordgo.SecondaryButton, actionShowArgs: discordgo.SecondaryButton,
 		actionEdit: discordgo.SecondaryButton, actionExtend: discordgo.SecondaryButton,
 		actionAllowAll: discordgo.SecondaryButton, actionDenyAll: discordgo.SecondaryButton,
+		actionAllowTyped: discordgo.SuccessButton,
 	}
 	out := map[string][]string{}
 	for _, row := range components {
@@ -977,4 +978,8 @@ func TestBotRoleNotedWhateverTheOrder(t *testing.T) {
 func (nopBot) RunAction(context.Context, bot.Click, card.ActionKind) error { return nil }
 func (nopBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
 	return bot.AllResult{}, nil
+}
+
+func (nopBot) PhraseFor(context.Context, bot.Click) (bot.PhrasePrompt, bool, error) {
+	return bot.PhrasePrompt{}, false, nil
 }

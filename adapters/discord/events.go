@@ -394,6 +394,8 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 			}
 		case action == actionEdit:
 			a.openEdit(ctx, i, ref)
+		case action == actionAllowTyped:
+			a.openPhrase(ctx, i, ref)
 		case action == actionRevoke:
 			if !a.deferUpdate(ctx, i) {
 				return
@@ -428,7 +430,7 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 	case discordgo.InteractionModalSubmit:
 		data, _ := i.Data.(discordgo.ModalSubmitInteractionData)
 		action, ref, ok := parseCustomID(data.CustomID)
-		if !ok || (action != actionModal && action != actionEditSubmit) {
+		if !ok || (action != actionModal && action != actionEditSubmit && action != actionPhraseSubmit) {
 			a.respondEphemeral(ctx, i, unknownButton)
 			return
 		}
@@ -437,6 +439,10 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 		}
 		if action == actionEditSubmit {
 			a.submitEdit(ctx, i, ref, textInputValue(data.Components, EditInputID))
+			return
+		}
+		if action == actionPhraseSubmit {
+			a.submitPhrase(ctx, i, ref, textInputValue(data.Components, PhraseInputID))
 			return
 		}
 		a.decide(ctx, i, ref, false, false, textInputValue(data.Components, ReasonInputID))
@@ -623,7 +629,7 @@ func (a *Adapter) openEdit(ctx context.Context, i *discordgo.Interaction, ref st
 	}
 	if err := a.respond(ctx, i, &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseModal,
-		Data: EditModal(submitRef, number, value),
+		Data: holdsEdit(EditModal(submitRef, number, value), form.Holds),
 	}); err != nil {
 		a.log.Error("discord: open the edit modal", "interaction", i.ID, "err", err)
 	}

@@ -16,7 +16,7 @@ import (
 
 // actionPreview is "Show full preview": an ephemeral reply with the whole
 // preview (a file when long). Its reference is the call's.
-const actionPreview = "p"
+const actionPreview = "w"
 
 // PreviewFileName names the file a long preview is attached as.
 const PreviewFileName = "preview.txt"

@@ -40,7 +40,7 @@ func TestRenderPreviewGolden(t *testing.T) {
 	golden(t, "card_preview_recheck_changed.json", render(changed))
 }
 
-// "Show full preview" (custom id al:p:<the call's reference>) only where
+// "Show full preview" (custom id al:w:<the call's reference>) only where
 // the card cut the preview; its reply is ephemeral, pings nobody, and a
 // long preview comes as a file.
 func TestPreviewButtonAndReply(t *testing.T) {
@@ -49,7 +49,7 @@ func TestPreviewButtonAndReply(t *testing.T) {
 		for _, m := range RenderMessages(c) {
 			for _, row := range componentMaps(t, m.Components) {
 				for _, b := range row["components"].([]any) {
-					if id := b.(map[string]any)["custom_id"].(string); strings.HasPrefix(id, "al:p:") {
+					if id := b.(map[string]any)["custom_id"].(string); strings.HasPrefix(id, "al:w:") {
 						out = append(out, id)
 					}
 				}
@@ -62,10 +62,10 @@ func TestPreviewButtonAndReply(t *testing.T) {
 		t.Errorf("a short preview offers %v", got)
 	}
 	long := previewSample(card.Preview{State: confirm.PreviewDone, Output: longPreviewText(), Hash: confirm.PreviewHash(longPreviewText())})
-	if got := ids(long); len(got) != 1 || got[0] != "al:p:"+long.Calls[1].Ref {
+	if got := ids(long); len(got) != 1 || got[0] != "al:w:"+long.Calls[1].Ref {
 		t.Errorf("a long preview offers %v", got)
 	}
-	if a, ref, ok := parseCustomID("al:p:" + long.Calls[1].Ref); !ok || a != actionPreview || ref != long.Calls[1].Ref {
+	if a, ref, ok := parseCustomID("al:w:" + long.Calls[1].Ref); !ok || a != actionPreview || ref != long.Calls[1].Ref {
 		t.Errorf("parseCustomID = %q %q %v", a, ref, ok)
 	}
 	r := PreviewReply(long.Calls[1])

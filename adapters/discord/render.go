@@ -114,7 +114,7 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 	switch action {
 	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
 		actionEdit, actionEditSubmit, actionExtend, actionChecked, actionAllowAll, actionDenyAll, actionPreview,
-		actionRunStop, actionRunDone, actionRunAgain:
+		actionRunStop, actionRunDone, actionRunAgain, actionAllowTyped, actionPhraseSubmit:
 		return action, ref, true
 	}
 	return "", "", false
@@ -769,6 +769,7 @@ var customActions = map[card.ActionKind]string{
 	card.ActChecked: actionChecked, card.ActExtend: actionExtend,
 	card.ActAllowAll: actionAllowAll, card.ActDenyAll: actionDenyAll,
 	card.ActShowPreview: actionPreview,
+	card.ActAllowTyped:  actionAllowTyped,
 }
 
 // button is an action as a Discord button (Allow success style, Deny

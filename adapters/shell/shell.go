@@ -47,6 +47,8 @@ type Bot interface {
 	UncheckedRuns(ctx context.Context, th bot.Thread) ([]cardpkg.UnknownNotice, error)
 	// DecideAll is /allow all and /deny all: one transaction.
 	DecideAll(ctx context.Context, c bot.Click) (bot.AllResult, error)
+	// PhraseFor is what /allow N of a critical call asks typed.
+	PhraseFor(ctx context.Context, c bot.Click) (bot.PhrasePrompt, bool, error)
 }
 
 // Shell reads commands from In and writes the conversation to Out.
@@ -60,6 +62,7 @@ type Shell struct {
 	mu      sync.Mutex         // serialises writes to Out
 	shown   map[string]printed // batch id -> the card as last printed
 	greeted bool
+	lines   <-chan string // the lines Run reads, for a prompt's answer
 }
 
 // printed is what the terminal last showed of a card, so an update
@@ -143,6 +146,7 @@ func (s *Shell) Run(ctx context.Context, b Bot) error {
 		readErr <- sc.Err()
 		close(lines)
 	}()
+	s.lines = lines
 	for {
 		s.printf("> ")
 		var line string
@@ -274,11 +278,51 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 			s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, oneLine(c.Outcome()))
 			continue
 		}
-		err := b.Decide(ctx, s.click(card, c.Ref, allow, reason))
+		click := s.click(card, c.Ref, allow, reason)
+		if allow && cardpkg.Offers(card.Actions(c, nil), cardpkg.ActAllowTyped) {
+			phrase, ok := s.askPhrase(ctx, b, click, c.Number)
+			if !ok {
+				continue
+			}
+			click.Phrase = phrase
+		}
+		err := b.Decide(ctx, click)
 		if err != nil {
 			s.printf("Call %d: %s\n", c.Number, bot.UserMessage(err))
 		}
 	}
+}
+
+// askPhrase asks for a critical call's confirmation phrase (bot.PhraseFor)
+// and reads the next line as the answer; false, with the reason printed,
+// when the bot refused or no line came.
+func (s *Shell) askPhrase(ctx context.Context, b Bot, click bot.Click, n int) (string, bool) {
+	p, needed, err := b.PhraseFor(ctx, click)
+	switch {
+	case err != nil:
+		s.printf("Call %d: %s\n", n, bot.UserMessage(err))
+		return "", false
+	case !needed:
+		return "", true
+	}
+	s.printf("Type %s to allow call %d: ", oneLine(p.Phrase), n)
+	var line string
+	var ok bool
+	if s.lines != nil {
+		select {
+		case line, ok = <-s.lines:
+		case <-ctx.Done():
+		}
+	}
+	if !ok {
+		s.printf("\nCall %d: no phrase typed; nothing changed.\n", n)
+		return "", false
+	}
+	if strings.TrimSpace(line) == "" {
+		s.printf("Call %d: no phrase typed; nothing changed.\n", n)
+		return "", false
+	}
+	return line, true
 }
 
 // click is a click of the local user on the card as the shell posted it:

@@ -143,7 +143,8 @@ type fakeBot struct {
 	edits   []edit
 	extends []bot.Click
 	form    bot.EditForm
-	err     error // returned by EditForm, Edit and Extend
+	err     error  // returned by EditForm, Edit and Extend
+	phrase  string // what PhraseFor asks typed; "": none
 }
 
 type edit struct {
@@ -191,6 +192,13 @@ func (f *fakeBot) Decide(_ context.Context, c bot.Click) error {
 	defer f.mu.Unlock()
 	f.clicks = append(f.clicks, c)
 	return nil
+}
+
+func (f *fakeBot) PhraseFor(_ context.Context, c bot.Click) (bot.PhrasePrompt, bool, error) {
+	if f.phrase == "" {
+		return bot.PhrasePrompt{}, false, nil
+	}
+	return bot.PhrasePrompt{Ref: c.Ref, Phrase: f.phrase, Tool: "deploy"}, true, nil
 }
 
 func (f *fakeBot) DecideAll(_ context.Context, c bot.Click) (bot.AllResult, error) {
@@ -556,5 +564,27 @@ func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
 	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
 	if out.String() != "" {
 		t.Fatalf("an unchanged card printed %q", out.String())
+	}
+}
+
+// /allow N of a critical call asks for its phrase and reads the next
+// line: what is typed goes to the bot as the click's phrase (the bot
+// judges it); a blank line or the end of input decides nothing.
+func TestAllowCriticalAsksForThePhrase(t *testing.T) {
+	c := sampleCard()
+	c.Calls[1].Risk = confirm.RiskCritical
+	b := &fakeBot{card: &c, phrase: "prod/api"}
+	out := runShell(t, b, "/allow 2\nprod/API\n/allow 2\n\n/allow 2\n")
+	if strings.Count(out, "Type prod/api to allow call 2: ") != 3 || strings.Count(out, "Call 2: no phrase typed; nothing changed.") != 2 {
+		t.Fatalf("output:\n%s", out)
+	}
+	if len(b.clicks) != 1 || b.clicks[0].Phrase != "prod/API" || !b.clicks[0].Allow {
+		t.Fatalf("clicks %+v: want one Allow with the typed phrase", b.clicks)
+	}
+	// A call that is not critical is allowed at once.
+	medium := sampleCard()
+	b = &fakeBot{card: &medium, phrase: "prod/api"}
+	if out := runShell(t, b, "/allow 2\n"); strings.Contains(out, "Type ") || len(b.clicks) != 1 || b.clicks[0].Phrase != "" {
+		t.Fatalf("/allow 2 of a medium call: %+v\n%s", b.clicks, out)
 	}
 }

@@ -303,3 +303,7 @@ func (s *stubBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) erro
 func (s *stubBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
 	return bot.AllResult{}, nil
 }
+
+func (s *stubBot) PhraseFor(context.Context, bot.Click) (bot.PhrasePrompt, bool, error) {
+	return bot.PhrasePrompt{}, false, nil
+}

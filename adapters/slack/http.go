@@ -238,7 +238,7 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 		a.ack(w, received)
 		return // no effect
 	}
-	if in.Kind == kindSubmitEdit {
+	if in.Kind.answered() {
 		a.serveEdit(w, in, received)
 		return
 	}
@@ -254,7 +254,7 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 func (a *Adapter) serveEdit(w http.ResponseWriter, in interaction, received time.Time) {
 	a.wg.Add(1)
 	defer a.wg.Done()
-	ans := a.submitEdit(a.context(), in)
+	ans := a.submitAnswered(a.context(), in)
 	var queue func(string, func(context.Context))
 	if ans.notify != "" {
 		queue = a.reserve()

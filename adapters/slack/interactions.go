@@ -31,6 +31,8 @@ const (
 	kindChecked                                 // "I checked — go on" on an unknown run's card or thread line
 	kindRun                                     // a run message's button: Stop run, Mark done, Retry (interaction.RunAction)
 	kindDecideAll                               // Allow all or Deny all (interaction.Allow which)
+	kindOpenPhrase                              // a critical call's Allow…: open the phrase modal
+	kindSubmitPhrase                            // the phrase modal's submission: allow with the phrase, answered synchronously
 	kindShowPreview                             // "Show full preview": open the read-only preview modal
 )
 
@@ -51,6 +53,7 @@ type interaction struct {
 	Grant     bool // "Allow for 1h": allow and grant
 	Reason    string
 	Args      string // kindSubmitEdit: the editor's arguments, as typed
+	Phrase    string // kindSubmitPhrase: the phrase as typed
 	TriggerID string
 	RunAction cardpkg.ActionKind // kindRun: which button
 }
@@ -139,6 +142,7 @@ var buttonActions = map[string]struct {
 	ActionRunRetry:    {kind: kindRun, run: cardpkg.ActRunRetry},
 	ActionAllowAll:    {kind: kindDecideAll, allow: true},
 	ActionDenyAll:     {kind: kindDecideAll},
+	ActionAllowTyped:  {kind: kindOpenPhrase, allow: true},
 }
 
 // errBadInteraction marks a payload that is not one of the card's.
@@ -226,7 +230,7 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if in.Thread != "" && !tsPattern.MatchString(in.Thread) {
 			return interaction{}, badInteraction("%s: malformed thread_ts", act.ActionID)
 		}
-		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs || in.Kind == kindShowPreview || in.Kind == kindOpenEdit) && in.TriggerID == "" {
+		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs || in.Kind == kindShowPreview || in.Kind == kindOpenEdit || in.Kind == kindOpenPhrase) && in.TriggerID == "" {
 			return interaction{}, badInteraction("%s: missing trigger_id", act.ActionID)
 		}
 	case slack.InteractionTypeViewSubmission:
@@ -239,6 +243,8 @@ func parseInteraction(payload []byte) (interaction, error) {
 			in.Kind, blockID, actionID = kindSubmitReason, reasonBlockID, reasonActionID
 		case CallbackEdit:
 			in.Kind, blockID, actionID = kindSubmitEdit, EditBlockID, editActionID
+		case CallbackPhrase:
+			in.Kind, blockID, actionID = kindSubmitPhrase, PhraseBlockID, phraseActionID
 		default:
 			return interaction{}, badInteraction("view_submission of unknown view %q", clip(p.View.CallbackID, 60))
 		}
@@ -256,7 +262,7 @@ func parseInteraction(payload []byte) (interaction, error) {
 			return interaction{}, badInteraction("view_submission: malformed thread in private_metadata")
 		}
 		switch {
-		case meta.Message == "" && in.Kind == kindSubmitEdit:
+		case meta.Message == "" && (in.Kind == kindSubmitEdit || in.Kind == kindSubmitPhrase):
 			return interaction{}, badInteraction("view_submission: private_metadata holds no card message")
 		case meta.Message != "":
 			ch, _, err := ParseCardRef(meta.Message)
@@ -276,6 +282,11 @@ func parseInteraction(payload []byte) (interaction, error) {
 				return interaction{}, badInteraction("view_submission: arguments longer than the form holds")
 			}
 			in.Args = strings.TrimSpace(*field.Value) // blank: the bot says it is no JSON, in the modal
+		} else if in.Kind == kindSubmitPhrase {
+			if utf8.RuneCountInString(*field.Value) > maxPhraseInput {
+				return interaction{}, badInteraction("view_submission: a phrase longer than the form holds")
+			}
+			in.Allow, in.Phrase = true, *field.Value // the bot trims and compares
 		} else {
 			in.Reason = strings.TrimSpace(*field.Value)
 		}
@@ -298,6 +309,7 @@ func (a *Adapter) click(in interaction) bot.Click {
 		Allow:    in.Allow,
 		Grant:    in.Grant,
 		Reason:   in.Reason,
+		Phrase:   in.Phrase,
 		IsBot:    in.User == a.identity().UserID,
 	}
 }
@@ -339,10 +351,12 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 		a.ephemeral(ctx, in.Channel, in.Thread, in.User, res.Message())
 	case kindOpenEdit:
 		a.openEdit(ctx, in)
-	case kindSubmitEdit:
-		// Reached only if a caller skipped submitEdit: answer it the slow
-		// way rather than drop it.
-		if ans := a.submitEdit(ctx, in); ans.notify != "" {
+	case kindOpenPhrase:
+		a.openPhrase(ctx, in)
+	case kindSubmitEdit, kindSubmitPhrase:
+		// Reached only if a caller skipped submitAnswered: answer it the
+		// slow way rather than drop it.
+		if ans := a.submitAnswered(ctx, in); ans.notify != "" {
 			a.ephemeral(ctx, in.Channel, in.Thread, in.User, ans.notify)
 		}
 	case kindOpenReason:
@@ -451,30 +465,40 @@ func (e editAnswer) payload() map[string]any {
 // modal closes and the editor is told the outcome ephemerally when it
 // fails.
 func (a *Adapter) submitEdit(ctx context.Context, in interaction) editAnswer {
+	return a.answerWithin(ctx, in, "edit", func() error { return a.bot.Edit(ctx, a.click(in), in.Args) },
+		func(err error, modalOpen bool) editAnswer { return a.editAnswer(in, err, modalOpen) })
+}
+
+// answerWithin runs do (a modal's submission) and answers it with
+// answer(do's error, true) when it ends within editWait; otherwise the
+// modal closes (an empty answer) and, once do ends, what answer(err,
+// false) would notify is told ephemerally. do runs on the adapter's
+// context, never cut short by the wait.
+func (a *Adapter) answerWithin(ctx context.Context, in interaction, what string, do func() error, answer func(error, bool) editAnswer) editAnswer {
 	done := make(chan error, 1)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		defer func() {
 			if p := recover(); p != nil {
-				a.log.Error("slack: panic while editing", "panic", fmt.Sprint(p))
-				done <- errors.New("slack: edit panicked")
+				a.log.Error("slack: panic in a submission", "what", what, "panic", fmt.Sprint(p))
+				done <- errors.New("slack: " + what + " panicked")
 			}
 		}()
-		done <- a.bot.Edit(ctx, a.click(in), in.Args)
+		done <- do()
 	}()
 	timer := time.NewTimer(a.editWait)
 	defer timer.Stop()
 	select {
 	case err := <-done:
-		return a.editAnswer(in, err, true)
+		return answer(err, true)
 	case <-timer.C:
 	}
-	a.log.Warn("slack: edit still running at the answer's deadline; the modal closes", "user", in.User, "ref", in.Ref)
+	a.log.Warn("slack: submission still running at the answer's deadline; the modal closes", "what", what, "user", in.User, "ref", in.Ref)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		if ans := a.editAnswer(in, <-done, false); ans.notify != "" {
+		if ans := answer(<-done, false); ans.notify != "" {
 			a.ephemeral(ctx, in.Channel, in.Thread, in.User, ans.notify)
 		}
 	}()

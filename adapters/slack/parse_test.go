@@ -663,3 +663,7 @@ func (*nopBot) RunAction(context.Context, bot.Click, cardpkg.ActionKind) error {
 func (*nopBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
 	return bot.AllResult{}, nil
 }
+
+func (*nopBot) PhraseFor(context.Context, bot.Click) (bot.PhrasePrompt, bool, error) {
+	return bot.PhrasePrompt{}, false, nil
+}

@@ -546,6 +546,7 @@ var actionIDs = map[cardpkg.ActionKind]string{
 	cardpkg.ActRunStop: ActionRunStop, cardpkg.ActRunMarkDone: ActionRunMarkDone, cardpkg.ActRunRetry: ActionRunRetry,
 	cardpkg.ActAllowAll: ActionAllowAll, cardpkg.ActDenyAll: ActionDenyAll,
 	cardpkg.ActShowPreview: ActionPreview,
+	cardpkg.ActAllowTyped:  ActionAllowTyped,
 }
 
 // actionsBlock lays actions out as one actions block of buttons, each
@@ -837,16 +838,20 @@ func EditModal(meta ModalMeta, f bot.EditForm) slack.ModalViewRequest {
 	input.FocusOnLoad = true
 	label := slack.NewTextBlockObject(slack.PlainTextType, clip(fmt.Sprintf("Arguments of call %d (%s), as JSON", f.Number, tool), 2000), false, false)
 	hint := slack.NewTextBlockObject(slack.PlainTextType, "Checked against the tool's schema and the policy before anything changes.", false, false)
+	submit, counts := "Allow edited", "Submitting counts as your *Allow* of the edited call. Earlier approvals of this call no longer count: they approved other arguments. The original arguments stay in the audit log."
+	if f.Holds {
+		submit, counts = "Save edit", "This call is *critical*: saving the edit does not allow it. Allow… then asks you to type the confirmation phrase of the edited arguments. The original arguments stay in the audit log."
+	}
 	return slack.ModalViewRequest{
 		Type:            slack.VTModal,
 		CallbackID:      CallbackEdit,
 		Title:           plain(clip(fmt.Sprintf("Edit call %d", f.Number), 24)),
-		Submit:          plain("Allow edited"),
+		Submit:          plain(submit),
 		Close:           plain("Cancel"),
 		PrivateMetadata: meta.encode(),
 		Blocks: slack.Blocks{BlockSet: []slack.Block{
 			slack.NewRichTextBlock("call", about...),
-			slack.NewSectionBlock(mrkdwn("Submitting counts as your *Allow* of the edited call. Earlier approvals of this call no longer count: they approved other arguments. The original arguments stay in the audit log."), nil, nil, slack.SectionBlockOptionBlockID("about")),
+			slack.NewSectionBlock(mrkdwn(counts), nil, nil, slack.SectionBlockOptionBlockID("about")),
 			slack.NewInputBlock(EditBlockID, label, hint, input),
 		}},
 	}

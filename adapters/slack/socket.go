@@ -109,7 +109,7 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 		// Parsed once, here: the edit modal's submission is acked with the
 		// edit's outcome (see submitEdit), off the loop that reads the
 		// connection.
-		if in, inErr = parseInteraction(req.Payload); inErr == nil && in.Kind == kindSubmitEdit {
+		if in, inErr = parseInteraction(req.Payload); inErr == nil && in.Kind.answered() {
 			a.wg.Add(1)
 			go func() {
 				defer a.wg.Done()
@@ -166,7 +166,7 @@ func (a *Adapter) socketEdit(ctx context.Context, smc *socketmode.Client, envelo
 	var payload any
 	var ans editAnswer
 	if a.ourTeam(in.Team, "interaction") {
-		ans = a.submitEdit(a.context(), in)
+		ans = a.submitAnswered(a.context(), in)
 		if p := ans.payload(); p != nil {
 			payload = p
 		}

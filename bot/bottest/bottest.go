@@ -38,6 +38,10 @@ type Tool struct {
 	Rating confirm.Risk
 	Args   []string // arguments of each run, in order (guarded by Mu)
 
+	// PhraseOf, when set, is what ConfirmPhrase renders from a call's
+	// arguments (tools[].confirm_phrase); nil: the tool's name.
+	PhraseOf func(args json.RawMessage) (string, error)
+
 	own sync.Mutex
 }
 
@@ -53,6 +57,12 @@ func (f *Tool) Spec() model.ToolSpec {
 }
 func (f *Tool) Confirm() bool      { return f.Confirms }
 func (f *Tool) Risk() confirm.Risk { return f.Rating }
+func (f *Tool) ConfirmPhrase(args json.RawMessage) (string, error) {
+	if f.PhraseOf == nil {
+		return f.Name, nil
+	}
+	return f.PhraseOf(args)
+}
 func (f *Tool) Validate(args json.RawMessage) error {
 	var m map[string]any
 	if err := json.Unmarshal(args, &m); err != nil {

@@ -12,6 +12,10 @@ import (
 // Buttons serves a card's buttons and the commands that stand for them.
 type Buttons interface {
 	Decide(ctx context.Context, c bot.Click) error
+	// PhraseFor checks the clicker may allow the call and says what an
+	// Allow of it asks to be typed (a critical call's confirmation
+	// phrase); needed is false for a call that asks for none.
+	PhraseFor(ctx context.Context, c bot.Click) (p bot.PhrasePrompt, needed bool, err error)
 	// EditForm checks the clicker may decide the call and returns what
 	// the edit form shows (Edit…); Edit applies its submission.
 	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
