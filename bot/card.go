@@ -69,6 +69,11 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 			Editable:  st.Kind == card.Waiting && call.Flagged && x.editable != nil && x.editable(call.Tool),
 			Check:     checkOf(call),
 		})
+		if pv := call.Preview; pv.State != confirm.PreviewNone {
+			cc := &c.Calls[len(c.Calls)-1]
+			cc.Preview = &card.Preview{State: pv.State, Output: pv.Output, Hash: pv.Hash, Recheck: pv.Recheck, RecheckHash: pv.RecheckHash}
+			cc.Editable = false // the preview shows the model's arguments
+		}
 		if len(call.EditedArgs) > 0 && call.EditedAt != nil {
 			c.Calls[len(c.Calls)-1].Edited = &card.Edit{By: call.EditedBy, At: *call.EditedAt, Changes: changes(call.Args, call.EditedArgs)}
 		}
@@ -139,6 +144,11 @@ func scrubCard(c card.Card, scrub func(string) string) card.Card {
 		cc := &c.Calls[i]
 		cc.Summary, cc.Args, cc.Result = scrub(cc.Summary), scrub(cc.Args), scrub(cc.Result)
 		cc.State.Message, cc.State.Reason = scrub(cc.State.Message), scrub(cc.State.Reason)
+		if cc.Preview != nil {
+			p := *cc.Preview
+			p.Output = scrub(p.Output)
+			cc.Preview = &p
+		}
 		if cc.Edited != nil {
 			e := *cc.Edited
 			e.Changes = slices.Clone(e.Changes)

@@ -157,6 +157,10 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return err
 	}
 	batch, call, conv, batchID := t.batch, t.call, t.conv, t.batch.ID
+	if c.Allow && call.Decision == confirm.DecisionPending && call.Preview.State == confirm.PreviewRunning {
+		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "preview running")
+		return ErrPreviewRunning
+	}
 	if err := b.clickRefusal(ctx, conv, batch, call, c); err != nil {
 		why := "not an approver"
 		if errors.Is(err, ErrSelfApproval) {
@@ -425,6 +429,9 @@ func (b *Bot) checkRevision(ctx context.Context, c Click, t clicked) error {
 func (b *Bot) staleClick(ctx context.Context, c Click, t clicked) error {
 	b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "stale revision")
 	b.refreshCard(ctx, t.conv, t.batch.ID)
+	if t.call.Preview.State != confirm.PreviewNone && len(t.call.EditedArgs) == 0 {
+		return ErrStalePreview // no edit: the revision the click missed is the preview's
+	}
 	return ErrStaleRevision
 }
 

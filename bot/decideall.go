@@ -113,6 +113,9 @@ func (b *Bot) DecideAll(ctx context.Context, c Click) (AllResult, error) {
 		case errors.Is(refusal, ErrSelfApproval):
 			left("you asked for it")
 			continue
+		case c.Allow && call.Preview.State == confirm.PreviewRunning:
+			left("its preview is still running")
+			continue
 		case c.Allow && call.Risk == confirm.RiskCritical:
 			left("critical: use its own Allow")
 			continue

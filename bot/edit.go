@@ -83,6 +83,12 @@ func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "tool gone (edit)")
 		return clicked{}, ErrNotEditable
 	}
+	if t.call.Preview.State != confirm.PreviewNone {
+		// The preview shows the model's arguments: an edit would be
+		// allowed without a preview of its own.
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "call has a preview (edit)")
+		return clicked{}, ErrPreviewNotEditable
+	}
 	return t, nil
 }
 

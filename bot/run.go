@@ -215,7 +215,7 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	// outcomes it stored, and done. It is reloaded only when an outcome
 	// could not be written, or with reload.
 	fresh := ranBatch(batch, outs)
-	if anyLost(outs) || reload {
+	if anyLost(outs) || reload || anyRechecked(outs) {
 		if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
 			fresh = reloaded
 		}
@@ -275,6 +275,16 @@ func (b *Bot) hasTool(name string) bool {
 	}
 	_, ok := b.cfg.Tools.Get(name)
 	return ok
+}
+
+// anyRechecked reports whether a call's preview ran again before it.
+func anyRechecked(outs map[string]*outcome) bool {
+	for _, o := range outs {
+		if o.rechecked {
+			return true
+		}
+	}
+	return false
 }
 
 // anyLost reports whether an outcome could not be written.
@@ -382,6 +392,18 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 		b.finishRun(ctx, c.BatchID, c.Key, o)
 		return "", fmt.Errorf("tool %q is not available", tc.Name)
 	}
+	if refusal := b.recheck(context.WithoutCancel(ctx), c, o); refusal != "" {
+		// The yes was given for another preview: the tool is not called.
+		o.status, o.result = confirm.RunFailed, refusal
+		if hold {
+			o.unwritten = true
+		} else {
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			b.finishRun(wctx, c.BatchID, c.Key, o)
+		}
+		return "", errors.New(refusal)
+	}
 	b.log.Info("tool run", "batch", c.BatchID, "call", c.Key, "tool", tc.Name)
 	ctx, span := b.cfg.Tracer.Start(ctx, SpanToolRun, trace.WithAttributes(
 		AttrTool.String(tc.Name),
@@ -438,6 +460,7 @@ type outcome struct {
 	result    string
 	unwritten bool // held for the batch's completion
 	lost      bool // could not be written
+	rechecked bool // its preview ran again before it (the card shows the outcome)
 }
 
 // finishRun records a run's outcome; a failure is logged (the run is left
@@ -482,6 +505,9 @@ func (b *Bot) Recover(ctx context.Context) error {
 	defer b.leave()
 	if err := b.RecoverBatches(ctx); err != nil {
 		return err
+	}
+	if err := b.recoverPreviews(ctx); err != nil {
+		b.log.Error("recover previews", "err", err)
 	}
 	convs, err := b.store.UnansweredConversations(ctx)
 	if err != nil {

@@ -230,6 +230,10 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 		if err := b.addStepGates(ctx, conv, requester, batch, s); err != nil {
 			return err
 		}
+		// The step's gates may have changed whether a person is asked:
+		// the call's tool's preview runs only if one is.
+		batch.Calls[0].Preview = confirm.Preview{}
+		b.markPreview(&batch.Calls[0])
 		assistant, err := storedMessage(reply)
 		if err != nil {
 			return err
@@ -250,7 +254,9 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 	}
 	if batch.Status == confirm.BatchPending {
 		// The card waits for a person; the conversation is not held.
-		return b.postCard(ctx, conv, p, batch, "")
+		err := b.postCard(ctx, conv, p, batch, "")
+		b.startPreviews(ctx, conv, batch)
+		return err
 	}
 	done, err := b.finishBatch(ctx, conv, batch.ID, batch)
 	unlock()

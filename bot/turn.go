@@ -335,7 +335,9 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 			return err
 		}
 		if paused {
-			return b.postCard(ctx, conv, p, batch, reply.Text)
+			err := b.postCard(ctx, conv, p, batch, reply.Text)
+			b.startPreviews(ctx, conv, batch)
+			return err
 		}
 		// Nothing waited on a person: the batch is as pause stored it.
 		done, err := b.finishBatch(ctx, conv, batch.ID, batch)
@@ -500,6 +502,7 @@ func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requeste
 		if c.Decision == confirm.DecisionPending {
 			batch.Status = confirm.BatchPending
 		}
+		b.markPreview(&c)
 		batch.Calls = append(batch.Calls, c)
 	}
 	return batch, used, nil

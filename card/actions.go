@@ -105,6 +105,9 @@ func (c Card) Actions(call Call, tool func(string) string) []Action {
 		}
 		out = append(out, Action{Kind: ActShowArgs, Ref: call.Ref, Label: "Show full arguments", NumberedLabel: "Show full arguments " + num,
 			A11yLabel: fmt.Sprintf("Show the full arguments of call %d", n), Row: RowMore})
+		if call.Preview != nil && call.Preview.Shown() {
+			out = append(out, PreviewAction(call.Ref, n))
+		}
 	}
 	if k := call.Check; k != nil && !k.Done() && k.Ref != "" {
 		out = append(out, CheckAction(k.Ref, n))

@@ -165,6 +165,8 @@ type Call struct {
 	// (Slack action_id airlock_checked) carrying Check.Ref; once done they
 	// say who checked it and when.
 	Check *Check
+	// Preview is the call's dry run (tools[].preview); nil when none.
+	Preview *Preview
 }
 
 // CheckedLabel is the label of the button that marks an unknown run checked.

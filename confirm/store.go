@@ -162,6 +162,8 @@ type Call struct {
 	// NoticeRef is the platform's reference of the thread line that
 	// announced the call's unknown outcome ("" when none was posted).
 	NoticeRef string
+	// Preview is the call's preview (tools[].preview); State "" when none.
+	Preview Preview
 }
 
 // Vote is one person's approval of a call.
@@ -345,6 +347,7 @@ type Store interface {
 	CardSyncStore
 	AuditStore
 	CheckStore
+	PreviewStore
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -49,6 +49,10 @@ type Config struct {
 	// Summaries are read-backs by tool name (the server's, without the
 	// prefix): text/templates over the arguments, as tools[].summary.
 	Summaries map[string]string `yaml:"summaries"`
+	// Previews name, by tool (the server's names, without the prefix), the
+	// server's tool whose result previews a call of it on the card, called
+	// with the same arguments: {apply: plan} previews apply with plan.
+	Previews map[string]string `yaml:"previews"`
 }
 
 // DefaultTimeout bounds a call when the config sets no timeout.
@@ -151,6 +155,21 @@ func (c Config) Validate(key string) error {
 	}
 	if c.Timeout < 0 {
 		return cerr(".timeout", errors.New("must not be negative"))
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.Previews)) {
+		k, by := ".previews."+t, c.Previews[t]
+		switch err := c.checkToolName(t); {
+		case err != nil:
+			return cerr(k, err)
+		case len(c.Tools) > 0 && !listed[t]:
+			return cerr(k, fmt.Errorf("%q is not in tools", t))
+		}
+		switch err := c.checkToolName(by); {
+		case err != nil:
+			return cerr(k, fmt.Errorf("the preview tool: %w", err))
+		case by == t:
+			return cerr(k, fmt.Errorf("%q can't preview itself", t))
+		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(c.Summaries)) {
 		k := ".summaries." + t

@@ -50,6 +50,7 @@ type mcpTool struct {
 	why         string
 	readOnly    bool
 	destructive bool
+	preview     string // the server's tool previewing calls (mcp_servers[].previews); "": none
 }
 
 var _ tools.Tool = (*mcpTool)(nil)
@@ -78,6 +79,7 @@ func (s *server) newTool(mt *mcp.Tool) (*mcpTool, error) {
 		description: mt.Description,
 		schema:      schema,
 		summary:     s.summaries[mt.Name],
+		preview:     s.cfg.Previews[mt.Name],
 		destructive: true, // MCP's default
 	}
 	if a := mt.Annotations; a != nil {

@@ -99,6 +99,9 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if len(c.EditedArgs) > 0 || c.EditedBy != "" || c.EditedAt != nil {
 			return fmt.Errorf("create batch: call %q: edited before it was stored (edits go through EditCall)", c.Key)
 		}
+		if st := c.Preview.State; (st != confirm.PreviewNone && st != confirm.PreviewRunning) || c.Preview.Output != "" || c.Preview.Hash != "" || c.Preview.Recheck != "" {
+			return fmt.Errorf("create batch: call %q: a preview is stored running and finished through FinishPreview", c.Key)
+		}
 	}
 	msgs := []confirm.Message{assistant}
 	err := db.tx(ctx, func(tx dbtx) error {
@@ -116,7 +119,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?)`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?, ?, '', '', '', '')`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {
@@ -132,7 +135,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			}
 			_, err = db.exec(ctx, tx, insert, c.BatchID, c.Key, c.Position, c.CallID, c.Tool, string(c.Args), c.Summary, c.Flagged,
 				string(c.Decision), c.DecidedBy, decidedAt, c.DenyMessage, string(c.Run), c.Result, c.IdempotencyKey, db.nts(c.ExpiresAt),
-				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID, string(c.Risk))
+				reasons, c.Approvals, restrict, c.Grantable, c.DenyReason, c.GrantID, string(c.Risk), string(c.Preview.State))
 			if err != nil {
 				return fmt.Errorf("insert call %q: %w", c.Key, err)
 			}

@@ -171,6 +171,13 @@ type WebhookEvent struct {
 	// (ResultTruncated then set); nil when the webhook takes no result.
 	Result          *string `json:"result,omitempty"`
 	ResultTruncated bool    `json:"result_truncated,omitempty"`
+	// PreviewHash is the hex sha256 of the call's preview as its card
+	// showed it (tools[].preview), on the events of a call that has one.
+	PreviewHash string `json:"preview_hash,omitempty"`
+	// RecheckMatched (tool_result) says whether the preview run again just
+	// before the tool gave the approved output (false: the tool did not
+	// run); nil when there was no recheck.
+	RecheckMatched *bool `json:"recheck_matched,omitempty"`
 	// Checkpoint (audit_checkpoint) is the signed checkpoint, as
 	// `airlock audit verify -checkpoint` reads it.
 	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
@@ -236,6 +243,12 @@ func (ev WebhookEvent) encode() []byte {
 	}
 	if ev.Checkpoint != nil {
 		o.add("checkpoint", ev.Checkpoint)
+	}
+	if ev.PreviewHash != "" {
+		o.add("preview_hash", ev.PreviewHash)
+	}
+	if ev.RecheckMatched != nil {
+		o.add("recheck_matched", *ev.RecheckMatched)
 	}
 	return []byte(o.String())
 }
@@ -343,10 +356,19 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 	}
 	if e.BatchID != "" && e.CallKey != "" {
 		var args struct {
-			Model  string `db:"args"`
-			Edited string `db:"edited_args"`
+			Model   string `db:"args"`
+			Edited  string `db:"edited_args"`
+			Preview string `db:"preview_hash"`
+			Recheck string `db:"recheck_state"`
 		}
-		err := db.get(ctx, ex, &args, db.q(`SELECT args, edited_args FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
+		err := db.get(ctx, ex, &args, db.q(`SELECT args, edited_args, preview_hash, recheck_state FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
+		if err == nil {
+			ev.PreviewHash = args.Preview
+			if r := confirm.RecheckState(args.Recheck); r != confirm.RecheckNone && ev.Type == EventToolResult {
+				matched := r == confirm.RecheckMatched
+				ev.RecheckMatched = &matched
+			}
+		}
 		switch {
 		case err == nil && args.Edited != "":
 			ev.Args, ev.ModelArgs = json.RawMessage(args.Edited), json.RawMessage(args.Model)

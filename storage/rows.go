@@ -158,15 +158,21 @@ type callRow struct {
 	CheckedAt      dbTime `db:"checked_at"` // NULL: not checked
 	NoticeRef      string `db:"notice_ref"`
 	Risk           string `db:"risk"`
+	PreviewState   string `db:"preview_state"`
+	PreviewOutput  string `db:"preview_output"`
+	PreviewHash    string `db:"preview_hash"`
+	RecheckState   string `db:"recheck_state"`
+	RecheckHash    string `db:"recheck_hash"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk, preview_state, preview_output, preview_hash, recheck_state, recheck_hash`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
-		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef, &r.Risk}
+		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef, &r.Risk,
+		&r.PreviewState, &r.PreviewOutput, &r.PreviewHash, &r.RecheckState, &r.RecheckHash}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -210,6 +216,8 @@ func (r callRow) call() (confirm.Call, error) {
 		CheckedBy:      r.CheckedBy,
 		CheckedAt:      r.CheckedAt.ptr(),
 		NoticeRef:      r.NoticeRef,
+		Preview: confirm.Preview{State: confirm.PreviewState(r.PreviewState), Output: r.PreviewOutput, Hash: r.PreviewHash,
+			Recheck: confirm.RecheckState(r.RecheckState), RecheckHash: r.RecheckHash},
 	}, nil
 }
 

@@ -159,10 +159,36 @@ func (db *DB) finishRun(ctx context.Context, tx dbtx, batchID, key string, statu
 	if err != nil {
 		return fmt.Errorf("update call: %w", err)
 	}
+	detail := resultDetail(status, result)
+	var pv struct {
+		Hash    string `db:"preview_hash"`
+		Recheck string `db:"recheck_state"`
+		Now     string `db:"recheck_hash"`
+	}
+	if err := db.get(ctx, tx, &pv, db.q(`SELECT preview_hash, recheck_state, recheck_hash FROM calls WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
+		return fmt.Errorf("load preview: %w", err)
+	}
+	if pv.Hash != "" || pv.Recheck != "" {
+		detail = previewResultDetail(status, result, pv.Hash, pv.Recheck, pv.Now)
+	}
 	return db.insertAudit(ctx, tx, confirm.AuditEvent{
 		At: now, Kind: confirm.AuditToolResult, ConversationID: info.ConversationID, BatchID: batchID,
-		CallKey: key, Tool: info.Tool, Actor: auditSystemActor, Detail: resultDetail(status, result),
+		CallKey: key, Tool: info.Tool, Actor: auditSystemActor, Detail: detail,
 	})
+}
+
+// previewResultDetail is resultDetail with the approved preview's hash
+// and the recheck's outcome and hash (a call with a preview).
+func previewResultDetail(status confirm.RunStatus, result, hash, recheck, recheckHash string) string {
+	ex, cut := excerpt(result, resultExcerptLen)
+	return jsonDetail(struct {
+		Status      string `json:"status"`
+		Result      string `json:"result"`
+		Truncated   bool   `json:"truncated,omitempty"`
+		PreviewHash string `json:"preview_hash,omitempty"`
+		Recheck     string `json:"recheck,omitempty"`
+		RecheckHash string `json:"recheck_hash,omitempty"`
+	}{string(status), ex, cut, hash, recheck, recheckHash})
 }
 
 func resultDetail(status confirm.RunStatus, result string) string {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ type execExecutor struct {
 	env       map[string]string
 	maxOutput int
 	redact    *redact.Redactor
+	okExit    []int // a preview's exit codes that are success (nil: only 0)
 }
 
 // Validate checks the executor's keys; key is its place, e.g.
@@ -158,6 +160,8 @@ func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any
 		return "", withOutput(fmt.Errorf("%w: canceled while running, the process was killed: %w", ErrOutcomeUnknown, ctx.Err()), combined, e.maxOutput, e.redact)
 	case runCtx.Err() != nil:
 		return "", withOutput(fmt.Errorf("%w: timed out after %s, the process was killed", ErrOutcomeUnknown, e.timeout), combined, e.maxOutput, e.redact)
+	case errors.As(err, &exitErr) && slices.Contains(e.okExit, exitErr.ExitCode()):
+		return truncateOutput(stdout.bytes(), e.maxOutput, stdout.size(), e.redact), nil
 	case errors.As(err, &exitErr):
 		return "", withOutput(err, combined, e.maxOutput, e.redact)
 	default: // e.g. its output stayed open after it exited

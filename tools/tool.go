@@ -53,6 +53,8 @@ type configTool struct {
 	phrase      *template.Template // tools[].confirm_phrase; nil: the tool's name
 	declared    []string           // top-level properties the schema declares
 	exec        executor
+	preview     executor // nil: no preview (tools[].preview)
+	recheck     bool
 }
 
 var (
@@ -78,6 +80,11 @@ func (cfg Config) Validate(key string) error {
 	}
 	if _, err := confirm.ParseRisk(cfg.Risk); err != nil {
 		return keyerr.Wrap(key+".risk", err)
+	}
+	if cfg.Preview != nil {
+		if err := cfg.Preview.Validate(key + ".preview"); err != nil {
+			return err
+		}
 	}
 	if cfg.HTTP != nil {
 		return cfg.HTTP.Validate(key + ".http")
@@ -128,6 +135,12 @@ func newConfigTool(key string, cfg Config, opts Options) (*configTool, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Preview != nil {
+		if t.preview, err = newPreview(key+".preview", cfg.Preview, opts); err != nil {
+			return nil, err
+		}
+		t.recheck = cfg.Preview.Recheck
 	}
 	return t, nil
 }
@@ -223,7 +236,15 @@ func (t *configTool) Validate(args json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	return t.exec.check(templateData(obj))
+	data := templateData(obj)
+	if t.preview != nil {
+		// The preview's templates render from the same arguments: a call
+		// its preview would refuse is invalid.
+		if err := t.preview.check(data); err != nil {
+			return fmt.Errorf("preview: %w", err)
+		}
+	}
+	return t.exec.check(data)
 }
 
 // decode validates the arguments and returns them decoded.

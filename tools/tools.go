@@ -32,6 +32,8 @@ type Config struct {
 	Summary     string         `yaml:"summary"`   // text/template over the validated arguments
 	HTTP        *HTTPConfig    `yaml:"http"`
 	Exec        *ExecConfig    `yaml:"exec"`
+	// Preview is the tool's dry run, shown on the card (see PreviewConfig).
+	Preview *PreviewConfig `yaml:"preview"`
 
 	// ConfirmPhrase is what an approver types to allow a critical call:
 	// a text/template over the validated arguments; "": the tool's name.

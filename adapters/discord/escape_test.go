@@ -74,7 +74,7 @@ func field(embed map[string]any, name string) string {
 	return ""
 }
 
-var fenceRE = regexp.MustCompile("(?s)```json\n(.*?)\n```")
+var fenceRE = regexp.MustCompile("(?s)```(?:json|text)\n(.*?)\n```")
 
 // outsideCode splits a text into what is outside its ```json blocks and
 // the blocks' contents.

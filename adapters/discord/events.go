@@ -379,6 +379,8 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 			a.respondEphemeral(ctx, i, unknownButton)
 		case action == actionShowArgs:
 			a.showArgs(ctx, i, ref)
+		case action == actionPreview:
+			a.showPreview(ctx, i, ref)
 		case action == actionReason:
 			number := 0
 			if _, pos, err := confirm.ParseRef(ref); err == nil {

@@ -113,7 +113,7 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 	}
 	switch action {
 	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
-		actionEdit, actionEditSubmit, actionExtend, actionChecked, actionAllowAll, actionDenyAll,
+		actionEdit, actionEditSubmit, actionExtend, actionChecked, actionAllowAll, actionDenyAll, actionPreview,
 		actionRunStop, actionRunDone, actionRunAgain, actionAllowTyped, actionPhraseSubmit:
 		return action, ref, true
 	}
@@ -184,8 +184,8 @@ func RenderMessages(cd card.Card) []CardMessage {
 		}
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
-			acts := cd.Actions(c, nil)
 			cover := coverField(cd, c, budget)
+			acts := previewButtons(cd.Actions(c, nil), c, budget-coverRunes(cover))
 			embed, cut := callEmbed(c, budget-coverRunes(cover), card.Offers(acts, card.ActShowArgs))
 			if cover != nil {
 				embed.Fields = append(embed.Fields, cover)
@@ -436,6 +436,10 @@ func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bo
 	status := truncateMarkup(statusLine(c), clamp(budget/4, 100, maxFieldValue))
 	why := truncateMarkup(whyLine(c), clamp(budget/6, 80, maxFieldValue))
 	edited := truncateMarkup(editedLine(c), clamp(budget/4, 100, maxFieldValue))
+	preview, _ := previewField(c, previewLimit(budget), offer)
+	if preview != "" {
+		budget -= runes(preview) + runes(previewFieldLabel)
+	}
 	rest := budget - runes(title) - runes(status) - runes(why) - runes(edited) -
 		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes(editedLabel) - runes("Expires")
 	full, _ := argsField(c.Args, 0, false)
@@ -452,10 +456,11 @@ func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bo
 	if edited != "" {
 		fields = append(fields, &discordgo.MessageEmbedField{Name: editedLabel, Value: edited})
 	}
-	fields = append(fields,
-		&discordgo.MessageEmbedField{Name: argsFieldLabel, Value: args},
-		&discordgo.MessageEmbedField{Name: statusLabel, Value: status},
-	)
+	fields = append(fields, &discordgo.MessageEmbedField{Name: argsFieldLabel, Value: args})
+	if preview != "" {
+		fields = append(fields, &discordgo.MessageEmbedField{Name: previewFieldLabel, Value: preview})
+	}
+	fields = append(fields, &discordgo.MessageEmbedField{Name: statusLabel, Value: status})
 	return &discordgo.MessageEmbed{
 		Type:        discordgo.EmbedTypeRich,
 		Title:       title,
@@ -763,7 +768,8 @@ var customActions = map[card.ActionKind]string{
 	card.ActDenyReason: actionReason, card.ActEdit: actionEdit, card.ActShowArgs: actionShowArgs,
 	card.ActChecked: actionChecked, card.ActExtend: actionExtend,
 	card.ActAllowAll: actionAllowAll, card.ActDenyAll: actionDenyAll,
-	card.ActAllowTyped: actionAllowTyped,
+	card.ActShowPreview: actionPreview,
+	card.ActAllowTyped:  actionAllowTyped,
 }
 
 // button is an action as a Discord button (Allow success style, Deny

@@ -71,7 +71,8 @@ type printed struct {
 	outcomes []string // per call
 	edits    []string // per call: editSig of its edit, "" when not edited
 	extended bool
-	fired    []bool // per escalation step
+	fired    []bool   // per escalation step
+	previews []string // per call: previewSig
 }
 
 var _ bot.Platform = (*Shell)(nil)
@@ -98,6 +99,7 @@ const Help = `Type a message to talk to the agent. Commands:
   /deny N [reason]    deny call N, optionally telling the agent why
   /deny all [reason]  deny every waiting call
   /args N             print the whole arguments of call N
+  /preview N          print the whole preview (dry run) of call N
   /edit N {JSON}      allow call N with these arguments instead (JSON on one line)
   /edit N             show call N's arguments to edit
   /extend             push the waiting card's deadline (once per card)
@@ -189,6 +191,8 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 		s.decide(ctx, b, cmd == "/allow", rest)
 	case "/args":
 		s.args(ctx, b, rest)
+	case "/preview":
+		s.showPreview(ctx, b, rest)
 	case "/edit":
 		s.edit(ctx, b, rest)
 	case "/extend":
@@ -467,6 +471,11 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 			}
 			fmt.Fprintf(s.Out, "%s [%d] %s: edited by %s: %s; now: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Edited.By), strings.Join(changes, ", "), oneLine(c.Summary))
 		}
+		if sig := previewSig(c); sig != "" && (i >= len(prev.previews) || prev.previews[i] != sig) {
+			var w strings.Builder
+			previewLines(&w, c, "")
+			fmt.Fprintf(s.Out, "%s [%d] %s:\n%s", req, c.Number, oneLine(c.Tool), w.String())
+		}
 		if i < len(prev.outcomes) && prev.outcomes[i] == c.Outcome() {
 			continue
 		}
@@ -497,10 +506,12 @@ func (s *Shell) remember(card cardpkg.Card) {
 		edits:    make([]string, len(card.Calls)),
 		extended: card.Extended != nil,
 		fired:    make([]bool, len(card.Escalations)),
+		previews: make([]string, len(card.Calls)),
 	}
 	for i, c := range card.Calls {
 		p.outcomes[i] = c.Outcome()
 		p.edits[i] = editSig(c.Edited)
+		p.previews[i] = previewSig(c)
 	}
 	for i, e := range card.Escalations {
 		p.fired[i] = e.Fired
@@ -600,6 +611,7 @@ func Render(c cardpkg.Card) string {
 			}
 			w.WriteString("\n")
 		}
+		previewLines(&w, call, "|  ")
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
 		if cover := covers(c, call); cover != "" {
 			fmt.Fprintf(&w, "|     %s\n", cover)

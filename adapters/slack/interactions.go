@@ -33,6 +33,7 @@ const (
 	kindDecideAll                               // Allow all or Deny all (interaction.Allow which)
 	kindOpenPhrase                              // a critical call's Allow…: open the phrase modal
 	kindSubmitPhrase                            // the phrase modal's submission: allow with the phrase, answered synchronously
+	kindShowPreview                             // "Show full preview": open the read-only preview modal
 )
 
 // interaction is a validated interactivity payload.
@@ -132,6 +133,7 @@ var buttonActions = map[string]struct {
 	ActionDeny:        {kind: kindDecide},
 	ActionDenyReason:  {kind: kindOpenReason},
 	ActionShowArgs:    {kind: kindShowArgs},
+	ActionPreview:     {kind: kindShowPreview},
 	ActionExtend:      {kind: kindExtend},
 	ActionEdit:        {kind: kindOpenEdit},
 	ActionChecked:     {kind: kindChecked},
@@ -228,7 +230,7 @@ func parseInteraction(payload []byte) (interaction, error) {
 		if in.Thread != "" && !tsPattern.MatchString(in.Thread) {
 			return interaction{}, badInteraction("%s: malformed thread_ts", act.ActionID)
 		}
-		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs || in.Kind == kindOpenEdit || in.Kind == kindOpenPhrase) && in.TriggerID == "" {
+		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs || in.Kind == kindShowPreview || in.Kind == kindOpenEdit || in.Kind == kindOpenPhrase) && in.TriggerID == "" {
 			return interaction{}, badInteraction("%s: missing trigger_id", act.ActionID)
 		}
 	case slack.InteractionTypeViewSubmission:
@@ -394,6 +396,8 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction) {
 			log.Error("slack: views.open (arguments)", "err", err)
 			a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the arguments. Try again.")
 		}
+	case kindShowPreview:
+		a.showPreview(ctx, in)
 	}
 }
 

@@ -36,11 +36,14 @@ const (
 	ActionRunRetry    = "airlock_run_retry"     // no style, on a halted run's message: "Retry"
 	ActionAllowAll    = "airlock_allow_all"     // no style, on a card of 2+ waiting calls: allow every one the clicker may (value: confirm.AllRef)
 	ActionDenyAll     = "airlock_deny_all"      // no style, beside it: deny every one the clicker may (value: confirm.AllRef)
+	ActionPreview     = "airlock_preview"       // no style: "Show full preview" opens a modal with the whole preview (value: the call's reference)
 
 	// CallbackDenyReason is the callback_id of the deny-reason modal.
 	CallbackDenyReason = "airlock_deny_reason"
 	// CallbackShowArgs is the callback_id of the read-only arguments modal.
 	CallbackShowArgs = "airlock_show_args"
+	// CallbackPreview is the callback_id of the read-only preview modal.
+	CallbackPreview = "airlock_preview"
 	// CallbackEdit is the callback_id of the edit modal.
 	CallbackEdit = "airlock_edit"
 
@@ -143,7 +146,7 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 	shown := 0
 	for _, call := range c.Calls {
 		preview := argsPreview(call.Args)
-		acts := callActions(c, call, preview.cut)
+		acts := previewActions(callActions(c, call, preview.cut), call)
 		need := 1
 		if len(acts) > 0 {
 			need = 2
@@ -422,6 +425,7 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 		}
 		els = append(els, slack.NewRichTextSection(rtText(note, italic)))
 	}
+	els = append(els, previewElements(c)...)
 	els = append(els, slack.NewRichTextSection(status(c, grantedBy)...))
 	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
 }
@@ -541,7 +545,8 @@ var actionIDs = map[cardpkg.ActionKind]string{
 	cardpkg.ActChecked: ActionChecked, cardpkg.ActExtend: ActionExtend,
 	cardpkg.ActRunStop: ActionRunStop, cardpkg.ActRunMarkDone: ActionRunMarkDone, cardpkg.ActRunRetry: ActionRunRetry,
 	cardpkg.ActAllowAll: ActionAllowAll, cardpkg.ActDenyAll: ActionDenyAll,
-	cardpkg.ActAllowTyped: ActionAllowTyped,
+	cardpkg.ActShowPreview: ActionPreview,
+	cardpkg.ActAllowTyped:  ActionAllowTyped,
 }
 
 // actionsBlock lays actions out as one actions block of buttons, each

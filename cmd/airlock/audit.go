@@ -44,6 +44,12 @@ type callRecord struct {
 	Escalated []int      `json:"escalated,omitempty"`
 	// Checked is who marked an unknown outcome checked, and when.
 	Checked *approval `json:"checked,omitempty"`
+	// PreviewHash is the sha256 of the preview the approver saw
+	// (tools[].preview); Recheck what running it again before the run
+	// found (matched, changed, failed) and RecheckHash its hash.
+	PreviewHash string `json:"preview_hash,omitempty"`
+	Recheck     string `json:"recheck,omitempty"`
+	RecheckHash string `json:"recheck_hash,omitempty"`
 }
 
 type edit struct {
@@ -164,10 +170,15 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 			var d struct {
 				Status string `json:"status"`
 				Result string `json:"result"`
+				// A call with a preview (tools[].preview).
+				PreviewHash string `json:"preview_hash"`
+				Recheck     string `json:"recheck"`
+				RecheckHash string `json:"recheck_hash"`
 			}
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
 			r.Outcome, r.Result = d.Status, d.Result
+			r.PreviewHash, r.Recheck, r.RecheckHash = d.PreviewHash, d.Recheck, d.RecheckHash
 		case confirm.AuditEdited:
 			var d struct {
 				After  json.RawMessage `json:"after"`
@@ -307,6 +318,16 @@ func printRecords(w io.Writer, records []*callRecord) {
 		if c := r.Checked; c != nil {
 			fmt.Fprintf(tw, "\t\t\t\t  checked\t\t%s\t%s\t\t\n", c.By, c.At.UTC().Format(time.DateTime))
 		}
+		if r.PreviewHash != "" || r.Recheck != "" {
+			pv := "sha256 " + shortHash(r.PreviewHash)
+			if r.Recheck != "" {
+				pv += "; recheck " + r.Recheck
+				if r.RecheckHash != "" && r.RecheckHash != r.PreviewHash {
+					pv += " (sha256 " + shortHash(r.RecheckHash) + ")"
+				}
+			}
+			fmt.Fprintf(tw, "\t\t\t\t  preview\t%s\t\t\t\t\n", pv)
+		}
 		if g := r.Grant; g != nil {
 			line := "grant " + g.ID + " " + g.Role
 			if g.Until != nil {
@@ -354,4 +375,12 @@ func oneLine(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// shortHash is a hash's first 12 hex digits; "-" for none.
+func shortHash(h string) string {
+	if h == "" {
+		return "-"
+	}
+	return confirm.ShortHash(h)
 }

@@ -1,0 +1,147 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/airlockhq/airlock/adapters/internal/visible"
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// actionPreview is "Show full preview": an ephemeral reply with the whole
+// preview (a file when long). Its reference is the call's.
+const actionPreview = "w"
+
+// PreviewFileName names the file a long preview is attached as.
+const PreviewFileName = "preview.txt"
+
+// previewFieldLabel names the embed field of a call's preview.
+const previewFieldLabel = "Preview"
+
+// previewLimit is the most characters the preview's field takes of a
+// call's embed budget.
+func previewLimit(budget int) int { return clamp(budget/4, 200, maxFieldValue) }
+
+// previewField is a call's preview as an embed field's value: the heading,
+// the output in a code block (backticks and hidden characters escaped, so
+// nothing breaks out of it, pings or hides text), cut to limit with a
+// note, and the recheck's outcome. "" when the call has no preview; cut
+// reports a cut output.
+func previewField(c card.Call, limit int, offer bool) (value string, cut bool) {
+	p := c.Preview
+	if p == nil {
+		return "", false
+	}
+	head := p.Heading()
+	tail := ""
+	if n := p.RecheckNote(); n != "" {
+		mark := "🔁 "
+		if p.RecheckRefused() {
+			mark = "🚫 "
+		}
+		tail = "\n" + mark + "**" + n + "**"
+	}
+	if !p.Shown() {
+		return head + tail, false
+	}
+	const open, closing = "\n```text\n", "\n```"
+	text := strings.TrimRight(p.Text(), "\n")
+	full := head + open + codeText(text) + closing + tail
+	if runes(full) <= limit {
+		return full, false
+	}
+	note := func(hidden int) string {
+		s := "\n… " + card.Hidden(hidden)
+		if c.Flagged && c.Open() { // where Actions offers Show full preview
+			s += "; **" + card.ShowPreviewLabel + "** shows it all"
+		}
+		return s + "."
+	}
+	total := runes(text)
+	room := limit - runes(head) - runes(open) - runes(closing) - runes(tail) - runes(note(total))
+	var b strings.Builder
+	shown, n := 0, 0
+	for _, r := range text {
+		s := codeSafe(r)
+		if n+runes(s) > room {
+			break
+		}
+		b.WriteString(s)
+		n += runes(s)
+		shown++
+	}
+	return head + open + b.String() + closing + note(total-shown) + tail, true
+}
+
+// previewButtons drops "Show full preview" where the card shows the
+// preview whole.
+func previewButtons(acts []card.Action, c card.Call, budget int) []card.Action {
+	if _, cut := previewField(c, previewLimit(budget), true); cut {
+		return acts
+	}
+	out := acts[:0:0]
+	for _, a := range acts {
+		if a.Kind != card.ActShowPreview {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// PreviewReply is the ephemeral answer to "Show full preview": the whole
+// preview in a code block (nothing in it pings), or attached as
+// PreviewFileName when it is longer than a message holds.
+func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
+	data := &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}
+	head := fmt.Sprintf("Full preview of call [%d] %s", c.Number, escapeClip(c.Tool, 100))
+	p := c.Preview
+	if p == nil || !p.Shown() {
+		data.Content = head + ": none to show."
+		return data
+	}
+	text := p.Text()
+	if body := head + " (" + p.Heading() + ")\n```text\n" + codeText(strings.TrimRight(text, "\n")) + "\n```"; runes(body) <= maxContent {
+		data.Content = body
+		return data
+	}
+	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, PreviewFileName, card.Characters(runes(text)))
+	data.Files = []*discordgo.File{{Name: PreviewFileName, ContentType: "text/plain", Reader: strings.NewReader(visible.Reveal(text))}}
+	return data
+}
+
+// showPreview answers "Show full preview" when the click was on the
+// card's own message (as every button's: a click elsewhere is refused).
+func (a *Adapter) showPreview(ctx context.Context, i *discordgo.Interaction, ref string) {
+	c := bot.Click{Platform: Platform, Channel: i.ChannelID, Ref: ref}
+	if i.Message != nil {
+		c.Message = i.Message.ID
+	}
+	if i.Member != nil && i.Member.User != nil {
+		c.User = i.Member.User.ID
+	} else if i.User != nil {
+		c.User = i.User.ID
+	}
+	cd, err := a.b.ClickedCard(ctx, c)
+	if errors.Is(err, bot.ErrStaleRevision) {
+		a.respondEphemeral(ctx, i, bot.UserMessage(err))
+		return
+	}
+	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
+		a.log.Error("discord: load the card for its preview", "channel", i.ChannelID, "err", err)
+	}
+	call := cd.Call(ref)
+	if call == nil {
+		a.respondEphemeral(ctx, i, "This card no longer waits for a decision, so its preview is not shown here.")
+		return
+	}
+	err = a.respond(ctx, i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource, Data: PreviewReply(*call)})
+	if err != nil {
+		a.log.Error("discord: answer with the preview", "interaction", i.ID, "err", err)
+	}
+}

@@ -1,0 +1,72 @@
+package shell
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/airlockhq/airlock/adapters/internal/visible"
+	cardpkg "github.com/airlockhq/airlock/card"
+)
+
+// A preview longer than these is cut on a card; /preview N prints it.
+const (
+	PreviewLines = 30
+	PreviewChars = 2000
+)
+
+// previewLines writes a call's preview as card lines: its heading, the
+// output indented (hidden characters shown escaped, so nothing in it can
+// pass for a line of the card), cut with a note, and the recheck's
+// outcome.
+func previewLines(w *strings.Builder, call cardpkg.Call, prefix string) {
+	p := call.Preview
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(w, "%s    %s\n", prefix, p.Heading())
+	if p.Shown() {
+		text, hidden := visible.Preview(strings.TrimRight(p.Text(), "\n"), PreviewChars, PreviewLines)
+		for _, l := range strings.Split(text, "\n") {
+			fmt.Fprintf(w, "%s      %s\n", prefix, l)
+		}
+		if hidden > 0 {
+			fmt.Fprintf(w, "%s      … %s of the preview", prefix, cardpkg.Hidden(hidden))
+			if call.Open() {
+				fmt.Fprintf(w, "; /preview %d prints it all", call.Number)
+			}
+			w.WriteString("\n")
+		}
+	}
+	if n := p.RecheckNote(); n != "" {
+		fmt.Fprintf(w, "%s    %s\n", prefix, n)
+	}
+}
+
+// previewSig tells one preview state from another; "" for none.
+func previewSig(c cardpkg.Call) string {
+	if c.Preview == nil {
+		return ""
+	}
+	return string(c.Preview.State) + "/" + c.Preview.Hash + "/" + string(c.Preview.Recheck)
+}
+
+// showPreview prints the whole preview of a call of the waiting card.
+func (s *Shell) showPreview(ctx context.Context, b Bot, arg string) {
+	card, ok := s.pendingCard(ctx, b)
+	if !ok {
+		return
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(arg))
+	if err != nil || n < 1 || n > len(card.Calls) {
+		s.printf("%q is not a call number of the card (1-%d).\n", visible.Reveal(arg), len(card.Calls))
+		return
+	}
+	c := card.Calls[n-1]
+	if c.Preview == nil || !c.Preview.Shown() {
+		s.printf("Call [%d] has no preview to show.\n", c.Number)
+		return
+	}
+	s.printf("Preview of call [%d] %s (%s)\n%s\n", c.Number, visible.Reveal(c.Tool), c.Preview.Heading(), visible.Reveal(strings.TrimRight(c.Preview.Text(), "\n")))
+}

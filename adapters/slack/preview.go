@@ -1,0 +1,138 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/slack-go/slack"
+
+	"github.com/airlockhq/airlock/adapters/internal/visible"
+	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// PreviewChars and PreviewLines bound the preview shown on the card; a
+// longer one is cut with a note, and while the call waits "Show full
+// preview" opens it whole in a modal.
+const (
+	PreviewChars = 1500
+	PreviewLines = 25
+)
+
+// previewCut reports whether the card cuts the call's preview.
+func previewCut(c cardpkg.Call) bool {
+	if c.Preview == nil || !c.Preview.Shown() {
+		return false
+	}
+	_, hidden := visible.Preview(strings.TrimRight(c.Preview.Text(), "\n"), PreviewChars, PreviewLines)
+	return hidden > 0
+}
+
+// previewActions drops "Show full preview" where the card shows it whole.
+func previewActions(acts []cardpkg.Action, c cardpkg.Call) []cardpkg.Action {
+	if previewCut(c) {
+		return acts
+	}
+	out := acts[:0:0]
+	for _, a := range acts {
+		if a.Kind != cardpkg.ActShowPreview {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// previewElements lay out a call's preview: its heading, its output as
+// preformatted rich text (literal: nothing in it is a mention, a link or
+// markup; hidden characters shown as escapes), cut to fit with a note,
+// and what the recheck found.
+func previewElements(c cardpkg.Call) []slack.RichTextElement {
+	p := c.Preview
+	if p == nil {
+		return nil
+	}
+	els := []slack.RichTextElement{slack.NewRichTextSection(rtText(p.Heading(), bold))}
+	if p.Shown() {
+		text, hidden := visible.Preview(strings.TrimRight(p.Text(), "\n"), PreviewChars, PreviewLines)
+		if text == "" {
+			text = " "
+		}
+		els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(text, nil)}})
+		if hidden > 0 {
+			note := fmt.Sprintf("… %s of the preview.", cardpkg.Hidden(hidden))
+			if c.Flagged && c.Open() { // where Actions offers Show full preview
+				note += " " + cardpkg.ShowPreviewLabel + " opens it whole."
+			}
+			els = append(els, slack.NewRichTextSection(rtText(note, italic)))
+		}
+	}
+	if n := p.RecheckNote(); n != "" {
+		mark := "arrows_counterclockwise"
+		if p.RecheckRefused() {
+			mark = "no_entry_sign"
+		}
+		els = append(els, slack.NewRichTextSection(emoji(mark), rtText(" "+n, bold)))
+	}
+	return els
+}
+
+// PreviewModal shows a call's whole preview, read-only and literal, in
+// preformatted rich text of at most maxModalArgs characters a block.
+func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
+	head := []slack.RichTextElement{slack.NewRichTextSection(
+		rtText(strconv.Itoa(call.Number)+". ", bold),
+		rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
+	)}
+	text := "(no preview)"
+	if p := call.Preview; p != nil {
+		head = append(head, slack.NewRichTextSection(rtText(p.Heading(), bold)))
+		if p.Shown() {
+			text = p.Text()
+		}
+	}
+	blocks := []slack.Block{slack.NewRichTextBlock("head", head...)}
+	chunks := chunkArgs(text, maxModalArgs)
+	limit := maxModalBlocks - 2
+	for i, ch := range chunks {
+		if i == limit {
+			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn(fmt.Sprintf("_The preview is longer than a Slack modal holds; %d of %d parts shown._", limit, len(chunks)))))
+			break
+		}
+		pre := &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(ch, nil)}}
+		blocks = append(blocks, slack.NewRichTextBlock("preview_"+strconv.Itoa(i+1), pre))
+	}
+	return slack.ModalViewRequest{
+		Type:       slack.VTModal,
+		CallbackID: CallbackPreview,
+		Title:      plain(clip(fmt.Sprintf("Call %d preview", call.Number), 24)),
+		Close:      plain("Close"),
+		Blocks:     slack.Blocks{BlockSet: blocks},
+	}
+}
+
+// showPreview answers "Show full preview": the card the click was on
+// (only its own messages count: a click from elsewhere is refused as
+// other buttons are) gives the call, whose whole preview opens in a modal.
+func (a *Adapter) showPreview(ctx context.Context, in interaction) {
+	card, err := a.clickedCard(ctx, in)
+	if errors.Is(err, bot.ErrStaleRevision) {
+		a.refused(ctx, in, err)
+		return
+	}
+	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
+		a.log.Error("slack: load card for the preview", "err", err)
+	}
+	call := card.Call(in.Ref)
+	if call == nil || call.Preview == nil || !call.Preview.Shown() {
+		a.ephemeral(ctx, in.Channel, in.Thread, in.User, "This card no longer waits for a decision, or has no preview to show.")
+		return
+	}
+	if _, err := a.api.OpenViewContext(ctx, in.TriggerID, PreviewModal(*call)); err != nil {
+		a.log.Error("slack: views.open (preview)", "err", err)
+		a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the preview. Try again.")
+	}
+}

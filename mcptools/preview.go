@@ -1,0 +1,42 @@
+package mcptools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlockhq/airlock/tools"
+)
+
+var _ tools.Previewer = (*mcpTool)(nil)
+
+// Previews implements tools.Previewer: a tool named in the server's
+// previews is previewed by the tool it names; there is no recheck.
+func (t *mcpTool) Previews() (bool, bool) { return t.preview != "", false }
+
+// Preview implements tools.Previewer: one tools/call of the preview tool
+// with the call's arguments (validated against the previewed tool's
+// schema), without an idempotency key, bounded by the preview's default
+// timeout or the server's, whichever is shorter.
+func (t *mcpTool) Preview(ctx context.Context, args json.RawMessage) (string, error) {
+	if t.preview == "" {
+		return "", tools.ErrNoPreview
+	}
+	if _, err := t.schema.Decode(args); err != nil {
+		return "", err
+	}
+	timeout := min(t.srv.cfg.timeout(), tools.DefaultPreviewTimeout)
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sess, err := t.srv.session(runCtx)
+	if err != nil {
+		return "", fmt.Errorf("mcp server %s: %w", t.srv.cfg.Name, err)
+	}
+	res, err := sess.CallTool(runCtx, &mcp.CallToolParams{Name: t.preview, Arguments: json.RawMessage(tools.NormalizeArgs(args))})
+	if err != nil {
+		return "", fmt.Errorf("mcp server %s: preview %s: %w", t.srv.cfg.Name, t.preview, err)
+	}
+	return t.result(res)
+}
