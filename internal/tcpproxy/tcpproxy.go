@@ -1,7 +1,7 @@
-// Package tcpproxy is a TCP proxy on 127.0.0.1 for tests that take a
-// server away and bring it back: Cut closes every connection and refuses
-// new ones (as a server restarting or a network partition looks to a
-// client), Restore forwards again.
+// Package tcpproxy is a TCP proxy on 127.0.0.1 for tests and the chaos
+// soak, which take a server away and bring it back: Cut closes every
+// connection and refuses new ones (as a server restarting or a network
+// partition looks to a client), Restore forwards again.
 package tcpproxy
 
 import (
@@ -25,17 +25,29 @@ type Proxy struct {
 // New starts a proxy to target, closed when the test ends.
 func New(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := Start(target)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Start starts a proxy to target on a free port of 127.0.0.1.
+func Start(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
 	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.Cut()
-	})
-	return p
+	return p, nil
+}
+
+// Close stops the proxy and closes its connections.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.Cut()
 }
 
 // Cut closes every open connection and refuses new ones until Restore.
