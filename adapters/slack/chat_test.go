@@ -111,17 +111,19 @@ func TestCardUpdateFailures(t *testing.T) {
 			t.Fatalf("err %v after %v and %d calls; want the deadline, soon, one call", err, time.Since(start), len(fake.callsTo("chat.update")))
 		}
 	})
-	t.Run("rate limited four times", func(t *testing.T) {
+	t.Run("rate limited past its retries", func(t *testing.T) {
 		if testing.Short() {
-			t.Skip("waits out three Retry-Afters")
+			t.Skip("waits out postRetries Retry-Afters")
 		}
 		ad, fake := newUpdater(t)
 		limited := fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "0"} // slack-go waits at least a second
-		fake.answerNext("chat.update", limited, limited, limited, limited)
+		for range postRetries + 1 {
+			fake.answerNext("chat.update", limited)
+		}
 		err := ad.updateBlocks(t.Context(), ref, "card", updateBlocks, "t")
 		var rl *slack.RateLimitedError
-		if !errors.As(err, &rl) || len(fake.callsTo("chat.update")) != 4 {
-			t.Fatalf("err %v after %d calls; want a RateLimitedError after 4", err, len(fake.callsTo("chat.update")))
+		if !errors.As(err, &rl) || len(fake.callsTo("chat.update")) != postRetries+1 {
+			t.Fatalf("err %v after %d calls; want a RateLimitedError after %d", err, len(fake.callsTo("chat.update")), postRetries+1)
 		}
 	})
 	t.Run("server error", func(t *testing.T) {
@@ -154,4 +156,20 @@ func TestCardUpdateFailures(t *testing.T) {
 			t.Fatalf("err %v; want invalid_auth", err)
 		}
 	})
+}
+
+// A thread's message outlasts a stretch of rate limiting: five 429s in a
+// row, each waited out, and the model's answer is posted once.
+func TestPostOutlastsARateLimitStretch(t *testing.T) {
+	ad, fake := newUpdater(t)
+	for range 5 {
+		fake.answerNext("chat.postMessage", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "1"})
+	}
+	if err := ad.Post(t.Context(), bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000100"}, "the answer"); err != nil {
+		t.Fatal(err)
+	}
+	posts := fake.callsTo("chat.postMessage")
+	if len(posts) != 6 || posts[5].param("text") != "the answer" {
+		t.Fatalf("%d chat.postMessage calls, want 5 limited and the one that posted", len(posts))
+	}
 }

@@ -190,7 +190,11 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 	// does not wait out a 429 itself but returns it, so the job keeps
 	// the message queued until Retry-After and sends the latest state.
 	updates := slack.New(cfg.BotToken, opts...)
-	opts = append(opts, slack.OptionRetry(3)) // after the client: retries 429 with Retry-After
+	// After the client: the rest retry a 429 after its Retry-After, up to
+	// postRetries times, so a thread's message (the model's answer, a
+	// card) outlasts a stretch of rate limiting rather than being lost.
+	// A 429 means Slack did nothing, so a retry never posts twice.
+	opts = append(opts, slack.OptionRetry(postRetries))
 	a := &Adapter{
 		cfg:     cfg,
 		bot:     b,
@@ -414,6 +418,10 @@ func (a *Adapter) updateBlocks(ctx context.Context, ref, what string, blocks []s
 // maxPostChars is the longest text posted as one message; longer answers
 // are split, at line breaks where possible.
 const maxPostChars = 3800
+
+// postRetries is how often a Web API call other than a card's update is
+// sent again after a 429 (each after its Retry-After).
+const postRetries = 8
 
 // maxReminderChars bounds a reminder's text (it quotes the read-backs of
 // the calls that wait).

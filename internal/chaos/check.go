@@ -37,6 +37,7 @@ type Report struct {
 	Limited, Failed           int64          // 429 and 5xx the fake Slack answered
 	SlowTool                  int64          // tool requests answered after the tools' timeout
 	Kills, Starts, DBOutages  int
+	FailedStarts              int            // starts refused (the database away at start)
 	Faults                    map[string]int // stretches per fault kind
 
 	Violations []string
@@ -59,7 +60,7 @@ func (r *Report) note(format string, args ...any) {
 func (r *Report) print(w io.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	p("airlock soak -chaos: seed %d, %s, %d conversations for %s (%s in all)", r.Seed, r.Driver, r.Conversations, r.Duration, r.Elapsed.Round(time.Second))
-	p("faults: %s; Airlock SIGKILLed %d times (%d starts); database away %d times", counts(r.Faults), r.Kills, r.Starts, r.DBOutages)
+	p("faults: %s; Airlock SIGKILLed %d times (%d starts, %d refused while the database was away)", counts(r.Faults), r.Kills, r.Starts, r.FailedStarts)
 	p("fake Slack: %d answered 429, %d answered 5xx, %d chat.update accepted; tool: %d requests answered late", r.Limited, r.Failed, r.Updates, r.SlowTool)
 	p("conversations: %d mentions, %d got a card, %d answered by the model", r.Mentions, r.Cards, r.Answered)
 	p("batches: %d, calls: %d; decisions: %s", r.Batches, r.Calls, counts(r.Decisions))
@@ -76,6 +77,15 @@ func (r *Report) print(w io.Writer) {
 	for _, v := range r.Violations {
 		p("VIOLATION: %s", v)
 	}
+}
+
+// firstFew lists up to five ids, for a person to look them up in the logs
+// (the mention's text carries "id=<id>").
+func firstFew(ids []string) string {
+	if len(ids) > 5 {
+		return strings.Join(ids[:5], ", ") + ", …"
+	}
+	return strings.Join(ids, ", ")
 }
 
 func counts(m map[string]int) string {
@@ -141,17 +151,25 @@ func (w *world) finish(ctx context.Context) (*Report, error) {
 		return r, err
 	}
 	w.checkClicks(r, events)
+	var noCard, noAnswer []string
 	for _, c := range w.convs {
 		r.Mentions++
 		if c.gotCard {
 			r.Cards++
+		} else {
+			noCard = append(noCard, c.id)
 		}
 		if c.answered {
 			r.Answered++
+		} else if c.gotCard {
+			noAnswer = append(noAnswer, c.id)
 		}
 	}
-	if missing := r.Mentions - r.Cards; missing > 0 {
-		r.note("%d mentions got no card within 40 s (a reply posted while Slack failed, or lost to a kill)", missing)
+	if len(noCard) > 0 {
+		r.note("%d mentions got no card within 40 s (a card posted while Slack failed, or a turn lost to a kill): %s", len(noCard), firstFew(noCard))
+	}
+	if len(noAnswer) > 0 {
+		r.note("%d conversations with a card saw no answer of the model in their thread: %s", len(noAnswer), firstFew(noAnswer))
 	}
 	return r, nil
 }

@@ -142,13 +142,16 @@ func (w *world) killAndRestart(ctx context.Context) {
 	w.mu.Unlock()
 	w.report.Kills++
 	time.Sleep(500 * time.Millisecond)
-	for try := 0; try < 3; try++ {
-		if err := w.airlock.start(ctx); err == nil {
+	// As a supervisor would: Airlock refuses to start while its database
+	// can't be reached, so it is started again until it comes up.
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Second) {
+		if err = w.airlock.start(ctx); err == nil {
 			return
-		} else if try == 2 {
-			w.report.note("restart after a kill: %v", err)
 		}
+		w.report.FailedStarts++
 	}
+	w.report.note("Airlock did not come up again after a kill: %v", err)
 }
 
 // converse is one conversation: a mention asking for 1 to 5 calls (some

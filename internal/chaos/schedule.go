@@ -37,13 +37,13 @@ type schedule struct {
 }
 
 // newSchedule draws the faults of a soak of duration d starting at start:
-// a stretch every 8 to 20 s, of 2 to 15 s, never in the first or the
+// a stretch every 4 to 15 s, of 2 to 15 s, never in the first or the
 // last 5 s; and a kill about every killEvery (±30%).
 func newSchedule(rng *rand.Rand, start time.Time, d, killEvery time.Duration, db bool) *schedule {
 	s := &schedule{start: start}
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	for t := 5 * time.Second; ; {
-		t += between(8*time.Second, 20*time.Second)
+		t += between(4*time.Second, 15*time.Second)
 		f := fault{}
 		switch r := rng.IntN(100); {
 		case r < 35:
