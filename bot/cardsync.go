@@ -84,6 +84,43 @@ type cardSync struct {
 	// unrecorded are batches whose change could not be recorded (the
 	// database away): the job records it once it can.
 	unrecorded map[string]bool
+	// unstored are main cards posted whose message could not be stored
+	// (the database away): stored once it answers, never posted again
+	// by this process.
+	unstored map[string]confirm.CardMessage
+}
+
+// keep remembers a posted main card whose message could not be stored.
+func (s *cardSync) keep(m confirm.CardMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.unstored) < maxCached {
+		s.unstored[m.BatchID] = m
+	}
+}
+
+// kept returns the main cards posted and not yet stored.
+func (s *cardSync) kept() []confirm.CardMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]confirm.CardMessage, 0, len(s.unstored))
+	for _, m := range s.unstored {
+		out = append(out, m)
+	}
+	return out
+}
+
+func (s *cardSync) keptOf(batchID string) (confirm.CardMessage, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.unstored[batchID]
+	return m, ok
+}
+
+func (s *cardSync) stored(batchID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.unstored, batchID)
 }
 
 func (s *cardSync) unrecord(batchID string, failed bool) {
@@ -109,7 +146,7 @@ func (s *cardSync) unrecordedBatches() []string {
 }
 
 func newCardSync() *cardSync {
-	return &cardSync{wake: make(chan struct{}, 1), hold: map[string]time.Time{}, unrecorded: map[string]bool{}}
+	return &cardSync{wake: make(chan struct{}, 1), hold: map[string]time.Time{}, unrecorded: map[string]bool{}, unstored: map[string]confirm.CardMessage{}}
 }
 
 // nudge wakes the job; a wake-up already pending covers this one.
@@ -205,6 +242,11 @@ func (b *Bot) cardSyncJob(ctx context.Context) error {
 	}
 	defer b.leave()
 	defer b.reportBehind(ctx)
+	for _, m := range b.cs.kept() {
+		if err := b.storeKept(ctx, m); err != nil {
+			return fmt.Errorf("card sync: store a posted card: %w", err)
+		}
+	}
 	for _, id := range b.cs.unrecordedBatches() {
 		if err := b.store.ChangeCard(ctx, id); err != nil {
 			return fmt.Errorf("card sync: record a change: %w", err)
@@ -406,4 +448,23 @@ func (b *Bot) renderMessage(ctx context.Context, conv confirm.Conversation, batc
 		}
 	}
 	return p.UpdateCard(ctx, where, m.Ref, c)
+}
+
+// storeKept stores a main card this process posted while the database
+// was away, so that its buttons count and it is not posted again.
+func (b *Bot) storeKept(ctx context.Context, m confirm.CardMessage) error {
+	if err := b.store.SetCardRef(ctx, m.BatchID, m.Ref); err != nil {
+		return err
+	}
+	if err := b.store.AddCardMessage(ctx, m); err != nil {
+		return err
+	}
+	b.cs.stored(m.BatchID)
+	b.log.Info("stored a card posted while the database was away", "batch", m.BatchID)
+	if batch, err := b.store.Batch(ctx, m.BatchID); err == nil {
+		if conv, err := b.conversation(ctx, batch.ConversationID); err == nil {
+			b.refreshCardOf(ctx, conv, batch) // it may have changed since it was posted
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,5 +193,45 @@ func TestCardSyncGone(t *testing.T) {
 	}
 	if n := behindCount(t, h); n != 0 {
 		t.Fatalf("a gone message counts as behind (%d)", n)
+	}
+}
+
+// awayOnce is a store whose first SetCardRef finds the database away.
+type awayOnce struct {
+	confirm.Store
+	failed atomic.Bool
+}
+
+func (s *awayOnce) SetCardRef(ctx context.Context, batchID, ref string) error {
+	if s.failed.CompareAndSwap(false, true) {
+		return fmt.Errorf("set card ref: %w", confirm.ErrUnavailable)
+	}
+	return s.Store.SetCardRef(ctx, batchID, ref)
+}
+
+// A card posted in the moment the database went away, before its message
+// was stored, is stored once the database answers: recovery does not
+// post it again, and its buttons count.
+func TestCardPostedWhileTheDatabaseWasAwayIsKept(t *testing.T) {
+	h := newHarnessWith(t, "", func(c *bot.Config) { c.Store = &awayOnce{Store: c.Store} })
+	h.push(calls(tc("c1", "deploy", `{}`)), text("Deployed."))
+	err := h.bot.HandleTurn(context.Background(), bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "bob", Text: "deploy"})
+	if !errors.Is(err, confirm.ErrUnavailable) {
+		t.Fatalf("turn: %v, want the database away", err)
+	}
+	if n := len(h.plat.Cards); n != 1 {
+		t.Fatalf("%d cards posted, want 1", n)
+	}
+	if err := h.bot.RecoverBatches(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.plat.Cards); n != 1 {
+		t.Fatalf("recovery posted the card again: %d cards", n)
+	}
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatalf("a click on the card posted while the database was away: %v", err)
+	}
+	if got := h.ranCalls(); len(got) != 1 {
+		t.Fatalf("ran %v, want deploy once", got)
 	}
 }

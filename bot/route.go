@@ -72,6 +72,11 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 		return fmt.Errorf("post card: %w", err)
 	}
 	if err := b.store.SetCardRef(ctx, batch.ID, ref); err != nil {
+		// The card is on the platform: keep it, to be stored once the
+		// database answers, rather than post it again then.
+		b.cs.keep(confirm.CardMessage{BatchID: batch.ID, Kind: confirm.CardMain, Platform: where.Platform,
+			Channel: where.Channel, Thread: where.Thread, Ref: ref, Version: version})
+		b.cs.nudge()
 		return fmt.Errorf("store card ref: %w", err)
 	}
 	var posted []confirm.CardMessage
@@ -344,9 +349,11 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 // postUncarded posts the card of each waiting batch whose card was never
 // recorded: the process died between storing the batch and recording its
 // card, or the post failed. Without it nobody could decide the batch
-// until it expired. A card that was posted but not recorded is posted
-// again; the first one's buttons are then refused as not the batch's card.
-// A conversation a live worker holds is left to it.
+// until it expired. A card this process posted while the database was
+// away is stored instead (see storeKept); one posted by a process that
+// died before storing it is posted again, and the first one's buttons
+// are then refused as not the batch's card. A conversation a live worker
+// holds is left to it.
 func (b *Bot) postUncarded(ctx context.Context) error {
 	ids, err := b.store.UncardedBatches(ctx)
 	if err != nil {
@@ -383,6 +390,9 @@ func (b *Bot) postUncardedBatch(ctx context.Context, id string) error {
 	}
 	if batch.Status != confirm.BatchPending || batch.CardRef != "" {
 		return nil
+	}
+	if m, ok := b.cs.keptOf(id); ok {
+		return b.storeKept(ctx, m) // posted by this process while the database was away
 	}
 	b.log.Warn("posting the card of a waiting request whose card was never recorded", "batch", id, "conversation", conv.ID)
 	return b.postCard(ctx, conv, p, batch, b.introOf(ctx, batch))
