@@ -688,14 +688,11 @@ func (a *Adapter) refused(ctx context.Context, i *discordgo.Interaction, c bot.C
 	a.followUp(ctx, i, bot.UserMessage(err))
 }
 
-// argsGone answers "Show full arguments" on a card that no longer waits.
-const argsGone = "This card no longer waits for a decision, so its arguments are not shown here. The audit log keeps them."
-
-// showArgs answers "Show full arguments" with the call's whole arguments,
-// only to the clicker. The reference must name a call of a waiting card
-// and the button must be on that card's message (in its thread, an
-// approvals channel or a DM copy); anyone who sees it may look.
-func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref string) {
+// clickedCall is the waiting call a "Show full …" button names, when the
+// click was on that card's own message (as every button's: a click
+// elsewhere is refused); nil when the clicker was answered gone (what
+// names what was to be shown, for the log).
+func (a *Adapter) clickedCall(ctx context.Context, i *discordgo.Interaction, ref, what, gone string) *card.Call {
 	c := bot.Click{Platform: Platform, Channel: i.ChannelID, Ref: ref}
 	if i.Message != nil {
 		c.Message = i.Message.ID
@@ -708,17 +705,31 @@ func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref st
 	cd, err := a.b.ClickedCard(ctx, c)
 	if errors.Is(err, bot.ErrStaleRevision) {
 		a.respondEphemeral(ctx, i, bot.UserMessage(err))
-		return
+		return nil
 	}
 	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
-		a.log.Error("discord: load the card for its arguments", "channel", i.ChannelID, "err", err)
+		a.log.Error("discord: load the card for its "+what, "channel", i.ChannelID, "err", err)
 	}
 	call := cd.Call(ref)
 	if call == nil {
-		a.respondEphemeral(ctx, i, argsGone)
+		a.respondEphemeral(ctx, i, gone)
+	}
+	return call
+}
+
+// argsGone answers "Show full arguments" on a card that no longer waits.
+const argsGone = "This card no longer waits for a decision, so its arguments are not shown here. The audit log keeps them."
+
+// showArgs answers "Show full arguments" with the call's whole arguments,
+// only to the clicker. The reference must name a call of a waiting card
+// and the button must be on that card's message (in its thread, an
+// approvals channel or a DM copy); anyone who sees it may look.
+func (a *Adapter) showArgs(ctx context.Context, i *discordgo.Interaction, ref string) {
+	call := a.clickedCall(ctx, i, ref, "arguments", argsGone)
+	if call == nil {
 		return
 	}
-	err = a.respond(ctx, i, &discordgo.InteractionResponse{
+	err := a.respond(ctx, i, &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseChannelMessageWithSource,
 		Data: ArgsReply(*call),
 	})

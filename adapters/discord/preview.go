@@ -2,16 +2,13 @@ package discord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
-	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
-	"github.com/airlockhq/airlock/confirm"
 )
 
 // actionPreview is "Show full preview": an ephemeral reply with the whole
@@ -118,29 +115,11 @@ func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
 // showPreview answers "Show full preview" when the click was on the
 // card's own message (as every button's: a click elsewhere is refused).
 func (a *Adapter) showPreview(ctx context.Context, i *discordgo.Interaction, ref string) {
-	c := bot.Click{Platform: Platform, Channel: i.ChannelID, Ref: ref}
-	if i.Message != nil {
-		c.Message = i.Message.ID
-	}
-	if i.Member != nil && i.Member.User != nil {
-		c.User = i.Member.User.ID
-	} else if i.User != nil {
-		c.User = i.User.ID
-	}
-	cd, err := a.b.ClickedCard(ctx, c)
-	if errors.Is(err, bot.ErrStaleRevision) {
-		a.respondEphemeral(ctx, i, bot.UserMessage(err))
-		return
-	}
-	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
-		a.log.Error("discord: load the card for its preview", "channel", i.ChannelID, "err", err)
-	}
-	call := cd.Call(ref)
+	call := a.clickedCall(ctx, i, ref, "preview", "This card no longer waits for a decision, so its preview is not shown here.")
 	if call == nil {
-		a.respondEphemeral(ctx, i, "This card no longer waits for a decision, so its preview is not shown here.")
 		return
 	}
-	err = a.respond(ctx, i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource, Data: PreviewReply(*call)})
+	err := a.respond(ctx, i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource, Data: PreviewReply(*call)})
 	if err != nil {
 		a.log.Error("discord: answer with the preview", "interaction", i.ID, "err", err)
 	}

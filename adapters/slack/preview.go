@@ -94,24 +94,8 @@ func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 			text = p.Text()
 		}
 	}
-	blocks := []slack.Block{slack.NewRichTextBlock("head", head...)}
-	chunks := chunkArgs(text, maxModalArgs)
-	limit := maxModalBlocks - 2
-	for i, ch := range chunks {
-		if i == limit {
-			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn(fmt.Sprintf("_The preview is longer than a Slack modal holds; %d of %d parts shown._", limit, len(chunks)))))
-			break
-		}
-		pre := &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(ch, nil)}}
-		blocks = append(blocks, slack.NewRichTextBlock("preview_"+strconv.Itoa(i+1), pre))
-	}
-	return slack.ModalViewRequest{
-		Type:       slack.VTModal,
-		CallbackID: CallbackPreview,
-		Title:      plain(clip(fmt.Sprintf("Call %d preview", call.Number), 24)),
-		Close:      plain("Close"),
-		Blocks:     slack.Blocks{BlockSet: blocks},
-	}
+	return readOnlyModal(CallbackPreview, fmt.Sprintf("Call %d preview", call.Number), head, text, "preview_",
+		"_The preview is longer than a Slack modal holds; %d of %d parts shown._")
 }
 
 // showPreview answers "Show full preview": the card the click was on

@@ -867,21 +867,30 @@ func ArgsModal(call cardpkg.Call) slack.ModalViewRequest {
 	if s := strings.TrimSpace(call.Summary); s != "" {
 		head = append(head, richQuote(revealClip(s, maxSummaryChars)))
 	}
+	return readOnlyModal(CallbackShowArgs, fmt.Sprintf("Call %d arguments", call.Number), head, call.Args, "args_",
+		"_The arguments are longer than a Slack modal holds; %d of %d parts shown. The audit log has them whole._")
+}
+
+// readOnlyModal is a modal of head and then text, literal, in
+// preformatted rich text blocks (ids prefix1, prefix2, …) of at most
+// maxModalArgs characters; cut says how many parts of how many a text
+// too long for the modal shows.
+func readOnlyModal(callback, title string, head []slack.RichTextElement, text, prefix, cut string) slack.ModalViewRequest {
 	blocks := []slack.Block{slack.NewRichTextBlock("head", head...)}
-	chunks := chunkArgs(call.Args, maxModalArgs)
+	chunks := chunkArgs(text, maxModalArgs)
 	limit := maxModalBlocks - 2
 	for i, ch := range chunks {
 		if i == limit {
-			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn(fmt.Sprintf("_The arguments are longer than a Slack modal holds; %d of %d parts shown. The audit log has them whole._", limit, len(chunks)))))
+			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn(fmt.Sprintf(cut, limit, len(chunks)))))
 			break
 		}
 		pre := &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(ch, nil)}}
-		blocks = append(blocks, slack.NewRichTextBlock("args_"+strconv.Itoa(i+1), pre))
+		blocks = append(blocks, slack.NewRichTextBlock(prefix+strconv.Itoa(i+1), pre))
 	}
 	return slack.ModalViewRequest{
 		Type:       slack.VTModal,
-		CallbackID: CallbackShowArgs,
-		Title:      plain(clip(fmt.Sprintf("Call %d arguments", call.Number), 24)),
+		CallbackID: callback,
+		Title:      plain(clip(title, 24)),
 		Close:      plain("Close"),
 		Blocks:     slack.Blocks{BlockSet: blocks},
 	}
