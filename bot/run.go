@@ -395,13 +395,7 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 	if refusal := b.recheck(context.WithoutCancel(ctx), c, o); refusal != "" {
 		// The yes was given for another preview: the tool is not called.
 		o.status, o.result = confirm.RunFailed, refusal
-		if hold {
-			o.unwritten = true
-		} else {
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			b.finishRun(wctx, c.BatchID, c.Key, o)
-		}
+		b.settleRun(ctx, c, o, hold)
 		return "", errors.New(refusal)
 	}
 	b.log.Info("tool run", "batch", c.BatchID, "call", c.Key, "tool", tc.Name)
@@ -440,14 +434,7 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 	}
 	span.End()
 	o.status, o.result = status, result
-	if hold {
-		o.unwritten = true
-	} else {
-		// The outcome must be written even when ctx ended while the tool ran.
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		b.finishRun(wctx, c.BatchID, c.Key, o)
-	}
+	b.settleRun(ctx, c, o, hold)
 	if runErr != nil {
 		return "", errors.New(result)
 	}
@@ -461,6 +448,19 @@ type outcome struct {
 	unwritten bool // held for the batch's completion
 	lost      bool // could not be written
 	rechecked bool // its preview ran again before it (the card shows the outcome)
+}
+
+// settleRun writes a run's outcome o, or with hold leaves it for the
+// transaction of the reply's results. The outcome must be written even
+// when ctx ended while the tool ran.
+func (b *Bot) settleRun(ctx context.Context, c confirm.Call, o *outcome, hold bool) {
+	if hold {
+		o.unwritten = true
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	b.finishRun(wctx, c.BatchID, c.Key, o)
 }
 
 // finishRun records a run's outcome; a failure is logged (the run is left
