@@ -190,11 +190,16 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 	// does not wait out a 429 itself but returns it, so the job keeps
 	// the message queued until Retry-After and sends the latest state.
 	updates := slack.New(cfg.BotToken, opts...)
-	// After the client: the rest retry a 429 after its Retry-After, up to
-	// postRetries times, so a thread's message (the model's answer, a
-	// card) outlasts a stretch of rate limiting rather than being lost.
-	// A 429 means Slack did nothing, so a retry never posts twice.
-	opts = append(opts, slack.OptionRetry(postRetries))
+	// After the client: the rest are sent again after a 429 (after its
+	// Retry-After), a 5xx or a failed connection (backing off from 1 s to
+	// 30 s), up to postRetries times, so a thread's message (the model's
+	// answer, a card) outlasts a stretch of Slack's trouble rather than
+	// being lost. A 429 means Slack did nothing; a 5xx almost always does,
+	// and a message posted twice beats one lost.
+	retry := slack.DefaultRetryConfig()
+	retry.MaxRetries, retry.BackoffInitial, retry.BackoffMax = postRetries, time.Second, 30*time.Second
+	retry.Handlers = append(slack.AllBuiltinRetryHandlers(retry), slack.NewServerErrorRetryHandler(retry))
+	opts = append(opts, slack.OptionRetryConfig(retry))
 	a := &Adapter{
 		cfg:     cfg,
 		bot:     b,
@@ -420,7 +425,7 @@ func (a *Adapter) updateBlocks(ctx context.Context, ref, what string, blocks []s
 const maxPostChars = 3800
 
 // postRetries is how often a Web API call other than a card's update is
-// sent again after a 429 (each after its Retry-After).
+// sent again after a 429, a 5xx or a failed connection.
 const postRetries = 8
 
 // maxReminderChars bounds a reminder's text (it quotes the read-backs of
