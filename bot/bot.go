@@ -43,6 +43,14 @@ type Platform interface {
 	Post(ctx context.Context, th Thread, text string) error
 }
 
+// CardFinder is implemented by platforms that can find, in a thread, a
+// card Airlock posted for a batch but never recorded (the process killed
+// between the post and the write): its reference, for recovery to adopt
+// instead of posting the card again.
+type CardFinder interface {
+	FindCard(ctx context.Context, th Thread, batchID string) (ref string, found bool, err error)
+}
+
 // GrantNoticer is implemented by platforms that post a grant's notice with
 // a Revoke button. Others get the notice as text.
 type GrantNoticer interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,6 +233,48 @@ func TestCardPostedWhileTheDatabaseWasAwayIsKept(t *testing.T) {
 		t.Fatalf("a click on the card posted while the database was away: %v", err)
 	}
 	if got := h.ranCalls(); len(got) != 1 {
+		t.Fatalf("ran %v, want deploy once", got)
+	}
+}
+
+// findingPlatform finds the cards its Platform posted, as Slack's
+// conversations.replies would.
+type findingPlatform struct{ *bottest.Platform }
+
+func (p findingPlatform) FindCard(_ context.Context, _ bot.Thread, batchID string) (string, bool, error) {
+	p.Mu.Lock()
+	defer p.Mu.Unlock()
+	for _, c := range p.Cards {
+		if c.BatchID == batchID {
+			return "card-" + batchID, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// A card posted by a process killed before it recorded it is found in
+// its thread by the next process's recovery and adopted: not posted
+// again, and its buttons count.
+func TestCardPostedByAKilledProcessIsAdopted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	first := newHarnessWith(t, path, func(c *bot.Config) { c.Store = &awayOnce{Store: c.Store} })
+	first.push(calls(tc("c1", "deploy", `{}`)), text("Deployed."))
+	_ = first.bot.HandleTurn(context.Background(), bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "bob", Text: "deploy"})
+	// The process dies: what it kept in memory is gone.
+	second := newHarness(t, path)
+	second.bot.Register("test", findingPlatform{first.plat})
+	second.plat = first.plat
+	second.push(text("Deployed."))
+	if err := second.bot.RecoverBatches(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(first.plat.Cards); n != 1 {
+		t.Fatalf("%d cards posted, want the first adopted", n)
+	}
+	if err := second.click("alice", 1, true, ""); err != nil {
+		t.Fatalf("a click on the adopted card: %v", err)
+	}
+	if got := second.ranCalls(); len(got) != 1 {
 		t.Fatalf("ran %v, want deploy once", got)
 	}
 }

@@ -351,9 +351,10 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 // card, or the post failed. Without it nobody could decide the batch
 // until it expired. A card this process posted while the database was
 // away is stored instead (see storeKept); one posted by a process that
-// died before storing it is posted again, and the first one's buttons
-// are then refused as not the batch's card. A conversation a live worker
-// holds is left to it.
+// died before storing it is looked for in its thread where the platform
+// can (a CardFinder: Slack) and adopted, else posted again, the first
+// one's buttons then refused as not the batch's card. A conversation a
+// live worker holds is left to it.
 func (b *Bot) postUncarded(ctx context.Context) error {
 	ids, err := b.store.UncardedBatches(ctx)
 	if err != nil {
@@ -393,6 +394,20 @@ func (b *Bot) postUncardedBatch(ctx context.Context, id string) error {
 	}
 	if m, ok := b.cs.keptOf(id); ok {
 		return b.storeKept(ctx, m) // posted by this process while the database was away
+	}
+	if f, ok := p.(CardFinder); ok {
+		// Posted by a process killed before it recorded the card: adopt
+		// that card rather than post a second one whose twin's buttons
+		// would be refused.
+		th := threadOf(conv)
+		ref, found, err := f.FindCard(ctx, th, id)
+		if err != nil {
+			b.log.Warn("look for a card posted but not recorded", "batch", id, "err", err)
+		}
+		if found {
+			b.log.Warn("adopting the card of a waiting request posted but never recorded", "batch", id, "conversation", conv.ID)
+			return b.storeKept(ctx, confirm.CardMessage{BatchID: id, Kind: confirm.CardMain, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref})
+		}
 	}
 	b.log.Warn("posting the card of a waiting request whose card was never recorded", "batch", id, "conversation", conv.ID)
 	return b.postCard(ctx, conv, p, batch, b.introOf(ctx, batch))

@@ -64,3 +64,32 @@ func TestCardUpdateAnswers(t *testing.T) {
 		t.Fatalf("a grant notice's update after a 429: %v", err)
 	}
 }
+
+// FindCard finds, through conversations.replies, the card Airlock posted
+// in a thread for a batch, and nothing for another batch or thread.
+func TestFindCard(t *testing.T) {
+	ad, _ := newUpdater(t)
+	ctx := t.Context()
+	if err := ad.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	th := bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000100"}
+	c := pendingCard()
+	if err := ad.Post(ctx, th, "a message of the agent, no card"); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ad.PostCard(ctx, th, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, found, err := ad.FindCard(ctx, th, c.BatchID)
+	if err != nil || !found || got != ref {
+		t.Fatalf("FindCard: %q %v %v, want %q", got, found, err, ref)
+	}
+	if _, found, _ := ad.FindCard(ctx, th, "otherbatch"); found {
+		t.Fatal("found a card of another batch")
+	}
+	if _, found, _ := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000999"}, c.BatchID); found {
+		t.Fatal("found the card in another thread")
+	}
+}

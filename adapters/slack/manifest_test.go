@@ -84,14 +84,15 @@ func TestAppManifest(t *testing.T) {
 // client (a.api) to the Web API method it sends. A call missing here
 // fails TestManifestScopesFollowTheCode: add it with its method.
 var clientMethods = map[string]string{
-	"AuthTestContext":            "auth.test",
-	"PostMessageContext":         "chat.postMessage",
-	"UpdateMessageContext":       "chat.update",
-	"PostEphemeralContext":       "chat.postEphemeral",
-	"OpenViewContext":            "views.open",
-	"GetUserGroupMembersContext": "usergroups.users.list",
-	"GetPermalinkContext":        "chat.getPermalink",
-	"OpenConversationContext":    "conversations.open",
+	"AuthTestContext":               "auth.test",
+	"PostMessageContext":            "chat.postMessage",
+	"UpdateMessageContext":          "chat.update",
+	"PostEphemeralContext":          "chat.postEphemeral",
+	"OpenViewContext":               "views.open",
+	"GetUserGroupMembersContext":    "usergroups.users.list",
+	"GetPermalinkContext":           "chat.getPermalink",
+	"OpenConversationContext":       "conversations.open",
+	"GetConversationRepliesContext": "conversations.replies",
 	// The client handed to Socket Mode, which opens its connection with
 	// the app-level token.
 	"socketmode.New": "apps.connections.open",
@@ -109,6 +110,8 @@ var methodScopes = map[string][]string{
 	"usergroups.users.list": {"usergroups:read"},
 	"chat.getPermalink":     nil,          // links between a card, its thread and its pointer
 	"conversations.open":    {"im:write"}, // DM copies of cards (notify: [dm])
+	// Recovery finds a card posted but never recorded in its thread.
+	"conversations.replies": {"channels:history", "groups:history", "im:history", "mpim:history"},
 	"apps.connections.open": nil,
 }
 

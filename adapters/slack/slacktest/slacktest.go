@@ -1,6 +1,6 @@
 // Package slacktest fakes Slack for tests: the Web API (auth.test,
 // chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink,
-// views.open, conversations.open, usergroups.users.list,
+// views.open, conversations.open, conversations.replies, usergroups.users.list,
 // apps.connections.open) and a Socket Mode websocket, on 127.0.0.1. It
 // speaks Slack's wire formats to the real client library, records the
 // calls it got, and lets a test script answers (a 429, a 500), inject
@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +122,7 @@ type Server struct {
 	faults  map[string]*fault // method → its injected faults
 	shown   map[string]Call   // "<channel>/<ts>" → the call whose content the message shows now
 	deleted map[string]bool   // "<channel>/<ts>" of messages deleted (Delete)
+	threads map[string]string // "<channel>/<ts>" → the thread a posted message is in ("" top level)
 }
 
 // Shown is the call (chat.postMessage, or the last chat.update Slack
@@ -143,6 +145,31 @@ func (s *Server) Delete(channel, ts string) {
 	}
 	s.deleted[channel+"/"+ts] = true
 	delete(s.shown, channel+"/"+ts)
+}
+
+// replies are the bot's messages in a thread as they show now, oldest
+// first, as conversations.replies lists them.
+func (s *Server) replies(channel, thread string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for key, th := range s.threads {
+		ch, ts, _ := strings.Cut(key, "/")
+		c, ok := s.shown[key]
+		if ch != channel || (th != thread && ts != thread) || !ok {
+			continue
+		}
+		msg := map[string]any{"type": "message", "user": s.o.BotUser, "bot_id": s.o.BotID, "text": c.Param("text"), "ts": ts}
+		if th != "" {
+			msg["thread_ts"] = th
+		}
+		if b := c.Param("blocks"); b != "" {
+			msg["blocks"] = json.RawMessage(b)
+		}
+		out = append(out, msg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i]["ts"].(string) < out[j]["ts"].(string) })
+	return out
 }
 
 func (s *Server) isDeleted(channel, ts string) bool {
@@ -475,6 +502,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 			msg["thread_ts"] = th
 		}
 		s.show(call.Param("channel"), call.TS, call)
+		s.mu.Lock()
+		if s.threads == nil {
+			s.threads = map[string]string{}
+		}
+		s.threads[call.Param("channel")+"/"+call.TS] = call.Param("thread_ts")
+		s.mu.Unlock()
 		writeJSON(w, map[string]any{"ok": true, "channel": call.Param("channel"), "ts": call.TS, "message": msg})
 	case "chat.update":
 		if badBlocks() {
@@ -490,6 +523,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 			"message": map[string]any{"type": "message", "user": s.o.BotUser, "text": call.Param("text")}})
 	case "chat.postEphemeral":
 		writeJSON(w, map[string]any{"ok": true, "message_ts": s.NextTS()})
+	case "conversations.replies":
+		writeJSON(w, map[string]any{"ok": true, "messages": s.replies(call.Param("channel"), call.Param("ts")), "has_more": false})
 	case "views.open":
 		if call.Param("trigger_id") == "" {
 			fail(w, "invalid_trigger_id")
