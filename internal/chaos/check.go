@@ -32,6 +32,7 @@ type Report struct {
 	Clicks, Unanswered        int            // clicks sent; never answered (Airlock away for every try)
 	Checked                   int            // clicks acknowledged as recorded, each found in the audit
 	Refused                   int            // clicks answered privately (refused, or asked to click again)
+	NearKill                  int            // approvers' clicks not checked: Airlock was killed soon after
 	CardMessages              int            // card messages checked against their calls
 	Updates                   int64          // chat.update calls the fake accepted
 	Limited, Failed           int64          // 429 and 5xx the fake Slack answered
@@ -65,7 +66,7 @@ func (r *Report) print(w io.Writer) {
 	p("conversations: %d mentions, %d got a card, %d answered by the model", r.Mentions, r.Cards, r.Answered)
 	p("batches: %d, calls: %d; decisions: %s", r.Batches, r.Calls, counts(r.Decisions))
 	p("runs of allowed calls: %s; tool requests: %d, at most %d per idempotency key", counts(r.Runs), r.ToolRequests, r.MaxRunsKey)
-	p("clicks: %d sent, %d never answered, %d answered privately, %d acknowledged as recorded and found in the audit", r.Clicks, r.Unanswered, r.Refused, r.Checked)
+	p("clicks: %d sent, %d never answered, %d answered privately, %d acknowledged as recorded and found in the audit, %d not checked (Airlock killed within %s)", r.Clicks, r.Unanswered, r.Refused, r.Checked, r.NearKill, workedWithin)
 	p("card messages checked against their calls: %d", r.CardMessages)
 	for _, n := range r.Notes {
 		p("note: %s", n)
@@ -367,7 +368,11 @@ func (w *world) checkClicks(r *Report, events []confirm.AuditEvent) {
 			r.Refused++
 			continue
 		}
-		if !c.approver || c.status/100 != 2 || n[place{c.user, c.where.channel, c.thread}] != 1 || w.killedAround(c) {
+		if !c.approver || c.status/100 != 2 || n[place{c.user, c.where.channel, c.thread}] != 1 {
+			continue
+		}
+		if w.killedAround(c) {
+			r.NearKill++
 			continue
 		}
 		found := false
@@ -397,14 +402,19 @@ func (w *world) checkClicks(r *Report, events []confirm.AuditEvent) {
 	}
 }
 
+// workedWithin is how long after its acknowledgement a click is surely
+// worked on (Slack's clicks are acknowledged first and worked on after,
+// behind the others waiting): a kill within it may take an acknowledged
+// click with it, unrecorded, its card unchanged; the clicker clicks again.
+const workedWithin = 15 * time.Second
+
 // killedAround reports whether Airlock was killed between a second before
-// the click was sent and three after it was answered: such a click may
-// have been acknowledged and never worked.
+// the click was sent and workedWithin after it was answered.
 func (w *world) killedAround(c click) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, k := range w.killedAt {
-		if !k.Before(c.at.Add(-time.Second)) && k.Before(c.answered.Add(3*time.Second)) {
+		if !k.Before(c.at.Add(-time.Second)) && k.Before(c.answered.Add(workedWithin)) {
 			return true
 		}
 	}

@@ -94,8 +94,20 @@ func (w *world) injectFaults(ctx context.Context, stop <-chan struct{}) {
 		}
 		evs = append(evs, event{f.from, w.dbAway}, event{f.to, w.dbBack})
 	}
+	// A restart waits for the database when it is away: it runs beside
+	// the schedule, so the database's return is not held up by it.
+	var restarts sync.WaitGroup
+	defer restarts.Wait()
 	for _, k := range w.faults.kills {
-		evs = append(evs, event{k, func() { w.killAndRestart(ctx) }})
+		evs = append(evs, event{k, func() {
+			w.airlock.kill()
+			w.mu.Lock()
+			w.killedAt = append(w.killedAt, time.Now())
+			w.mu.Unlock()
+			w.report.Kills++
+			restarts.Add(1)
+			go func() { defer restarts.Done(); w.restart(ctx) }()
+		}})
 	}
 	sortEvents := func() {
 		for i := 1; i < len(evs); i++ {
@@ -134,13 +146,8 @@ func (w *world) dbBack() {
 	}
 }
 
-// killAndRestart SIGKILLs Airlock and starts it again a moment later.
-func (w *world) killAndRestart(ctx context.Context) {
-	w.airlock.kill()
-	w.mu.Lock()
-	w.killedAt = append(w.killedAt, time.Now())
-	w.mu.Unlock()
-	w.report.Kills++
+// restart starts Airlock again a moment after a kill.
+func (w *world) restart(ctx context.Context) {
 	time.Sleep(500 * time.Millisecond)
 	// As a supervisor would: Airlock refuses to start while its database
 	// can't be reached, so it is started again until it comes up.
@@ -149,7 +156,9 @@ func (w *world) killAndRestart(ctx context.Context) {
 		if err = w.airlock.start(ctx); err == nil {
 			return
 		}
+		w.mu.Lock()
 		w.report.FailedStarts++
+		w.mu.Unlock()
 	}
 	w.report.note("Airlock did not come up again after a kill: %v", err)
 }

@@ -193,6 +193,9 @@ type airlock struct {
 func (a *airlock) start(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.cmd != nil {
+		return nil // running: another restart brought it up
+	}
 	cmd := exec.Command(a.exe, "run", "-config", a.config)
 	out := a.log
 	if out == nil {
