@@ -184,12 +184,30 @@ func (s *cardSync) limit(rl *RateLimitedError, now time.Time) time.Time {
 // thread's pointer) from storage, and returns the batch as loaded (nil
 // when it could not be).
 func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchID string) *confirm.Batch {
+	ctx = context.WithoutCancel(ctx)
+	// The change is recorded (and its messages claimed) before the batch
+	// is loaded, so the state rendered is never older than the version
+	// recorded as rendered; the one load serves the render and the caller.
+	claimed, listed, cerr := b.store.ChangeAndClaimCards(ctx, batchID, b.cardHolder(), cardClaimTTL)
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil {
 		b.log.Error("reload batch for card", "batch", batchID, "err", err)
+		for _, c := range claimed {
+			b.cardRetry(ctx, c, 0, false) // let the job have them
+		}
+		b.cs.nudge()
 		return nil
 	}
-	b.refreshCardOf(ctx, conv, batch)
+	if batch.CardRef == "" {
+		return batch // no card was posted: the batch never paused
+	}
+	if conv.ID != batch.ConversationID {
+		if conv, err = b.conversation(ctx, batch.ConversationID); err != nil {
+			b.log.Error("load conversation for card", "batch", batchID, "err", err)
+			return batch
+		}
+	}
+	b.synced(ctx, conv, batch, claimed, listed, cerr, batch)
 	return batch
 }
 
@@ -205,17 +223,30 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 		return // no card was posted: the batch never paused
 	}
 	ctx = context.WithoutCancel(ctx)
-	if msgs, err := b.store.CardMessages(ctx, batch.ID); err == nil && len(msgs) == 0 {
-		// A card recorded only as the batch's card_ref (a store that
-		// lost its list): listed now, so it is synced as the others.
-		v, _ := b.store.CardVersion(ctx, batch.ID)
-		b.rememberMsg(ctx, confirm.CardMessage{BatchID: batch.ID, Kind: confirm.CardMain, Platform: conv.Platform,
-			Channel: conv.Channel, Thread: conv.Thread, Ref: batch.CardRef, Version: v})
-	}
-	if err := b.store.ChangeCard(ctx, batch.ID); err != nil {
+	// The change and the claims of its messages are one write; the
+	// messages are then rendered at once, where the platform lets them,
+	// from the batch loaded after it.
+	claimed, listed, err := b.store.ChangeAndClaimCards(ctx, batch.ID, b.cardHolder(), cardClaimTTL)
+	b.synced(ctx, conv, batch, claimed, listed, err, nil)
+}
+
+// synced renders the messages a change claimed (with loaded, the batch
+// as loaded after the change; nil: loaded again), then the batch's
+// other messages behind, and leaves what it could not to the job.
+func (b *Bot) synced(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, claimed []confirm.CardSync, listed bool, err error, loaded *confirm.Batch) {
+	if err != nil {
 		b.log.Error("record a change of the card; the card-sync job records it later", "batch", batch.ID, "err", err)
 		b.cs.unrecord(batch.ID, true)
 		return
+	}
+	if !listed {
+		// A card recorded only as the batch's card_ref (a store that
+		// lost its list): listed now, behind, so it is synced as the
+		// others.
+		b.rememberMsg(ctx, confirm.CardMessage{BatchID: batch.ID, Kind: confirm.CardMain, Platform: conv.Platform,
+			Channel: conv.Channel, Thread: conv.Thread, Ref: batch.CardRef})
+	} else if len(claimed) > 0 && b.renderClaimed(ctx, claimed, loaded, conv) == len(claimed) {
+		return // a message claimed elsewhere meanwhile is its holder's, or the job's
 	}
 	for range cardSyncPasses {
 		ids, err := b.store.BehindCards(ctx, "", batch.ID, cardSyncChunk)
@@ -296,9 +327,7 @@ func (b *Bot) platformNames() []string {
 // renders them, at most one request per message, a few messages at a
 // time. It returns how many were rendered.
 func (b *Bot) syncCards(ctx context.Context, ids []int64) int {
-	// Each pass claims under a name of its own: two passes of one process
-	// (two clicks' changes) never both hold a message.
-	holder := fmt.Sprintf("%s#%d", b.cfg.WorkerID, b.cs.seq.Add(1))
+	holder := b.cardHolder()
 	var claimed []confirm.CardSync
 	for _, id := range ids {
 		c, ok, err := b.store.ClaimCard(ctx, id, holder, cardClaimTTL)
@@ -306,9 +335,25 @@ func (b *Bot) syncCards(ctx context.Context, ids []int64) int {
 			b.log.Error("claim a card message", "id", id, "err", err)
 			continue
 		}
-		if !ok {
-			continue
+		if ok {
+			claimed = append(claimed, c)
 		}
+	}
+	return b.renderClaimed(ctx, claimed, nil, confirm.Conversation{})
+}
+
+// cardHolder names a pass's claims: each pass claims under a name of its
+// own, so two passes of one process (two clicks' changes) never both hold
+// a message.
+func (b *Bot) cardHolder() string { return fmt.Sprintf("%s#%d", b.cfg.WorkerID, b.cs.seq.Add(1)) }
+
+// renderClaimed renders the claimed messages from storage (a message of
+// a platform or channel under a rate limit waits for it) and returns how
+// many were rendered. pre, when not nil, is a batch already loaded after
+// its messages were claimed, in conversation conv.
+func (b *Bot) renderClaimed(ctx context.Context, all []confirm.CardSync, pre *confirm.Batch, conv confirm.Conversation) int {
+	var claimed []confirm.CardSync
+	for _, c := range all {
 		if until, held := b.cs.held(c.Message.Platform, c.Message.Channel, b.now()); held {
 			b.cardRetry(ctx, c, until.Sub(b.now()), false)
 			continue
@@ -324,6 +369,9 @@ func (b *Bot) syncCards(ctx context.Context, ids []int64) int {
 		err   error
 	}
 	batches := map[string]*loaded{}
+	if pre != nil {
+		batches[pre.ID] = &loaded{batch: pre, conv: conv}
+	}
 	for _, c := range claimed {
 		if batches[c.Message.BatchID] != nil {
 			continue

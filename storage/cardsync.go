@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -26,6 +27,68 @@ func (db *DB) ChangeCard(ctx context.Context, batchID string) error {
 		return fmt.Errorf("change card of %s: %w", batchID, err)
 	}
 	return nil
+}
+
+// ChangeAndClaimCards implements confirm.CardSyncStore.
+func (db *DB) ChangeAndClaimCards(ctx context.Context, batchID, holder string, ttl time.Duration) ([]confirm.CardSync, bool, error) {
+	if holder == "" || ttl <= 0 {
+		return nil, false, errors.New("change and claim cards: a holder and a positive ttl are needed")
+	}
+	var (
+		claimed []confirm.CardSync
+		listed  bool
+	)
+	err := db.tx(ctx, func(tx dbtx) error {
+		claimed, listed = nil, false
+		now := db.now()
+		var version int64
+		if err := db.get(ctx, tx, &version, db.q(`UPDATE batches SET card_version = card_version + 1 WHERE id = ? RETURNING card_version`), batchID); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			return err
+		}
+		// One statement: every message not gone wants the new version,
+		// and those no live claim holds and no wait keeps are claimed.
+		claimable := `rendered < ? AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)`
+		var rows []struct {
+			cardSyncRow
+			Holder string `db:"claimed_by"`
+		}
+		if err := db.sel(ctx, tx, &rows, db.q(`UPDATE cards SET desired = ?, changed_at = COALESCE(changed_at, ?),
+			claimed_by = CASE WHEN `+claimable+` THEN ? ELSE claimed_by END,
+			claimed_until = CASE WHEN `+claimable+` THEN ? ELSE claimed_until END
+			WHERE batch_id = ? AND gone_at IS NULL
+			RETURNING id, `+cardColumns+`, desired, changed_at, failures, claimed_by`),
+			version, db.ts(now),
+			version, db.ts(now), db.ts(now), holder,
+			version, db.ts(now), db.ts(now), db.ts(now.Add(ttl)),
+			batchID); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Holder != holder {
+				continue
+			}
+			m := r.card()
+			m.Version = r.Desired
+			claimed = append(claimed, confirm.CardSync{ID: r.ID, Holder: holder, Message: m, Version: r.Desired, ChangedAt: r.ChangedAt.t, Failures: r.Failures})
+		}
+		sort.Slice(claimed, func(i, j int) bool { return claimed[i].ID < claimed[j].ID })
+		listed = len(rows) > 0
+		if !listed { // only gone ones, or none at all
+			var n int
+			if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM cards WHERE batch_id = ?`), batchID); err != nil {
+				return err
+			}
+			listed = n > 0
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("change and claim cards of %s: %w", batchID, err)
+	}
+	return claimed, listed, nil
 }
 
 // CardVersion implements confirm.CardSyncStore. It reads the writer, so

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,38 @@ var cardSyncTests = []conformanceTest{
 	{"CardSyncWaitsAndGone", testCardSyncWaitsAndGone},
 	{"CardSyncPostedDuringChange", testCardSyncPostedDuringChange},
 	{"RaceClaimCard", testRaceClaimCard},
+	{"ChangeAndClaimCards", testChangeAndClaimCards},
+}
+
+// ChangeAndClaimCards records the change and claims, in one write, the
+// batch's messages behind that no live claim holds; a batch without
+// messages says so.
+func testChangeAndClaimCards(t *testing.T, db *DB) {
+	ctx := t.Context()
+	bare := newBatch(t, db, later(), confirm.DecisionPending)
+	if claimed, listed, err := db.ChangeAndClaimCards(ctx, bare.ID, "r1", time.Minute); err != nil || listed || len(claimed) != 0 {
+		t.Fatalf("no messages: %v, listed %v, %v", claimed, listed, err)
+	}
+	if v, _ := db.CardVersion(ctx, bare.ID); v != 1 {
+		t.Fatalf("version %d, want the change recorded", v)
+	}
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	m1 := addCard(t, db, b.ID, confirm.CardMain, "C1", "C1/2.1", 0)
+	m2 := addCard(t, db, b.ID, confirm.CardDM, "D1", "D1/2.2", 0)
+	change(t, db, b.ID)
+	if _, ok, err := db.ClaimCard(ctx, m2, "other", time.Minute); err != nil || !ok {
+		t.Fatalf("claim by another: %v %v", ok, err)
+	}
+	claimed, listed, err := db.ChangeAndClaimCards(ctx, b.ID, "r1", time.Minute)
+	if err != nil || !listed || len(claimed) != 1 || claimed[0].ID != m1 || claimed[0].Version != 2 || claimed[0].Message.Ref != "C1/2.1" {
+		t.Fatalf("ChangeAndClaimCards = %+v, listed %v, %v; want m1 at version 2 only", claimed, listed, err)
+	}
+	if ok, err := db.CardRendered(ctx, m1, "r1", 2); err != nil || !ok {
+		t.Fatalf("CardRendered by the claim's holder = %v, %v", ok, err)
+	}
+	if got := behind(t, db); slices.Contains(got, m1) || slices.Contains(got, m2) {
+		t.Fatalf("behind = %v: m1 rendered, m2 still claimed by another", got)
+	}
 }
 
 func addCard(t *testing.T, db *DB, batchID, kind, channel, ref string, version int64) int64 {
