@@ -188,7 +188,7 @@ func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchI
 	// The change is recorded (and its messages claimed) before the batch
 	// is loaded, so the state rendered is never older than the version
 	// recorded as rendered; the one load serves the render and the caller.
-	claimed, listed, cerr := b.store.ChangeAndClaimCards(ctx, batchID, b.cardHolder(), cardClaimTTL)
+	claimed, listed, cerr := b.store.ChangeAndClaimCards(ctx, batchID, b.cardHolder(), cardClaimTTL, cardSyncChunk)
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil {
 		b.log.Error("reload batch for card", "batch", batchID, "err", err)
@@ -226,7 +226,7 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 	// The change and the claims of its messages are one write; the
 	// messages are then rendered at once, where the platform lets them,
 	// from the batch loaded after it.
-	claimed, listed, err := b.store.ChangeAndClaimCards(ctx, batch.ID, b.cardHolder(), cardClaimTTL)
+	claimed, listed, err := b.store.ChangeAndClaimCards(ctx, batch.ID, b.cardHolder(), cardClaimTTL, cardSyncChunk)
 	b.synced(ctx, conv, batch, claimed, listed, err, nil)
 }
 
@@ -245,10 +245,12 @@ func (b *Bot) synced(ctx context.Context, conv confirm.Conversation, batch *conf
 		// others.
 		b.rememberMsg(ctx, confirm.CardMessage{BatchID: batch.ID, Kind: confirm.CardMain, Platform: conv.Platform,
 			Channel: conv.Channel, Thread: conv.Thread, Ref: batch.CardRef})
-	} else if len(claimed) > 0 && b.renderClaimed(ctx, claimed, loaded, conv) == len(claimed) {
-		return // a message claimed elsewhere meanwhile is its holder's, or the job's
+	} else if len(claimed) > 0 && b.renderClaimed(ctx, claimed, loaded, conv) < len(claimed) {
+		b.cs.nudge() // waiting or failing: the job goes on
+		return
 	}
-	for range cardSyncPasses {
+	// The first pass was the change's own chunk; the rest as the job would.
+	for range cardSyncPasses - 1 {
 		ids, err := b.store.BehindCards(ctx, "", batch.ID, cardSyncChunk)
 		if err != nil {
 			b.log.Error("list card messages behind", "batch", batch.ID, "err", err)

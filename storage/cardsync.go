@@ -30,7 +30,10 @@ func (db *DB) ChangeCard(ctx context.Context, batchID string) error {
 }
 
 // ChangeAndClaimCards implements confirm.CardSyncStore.
-func (db *DB) ChangeAndClaimCards(ctx context.Context, batchID, holder string, ttl time.Duration) ([]confirm.CardSync, bool, error) {
+func (db *DB) ChangeAndClaimCards(ctx context.Context, batchID, holder string, ttl time.Duration, limit int) ([]confirm.CardSync, bool, error) {
+	if limit <= 0 {
+		limit = 100
+	}
 	if holder == "" || ttl <= 0 {
 		return nil, false, errors.New("change and claim cards: a holder and a positive ttl are needed")
 	}
@@ -50,7 +53,9 @@ func (db *DB) ChangeAndClaimCards(ctx context.Context, batchID, holder string, t
 		}
 		// One statement: every message not gone wants the new version,
 		// and those no live claim holds and no wait keeps are claimed.
-		claimable := `rendered < ? AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)`
+		claimable := `rendered < ? AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
+			AND id IN (SELECT id FROM cards WHERE batch_id = ? AND gone_at IS NULL AND rendered < ?
+				AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?) ORDER BY id LIMIT ?)`
 		var rows []struct {
 			cardSyncRow
 			Holder string `db:"claimed_by"`
@@ -61,8 +66,8 @@ func (db *DB) ChangeAndClaimCards(ctx context.Context, batchID, holder string, t
 			WHERE batch_id = ? AND gone_at IS NULL
 			RETURNING id, `+cardColumns+`, desired, changed_at, failures, claimed_by`),
 			version, db.ts(now),
-			version, db.ts(now), db.ts(now), holder,
-			version, db.ts(now), db.ts(now), db.ts(now.Add(ttl)),
+			version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, holder,
+			version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, db.ts(now.Add(ttl)),
 			batchID); err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ var cardSyncTests = []conformanceTest{
 func testChangeAndClaimCards(t *testing.T, db *DB) {
 	ctx := t.Context()
 	bare := newBatch(t, db, later(), confirm.DecisionPending)
-	if claimed, listed, err := db.ChangeAndClaimCards(ctx, bare.ID, "r1", time.Minute); err != nil || listed || len(claimed) != 0 {
+	if claimed, listed, err := db.ChangeAndClaimCards(ctx, bare.ID, "r1", time.Minute, 8); err != nil || listed || len(claimed) != 0 {
 		t.Fatalf("no messages: %v, listed %v, %v", claimed, listed, err)
 	}
 	if v, _ := db.CardVersion(ctx, bare.ID); v != 1 {
@@ -42,7 +42,7 @@ func testChangeAndClaimCards(t *testing.T, db *DB) {
 	if _, ok, err := db.ClaimCard(ctx, m2, "other", time.Minute); err != nil || !ok {
 		t.Fatalf("claim by another: %v %v", ok, err)
 	}
-	claimed, listed, err := db.ChangeAndClaimCards(ctx, b.ID, "r1", time.Minute)
+	claimed, listed, err := db.ChangeAndClaimCards(ctx, b.ID, "r1", time.Minute, 8)
 	if err != nil || !listed || len(claimed) != 1 || claimed[0].ID != m1 || claimed[0].Version != 2 || claimed[0].Message.Ref != "C1/2.1" {
 		t.Fatalf("ChangeAndClaimCards = %+v, listed %v, %v; want m1 at version 2 only", claimed, listed, err)
 	}
