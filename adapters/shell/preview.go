@@ -3,7 +3,6 @@ package shell
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
@@ -54,16 +53,10 @@ func previewSig(c cardpkg.Call) string {
 
 // showPreview prints the whole preview of a call of the waiting card.
 func (s *Shell) showPreview(ctx context.Context, b Bot, arg string) {
-	card, ok := s.pendingCard(ctx, b)
+	c, ok := s.pendingCall(ctx, b, arg)
 	if !ok {
 		return
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(arg))
-	if err != nil || n < 1 || n > len(card.Calls) {
-		s.printf("%q is not a call number of the card (1-%d).\n", visible.Reveal(arg), len(card.Calls))
-		return
-	}
-	c := card.Calls[n-1]
 	if c.Preview == nil || !c.Preview.Shown() {
 		s.printf("Call [%d] has no preview to show.\n", c.Number)
 		return

@@ -436,17 +436,26 @@ func (s *Shell) extend(ctx context.Context, b Bot, rest string) {
 
 // args prints the whole arguments of a call of the waiting card.
 func (s *Shell) args(ctx context.Context, b Bot, arg string) {
-	card, ok := s.pendingCard(ctx, b)
+	c, ok := s.pendingCall(ctx, b, arg)
 	if !ok {
 		return
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(arg))
-	if err != nil || n < 1 || n > len(card.Calls) {
-		s.printf("%q is not a call number of the card (1-%d).\n", visible.Reveal(arg), len(card.Calls))
-		return
-	}
-	c := card.Calls[n-1]
 	s.printf("Arguments of call [%d] %s:\n%s\n", c.Number, visible.Reveal(c.Tool), visible.Reveal(strings.TrimSpace(c.Args)))
+}
+
+// pendingCall is the call numbered arg of the waiting card; false (and
+// the person told why) when there is none.
+func (s *Shell) pendingCall(ctx context.Context, b Bot, arg string) (cardpkg.Call, bool) {
+	cd, ok := s.pendingCard(ctx, b)
+	if !ok {
+		return cardpkg.Call{}, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(arg))
+	if err != nil || n < 1 || n > len(cd.Calls) {
+		s.printf("%q is not a call number of the card (1-%d).\n", visible.Reveal(arg), len(cd.Calls))
+		return cardpkg.Call{}, false
+	}
+	return cd.Calls[n-1], true
 }
 
 // PostCard prints a card. Its reference is the batch id: the shell's
