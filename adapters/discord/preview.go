@@ -62,18 +62,8 @@ func previewField(c card.Call, limit int, offer bool) (value string, cut bool) {
 	}
 	total := runes(text)
 	room := limit - runes(head) - runes(open) - runes(closing) - runes(tail) - runes(note(total))
-	var b strings.Builder
-	shown, n := 0, 0
-	for _, r := range text {
-		s := codeSafe(r)
-		if n+runes(s) > room {
-			break
-		}
-		b.WriteString(s)
-		n += runes(s)
-		shown++
-	}
-	return head + open + b.String() + closing + note(total-shown) + tail, true
+	body, shown := codeSafePrefix(text, room)
+	return head + open + body + closing + note(total-shown) + tail, true
 }
 
 // previewButtons drops "Show full preview" where the card shows the

@@ -560,9 +560,16 @@ func argsField(args string, limit int, offer bool) (string, bool) {
 	}
 	total := runes(args)
 	room := limit - runes(open) - runes(closing) - runes(note(total))
+	body, shown := codeSafePrefix(args, room)
+	return open + body + closing + note(total-shown), true
+}
+
+// codeSafePrefix is text made safe for a code block (codeSafe), cut to at
+// most room runes; shown is how many of text's runes it holds.
+func codeSafePrefix(text string, room int) (body string, shown int) {
 	var b strings.Builder
-	shown, n := 0, 0
-	for _, r := range args {
+	n := 0
+	for _, r := range text {
 		p := codeSafe(r)
 		if n+runes(p) > room {
 			break
@@ -571,7 +578,7 @@ func argsField(args string, limit int, offer bool) (string, bool) {
 		n += runes(p)
 		shown++
 	}
-	return open + b.String() + closing + note(total-shown), true
+	return b.String(), shown
 }
 
 // statusLine lays out where a call stands (card.Call.Status): its emoji
