@@ -188,6 +188,9 @@ func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchI
 	// The change is recorded (and its messages claimed) before the batch
 	// is loaded, so the state rendered is never older than the version
 	// recorded as rendered; the one load serves the render and the caller.
+	// One statement for the change and its claims, and one load, because
+	// the SQLite decisions/s floor needs them (BENCHMARKS.md, fourteenth
+	// round: 806 with a claim per message and two loads).
 	claimed, listed, cerr := b.store.ChangeAndClaimCards(ctx, batchID, b.cardHolder(), cardClaimTTL, cardSyncChunk)
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil {

@@ -37,7 +37,7 @@ type Report struct {
 	Updates                   int64          // chat.update calls the fake accepted
 	Limited, Failed           int64          // 429 and 5xx the fake Slack answered
 	SlowTool                  int64          // tool requests answered after the tools' timeout
-	Kills, Starts, DBOutages  int
+	Kills, Starts             int
 	FailedStarts              int            // starts refused (the database away at start)
 	Faults                    map[string]int // stretches per fault kind
 

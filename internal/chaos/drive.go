@@ -130,7 +130,6 @@ func (w *world) injectFaults(ctx context.Context, stop <-chan struct{}) {
 }
 
 func (w *world) dbAway() {
-	w.report.DBOutages++
 	if w.proxy != nil {
 		w.proxy.Cut()
 		return
