@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/bot/bottest"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/runbook"
@@ -88,6 +89,18 @@ func waitPreview(t *testing.T, h *harness, k int) confirm.Call {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// settledCard is the card as last rendered once no message of it is
+// behind: a preview's own pass may still hold the card's message when a
+// click lands, and then renders the click's state after its own.
+func settledCard(t *testing.T, h *harness) cardpkg.Card {
+	t.Helper()
+	eventually(t, "no card message is behind", func() bool {
+		n, err := h.store.CardsBehind(context.Background())
+		return err == nil && n == 0
+	})
+	return h.plat.LastCard()
 }
 
 func convID(t *testing.T, h *harness) int64 {
@@ -211,7 +224,7 @@ func TestPreviewRecheckChangedRefusesTheRun(t *testing.T) {
 	if len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, "the preview changed since it was approved") {
 		t.Fatalf("model told %+v", res)
 	}
-	final := h.plat.LastCard().Calls[0]
+	final := settledCard(t, h).Calls[0]
 	if final.Run != confirm.RunFailed || final.Preview == nil || final.Preview.Recheck != confirm.RecheckChanged {
 		t.Fatalf("final card call: run %s preview %+v", final.Run, final.Preview)
 	}
@@ -252,7 +265,7 @@ func TestPreviewRecheckMatchedRunsAndFailedRefuses(t *testing.T) {
 			if p.Runs.Load() != tc2.runs {
 				t.Fatalf("runs %d, want %d", p.Runs.Load(), tc2.runs)
 			}
-			if got := h.plat.LastCard().Calls[0].Preview.Recheck; got != tc2.want {
+			if got := settledCard(t, h).Calls[0].Preview.Recheck; got != tc2.want {
 				t.Fatalf("recheck %q, want %q", got, tc2.want)
 			}
 			if tc2.runs == 0 {
