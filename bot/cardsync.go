@@ -191,7 +191,8 @@ func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchI
 	// One statement for the change and its claims, and one load, because
 	// the SQLite decisions/s floor needs them (BENCHMARKS.md, fourteenth
 	// round: 806 with a claim per message and two loads).
-	claimed, listed, cerr := b.store.ChangeAndClaimCards(ctx, batchID, b.cardHolder(), cardClaimTTL, cardSyncChunk)
+	cc := b.cardClaim()
+	claimed, listed, cerr := b.store.ChangeAndClaimCards(ctx, batchID, cc.Holder, cc.TTL, cc.Limit)
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil {
 		b.log.Error("reload batch for card", "batch", batchID, "err", err)
@@ -229,7 +230,8 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 	// The change and the claims of its messages are one write; the
 	// messages are then rendered at once, where the platform lets them,
 	// from the batch loaded after it.
-	claimed, listed, err := b.store.ChangeAndClaimCards(ctx, batch.ID, b.cardHolder(), cardClaimTTL, cardSyncChunk)
+	cc := b.cardClaim()
+	claimed, listed, err := b.store.ChangeAndClaimCards(ctx, batch.ID, cc.Holder, cc.TTL, cc.Limit)
 	b.synced(ctx, conv, batch, claimed, listed, err, nil)
 }
 
@@ -351,6 +353,12 @@ func (b *Bot) syncCards(ctx context.Context, ids []int64) int {
 // own, so two passes of one process (two clicks' changes) never both hold
 // a message.
 func (b *Bot) cardHolder() string { return fmt.Sprintf("%s#%d", b.cfg.WorkerID, b.cs.seq.Add(1)) }
+
+// cardClaim is a change's claim of its own chunk of messages, for a
+// store write that records the change with its claims.
+func (b *Bot) cardClaim() confirm.CardClaim {
+	return confirm.CardClaim{Holder: b.cardHolder(), TTL: cardClaimTTL, Limit: cardSyncChunk}
+}
 
 // renderClaimed renders the claimed messages from storage (a message of
 // a platform or channel under a rate limit waits for it) and returns how

@@ -186,10 +186,25 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	// a tool ran.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var done bool
+	var (
+		done    bool
+		claim   confirm.CardClaim // the card's change, recorded with the completion
+		claimed []confirm.CardSync
+		listed  bool
+	)
+	// This worker holds the claim: once done, the batch is as loaded,
+	// with the outcomes it stored. It is loaded again for its card only
+	// when an outcome could not be written, or with reload; otherwise
+	// the card's change and claims are written with the completion (a
+	// write transaction less per decision: BENCHMARKS.md, fifteenth
+	// round).
+	fromStore := anyLost(outs) || reload || anyRechecked(outs)
+	if !fromStore && batch.CardRef != "" {
+		claim = b.cardClaim()
+	}
 	held := outs[last]
 	if held != nil && held.unwritten {
-		done, err = b.store.FinishRunAndComplete(wctx, batchID, last, held.status, held.result, stored)
+		done, claimed, listed, err = b.store.FinishRunCompleteAndClaim(wctx, batchID, last, held.status, held.result, stored, claim)
 		if err != nil {
 			// As if written apart: the outcome is logged if it can't be
 			// recorded, and the batch is completed all the same.
@@ -201,6 +216,7 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 		held = nil
 	}
 	if held == nil {
+		claim = confirm.CardClaim{}
 		done, err = b.store.CompleteBatch(wctx, batchID, stored)
 	}
 	if err != nil {
@@ -211,15 +227,15 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	}
 	lc := lateCardFrom(ctx)
 	lc.stop()
-	// This worker holds the claim: the batch is as loaded, with the
-	// outcomes it stored, and done. It is reloaded only when an outcome
-	// could not be written, or with reload.
 	fresh := ranBatch(batch, outs)
-	if anyLost(outs) || reload || anyRechecked(outs) {
+	switch {
+	case anyLost(outs) || fromStore:
 		if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
 			fresh = reloaded
 		}
-	} else {
+	case claim.Holder != "":
+		b.synced(context.WithoutCancel(ctx), conv, fresh, claimed, listed, nil, nil)
+	default:
 		b.refreshCardOf(ctx, conv, fresh)
 	}
 	lc.ran()

@@ -19,6 +19,15 @@ type CardSync struct {
 	Failures  int       // failed attempts since it last rendered
 }
 
+// CardClaim asks for a change of a batch's card with its claims
+// (CardSyncStore.ChangeAndClaimCards): up to Limit of the batch's
+// messages behind are claimed for Holder until TTL.
+type CardClaim struct {
+	Holder string
+	TTL    time.Duration
+	Limit  int
+}
+
 // CardSyncStore keeps every card message's desired and rendered version
 // (see the card-sync job). Each transition is one conditional write.
 type CardSyncStore interface {

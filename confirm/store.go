@@ -460,6 +460,12 @@ type RunStore interface {
 	// the batch was not running; an error, and nothing written, when the
 	// run was not running.
 	FinishRunAndComplete(ctx context.Context, batchID, key string, status RunStatus, result string, results Message) (bool, error)
+	// FinishRunCompleteAndClaim is FinishRunAndComplete and, when claim
+	// names a holder, the batch's card change with its claims
+	// (CardSyncStore.ChangeAndClaimCards) in the same transaction;
+	// claimed and listed are as ChangeAndClaimCards returns them, none
+	// when the batch was not running.
+	FinishRunCompleteAndClaim(ctx context.Context, batchID, key string, status RunStatus, result string, results Message, claim CardClaim) (done bool, claimed []CardSync, listed bool, err error)
 	// RecoverRunning marks the running calls of the given batches as
 	// unknown (the worker running them died) and returns the batch ids
 	// touched.

@@ -31,69 +31,76 @@ func (db *DB) ChangeCard(ctx context.Context, batchID string) error {
 
 // ChangeAndClaimCards implements confirm.CardSyncStore.
 func (db *DB) ChangeAndClaimCards(ctx context.Context, batchID, holder string, ttl time.Duration, limit int) ([]confirm.CardSync, bool, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	if holder == "" || ttl <= 0 {
-		return nil, false, errors.New("change and claim cards: a holder and a positive ttl are needed")
-	}
 	var (
 		claimed []confirm.CardSync
 		listed  bool
 	)
-	err := db.tx(ctx, func(tx dbtx) error {
-		claimed, listed = nil, false
-		now := db.now()
-		var version int64
-		if err := db.get(ctx, tx, &version, db.q(`UPDATE batches SET card_version = card_version + 1 WHERE id = ? RETURNING card_version`), batchID); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			return err
-		}
-		// One statement: every message not gone wants the new version,
-		// and those no live claim holds and no wait keeps are claimed.
-		claimable := `rendered < ? AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
-			AND id IN (SELECT id FROM cards WHERE batch_id = ? AND gone_at IS NULL AND rendered < ?
-				AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?) ORDER BY id LIMIT ?)`
-		var rows []struct {
-			cardSyncRow
-			Holder string `db:"claimed_by"`
-		}
-		if err := db.sel(ctx, tx, &rows, db.q(`UPDATE cards SET desired = ?, changed_at = COALESCE(changed_at, ?),
-			claimed_by = CASE WHEN `+claimable+` THEN ? ELSE claimed_by END,
-			claimed_until = CASE WHEN `+claimable+` THEN ? ELSE claimed_until END
-			WHERE batch_id = ? AND gone_at IS NULL
-			RETURNING id, `+cardColumns+`, desired, changed_at, failures, claimed_by`),
-			version, db.ts(now),
-			version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, holder,
-			version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, db.ts(now.Add(ttl)),
-			batchID); err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if r.Holder != holder {
-				continue
-			}
-			m := r.card()
-			m.Version = r.Desired
-			claimed = append(claimed, confirm.CardSync{ID: r.ID, Holder: holder, Message: m, Version: r.Desired, ChangedAt: r.ChangedAt.t, Failures: r.Failures})
-		}
-		sort.Slice(claimed, func(i, j int) bool { return claimed[i].ID < claimed[j].ID })
-		listed = len(rows) > 0
-		if !listed { // only gone ones, or none at all
-			var n int
-			if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM cards WHERE batch_id = ?`), batchID); err != nil {
-				return err
-			}
-			listed = n > 0
-		}
-		return nil
+	err := db.tx(ctx, func(tx dbtx) (err error) {
+		claimed, listed, err = db.changeAndClaim(ctx, tx, batchID, confirm.CardClaim{Holder: holder, TTL: ttl, Limit: limit})
+		return err
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("change and claim cards of %s: %w", batchID, err)
 	}
 	return claimed, listed, nil
+}
+
+// changeAndClaim is ChangeAndClaimCards in tx.
+func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, batchID string, c confirm.CardClaim) ([]confirm.CardSync, bool, error) {
+	limit := c.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	if c.Holder == "" || c.TTL <= 0 {
+		return nil, false, errors.New("change and claim cards: a holder and a positive ttl are needed")
+	}
+	now := db.now()
+	var version int64
+	if err := db.get(ctx, tx, &version, db.q(`UPDATE batches SET card_version = card_version + 1 WHERE id = ? RETURNING card_version`), batchID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	// One statement: every message not gone wants the new version, and
+	// those no live claim holds and no wait keeps are claimed.
+	claimable := `rendered < ? AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
+		AND id IN (SELECT id FROM cards WHERE batch_id = ? AND gone_at IS NULL AND rendered < ?
+			AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?) ORDER BY id LIMIT ?)`
+	var rows []struct {
+		cardSyncRow
+		Holder string `db:"claimed_by"`
+	}
+	if err := db.sel(ctx, tx, &rows, db.q(`UPDATE cards SET desired = ?, changed_at = COALESCE(changed_at, ?),
+		claimed_by = CASE WHEN `+claimable+` THEN ? ELSE claimed_by END,
+		claimed_until = CASE WHEN `+claimable+` THEN ? ELSE claimed_until END
+		WHERE batch_id = ? AND gone_at IS NULL
+		RETURNING id, `+cardColumns+`, desired, changed_at, failures, claimed_by`),
+		version, db.ts(now),
+		version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, c.Holder,
+		version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, db.ts(now.Add(c.TTL)),
+		batchID); err != nil {
+		return nil, false, err
+	}
+	var claimed []confirm.CardSync
+	for _, r := range rows {
+		if r.Holder != c.Holder {
+			continue
+		}
+		m := r.card()
+		m.Version = r.Desired
+		claimed = append(claimed, confirm.CardSync{ID: r.ID, Holder: c.Holder, Message: m, Version: r.Desired, ChangedAt: r.ChangedAt.t, Failures: r.Failures})
+	}
+	sort.Slice(claimed, func(i, j int) bool { return claimed[i].ID < claimed[j].ID })
+	if len(rows) > 0 {
+		return claimed, true, nil
+	}
+	// Only gone ones, or none at all.
+	var n int
+	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM cards WHERE batch_id = ?`), batchID); err != nil {
+		return nil, false, err
+	}
+	return claimed, n > 0, nil
 }
 
 // CardVersion implements confirm.CardSyncStore. It reads the writer, so
@@ -161,12 +168,19 @@ func (db *DB) ClaimCard(ctx context.Context, id int64, holder string, ttl time.D
 }
 
 // CardRendered implements confirm.CardSyncStore.
+// It is a transaction of its own, not a lone statement, so that on
+// SQLite it commits with the others waiting for the writer (group
+// commit) instead of committing them first and then itself.
 func (db *DB) CardRendered(ctx context.Context, id int64, holder string, version int64) (bool, error) {
-	n, err := db.execCount(ctx, db.x, db.q(`UPDATE cards SET
+	var n int64
+	err := db.tx(ctx, func(tx dbtx) (err error) {
+		n, err = db.execCount(ctx, tx, db.q(`UPDATE cards SET
 		rendered = CASE WHEN rendered > ? THEN rendered ELSE ? END,
 		changed_at = CASE WHEN desired <= ? THEN NULL ELSE changed_at END,
 		rendered_at = ?, failures = 0, retry_at = NULL, claimed_by = '', claimed_until = NULL
 		WHERE id = ? AND claimed_by = ?`), version, version, version, db.ts(db.now()), id, holder)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("card %d rendered: %w", id, err)
 	}
