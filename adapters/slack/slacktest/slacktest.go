@@ -44,7 +44,7 @@ type Options struct {
 	// Discard keeps no calls (for long runs); OnCall still sees each.
 	Discard bool
 	// OnCall, when set, sees every call that passed the token check,
-	// before it is answered. It must not block.
+	// before it is kept (Calls) and answered. It must not block.
 	OnCall func(Call)
 }
 
@@ -453,13 +453,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		call.TS = s.NextTS()
 	}
 	call.Type, call.Token = r.Header.Get("Content-Type"), token
+	// OnCall first: a test that sees the call among Calls finds what
+	// OnCall made of it.
+	if s.o.OnCall != nil {
+		s.o.OnCall(call)
+	}
 	if !s.o.Discard {
 		s.mu.Lock()
 		s.calls = append(s.calls, call)
 		s.mu.Unlock()
-	}
-	if s.o.OnCall != nil {
-		s.o.OnCall(call)
 	}
 	if s.injected(w, method) {
 		return
