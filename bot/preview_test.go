@@ -372,3 +372,40 @@ func TestPreviewOfARunbookStep(t *testing.T) {
 		t.Fatalf("the step ran %d times (run %s)", p.Runs.Load(), id)
 	}
 }
+
+// A preview landing on a denied call while its batch runs shows on the
+// final card: the run's completion renders the batch it had loaded only
+// when no other change of the card came meanwhile.
+func TestPreviewLandingWhileTheBatchRuns(t *testing.T) {
+	ctx := context.Background()
+	p := newPreviewing(func(int64) (string, error) { return "late diff\n", nil })
+	p.gate = make(chan struct{})
+	h := newHarnessWith(t, "", func(cfg *bot.Config) {
+		cfg.Tools = withTools{Tools: cfg.Tools.(bottest.Tools), extra: map[string]tools.Tool{"apply": p}}
+		cfg.RunningCardDelay = time.Hour // no "running" card: only the preview's change comes between
+	})
+	h.tools["deploy"].Block = make(chan struct{})
+	h.push(calls(tc("c1", "deploy", `{}`), tc("c2", "apply", `{}`)), text("Deployed; apply denied."))
+	h.turn("bob", "deploy and apply")
+	card := h.plat.LastCard()
+	if err := h.clickRef("alice", card.Calls[1].Ref, false); err != nil { // a deny does not wait for the preview
+		t.Fatal(err)
+	}
+	done := h.allowInBackground(ctx, card.Calls[0].Ref)
+	batchID := card.BatchID
+	eventually(t, "the batch runs", func() bool {
+		b, err := h.store.Batch(ctx, batchID)
+		return err == nil && b.Status == confirm.BatchRunning
+	})
+	p.gate <- struct{}{}
+	eventually(t, "the preview landed", func() bool {
+		b, err := h.store.Batch(ctx, batchID)
+		return err == nil && b.Calls[1].Preview.State == confirm.PreviewDone
+	})
+	close(h.tools["deploy"].Block)
+	<-done
+	final := settledCard(t, h)
+	if final.Calls[0].Run != confirm.RunSucceeded || final.Calls[1].Preview == nil || final.Calls[1].Preview.State != confirm.PreviewDone {
+		t.Fatalf("final card: deploy %s, apply's preview %+v; want the preview that landed during the run", final.Calls[0].Run, final.Calls[1].Preview)
+	}
+}

@@ -234,7 +234,15 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 			fresh = reloaded
 		}
 	case claim.Holder != "":
-		b.synced(context.WithoutCancel(ctx), conv, fresh, claimed, listed, nil, nil)
+		// Rendered from fresh, not loaded again, when no other change
+		// came between the batch's load and the completion's (a preview
+		// landing on a denied call meanwhile, say): fresh is then the
+		// state of the version claimed.
+		var loaded *confirm.Batch
+		if len(claimed) > 0 && claimed[0].Version == batch.CardVersion+1 {
+			loaded = fresh
+		}
+		b.synced(context.WithoutCancel(ctx), conv, fresh, claimed, listed, nil, loaded)
 	default:
 		b.refreshCardOf(ctx, conv, fresh)
 	}

@@ -102,6 +102,9 @@ type Batch struct {
 	// Escalated lists the escalation steps that fired, in order.
 	Escalated []int
 	Calls     []Call // in the model's order
+	// CardVersion is the batch's card version (CardSyncStore.CardVersion)
+	// read with the rest: the state loaded is that version's or newer.
+	CardVersion int64
 }
 
 // Call is one call of a batch.
