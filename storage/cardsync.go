@@ -118,14 +118,17 @@ func (db *DB) CardVersion(ctx context.Context, batchID string) (int64, error) {
 }
 
 // BehindCards implements confirm.CardSyncStore, through the cards_behind
-// index.
+// index. It reads a reader, not SQLite's one writer: holding the writer
+// to read committed the writer's open group first, and a message listed
+// that is no longer behind is refused by its claim. Every change this
+// process made is committed before its caller returns, so none is missed.
 func (db *DB) BehindCards(ctx context.Context, platform, batchID string, limit int) ([]int64, error) {
 	if limit <= 0 {
 		limit = 100
 	}
 	now := db.ts(db.now())
 	var ids []int64
-	if err := db.sel(ctx, db.x, &ids, db.q(`SELECT id FROM cards
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM cards
 		WHERE rendered < desired AND gone_at IS NULL AND (? = '' OR platform = ?) AND (? = '' OR batch_id = ?)
 		AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
 		ORDER BY changed_at, id LIMIT ?`), platform, platform, batchID, batchID, now, now, limit); err != nil {
