@@ -237,7 +237,9 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 		// Rendered from fresh, not loaded again, when no other change
 		// came between the batch's load and the completion's (a preview
 		// landing on a denied call meanwhile, say): fresh is then the
-		// state of the version claimed.
+		// state of the version claimed. The SQLite floor needs the load
+		// saved: 1,018–1,102 decisions/s without it, 1,095–1,217 with it
+		// (BENCHMARKS.md, fifteenth round).
 		var loaded *confirm.Batch
 		if len(claimed) > 0 && claimed[0].Version == batch.CardVersion+1 {
 			loaded = fresh

@@ -173,7 +173,8 @@ func (db *DB) ClaimCard(ctx context.Context, id int64, holder string, ttl time.D
 // CardRendered implements confirm.CardSyncStore.
 // It is a transaction of its own, not a lone statement, so that on
 // SQLite it commits with the others waiting for the writer (group
-// commit) instead of committing them first and then itself.
+// commit) instead of committing them first and then itself
+// (BENCHMARKS.md, fifteenth round).
 func (db *DB) CardRendered(ctx context.Context, id int64, holder string, version int64) (bool, error) {
 	var n int64
 	err := db.tx(ctx, func(tx dbtx) (err error) {
