@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/pgtest"
+	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -87,6 +89,57 @@ func TestCriticalPhraseCheckedWhateverTheBotsClock(t *testing.T) {
 		}
 		if n := h.tools["deploy"].Runs.Load(); n != 1 {
 			t.Fatalf("runs after the phrase: %d", n)
+		}
+	})
+}
+
+// Item 7: a secret in a run's parameters reaches no runbook audit row and
+// no webhook body (scrubbed as a tool_call's arguments are); the steps
+// still run with it.
+func TestRunbookParamsSecretScrubbed(t *testing.T) {
+	onStores(t, func(t *testing.T, driver string) {
+		r := redact.New([]string{botSecret})
+		h := newRBHarness(t, useStore(t, driver, func(c *bot.Config) { c.Redact = r.String }, storage.WithScrub(r.String)))
+		if err := h.store.SetWebhooks([]storage.WebhookTarget{{ID: "siem"}}); err != nil {
+			t.Fatal(err)
+		}
+		id, err := h.bot.StartRunbook(context.Background(), bot.Thread{Platform: "test", Channel: "C1", Thread: "T1"}, "bob",
+			restartBook(), map[string]any{"service": botSecret}, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		if err := h.clickLast("alice", true); err != nil {
+			t.Fatal(err)
+		}
+		if run, _ := h.run(id); run.Status != confirm.RunbookSucceeded {
+			t.Fatalf("run %s", run.Status)
+		}
+		evs, err := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[confirm.AuditKind]bool{}
+		for _, e := range evs {
+			kinds[e.Kind] = true
+			if strings.Contains(e.Detail, botSecret) {
+				t.Errorf("%s audit detail holds the secret: %s", e.Kind, e.Detail)
+			}
+		}
+		if !kinds[confirm.AuditRunbookStarted] || !kinds[confirm.AuditRunbookStep] || !kinds[confirm.AuditRunbookFinished] {
+			t.Fatalf("audit kinds %v", kinds)
+		}
+		ds, err := h.store.Deliveries(context.Background(), storage.DeliveryFilter{})
+		if err != nil || len(ds) == 0 {
+			t.Fatalf("deliveries %d, %v", len(ds), err)
+		}
+		for _, d := range ds {
+			if strings.Contains(string(d.Body), botSecret) {
+				t.Errorf("webhook %s holds the secret: %s", d.Type, d.Body)
+			}
+		}
+		if got := h.extra["restart"].runs(); len(got) != 1 {
+			t.Fatalf("restart ran %v", got)
 		}
 	})
 }
