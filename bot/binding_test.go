@@ -2,18 +2,22 @@ package bot_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/pgtest"
+	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/tools"
 )
 
 // onStores runs body on SQLite, and on PostgreSQL when
@@ -140,6 +144,204 @@ func TestRunbookParamsSecretScrubbed(t *testing.T) {
 		}
 		if got := h.extra["restart"].runs(); len(got) != 1 {
 			t.Fatalf("restart ran %v", got)
+		}
+	})
+}
+
+// argTool is a gated tool that records the exact arguments of each run
+// and answers from a script (text, or an error; the last repeats). Its
+// confirmation phrase is the arguments' "mode".
+type argTool struct {
+	name string
+	risk confirm.Risk
+	mu   sync.Mutex
+	outs []any
+	args []string
+}
+
+func (a *argTool) Spec() model.ToolSpec { return model.ToolSpec{Name: a.name} }
+func (a *argTool) Confirm() bool        { return true }
+func (a *argTool) Risk() confirm.Risk   { return a.risk }
+func (a *argTool) Validate(args json.RawMessage) error {
+	return json.Unmarshal(args, new(map[string]any))
+}
+func (a *argTool) Summary(args json.RawMessage) (string, error) {
+	return a.name + " " + string(args), nil
+}
+func (a *argTool) ConfirmPhrase(args json.RawMessage) (string, error) {
+	var m struct{ Mode string }
+	err := json.Unmarshal(args, &m)
+	return m.Mode, err
+}
+func (a *argTool) Run(_ context.Context, args json.RawMessage, _ string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.args = append(a.args, string(args))
+	out := any(a.name + " done")
+	if len(a.outs) > 0 {
+		out = a.outs[0]
+		if len(a.outs) > 1 {
+			a.outs = a.outs[1:]
+		}
+	}
+	if err, ok := out.(error); ok {
+		return "", err
+	}
+	return out.(string), nil
+}
+func (a *argTool) ran() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.args...)
+}
+
+// overTools is a tool set with some tools replaced.
+type overTools struct {
+	base bot.Tools
+	over map[string]tools.Tool
+}
+
+func (o overTools) Get(name string) (tools.Tool, bool) {
+	if t, ok := o.over[name]; ok {
+		return t, true
+	}
+	return o.base.Get(name)
+}
+func (o overTools) Specs() []model.ToolSpec { return o.base.Specs() }
+
+// withTool replaces a tool of the harness's set, then applies edit.
+func withTool(t tools.Tool, name string, edit func(*bot.Config)) func(*bot.Config) {
+	return func(c *bot.Config) {
+		c.Tools = overTools{base: c.Tools, over: map[string]tools.Tool{name: t}}
+		if edit != nil {
+			edit(c)
+		}
+	}
+}
+
+// onCard is a click by user on the call as stored now (its revision's
+// reference), on its batch's card.
+func onCard(t *testing.T, h *harness, user, batchID string) bot.Click {
+	t.Helper()
+	b, err := h.store.Batch(context.Background(), batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := confirm.RefAt(batchID, 0, b.Calls[0].Revision)
+	return bot.Click{Platform: "test", Channel: "C1", User: user, Ref: ref, Message: cardMsg(ref)}
+}
+
+// allowOn is onCard's click as an Allow.
+func allowOn(t *testing.T, h *harness, user, batchID string) bot.Click {
+	c := onCard(t, h, user, batchID)
+	c.Allow = true
+	return c
+}
+
+// storedCall is the one call of a batch as stored.
+func storedCall(t *testing.T, h *harness, batchID string) confirm.Call {
+	t.Helper()
+	b, err := h.store.Batch(context.Background(), batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Calls[0]
+}
+
+// Item 1: a step with approvals: 2 runs on nobody's single word. Carol
+// approves; Alice opens Edit… and saves the arguments unchanged: the edit
+// voids Carol's vote (she approved before it) and is Alice's, one of the
+// two the step needs, not a decision; Carol's allow of the edited call is
+// the second, and it runs once.
+func TestEditKeepsTheStepsQuorum(t *testing.T) {
+	onStores(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		h := newRBHarness(t, useStore(t, driver, nil))
+		rb := restartBook()
+		rb.Steps[1].Approvals = 2
+		id := h.start(rb, "bob")
+		batchID := h.plat.LastCard().BatchID
+		if err := h.bot.Decide(ctx, allowOn(t, h.harness, "carol", batchID)); err != nil {
+			t.Fatal(err)
+		}
+		click := onCard(t, h.harness, "alice", batchID)
+		form, err := h.bot.EditForm(ctx, click)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.bot.Edit(ctx, click, form.Args); err != nil {
+			t.Fatalf("edit: %v", err)
+		}
+		c := storedCall(t, h.harness, batchID)
+		if c.Decision != confirm.DecisionPending || c.Approvals != 2 || len(c.Votes) != 1 || c.Votes[0].By != "alice" {
+			t.Fatalf("after the edit: %s, approvals %d, votes %+v; want pending, 2, alice's only", c.Decision, c.Approvals, c.Votes)
+		}
+		if got := h.extra["restart"].runs(); len(got) != 0 {
+			t.Fatalf("the step ran on one approver's edit: %v", got)
+		}
+		if err := h.bot.Decide(ctx, allowOn(t, h.harness, "carol", batchID)); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		if r, _ := h.run(id); r.Status != confirm.RunbookSucceeded || len(h.extra["restart"].runs()) != 1 {
+			t.Fatalf("after the second approval: %s, runs %v", r.Status, h.extra["restart"].runs())
+		}
+	})
+}
+
+// Item 1, for a model's call: an edit to arguments the policy asks less
+// for keeps the quorum, the risk tier and so the typed phrase the call
+// needed. Prod needs two approvers and is critical, dev one and medium;
+// Alice edits prod into dev: the edit is held (no vote), an Allow
+// without the phrase of the edited arguments counts nothing, and it runs
+// once two approvers typed it.
+func TestEditNeverLowersAModelCall(t *testing.T) {
+	onStores(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		deploy := &argTool{name: "deploy"}
+		byEnv := confirm.PolicyFunc(func(r confirm.Request) confirm.Verdict {
+			if r.Call.Name != "deploy" {
+				return confirm.Verdict{}
+			}
+			if strings.Contains(string(r.Call.Args), "prod") {
+				return confirm.Verdict{Ask: true, Approvals: 2, Risk: confirm.RiskCritical}
+			}
+			return confirm.Verdict{Ask: true}
+		})
+		h := newHarnessWith(t, "", withPolicy(byEnv, withTool(deploy, "deploy", useStore(t, driver, nil))))
+		h.push(calls(tc("", "deploy", `{"env":"prod","mode":"apply"}`)), text("done"))
+		h.turn("bob", "deploy")
+		batchID := h.plat.LastCard().BatchID
+		if err := h.bot.Edit(ctx, onCard(t, h, "alice", batchID), `{"env":"dev","mode":"dev-apply"}`); err != nil {
+			t.Fatalf("edit: %v", err)
+		}
+		c := storedCall(t, h, batchID)
+		if c.Decision != confirm.DecisionPending || c.Approvals != 2 || c.Risk != confirm.RiskCritical || c.Grantable || len(c.Votes) != 0 {
+			t.Fatalf("after the edit: %s, approvals %d, risk %s, grantable %v, votes %+v; want pending, 2, critical, no vote",
+				c.Decision, c.Approvals, c.Risk, c.Grantable, c.Votes)
+		}
+		allow := func(user, phrase string) error {
+			cl := onCard(t, h, user, batchID)
+			cl.Allow, cl.Phrase = true, phrase
+			return h.bot.Decide(ctx, cl)
+		}
+		if err := allow("alice", ""); !errors.Is(err, bot.ErrPhraseRequired) {
+			t.Fatalf("Allow without the phrase: %v", err)
+		}
+		if err := allow("alice", "apply"); !errors.Is(err, bot.ErrWrongPhrase) {
+			t.Fatalf("Allow with the phrase of the model's arguments: %v", err)
+		}
+		if err := allow("alice", "dev-apply"); err != nil {
+			t.Fatal(err)
+		}
+		if got := deploy.ran(); len(got) != 0 {
+			t.Fatalf("ran on one of two approvals: %v", got)
+		}
+		if err := allow("carol", "dev-apply"); err != nil {
+			t.Fatal(err)
+		}
+		if got := deploy.ran(); len(got) != 1 || got[0] != `{"env":"dev","mode":"dev-apply"}` {
+			t.Fatalf("ran %v, want the edited arguments once", got)
 		}
 	})
 }

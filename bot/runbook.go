@@ -185,6 +185,40 @@ func (b *Bot) runbookJob(ctx context.Context) error {
 	return e.AdvanceDue(ctx)
 }
 
+// stepConfigOf is the configuration of the step whose batch batchID is,
+// as its run's snapshot holds it; ok is false for a batch of no step.
+func (b *Bot) stepConfigOf(ctx context.Context, batchID string) (sc runbook.StepConfig, ok bool, err error) {
+	e := b.runbookEngine()
+	if e == nil {
+		return runbook.StepConfig{}, false, nil
+	}
+	st, err := e.Store.RunbookStepByBatch(ctx, batchID)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return runbook.StepConfig{}, false, nil
+	}
+	if err != nil {
+		return runbook.StepConfig{}, false, err
+	}
+	run, err := e.Store.RunbookRun(ctx, st.RunID)
+	if err != nil {
+		return runbook.StepConfig{}, false, err
+	}
+	rb, err := runbook.Decode(run.Snapshot)
+	if err != nil {
+		return runbook.StepConfig{}, false, err
+	}
+	steps := rb.Steps
+	if st.Phase == confirm.PhaseOnFailure {
+		steps = rb.OnFailure
+	}
+	for _, s := range steps {
+		if s.ID == st.StepID {
+			return s, true, nil
+		}
+	}
+	return runbook.StepConfig{}, false, fmt.Errorf("step %q of run %s: %w", st.StepID, st.RunID, runbook.ErrNoSuchRun)
+}
+
 // runbookExec is the bot as the engine's executor.
 type runbookExec struct {
 	b    *Bot
