@@ -16,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/redact"
+	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/storage"
 	"github.com/airlockhq/airlock/tools"
 )
@@ -344,4 +345,92 @@ func TestEditNeverLowersAModelCall(t *testing.T) {
 			t.Fatalf("ran %v, want the edited arguments once", got)
 		}
 	})
+}
+
+// Item 2: a retry runs only the arguments someone approved. The step's
+// call is edited into a dry run and allowed (by a quorum of two, or as a
+// critical call with its phrase typed); attempt 1 fails; attempt 2's
+// arguments are the runbook's own, not those approved: it gets its own
+// card (a critical one asks the phrase of its own arguments) and runs
+// nothing until someone allows it.
+func TestRetryRunsOnlyApprovedArguments(t *testing.T) {
+	for _, critical := range []bool{false, true} {
+		name := "quorum"
+		if critical {
+			name = "critical"
+		}
+		t.Run(name, func(t *testing.T) {
+			onStores(t, func(t *testing.T, driver string) { testRetryApproved(t, driver, critical) })
+		})
+	}
+}
+
+func testRetryApproved(t *testing.T, driver string, critical bool) {
+	ctx := context.Background()
+	restart := &argTool{name: "restart", outs: []any{errors.New("dry run failed"), "restarted"}}
+	if critical {
+		restart.risk = confirm.RiskCritical
+	}
+	h := newRBHarness(t, withTool(restart, "restart", useStore(t, driver, nil)))
+	step := runbook.StepConfig{ID: "restart", Tool: "restart", Args: map[string]any{"service": "{{ params.service }}", "mode": "apply"},
+		Retry: &runbook.RetryConfig{Attempts: 2}}
+	if !critical {
+		step.Approvals = 2
+	}
+	id := h.start(&runbook.Config{Name: "restart", Steps: []runbook.StepConfig{step}}, "bob")
+	first := h.plat.LastCard().BatchID
+	const dry = `{"mode":"dry-run","service":"api"}`
+	if err := h.bot.Edit(ctx, onCard(t, h.harness, "alice", first), dry); err != nil {
+		t.Fatalf("edit: %v", err)
+	}
+	allow := func(user, batchID, phrase string) error {
+		c := allowOn(t, h.harness, user, batchID)
+		c.Phrase = phrase
+		err := h.bot.Decide(ctx, c)
+		h.settle()
+		return err
+	}
+	if critical {
+		if err := allow("alice", first, "dry-run"); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := allow("carol", first, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := restart.ran(); len(got) != 1 || got[0] != dry {
+		t.Fatalf("attempt 1 ran %v, want the approved dry run once", got)
+	}
+	r, steps := h.run(id)
+	if got := restart.ran(); len(got) != 1 {
+		t.Fatalf("attempt 2 ran %v without anyone's yes for its arguments (run %s, %s)", got[1:], r.Status, stepLine(steps))
+	}
+	if stepLine(steps) != "restart/1:failed restart/2:waiting" {
+		t.Fatalf("steps %s, want attempt 2 waiting", stepLine(steps))
+	}
+	h.plat.Mu.Lock()
+	second := h.plat.Cards[len(h.plat.Cards)-1] // the last posted
+	h.plat.Mu.Unlock()
+	if second.BatchID == first || !second.Calls[0].Open() || !strings.Contains(second.Calls[0].Args, `"apply"`) {
+		t.Fatalf("attempt 2's card %+v, want a card of its own with its own arguments", second.Calls[0])
+	}
+	if critical {
+		if err := allow("alice", second.BatchID, "dry-run"); !errors.Is(err, bot.ErrWrongPhrase) {
+			t.Fatalf("the dry run's phrase for attempt 2: %v", err)
+		}
+		if err := allow("alice", second.BatchID, "apply"); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		for _, u := range []string{"alice", "carol"} {
+			if err := allow(u, second.BatchID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := restart.ran(); len(got) != 2 || got[1] != `{"mode":"apply","service":"api"}` {
+		t.Fatalf("runs %v, want attempt 2 with its own arguments once allowed", got)
+	}
+	if r, steps := h.run(id); r.Status != confirm.RunbookSucceeded {
+		t.Fatalf("run %s %s", r.Status, stepLine(steps))
+	}
 }

@@ -318,12 +318,16 @@ func (b *Bot) addStepGates(ctx context.Context, conv confirm.Conversation, reque
 	}
 	if s.Covered != "" {
 		// A retry of a failed attempt: the approval of the step covers
-		// its attempts (the card said "up to N attempts").
+		// its attempts (the card said "up to N attempts"), but only when
+		// they run exactly the arguments that were approved, after any
+		// edit (a critical call's phrase was typed for those): other
+		// arguments get a card of their own.
 		prev, err := b.store.Batch(ctx, s.Covered)
 		if err != nil {
 			return fmt.Errorf("the approved attempt of the step: %w", err)
 		}
-		if len(prev.Calls) == 1 && prev.Calls[0].Decision.Allowed() && prev.Calls[0].Tool == c.Tool {
+		if len(prev.Calls) == 1 && prev.Calls[0].Flagged && prev.Calls[0].Decision.Allowed() && prev.Calls[0].Tool == c.Tool &&
+			sameArgs(prev.Calls[0].RunArgs(), c.Args) {
 			now := b.now().UTC()
 			c.Decision, c.DecidedBy, c.DecidedAt = prev.Calls[0].Decision, prev.Calls[0].DecidedBy, &now
 			c.GrantID = prev.Calls[0].GrantID
