@@ -434,3 +434,86 @@ func testRetryApproved(t *testing.T, driver string, critical bool) {
 		t.Fatalf("run %s %s", r.Status, stepLine(steps))
 	}
 }
+
+// runIn sends `run restart service=api` as bob's turn in thread th.
+func runIn(t *testing.T, h *rbHarness, th string) {
+	t.Helper()
+	if err := h.bot.HandleTurn(context.Background(), bot.Turn{Platform: "test", Channel: "C1", Thread: th, User: "bob", Text: "run restart service=api"}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+}
+
+// Item 9: `run` commands keep limits.turns_per_minute: one requester's
+// runs past the limit are refused with a word and start nothing.
+func TestRunCommandsKeepTheTurnLimit(t *testing.T) {
+	onStores(t, func(t *testing.T, driver string) {
+		h := newRBHarness(t, useStore(t, driver, func(c *bot.Config) {
+			c.Runbooks = compiledBooks(t)
+			c.TurnsPerMinute = 2
+		}))
+		for _, th := range []string{"T1", "T2", "T3", "T4"} {
+			runIn(t, h, th)
+		}
+		if n := len(h.liveRuns()); n != 2 {
+			t.Fatalf("%d runs started, want 2 (limits.turns_per_minute)", n)
+		}
+		posts := strings.Join(h.plat.Posts, "\n")
+		if strings.Count(posts, "limits.turns_per_minute") != 1 || !strings.Contains(posts, "No runbook was started") {
+			t.Fatalf("posts %q: want one refusal naming the limit", posts)
+		}
+		if n := len(h.plat.Cards); n != 2 {
+			t.Fatalf("%d cards, want the two runs'", n)
+		}
+		h.now.Add(int64(time.Minute + time.Second))
+		runIn(t, h, "T5")
+		if n := len(h.liveRuns()); n != 3 {
+			t.Fatalf("a minute later: %d runs, want 3", n)
+		}
+	})
+}
+
+// Item 9: runs and their step cards keep limits.pending_per_channel. With
+// one card waiting in a channel of limit 1, a `run` is refused with a
+// word and creates nothing (no run, no conversation, no card); a run
+// started otherwise (as the model's runbook tool does) has its gated
+// step refused, nothing stored for it: the step fails saying why, the
+// run fails and its tool never runs.
+func TestRunsKeepThePendingLimit(t *testing.T) {
+	onStores(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		h := newRBHarness(t, useStore(t, driver, func(c *bot.Config) {
+			c.Runbooks = compiledBooks(t)
+			c.PendingPerChannel = 1
+		}))
+		runIn(t, h, "T1")
+		if len(h.liveRuns()) != 1 || len(h.plat.Cards) != 1 {
+			t.Fatalf("first run: %d runs, %d cards", len(h.liveRuns()), len(h.plat.Cards))
+		}
+		runIn(t, h, "T2")
+		if p := h.plat.LastPost(); !strings.Contains(p, "limits.pending_per_channel") || !strings.Contains(p, "Runbook restart was not started") {
+			t.Fatalf("refusal %q", p)
+		}
+		if len(h.liveRuns()) != 1 || len(h.plat.Cards) != 1 {
+			t.Fatalf("after the refused run: %d runs, %d cards", len(h.liveRuns()), len(h.plat.Cards))
+		}
+		if _, err := h.store.FindConversation(ctx, "test", "C1", "T2"); !errors.Is(err, confirm.ErrNotFound) {
+			t.Fatalf("the refused run made a conversation: %v", err)
+		}
+		id, err := h.bot.StartRunbook(ctx, bot.Thread{Platform: "test", Channel: "C1", Thread: "T3"}, "bob", restartBook(), map[string]any{"service": "api"}, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		r, steps := h.run(id)
+		if r.Status != confirm.RunbookFailed || r.FailedStep != "restart" || stepLine(steps) != "before/1:succeeded restart/1:failed page/1:succeeded" {
+			t.Fatalf("run with a refused step: %s %q %s", r.Status, r.FailedStep, stepLine(steps))
+		}
+		if !strings.Contains(steps[1].Result, "limits.pending_per_channel") || steps[1].BatchID != "" {
+			t.Fatalf("refused step: result %q, batch %q", steps[1].Result, steps[1].BatchID)
+		}
+		if len(h.plat.Cards) != 1 || len(h.extra["restart"].runs()) != 0 {
+			t.Fatalf("%d cards, restart ran %v", len(h.plat.Cards), h.extra["restart"].runs())
+		}
+	})
+}

@@ -264,6 +264,17 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 		if err := b.addStepGates(ctx, conv, requester, batch, s); err != nil {
 			return err
 		}
+		if batch.Status == confirm.BatchPending {
+			// A step's card counts against limits.pending_per_channel as a
+			// turn's does: in a full channel the step is refused, nothing
+			// stored, and the run goes on as after a failed step.
+			if n, full, err := b.pendingFull(ctx, conv.Platform, conv.Channel); err != nil {
+				return err
+			} else if full {
+				return &runbook.RefusedError{Reason: fmt.Sprintf(
+					"this channel already has %d requests waiting for a decision (limits.pending_per_channel); decide some of them, then start the run again", n)}
+			}
+		}
 		// The step's gates may have changed whether a person is asked:
 		// the call's tool's preview runs only if one is.
 		batch.Calls[0].Preview = confirm.Preview{}
@@ -631,6 +642,12 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	case "stop":
 		return true, b.stopInThread(ctx, th, t)
 	}
+	// A run is a request like a turn: it counts against its author's
+	// limits.turns_per_minute (`runbooks` and `stop` do not: stopping
+	// must always be possible).
+	if over, err := b.overTurnLimit(ctx, t, "No runbook was started; wait a minute and run it again."); err != nil || over {
+		return true, err
+	}
 	_, rest, _ := strings.Cut(text, " ")
 	name, args, err := runbook.ParseCommand(rest)
 	if err != nil {
@@ -648,6 +665,11 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	params, err := rb.Params(args)
 	if err != nil {
 		return true, b.postIn(ctx, th, fmt.Sprintf("Runbook %s was not started: %v", rb.Name(), err))
+	}
+	// Nor may it add a waiting card to a full channel: refused before
+	// anything is stored.
+	if full, err := b.channelFull(ctx, th, "Runbook "+rb.Name()+" was not started; decide some of them, then run it again."); err != nil || full {
+		return true, err
 	}
 	cfg := rb.Config()
 	if _, err := b.StartRunbook(ctx, th, t.User, &cfg, params, "", ""); err != nil {
