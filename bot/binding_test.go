@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model"
@@ -36,6 +37,13 @@ func onStores(t *testing.T, body func(t *testing.T, driver string)) {
 // openStore opens a fresh store of driver whose clock is clock.
 func openStore(t *testing.T, driver string, clock func() time.Time, opts ...storage.Option) *storage.DB {
 	t.Helper()
+	db, _ := openStoreAt(t, driver, clock, opts...)
+	return db
+}
+
+// openStoreAt is openStore, with the store's DSN (SQLite: its file).
+func openStoreAt(t *testing.T, driver string, clock func() time.Time, opts ...storage.Option) (*storage.DB, string) {
+	t.Helper()
 	dsn := filepath.Join(t.TempDir(), "airlock.db")
 	if driver == "postgres" {
 		dsn = pgtest.FreshSchema(t, os.Getenv("AIRLOCK_TEST_POSTGRES_DSN"), "bot")
@@ -45,7 +53,7 @@ func openStore(t *testing.T, driver string, clock func() time.Time, opts ...stor
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return db, dsn
 }
 
 // useStore has a harness's bot use a fresh store of driver that reads
@@ -239,6 +247,13 @@ func allowOn(t *testing.T, h *harness, user, batchID string) bot.Click {
 	return c
 }
 
+// lastPosted is the card posted last (LastCard is the last update).
+func lastPosted(h *harness) cardpkg.Card {
+	h.plat.Mu.Lock()
+	defer h.plat.Mu.Unlock()
+	return h.plat.Cards[len(h.plat.Cards)-1]
+}
+
 // storedCall is the one call of a batch as stored.
 func storedCall(t *testing.T, h *harness, batchID string) confirm.Call {
 	t.Helper()
@@ -407,9 +422,7 @@ func testRetryApproved(t *testing.T, driver string, critical bool) {
 	if stepLine(steps) != "restart/1:failed restart/2:waiting" {
 		t.Fatalf("steps %s, want attempt 2 waiting", stepLine(steps))
 	}
-	h.plat.Mu.Lock()
-	second := h.plat.Cards[len(h.plat.Cards)-1] // the last posted
-	h.plat.Mu.Unlock()
+	second := lastPosted(h.harness)
 	if second.BatchID == first || !second.Calls[0].Open() || !strings.Contains(second.Calls[0].Args, `"apply"`) {
 		t.Fatalf("attempt 2's card %+v, want a card of its own with its own arguments", second.Calls[0])
 	}
