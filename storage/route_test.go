@@ -737,8 +737,10 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 	if ok, err := db.MarkEscalated(ctx, "b1", 0); err != nil || !ok {
 		t.Fatalf("MarkEscalated on the old batch = %v, %v", ok, err)
 	}
+	// The edit keeps the old call's two approvals (an edit never lowers
+	// them): the editor's vote is one of two.
 	res, err := db.EditCall(ctx, confirm.EditCall{BatchID: "b1", Key: "k", Args: json.RawMessage(`{"a": 2}`), By: "U-bob", Approvals: 1})
-	if err != nil || !res.BatchDecided {
+	if err != nil || res != (confirm.DecideResult{Won: true, Votes: 1, Required: 2}) {
 		t.Fatalf("EditCall on the old call = %+v, %v", res, err)
 	}
 	if err := db.AddCardMessage(ctx, confirm.CardMessage{BatchID: "b1", Kind: confirm.CardDM, Platform: "slack", Channel: "D1", Ref: "D1/1"}); err != nil {
