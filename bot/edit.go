@@ -126,7 +126,8 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	_ = json.Compact(&compact, []byte(text)) // valid: DecodeObject checked it
 	args := json.RawMessage(compact.Bytes())
 	tc := confirm.ToolCall{ID: call.CallID, Name: call.Tool, Args: args}
-	if err := b.validateCall(ctx, conv, batch.RequestedBy, tc); err != nil {
+	judged := b.judgedCall(ctx, call, tc)
+	if err := b.validateCall(ctx, conv, batch.RequestedBy, judged); err != nil {
 		return refuse("invalid", b.scrub(err.Error()))
 	}
 	tool, _ := b.offered(conv, call.Tool)
@@ -137,7 +138,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	}
 	now := b.now().UTC()
 	v := policy.Evaluate(confirm.Request{
-		Call: tc, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Now: now,
+		Call: judged, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Now: now,
 	})
 	if v.Deny {
 		msg := "refused by rule " + v.DenyRule

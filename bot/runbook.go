@@ -254,12 +254,24 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 		ID: s.Key.IdempotencyKey(), Name: s.Config.Tool, Args: s.Args,
 	}}}
 	requester := asker{User: s.Run.RequestedBy}
+	// The policy and the tool's schema judge the arguments as they will
+	// run, the step's secrets put in (in memory); the batch stores, shows
+	// and binds the approval to them with the references.
+	judged := reply
+	if args, err := runbook.ExpandSecrets(s.Args, s.Config.SecretPaths(), b.stepSecret); err == nil {
+		judged.ToolCalls = []confirm.ToolCall{{ID: reply.ToolCalls[0].ID, Name: s.Config.Tool, Args: args}}
+	}
 	var batch *confirm.Batch
 	for attempt := 1; ; attempt++ {
 		var used map[string]*confirm.Grant
-		batch, used, err = b.planBatch(ctx, conv, requester, reply)
+		batch, used, err = b.planBatch(ctx, conv, requester, judged)
 		if err != nil {
 			return err
+		}
+		if c := &batch.Calls[0]; c.Decision != confirm.DecisionInvalid {
+			c.Args, c.Summary = s.Args, b.summary(reply.ToolCalls[0])
+		} else {
+			c.Args = s.Args
 		}
 		if err := b.addStepGates(ctx, conv, requester, batch, s); err != nil {
 			return err

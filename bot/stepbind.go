@@ -61,10 +61,25 @@ func (b *Bot) toolArgs(ctx context.Context, c confirm.Call, args json.RawMessage
 	if !ok {
 		return args, nil
 	}
-	return runbook.ExpandSecrets(args, sc.SecretPaths(), func(ref string) (string, bool) {
-		if b.cfg.StepSecret == nil {
-			return "", false
-		}
-		return b.cfg.StepSecret(ref)
-	})
+	return runbook.ExpandSecrets(args, sc.SecretPaths(), b.stepSecret)
+}
+
+// stepSecret is the value of a step's secret reference, if configured.
+func (b *Bot) stepSecret(ref string) (string, bool) {
+	if b.cfg.StepSecret == nil {
+		return "", false
+	}
+	return b.cfg.StepSecret(ref)
+}
+
+// judgedCall is the call the policy and the tool's schema judge: its
+// arguments as they will run, a step's secrets put in (in memory only),
+// so a rule over an argument that holds a reference sees its value. The
+// call is stored, shown and approved with the references (c itself).
+// When a secret is not configured it is c: the tool will not run then.
+func (b *Bot) judgedCall(ctx context.Context, call confirm.Call, c confirm.ToolCall) confirm.ToolCall {
+	if args, err := b.toolArgs(ctx, call, c.Args); err == nil {
+		c.Args = args
+	}
+	return c
 }

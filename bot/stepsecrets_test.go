@@ -14,6 +14,7 @@ import (
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/redact"
+	"github.com/airlockhq/airlock/rules"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -235,3 +236,79 @@ func TestStepSecretMissingDoesNotRun(t *testing.T) {
 		}
 	})
 }
+
+// A rule over a step's argument that holds a secret reference judges the
+// value it will run with, not the reference's text: a step whose
+// environment comes from ${AIRLOCK_DEPLOY_ENV} = production is asked for
+// by the rule about production (before, the rule saw "${…}" and the
+// step ran with no card). The call is still stored and shown with the
+// reference.
+func TestStepSecretsJudgedByTheirValue(t *testing.T) {
+	onStores(t, func(t *testing.T, driver string) {
+		ctx := context.Background()
+		yaml := `
+model: {provider: openai, name: test-model, base_url: "http://127.0.0.1:9/v1"}
+tools:
+  - name: deploy
+    description: deploy
+    exec: {command: ["true"]}
+runbooks:
+  - name: ship
+    parameters:
+      type: object
+      properties: {service: {type: string}}
+      required: [service]
+    steps:
+      - id: ship
+        tool: deploy
+        args:
+          service: "{{ params.service }}"
+          environment: "${AIRLOCK_DEPLOY_ENV}"
+`
+		cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
+			if k == "AIRLOCK_DEPLOY_ENV" {
+				return "production", true
+			}
+			return "", false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := rules.Compile([]rules.Config{
+			{Name: "prod", When: `tool == "deploy" && args.environment == "production"`, Action: rules.ActionAsk},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deploy := &quietTool{argTool{name: "deploy"}}
+		h := newRBHarness(t, withTool(deploy, "deploy", func(c *bot.Config) {
+			c.Store, _ = openStoreAt(t, driver, c.Now)
+			c.Runbooks = cfg.RunbookSet()
+			c.StepSecret = cfg.StepSecret
+			c.Policy = confirm.NewPolicy(true, nil, set)
+		}))
+		runShip(t, h, "T1", "api")
+		if got := deploy.ran(); len(got) != 0 {
+			t.Fatalf("the step ran with no card: %q", got)
+		}
+		card := lastPosted(h.harness)
+		if args := card.Calls[0].Args; !strings.Contains(args, "${AIRLOCK_DEPLOY_ENV}") {
+			t.Fatalf("the card shows %s, want the reference", args)
+		}
+		if c := storedCall(t, h.harness, card.BatchID); c.Decision != confirm.DecisionPending || !strings.Contains(confirm.ReasonsText(c.Reasons), "prod") {
+			t.Fatalf("stored call: %s, reasons %v", c.Decision, c.Reasons)
+		}
+		if err := h.bot.Decide(ctx, allowOn(t, h.harness, "alice", card.BatchID)); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		if got := deploy.ran(); len(got) != 1 || got[0] != `{"environment":"production","service":"api"}` {
+			t.Fatalf("the tool received %q", got)
+		}
+	})
+}
+
+// quietTool is an argTool that does not ask by itself: only a rule does.
+type quietTool struct{ argTool }
+
+func (*quietTool) Confirm() bool { return false }
