@@ -49,7 +49,7 @@ func previewActions(acts []cardpkg.Action, c cardpkg.Call) []cardpkg.Action {
 // previewElements lay out a call's preview: its heading, its output as
 // preformatted rich text (literal: nothing in it is a mention, a link or
 // markup; hidden characters shown as escapes), cut to fit with a note,
-// and what the recheck found.
+// what Airlock left out of a long one, and what the recheck found.
 func previewElements(c cardpkg.Call) []slack.RichTextElement {
 	p := c.Preview
 	if p == nil {
@@ -69,6 +69,9 @@ func previewElements(c cardpkg.Call) []slack.RichTextElement {
 			}
 			els = append(els, slack.NewRichTextSection(rtText(note, italic)))
 		}
+		if n := p.CutNote(); n != "" {
+			els = append(els, slack.NewRichTextSection(rtText(n, italic)))
+		}
 	}
 	if n := p.RecheckNote(); n != "" {
 		mark := "arrows_counterclockwise"
@@ -80,7 +83,8 @@ func previewElements(c cardpkg.Call) []slack.RichTextElement {
 	return els
 }
 
-// PreviewModal shows a call's whole preview, read-only and literal, in
+// PreviewModal shows a call's whole preview (as Airlock kept it, saying
+// so when it kept only its start), read-only and literal, in
 // preformatted rich text of at most maxModalArgs characters a block.
 func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 	head := []slack.RichTextElement{slack.NewRichTextSection(
@@ -90,6 +94,9 @@ func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 	text := "(no preview)"
 	if p := call.Preview; p != nil {
 		head = append(head, slack.NewRichTextSection(rtText(p.Heading(), bold)))
+		if n := p.CutNote(); n != "" {
+			head = append(head, slack.NewRichTextSection(rtText(n, italic)))
+		}
 		if p.Shown() {
 			text = p.Text()
 		}
