@@ -459,7 +459,9 @@ func (b *button) UnmarshalJSON(p []byte) error {
 
 // isCard reports whether a chat.postMessage posted a card (its blocks
 // open with the card's header).
-func isCard(c apiCall) bool { return strings.Contains(c.param("blocks"), `"block_id":"header"`) }
+func isCard(c apiCall) bool {
+	return c.Refused == "" && strings.Contains(c.param("blocks"), `"block_id":"header"`)
+}
 
 // cards are the chat.postMessage calls that posted a card.
 func (w *world) cards() []apiCall {
