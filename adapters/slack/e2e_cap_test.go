@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,8 +14,23 @@ import (
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model"
 )
+
+// onBothDatabases runs fn on a new SQLite file and, when
+// AIRLOCK_TEST_POSTGRES_DSN is set (CI sets it), on a new PostgreSQL
+// schema.
+func onBothDatabases(t *testing.T, fn func(t *testing.T, driver, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, "sqlite", filepath.Join(t.TempDir(), "a.db")) })
+	t.Run("postgres", func(t *testing.T) {
+		pg := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+		if pg == "" {
+			t.Skip("set AIRLOCK_TEST_POSTGRES_DSN (CI does) to run on PostgreSQL")
+		}
+		fn(t, "postgres", pgtest.FreshSchema(t, pg, "slackcap"))
+	})
+}
 
 // capCalls is the default max_calls_per_reply: the most calls one card
 // holds.
@@ -84,7 +101,12 @@ func (w *world) refusedBySlack() []string {
 // batch runs, and every message of the card ends final, without buttons.
 // Slack refuses nothing along the way.
 func TestCardAtTheCapDecidedWholeOverSlack(t *testing.T) {
-	w := newWorld(t, ModeHTTP)
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		testCardAtTheCapDecidedWhole(t, newWorldOn(t, ModeHTTP, driver, dsn, nil))
+	})
+}
+
+func testCardAtTheCapDecidedWhole(t *testing.T, w *world) {
 	w.pushCap(capCalls, func(i int) string {
 		return fmt.Sprintf(`{"service":"svc-%02d","environment":"production","replicas":%d}`, i, i+1)
 	}, "Deployed all 32.")
@@ -251,12 +273,17 @@ func (w *world) partWith(parts []string, value string) (channel, ts string) {
 // every message of the card and of both copies ends final, and the
 // thread's pointer closed.
 func TestCardAtTheCapRoutedAndCopiedOverSlack(t *testing.T) {
-	w := newWorldWith(t, ModeHTTP, func(c *bot.Config) {
-		c.Channels = bot.NewChannels([]bot.Channel{
-			{Platform: Platform, ID: chanOps, Approvers: []string{alice}, ApproverGroups: []string{groupOps}, ApprovalsChannel: chanApprovals, Notify: []string{"dm"}},
-			{Platform: Platform, ID: chanApprovals, Approvers: []string{mallory}},
-		})
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		testCardAtTheCapRoutedAndCopied(t, newWorldOn(t, ModeHTTP, driver, dsn, func(c *bot.Config) {
+			c.Channels = bot.NewChannels([]bot.Channel{
+				{Platform: Platform, ID: chanOps, Approvers: []string{alice}, ApproverGroups: []string{groupOps}, ApprovalsChannel: chanApprovals, Notify: []string{"dm"}},
+				{Platform: Platform, ID: chanApprovals, Approvers: []string{mallory}},
+			})
+		}))
 	})
+}
+
+func testCardAtTheCapRoutedAndCopied(t *testing.T, w *world) {
 	w.pushCap(capCalls, func(i int) string { return fmt.Sprintf(`{"service":"svc-%02d"}`, i) }, "Deployed all, routed.")
 	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy everything"), 0)
 	w.cardIn(chanApprovals)
