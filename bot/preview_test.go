@@ -464,7 +464,11 @@ func TestPreviewRecheckSeesPastTheCut(t *testing.T) {
 		if len(c.Preview.Output) > tools.DefaultMaxOutput || !strings.HasPrefix(approved, c.Preview.Output) || c.Preview.Size != int64(len(approved)) {
 			t.Fatalf("stored %d bytes of the preview (size %d), want at most %d of its %d", len(c.Preview.Output), c.Preview.Size, tools.DefaultMaxOutput, len(approved))
 		}
-		shown := settledCard(t, h).Calls[0].Preview
+		eventually(t, "the preview on the card", func() bool {
+			p := h.plat.LastCard().Calls[0].Preview
+			return p != nil && p.State == confirm.PreviewDone
+		})
+		shown := h.plat.LastCard().Calls[0].Preview
 		if note := shown.CutNote(); !strings.Contains(note, "20,000 bytes") || !strings.Contains(note, cardpkg.Bytes(len(approved)-len(c.Preview.Output))+" are left out") {
 			t.Fatalf("card's cut note %q: want the whole size and what was left out", note)
 		}
@@ -488,6 +492,20 @@ func TestPreviewRecheckSeesPastTheCut(t *testing.T) {
 		res := lastToolResults(t, h.lastRequest())
 		if len(res) != 1 || !strings.Contains(res[0].Content, "the preview changed since it was approved") {
 			t.Fatalf("model told %+v", res)
+		}
+		// The audit's preview_hash is the whole output's, as on the card.
+		evs, err := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var detail string
+		for _, e := range evs {
+			if e.Kind == confirm.AuditToolResult {
+				detail = e.Detail
+			}
+		}
+		if !strings.Contains(detail, `"preview_hash":"`+confirm.PreviewHash(approved)+`"`) || !strings.Contains(detail, `"recheck_hash":"`+confirm.PreviewHash(changed)+`"`) {
+			t.Fatalf("tool_result audit detail %s: want the whole outputs' hashes", detail)
 		}
 	})
 }
