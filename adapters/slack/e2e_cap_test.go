@@ -346,3 +346,37 @@ func testCardAtTheCapRoutedAndCopied(t *testing.T, w *world) {
 		t.Fatalf("Slack refused %v", r)
 	}
 }
+
+// Allow all, on the last message of a card at the cap, allows every call
+// on every message: the batch runs whole and every message ends final.
+func TestAllowAllAtTheCapOverSlack(t *testing.T) {
+	w := newWorld(t, ModeHTTP)
+	w.pushCap(capCalls, func(i int) string { return fmt.Sprintf(`{"service":"svc-%02d"}`, i) }, "Deployed all at once.")
+	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy everything"), 0)
+	w.waitCard(1)
+	w.ad.Wait()
+	all := w.fake.ButtonValues(ActionAllowAll)
+	if len(all) != 1 {
+		t.Fatalf("%d Allow all buttons, want 1", len(all))
+	}
+	ref, _ := confirm.ParseCallRef(w.fake.ButtonValues(ActionAllow)[0])
+	parts := w.cardParts(ref.Batch, confirm.CardMain)
+	if ch, ts := w.partWith(parts, all[0]); CardRef(ch, ts) != parts[len(parts)-1] {
+		t.Fatalf("Allow all is on %s, want the card's last message %s", CardRef(ch, ts), parts[len(parts)-1])
+	}
+	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllowAll, all[0]))
+	w.waitText(chanOps, "Deployed all at once.")
+	w.ad.Wait()
+	if n := w.tools["deploy"].runs.Load(); n != capCalls {
+		t.Fatalf("deploy ran %d times, want %d", n, capCalls)
+	}
+	waitFor(t, "every card message synced", func() bool {
+		n, err := w.db.CardsBehind(context.Background())
+		return err == nil && n == 0
+	})
+	for i, p := range parts {
+		if _, buttons := w.shownBlocks(p); len(buttons) != 0 {
+			t.Errorf("message %d of the card still has buttons", i+1)
+		}
+	}
+}
