@@ -115,6 +115,9 @@ var (
 //
 // A call a grant allowed says whose grant it was when grantedBy (grant id
 // to the user who granted it) knows; otherwise it names the grant.
+//
+// A card of more calls than a message holds is several messages (see
+// RenderMessages, which the adapter posts); Render returns the first.
 func Render(c cardpkg.Card) []slack.Block { return RenderWith(c, nil) }
 
 // RenderWith is Render with who granted the grants that allowed calls:
