@@ -68,7 +68,11 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	// The store reads the bot's clock, as in production both read the
 	// database's.
-	db, err := storage.Open(ctx, "sqlite", path, storage.WithClock(clock))
+	driver := "sqlite"
+	if strings.Contains(path, "://") { // a PostgreSQL DSN (onBothDatabases)
+		driver = "postgres"
+	}
+	db, err := storage.Open(ctx, driver, path, storage.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -377,6 +377,9 @@ type runMessage struct {
 	busy bool
 	next *runView
 	last string // the text last rendered: an equal state is not sent again
+	// decided caches when each finished step's call was decided (batch
+	// id → time), which never changes (see stepsDecided).
+	decided map[string]time.Time
 }
 
 type runView struct {
@@ -404,7 +407,7 @@ func (m *runMessages) show(ctx context.Context, b *Bot, run *confirm.RunbookRun,
 	e.busy = true
 	m.mu.Unlock()
 	for {
-		b.renderRun(ctx, v, &e.last)
+		b.renderRun(ctx, v, e)
 		m.mu.Lock()
 		if e.next == nil {
 			e.busy = false
@@ -420,8 +423,9 @@ func (m *runMessages) show(ctx context.Context, b *Bot, run *confirm.RunbookRun,
 }
 
 // renderRun posts or edits the run message of v, unless its text is
-// *last (what was rendered before); *last is then the text rendered.
-func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
+// e.last (what was rendered before); e.last is then the text rendered.
+func (b *Bot) renderRun(ctx context.Context, v *runView, e *runMessage) {
+	last := &e.last
 	conv, err := b.conversation(ctx, v.run.ConversationID)
 	if err != nil {
 		b.log.Error("run message", "run", v.run.ID, "err", err)
@@ -438,7 +442,7 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 			v.run.MessageRef = r.MessageRef
 		}
 	}
-	rc := scrubRun(RunCard(v.run, v.rb, v.steps, b.now()), b.cfg.Redact)
+	rc := scrubRun(RunCard(v.run, v.rb, v.steps, b.stepsDecided(ctx, v.steps, e)), b.cfg.Redact)
 	text := rc.Text()
 	if text == *last && v.run.MessageRef != "" {
 		return // nothing a reader could see changed
@@ -474,14 +478,38 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 	}
 }
 
+// stepsDecided is when the call of each finished step was decided (batch
+// id → time), from e's cache or its batch.
+func (b *Bot) stepsDecided(ctx context.Context, steps []confirm.RunbookStep, e *runMessage) map[string]time.Time {
+	if e.decided == nil {
+		e.decided = map[string]time.Time{}
+	}
+	for _, st := range steps {
+		if st.BatchID == "" || st.Status.Active() || st.Status == confirm.StepSkipped {
+			continue
+		}
+		if _, ok := e.decided[st.BatchID]; ok {
+			continue
+		}
+		batch, err := b.store.Batch(ctx, st.BatchID)
+		if err != nil || len(batch.Calls) != 1 || batch.Calls[0].DecidedAt == nil {
+			continue // shown from the step's start
+		}
+		e.decided[st.BatchID] = *batch.Calls[0].DecidedAt
+	}
+	return e.decided
+}
+
 // RunText is the run message as lines: the runbook, who started it, the
 // parameters, and every step with where it stands.
-func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, now time.Time) string {
-	return RunCard(run, rb, steps, now).Text()
+func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, decided map[string]time.Time) string {
+	return RunCard(run, rb, steps, decided).Text()
 }
 
 // RunCard is the run message as the platforms lay it out (card.Run).
-func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, now time.Time) card.Run {
+// decided is when each step's call was decided (by batch id): a step's
+// time runs from then, so the wait for its approver is not counted.
+func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, decided map[string]time.Time) card.Run {
 	out := card.Run{ID: run.ID, Runbook: run.Runbook, RequestedBy: run.RequestedBy, Status: run.Status, Params: string(run.Params)}
 	if run.Status == confirm.RunbookHalted {
 		out.HaltedAt = run.FailedStep
@@ -494,8 +522,12 @@ func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 			}
 		}
 		state := "waiting"
-		if last == nil && phase == confirm.PhaseOnFailure && run.Status.Final() && run.Status != confirm.RunbookFailed {
-			state = "not needed"
+		if last == nil && run.Status.Final() {
+			// The run ended before it got to the step.
+			state = "not run"
+			if phase == confirm.PhaseOnFailure && run.Status != confirm.RunbookFailed {
+				state = "not needed"
+			}
 		}
 		if last != nil {
 			switch last.Status {
@@ -506,13 +538,19 @@ func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 			case confirm.StepSucceeded:
 				state = "succeeded"
 				if last.FinishedAt != nil {
-					state += " (" + last.FinishedAt.Sub(last.CreatedAt).Round(time.Millisecond).String() + ")"
+					from := last.CreatedAt
+					if t, ok := decided[last.BatchID]; ok && t.After(from) {
+						from = t
+					}
+					state += " (" + last.FinishedAt.Sub(from).Round(time.Millisecond).String() + ")"
 				}
 				if last.MarkedBy != "" {
 					state += ", marked done by " + last.MarkedBy
 				}
 			case confirm.StepFailed:
 				state = "failed (" + cutText(last.Result, 200) + ")"
+			case confirm.StepSkipped:
+				state = "skipped: its when is false (" + cutText(sc.When, 120) + ")"
 			default:
 				state = string(last.Status)
 			}
