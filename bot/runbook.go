@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -82,7 +81,7 @@ func (b *Bot) StartRunbook(ctx context.Context, th Thread, user string, rb *runb
 	if err != nil {
 		return "", fmt.Errorf("conversation: %w", err)
 	}
-	raw, err := json.Marshal(params)
+	raw, err := runbook.MarshalJSON(params)
 	if err != nil {
 		return "", fmt.Errorf("runbook params: %w", err)
 	}

@@ -1,6 +1,7 @@
 package runbook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -469,7 +470,7 @@ func (s *Step) Args(v Vars) (json.RawMessage, error) {
 		}
 		obj[k] = val
 	}
-	raw, err := json.Marshal(obj)
+	raw, err := MarshalJSON(obj)
 	if err != nil {
 		return nil, &EvalError{Step: s.cfg.ID, Key: "args", Err: err}
 	}
@@ -752,11 +753,25 @@ func stringForm(v ref.Val) (string, error) {
 	if s, ok := n.(string); ok {
 		return s, nil
 	}
-	b, err := json.Marshal(n)
+	b, err := MarshalJSON(n)
 	if err != nil {
 		return "", err
 	}
 	return string(b), nil
+}
+
+// MarshalJSON is v as compact JSON without HTML escaping: "a && <b>"
+// stays as it is written, not "a \u0026\u0026 \u003cb\u003e", so the
+// arguments a card shows (and a tool gets) read as what runs. Run
+// arguments and parameters are encoded with it.
+func MarshalJSON(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // normalize makes decoded JSON values plain for CEL: json.Number becomes
