@@ -1,12 +1,14 @@
 package bot_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/runbook"
@@ -100,6 +102,45 @@ func TestRunMessageTimesAndUnrunSteps(t *testing.T) {
 		}
 		if strings.Contains(msg, "waiting") {
 			t.Fatalf("an ended run lists a step as waiting:\n%s", msg)
+		}
+	})
+}
+
+// Issue 34 item 17: free text in a thread where a run's step card waits
+// does not abandon that card ("the requester moved on"): only the model's
+// own pause is abandoned by a turn that goes to the model. The step's
+// card keeps waiting for its decision, and Allow then runs the step.
+func TestTurnAbandonsOnlyTheModelsPause(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, path string) {
+		h := newRBHarnessOn(t, path, nil)
+		id := h.start(restartBook(), "bob") // the restart step's card waits
+		step := h.plat.LastCard()
+		// The model pauses on a gated call in the same thread.
+		h.push(calls(tc("c1", "deploy", `{"v":1}`)))
+		h.turn("bob", "also deploy v1")
+		if len(h.plat.Cards) != 2 {
+			t.Fatalf("cards posted: %d", len(h.plat.Cards))
+		}
+		pause := h.plat.Cards[1]
+		// Free text: the model's pause is abandoned, the step's card is not.
+		h.push(text("ok, never mind"))
+		h.turn("bob", "never mind the deploy")
+		if b, err := h.store.Batch(context.Background(), pause.BatchID); err != nil || b.Calls[0].DenyMessage != confirm.MovedOnMessage {
+			t.Fatalf("the model's pause: %+v %v", b, err)
+		}
+		b, err := h.store.Batch(context.Background(), step.BatchID)
+		if err != nil || b.Status != confirm.BatchPending {
+			t.Fatalf("the step's card after free text: %v %v", err, b.Calls[0].DenyMessage)
+		}
+		if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: step.Calls[0].Ref, Message: cardMsg(step.Calls[0].Ref), Allow: true}); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		if r, steps := h.run(id); r.Status != confirm.RunbookSucceeded {
+			t.Fatalf("run: %s %s", r.Status, stepLine(steps))
+		}
+		if got := h.extra["restart"].runs(); len(got) != 1 {
+			t.Fatalf("restart ran %v", got)
 		}
 	})
 }

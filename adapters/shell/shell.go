@@ -124,6 +124,11 @@ func (s *Shell) Greet() {
 	}
 }
 
+// Note prints a line of Airlock's own (not the model's) as Post does.
+func (s *Shell) Note(text string) {
+	s.printf("airlock: %s\n", visible.RevealProse(text))
+}
+
 // Run reads lines until In ends, ctx ends, or /quit.
 func (s *Shell) Run(ctx context.Context, b Bot) error {
 	s.Greet()

@@ -467,8 +467,9 @@ func TestEndToEndShell(t *testing.T) {
 	}
 	dbBytes, _ := os.ReadFile(filepath.Join(dir, "airlock.db"))
 	wal, _ := os.ReadFile(filepath.Join(dir, "airlock.db-wal"))
+	logged, _ := os.ReadFile(filepath.Join(filepath.Dir(cfgPath), chatLogName))
 	for name, data := range map[string]string{
-		"stderr": p.errb.String(), "stdout": p.out.String(), "audit -json": string(out), "audit": string(text),
+		"stderr": p.errb.String(), "log file": string(logged), "stdout": p.out.String(), "audit -json": string(out), "audit": string(text),
 		"database": string(dbBytes) + string(wal),
 	} {
 		for _, secret := range []string{modelKey, toolToken} {
