@@ -144,3 +144,75 @@ func TestTurnAbandonsOnlyTheModelsPause(t *testing.T) {
 		}
 	})
 }
+
+// Issue 34 item 18, in a chat thread: `run` while a run's card waits
+// says what already waits; `stop` with two runs going asks which, listing
+// them, and stops nothing; `stop RUN` (the start of its id) stops that
+// run only; its end is posted once, even when the stopped step's batch
+// comes back to the engine after the stop.
+func TestStopNamesTheRun(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, path string) {
+		rbs, err := runbook.Compile("runbooks", []runbook.Config{*restartBook()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newRBHarnessOn(t, path, func(c *bot.Config) { c.Runbooks = rbs })
+		ctx := context.Background()
+		say := func(text string) string {
+			t.Helper()
+			n := len(h.plat.Posts)
+			if err := h.bot.HandleTurn(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "bob", Text: text}); err != nil {
+				t.Fatal(err)
+			}
+			h.settle()
+			return strings.Join(h.plat.Posts[n:], "\n")
+		}
+		say("run restart service=api")
+		got := say("run restart service=web")
+		live, err := h.store.LiveRunbookRuns(ctx)
+		if err != nil || len(live) != 2 {
+			t.Fatalf("%d live runs (%v):\n%s", len(live), err, got)
+		}
+		first, second := live[0], live[1]
+		if first.CreatedAt.After(second.CreatedAt) || (first.CreatedAt.Equal(second.CreatedAt) && strings.Contains(string(first.Params), "web")) {
+			first, second = second, first
+		}
+		if !strings.Contains(got, "Already waiting here: run "+first.ID+" of restart, at step restart, waiting for a decision (request ") ||
+			!strings.Contains(got, "@airlock stop RUN stops a run.") {
+			t.Fatalf("the second run said nothing of the first:\n%s", got)
+		}
+		got = say("stop")
+		if !strings.Contains(got, "Several runs are going here; say which to stop:") ||
+			!strings.Contains(got, "- @airlock stop "+first.ID+": restart, started by bob, at step restart") ||
+			!strings.Contains(got, "- @airlock stop "+second.ID+": restart, started by bob, at step restart") {
+			t.Fatalf("stop with two runs:\n%s", got)
+		}
+		if got := say("stop zzzz"); !strings.Contains(got, `No run going here starts with "zzzz".`) {
+			t.Fatalf("stop of no such run:\n%s", got)
+		}
+		if live, _ := h.store.LiveRunbookRuns(ctx); len(live) != 2 {
+			t.Fatalf("a stop that named no run stopped %d", 2-len(live))
+		}
+		got = say("stop " + first.ID[:6])
+		// The stopped step's batch ends after the stop: a late advance
+		// shows nothing new.
+		if err := h.bot.Runbooks().Advance(ctx, first.ID); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		posts := strings.Join(h.plat.Posts, "\n")
+		if n := strings.Count(posts, "Runbook restart (run "+first.ID+"), started by bob: stopped"); n != 1 {
+			t.Fatalf("the stopped run's end was posted %d times:\n%s", n, posts)
+		}
+		r1, _ := h.store.RunbookRun(ctx, first.ID)
+		r2, _ := h.store.RunbookRun(ctx, second.ID)
+		if r1.Status != confirm.RunbookStopped || r2.Status != confirm.RunbookRunning {
+			t.Fatalf("after stop %s: %s and %s", first.ID[:6], r1.Status, r2.Status)
+		}
+		// The only run left: stop needs no name.
+		say("stop")
+		if r2, _ := h.store.RunbookRun(ctx, second.ID); r2.Status != confirm.RunbookStopped {
+			t.Fatalf("the last run: %s", r2.Status)
+		}
+	})
+}

@@ -80,6 +80,9 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		return nil, err
 	}
 	checkRunbookTools(cfg, set, logger)
+	for _, w := range missingPrograms(cfg) {
+		logger.Warn(w)
+	}
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(secrets.String))
 	if err != nil {
 		return nil, err
@@ -224,6 +227,9 @@ func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io
 	}
 	if cfg.Model.Off() {
 		sh.Note(model.OffReply)
+	}
+	for _, w := range missingPrograms(cfg) {
+		sh.Note("Warning: " + w + ".")
 	}
 	if err := a.bot.Recover(ctx); err != nil {
 		return err

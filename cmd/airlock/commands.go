@@ -89,6 +89,9 @@ func chatCmd(ctx context.Context, c configured) error {
 }
 
 func checkConfig(_ context.Context, c configured) error {
+	for _, w := range missingPrograms(c.cfg) {
+		fmt.Fprintf(c.stdout, "warning: %s\n", w)
+	}
 	fmt.Fprintf(c.stdout, "%s: ok\n", c.path)
 	return nil
 }
