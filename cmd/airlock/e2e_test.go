@@ -384,8 +384,9 @@ func TestEndToEndShell(t *testing.T) {
 	p.send("/deny 1 change freeze until Monday")
 	denied := p.waitFor("model saw:")
 	denied += p.waitFor("\n")
-	// The local user asked and denied: the terminal shows it as withdrawn.
-	if !strings.Contains(denied, "withdrawn by the requester local") || !strings.Contains(denied, "change freeze until Monday") {
+	// The local user asked and denied as the approver they also are: the
+	// terminal shows it denied by them (issue 34: not "withdrawn").
+	if !strings.Contains(denied, "denied by local") || strings.Contains(denied, "withdrawn") || !strings.Contains(denied, "change freeze until Monday") {
 		t.Fatalf("deny output:\n%s", denied)
 	}
 	if n := len(tools.calls()); n != 2 {
