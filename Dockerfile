@@ -34,6 +34,8 @@ RUN apt-get update \
     && mkdir -p /var/lib/airlock /etc/airlock \
     && chown 10001:10001 /var/lib/airlock \
     && chmod 0750 /var/lib/airlock
+# Only the binary: config.example.yaml and its fake tools script
+# (examples/service.sh) are for `airlock chat` in a checkout, not the image.
 COPY --from=build /out/airlock /usr/local/bin/airlock
 USER 10001:10001
 WORKDIR /var/lib/airlock

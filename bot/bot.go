@@ -108,6 +108,10 @@ type Config struct {
 	DefaultApprovals int
 	// SelfApproval lets requesters allow their own calls.
 	SelfApproval bool
+	// ModelOff: no model is configured (Model answers model.OffReply).
+	// Free text is then answered with that line and changes nothing: it
+	// abandons no waiting card.
+	ModelOff bool
 	// GrantFor is how long an "Allow for" grant lasts; 0: grants are off.
 	GrantFor     time.Duration
 	RemindBefore time.Duration // remind approvers this long before expiry; 0: never

@@ -62,6 +62,9 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "airlock.db")
 	}
+	if strings.Contains(path, "://") { // a PostgreSQL DSN (onBothDatabases)
+		return newHarnessOn(t, "postgres", path, edit)
+	}
 	return newHarnessOn(t, "sqlite", path, edit)
 }
 

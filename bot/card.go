@@ -47,8 +47,15 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 		GrantFor:    grantFor,
 	}
 	c.Now, c.SelfApproval = x.now, x.selfApproval
+	// A requester who may also approve (self-approval on and listed as an
+	// approver, as the terminal's one person is) decides as an approver:
+	// their deny reads "denied by", not "withdrawn by the requester".
+	withdrawer := b.RequestedBy
+	if x.selfApproval && slices.Contains(approvers.Users, withdrawer) {
+		withdrawer = ""
+	}
 	for _, call := range b.Calls {
-		st := stateOf(call, b.RequestedBy)
+		st := stateOf(call, withdrawer)
 		c.Calls = append(c.Calls, card.Call{
 			Ref:       confirm.RefAt(b.ID, call.Position, call.Revision),
 			Number:    call.Position + 1,

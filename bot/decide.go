@@ -632,6 +632,38 @@ func (b *Bot) PendingCard(ctx context.Context, th Thread) (*card.Card, error) {
 	return &c, nil
 }
 
+// PendingCards returns the cards of every pending batch of the thread,
+// oldest first: the model's pause and the cards of its runs' steps;
+// confirm.ErrNotFound when none waits.
+func (b *Bot) PendingCards(ctx context.Context, th Thread) ([]card.Card, error) {
+	conv, err := b.store.FindConversation(ctx, th.Platform, th.Channel, th.Thread)
+	if err != nil {
+		return nil, err // ErrNotFound: a thread without a conversation waits on nothing
+	}
+	ids, err := b.store.PendingBatches(ctx, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []card.Card
+	for _, id := range ids {
+		batch, err := b.store.Batch(ctx, id)
+		if errors.Is(err, confirm.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if batch.Status != confirm.BatchPending {
+			continue // decided meanwhile
+		}
+		out = append(out, b.cardOf(conv, batch, b.introOf(ctx, batch)))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("pending cards: %w", confirm.ErrNotFound)
+	}
+	return out, nil
+}
+
 var batchIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 func newBatchID() string {

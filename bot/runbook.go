@@ -2,9 +2,9 @@ package bot
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +82,7 @@ func (b *Bot) StartRunbook(ctx context.Context, th Thread, user string, rb *runb
 	if err != nil {
 		return "", fmt.Errorf("conversation: %w", err)
 	}
-	raw, err := json.Marshal(params)
+	raw, err := runbook.MarshalJSON(params)
 	if err != nil {
 		return "", fmt.Errorf("runbook params: %w", err)
 	}
@@ -432,12 +432,23 @@ type RunMessenger interface {
 type runMessages struct {
 	mu   sync.Mutex
 	runs map[string]*runMessage
+	// ended are the runs last shown ended, oldest first: their entries
+	// are kept (at most maxEndedRuns), so a late show of the same end
+	// (a step's batch ending after the run was stopped) sends nothing.
+	ended []string
 }
+
+// maxEndedRuns bounds the ended runs whose last rendering is kept.
+const maxEndedRuns = 256
 
 type runMessage struct {
 	busy bool
 	next *runView
 	last string // the text last rendered: an equal state is not sent again
+	// decided caches when each finished step's call was decided (batch
+	// id → time), which never changes (see stepsDecided).
+	decided map[string]time.Time
+	ended   bool // the run was shown ended (runMessages.ended)
 }
 
 type runView struct {
@@ -465,12 +476,17 @@ func (m *runMessages) show(ctx context.Context, b *Bot, run *confirm.RunbookRun,
 	e.busy = true
 	m.mu.Unlock()
 	for {
-		b.renderRun(ctx, v, &e.last)
+		b.renderRun(ctx, v, e)
 		m.mu.Lock()
 		if e.next == nil {
 			e.busy = false
-			if v.run.Status.Final() {
-				delete(m.runs, run.ID)
+			if v.run.Status.Final() && !e.ended {
+				e.ended = true
+				m.ended = append(m.ended, run.ID)
+				if len(m.ended) > maxEndedRuns {
+					delete(m.runs, m.ended[0])
+					m.ended = m.ended[1:]
+				}
 			}
 			m.mu.Unlock()
 			return
@@ -481,8 +497,9 @@ func (m *runMessages) show(ctx context.Context, b *Bot, run *confirm.RunbookRun,
 }
 
 // renderRun posts or edits the run message of v, unless its text is
-// *last (what was rendered before); *last is then the text rendered.
-func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
+// e.last (what was rendered before); e.last is then the text rendered.
+func (b *Bot) renderRun(ctx context.Context, v *runView, e *runMessage) {
+	last := &e.last
 	conv, err := b.conversation(ctx, v.run.ConversationID)
 	if err != nil {
 		b.log.Error("run message", "run", v.run.ID, "err", err)
@@ -499,7 +516,7 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 			v.run.MessageRef = r.MessageRef
 		}
 	}
-	rc := scrubRun(RunCard(v.run, v.rb, v.steps, b.now()), b.cfg.Redact)
+	rc := scrubRun(RunCard(v.run, v.rb, v.steps, b.stepsDecided(ctx, v.steps, e)), b.cfg.Redact)
 	text := rc.Text()
 	if text == *last && v.run.MessageRef != "" {
 		return // nothing a reader could see changed
@@ -535,14 +552,38 @@ func (b *Bot) renderRun(ctx context.Context, v *runView, last *string) {
 	}
 }
 
+// stepsDecided is when the call of each finished step was decided (batch
+// id → time), from e's cache or its batch.
+func (b *Bot) stepsDecided(ctx context.Context, steps []confirm.RunbookStep, e *runMessage) map[string]time.Time {
+	if e.decided == nil {
+		e.decided = map[string]time.Time{}
+	}
+	for _, st := range steps {
+		if st.BatchID == "" || st.Status.Active() || st.Status == confirm.StepSkipped {
+			continue
+		}
+		if _, ok := e.decided[st.BatchID]; ok {
+			continue
+		}
+		batch, err := b.store.Batch(ctx, st.BatchID)
+		if err != nil || len(batch.Calls) != 1 || batch.Calls[0].DecidedAt == nil {
+			continue // shown from the step's start
+		}
+		e.decided[st.BatchID] = *batch.Calls[0].DecidedAt
+	}
+	return e.decided
+}
+
 // RunText is the run message as lines: the runbook, who started it, the
 // parameters, and every step with where it stands.
-func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, now time.Time) string {
-	return RunCard(run, rb, steps, now).Text()
+func RunText(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, decided map[string]time.Time) string {
+	return RunCard(run, rb, steps, decided).Text()
 }
 
 // RunCard is the run message as the platforms lay it out (card.Run).
-func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, now time.Time) card.Run {
+// decided is when each step's call was decided (by batch id): a step's
+// time runs from then, so the wait for its approver is not counted.
+func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep, decided map[string]time.Time) card.Run {
 	out := card.Run{ID: run.ID, Runbook: run.Runbook, RequestedBy: run.RequestedBy, Status: run.Status, Params: string(run.Params)}
 	if run.Status == confirm.RunbookHalted {
 		out.HaltedAt = run.FailedStep
@@ -555,8 +596,12 @@ func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 			}
 		}
 		state := "waiting"
-		if last == nil && phase == confirm.PhaseOnFailure && run.Status.Final() && run.Status != confirm.RunbookFailed {
-			state = "not needed"
+		if last == nil && run.Status.Final() {
+			// The run ended before it got to the step.
+			state = "not run"
+			if phase == confirm.PhaseOnFailure && run.Status != confirm.RunbookFailed {
+				state = "not needed"
+			}
 		}
 		if last != nil {
 			switch last.Status {
@@ -567,13 +612,19 @@ func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 			case confirm.StepSucceeded:
 				state = "succeeded"
 				if last.FinishedAt != nil {
-					state += " (" + last.FinishedAt.Sub(last.CreatedAt).Round(time.Millisecond).String() + ")"
+					from := last.CreatedAt
+					if t, ok := decided[last.BatchID]; ok && t.After(from) {
+						from = t
+					}
+					state += " (" + last.FinishedAt.Sub(from).Round(time.Millisecond).String() + ")"
 				}
 				if last.MarkedBy != "" {
 					state += ", marked done by " + last.MarkedBy
 				}
 			case confirm.StepFailed:
 				state = "failed (" + cutText(last.Result, 200) + ")"
+			case confirm.StepSkipped:
+				state = "skipped: its when is false (" + cutText(sc.When, 120) + ")"
 			default:
 				state = string(last.Status)
 			}
@@ -648,11 +699,12 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	}
 	th := Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}
 	offered := b.offeredRunbooks(t.Platform, t.Channel, t.DM)
+	_, rest, _ := strings.Cut(text, " ")
 	switch word {
 	case "runbooks":
 		return true, b.postIn(ctx, th, runbookList(offered))
 	case "stop":
-		return true, b.stopInThread(ctx, th, t)
+		return true, b.stopInThread(ctx, th, t, strings.TrimSpace(rest))
 	}
 	// A run is a request like a turn: it counts against its author's
 	// limits.turns_per_minute (`runbooks` and `stop` do not: stopping
@@ -660,7 +712,6 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	if over, err := b.overTurnLimit(ctx, t, "No runbook was started; wait a minute and run it again."); err != nil || over {
 		return true, err
 	}
-	_, rest, _ := strings.Cut(text, " ")
 	name, args, err := runbook.ParseCommand(rest)
 	if err != nil {
 		return true, b.postIn(ctx, th, "I could not read that command: "+err.Error()+"\n"+runbookList(offered))
@@ -682,6 +733,15 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	// anything is stored.
 	if full, err := b.channelFull(ctx, th, "Runbook "+rb.Name()+" was not started; decide some of them, then run it again."); err != nil || full {
 		return true, err
+	}
+	// A run more in a thread where something already waits: say what, so
+	// the new card is not taken for the only one.
+	if note, err := b.waitingNote(ctx, th, t.Command); err != nil {
+		b.log.Error("what waits in the thread", "err", err)
+	} else if note != "" {
+		if err := b.postIn(ctx, th, note+" Starting run "+rb.Name()+" as well."); err != nil {
+			return true, err
+		}
 	}
 	cfg := rb.Config()
 	if _, err := b.StartRunbook(ctx, th, t.User, &cfg, params, "", ""); err != nil {
@@ -714,32 +774,143 @@ func runbookList(offered []*runbook.Runbook) string {
 	return sb.String()
 }
 
-// stopInThread stops the newest live run of the thread (`stop`).
-func (b *Bot) stopInThread(ctx context.Context, th Thread, t Turn) error {
-	e := b.runbookEngine()
-	if e == nil {
-		return b.postIn(ctx, th, "No runbook runs here.")
+// commandWord is how a person writes a command where the turn came from:
+// "/stop" in the terminal (Turn.Command), "@airlock stop" elsewhere.
+func commandWord(terminal bool, word string) string {
+	if terminal {
+		return "/" + word
 	}
+	return "@airlock " + word
+}
+
+// liveRunsIn are the thread's runs that have not ended, oldest first;
+// nil when the thread holds no conversation.
+func (b *Bot) liveRunsIn(ctx context.Context, th Thread) ([]confirm.RunbookRun, *confirm.Conversation, error) {
 	conv, err := b.store.FindConversation(ctx, th.Platform, th.Channel, th.Thread)
 	if errors.Is(err, confirm.ErrNotFound) {
-		return b.postIn(ctx, th, "No runbook is running in this thread.")
+		return nil, nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, nil, err
+	}
+	e := b.runbookEngine()
+	if e == nil {
+		return nil, &conv, nil
 	}
 	live, err := e.Store.LiveRunbookRuns(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	id := ""
+	var out []confirm.RunbookRun
 	for _, r := range live {
 		if r.ConversationID == conv.ID {
-			id = r.ID
+			out = append(out, r)
 		}
 	}
-	if id == "" {
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, &conv, nil
+}
+
+// runWhere says where a live run stands, e.g. ", at step restart,
+// waiting for a decision (request abcdefgh)" ("" between steps).
+func (b *Bot) runWhere(ctx context.Context, r confirm.RunbookRun) string {
+	if r.Status == confirm.RunbookHalted {
+		return ", halted at step " + r.FailedStep + " (its outcome is unknown)"
+	}
+	steps, err := b.runbookEngine().Store.RunbookSteps(ctx, r.ID)
+	if err != nil {
+		return ""
+	}
+	for _, st := range steps {
+		if !st.Status.Active() {
+			continue
+		}
+		s := ", at step " + st.StepID
+		if batch, err := b.store.Batch(ctx, st.BatchID); err == nil && batch.Status == confirm.BatchPending {
+			s += ", waiting for a decision (request " + shortID(batch.ID) + ")"
+		}
+		return s
+	}
+	return ""
+}
+
+// shortID is a request's id as cards name it: its first 8 characters.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// waitingNote says what already waits in the thread, "" when nothing: its
+// live runs and the model's waiting card. terminal picks the commands'
+// spelling.
+func (b *Bot) waitingNote(ctx context.Context, th Thread, terminal bool) (string, error) {
+	live, conv, err := b.liveRunsIn(ctx, th)
+	if err != nil || conv == nil {
+		return "", err // nil conv: the thread holds nothing yet
+	}
+	var parts []string
+	for _, r := range live {
+		parts = append(parts, "run "+r.ID+" of "+r.Runbook+b.runWhere(ctx, r))
+	}
+	pauses, err := b.modelPauses(ctx, *conv)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pauses {
+		parts = append(parts, "the agent's request "+shortID(p.ID)+", waiting for a decision")
+	}
+	if len(parts) == 0 {
+		return "", nil
+	}
+	note := "Already waiting here: " + strings.Join(parts, "; ") + "."
+	if terminal {
+		note += " /card shows every waiting card."
+	}
+	if len(live) > 0 {
+		note += " " + commandWord(terminal, "stop") + " RUN stops a run."
+	}
+	return note, nil
+}
+
+// stopInThread stops a live run of the thread (`stop [RUN]`): the one
+// named (its id, or the start of it), or the only one; with several and
+// none named, it lists them and stops nothing.
+func (b *Bot) stopInThread(ctx context.Context, th Thread, t Turn, which string) error {
+	if b.runbookEngine() == nil {
+		return b.postIn(ctx, th, "No runbook runs here.")
+	}
+	live, _, err := b.liveRunsIn(ctx, th)
+	if err != nil {
+		return err
+	}
+	if len(live) == 0 {
 		return b.postIn(ctx, th, "No runbook is running in this thread.")
 	}
+	stop := commandWord(t.Command, "stop")
+	var named []confirm.RunbookRun
+	for _, r := range live {
+		if which == "" || strings.HasPrefix(r.ID, which) {
+			named = append(named, r)
+		}
+	}
+	list := func(runs []confirm.RunbookRun) string {
+		var sb strings.Builder
+		for _, r := range runs {
+			fmt.Fprintf(&sb, "\n- %s %s: %s, started by %s%s", stop, r.ID, r.Runbook, r.RequestedBy, b.runWhere(ctx, r))
+		}
+		return sb.String()
+	}
+	switch {
+	case len(named) == 0:
+		return b.postIn(ctx, th, fmt.Sprintf("No run going here starts with %q. The runs going here:%s", which, list(live)))
+	case len(named) > 1 && which == "":
+		return b.postIn(ctx, th, "Several runs are going here; say which to stop:"+list(named))
+	case len(named) > 1:
+		return b.postIn(ctx, th, fmt.Sprintf("More than one run starts with %q; say more of its id:%s", which, list(named)))
+	}
+	id := named[0].ID
 	switch err := b.StopRunbook(ctx, id, t.User, t.Roles); {
 	case errors.Is(err, ErrNotAllowedToStop):
 		return b.postIn(ctx, th, "Only the person who started the run or an approver can stop it.")

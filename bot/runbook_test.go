@@ -85,12 +85,18 @@ type rbHarness struct {
 }
 
 func newRBHarness(t *testing.T, edit func(*bot.Config)) *rbHarness {
+	return newRBHarnessOn(t, "", edit)
+}
+
+// newRBHarnessOn is newRBHarness on the database at path ("": a new
+// SQLite file; a PostgreSQL DSN: that database).
+func newRBHarnessOn(t *testing.T, path string, edit func(*bot.Config)) *rbHarness {
 	extra := map[string]*scriptTool{
 		"svc_status": {name: "svc_status"},
 		"restart":    {name: "restart", confirm: true},
 		"page":       {name: "page"},
 	}
-	h := newHarnessWith(t, "", func(c *bot.Config) {
+	h := newHarnessWith(t, path, func(c *bot.Config) {
 		c.Tools = rbTools{base: c.Tools, extra: extra}
 		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice", "carol"}}})
 		if edit != nil {

@@ -56,7 +56,7 @@ func (t runbookTool) Summary(args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	raw, err := json.Marshal(params)
+	raw, err := runbook.MarshalJSON(params)
 	if err != nil {
 		return "", err
 	}
@@ -149,7 +149,7 @@ func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch 
 		if err != nil {
 			return b.endRunbookCall(ctx, c, o, hold, confirm.RunFailed, b.cfg.Redact("Not executed: "+err.Error()))
 		}
-		raw, err := json.Marshal(params)
+		raw, err := runbook.MarshalJSON(params)
 		if err != nil {
 			return b.endRunbookCall(ctx, c, o, hold, confirm.RunFailed, "Not executed: "+err.Error())
 		}

@@ -102,6 +102,12 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 		return err // run, runbooks, stop: answered without the model
 	}
 	th := Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}
+	if b.cfg.ModelOff {
+		// The words go nowhere: nothing is stored, and no waiting card
+		// (a run's step, or a pause from when a model was configured)
+		// is abandoned for them.
+		return b.postIn(ctx, th, model.OffReply)
+	}
 	if over, err := b.overTurnLimit(ctx, t, "I ignored this one; wait a minute and ask again."); err != nil || over {
 		return err
 	}
@@ -120,7 +126,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if waiting, err := b.waitingOnRunbook(ctx, conv, t); waiting || err != nil {
 		return err // the model's runbook run goes on; the words are context
 	}
-	if pending, err := b.store.PendingBatch(ctx, conv.ID); err == nil && !b.mayMoveOn(ctx, conv, pending, t) {
+	if pending, err := b.modelPause(ctx, conv); err == nil && !b.mayMoveOn(ctx, conv, pending, t) {
 		// A bystander cannot abandon someone else's card: their words are
 		// kept as context and the card keeps waiting.
 		b.log.Info("bystander wrote while a card waits; kept as an aside", "conversation", conv.ID, "user", t.User)
@@ -252,12 +258,55 @@ func (b *Bot) HasConversation(ctx context.Context, th Thread) (bool, error) {
 	return err == nil, err
 }
 
+// modelPause is the conversation's newest pending batch of the model's
+// (not a runbook step's card, which a turn never abandons);
+// confirm.ErrNotFound when none waits.
+func (b *Bot) modelPause(ctx context.Context, conv confirm.Conversation) (*confirm.Batch, error) {
+	pauses, err := b.modelPauses(ctx, conv)
+	if err != nil {
+		return nil, err
+	}
+	if len(pauses) == 0 {
+		return nil, fmt.Errorf("model pause: %w", confirm.ErrNotFound)
+	}
+	return pauses[len(pauses)-1], nil
+}
+
+// modelPauses are the conversation's pending batches of the model's,
+// oldest first: a run's step cards wait in the same thread and are left
+// out (they wait for their decision or the run's stop).
+func (b *Bot) modelPauses(ctx context.Context, conv confirm.Conversation) ([]*confirm.Batch, error) {
+	ids, err := b.store.PendingBatches(ctx, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []*confirm.Batch
+	for _, id := range ids {
+		batch, err := b.store.Batch(ctx, id)
+		if errors.Is(err, confirm.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !stepBatch(batch) {
+			out = append(out, batch)
+		}
+	}
+	return out, nil
+}
+
 // settle brings a conversation to a state where a new user message may
-// follow: a pending pause is abandoned (every call denied with "The user
-// moved on."), and batches decided but not yet run are run, so the history
-// never holds tool calls without results.
+// follow: the model's pending pause is abandoned (every call denied with
+// "The user moved on."; a runbook step's card is not the model's and
+// keeps waiting), and batches decided but not yet run are run, so the
+// history never holds tool calls without results.
 func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
-	if pending, err := b.store.PendingBatch(ctx, conv.ID); err == nil {
+	pauses, err := b.modelPauses(ctx, conv)
+	if err != nil {
+		return fmt.Errorf("load pending pause: %w", err)
+	}
+	for _, pending := range pauses {
 		n, err := b.store.AbandonPending(ctx, pending.ID, SystemActor, confirm.MovedOnMessage)
 		if err != nil {
 			return fmt.Errorf("abandon pause: %w", err)
@@ -273,8 +322,6 @@ func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 				b.recordResolved(ctx, pending, after, confirm.DecisionDenied, "abandoned")
 			}
 		}
-	} else if !errors.Is(err, confirm.ErrNotFound) {
-		return fmt.Errorf("load pending pause: %w", err)
 	}
 	open, err := b.store.OpenBatches(ctx, conv.ID)
 	if err != nil {

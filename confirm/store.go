@@ -393,6 +393,9 @@ type BatchStore interface {
 	// PendingBatch returns the conversation's batch in status pending;
 	// ErrNotFound when none.
 	PendingBatch(ctx context.Context, conversationID int64) (*Batch, error)
+	// PendingBatches lists the ids of the conversation's batches in
+	// status pending, oldest first.
+	PendingBatches(ctx context.Context, conversationID int64) ([]string, error)
 	SetCardRef(ctx context.Context, batchID, ref string) error
 	// OpenBatches lists the conversation's batches that are decided or
 	// running (not yet done), oldest first.

@@ -62,6 +62,7 @@ type Step struct {
 	args    map[string]*argNode
 	argKeys []string
 	refs    []string // the steps it refers to
+	ptypes  paramTypes
 }
 
 // Name is the runbook's name.
@@ -307,7 +308,8 @@ func compile(key string, c Config) (*Runbook, error) {
 			}
 		}
 	}
-	env, err := newEnv()
+	ptypes := paramTypesOf(r.props)
+	env, err := newEnv(ptypes)
 	if err != nil {
 		return nil, fmt.Errorf("runbook: CEL environment: %w", err)
 	}
@@ -327,7 +329,7 @@ func compile(key string, c Config) (*Runbook, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.failure = l.failure
+			s.failure, s.ptypes = l.failure, ptypes
 			if l.failure {
 				r.onFailure = append(r.onFailure, s)
 			} else {

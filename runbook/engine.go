@@ -446,7 +446,9 @@ func (e *Engine) submit(ctx context.Context, s *state, phase string, i, attempt 
 	if attempt == 1 && sc.When != "" {
 		ok, err := e.Eval.When(s.rb, phase, i, v)
 		if err != nil {
-			return e.refuse(ctx, k, sc, fmt.Sprintf("%sits condition failed: %v", invalidPrefix, err))
+			// Not skipped: a condition that cannot be evaluated fails the
+			// step (and the run, unless on_failure: continue), saying so.
+			return e.refuse(ctx, k, sc, fmt.Sprintf("%sits when could not be evaluated: %v", invalidPrefix, err))
 		}
 		if !ok {
 			if _, err := e.Store.StartRunbookStep(ctx, k, sc.Tool, true); err != nil {

@@ -1,12 +1,14 @@
 package runbook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,17 +50,129 @@ var (
 	runFields  = []string{"id", "name", "requester", "platform", "channel", "failed_step"}
 )
 
-// newEnv declares the variables of a runbook's expressions.
-func newEnv() (*cel.Env, error) {
-	return cel.NewEnv(
+// stepType is the type the checker gives steps.<id>: an object whose
+// outcome is a string and whose result is dynamic (a tool's result, of
+// any shape). At run time a step is a map; only the checker sees the type.
+const stepType = "airlock.runbook.Step"
+
+// stepTypes is the CEL type provider that knows stepType, and every other
+// type as CEL's own registry does.
+type stepTypes struct{ types.Provider }
+
+func (p stepTypes) FindStructType(name string) (*types.Type, bool) {
+	if name == stepType {
+		return types.NewTypeTypeWithParam(types.NewObjectType(stepType)), true
+	}
+	return p.Provider.FindStructType(name)
+}
+
+func (p stepTypes) FindStructFieldNames(name string) ([]string, bool) {
+	if name == stepType {
+		return slices.Clone(stepFields), true
+	}
+	return p.Provider.FindStructFieldNames(name)
+}
+
+func (p stepTypes) FindStructFieldType(name, field string) (*types.FieldType, bool) {
+	if name != stepType {
+		return p.Provider.FindStructFieldType(name, field)
+	}
+	if field == "outcome" {
+		return &types.FieldType{Type: types.StringType}, true
+	}
+	// result, and any other field: check refuses those with a message
+	// naming the step's fields.
+	return &types.FieldType{Type: types.DynType}, true
+}
+
+// paramTypes are the CEL types of a runbook's parameters that the schema
+// gives one simple type (params.<name>); the others are dynamic.
+type paramTypes map[string]*cel.Type
+
+// paramTypesOf reads each property's type from the schema's properties.
+// Names that are not CEL identifiers cannot be written params.<name>
+// (params["<name>"] reads them, dynamic).
+func paramTypesOf(props map[string]map[string]any) paramTypes {
+	out := paramTypes{}
+	for name, p := range props {
+		if !celIdent.MatchString(name) || celReserved[name] {
+			continue
+		}
+		t, _ := p["type"].(string)
+		switch t {
+		case "string":
+			out[name] = cel.StringType
+		case "integer":
+			out[name] = cel.IntType
+		case "number":
+			out[name] = cel.DoubleType
+		case "boolean":
+			out[name] = cel.BoolType
+		case "array":
+			out[name] = cel.ListType(cel.DynType)
+		case "object":
+			out[name] = cel.MapType(cel.StringType, cel.DynType)
+		}
+	}
+	return out
+}
+
+var celIdent = regexp.MustCompile(`^[_a-zA-Z][_a-zA-Z0-9]*$`)
+
+// celReserved are CEL's reserved words, which are no field names.
+var celReserved = map[string]bool{
+	"true": true, "false": true, "null": true, "in": true, "as": true, "break": true, "const": true,
+	"continue": true, "else": true, "for": true, "function": true, "if": true, "import": true,
+	"let": true, "loop": true, "package": true, "namespace": true, "return": true, "var": true,
+	"void": true, "while": true,
+}
+
+// value is v as the parameter's declared type holds it at run time: a
+// run's parameters come back from JSON, where 2 and 2.0 are one number.
+func (pt paramTypes) value(name string, v any) any {
+	v = normalize(v)
+	switch pt[name] {
+	case cel.IntType:
+		if f, ok := v.(float64); ok && f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+			return int64(f)
+		}
+	case cel.DoubleType:
+		switch n := v.(type) {
+		case int64:
+			return float64(n)
+		case uint64:
+			return float64(n)
+		}
+	}
+	return v
+}
+
+// newEnv declares the variables of a runbook's expressions, typed: each
+// step's outcome is a string (stepType), each parameter the schema types
+// (params.<name>) has its type, so comparing values of different types is
+// refused when the runbook is loaded rather than false when it runs.
+func newEnv(params paramTypes) (*cel.Env, error) {
+	reg, err := types.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	opts := []cel.EnvOption{
+		cel.CustomTypeProvider(stepTypes{reg}),
 		cel.Variable("params", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("steps", cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.DynType))),
+		cel.Variable("steps", cel.MapType(cel.StringType, cel.ObjectType(stepType))),
 		cel.Variable("run", cel.MapType(cel.StringType, cel.StringType)),
 		cel.Variable("now", cel.TimestampType),
 		ext.Strings(),
 		cel.CrossTypeNumericComparisons(true),
 		cel.DefaultUTCTimeZone(true),
-	)
+	}
+	// params.<name> is then the declared variable of that name (CEL
+	// resolves a qualified name before a field of params); has() and
+	// params["<name>"] still read the map.
+	for _, name := range sortedKeys(params) {
+		opts = append(opts, cel.Variable("params."+name, params[name]))
+	}
+	return cel.NewEnv(opts...)
 }
 
 // expr is one compiled expression.
@@ -175,34 +289,94 @@ func (sc *scope) check(a *ast.AST) ([]string, error) {
 			}
 		}
 	}
+	outcomeOf := map[int64]bool{} // steps.<id>.outcome
 	for _, e := range all {
 		if op, field, ok := sel(e); ok {
 			if id, isStep := stepSel[op.ID()]; isStep && !slices.Contains(stepFields, field) {
 				return nil, at(e.ID(), "steps.%s has no field %q (it has outcome, result)", id, field)
+			} else if isStep && field == "outcome" {
+				outcomeOf[e.ID()] = true
 			}
 		}
 		if isIdent(e, "steps") && !covered[e.ID()] {
 			return nil, at(e.ID(), `refer to a step by its id: steps.<id> or steps["<id>"]`)
 		}
 	}
+	// An outcome compared with text that no outcome is never equal to
+	// it: "success" for "succeeded" would skip a step silently.
+	notOutcome := func(e ast.Expr) error {
+		if e.Kind() != ast.LiteralKind {
+			return nil
+		}
+		if s, ok := e.AsLiteral().(types.String); ok && !slices.Contains(outcomes, Outcome(s)) {
+			return at(e.ID(), "%q is not an outcome (they are %s)", string(s), outcomeList())
+		}
+		return nil
+	}
+	for _, e := range all {
+		if e.Kind() != ast.CallKind {
+			continue
+		}
+		c := e.AsCall()
+		args := c.Args()
+		if len(args) != 2 {
+			continue
+		}
+		switch c.FunctionName() {
+		case operators.Equals, operators.NotEquals:
+			for i, a := range args {
+				if outcomeOf[a.ID()] {
+					if err := notOutcome(args[1-i]); err != nil {
+						return nil, err
+					}
+				}
+			}
+		case operators.In:
+			if outcomeOf[args[0].ID()] && args[1].Kind() == ast.ListKind {
+				for _, el := range args[1].AsList().Elements() {
+					if err := notOutcome(el); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	}
 	return refs, nil
 }
 
-// activation is the variables of an evaluation.
-func activation(v Vars) map[string]any {
+// outcomes are the values of steps.<id>.outcome.
+var outcomes = []Outcome{Succeeded, Failed, Denied, Expired, Skipped, Unknown}
+
+func outcomeList() string {
+	s := make([]string, len(outcomes))
+	for i, o := range outcomes {
+		s[i] = string(o)
+	}
+	return strings.Join(s, ", ")
+}
+
+// activation is the variables of an evaluation; pt are the parameters'
+// declared types (params.<name>).
+func activation(v Vars, pt paramTypes) map[string]any {
 	steps := make(map[string]any, len(v.Steps))
 	for id, s := range v.Steps {
 		steps[id] = map[string]any{"outcome": string(s.Outcome), "result": normalize(s.Result)}
 	}
 	params := make(map[string]any, len(v.Params))
 	for k, p := range v.Params {
-		params[k] = normalize(p)
+		params[k] = pt.value(k, p)
 	}
 	now := v.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
-	return map[string]any{
+	out := make(map[string]any, 4+len(pt))
+	for name := range pt {
+		if p, ok := params[name]; ok {
+			out["params."+name] = p
+		}
+	}
+	maps.Copy(out, map[string]any{
 		"params": params,
 		"steps":  steps,
 		"run": map[string]string{
@@ -210,7 +384,8 @@ func activation(v Vars) map[string]any {
 			"platform": v.Run.Platform, "channel": v.Run.Channel, "failed_step": v.Run.FailedStep,
 		},
 		"now": now.UTC(),
-	}
+	})
+	return out
 }
 
 // eval runs the expression within its limits.
@@ -270,7 +445,7 @@ func (s *Step) holds(cond *expr, key string, v Vars) (bool, error) {
 	if cond == nil {
 		return true, nil
 	}
-	ok, err := cond.evalBool(activation(v))
+	ok, err := cond.evalBool(activation(v, s.ptypes))
 	if err != nil {
 		return false, &EvalError{Step: s.cfg.ID, Key: key, Err: err}
 	}
@@ -281,7 +456,7 @@ func (s *Step) holds(cond *expr, key string, v Vars) (bool, error) {
 // JSON object. Values are computed once from the variables and are data:
 // a result holding "{{ ... }}" is never evaluated.
 func (s *Step) Args(v Vars) (json.RawMessage, error) {
-	vars := activation(v)
+	vars := activation(v, s.ptypes)
 	obj := make(map[string]any, len(s.args))
 	for _, k := range s.argKeys {
 		val, err := s.args[k].resolve(vars, "args."+k)
@@ -295,7 +470,7 @@ func (s *Step) Args(v Vars) (json.RawMessage, error) {
 		}
 		obj[k] = val
 	}
-	raw, err := json.Marshal(obj)
+	raw, err := MarshalJSON(obj)
 	if err != nil {
 		return nil, &EvalError{Step: s.cfg.ID, Key: "args", Err: err}
 	}
@@ -600,11 +775,25 @@ func stringForm(v ref.Val) (string, error) {
 	if s, ok := n.(string); ok {
 		return s, nil
 	}
-	b, err := json.Marshal(n)
+	b, err := MarshalJSON(n)
 	if err != nil {
 		return "", err
 	}
 	return string(b), nil
+}
+
+// MarshalJSON is v as compact JSON without HTML escaping: "a && <b>"
+// stays as it is written, not "a \u0026\u0026 \u003cb\u003e", so the
+// arguments a card shows (and a tool gets) read as what runs. Run
+// arguments and parameters are encoded with it.
+func MarshalJSON(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // normalize makes decoded JSON values plain for CEL: json.Number becomes

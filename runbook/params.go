@@ -113,7 +113,7 @@ func textOf(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}
-	b, _ := json.Marshal(v)
+	b, _ := MarshalJSON(v)
 	return string(b)
 }
 

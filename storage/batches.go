@@ -250,6 +250,18 @@ func (db *DB) PendingBatch(ctx context.Context, conversationID int64) (*confirm.
 	return b, nil
 }
 
+// PendingBatches lists the ids of the conversation's batches in status
+// pending, oldest first (a model's pause and runbook steps' cards may
+// wait in one thread together).
+func (db *DB) PendingBatches(ctx context.Context, conversationID int64) ([]string, error) {
+	var ids []string
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches
+		WHERE conversation_id = ? AND status = 'pending' AND status <> 'done' ORDER BY created_at, id`), conversationID); err != nil {
+		return nil, fmt.Errorf("pending batches: %w", err)
+	}
+	return ids, nil
+}
+
 // batchQuery is loadBatch's statement for a condition, built once per
 // condition (the conditions are a few constants).
 func (db *DB) batchQuery(where string) string {

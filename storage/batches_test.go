@@ -187,6 +187,10 @@ func testPendingBatch(t *testing.T, db *DB) {
 	}
 	old := mk(time.Now().Add(-time.Minute))
 	newer := mk(time.Now())
+	newBatch(t, db, later(), confirm.DecisionPending) // another conversation
+	if ids, err := db.PendingBatches(ctx, conv.ID); err != nil || strings.Join(ids, " ") != old.ID+" "+newer.ID {
+		t.Fatalf("PendingBatches = %v, %v; want [%s %s], oldest first", ids, err, old.ID, newer.ID)
+	}
 	got, err := db.PendingBatch(ctx, conv.ID)
 	if err != nil || got.ID != newer.ID || len(got.Calls) != 1 {
 		t.Fatalf("PendingBatch = %+v, %v; want %s", got, err, newer.ID)
@@ -194,6 +198,9 @@ func testPendingBatch(t *testing.T, db *DB) {
 	decide(t, db, confirm.Decide{BatchID: newer.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
 	if got, err := db.PendingBatch(ctx, conv.ID); err != nil || got.ID != old.ID {
 		t.Fatalf("PendingBatch after deciding the newer = %v, %v; want %s", got, err, old.ID)
+	}
+	if ids, err := db.PendingBatches(ctx, conv.ID); err != nil || len(ids) != 1 || ids[0] != old.ID {
+		t.Fatalf("PendingBatches after deciding the newer = %v, %v; want [%s]", ids, err, old.ID)
 	}
 	decide(t, db, confirm.Decide{BatchID: old.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U"})
 	if _, err := db.PendingBatch(ctx, conv.ID); !errors.Is(err, confirm.ErrNotFound) {

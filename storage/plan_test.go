@@ -25,6 +25,7 @@ func TestSQLiteBatchQueriesUseIndexes(t *testing.T) {
 		func() error { _, err := db.BatchesIn(ctx, confirm.BatchPending); return err },
 		func() error { _, err := db.BatchesIn(ctx, confirm.BatchRunning); return err },
 		func() error { _, err := db.OpenBatches(ctx, b.ConversationID); return err },
+		func() error { _, err := db.PendingBatches(ctx, b.ConversationID); return err },
 		func() error { _, err := db.PendingApprovals(ctx); return err },
 		func() error { _, err := clockAt(db, now).ExpiredBatches(ctx); return err },
 		func() error { _, err := db.DueEscalations(ctx, 0, now); return err },

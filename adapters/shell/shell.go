@@ -40,6 +40,8 @@ type Bot interface {
 	HandleTurn(ctx context.Context, t bot.Turn) error
 	Decide(ctx context.Context, c bot.Click) error
 	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
+	// PendingCards are every waiting card of the thread, oldest first.
+	PendingCards(ctx context.Context, th bot.Thread) ([]cardpkg.Card, error)
 	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
 	Edit(ctx context.Context, c bot.Click, args string) error
 	Extend(ctx context.Context, c bot.Click) error
@@ -108,8 +110,9 @@ const Help = `Type a message to talk to the agent. Commands:
                       (until then every call of its tool needs a yes)
   /run NAME k=v ...   start a runbook (values may be quoted: k="a b")
   /runbooks           list the runbooks and their parameters
-  /stop               stop the runbook running in this conversation
-  /card               show the waiting card again
+  /stop [RUN]         stop a runbook run of this conversation (with several
+                      going, name it: its id or the start of it)
+  /card               show every waiting card again (the commands act on the newest)
   /help               show this help
   /quit               leave (a waiting card stays waiting)
 `
@@ -124,12 +127,23 @@ func (s *Shell) Greet() {
 	}
 }
 
+// Note prints a line of Airlock's own (not the model's) as Post does.
+func (s *Shell) Note(text string) {
+	s.printf("airlock: %s\n", visible.RevealProse(text))
+}
+
 // Run reads lines until In ends, ctx ends, or /quit.
 func (s *Shell) Run(ctx context.Context, b Bot) error {
 	s.Greet()
-	if card, err := b.PendingCard(ctx, s.thread()); err == nil {
-		s.printf("A card is still waiting from before:\n")
-		s.printCard(*card)
+	if cards, err := b.PendingCards(ctx, s.thread()); err == nil {
+		if len(cards) == 1 {
+			s.printf("A card is still waiting from before:\n")
+		} else {
+			s.printf("%d cards are still waiting from before, oldest first; %s\n", len(cards), actsOnNewest(cards))
+		}
+		for _, c := range cards {
+			s.printCard(c)
+		}
 	}
 	lines := make(chan string)
 	readErr := make(chan error, 1)
@@ -184,9 +198,7 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 	case "/quit", "/exit":
 		return true
 	case "/card":
-		if card, ok := s.pendingCard(ctx, b); ok {
-			s.printCard(*card)
-		}
+		s.showCards(ctx, b)
 	case "/allow", "/deny":
 		s.decide(ctx, b, cmd == "/allow", rest)
 	case "/args":
@@ -209,6 +221,32 @@ func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
 		s.printf("Unknown command %s. /help lists the commands.\n", cmd)
 	}
 	return false
+}
+
+// showCards prints every waiting card, oldest first, and which one the
+// commands act on when there are several.
+func (s *Shell) showCards(ctx context.Context, b Bot) {
+	cards, err := b.PendingCards(ctx, s.thread())
+	switch {
+	case errors.Is(err, confirm.ErrNotFound):
+		s.printf("No card is waiting.\n")
+		return
+	case err != nil:
+		s.printf("error: %v\n", err)
+		return
+	}
+	if len(cards) > 1 {
+		s.printf("%d cards are waiting, oldest first; %s\n", len(cards), actsOnNewest(cards))
+	}
+	for _, c := range cards {
+		s.printCard(c)
+	}
+}
+
+// actsOnNewest says which of several waiting cards the commands decide.
+func actsOnNewest(cards []cardpkg.Card) string {
+	return "/allow, /deny, /args, /edit and /extend act on the newest (request " + short(cards[len(cards)-1].BatchID) +
+		"), the next one once it is decided; /stop RUN stops a run and denies its waiting step."
 }
 
 // pendingCard returns the thread's waiting card; false, with the reason

@@ -216,6 +216,14 @@ func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	return &c, nil
 }
 
+func (f *fakeBot) PendingCards(ctx context.Context, th bot.Thread) ([]card.Card, error) {
+	c, err := f.PendingCard(ctx, th)
+	if err != nil {
+		return nil, err
+	}
+	return []card.Card{*c}, nil
+}
+
 // renderGolden renders c, checks it against the golden file name, and
 // that nothing in it would act unseen on a terminal.
 func renderGolden(t *testing.T, name string, c card.Card) string {

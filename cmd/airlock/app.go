@@ -80,6 +80,9 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		return nil, err
 	}
 	checkRunbookTools(cfg, set, logger)
+	for _, w := range missingPrograms(cfg) {
+		logger.Warn(w)
+	}
 	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(secrets.String))
 	if err != nil {
 		return nil, err
@@ -145,6 +148,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		Policy:             confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools, cfg.Confirmation.RuleSet()),
 		DefaultApprovals:   cfg.Confirmation.Approvals,
 		SelfApproval:       cfg.Confirmation.SelfApproval,
+		ModelOff:           cfg.Model.Off(),
 		GrantFor:           cfg.Confirmation.Grants.For(),
 		Channels:           bot.NewChannels(entries),
 		Runbooks:           cfg.RunbookSet(),
@@ -200,7 +204,10 @@ func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
 	return model.WithRetryPolicy(p, model.RetryPolicy{}), nil
 }
 
-func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+// chat is airlock chat: the terminal adapter on stdin and stdout. Its log
+// goes to logPath ("": stderr), never into the conversation; the
+// greeting says where, and that the model is off when it is.
+func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io.Reader, stdout io.Writer, logPath string) error {
 	sh := shell.New(stdin, stdout)
 	// One local person types here: no per-user turn rate applies, and
 	// they approve their own calls (there is nobody else).
@@ -216,6 +223,15 @@ func chat(ctx context.Context, cfg *config.Config, logger *slog.Logger, stdin io
 	defer a.flush(logger)
 	a.bot.Register(shell.Platform, sh)
 	sh.Greet() // before recovery, which may already talk in the thread
+	if logPath != "" {
+		sh.Note("Logs go to " + logPath + " (-log FILE to choose another).")
+	}
+	if cfg.Model.Off() {
+		sh.Note(model.OffReply)
+	}
+	for _, w := range missingPrograms(cfg) {
+		sh.Note("Warning: " + w + ".")
+	}
 	if err := a.bot.Recover(ctx); err != nil {
 		return err
 	}

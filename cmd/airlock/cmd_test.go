@@ -188,3 +188,33 @@ func TestHTTPServerLimits(t *testing.T) {
 		t.Fatal("the server runs without read, write or idle timeouts")
 	}
 }
+
+// Issue 34 item 21: an exec tool whose program is a relative path that
+// does not exist from the working directory (the example config started
+// from outside the repository's root) is named, with why, by check-config
+// and at the start of airlock chat, instead of every run failing with
+// "no such file".
+func TestRelativeProgramNotFoundIsSaid(t *testing.T) {
+	const cfg = `
+model: {provider: gemini, name: gemini-2.5-flash, api_key: ""}
+storage: {driver: sqlite, dsn: %s}
+tools:
+  - {name: service_status, description: s, exec: {command: ["./examples/service.sh", "status"]}}
+  - {name: ok, description: o, exec: {command: ["true"]}}
+channels:
+  - {platform: shell, id: "*", approvers: [local]}
+`
+	dir := t.TempDir() // the working directory is this package's, where ./examples is not
+	path := writeFile(t, "c.yaml", fmt.Sprintf(cfg, filepath.Join(dir, "a.db")))
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"check-config", "-config", path}, nil, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "warning: tools[0].exec.command: ./examples/service.sh (tool service_status) is not found from the working directory") ||
+		strings.Contains(out.String(), "tools[1]") {
+		t.Fatalf("check-config: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"chat", "-config", path, "-log", filepath.Join(dir, "chat.log")}, strings.NewReader("/quit\n"), &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "airlock: Warning: tools[0].exec.command: ./examples/service.sh (tool service_status) is not found") {
+		t.Fatalf("chat: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+}

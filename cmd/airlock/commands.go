@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	"github.com/airlockhq/airlock/adapters/discord"
 	"github.com/airlockhq/airlock/config"
@@ -23,16 +24,27 @@ type configured struct {
 	logger *slog.Logger // scrubs the config's secrets
 	stdin  io.Reader
 	stdout io.Writer
+	// logPath is the file chat's log goes to ("" for stderr).
+	logPath string
 }
 
+// chatLogName is the file `airlock chat` logs to by default, beside its
+// config file: the terminal belongs to the conversation.
+const chatLogName = "airlock-chat.log"
+
 // withConfig makes a command of the config file (-config): it loads the
-// config, builds the logger from its log section (chat's logs only
-// warnings: the terminal belongs to the conversation), and runs do. An
-// error do returns is printed with the config's secrets scrubbed, and
-// exits 1; being stopped (context.Canceled) exits 0.
+// config, builds the logger from its log section, and runs do. chat
+// logs to a file (-log; by default chatLogName beside the config file),
+// not into the conversation. An error do returns is printed with the
+// config's secrets scrubbed, and exits 1; being stopped
+// (context.Canceled) exits 0.
 func withConfig(name string, do func(context.Context, configured) error) runFunc {
 	return func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs, path := configFlags("airlock "+name, stderr)
+		var logFlag *string
+		if name == "chat" {
+			logFlag = fs.String("log", "", "the file chat writes its log to (default "+chatLogName+" beside the config file; - for stderr)")
+		}
 		if err := fs.Parse(args); err != nil {
 			return 2
 		}
@@ -41,15 +53,27 @@ func withConfig(name string, do func(context.Context, configured) error) runFunc
 			fmt.Fprintf(stderr, "airlock: %v\n", err)
 			return 1
 		}
-		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if name != "chat" {
-			logger = newLogger(stderr, cfg.Log)
+		var logTo io.Writer = stderr
+		logPath := ""
+		if logFlag != nil && *logFlag != "-" {
+			logPath = *logFlag
+			if logPath == "" {
+				logPath = filepath.Join(filepath.Dir(*path), chatLogName)
+			}
+			f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+			if err != nil {
+				fmt.Fprintf(stderr, "airlock: the log file (-log): %v\n", err)
+				return 1
+			}
+			defer f.Close()
+			logTo = f
 		}
+		logger := newLogger(logTo, cfg.Log)
 		// No log line carries a secret: the config's ${ENV} values, and their
 		// encodings, are scrubbed from every record (MCP servers' stderr too).
 		secrets := redact.New(cfg.Secrets())
 		logger = slog.New(redact.NewHandler(logger.Handler(), secrets))
-		err = do(ctx, configured{path: *path, cfg: cfg, logger: logger, stdin: stdin, stdout: stdout})
+		err = do(ctx, configured{path: *path, cfg: cfg, logger: logger, stdin: stdin, stdout: stdout, logPath: logPath})
 		if err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "airlock: %s\n", secrets.String(err.Error()))
 			return 1
@@ -61,10 +85,13 @@ func withConfig(name string, do func(context.Context, configured) error) runFunc
 func serveCmd(ctx context.Context, c configured) error { return serve(ctx, c.cfg, c.logger) }
 
 func chatCmd(ctx context.Context, c configured) error {
-	return chat(ctx, c.cfg, c.logger, c.stdin, c.stdout)
+	return chat(ctx, c.cfg, c.logger, c.stdin, c.stdout, c.logPath)
 }
 
 func checkConfig(_ context.Context, c configured) error {
+	for _, w := range missingPrograms(c.cfg) {
+		fmt.Fprintf(c.stdout, "warning: %s\n", w)
+	}
 	fmt.Fprintf(c.stdout, "%s: ok\n", c.path)
 	return nil
 }

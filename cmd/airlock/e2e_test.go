@@ -384,8 +384,9 @@ func TestEndToEndShell(t *testing.T) {
 	p.send("/deny 1 change freeze until Monday")
 	denied := p.waitFor("model saw:")
 	denied += p.waitFor("\n")
-	// The local user asked and denied: the terminal shows it as withdrawn.
-	if !strings.Contains(denied, "withdrawn by the requester local") || !strings.Contains(denied, "change freeze until Monday") {
+	// The local user asked and denied as the approver they also are: the
+	// terminal shows it denied by them (issue 34: not "withdrawn").
+	if !strings.Contains(denied, "denied by local") || strings.Contains(denied, "withdrawn") || !strings.Contains(denied, "change freeze until Monday") {
 		t.Fatalf("deny output:\n%s", denied)
 	}
 	if n := len(tools.calls()); n != 2 {
@@ -467,8 +468,9 @@ func TestEndToEndShell(t *testing.T) {
 	}
 	dbBytes, _ := os.ReadFile(filepath.Join(dir, "airlock.db"))
 	wal, _ := os.ReadFile(filepath.Join(dir, "airlock.db-wal"))
+	logged, _ := os.ReadFile(filepath.Join(filepath.Dir(cfgPath), chatLogName))
 	for name, data := range map[string]string{
-		"stderr": p.errb.String(), "stdout": p.out.String(), "audit -json": string(out), "audit": string(text),
+		"stderr": p.errb.String(), "log file": string(logged), "stdout": p.out.String(), "audit -json": string(out), "audit": string(text),
 		"database": string(dbBytes) + string(wal),
 	} {
 		for _, secret := range []string{modelKey, toolToken} {

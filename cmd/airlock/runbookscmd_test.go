@@ -78,3 +78,23 @@ func TestCheckConfigNamesARunbookKey(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 }
+
+// Issue 34 item 16: check-config refuses a condition that compares a
+// step's outcome (text) with a number, naming its key; before, it was
+// accepted, evaluated false, and the run skipped its gated step and
+// ended succeeded.
+func TestCheckConfigRefusesAMistypedCondition(t *testing.T) {
+	for _, tc := range []struct{ old, new, want string }{
+		{"{id: drain, tool: drain}", "{id: drain, tool: drain, when: 'steps.before.outcome == 1'}",
+			`runbooks[0].steps[1].when: 1:22: found no matching overload for '_==_' applied to '(string, int)'`},
+		{"{id: drain, tool: drain}", `{id: drain, tool: drain, when: 'steps.before.outcome == "success"'}`,
+			`runbooks[0].steps[1].when: 1:25: "success" is not an outcome (they are succeeded, failed, denied, expired, skipped, unknown)`},
+	} {
+		cfg := writeFile(t, "c.yaml", strings.Replace(runbooksConfig, tc.old, tc.new, 1))
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"check-config", "-config", cfg}, nil, &out, &errOut)
+		if code == 0 || !strings.Contains(errOut.String(), tc.want) {
+			t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
+		}
+	}
+}
