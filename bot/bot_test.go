@@ -68,7 +68,7 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	// The store reads the bot's clock, as in production both read the
 	// database's.
-	db, err := storage.Open(ctx, "sqlite", path, storage.WithClock(clock))
+	db, err := storage.Open(ctx, harnessDriver(path), path, storage.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

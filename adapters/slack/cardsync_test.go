@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // A card's or pointer's update answers in the bot's classes, through
@@ -58,10 +59,46 @@ func TestCardUpdateAnswers(t *testing.T) {
 		t.Fatalf("after the faults: %v", err)
 	}
 
-	// A grant notice's update still waits out a 429 in the client.
+	// A thread line's update (an unknown outcome's notice) still waits
+	// out a 429 in the client.
 	fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "0"})
-	if err := ad.updateBlocks(ctx, ref, "grant notice", updateBlocks, "x"); err != nil {
-		t.Fatalf("a grant notice's update after a 429: %v", err)
+	if err := ad.updateBlocks(ctx, ref, "unknown outcome", updateBlocks, "x"); err != nil {
+		t.Fatalf("an unknown outcome's update after a 429: %v", err)
+	}
+}
+
+// A run message's and a grant notice's updates answer in the bot's
+// classes, as a card's do (card sync renders them): a 429 is returned at
+// once as a RateLimitedError, not waited out by the client; a deleted
+// message is ErrMessageGone.
+func TestRunAndGrantUpdateAnswers(t *testing.T) {
+	ad, fake := newUpdater(t)
+	ctx := t.Context()
+	th := bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000100"}
+	ref := CardRef("C0OPS", "1700000000.000300")
+	run := cardpkg.Run{ID: "run1", Runbook: "restart", RequestedBy: "U1", Status: confirm.RunbookRunning}
+	notice := cardpkg.GrantNotice{Ref: confirm.GrantRef("g1"), GrantID: "g1", Tool: "deploy", By: "U1", For: "U2", Until: time.Now().Add(time.Hour)}
+	for what, update := range map[string]func() error{
+		"run message":  func() error { return ad.UpdateRun(ctx, th, ref, run) },
+		"grant notice": func() error { return ad.UpdateGrantNotice(ctx, th, ref, notice) },
+	} {
+		before := len(fake.callsTo("chat.update"))
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "9"})
+		err := update()
+		var rl *bot.RateLimitedError
+		if !errors.As(err, &rl) || rl.RetryAfter != 9*time.Second || rl.Platform != Platform {
+			t.Fatalf("%s, 429: %v", what, err)
+		}
+		if n := len(fake.callsTo("chat.update")) - before; n != 1 {
+			t.Fatalf("%s: the 429 was retried by the client (%d calls)", what, n)
+		}
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "message_not_found"}`})
+		if err := update(); !errors.Is(err, bot.ErrMessageGone) {
+			t.Fatalf("%s, message_not_found: %v", what, err)
+		}
+		if err := update(); err != nil {
+			t.Fatalf("%s after the faults: %v", what, err)
+		}
 	}
 }
 
