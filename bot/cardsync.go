@@ -600,9 +600,22 @@ func (b *Bot) renderMessage(ctx context.Context, conv confirm.Conversation, batc
 }
 
 // storeKept stores a main card this process posted while the database
-// was away, so that its buttons count and it is not posted again.
+// was away, so that its buttons count and it is not posted again; its
+// copies, if it gets any, are then left pending for recovery to post.
 func (b *Bot) storeKept(ctx context.Context, m confirm.CardMessage) error {
-	if err := b.store.SetCardRef(ctx, m.BatchID, m.Ref); err != nil {
+	batch, err := b.store.Batch(ctx, m.BatchID)
+	if err != nil {
+		return err
+	}
+	conv, err := b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return err
+	}
+	setRef := b.store.SetCardRef
+	if p, err := b.platform(conv.Platform); err == nil && b.copiesPlanned(conv, p) {
+		setRef = b.store.SetCardRefWithCopies
+	}
+	if err := setRef(ctx, m.BatchID, m.Ref); err != nil {
 		return err
 	}
 	if err := b.store.AddCardMessage(ctx, m); err != nil {
@@ -611,9 +624,7 @@ func (b *Bot) storeKept(ctx context.Context, m confirm.CardMessage) error {
 	b.cs.stored(m.BatchID)
 	b.log.Info("stored a card posted while the database was away", "batch", m.BatchID)
 	if batch, err := b.store.Batch(ctx, m.BatchID); err == nil {
-		if conv, err := b.conversation(ctx, batch.ConversationID); err == nil {
-			b.refreshCardOf(ctx, conv, batch) // it may have changed since it was posted
-		}
+		b.refreshCardOf(ctx, conv, batch) // it may have changed since it was posted
 	}
 	return nil
 }

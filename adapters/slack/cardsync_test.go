@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
@@ -103,9 +104,12 @@ func TestRunAndGrantUpdateAnswers(t *testing.T) {
 }
 
 // FindCard finds, through conversations.replies, the card Airlock posted
-// in a thread for a batch, and nothing for another batch or thread.
+// in a thread for a batch, and through conversations.history one posted
+// at the top level of a channel or a DM; nothing for another batch or
+// place, nothing posted before `since`, and never a message of someone
+// else carrying the batch's buttons.
 func TestFindCard(t *testing.T) {
-	ad, _ := newUpdater(t)
+	ad, fake := newUpdater(t)
 	ctx := t.Context()
 	if err := ad.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -119,14 +123,51 @@ func TestFindCard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, found, err := ad.FindCard(ctx, th, c.BatchID)
+	got, found, err := ad.FindCard(ctx, th, c.BatchID, time.Time{})
 	if err != nil || !found || got != ref {
 		t.Fatalf("FindCard: %q %v %v, want %q", got, found, err, ref)
 	}
-	if _, found, _ := ad.FindCard(ctx, th, "otherbatch"); found {
+	if _, found, _ := ad.FindCard(ctx, th, "otherbatch", time.Time{}); found {
 		t.Fatal("found a card of another batch")
 	}
-	if _, found, _ := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000999"}, c.BatchID); found {
+	if _, found, _ := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000999"}, c.BatchID, time.Time{}); found {
 		t.Fatal("found the card in another thread")
+	}
+	if _, found, _ := ad.FindCard(ctx, th, c.BatchID, time.Unix(1900000000, 0)); found {
+		t.Fatal("found a card posted before since")
+	}
+
+	// At the top level of a channel (an approvals channel) and of a DM.
+	for _, ch := range []string{"C0APPROVE", "DALICE"} {
+		top := bot.Thread{Platform: Platform, Channel: ch}
+		if _, found, err := ad.FindCard(ctx, top, c.BatchID, time.Time{}); err != nil || found {
+			t.Fatalf("%s before the card: %v %v", ch, found, err)
+		}
+		var blocks []any
+		if err := json.Unmarshal(mustJSON(RenderWith(c, nil)), &blocks); err != nil {
+			t.Fatal(err)
+		}
+		lookAlike := mustJSON(blocks)
+		fake.PostAs(ch, "", "UMALLORY", "", "pasted", lookAlike)
+		fake.PostAs(ch, "", "UOTHER", "BOTHER", "another app", lookAlike)
+		if _, found, err := ad.FindCard(ctx, top, c.BatchID, time.Time{}); err != nil || found {
+			t.Fatalf("%s: a look-alike by someone else was found: %v %v", ch, found, err)
+		}
+		ref, err := ad.PostCard(ctx, top, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, found, err := ad.FindCard(ctx, top, c.BatchID, time.Time{}); err != nil || !found || got != ref {
+			t.Fatalf("%s: FindCard %q %v %v, want %q", ch, got, found, err, ref)
+		}
+	}
+	// A place the bot may not read: ErrCannotLook.
+	fake.answerNext("conversations.history", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "missing_scope"}`})
+	if _, _, err := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0PRIVATE"}, c.BatchID, time.Time{}); !errors.Is(err, bot.ErrCannotLook) {
+		t.Fatalf("missing_scope: %v, want ErrCannotLook", err)
+	}
+	fake.answerNext("conversations.history", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "internal_error"}`})
+	if _, _, err := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0PRIVATE"}, c.BatchID, time.Time{}); err == nil || errors.Is(err, bot.ErrCannotLook) {
+		t.Fatalf("a failure that may pass: %v, want an error that is not ErrCannotLook", err)
 	}
 }
