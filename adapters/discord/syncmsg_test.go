@@ -10,6 +10,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/discord/discordtest"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/jobs"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/runbook"
 )
@@ -25,28 +26,36 @@ func (statusTool) Validate(json.RawMessage) error                               
 func (statusTool) Summary(json.RawMessage) (string, error)                      { return "status", nil }
 func (statusTool) Run(context.Context, json.RawMessage, string) (string, error) { return "up", nil }
 
-// runJobs runs the bot's background jobs (the card-sync job among them)
-// until the test ends.
-func (h *harness) runJobs() {
+// runCardSync runs the bot's card-sync job (every 20 ms, and when a
+// change wakes it) until the test ends.
+func (h *harness) runCardSync() {
 	h.t.Helper()
+	r := jobs.New(jobs.Options{})
+	for _, j := range h.bot.Jobs(20 * time.Millisecond) {
+		if j.Name == bot.JobCardSync {
+			if err := r.Add(j); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); h.bot.Run(ctx, 20*time.Millisecond) }()
+	go func() { defer close(done); _ = r.Run(ctx) }()
 	h.t.Cleanup(func() { cancel(); <-done })
 }
 
 // A run's message under Discord's rate limit, with the real client
-// against the fake: its first edit is answered 429 (retry_after 3 s).
-// The run goes through its three steps without waiting for its message
-// (one edit tried when it ends, the 429'd one: nothing is sent to the
-// channel before retry_after), then one edit brings the message to the
-// run's final state.
+// against the fake and the card-sync job running: its first edit is
+// answered 429 (retry_after 3 s). The run goes through its three steps
+// without waiting for its message (by the time it ends, at most that
+// 429'd edit was sent: nothing goes to the channel before retry_after),
+// then one edit brings the message to the run's final state.
 func TestRunMessageRateLimited(t *testing.T) {
 	h := newHarnessWith(t, defaultChannels(), nil)
 	if err := h.set.Add(statusTool{}); err != nil {
 		t.Fatal(err)
 	}
-	h.runJobs()
+	h.runCardSync()
 	h.fd.AnswerEdits(discordtest.RateLimited(3 * time.Second))
 	rb := &runbook.Config{Name: "check", Steps: []runbook.StepConfig{
 		{ID: "one", Tool: "service_status", Args: map[string]any{"service": "api"}},
@@ -64,8 +73,8 @@ func TestRunMessageRateLimited(t *testing.T) {
 		t.Fatalf("run %+v, %v", run, err)
 	}
 	path := "/channels/" + channelID + "/messages/" + run.MessageRef
-	if n := len(h.fd.Recorded("PATCH", path)); n != 1 {
-		t.Fatalf("%d edits of the run message by the time the run ended, want 1 (the 429'd one; the rest held)", n)
+	if n := len(h.fd.Recorded("PATCH", path)); n > 1 {
+		t.Fatalf("%d edits of the run message by the time the run ended, want at most the 429'd one (the rest held, the run not waiting)", n)
 	}
 	var edits []apiCall
 	deadline := time.Now().Add(20 * time.Second)
