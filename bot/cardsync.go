@@ -294,12 +294,15 @@ func (b *Bot) cardSyncJob(ctx context.Context) error {
 			if err := b.store.ChangeCard(ctx, subject.ID); err != nil {
 				return fmt.Errorf("card sync: record a change: %w", err)
 			}
-		} else if _, _, err := b.store.ChangeAndClaim(ctx, subject, confirm.CardClaim{Holder: b.cardHolder(), TTL: time.Nanosecond, Limit: 1}); err != nil {
-			// A claim that lapses at once: the change is recorded, its
-			// message rendered below with the others behind.
+			b.cs.unrecordSubject(subject, false)
+			continue
+		}
+		claimed, _, err := b.store.ChangeAndClaim(ctx, subject, b.cardClaim())
+		if err != nil {
 			return fmt.Errorf("card sync: record a change: %w", err)
 		}
 		b.cs.unrecordSubject(subject, false)
+		b.renderClaimed(ctx, claimed, nil, confirm.Conversation{})
 	}
 	for _, name := range b.platformNames() {
 		for ctx.Err() == nil {

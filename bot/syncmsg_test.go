@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/storage"
 )
 
 // limitedPlatform is the recording platform with run messages and grant
@@ -269,6 +271,50 @@ func TestGrantNoticeUnderRateLimit(t *testing.T) {
 		}
 		if n := behindCount(t, h.harness); n != 0 {
 			t.Fatalf("%d messages behind", n)
+		}
+	})
+}
+
+// awayForRuns is a store whose run-message changes find the database
+// away while away is set.
+type awayForRuns struct {
+	*storage.DB // with its runbook store
+	away        atomic.Bool
+}
+
+func (s *awayForRuns) ChangeAndClaim(ctx context.Context, subject confirm.Subject, c confirm.CardClaim) ([]confirm.CardSync, bool, error) {
+	if subject.Kind == confirm.SubjectRun && s.away.Load() {
+		return nil, false, fmt.Errorf("change: %w", confirm.ErrUnavailable)
+	}
+	return s.DB.ChangeAndClaim(ctx, subject, c)
+}
+
+// A change of a run that could not be recorded (the database away) is
+// recorded by the card-sync job once it answers, and the run's message
+// then shows the run's final state.
+func TestRunMessageChangeWhileTheDatabaseWasAway(t *testing.T) {
+	onBothDBs(t, func(t *testing.T, path string) {
+		var store *awayForRuns
+		h, p, sync := newLimitedRBHarness(t, path, func(c *bot.Config) {
+			store = &awayForRuns{DB: c.Store.(*storage.DB)}
+			c.Store = store
+		})
+		store.away.Store(true)
+		id := h.start(restartBook(), "bob")
+		if err := h.click("alice", 1, true, ""); err != nil {
+			t.Fatal(err)
+		}
+		h.settle()
+		if run, _ := h.run(id); run.Status != confirm.RunbookSucceeded {
+			t.Fatalf("run %s", run.Status)
+		}
+		if _, _, last := p.runState(); last.Status == confirm.RunbookSucceeded {
+			t.Fatal("the message shows the end though no change of the run was recorded")
+		}
+		store.away.Store(false)
+		sync()
+		if _, _, last := p.runState(); last.Status != confirm.RunbookSucceeded {
+			t.Fatalf("after the database came back the message shows %s", last.Status)
 		}
 	})
 }
