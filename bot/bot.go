@@ -167,6 +167,11 @@ type Config struct {
 	// Runbooks are the compiled runbooks (channels[].runbooks narrows
 	// which are offered where).
 	Runbooks []*runbook.Runbook
+	// StepSecret is the value of a secret reference a runbook step's
+	// arguments keep as text (config.Config.StepSecret): put in, in
+	// memory only, right before the step's tool (or its preview) runs;
+	// nil knows none, and a step holding one does not run.
+	StepSecret func(ref string) (string, bool)
 }
 
 // EscalationStep is one `confirmation.escalation` step.

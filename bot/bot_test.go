@@ -100,6 +100,9 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 	}
 	p := &platform{}
 	b.Register("test", p)
+	if s, ok := cfg.Store.(*storage.DB); ok {
+		db = s // edit gave the bot another store (PostgreSQL, another clock)
+	}
 	return &harness{t: t, bot: b, store: db, model: m, tools: ts, plat: p, ran: ran, now: now}
 }
 

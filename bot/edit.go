@@ -126,7 +126,8 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	_ = json.Compact(&compact, []byte(text)) // valid: DecodeObject checked it
 	args := json.RawMessage(compact.Bytes())
 	tc := confirm.ToolCall{ID: call.CallID, Name: call.Tool, Args: args}
-	if err := b.validateCall(ctx, conv, batch.RequestedBy, tc); err != nil {
+	judged := b.judgedCall(ctx, call, tc)
+	if err := b.validateCall(ctx, conv, batch.RequestedBy, judged); err != nil {
 		return refuse("invalid", b.scrub(err.Error()))
 	}
 	tool, _ := b.offered(conv, call.Tool)
@@ -137,7 +138,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	}
 	now := b.now().UTC()
 	v := policy.Evaluate(confirm.Request{
-		Call: tc, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Now: now,
+		Call: judged, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Now: now,
 	})
 	if v.Deny {
 		msg := "refused by rule " + v.DenyRule
@@ -146,10 +147,26 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		}
 		return refuse("rule "+v.DenyRule, msg)
 	}
+	// An edit never lowers what the call needs: the most of what it
+	// needed before (its stored quorum, tier and restrictions, a runbook
+	// step's gates among them), what its step adds, and the policy's
+	// verdict on the new arguments. The store holds the same floor.
 	e := confirm.EditCall{BatchID: batch.ID, Key: call.Key, Args: args, Summary: b.summary(tc), By: c.User,
-		Restrict: v.Restrict, Reasons: v.Reasons, Revision: t.revision}
-	e.Approvals, e.Grantable = b.approvalsOf(v)
-	e.Risk = v.Risk.Or(confirm.RiskMedium)
+		Restrict: unionRestrict(call.Restrict, v.Restrict), Reasons: unionReasons(call.Reasons, v.Reasons), Revision: t.revision}
+	approvals, grantable := b.approvalsOf(v)
+	stepApprovals := 0
+	if stepBatch(batch) {
+		sc, ok, err := b.stepConfigOf(ctx, batch.ID)
+		if err != nil {
+			return fmt.Errorf("the step of the edited call: %w", err)
+		}
+		if ok {
+			stepApprovals = sc.Approvals
+		}
+	}
+	e.Approvals = max(approvals, call.Approvals, stepApprovals, 1)
+	e.Risk = v.Risk.Or(confirm.RiskMedium).Max(call.Risk)
+	e.Grantable = grantable && call.Grantable && e.Approvals == 1 && !e.Risk.NoGrant()
 	// A critical call's Allow needs its phrase typed, for the edited
 	// arguments: the edit is stored and the call waits for it.
 	e.Hold = e.Risk == confirm.RiskCritical
@@ -187,6 +204,34 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 		b.decided(context.WithoutCancel(ctx), conv, batch, call, d, res, nil)
 	}()
 	return nil
+}
+
+// unionRestrict is every approver set of a and b (each set once): an
+// edited call is decided only by those its earlier arguments and its new
+// ones admit.
+func unionRestrict(a, b []confirm.Approvers) []confirm.Approvers {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.ContainsFunc(out, func(y confirm.Approvers) bool { return sameApprovers(x, y) }) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func sameApprovers(a, b confirm.Approvers) bool {
+	return slices.Equal(a.Users, b.Users) && slices.Equal(a.Groups, b.Groups) && slices.Equal(a.Roles, b.Roles)
+}
+
+// unionReasons is every reason of a and b, each once, a's first.
+func unionReasons(a, b []confirm.Reason) []confirm.Reason {
+	out := slices.Clone(a)
+	for _, r := range b {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // setText names the members of an approver set for an editor.

@@ -80,7 +80,9 @@ func (b *Bot) runPreview(ctx context.Context, conv confirm.Conversation, c confi
 	state, output, hash := confirm.PreviewFailed, "", ""
 	if pv, ok := b.previewer(c.Tool); !ok {
 		output = "the tool has no preview any more"
-	} else if out, err := pv.Preview(ctx, c.RunArgs()); err != nil {
+	} else if args, err := b.toolArgs(ctx, c, c.RunArgs()); err != nil {
+		output = b.scrub(err.Error())
+	} else if out, err := pv.Preview(ctx, args); err != nil {
 		output = b.scrub(err.Error())
 	} else {
 		state, output = confirm.PreviewDone, b.scrub(out)
@@ -142,7 +144,11 @@ func (b *Bot) recheck(ctx context.Context, c confirm.Call, o *outcome) string {
 		record(confirm.RecheckFailed, "")
 		return confirm.PreviewRecheckFailedMessage("no preview was shown when it was approved")
 	}
-	out, err := pv.Preview(ctx, c.RunArgs())
+	args, err := b.toolArgs(ctx, c, c.RunArgs())
+	var out string
+	if err == nil {
+		out, err = pv.Preview(ctx, args)
+	}
 	if err != nil {
 		record(confirm.RecheckFailed, "")
 		return confirm.PreviewRecheckFailedMessage(b.scrub(err.Error()))

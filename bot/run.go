@@ -418,6 +418,14 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 		b.finishRun(ctx, c.BatchID, c.Key, o)
 		return "", fmt.Errorf("tool %q is not available", tc.Name)
 	}
+	args, err := b.toolArgs(ctx, c, tc.Args)
+	if err != nil {
+		// A runbook step's secret is not configured any more: the tool
+		// does not run (never with the reference in the secret's place).
+		o.status, o.result = confirm.RunFailed, "Not run: "+b.scrub(err.Error())
+		b.settleRun(ctx, c, o, hold)
+		return "", errors.New(o.result)
+	}
 	if refusal := b.recheck(context.WithoutCancel(ctx), c, o); refusal != "" {
 		// The yes was given for another preview: the tool is not called.
 		o.status, o.result = confirm.RunFailed, refusal
@@ -437,7 +445,7 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 	// action that may have happened. The tool's own timeout bounds it; a
 	// process that exits meanwhile leaves it running, hence unknown.
 	t0 := time.Now()
-	out, runErr := tool.Run(context.WithoutCancel(ctx), tc.Args, c.IdempotencyKey)
+	out, runErr := tool.Run(context.WithoutCancel(ctx), args, c.IdempotencyKey)
 	elapsed := time.Since(t0)
 	status, result := confirm.RunSucceeded, b.scrub(out)
 	switch {

@@ -185,6 +185,40 @@ func (b *Bot) runbookJob(ctx context.Context) error {
 	return e.AdvanceDue(ctx)
 }
 
+// stepConfigOf is the configuration of the step whose batch batchID is,
+// as its run's snapshot holds it; ok is false for a batch of no step.
+func (b *Bot) stepConfigOf(ctx context.Context, batchID string) (sc runbook.StepConfig, ok bool, err error) {
+	e := b.runbookEngine()
+	if e == nil {
+		return runbook.StepConfig{}, false, nil
+	}
+	st, err := e.Store.RunbookStepByBatch(ctx, batchID)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return runbook.StepConfig{}, false, nil
+	}
+	if err != nil {
+		return runbook.StepConfig{}, false, err
+	}
+	run, err := e.Store.RunbookRun(ctx, st.RunID)
+	if err != nil {
+		return runbook.StepConfig{}, false, err
+	}
+	rb, err := runbook.Decode(run.Snapshot)
+	if err != nil {
+		return runbook.StepConfig{}, false, err
+	}
+	steps := rb.Steps
+	if st.Phase == confirm.PhaseOnFailure {
+		steps = rb.OnFailure
+	}
+	for _, s := range steps {
+		if s.ID == st.StepID {
+			return s, true, nil
+		}
+	}
+	return runbook.StepConfig{}, false, fmt.Errorf("step %q of run %s: %w", st.StepID, st.RunID, runbook.ErrNoSuchRun)
+}
+
 // runbookExec is the bot as the engine's executor.
 type runbookExec struct {
 	b       *Bot
@@ -220,15 +254,38 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 		ID: s.Key.IdempotencyKey(), Name: s.Config.Tool, Args: s.Args,
 	}}}
 	requester := asker{User: s.Run.RequestedBy}
+	// The policy and the tool's schema judge the arguments as they will
+	// run, the step's secrets put in (in memory); the batch stores, shows
+	// and binds the approval to them with the references.
+	judged := reply
+	if args, err := runbook.ExpandSecrets(s.Args, s.Config.SecretPaths(), b.stepSecret); err == nil {
+		judged.ToolCalls = []confirm.ToolCall{{ID: reply.ToolCalls[0].ID, Name: s.Config.Tool, Args: args}}
+	}
 	var batch *confirm.Batch
 	for attempt := 1; ; attempt++ {
 		var used map[string]*confirm.Grant
-		batch, used, err = b.planBatch(ctx, conv, requester, reply)
+		batch, used, err = b.planBatch(ctx, conv, requester, judged)
 		if err != nil {
 			return err
 		}
+		if c := &batch.Calls[0]; c.Decision != confirm.DecisionInvalid {
+			c.Args, c.Summary = s.Args, b.summary(reply.ToolCalls[0])
+		} else {
+			c.Args = s.Args
+		}
 		if err := b.addStepGates(ctx, conv, requester, batch, s); err != nil {
 			return err
+		}
+		if batch.Status == confirm.BatchPending {
+			// A step's card counts against limits.pending_per_channel as a
+			// turn's does: in a full channel the step is refused, nothing
+			// stored, and the run goes on as after a failed step.
+			if n, full, err := b.pendingFull(ctx, conv.Platform, conv.Channel); err != nil {
+				return err
+			} else if full {
+				return &runbook.RefusedError{Reason: fmt.Sprintf(
+					"this channel already has %d requests waiting for a decision (limits.pending_per_channel); decide some of them, then start the run again", n)}
+			}
 		}
 		// The step's gates may have changed whether a person is asked:
 		// the call's tool's preview runs only if one is.
@@ -284,12 +341,16 @@ func (b *Bot) addStepGates(ctx context.Context, conv confirm.Conversation, reque
 	}
 	if s.Covered != "" {
 		// A retry of a failed attempt: the approval of the step covers
-		// its attempts (the card said "up to N attempts").
+		// its attempts (the card said "up to N attempts"), but only when
+		// they run exactly the arguments that were approved, after any
+		// edit (a critical call's phrase was typed for those): other
+		// arguments get a card of their own.
 		prev, err := b.store.Batch(ctx, s.Covered)
 		if err != nil {
 			return fmt.Errorf("the approved attempt of the step: %w", err)
 		}
-		if len(prev.Calls) == 1 && prev.Calls[0].Decision.Allowed() && prev.Calls[0].Tool == c.Tool {
+		if len(prev.Calls) == 1 && prev.Calls[0].Flagged && prev.Calls[0].Decision.Allowed() && prev.Calls[0].Tool == c.Tool &&
+			sameArgs(prev.Calls[0].RunArgs(), c.Args) {
 			now := b.now().UTC()
 			c.Decision, c.DecidedBy, c.DecidedAt = prev.Calls[0].Decision, prev.Calls[0].DecidedBy, &now
 			c.GrantID = prev.Calls[0].GrantID
@@ -654,6 +715,12 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	case "stop":
 		return true, b.stopInThread(ctx, th, t)
 	}
+	// A run is a request like a turn: it counts against its author's
+	// limits.turns_per_minute (`runbooks` and `stop` do not: stopping
+	// must always be possible).
+	if over, err := b.overTurnLimit(ctx, t, "No runbook was started; wait a minute and run it again."); err != nil || over {
+		return true, err
+	}
 	_, rest, _ := strings.Cut(text, " ")
 	name, args, err := runbook.ParseCommand(rest)
 	if err != nil {
@@ -671,6 +738,11 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	params, err := rb.Params(args)
 	if err != nil {
 		return true, b.postIn(ctx, th, fmt.Sprintf("Runbook %s was not started: %v", rb.Name(), err))
+	}
+	// Nor may it add a waiting card to a full channel: refused before
+	// anything is stored.
+	if full, err := b.channelFull(ctx, th, "Runbook "+rb.Name()+" was not started; decide some of them, then run it again."); err != nil || full {
+		return true, err
 	}
 	cfg := rb.Config()
 	if _, err := b.StartRunbook(ctx, th, t.User, &cfg, params, "", ""); err != nil {

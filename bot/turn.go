@@ -102,7 +102,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 		return err // run, runbooks, stop: answered without the model
 	}
 	th := Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}
-	if over, err := b.overTurnLimit(ctx, t); err != nil || over {
+	if over, err := b.overTurnLimit(ctx, t, "I ignored this one; wait a minute and ask again."); err != nil || over {
 		return err
 	}
 	conv, err := b.store.Conversation(ctx, t.Platform, t.Channel, t.Thread, t.DM)
@@ -134,7 +134,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if err := b.settle(ctx, conv); err != nil {
 		return err
 	}
-	if full, err := b.channelFull(ctx, conv); err != nil || full {
+	if full, err := b.channelFull(ctx, threadOf(conv), "Decide some of them, then ask again."); err != nil || full {
 		return err
 	}
 	if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text}); err != nil {
@@ -161,9 +161,10 @@ func (b *Bot) mayMoveOn(ctx context.Context, conv confirm.Conversation, pending 
 }
 
 // overTurnLimit counts the turn against its author's rate and tells them,
-// once per minute, when they are over it. Nothing of an over-limit turn
-// reaches the model or the history.
-func (b *Bot) overTurnLimit(ctx context.Context, t Turn) (bool, error) {
+// once per minute, when they are over it, with dropped (what became of
+// this turn). Nothing of an over-limit turn reaches the model or the
+// history, and no run starts.
+func (b *Bot) overTurnLimit(ctx context.Context, t Turn, dropped string) (bool, error) {
 	limit := b.cfg.TurnsPerMinute
 	if limit <= 0 {
 		return false, nil
@@ -177,29 +178,38 @@ func (b *Bot) overTurnLimit(ctx context.Context, t Turn) (bool, error) {
 	}
 	b.log.Warn("turn rate limit reached; turn dropped", "platform", t.Platform, "user", t.User, "turns_last_minute", n)
 	if n == limit+1 {
-		msg := fmt.Sprintf("You've sent more than %d requests in a minute (limits.turns_per_minute). I ignored this one; wait a minute and ask again.", limit)
+		msg := fmt.Sprintf("You've sent more than %d requests in a minute (limits.turns_per_minute). %s", limit, dropped)
 		return true, b.postIn(ctx, Thread{Platform: t.Platform, Channel: t.Channel, Thread: t.Thread}, msg)
 	}
 	return true, nil
 }
 
-// channelFull tells the author when the channel already holds as many
-// waiting cards as allowed; then nothing reaches the model.
-func (b *Bot) channelFull(ctx context.Context, conv confirm.Conversation) (bool, error) {
+// channelFull tells the author in th, with then (what to do), when the
+// channel already holds as many waiting cards as allowed; then nothing
+// reaches the model and no run starts.
+func (b *Bot) channelFull(ctx context.Context, th Thread, then string) (bool, error) {
+	n, full, err := b.pendingFull(ctx, th.Platform, th.Channel)
+	if err != nil || !full {
+		return false, err
+	}
+	b.log.Warn("waiting cards per channel limit reached; turn dropped", "platform", th.Platform, "channel", th.Channel, "waiting", n)
+	msg := fmt.Sprintf("This channel already has %d requests waiting for a decision (limits.pending_per_channel). %s", n, then)
+	return true, b.postIn(ctx, th, msg)
+}
+
+// pendingFull reports whether the channel holds as many waiting cards as
+// limits.pending_per_channel allows (n of them): no turn, run or runbook
+// step may add one.
+func (b *Bot) pendingFull(ctx context.Context, platform, channel string) (n int, full bool, err error) {
 	limit := b.cfg.PendingPerChannel
 	if limit <= 0 {
-		return false, nil
+		return 0, false, nil
 	}
-	n, err := b.store.PendingInChannel(ctx, conv.Platform, conv.Channel)
+	n, err = b.store.PendingInChannel(ctx, platform, channel)
 	if err != nil {
-		return false, fmt.Errorf("count waiting cards: %w", err)
+		return 0, false, fmt.Errorf("count waiting cards: %w", err)
 	}
-	if n < limit {
-		return false, nil
-	}
-	b.log.Warn("waiting cards per channel limit reached; turn dropped", "platform", conv.Platform, "channel", conv.Channel, "waiting", n)
-	msg := fmt.Sprintf("This channel already has %d requests waiting for a decision (limits.pending_per_channel). Decide some of them, then ask again.", n)
-	return true, b.postIn(ctx, threadOf(conv), msg)
+	return n, n >= limit, nil
 }
 
 // postIn posts the bot's own text in a thread.

@@ -56,6 +56,9 @@ type Config struct {
 	// ${NAME:-default}: tokens, keys, header values. They are scrubbed
 	// from everything Airlock writes or says.
 	secrets []string
+	// stepSecrets maps the references a runbook step's args keep (a
+	// secret is never put into them) to their values (StepSecret).
+	stepSecrets map[string]string
 
 	runbooks []*runbook.Runbook // compiled (Parse)
 }
@@ -80,6 +83,16 @@ func (c *Config) Runbook(name string) *runbook.Runbook {
 // Secrets returns the values that came into the config through ${NAME}
 // or ${NAME:-default}, for redaction.
 func (c *Config) Secrets() []string { return c.secrets }
+
+// StepSecret is the value of a secret reference (${NAME},
+// ${NAME:-default}, ${file:PATH}) a runbook step's args keep as text:
+// the bot puts it in, in memory, when the step's tool runs
+// (runbook.ExpandSecrets). ok is false for a reference the file does not
+// hold there.
+func (c *Config) StepSecret(ref string) (value string, ok bool) {
+	value, ok = c.stepSecrets[ref]
+	return value, ok
+}
 
 // Debug is the `debug` section.
 type Debug struct {
@@ -507,7 +520,8 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var secrets []string
-	if err := expandNode(&root, "", lookup, &secrets); err != nil {
+	refs := map[string]string{}
+	if err := expandNode(&root, "", lookup, &secrets, refs); err != nil {
 		return nil, err
 	}
 	doc := &root
@@ -524,7 +538,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err := doc.Decode(&c); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	c.secrets = secrets
+	c.secrets, c.stepSecrets = secrets, refs
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -535,7 +549,11 @@ func Parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	return &c, nil
 }
 
-var envRef = regexp.MustCompile(`\$\{(file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?)\}`)
+var envRef = regexp.MustCompile(runbook.RefPattern)
+
+// stepArgs matches the key of a value in a runbook step's arguments,
+// where a secret stays a reference (see runbook.ExpandSecrets).
+var stepArgs = regexp.MustCompile(`^runbooks\[\d+\]\.(steps|on_failure)\[\d+\]\.args([.\[]|$)`)
 
 // maxSecretFile bounds a file read through ${file:PATH}.
 const maxSecretFile = 64 << 10
@@ -544,24 +562,28 @@ const maxSecretFile = 64 << 10
 // environment variables, and ${file:PATH} with a file's text. It
 // works on parsed values, so an environment value can never add YAML
 // structure or keys. An unset variable without a default is an error naming
-// the key and the variable (never its value).
-func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool), secrets *[]string) error {
+// the key and the variable (never its value). In a runbook step's args a
+// secret (a value of minSecretLen or more) is not put in: the reference
+// stays, as text, and refs maps it to its value, which the bot puts in
+// only in memory when the step's tool runs (nothing read from the
+// environment or a file is stored in the clear).
+func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool), secrets *[]string, refs map[string]string) error {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := expandNode(c, path, lookup, secrets); err != nil {
+			if err := expandNode(c, path, lookup, secrets, refs); err != nil {
 				return err
 			}
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := expandNode(n.Content[i+1], join(path, n.Content[i].Value), lookup, secrets); err != nil {
+			if err := expandNode(n.Content[i+1], join(path, n.Content[i].Value), lookup, secrets, refs); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), lookup, secrets); err != nil {
+			if err := expandNode(c, fmt.Sprintf("%s[%d]", path, i), lookup, secrets, refs); err != nil {
 				return err
 			}
 		}
@@ -570,11 +592,16 @@ func expandNode(n *yaml.Node, path string, lookup func(string) (string, bool), s
 			return nil
 		}
 		var problem error
+		inStep := stepArgs.MatchString(path)
 		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 			m := envRef.FindStringSubmatch(ref)
 			keep := func(v string) string {
 				if len(v) >= minSecretLen {
 					*secrets = append(*secrets, v)
+					if inStep {
+						refs[ref] = v
+						return ref
+					}
 				}
 				return v
 			}

@@ -122,3 +122,39 @@ func TestModelOff(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// A secret (an environment value or a file's text of secret length) is
+// not put into a runbook step's args: the reference stays as text and
+// StepSecret gives its value, which is still redacted everywhere; a
+// short value, as elsewhere, is put in.
+func TestRunbookStepSecretsStayReferences(t *testing.T) {
+	const token = "tok-live-0123456789"
+	c, err := Parse([]byte(runbookConfig), env(map[string]string{"HOME_DIR": token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Runbook("restart").Step("before")
+	raw, err := st.Args(runbook.Vars{Params: map[string]any{"service": "api"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(raw); got != `{"home":"${HOME_DIR}","note":"api in ${HOME_DIR}","service":"api"}` {
+		t.Fatalf("args %s", got)
+	}
+	if strings.Contains(string(c.Runbook("restart").Snapshot()), token) {
+		t.Fatal("the snapshot holds the secret")
+	}
+	if v, ok := c.StepSecret("${HOME_DIR}"); !ok || v != token {
+		t.Fatalf("StepSecret = %q, %v", v, ok)
+	}
+	if _, ok := c.StepSecret("${OTHER}"); ok {
+		t.Fatal("StepSecret of a reference the file does not hold")
+	}
+	found := false
+	for _, s := range c.Secrets() {
+		found = found || s == token
+	}
+	if !found {
+		t.Fatal("the secret is not redacted")
+	}
+}

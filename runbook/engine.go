@@ -44,6 +44,13 @@ type StepCall struct {
 	Covered string
 }
 
+// RefusedError is a step call the executor refused before storing
+// anything (a limit, say): the step ends failed with Reason, not
+// retried, and the run goes on as after a failure.
+type RefusedError struct{ Reason string }
+
+func (e *RefusedError) Error() string { return "step refused: " + e.Reason }
+
 // Executor submits a step's call through the bot: it stores the one-call
 // batch (judged by the policy plus the step's confirm/approvals, which
 // only add; the tool's idempotency key Key.IdempotencyKey()), links it to
@@ -462,7 +469,11 @@ func (e *Engine) submit(ctx context.Context, s *state, phase string, i, attempt 
 			covered = prev.BatchID
 		}
 	}
-	if err := e.Exec.SubmitStep(ctx, StepCall{Run: s.run, Key: k, Config: sc, Args: raw, Covered: covered}); err != nil {
+	err = e.Exec.SubmitStep(ctx, StepCall{Run: s.run, Key: k, Config: sc, Args: raw, Covered: covered})
+	if re := (*RefusedError)(nil); errors.As(err, &re) {
+		return e.end(ctx, k, confirm.StepFailed, invalidPrefix+re.Reason)
+	}
+	if err != nil {
 		// Whether its call was stored is not known: recovery decides.
 		return false, fmt.Errorf("submit step %s: %w", k.Active(), err)
 	}
@@ -691,7 +702,11 @@ func (e *Engine) retryStep(ctx context.Context, s *state, phase string, i, attem
 		return e.end(ctx, k, confirm.StepFailed, fmt.Sprintf("%sits arguments did not resolve: %v", invalidPrefix, err))
 	}
 	sc.Confirm = true
-	return false, e.Exec.SubmitStep(ctx, StepCall{Run: s.run, Key: k, Config: sc, Args: raw})
+	err = e.Exec.SubmitStep(ctx, StepCall{Run: s.run, Key: k, Config: sc, Args: raw})
+	if re := (*RefusedError)(nil); errors.As(err, &re) {
+		return e.end(ctx, k, confirm.StepFailed, invalidPrefix+re.Reason)
+	}
+	return false, err
 }
 
 // Start stores a new run of rb (parameters validated by the caller) and

@@ -311,6 +311,7 @@ type argNode struct {
 	exact *expr    // the string is exactly {{ EXPR }}: its typed value
 	parts []part   // a string with {{ EXPR }} inside: interpolated
 	keys  []string // a map's keys, sorted
+	refs  []string // interpolated: the secret references its text holds (SecretRefs)
 	m     map[string]*argNode
 	list  []*argNode
 	kind  int
@@ -364,6 +365,7 @@ func compileArg(sc *scope, key string, v any, refs *[]string) (*argNode, error) 
 		if !hasExpr {
 			return &argNode{kind: litNode, lit: x}, nil
 		}
+		n.refs = SecretRefs(x)
 		return n, nil
 	case map[string]any:
 		n := &argNode{kind: mapNode, m: make(map[string]*argNode, len(x))}
@@ -430,6 +432,9 @@ func (n *argNode) resolve(vars map[string]any, key string) (any, error) {
 				return nil, &EvalError{Key: key, Err: fmt.Errorf("longer than %d bytes", MaxArgsBytes)}
 			}
 		}
+		if err := n.noAddedRefs(b.String()); err != nil {
+			return nil, &EvalError{Key: key, Err: err}
+		}
 		return b.String(), nil
 	case mapNode:
 		m := make(map[string]any, len(n.m))
@@ -453,6 +458,23 @@ func (n *argNode) resolve(vars map[string]any, key string) (any, error) {
 		return l, nil
 	}
 	return n.lit, nil
+}
+
+// noAddedRefs refuses an interpolated value holding a secret reference
+// of its text more often than its text does: a parameter or a result
+// would have the secret put where it was not configured (ExpandSecrets
+// expands every occurrence at the value's path).
+func (n *argNode) noAddedRefs(out string) error {
+	for _, r := range n.refs {
+		want := 0
+		for _, p := range n.parts {
+			want += strings.Count(p.text, r)
+		}
+		if strings.Count(out, r) != want {
+			return fmt.Errorf("a value put into it holds %s, the reference of a secret: refused", r)
+		}
+	}
+	return nil
 }
 
 // tpart is a piece of a template: literal text, then an expression.

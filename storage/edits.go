@@ -16,8 +16,11 @@ import (
 // revision (else Stale, and nothing changes): it makes the next revision,
 // sets edited_args (args, the
 // model's bytes, are never touched), edited_by, edited_at, the new
-// read-back and the policy's new verdict (approvals at least 1, restrict,
-// reasons, grantable), deletes the call's earlier votes (they approved
+// read-back and the policy's new verdict (restrict, reasons), never lower
+// than what the call needed before (issue 34): approvals the most of e's,
+// the stored and 1; risk the higher tier (a critical call is held, as with
+// Hold); grantable only when both were and one approval is needed. It
+// deletes the call's earlier votes (they approved
 // other arguments), audits call_edited (detail: before, the model's
 // arguments; previous_edit, an earlier edit's or null; after; voided, the
 // approvers whose votes were deleted), then casts the editor's vote as
@@ -57,13 +60,22 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return errStale
 		}
 		var args struct {
-			Model  string `db:"args"`
-			Edited string `db:"edited_args"`
+			Model     string `db:"args"`
+			Edited    string `db:"edited_args"`
+			Approvals int    `db:"approvals"`
+			Risk      string `db:"risk"`
+			Grantable bool   `db:"grantable"`
 		}
-		if err := db.get(ctx, tx, &args, db.q(`SELECT args, edited_args FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.Key); err != nil {
+		if err := db.get(ctx, tx, &args, db.q(`SELECT args, edited_args, approvals, risk, grantable FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.Key); err != nil {
 			return fmt.Errorf("load arguments: %w", err)
 		}
-		res.Required = max(e.Approvals, 1)
+		// An edit never lowers what the call needs: its quorum, its risk
+		// tier (a critical call's Allow needs its phrase, so the edit is
+		// held), nor a grant's exclusion.
+		res.Required = max(e.Approvals, args.Approvals, 1)
+		risk := confirm.Risk(args.Risk).Max(e.Risk)
+		hold := e.Hold || risk == confirm.RiskCritical
+		grantable := e.Grantable && args.Grantable && res.Required == 1 && !risk.NoGrant()
 
 		voided := []string{}
 		if err := db.sel(ctx, tx, &voided, db.q(`SELECT approver FROM votes WHERE batch_id = ? AND key = ? ORDER BY at, id`),
@@ -73,7 +85,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET edited_args = ?, edited_by = ?, edited_at = ?, summary = ?,
 				approvals = ?, restrict_to = ?, reasons = ?, grantable = ?, risk = ?, revision = revision + 1
 			WHERE batch_id = ? AND key = ? AND decision = 'pending' AND revision = ?`),
-			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, e.Grantable, string(e.Risk), e.BatchID, e.Key, e.Revision)
+			string(e.Args), e.By, db.ts(now), e.Summary, res.Required, restrict, reasons, grantable, string(risk), e.BatchID, e.Key, e.Revision)
 		if err != nil {
 			return fmt.Errorf("update call: %w", err)
 		}
@@ -92,7 +104,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		if err := db.insertAudit(ctx, tx, edited); err != nil {
 			return err
 		}
-		if e.Hold {
+		if hold {
 			res.Won = true // stored; no vote: the call waits
 			return nil
 		}

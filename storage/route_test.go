@@ -28,6 +28,7 @@ var routeTests = []conformanceTest{
 	{"EditCallQuorum", testEditCallQuorum},
 	{"EditCallHold", testEditCallHold},
 	{"EditCallDecides", testEditCallDecides},
+	{"EditCallNeverLowers", testEditCallNeverLowers},
 	{"EditCallRefused", testEditCallRefused},
 	{"RaceEditDecide", testRaceEditDecide},
 	{"OutboxRouteEvents", testOutboxRouteEvents},
@@ -479,11 +480,11 @@ func testEditCallDecides(t *testing.T, db *DB) {
 	if c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-ed" || c.Approvals != 1 || string(c.Args) != `{"n": 0}` || string(c.EditedArgs) != first {
 		t.Fatalf("call = %+v", c)
 	}
-	// The last pending call: an edit with a fresh verdict of two
-	// approvals, then one whose verdict needs one (a re-edit of the same
-	// pending call records the previous edit).
-	res, err = clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 11}`), By: "U-x", Approvals: 2})
-	if err != nil || res != (confirm.DecideResult{Won: true, Votes: 1, Required: 2}) {
+	// The last pending call: a re-edit whose verdict needs one approval
+	// decides it (a re-edit of the same pending call records the previous
+	// edit). A first edit with a hold stores it without a vote.
+	res, err = clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 11}`), By: "U-x", Approvals: 1, Hold: true})
+	if err != nil || res != (confirm.DecideResult{Won: true, Required: 1}) {
 		t.Fatalf("EditCall k1 = %+v, %v", res, err)
 	}
 	res, err = clockAt(db, now.Add(time.Second)).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "k1", Args: json.RawMessage(`{"n": 12}`), By: "U-y", Approvals: 0, Revision: 1})
@@ -502,7 +503,7 @@ func testEditCallDecides(t *testing.T, db *DB) {
 	}
 	_, ds := editsOf(t, db, b.ConversationID)
 	if len(ds) != 3 || string(ds[2].Before) != `{"n": 1}` || string(ds[2].PreviousEdit) != `{"n": 11}` ||
-		string(ds[2].After) != `{"n": 12}` || !slices.Equal(ds[2].Voided, []string{"U-x"}) || len(ds[0].Voided) != 0 {
+		string(ds[2].After) != `{"n": 12}` || len(ds[2].Voided) != 0 || len(ds[0].Voided) != 0 {
 		t.Fatalf("edits %+v", ds)
 	}
 	// The decisions are written as Decide writes an allow, from the edit form.
@@ -736,8 +737,10 @@ func testMigrateCards(t *testing.T, driver, dsn string) {
 	if ok, err := db.MarkEscalated(ctx, "b1", 0); err != nil || !ok {
 		t.Fatalf("MarkEscalated on the old batch = %v, %v", ok, err)
 	}
+	// The edit keeps the old call's two approvals (an edit never lowers
+	// them): the editor's vote is one of two.
 	res, err := db.EditCall(ctx, confirm.EditCall{BatchID: "b1", Key: "k", Args: json.RawMessage(`{"a": 2}`), By: "U-bob", Approvals: 1})
-	if err != nil || !res.BatchDecided {
+	if err != nil || res != (confirm.DecideResult{Won: true, Votes: 1, Required: 2}) {
 		t.Fatalf("EditCall on the old call = %+v, %v", res, err)
 	}
 	if err := db.AddCardMessage(ctx, confirm.CardMessage{BatchID: "b1", Kind: confirm.CardDM, Platform: "slack", Channel: "D1", Ref: "D1/1"}); err != nil {
@@ -775,5 +778,46 @@ func testEditCallHold(t *testing.T, db *DB) {
 	res = decide(t, clockAt(db, now.Add(time.Second)), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-bob", Revision: 1})
 	if !res.Won || !res.Decided {
 		t.Fatalf("allow after the held edit = %+v", res)
+	}
+}
+
+// testEditCallNeverLowers (issue 34, item 1): an edit whose verdict asks
+// less than the call needed lowers nothing. A call of two approvals,
+// allowed by A, edited by B with a verdict of one: B's vote is one of two
+// (A's is void) and the call waits; a critical call edited with a verdict
+// of medium and no hold is held (no vote: its Allow needs its phrase) and
+// stays critical; neither becomes grantable.
+func testEditCallNeverLowers(t *testing.T, db *DB) {
+	ctx := t.Context()
+	now := time.Now()
+	b := quorumBatch(t, db, 2, later())
+	decide(t, clockAt(db, now), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-a"})
+	res, err := clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: b.ID, Key: "q", Args: json.RawMessage(`{"env":"prod"}`),
+		By: "U-b", Approvals: 1, Grantable: true, Risk: confirm.RiskMedium})
+	if err != nil || res != (confirm.DecideResult{Won: true, Votes: 1, Required: 2}) {
+		t.Fatalf("EditCall = %+v, %v; want 1 of the 2 approvals the call needed", res, err)
+	}
+	c := callByKey(t, loadBatch(t, db, b.ID), "q")
+	if c.Decision != confirm.DecisionPending || c.Approvals != 2 || c.Grantable || voters(c) != "U-b" {
+		t.Fatalf("edited call = %+v; want pending, 2 approvals, not grantable, B's vote", c)
+	}
+	if _, ds := editsOf(t, db, b.ConversationID); len(ds) != 1 || ds[0].Approvals != 2 {
+		t.Fatalf("call_edited details %+v; want approvals 2", ds)
+	}
+
+	crit := &confirm.Batch{ConversationID: newConversation(t, db).ID, RequestedBy: "U-author", ExpiresAt: later(), Calls: []confirm.Call{
+		{Key: "c", Tool: "deploy", Args: json.RawMessage(`{"env":"prod"}`), Flagged: true, Approvals: 1, Risk: confirm.RiskCritical},
+	}}
+	if err := db.CreateBatch(ctx, crit, confirm.Message{Role: "assistant", Body: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = clockAt(db, now).EditCall(ctx, confirm.EditCall{BatchID: crit.ID, Key: "c", Args: json.RawMessage(`{"env":"dev"}`),
+		By: "U-b", Approvals: 1, Grantable: true, Risk: confirm.RiskMedium})
+	if err != nil || res != (confirm.DecideResult{Won: true, Required: 1}) {
+		t.Fatalf("EditCall of the critical call = %+v, %v; want held, no vote", res, err)
+	}
+	c = callByKey(t, loadBatch(t, db, crit.ID), "c")
+	if c.Decision != confirm.DecisionPending || c.Risk != confirm.RiskCritical || c.Grantable || len(c.Votes) != 0 || string(c.RunArgs()) != `{"env":"dev"}` {
+		t.Fatalf("edited critical call = %+v; want pending, critical, not grantable, no vote", c)
 	}
 }

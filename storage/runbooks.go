@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/redact"
 )
 
 // The confirm.RunbookStore contract: runbook runs and their steps. Every
@@ -78,6 +79,14 @@ func (r runbookStepRow) step() confirm.RunbookStep {
 	}
 }
 
+// runbookDetail is a runbook audit detail without the secrets scrub
+// removes (WithScrub), in every string of it (parameters a person typed,
+// results, names), as a tool_call's arguments are; the run keeps its
+// parameters exact.
+func (db *DB) runbookDetail(d rawObject) string {
+	return string(redact.JSON([]byte(d.String()), db.scrub))
+}
+
 // errRunbookInput reports bad input to a runbook transition (nothing written).
 var errRunbookInput = errors.New("invalid runbook input")
 
@@ -112,14 +121,14 @@ func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error
 		var d rawObject
 		d.add("run_id", r.ID)
 		d.add("runbook", r.Runbook)
-		d.addRaw("params", r.Params)
+		d.addRaw("params", r.Params) // scrubbed with the rest (runbookDetail)
 		if r.ParentBatch != "" {
 			d.add("parent_batch", r.ParentBatch)
 			d.add("parent_key", r.ParentKey)
 		}
 		return db.insertAudit(ctx, tx, confirm.AuditEvent{
 			At: r.CreatedAt, Kind: confirm.AuditRunbookStarted, ConversationID: r.ConversationID,
-			Tool: r.Runbook, Actor: r.RequestedBy, Detail: d.String(),
+			Tool: r.Runbook, Actor: r.RequestedBy, Detail: db.runbookDetail(d),
 		})
 	})
 	if err != nil {
@@ -319,7 +328,7 @@ func (db *DB) auditRunbookStepBy(ctx context.Context, tx dbtx, k confirm.StepKey
 	}
 	return db.insertAudit(ctx, tx, confirm.AuditEvent{
 		At: now, Kind: confirm.AuditRunbookStep, ConversationID: convID, BatchID: batchID, CallKey: key,
-		Tool: tool, Actor: actor, Detail: d.String(),
+		Tool: tool, Actor: actor, Detail: db.runbookDetail(d),
 	})
 }
 
@@ -420,7 +429,7 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 		}
 		return db.insertAudit(ctx, tx, confirm.AuditEvent{
 			At: now, Kind: confirm.AuditRunbookFinished, ConversationID: r.ConversationID,
-			Tool: r.Runbook, Actor: actor, Detail: d.String(),
+			Tool: r.Runbook, Actor: actor, Detail: db.runbookDetail(d),
 		})
 	})
 	if err != nil {

@@ -28,6 +28,7 @@ var runbookTests = []struct {
 	{"RunbookFinishOnce", testRunbookFinishOnce},
 	{"RunbookParent", testRunbookParent},
 	{"RunbookAudit", testRunbookAudit},
+	{"RunbookAuditScrubbed", testRunbookAuditScrubbed},
 	{"RunbookStoreClock", testRunbookStoreClock},
 	{"RaceRunbookStartStep", testRaceRunbookStartStep},
 	{"RaceRunbookFinishStep", testRaceRunbookFinishStep},
@@ -560,5 +561,49 @@ func testRaceRunbookFinishStep(t *testing.T, db *DB) {
 	}
 	if n != 1 {
 		t.Fatalf("%d runbook_step events, want 1", n)
+	}
+}
+
+// Item 7 of issue 34: a secret in a run's parameters, a step's result or
+// who stopped it reaches no runbook audit row (WithScrub), as a tool
+// call's arguments do not; the run keeps its parameters exact, for its
+// steps.
+func testRunbookAuditScrubbed(t *testing.T, db *DB) {
+	const secret = "s3cr3t-t0ken-value"
+	db.scrub = func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	params := `{"service":"api","token":"` + secret + `"}`
+	r := &confirm.RunbookRun{
+		Runbook: "restart", Snapshot: json.RawMessage(`{"name":"restart","steps":[{"id":"a","tool":"status"}]}`),
+		Params: json.RawMessage(params), RequestedBy: "U-alice", ConversationID: conv.ID,
+	}
+	if err := db.CreateRunbookRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	k := mainStep(r.ID, "a", 1)
+	startStep(t, db, k, "status")
+	finishStep(t, db, k, confirm.StepFailed, "401 for "+secret)
+	if ok, err := db.FinishRunbookRun(ctx, r.ID, confirm.RunbookFailed, "a", ""); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: r.ConversationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 {
+		t.Fatalf("%d audit rows, want 3", len(evs))
+	}
+	for _, e := range evs {
+		if strings.Contains(e.Detail, secret) || !json.Valid([]byte(e.Detail)) {
+			t.Errorf("%s detail %s: want valid JSON without the secret", e.Kind, e.Detail)
+		}
+	}
+	var started struct{ Params map[string]string }
+	if err := json.Unmarshal([]byte(evs[0].Detail), &started); err != nil || started.Params["service"] != "api" || started.Params["token"] != "[redacted]" {
+		t.Fatalf("runbook_started detail %s: want the parameters with the secret redacted", evs[0].Detail)
+	}
+	if got := loadRunbookRun(t, db, r.ID); string(got.Params) != params {
+		t.Fatalf("stored parameters %s, want them exact", got.Params)
 	}
 }

@@ -148,6 +148,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		GrantFor:           cfg.Confirmation.Grants.For(),
 		Channels:           bot.NewChannels(entries),
 		Runbooks:           cfg.RunbookSet(),
+		StepSecret:         cfg.StepSecret,
 		SystemPrompt:       cfg.Model.SystemPrompt,
 		MaxToolRounds:      cfg.Model.MaxToolRounds,
 		MaxCallsPerReply:   cfg.Model.MaxCallsPerReply,

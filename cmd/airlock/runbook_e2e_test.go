@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,9 +22,16 @@ type runbookRig struct {
 	model *modeltest.OpenAIServer
 	addr  string
 	path  string
+	db    string   // the SQLite file
+	env   []string // the process's environment, added
 }
 
 func newRunbookRig(t *testing.T) *runbookRig {
+	return newRunbookRigWith(t, `{service: "{{ params.service }}"}`)
+}
+
+// newRunbookRigWith is newRunbookRig whose restart step has restartArgs.
+func newRunbookRigWith(t *testing.T, restartArgs string) *runbookRig {
 	r := &runbookRig{t: t, api: newSlackAPI(t), tools: newToolServer(t), addr: freeAddr(t)}
 	r.model = modeltest.NewOpenAIServer(t, func(modeltest.OpenAIRequest) modeltest.OpenAIReply {
 		return modeltest.TextReply("the model was asked")
@@ -53,15 +61,16 @@ runbooks:
       additionalProperties: false
     steps:
       - {id: before, tool: service_status, args: {service: "{{ params.service }}"}}
-      - {id: restart, tool: restart_service, args: {service: "{{ params.service }}"}}
+      - {id: restart, tool: restart_service, args: %[3]s}
       - {id: after, tool: service_status, args: {service: "{{ params.service }}"}}
-`, slackRunHead(r.addr, "sqlite", filepath.Join(dir, "airlock.db"), r.model.BaseURL(), r.api.URL+"/api/"), r.tools.URL)
+`, slackRunHead(r.addr, "sqlite", filepath.Join(dir, "airlock.db"), r.model.BaseURL(), r.api.URL+"/api/"), r.tools.URL, restartArgs)
 	r.path = writeConfig(t, dir, cfg)
+	r.db = filepath.Join(dir, "airlock.db")
 	return r
 }
 
 func (r *runbookRig) start() *exec.Cmd {
-	cmd, _ := startRun(r.t, r.path)
+	cmd, _ := startRun(r.t, r.path, r.env...)
 	waitReady(r.t, r.addr)
 	return cmd
 }
@@ -197,5 +206,50 @@ func TestRunbookBadParametersRunNothing(t *testing.T) {
 	}
 	if n := len(r.model.Requests()); n != 0 {
 		t.Fatalf("the model was asked %d times", n)
+	}
+}
+
+// TestRunbookStepSecretStaysOutOfTheDatabase (issue 34, item 8): a token
+// the restart step's arguments read from the environment reaches the tool
+// service, and the card shows its reference; after the run, neither the
+// SQLite file nor its write-ahead log holds the token.
+func TestRunbookStepSecretStaysOutOfTheDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the real binary")
+	}
+	const token = "e2e-token-7c1d9b3a5f"
+	r := newRunbookRigWith(t, `{service: "{{ params.service }}", token: "Bearer ${AIRLOCK_E2E_RUNBOOK_TOKEN}"}`)
+	r.env = []string{"AIRLOCK_E2E_RUNBOOK_TOKEN=" + token}
+	cmd := r.start()
+	r.mention("EvRbS1", "1800000019.000001", "run restart service=api")
+	waitUntil(t, "the restart step's card", func() bool { return len(r.api.buttons("airlock_allow")) == 1 })
+	shown := false
+	for _, p := range r.api.posts() {
+		shown = shown || strings.Contains(p.Get("blocks"), "${AIRLOCK_E2E_RUNBOOK_TOKEN}")
+	}
+	if !shown {
+		t.Fatal("the card does not show the token's reference")
+	}
+	r.press("UALICE", "airlock_allow", r.api.buttons("airlock_allow")[0])
+	waitUntil(t, "the run finishes", func() bool { return r.hits("/status/api") == 2 })
+	sent := ""
+	for _, h := range r.tools.calls() {
+		if h.Path == "/restart/api" {
+			sent = h.Body
+		}
+	}
+	if !strings.Contains(sent, `"Bearer `+token+`"`) {
+		t.Fatalf("the tool service got %q, want the token", sent)
+	}
+	_ = cmd.Process.Kill() // the files as a crash leaves them, write-ahead log included
+	_ = cmd.Wait()
+	for _, f := range []string{r.db, r.db + "-wal"} {
+		b, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), token) {
+			t.Errorf("%s holds the token read from the environment", filepath.Base(f))
+		}
 	}
 }
