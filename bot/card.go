@@ -71,7 +71,7 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 		})
 		if pv := call.Preview; pv.State != confirm.PreviewNone {
 			cc := &c.Calls[len(c.Calls)-1]
-			cc.Preview = &card.Preview{State: pv.State, Output: pv.Output, Hash: pv.Hash, Recheck: pv.Recheck, RecheckHash: pv.RecheckHash}
+			cc.Preview = &card.Preview{State: pv.State, Output: pv.Output, Hash: pv.Hash, Size: pv.Size, Recheck: pv.Recheck, RecheckHash: pv.RecheckHash}
 			cc.Editable = false // the preview shows the model's arguments
 		}
 		if len(call.EditedArgs) > 0 && call.EditedAt != nil {

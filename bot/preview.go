@@ -77,7 +77,7 @@ func (b *Bot) startPreviews(ctx context.Context, conv confirm.Conversation, batc
 // updates the card. A landing makes the call's next revision: a click on
 // the card as it was before changes nothing.
 func (b *Bot) runPreview(ctx context.Context, conv confirm.Conversation, c confirm.Call) {
-	state, output, hash := confirm.PreviewFailed, "", ""
+	state, output, hash, size := confirm.PreviewFailed, "", "", int64(0)
 	if pv, ok := b.previewer(c.Tool); !ok {
 		output = "the tool has no preview any more"
 	} else if args, err := b.toolArgs(ctx, c, c.RunArgs()); err != nil {
@@ -85,10 +85,12 @@ func (b *Bot) runPreview(ctx context.Context, conv confirm.Conversation, c confi
 	} else if out, err := pv.Preview(ctx, args); err != nil {
 		output = b.scrub(err.Error())
 	} else {
-		state, output = confirm.PreviewDone, b.scrub(out)
-		hash = confirm.PreviewHash(output)
+		// The hash binds the whole scrubbed output; its start is kept.
+		whole := b.scrub(out)
+		state, hash, size = confirm.PreviewDone, confirm.PreviewHash(whole), int64(len(whole))
+		output = confirm.KeepPreview(whole, confirm.MaxPreviewKept)
 	}
-	ok, err := b.store.FinishPreview(ctx, c.BatchID, c.Key, state, output, hash)
+	ok, err := b.store.FinishPreview(ctx, c.BatchID, c.Key, state, output, hash, size)
 	if err != nil {
 		b.log.Error("record preview", "batch", c.BatchID, "call", c.Key, "err", err)
 		return
@@ -124,8 +126,10 @@ func (b *Bot) recoverPreviews(ctx context.Context) error {
 
 // recheck runs the preview of an allowed call again just before its tool
 // (recheck: true) and returns why the tool must not run ("": it may): the
-// output is not the one the approver saw, the recheck failed, or no
-// preview was shown when the call was allowed. The outcome is recorded.
+// output is not the one the approver saw (the hashes of the whole
+// scrubbed outputs differ, wherever the change is), the recheck failed,
+// or no preview was shown when the call was allowed. The outcome is
+// recorded.
 func (b *Bot) recheck(ctx context.Context, c confirm.Call, o *outcome) string {
 	pv, ok := b.previewer(c.Tool)
 	if !ok {

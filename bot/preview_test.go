@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"github.com/airlockhq/airlock/bot/bottest"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/tools"
@@ -408,4 +411,101 @@ func TestPreviewLandingWhileTheBatchRuns(t *testing.T) {
 	if final.Calls[0].Run != confirm.RunSucceeded || final.Calls[1].Preview == nil || final.Calls[1].Preview.State != confirm.PreviewDone {
 		t.Fatalf("final card: deploy %s, apply's preview %+v; want the preview that landed during the run", final.Calls[0].Run, final.Calls[1].Preview)
 	}
+}
+
+// onBothDatabases runs fn on a new SQLite file and, when
+// AIRLOCK_TEST_POSTGRES_DSN is set (CI sets it), on a new PostgreSQL
+// schema.
+func onBothDatabases(t *testing.T, fn func(t *testing.T, driver, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, "sqlite", filepath.Join(t.TempDir(), "airlock.db")) })
+	t.Run("postgres", func(t *testing.T) {
+		pg := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+		if pg == "" {
+			t.Skip("set AIRLOCK_TEST_POSTGRES_DSN (CI does) to run on PostgreSQL")
+		}
+		fn(t, "postgres", pgtest.FreshSchema(t, pg, "preview"))
+	})
+}
+
+// catPreview is a configured tool "apply" (exec, gated) whose preview,
+// rechecked, prints the file at path: what a diff of a manifest an
+// attacker can change between the card and the run would print.
+func catPreview(t *testing.T, path string) tools.Tool {
+	t.Helper()
+	set, err := tools.New([]tools.Config{{Name: "apply", Confirm: true, Exec: &tools.ExecConfig{Command: []string{"true"}},
+		Preview: &tools.PreviewConfig{Exec: &tools.ExecConfig{Command: []string{"cat", path}}, Recheck: true}}}, tools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := set.Get("apply")
+	return tool
+}
+
+// A preview longer than the card keeps (16 KiB) is bound whole: its
+// output changed past the cut, keeping its length, between the card and
+// the run, and the recheck refuses the run. The card says how much of the
+// preview it left out.
+func TestPreviewRecheckSeesPastTheCut(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		file := filepath.Join(t.TempDir(), "diff.txt")
+		approved := strings.Repeat("+  replicas: 20\n", 1250) // 20,000 bytes
+		if err := os.WriteFile(file, []byte(approved), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		h := newHarnessOn(t, driver, dsn, func(cfg *bot.Config) {
+			cfg.Tools = withTools{Tools: cfg.Tools.(bottest.Tools), extra: map[string]tools.Tool{"apply": catPreview(t, file)}}
+		})
+		h.push(calls(tc("c1", "apply", `{}`)), text("Stopped."))
+		h.turn("bob", "apply")
+		c := waitPreview(t, h, 0)
+		if c.Preview.State != confirm.PreviewDone || c.Preview.Hash != confirm.PreviewHash(approved) {
+			t.Fatalf("stored preview %s, hash %s; want done with the sha256 of the whole output", c.Preview.State, c.Preview.Hash)
+		}
+		if len(c.Preview.Output) > tools.DefaultMaxOutput || !strings.HasPrefix(approved, c.Preview.Output) || c.Preview.Size != int64(len(approved)) {
+			t.Fatalf("stored %d bytes of the preview (size %d), want at most %d of its %d", len(c.Preview.Output), c.Preview.Size, tools.DefaultMaxOutput, len(approved))
+		}
+		eventually(t, "the preview on the card", func() bool {
+			p := h.plat.LastCard().Calls[0].Preview
+			return p != nil && p.State == confirm.PreviewDone
+		})
+		shown := h.plat.LastCard().Calls[0].Preview
+		if note := shown.CutNote(); !strings.Contains(note, "20,000 bytes") || !strings.Contains(note, cardpkg.Bytes(len(approved)-len(c.Preview.Output))+" are left out") {
+			t.Fatalf("card's cut note %q: want the whole size and what was left out", note)
+		}
+
+		// The same length, one line changed past the cut.
+		changed := approved[:18000] + "+  image: evil\n" + approved[18000+len("+  image: evil\n"):]
+		if len(changed) != len(approved) {
+			t.Fatal("test bug: lengths differ")
+		}
+		if err := os.WriteFile(file, []byte(changed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := h.store.PendingBatch(context.Background(), convID(t, h))
+		if err := h.clickRef("alice", confirm.RefAt(b.ID, 0, c.Revision), true); err != nil {
+			t.Fatal(err)
+		}
+		final := settledCard(t, h).Calls[0]
+		if final.Run != confirm.RunFailed || final.Preview.Recheck != confirm.RecheckChanged {
+			t.Fatalf("after a change past the cut: run %s, recheck %q; want the run refused", final.Run, final.Preview.Recheck)
+		}
+		res := lastToolResults(t, h.lastRequest())
+		if len(res) != 1 || !strings.Contains(res[0].Content, "the preview changed since it was approved") {
+			t.Fatalf("model told %+v", res)
+		}
+		// The audit's preview_hash is the whole output's, as on the card.
+		evs, err := h.store.AuditEvents(context.Background(), confirm.AuditFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var detail string
+		for _, e := range evs {
+			if e.Kind == confirm.AuditToolResult {
+				detail = e.Detail
+			}
+		}
+		if !strings.Contains(detail, `"preview_hash":"`+confirm.PreviewHash(approved)+`"`) || !strings.Contains(detail, `"recheck_hash":"`+confirm.PreviewHash(changed)+`"`) {
+			t.Fatalf("tool_result audit detail %s: want the whole outputs' hashes", detail)
+		}
+	})
 }

@@ -128,16 +128,17 @@ func (p *limitedPlatform) noticeState() (posts, tries int, last card.GrantNotice
 	return p.noticePosts, p.noticeTries, last
 }
 
-// newLimitedRBHarness is a runbook harness on the database at path (see
-// onBothDBs) whose platform is a limitedPlatform, and the card-sync job.
-func newLimitedRBHarness(t *testing.T, path string, edit func(*bot.Config)) (*rbHarness, *limitedPlatform, func()) {
+// newLimitedRBHarness is a runbook harness on a database (see
+// onBothDatabases) whose platform is a limitedPlatform, and the card-sync
+// job.
+func newLimitedRBHarness(t *testing.T, driver, dsn string, edit func(*bot.Config)) (*rbHarness, *limitedPlatform, func()) {
 	t.Helper()
 	extra := map[string]*scriptTool{
 		"svc_status": {name: "svc_status"},
 		"restart":    {name: "restart", confirm: true},
 		"page":       {name: "page"},
 	}
-	h := newHarnessWith(t, path, func(c *bot.Config) {
+	h := newHarnessOn(t, driver, dsn, func(c *bot.Config) {
 		c.Tools = rbTools{base: c.Tools, extra: extra}
 		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice", "carol"}}})
 		if edit != nil {
@@ -167,8 +168,8 @@ func newLimitedRBHarness(t *testing.T, path string, edit func(*bot.Config)) (*rb
 // update is tried and answered 429, nothing more is sent before its
 // Retry-After, and then one update shows the run's final state.
 func TestRunMessageUnderRateLimit(t *testing.T) {
-	onBothDBs(t, func(t *testing.T, path string) {
-		h, p, sync := newLimitedRBHarness(t, path, nil)
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		h, p, sync := newLimitedRBHarness(t, driver, dsn, nil)
 		p.limit(30 * time.Second)
 		id := h.start(restartBook(), "bob")
 		if err := h.click("alice", 1, true, ""); err != nil {
@@ -213,8 +214,8 @@ func TestRunMessageUnderRateLimit(t *testing.T) {
 // Without a limit, each change of a run shows at once (rendered from
 // storage) and the message ends in the run's final state.
 func TestRunMessageFollowsTheRun(t *testing.T) {
-	onBothDBs(t, func(t *testing.T, path string) {
-		h, p, _ := newLimitedRBHarness(t, path, nil)
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		h, p, _ := newLimitedRBHarness(t, driver, dsn, nil)
 		id := h.start(restartBook(), "bob")
 		if _, _, last := p.runState(); last.Status != confirm.RunbookRunning || last.Steps[1].State != "needs approval, or running once allowed" {
 			t.Fatalf("while the card waits the message shows %s, %+v", last.Status, last.Steps)
@@ -237,8 +238,8 @@ func TestRunMessageFollowsTheRun(t *testing.T) {
 // the limit has passed, showing it revoked, with one update tried during
 // the limit and one after.
 func TestGrantNoticeUnderRateLimit(t *testing.T) {
-	onBothDBs(t, func(t *testing.T, path string) {
-		h, p, sync := newLimitedRBHarness(t, path, func(c *bot.Config) { c.GrantFor = time.Hour })
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		h, p, sync := newLimitedRBHarness(t, driver, dsn, func(c *bot.Config) { c.GrantFor = time.Hour })
 		h.push(calls(tc("c1", "deploy", `{}`)), text("Deployed."))
 		h.turn("bob", "deploy")
 		if err := clickAs(h.harness, "alice", 1, true, true); err != nil {
@@ -293,9 +294,9 @@ func (s *awayForRuns) ChangeAndClaim(ctx context.Context, subject confirm.Subjec
 // recorded by the card-sync job once it answers, and the run's message
 // then shows the run's final state.
 func TestRunMessageChangeWhileTheDatabaseWasAway(t *testing.T) {
-	onBothDBs(t, func(t *testing.T, path string) {
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
 		var store *awayForRuns
-		h, p, sync := newLimitedRBHarness(t, path, func(c *bot.Config) {
+		h, p, sync := newLimitedRBHarness(t, driver, dsn, func(c *bot.Config) {
 			store = &awayForRuns{DB: c.Store.(*storage.DB)}
 			c.Store = store
 		})

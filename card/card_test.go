@@ -33,3 +33,17 @@ func TestProgressAndWhy(t *testing.T) {
 		t.Error("an unflagged or single-approval call has no why or progress")
 	}
 }
+
+func TestPartNote(t *testing.T) {
+	c := Card{BatchID: "abc", Calls: make([]Call, 32)}
+	c.Calls[0].State.Kind = Waiting
+	if got := c.PartNote(1, 1, 1, 32); got != "" {
+		t.Errorf("one message: %q", got)
+	}
+	if got := c.PartNote(1, 6, 1, 5); got != "This request's 32 calls fill 6 messages: calls 1–5 here, the rest in the messages that follow. Each call's buttons are under it; the request's own (Allow all, Deny all, Extend) are at the end of the last message." {
+		t.Errorf("first: %q", got)
+	}
+	if got := c.PartNote(3, 6, 11, 16); got != "Approval request abc, continued (message 3 of 6): calls 11–16." {
+		t.Errorf("third: %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package card
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -18,11 +19,14 @@ const ShowPreviewLabel = "Show full preview"
 
 // Preview is a call's dry run as its card shows it (tools[].preview):
 // renderers lay out Heading, then Output as inert code (cut to fit, with
-// "Show full preview"), then RecheckNote when set.
+// "Show full preview"), then CutNote and RecheckNote when set.
 type Preview struct {
 	State  confirm.PreviewState
-	Output string // scrubbed output (done) or error (failed) (untrusted text)
-	Hash   string // hex sha256 of Output (done)
+	Output string // scrubbed output (done; its start when Size is more) or error (failed) (untrusted text)
+	Hash   string // hex sha256 of the whole scrubbed output (done)
+	// Size is the whole scrubbed output's length in bytes (done; 0 when
+	// not known): more than len(Output) when Airlock kept only its start.
+	Size int64
 	// Recheck is the preview run again just before the tool, and
 	// RecheckHash its output's hash.
 	Recheck     confirm.RecheckState
@@ -53,6 +57,40 @@ func (p Preview) Text() string {
 		return "(no output)"
 	}
 	return p.Output
+}
+
+// CutNote says that Airlock kept only the start of a long preview's
+// output, how long the whole was and how much of it is shown nowhere
+// (not on the card, nor by Show full preview); "" when it kept it all.
+// The hash on the card is of the whole output, so a change anywhere in
+// it refuses a recheck.
+func (p Preview) CutNote() string {
+	kept := int64(len(p.Output))
+	if p.State != confirm.PreviewDone || p.Size <= kept {
+		return ""
+	}
+	return fmt.Sprintf("The preview's output was %s: Airlock keeps its first %s, so %s left out and shown nowhere. Its sha256 covers the whole output.",
+		Bytes(p.Size), Bytes(kept), bytesAre(p.Size-kept))
+}
+
+// bytesAre is "1 byte is" or "1,234 bytes are".
+func bytesAre(n int64) string {
+	if n == 1 {
+		return "1 byte is"
+	}
+	return Bytes(n) + " are"
+}
+
+// Bytes counts bytes for people: "1 byte", "16,384 bytes".
+func Bytes[N int | int64](n N) string {
+	s := strconv.FormatInt(int64(n), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if n == 1 {
+		return s + " byte"
+	}
+	return s + " bytes"
 }
 
 // RecheckNote says what the recheck found; "" when there was none. A

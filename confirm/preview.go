@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/airlockhq/airlock/redact"
 )
 
 // PreviewState is where a call's preview stands (tools[].preview).
@@ -35,12 +39,41 @@ const PreviewInterrupted = "interrupted: Airlock restarted while the preview ran
 // (scrubbed) and its hash, which a yes binds to.
 type Preview struct {
 	State  PreviewState
-	Output string // scrubbed output when done; the scrubbed error when failed
-	Hash   string // hex sha256 of Output when done
+	Output string // scrubbed output when done (its first MaxPreviewKept bytes); the scrubbed error when failed
+	Hash   string // hex sha256 of the whole scrubbed output when done (Output itself when not cut)
+	// Size is the whole scrubbed output's length in bytes when done:
+	// more than len(Output) when the stored output was cut. 0 for a
+	// preview stored before sizes were (its Output then is all there is).
+	Size int64
 	// Recheck and RecheckHash are the recheck's outcome and, when it ran,
 	// the hash of its output.
 	Recheck     RecheckState
 	RecheckHash string
+}
+
+// MaxPreviewKept is how much of a preview's scrubbed output is stored
+// and shown (the tools' output cap, 16 KiB); the hash covers it whole.
+const MaxPreviewKept = 16 << 10
+
+// Cut reports whether the stored output is only the start of the
+// preview's output.
+func (p Preview) Cut() bool { return p.State == PreviewDone && p.Size > int64(len(p.Output)) }
+
+// KeepPreview is the start of a scrubbed output that is stored and shown:
+// at most max bytes, cut at a rune boundary and never inside a marker the
+// scrubbing left ("[redacted]").
+func KeepPreview(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	c := max
+	for c > 0 && !utf8.RuneStart(s[c]) {
+		c--
+	}
+	if i := strings.LastIndex(s[:c], "["); i >= 0 && strings.HasPrefix(redact.Marker, s[i:c]) && i+len(redact.Marker) > c {
+		c = i
+	}
+	return s[:c]
 }
 
 // PreviewHash is the hex sha256 of a preview's (scrubbed) output.
@@ -78,11 +111,13 @@ type CallKey struct {
 // PreviewStore records calls' previews.
 type PreviewStore interface {
 	// FinishPreview records a running preview's end (PreviewDone or
-	// PreviewFailed, the output scrubbed, hash for done). While the call is
+	// PreviewFailed, the output scrubbed; for done the hash of the whole
+	// scrubbed output and its size, output its start as KeepPreview cut
+	// it, the same as the whole when size is its length). While the call is
 	// pending it makes the call's next revision: a button rendered before
 	// the preview showed is stale. It reports false when the call's preview
 	// was not running (nothing changed).
-	FinishPreview(ctx context.Context, batchID, key string, state PreviewState, output, hash string) (bool, error)
+	FinishPreview(ctx context.Context, batchID, key string, state PreviewState, output, hash string, size int64) (bool, error)
 	// RecordRecheck records a recheck's outcome and its output's hash,
 	// audited with the approved hash.
 	RecordRecheck(ctx context.Context, batchID, key string, state RecheckState, hash string) error

@@ -19,7 +19,8 @@ func (t *mcpTool) Previews() (bool, bool) { return t.preview != "", false }
 // Preview implements tools.Previewer: one tools/call of the preview tool
 // with the call's arguments (validated against the previewed tool's
 // schema), without an idempotency key, bounded by the preview's default
-// timeout or the server's, whichever is shorter.
+// timeout or the server's, whichever is shorter. Its output is whole, as
+// tools.Previewer says.
 func (t *mcpTool) Preview(ctx context.Context, args json.RawMessage) (string, error) {
 	if t.preview == "" {
 		return "", tools.ErrNoPreview
@@ -38,5 +39,12 @@ func (t *mcpTool) Preview(ctx context.Context, args json.RawMessage) (string, er
 	if err != nil {
 		return "", fmt.Errorf("mcp server %s: preview %s: %w", t.srv.cfg.Name, t.preview, err)
 	}
-	return t.result(res)
+	out, err := t.wholeResult(res)
+	if err != nil {
+		return "", err
+	}
+	if len(out) > tools.MaxPreviewOutput {
+		return "", fmt.Errorf("mcp server %s: preview %s: %w: more than %d bytes", t.srv.cfg.Name, t.preview, tools.ErrPreviewTooLarge, tools.MaxPreviewOutput)
+	}
+	return out, nil
 }

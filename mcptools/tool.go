@@ -253,8 +253,18 @@ func serverAnswered(err error) bool {
 
 // result turns a call's result into the tool's output: text content in
 // order, other content named, structuredContent as JSON (unless a text
-// already holds it); isError makes it a *ToolError.
+// already holds it), scrubbed and capped; isError makes it a *ToolError.
 func (t *mcpTool) result(res *mcp.CallToolResult) (string, error) {
+	out, err := t.wholeResult(res)
+	if err != nil {
+		return "", err
+	}
+	return tools.CapOutput([]byte(out), tools.DefaultMaxOutput, t.srv.m.redact), nil
+}
+
+// wholeResult is result scrubbed but not capped (a preview's output,
+// bound whole).
+func (t *mcpTool) wholeResult(res *mcp.CallToolResult) (string, error) {
 	var parts []string
 	var texts []string
 	for _, c := range res.Content {
@@ -297,7 +307,7 @@ func (t *mcpTool) result(res *mcp.CallToolResult) (string, error) {
 		}
 		return "", &ToolError{Server: t.srv.cfg.Name, Tool: t.remote, Text: out}
 	}
-	return tools.CapOutput([]byte(out), tools.DefaultMaxOutput, r), nil
+	return out, nil
 }
 
 // holdsJSON reports whether one of texts is the JSON value b.

@@ -99,7 +99,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if len(c.EditedArgs) > 0 || c.EditedBy != "" || c.EditedAt != nil {
 			return fmt.Errorf("create batch: call %q: edited before it was stored (edits go through EditCall)", c.Key)
 		}
-		if st := c.Preview.State; (st != confirm.PreviewNone && st != confirm.PreviewRunning) || c.Preview.Output != "" || c.Preview.Hash != "" || c.Preview.Recheck != "" {
+		if st := c.Preview.State; (st != confirm.PreviewNone && st != confirm.PreviewRunning) || c.Preview.Output != "" || c.Preview.Hash != "" || c.Preview.Size != 0 || c.Preview.Recheck != "" {
 			return fmt.Errorf("create batch: call %q: a preview is stored running and finished through FinishPreview", c.Key)
 		}
 	}
@@ -119,7 +119,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?, ?, '', '', '', '')`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?, ?, '', '', '', '', 0)`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {

@@ -171,8 +171,9 @@ type WebhookEvent struct {
 	// (ResultTruncated then set); nil when the webhook takes no result.
 	Result          *string `json:"result,omitempty"`
 	ResultTruncated bool    `json:"result_truncated,omitempty"`
-	// PreviewHash is the hex sha256 of the call's preview as its card
-	// showed it (tools[].preview), on the events of a call that has one.
+	// PreviewHash is the hex sha256 of the call's preview's whole
+	// scrubbed output (tools[].preview; the card shows its first 16 KiB),
+	// on the events of a call that has one.
 	PreviewHash string `json:"preview_hash,omitempty"`
 	// RecheckMatched (tool_result) says whether the preview run again just
 	// before the tool gave the approved output (false: the tool did not

@@ -11,22 +11,26 @@ import (
 // only while the call's preview is running. A pending call's revision goes
 // up with it, so a click on a card rendered before the preview showed is
 // stale (see confirm.RefAt).
-func (db *DB) FinishPreview(ctx context.Context, batchID, key string, state confirm.PreviewState, output, hash string) (bool, error) {
+func (db *DB) FinishPreview(ctx context.Context, batchID, key string, state confirm.PreviewState, output, hash string, size int64) (bool, error) {
 	switch {
 	case state != confirm.PreviewDone && state != confirm.PreviewFailed:
 		return false, fmt.Errorf("finish preview: invalid state %q", state)
-	case state == confirm.PreviewDone && hash != confirm.PreviewHash(output):
+	case state == confirm.PreviewDone && size < int64(len(output)):
+		return false, fmt.Errorf("finish preview: size %d is less than the %d bytes kept", size, len(output))
+	case state == confirm.PreviewDone && size == int64(len(output)) && hash != confirm.PreviewHash(output):
 		return false, fmt.Errorf("finish preview: the hash is not the output's")
+	case state == confirm.PreviewDone && len(hash) != 64:
+		return false, fmt.Errorf("finish preview: the hash is no hex sha256")
 	case state == confirm.PreviewFailed:
-		hash = ""
+		hash, size = "", 0
 	}
 	var n int64
 	err := db.tx(ctx, func(tx dbtx) error {
 		var err error
-		n, err = db.execCount(ctx, tx, db.q(`UPDATE calls SET preview_state = ?, preview_output = ?, preview_hash = ?,
+		n, err = db.execCount(ctx, tx, db.q(`UPDATE calls SET preview_state = ?, preview_output = ?, preview_hash = ?, preview_size = ?,
 				revision = revision + CASE WHEN decision = 'pending' THEN 1 ELSE 0 END
 			WHERE batch_id = ? AND key = ? AND preview_state = 'running'`),
-			string(state), output, hash, batchID, key)
+			string(state), output, hash, size, batchID, key)
 		return err
 	})
 	if err != nil {

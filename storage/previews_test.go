@@ -17,6 +17,7 @@ var previewTests = []conformanceTest{
 	{"RunningPreviews", testRunningPreviews},
 	{"PreviewRecheckAuditedAndSent", testPreviewRecheckAuditedAndSent},
 	{"CreateBatchRefusesAFinishedPreview", testCreateBatchRefusesAFinishedPreview},
+	{"PreviewKeptInPartHashedWhole", testPreviewKeptInPartHashedWhole},
 }
 
 // previewBatch stores a pending batch of one call (key k0) whose preview runs.
@@ -41,10 +42,10 @@ func testPreviewLandingMakesClicksStale(t *testing.T, db *DB) {
 		t.Fatalf("stored preview state %q, want running", got)
 	}
 	out := "- replicas: 2\n+ replicas: 20\n"
-	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, out, "bad"); err == nil || ok {
+	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, out, "bad", int64(len(out))); err == nil || ok {
 		t.Fatalf("FinishPreview with a wrong hash = %v, %v", ok, err)
 	}
-	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, out, confirm.PreviewHash(out)); err != nil || !ok {
+	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, out, confirm.PreviewHash(out), int64(len(out))); err != nil || !ok {
 		t.Fatalf("FinishPreview = %v, %v", ok, err)
 	}
 	c := loadBatch(t, db, b.ID).Calls[0]
@@ -52,7 +53,7 @@ func testPreviewLandingMakesClicksStale(t *testing.T, db *DB) {
 		t.Fatalf("call after the preview: %+v revision %d", c.Preview, c.Revision)
 	}
 	// Landing again (a second runner) changes nothing.
-	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewFailed, "late", ""); err != nil || ok {
+	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewFailed, "late", "", 0); err != nil || ok {
 		t.Fatalf("second FinishPreview = %v, %v; want false", ok, err)
 	}
 	res, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-bob", Revision: 0})
@@ -76,11 +77,11 @@ func testPreviewOfADecidedCall(t *testing.T, db *DB) {
 	if res, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-bob"}); err != nil || !res.Won {
 		t.Fatal(res, err)
 	}
-	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewFailed, "timed out", "x"); err != nil || !ok {
+	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewFailed, "timed out", "x", 9); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	c := loadBatch(t, db, b.ID).Calls[0]
-	if c.Revision != 0 || c.Preview.State != confirm.PreviewFailed || c.Preview.Output != "timed out" || c.Preview.Hash != "" {
+	if c.Revision != 0 || c.Preview.State != confirm.PreviewFailed || c.Preview.Output != "timed out" || c.Preview.Hash != "" || c.Preview.Size != 0 {
 		t.Fatalf("call %+v revision %d", c.Preview, c.Revision)
 	}
 }
@@ -88,7 +89,7 @@ func testPreviewOfADecidedCall(t *testing.T, db *DB) {
 func testRunningPreviews(t *testing.T, db *DB) {
 	ctx := t.Context()
 	a, done, denied := previewBatch(t, db), previewBatch(t, db), previewBatch(t, db)
-	if _, err := db.FinishPreview(ctx, done.ID, "k0", confirm.PreviewDone, "", confirm.PreviewHash("")); err != nil {
+	if _, err := db.FinishPreview(ctx, done.ID, "k0", confirm.PreviewDone, "", confirm.PreviewHash(""), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Decide(ctx, confirm.Decide{BatchID: denied.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U-bob"}); err != nil {
@@ -110,7 +111,7 @@ func testPreviewRecheckAuditedAndSent(t *testing.T, db *DB) {
 	setWebhooks(t, db, WebhookTarget{ID: "results", Events: []EventType{EventToolResult, EventDecision}})
 	b := previewBatch(t, db)
 	approved, now := confirm.PreviewHash("v1"), confirm.PreviewHash("v2")
-	if _, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, "v1", approved); err != nil {
+	if _, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, "v1", approved, 2); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-bob", Revision: 1}); err != nil || !res.Won {
@@ -175,5 +176,35 @@ func testCreateBatchRefusesAFinishedPreview(t *testing.T, db *DB) {
 		Decision: confirm.DecisionPending, Preview: confirm.Preview{State: confirm.PreviewDone, Output: "forged", Hash: confirm.PreviewHash("forged")}}}
 	if err := db.CreateBatch(t.Context(), b, confirm.Message{Role: "assistant", Body: json.RawMessage(`1`)}); err == nil {
 		t.Fatal("CreateBatch stored a preview no preview produced")
+	}
+}
+
+// A long preview is stored in part: its start, the hash of the whole
+// output and the whole's size, which the card reports. Nothing else is
+// accepted: a size below what is kept, a hash of no length, or (a preview
+// kept whole) a hash that is not the output's.
+func testPreviewKeptInPartHashedWhole(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := previewBatch(t, db)
+	whole := strings.Repeat("+ line\n", 4000)
+	kept := confirm.KeepPreview(whole, confirm.MaxPreviewKept)
+	for _, bad := range []struct {
+		out, hash string
+		size      int64
+	}{
+		{kept, confirm.PreviewHash(whole), int64(len(kept)) - 1},
+		{kept, "abc", int64(len(whole))},
+		{kept, confirm.PreviewHash(whole), int64(len(kept))},
+	} {
+		if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, bad.out, bad.hash, bad.size); err == nil || ok {
+			t.Fatalf("FinishPreview(size %d, hash %q) = %v, %v; want refused", bad.size, bad.hash, ok, err)
+		}
+	}
+	if ok, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, kept, confirm.PreviewHash(whole), int64(len(whole))); err != nil || !ok {
+		t.Fatalf("FinishPreview = %v, %v", ok, err)
+	}
+	p := loadBatch(t, db, b.ID).Calls[0].Preview
+	if p.Output != kept || p.Hash != confirm.PreviewHash(whole) || p.Size != int64(len(whole)) || !p.Cut() {
+		t.Fatalf("stored preview: %d bytes kept, size %d, hash %s; want %d kept of %d, the whole's hash", len(p.Output), p.Size, p.Hash, len(kept), len(whole))
 	}
 }

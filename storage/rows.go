@@ -167,16 +167,17 @@ type callRow struct {
 	PreviewHash    string `db:"preview_hash"`
 	RecheckState   string `db:"recheck_state"`
 	RecheckHash    string `db:"recheck_hash"`
+	PreviewSize    int64  `db:"preview_size"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk, preview_state, preview_output, preview_hash, recheck_state, recheck_hash`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk, preview_state, preview_output, preview_hash, recheck_state, recheck_hash, preview_size`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
 		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef, &r.Risk,
-		&r.PreviewState, &r.PreviewOutput, &r.PreviewHash, &r.RecheckState, &r.RecheckHash}
+		&r.PreviewState, &r.PreviewOutput, &r.PreviewHash, &r.RecheckState, &r.RecheckHash, &r.PreviewSize}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -221,7 +222,7 @@ func (r callRow) call() (confirm.Call, error) {
 		CheckedAt:      r.CheckedAt.ptr(),
 		NoticeRef:      r.NoticeRef,
 		Preview: confirm.Preview{State: confirm.PreviewState(r.PreviewState), Output: r.PreviewOutput, Hash: r.PreviewHash,
-			Recheck: confirm.RecheckState(r.RecheckState), RecheckHash: r.RecheckHash},
+			Size: r.PreviewSize, Recheck: confirm.RecheckState(r.RecheckState), RecheckHash: r.RecheckHash},
 	}, nil
 }
 

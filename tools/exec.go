@@ -33,6 +33,10 @@ type execExecutor struct {
 	maxOutput int
 	redact    *redact.Redactor
 	okExit    []int // a preview's exit codes that are success (nil: only 0)
+	// whole, for a preview, is the most output kept whole (scrubbed,
+	// never cut: its hash binds a yes); more is an error. 0: a tool's
+	// run, whose output is cut at maxOutput.
+	whole int
 }
 
 // Validate checks the executor's keys; key is its place, e.g.
@@ -139,7 +143,7 @@ func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any
 	cmd.Stdin = bytes.NewReader(body)
 	// Kept past the cap by the longest secret, so one crossing the cap is
 	// seen whole and scrubbed, not left in part.
-	stdout := &capBuffer{max: e.maxOutput + e.redact.MaxLen()}
+	stdout := &capBuffer{max: max(e.maxOutput, e.whole) + e.redact.MaxLen()}
 	combined := &capBuffer{max: e.maxOutput + e.redact.MaxLen()}
 	cmd.Stdout = io.MultiWriter(stdout, combined)
 	cmd.Stderr = combined
@@ -150,7 +154,7 @@ func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
-		return truncateOutput(stdout.bytes(), e.maxOutput, stdout.size(), e.redact), nil
+		return e.output(stdout)
 	case cmd.Process == nil: // never started: nothing ran
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("canceled: %w", ctx.Err())
@@ -161,12 +165,21 @@ func (e *execExecutor) run(ctx context.Context, body []byte, data map[string]any
 	case runCtx.Err() != nil:
 		return "", withOutput(fmt.Errorf("%w: timed out after %s, the process was killed", ErrOutcomeUnknown, e.timeout), combined, e.maxOutput, e.redact)
 	case errors.As(err, &exitErr) && slices.Contains(e.okExit, exitErr.ExitCode()):
-		return truncateOutput(stdout.bytes(), e.maxOutput, stdout.size(), e.redact), nil
+		return e.output(stdout)
 	case errors.As(err, &exitErr):
 		return "", withOutput(err, combined, e.maxOutput, e.redact)
 	default: // e.g. its output stayed open after it exited
 		return "", withOutput(fmt.Errorf("%w: wait: %w", ErrOutcomeUnknown, err), combined, e.maxOutput, e.redact)
 	}
+}
+
+// output is a run's output, scrubbed: cut at maxOutput with a note, or
+// for a preview whole (an error when longer than whole).
+func (e *execExecutor) output(stdout *capBuffer) (string, error) {
+	if e.whole > 0 {
+		return wholeOutput(stdout.bytes(), stdout.size(), e.whole, e.redact)
+	}
+	return truncateOutput(stdout.bytes(), e.maxOutput, stdout.size(), e.redact), nil
 }
 
 // environ is the child's whole environment: PATH and HOME of this process,

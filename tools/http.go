@@ -59,6 +59,7 @@ type httpExecutor struct {
 	client    *http.Client
 	maxOutput int
 	redact    *redact.Redactor
+	whole     int // as execExecutor's
 }
 
 // method is the configured method, POST when unset.
@@ -179,7 +180,7 @@ func (h *httpExecutor) run(ctx context.Context, body []byte, data map[string]any
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(errorExcerpt+h.redact.MaxLen())))
 		return "", &HTTPError{StatusCode: resp.StatusCode, Body: redact.URLs(strings.TrimSpace(h.redact.Prefix(string(b), errorExcerpt)))}
 	}
-	read := h.maxOutput + h.redact.MaxLen()
+	read := max(h.maxOutput, h.whole) + h.redact.MaxLen()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(read)+1))
 	if err != nil {
 		return "", h.failure(ctx, runCtx, true, "http response", err)
@@ -187,6 +188,9 @@ func (h *httpExecutor) run(ctx context.Context, body []byte, data map[string]any
 	total := int64(len(b))
 	if len(b) > read {
 		total = -1 // more than kept, size unknown
+	}
+	if h.whole > 0 {
+		return wholeOutput(b, total, h.whole, h.redact)
 	}
 	return truncateOutput(b, h.maxOutput, total, h.redact), nil
 }
@@ -479,6 +483,16 @@ func truncateOutput(out []byte, max int, total int64, r *redact.Redactor) string
 		return fmt.Sprintf("%s\n[output truncated to %d bytes]", kept, len(kept))
 	}
 	return fmt.Sprintf("%s\n[output truncated: kept %d of %d bytes]", kept, len(kept), total)
+}
+
+// wholeOutput is a preview's whole output, scrubbed; total is its size
+// (-1: more than out holds). An output longer than whole is
+// ErrPreviewTooLarge: a preview is never bound to a part of its output.
+func wholeOutput(out []byte, total int64, whole int, r *redact.Redactor) (string, error) {
+	if total < 0 || total > int64(whole) {
+		return "", fmt.Errorf("%w: more than %d bytes", ErrPreviewTooLarge, whole)
+	}
+	return r.String(string(out)), nil
 }
 
 // cutUTF8 is at most max bytes of b, not cutting a rune in two.

@@ -27,6 +27,15 @@ type PreviewConfig struct {
 	Recheck bool `yaml:"recheck"`
 }
 
+// MaxPreviewOutput is the most output a preview may print: the whole
+// output (scrubbed) is what its hash covers and what a recheck compares,
+// so a longer one fails (ErrPreviewTooLarge) rather than be bound in
+// part. The card keeps its first DefaultMaxOutput bytes.
+const MaxPreviewOutput = 4 << 20
+
+// ErrPreviewTooLarge: a preview printed more than MaxPreviewOutput.
+var ErrPreviewTooLarge = errors.New("the preview's output is too large to be bound to a yes")
+
 // DefaultPreviewTimeout is a preview's timeout when its executor sets
 // none; MaxPreviewTimeout the longest one may set.
 const (
@@ -74,7 +83,9 @@ type Previewer interface {
 	// the preview is run again before the tool (recheck).
 	Previews() (ok, recheck bool)
 	// Preview runs the preview once with the call's arguments (validated
-	// as for Run). It is never gated and never a run of the tool.
+	// as for Run) and returns its whole output, scrubbed, never cut (at
+	// most MaxPreviewOutput bytes before scrubbing; a longer output is
+	// ErrPreviewTooLarge). It is never gated and never a run of the tool.
 	Preview(ctx context.Context, args json.RawMessage) (string, error)
 }
 
@@ -108,13 +119,19 @@ func newPreview(key string, p *PreviewConfig, opts Options) (executor, error) {
 		if len(e.okExit) == 0 {
 			e.okExit = []int{0}
 		}
+		e.whole = MaxPreviewOutput
 		return e, nil
 	}
 	cfg := *p.HTTP
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultPreviewTimeout
 	}
-	return newHTTPExecutor(key+".http", &cfg, opts)
+	h, err := newHTTPExecutor(key+".http", &cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	h.whole = MaxPreviewOutput
+	return h, nil
 }
 
 // Previews implements Previewer.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,51 @@ func TestPreviewChangesDefinition(t *testing.T) {
 	}
 	if _, ok := PreviewOf(mustGet(t, a, "a")); ok {
 		t.Error("PreviewOf a tool without preview: ok")
+	}
+}
+
+// A preview's output is returned whole, never cut at the tools' output
+// cap (its hash binds a yes), exec and http alike; one longer than
+// MaxPreviewOutput fails rather than be bound in part.
+func TestPreviewOutputWhole(t *testing.T) {
+	long := strings.Repeat("x", DefaultMaxOutput+5000) + "END"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/huge" {
+			w.Write([]byte(strings.Repeat("y", MaxPreviewOutput+1)))
+			return
+		}
+		w.Write([]byte(long))
+	}))
+	defer srv.Close()
+	file := t.TempDir() + "/out"
+	if err := os.WriteFile(file, []byte(long), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := t.TempDir() + "/huge"
+	if err := os.WriteFile(huge, []byte(strings.Repeat("y", MaxPreviewOutput+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]*PreviewConfig{
+		"exec": {Exec: &ExecConfig{Command: []string{"cat", file}}},
+		"http": {HTTP: &HTTPConfig{Method: "GET", URL: srv.URL + "/long"}},
+	} {
+		out, err := previewTool(t, p, Options{}).Preview(context.Background(), json.RawMessage(`{}`))
+		if err != nil || out != long {
+			t.Errorf("%s: Preview = %d bytes, %v; want the whole %d", name, len(out), err, len(long))
+		}
+	}
+	for name, p := range map[string]*PreviewConfig{
+		"exec": {Exec: &ExecConfig{Command: []string{"cat", huge}}},
+		"http": {HTTP: &HTTPConfig{Method: "GET", URL: srv.URL + "/huge"}},
+	} {
+		if _, err := previewTool(t, p, Options{}).Preview(context.Background(), json.RawMessage(`{}`)); !errors.Is(err, ErrPreviewTooLarge) {
+			t.Errorf("%s: Preview of more than %d bytes = %v, want ErrPreviewTooLarge", name, MaxPreviewOutput, err)
+		}
+	}
+	// The tool's own run is still cut.
+	s := mustNew(t, []Config{{Name: "a", Exec: &ExecConfig{Command: []string{"cat", file}}}}, Options{})
+	out, err := mustGet(t, s, "a").Run(context.Background(), json.RawMessage(`{}`), "k")
+	if err != nil || len(out) > DefaultMaxOutput+100 || !strings.Contains(out, "truncated") {
+		t.Errorf("tool run: %d bytes, %v; want it cut", len(out), err)
 	}
 }

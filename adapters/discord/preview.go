@@ -28,7 +28,7 @@ func previewLimit(budget int) int { return clamp(budget/4, 200, maxFieldValue) }
 // previewField is a call's preview as an embed field's value: the heading,
 // the output in a code block (backticks and hidden characters escaped, so
 // nothing breaks out of it, pings or hides text), cut to limit with a
-// note, and the recheck's outcome. "" when the call has no preview; cut
+// note, what Airlock left out of a long one, and the recheck's outcome. "" when the call has no preview; cut
 // reports a cut output.
 func previewField(c card.Call, limit int, offer bool) (value string, cut bool) {
 	p := c.Preview
@@ -37,12 +37,15 @@ func previewField(c card.Call, limit int, offer bool) (value string, cut bool) {
 	}
 	head := p.Heading()
 	tail := ""
+	if n := p.CutNote(); n != "" {
+		tail = "\n*" + n + "*"
+	}
 	if n := p.RecheckNote(); n != "" {
 		mark := "🔁 "
 		if p.RecheckRefused() {
 			mark = "🚫 "
 		}
-		tail = "\n" + mark + "**" + n + "**"
+		tail += "\n" + mark + "**" + n + "**"
 	}
 	if !p.Shown() {
 		return head + tail, false
@@ -93,11 +96,15 @@ func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
 		return data
 	}
 	text := p.Text()
-	if body := head + " (" + p.Heading() + ")\n```text\n" + codeText(strings.TrimRight(text, "\n")) + "\n```"; runes(body) <= maxContent {
+	cut := ""
+	if n := p.CutNote(); n != "" {
+		cut = "\n*" + n + "*"
+	}
+	if body := head + " (" + p.Heading() + ")\n```text\n" + codeText(strings.TrimRight(text, "\n")) + "\n```" + cut; runes(body) <= maxContent {
 		data.Content = body
 		return data
 	}
-	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, PreviewFileName, card.Characters(runes(text)))
+	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, PreviewFileName, card.Characters(runes(text))) + cut
 	data.Files = []*discordgo.File{{Name: PreviewFileName, ContentType: "text/plain", Reader: strings.NewReader(visible.Reveal(text))}}
 	return data
 }

@@ -25,11 +25,38 @@ func longPreviewText() string {
 	return strings.Repeat("+  replicas: 20 # a long line of the plan\n", 80)
 }
 
+// cutPreview is a preview Airlock kept only the start of: its output was
+// 3,616 bytes longer than what is stored, its hash the whole's.
+func cutPreview() card.Preview {
+	return card.Preview{State: confirm.PreviewDone, Output: longPreviewText(), Hash: confirm.PreviewHash(longPreviewText() + "rest"),
+		Size: int64(len(longPreviewText())) + 3616}
+}
+
+// A preview Airlock kept in part says so on the card and in the reply to
+// Show full preview, with how much was left out.
+func TestPreviewCutSaysSo(t *testing.T) {
+	c := previewSample(cutPreview())
+	want := "3,616 bytes are left out"
+	field := ""
+	for _, f := range RenderMessages(c)[0].Embeds[1].Fields {
+		if f.Name == previewFieldLabel {
+			field = f.Value
+		}
+	}
+	if !strings.Contains(field, want) {
+		t.Errorf("card's preview field %q, want %q", field, want)
+	}
+	if r := PreviewReply(c.Calls[1]); !strings.Contains(r.Content, want) {
+		t.Errorf("reply %q, want %q", r.Content, want)
+	}
+}
+
 func TestRenderPreviewGolden(t *testing.T) {
 	golden(t, "card_preview_running.json", render(previewSample(card.Preview{State: confirm.PreviewRunning})))
 	golden(t, "card_preview_done.json", render(previewSample(card.Preview{State: confirm.PreviewDone, Output: previewDiff, Hash: confirm.PreviewHash(previewDiff)})))
 	golden(t, "card_preview_failed.json", render(previewSample(card.Preview{State: confirm.PreviewFailed, Output: "exit status 2: the server could not be reached (token [redacted])"})))
 	golden(t, "card_preview_long.json", render(previewSample(card.Preview{State: confirm.PreviewDone, Output: longPreviewText(), Hash: confirm.PreviewHash(longPreviewText())})))
+	golden(t, "card_preview_cut.json", render(previewSample(cutPreview())))
 	changed := previewSample(card.Preview{State: confirm.PreviewDone, Output: previewDiff, Hash: confirm.PreviewHash(previewDiff),
 		Recheck: confirm.RecheckChanged, RecheckHash: confirm.PreviewHash("other")})
 	changed.Status = confirm.BatchDone

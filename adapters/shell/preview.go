@@ -17,8 +17,8 @@ const (
 
 // previewLines writes a call's preview as card lines: its heading, the
 // output indented (hidden characters shown escaped, so nothing in it can
-// pass for a line of the card), cut with a note, and the recheck's
-// outcome.
+// pass for a line of the card), cut with a note, what Airlock left out
+// of a long one, and the recheck's outcome.
 func previewLines(w *strings.Builder, call cardpkg.Call, prefix string) {
 	p := call.Preview
 	if p == nil {
@@ -36,6 +36,9 @@ func previewLines(w *strings.Builder, call cardpkg.Call, prefix string) {
 				fmt.Fprintf(w, "; /preview %d prints it all", call.Number)
 			}
 			w.WriteString("\n")
+		}
+		if n := p.CutNote(); n != "" {
+			fmt.Fprintf(w, "%s      %s\n", prefix, n)
 		}
 	}
 	if n := p.RecheckNote(); n != "" {
@@ -62,4 +65,7 @@ func (s *Shell) showPreview(ctx context.Context, b Bot, arg string) {
 		return
 	}
 	s.printf("Preview of call [%d] %s (%s)\n%s\n", c.Number, visible.Reveal(c.Tool), c.Preview.Heading(), visible.Reveal(strings.TrimRight(c.Preview.Text(), "\n")))
+	if n := c.Preview.CutNote(); n != "" {
+		s.printf("%s\n", n)
+	}
 }

@@ -20,11 +20,33 @@ func previewSample(p card.Preview) card.Card {
 
 func longPreviewText() string { return strings.Repeat("+  replicas: 20\n", 50) }
 
+// cutPreview is a preview Airlock kept only the start of: its output was
+// 3,616 bytes longer than what is stored, its hash the whole's.
+func cutPreview() card.Preview {
+	return card.Preview{State: confirm.PreviewDone, Output: longPreviewText(), Hash: confirm.PreviewHash(longPreviewText() + "rest"),
+		Size: int64(len(longPreviewText())) + 3616}
+}
+
+// A preview Airlock kept in part says so, on the card and in /preview N,
+// with how much was left out.
+func TestPreviewCutSaysSo(t *testing.T) {
+	var term strings.Builder
+	s := New(strings.NewReader(""), &term)
+	c := previewSample(cutPreview())
+	if _, err := s.PostCard(context.Background(), s.thread(), c); err != nil {
+		t.Fatal(err)
+	}
+	testkit.ContainsAll(t, "the card", term.String(), "was 4,416 bytes", "3,616 bytes are left out")
+	got := runShell(t, &fakeBot{card: &c}, "/preview 2\n/quit\n")
+	testkit.ContainsAll(t, "/preview 2", got, "was 4,416 bytes", "3,616 bytes are left out")
+}
+
 func TestRenderPreviewGolden(t *testing.T) {
 	golden(t, "card_preview_running.txt", Render(previewSample(card.Preview{State: confirm.PreviewRunning})))
 	golden(t, "card_preview_done.txt", Render(previewSample(card.Preview{State: confirm.PreviewDone, Output: previewDiff, Hash: confirm.PreviewHash(previewDiff)})))
 	golden(t, "card_preview_failed.txt", Render(previewSample(card.Preview{State: confirm.PreviewFailed, Output: "exit status 2: the server could not be reached"})))
 	golden(t, "card_preview_long.txt", Render(previewSample(card.Preview{State: confirm.PreviewDone, Output: longPreviewText(), Hash: confirm.PreviewHash(longPreviewText())})))
+	golden(t, "card_preview_cut.txt", Render(previewSample(cutPreview())))
 	c := previewSample(card.Preview{State: confirm.PreviewDone, Output: previewDiff, Hash: confirm.PreviewHash(previewDiff), Recheck: confirm.RecheckChanged, RecheckHash: confirm.PreviewHash("x")})
 	c.Status = confirm.BatchDone
 	c.Calls[1].State = card.State{Kind: card.Allowed, By: "oncall"}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,4 +171,103 @@ func TestFindCard(t *testing.T) {
 	if _, _, err := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0PRIVATE"}, c.BatchID, time.Time{}); err == nil || errors.Is(err, bot.ErrCannotLook) {
 		t.Fatalf("a failure that may pass: %v, want an error that is not ErrCannotLook", err)
 	}
+}
+
+// manyCalls is a waiting card of n calls, of which only every third
+// waits for a person (the others ran by policy): some of its messages
+// carry no button.
+func manyCalls(n int) cardpkg.Card {
+	c := pendingCard()
+	c.Calls = nil
+	for i := range n {
+		call := cardpkg.Call{Ref: confirm.Ref(c.BatchID, i), Number: i + 1, Tool: "deploy", Args: "{}",
+			State: cardpkg.State{Kind: cardpkg.AllowedByPolicy, At: &t0}}
+		if i%3 == 0 {
+			call.Flagged, call.Approvals, call.State = true, 1, cardpkg.State{Kind: cardpkg.Waiting}
+		}
+		c.Calls = append(c.Calls, call)
+	}
+	return c
+}
+
+// A card over several messages is found whole, in order, its parts
+// without buttons too; a post cut short (some of its messages) is not
+// found, so it is posted again rather than adopted in part.
+func TestFindCardOfSeveralMessages(t *testing.T) {
+	ad, _ := newUpdater(t)
+	ctx := t.Context()
+	if err := ad.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	th := bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000100"}
+	c := manyCalls(3 * CallsPerMessage)
+	ref, err := ad.PostCard(ctx, th, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(strings.Split(ref, ",")); n != 3 {
+		t.Fatalf("posted in %d messages, want 3", n)
+	}
+	got, found, err := ad.FindCard(ctx, th, c.BatchID, time.Time{})
+	if err != nil || !found || got != ref {
+		t.Fatalf("FindCard: %q %v %v, want %q", got, found, err, ref)
+	}
+
+	cut := bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000200"}
+	msgs := RenderMessages(c, nil)
+	for _, m := range msgs[:2] {
+		if _, err := ad.postBlocks(ctx, cut, "card", m.Blocks, m.Text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, found, _ := ad.FindCard(ctx, cut, c.BatchID, time.Time{}); found {
+		t.Fatalf("found %q, a card of which a message was never posted", got)
+	}
+}
+
+// Every message of a card over several is updated; a deleted one is
+// skipped (the card is gone only when all are); a rate limit stops the
+// update at once, for the card-sync job to send it all again.
+func TestUpdateCardOfSeveralMessages(t *testing.T) {
+	ad, fake := newUpdater(t)
+	ctx := t.Context()
+	th := bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000100"}
+	c := manyCalls(2 * CallsPerMessage)
+	ref, err := ad.PostCard(ctx, th, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(ref, ",")
+	updates := func() int { return len(fake.callsTo("chat.update")) }
+	if err := ad.UpdateCard(ctx, th, ref, c); err != nil || updates() != 2 {
+		t.Fatalf("update: %v, %d messages updated, want 2", err, updates())
+	}
+	fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "7"})
+	var rl *bot.RateLimitedError
+	if err := ad.UpdateCard(ctx, th, ref, c); !errors.As(err, &rl) || updates() != 3 {
+		t.Fatalf("429 on the first message: %v after %d updates, want the limit after 3", err, updates())
+	}
+	ch, ts, _ := ParseCardRef(parts[1])
+	fake.Delete(ch, ts)
+	if err := ad.UpdateCard(ctx, th, ref, c); err != nil {
+		t.Fatalf("one message deleted: %v", err)
+	}
+	if shown, _ := fake.Shown(ParseCardRefMust(t, parts[0])); shown.Method != "chat.update" {
+		t.Fatal("the message left was not updated")
+	}
+	ch, ts, _ = ParseCardRef(parts[0])
+	fake.Delete(ch, ts)
+	if err := ad.UpdateCard(ctx, th, ref, c); !errors.Is(err, bot.ErrMessageGone) {
+		t.Fatalf("every message deleted: %v, want gone", err)
+	}
+}
+
+// ParseCardRefMust is ParseCardRef, failing the test on a bad reference.
+func ParseCardRefMust(t *testing.T, ref string) (string, string) {
+	t.Helper()
+	ch, ts, err := ParseCardRef(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch, ts
 }

@@ -22,7 +22,7 @@ const maxCoverChars = 1500
 // tool"; people as the card's footer names them (<@U…> for Slack user
 // ids, escaped text otherwise); a grant's end as a date token, each
 // reader's time zone, UTC as the fallback.
-func coversBlock(c cardpkg.Card, call cardpkg.Call, show bool) slack.Block {
+func coversBlock(c cardpkg.Card, call cardpkg.Call, show bool, k caps) slack.Block {
 	if !show {
 		return nil
 	}
@@ -30,15 +30,16 @@ func coversBlock(c cardpkg.Card, call cardpkg.Call, show bool) slack.Block {
 	if !ok {
 		return nil
 	}
-	return slack.NewContextBlock("covers_"+strconv.Itoa(call.Number), mrkdwn(clip(coverText(v.Line().Parts), maxCoverChars)))
+	return slack.NewContextBlock("covers_"+strconv.Itoa(call.Number), mrkdwn(clip(coverText(v.Line().Parts), k.cover)))
 }
 
-// coversFit reports whether every call's cover fits in the blocks left
-// (budget) besides the calls and their buttons: a card too long for
-// them shows none, so its calls keep their room.
-func coversFit(c cardpkg.Card, budget int) bool {
+// coversFit reports whether the cover of every call of calls (a message
+// of the card) fits in the blocks left (budget) besides the calls and
+// their buttons: a message too long for them shows none, so its calls
+// keep their room.
+func coversFit(c cardpkg.Card, calls []cardpkg.Call, budget int) bool {
 	need := 0
-	for _, call := range c.Calls {
+	for _, call := range calls {
 		need++
 		if len(callActions(c, call, argsPreview(call.Args).cut)) > 0 {
 			need++

@@ -151,7 +151,15 @@ func TestCoversGiveWayToCalls(t *testing.T) {
 		c.Calls = append(c.Calls, cardpkg.Call{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: "deploy", Args: "{}", Flagged: true, Approvals: 1,
 			State: cardpkg.State{Kind: cardpkg.Waiting}})
 	}
-	blocks := Render(c)
+	// In the messages the card is posted in, every call keeps its line.
+	for i, m := range RenderMessages(c, nil) {
+		if js := string(mustJSON(m.Blocks)); strings.Count(js, `"block_id":"covers_`) != 6 || strings.Contains(js, "more call") {
+			t.Fatalf("message %d: calls not shown or lines dropped:\n%s", i+1, js)
+		}
+	}
+	// A message holding more calls than it was made for (a card an
+	// earlier release posted in one) drops the lines for the calls.
+	blocks := RenderMessagesIn(c, nil, 1)[0].Blocks
 	js := string(mustJSON(blocks))
 	if len(blocks) > maxMessageBlock || strings.Contains(js, "more call") || strings.Contains(js, "covers_") {
 		t.Fatalf("%d blocks; calls not shown or lines kept:\n%s", len(blocks), js)

@@ -133,12 +133,19 @@ func worldChannels() *bot.Channels {
 
 func newWorldWith(t *testing.T, mode string, edit func(*bot.Config)) *world {
 	t.Helper()
+	return newWorldOn(t, mode, "sqlite", filepath.Join(t.TempDir(), "a.db"), edit)
+}
+
+// newWorldOn is newWorldWith on a database of a driver ("sqlite": a file,
+// "postgres": a DSN).
+func newWorldOn(t *testing.T, mode, driver, dsn string, edit func(*bot.Config)) *world {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &world{t: t, mode: mode, fake: newFakeSlack(t), model: modeltest.NewScripted(), logs: &testkit.Buffer{}}
 	// The store reads the bot's clock when a test sets one (as in
 	// production both read the database's).
 	var botNow func() time.Time
-	db, err := storage.Open(ctx, "sqlite", filepath.Join(t.TempDir(), "a.db"), storage.WithClock(func() time.Time {
+	db, err := storage.Open(ctx, driver, dsn, storage.WithClock(func() time.Time {
 		if botNow != nil {
 			return botNow()
 		}
@@ -459,7 +466,9 @@ func (b *button) UnmarshalJSON(p []byte) error {
 
 // isCard reports whether a chat.postMessage posted a card (its blocks
 // open with the card's header).
-func isCard(c apiCall) bool { return strings.Contains(c.param("blocks"), `"block_id":"header"`) }
+func isCard(c apiCall) bool {
+	return c.Refused == "" && strings.Contains(c.param("blocks"), `"block_id":"header"`)
+}
 
 // cards are the chat.postMessage calls that posted a card.
 func (w *world) cards() []apiCall {

@@ -30,6 +30,9 @@ type apiCall struct {
 	TS     string                     // chat.postMessage: the ts the fake gave the message
 	Type   string                     // the request's Content-Type
 	Token  string                     // the token it carried
+	// Refused is the error the fake answered a message past Slack's
+	// limits with ("" when Slack would have taken it).
+	Refused string
 }
 
 // param is a form parameter, or a field of a JSON body: a string's value,
@@ -74,7 +77,7 @@ func (f *fakeSlack) answerNext(method string, answers ...fakeAnswer) {
 func (f *fakeSlack) callsTo(method string) []apiCall {
 	var out []apiCall
 	for _, c := range f.CallsTo(method) {
-		out = append(out, apiCall{Method: c.Method, Params: c.Params, JSON: c.JSON(), Raw: c.Raw, TS: c.TS, Type: c.Type, Token: c.Token})
+		out = append(out, apiCall{Method: c.Method, Params: c.Params, JSON: c.JSON(), Raw: c.Raw, TS: c.TS, Type: c.Type, Token: c.Token, Refused: c.Refused})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,9 +30,11 @@ const (
 // thread (conversations.replies) or, with th.Thread "", at the top level
 // of a channel or a DM (conversations.history): a message of the bot's
 // own carrying a button of the batch. Only Airlock's app can post its
-// buttons as its bot user, so such a message is the batch's card; a
-// person's look-alike, another app's message, and the bot's own text
-// (a model's answer quoting a reference) are never one.
+// buttons (and block ids) as its bot user, so such a message is the
+// batch's card; a person's look-alike, another app's message, and the
+// bot's own text (a model's answer quoting a reference) are never one. A
+// card over several messages is found by its parts' block ids, all of
+// them, in order, or not at all.
 func (a *Adapter) FindCard(ctx context.Context, th bot.Thread, batchID string, since time.Time) (string, bool, error) {
 	if th.Channel == "" || batchID == "" {
 		return "", false, nil
@@ -45,7 +48,7 @@ func (a *Adapter) FindCard(ctx context.Context, th bot.Thread, batchID string, s
 		oldest = fmt.Sprintf("%d.%06d", since.Unix(), since.Nanosecond()/1000)
 	}
 	var (
-		found  []slack.Message
+		mine   []slack.Message // the bot's own messages, in any order
 		cursor string
 	)
 	for range findPages {
@@ -70,8 +73,8 @@ func (a *Adapter) FindCard(ctx context.Context, th bot.Thread, batchID string, s
 			msgs, more, next = resp.Messages, resp.HasMore, resp.ResponseMetaData.NextCursor
 		}
 		for _, m := range msgs {
-			if (m.User == me.UserID || (m.BotID != "" && m.BotID == me.BotID)) && carriesBatch(m.Blocks, batchID) {
-				found = append(found, m)
+			if m.User == me.UserID || (m.BotID != "" && m.BotID == me.BotID) {
+				mine = append(mine, m)
 			}
 		}
 		if !more || next == "" {
@@ -79,13 +82,28 @@ func (a *Adapter) FindCard(ctx context.Context, th bot.Thread, batchID string, s
 		}
 		cursor = next
 	}
-	if len(found) == 0 {
-		return "", false, nil
+	// Oldest first: of a card of one message posted twice (before this
+	// was fixed), the first; a card over several messages is found whole
+	// or not at all (a post cut short is posted again), each part the
+	// latest of its number.
+	sort.Slice(mine, func(i, j int) bool { return tsBefore(mine[i].Timestamp, mine[j].Timestamp) })
+	var parts []string
+	for _, m := range mine {
+		if part, n, ok := partOf(m.Blocks, batchID); ok {
+			if len(parts) != n {
+				parts = make([]string, n)
+			}
+			parts[part-1] = CardRef(th.Channel, m.Timestamp)
+			continue
+		}
+		if carriesBatch(m.Blocks, batchID) {
+			return CardRef(th.Channel, m.Timestamp), true, nil
+		}
 	}
-	// The first posted: a card posted twice before this was fixed keeps
-	// its first.
-	sort.Slice(found, func(i, j int) bool { return tsBefore(found[i].Timestamp, found[j].Timestamp) })
-	return CardRef(th.Channel, found[0].Timestamp), true, nil
+	if len(parts) > 0 && !slices.Contains(parts, "") {
+		return strings.Join(parts, ","), true, nil
+	}
+	return "", false, nil
 }
 
 // tsBefore orders message timestamps ("<seconds>.<micro>") by time.
@@ -113,6 +131,21 @@ func classifyLook(err error) error {
 		}
 	}
 	return err
+}
+
+// partOf reports which part of the batch's card over several messages
+// blocks are (see partBlockID).
+func partOf(blocks slack.Blocks, batchID string) (part, parts int, ok bool) {
+	for _, b := range blocks.BlockSet {
+		cb, isContext := b.(*slack.ContextBlock)
+		if !isContext {
+			continue
+		}
+		if p, n, id, found := parsePartBlockID(cb.BlockID); found && id == batchID {
+			return p, n, true
+		}
+	}
+	return 0, 0, false
 }
 
 // carriesBatch reports whether blocks hold a button whose value is one of

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -23,18 +24,28 @@ const (
 	PreviewLines = 25
 )
 
-// previewCut reports whether the card cuts the call's preview.
-func previewCut(c cardpkg.Call) bool {
+// previewCut reports whether the card cuts the call's preview (to k).
+func previewCut(c cardpkg.Call, k caps) bool {
 	if c.Preview == nil || !c.Preview.Shown() {
 		return false
 	}
-	_, hidden := visible.Preview(strings.TrimRight(c.Preview.Text(), "\n"), PreviewChars, PreviewLines)
+	_, hidden := previewShown(c.Preview, k)
 	return hidden > 0
 }
 
+// previewShown is the preview's text as the card shows it (cut to k)
+// and how many characters it leaves out.
+func previewShown(p *cardpkg.Preview, k caps) (string, int) {
+	full := strings.TrimRight(p.Text(), "\n")
+	if k.preview == 0 {
+		return "", utf8.RuneCountInString(visible.Reveal(full))
+	}
+	return visible.Preview(full, k.preview, k.previewLines)
+}
+
 // previewActions drops "Show full preview" where the card shows it whole.
-func previewActions(acts []cardpkg.Action, c cardpkg.Call) []cardpkg.Action {
-	if previewCut(c) {
+func previewActions(acts []cardpkg.Action, c cardpkg.Call, k caps) []cardpkg.Action {
+	if previewCut(c, k) {
 		return acts
 	}
 	out := acts[:0:0]
@@ -49,25 +60,30 @@ func previewActions(acts []cardpkg.Action, c cardpkg.Call) []cardpkg.Action {
 // previewElements lay out a call's preview: its heading, its output as
 // preformatted rich text (literal: nothing in it is a mention, a link or
 // markup; hidden characters shown as escapes), cut to fit with a note,
-// and what the recheck found.
-func previewElements(c cardpkg.Call) []slack.RichTextElement {
+// what Airlock left out of a long one, and what the recheck found.
+func previewElements(c cardpkg.Call, k caps) []slack.RichTextElement {
 	p := c.Preview
 	if p == nil {
 		return nil
 	}
 	els := []slack.RichTextElement{slack.NewRichTextSection(rtText(p.Heading(), bold))}
 	if p.Shown() {
-		text, hidden := visible.Preview(strings.TrimRight(p.Text(), "\n"), PreviewChars, PreviewLines)
-		if text == "" {
+		text, hidden := previewShown(p, k)
+		if text == "" && k.preview > 0 {
 			text = " "
 		}
-		els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(text, nil)}})
+		if text != "" {
+			els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(text, nil)}})
+		}
 		if hidden > 0 {
 			note := fmt.Sprintf("… %s of the preview.", cardpkg.Hidden(hidden))
 			if c.Flagged && c.Open() { // where Actions offers Show full preview
 				note += " " + cardpkg.ShowPreviewLabel + " opens it whole."
 			}
 			els = append(els, slack.NewRichTextSection(rtText(note, italic)))
+		}
+		if n := p.CutNote(); n != "" {
+			els = append(els, slack.NewRichTextSection(rtText(n, italic)))
 		}
 	}
 	if n := p.RecheckNote(); n != "" {
@@ -80,7 +96,8 @@ func previewElements(c cardpkg.Call) []slack.RichTextElement {
 	return els
 }
 
-// PreviewModal shows a call's whole preview, read-only and literal, in
+// PreviewModal shows a call's whole preview (as Airlock kept it, saying
+// so when it kept only its start), read-only and literal, in
 // preformatted rich text of at most maxModalArgs characters a block.
 func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 	head := []slack.RichTextElement{slack.NewRichTextSection(
@@ -90,6 +107,9 @@ func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 	text := "(no preview)"
 	if p := call.Preview; p != nil {
 		head = append(head, slack.NewRichTextSection(rtText(p.Heading(), bold)))
+		if n := p.CutNote(); n != "" {
+			head = append(head, slack.NewRichTextSection(rtText(n, italic)))
+		}
 		if p.Shown() {
 			text = p.Text()
 		}

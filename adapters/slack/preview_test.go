@@ -51,6 +51,8 @@ func previewCases() map[string]cardpkg.Card {
 		"card_preview_failed":          previewCard(cardpkg.Preview{State: confirm.PreviewFailed, Output: "exit status 2: error: the server doesn't have a resource type \"deployments\" (token [redacted])"}),
 		"card_preview_long":            previewCard(cardpkg.Preview{State: confirm.PreviewDone, Output: longPreview(), Hash: confirm.PreviewHash(longPreview())}),
 		"card_preview_recheck_changed": recheckChangedCard(),
+		"card_preview_cut": previewCard(cardpkg.Preview{State: confirm.PreviewDone, Output: longPreview(), Hash: confirm.PreviewHash(longPreview() + "rest"),
+			Size: int64(len(longPreview())) + 3616}),
 	}
 }
 
@@ -61,6 +63,7 @@ func TestPreviewGolden(t *testing.T) {
 	}
 	long := previewCases()["card_preview_long"]
 	cases["modal_preview"] = PreviewModal(long.Calls[1])
+	cases["modal_preview_cut"] = PreviewModal(previewCases()["card_preview_cut"].Calls[1])
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer

@@ -115,67 +115,16 @@ var (
 //
 // A call a grant allowed says whose grant it was when grantedBy (grant id
 // to the user who granted it) knows; otherwise it names the grant.
+//
+// A card of more calls than a message holds is several messages (see
+// RenderMessages, which the adapter posts); Render returns the first.
 func Render(c cardpkg.Card) []slack.Block { return RenderWith(c, nil) }
 
-// RenderWith is Render with who granted the grants that allowed calls.
+// RenderWith is Render with who granted the grants that allowed calls:
+// the card's first message (see RenderMessages), its only one unless the
+// card has more calls than a message holds.
 func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
-	complete := c.Complete()
-	blocks := []slack.Block{header(complete)}
-	if cp := copyNote(c); cp != nil {
-		blocks = append(blocks, cp)
-	}
-	blocks = append(blocks, introSection(c))
-	if said := introQuote(c); said != nil {
-		blocks = append(blocks, said)
-	}
-	blocks = append(blocks, slack.NewDividerBlock())
-
-	// After the calls: the deadline's story (extended, escalations) and
-	// the card's own button (Extend), then the footer.
-	var tail []slack.Block
-	if sc := schedule(c, complete); sc != nil {
-		tail = append(tail, sc)
-	}
-	if ex := extendActions(c); ex != nil {
-		tail = append(tail, ex)
-	}
-
-	// Keep room for the tail, the footer and an overflow note.
-	budget := maxMessageBlock - len(blocks) - len(tail) - 2
-	withCovers := coversFit(c, budget)
-	shown := 0
-	for _, call := range c.Calls {
-		preview := argsPreview(call.Args)
-		acts := previewActions(callActions(c, call, preview.cut), call)
-		need := 1
-		if len(acts) > 0 {
-			need = 2
-		}
-		cover := coversBlock(c, call, withCovers && len(acts) > 0)
-		if cover != nil {
-			need++
-		}
-		if need > budget {
-			break
-		}
-		budget -= need
-		shown++
-		blocks = append(blocks, callBlock(call, preview, cardpkg.Offers(acts, cardpkg.ActShowArgs), grantedBy))
-		if len(acts) > 0 {
-			blocks = append(blocks, actionsBlock("actions_"+strconv.Itoa(call.Number), acts))
-		}
-		if cover != nil {
-			blocks = append(blocks, cover)
-		}
-	}
-	if rest := len(c.Calls) - shown; rest > 0 {
-		note := fmt.Sprintf(":warning: %d more %s not shown: a Slack message holds at most %d blocks. Calls not shown cannot be decided here; unless decided they expire and do not run.",
-			rest, plural(rest, "call", "calls"), maxMessageBlock)
-		blocks = append(blocks, slack.NewContextBlock("overflow", mrkdwn(note)))
-	}
-	blocks = append(blocks, tail...)
-	blocks = append(blocks, slack.NewContextBlock("footer", mrkdwn(footer(c, complete))))
-	return blocks
+	return RenderMessages(c, grantedBy)[0].Blocks
 }
 
 // copyNote says, on a card posted away from its conversation (in an
@@ -224,20 +173,26 @@ func safeLink(u string) (string, bool) {
 // People are user and usergroup elements, shown by name, never mrkdwn.
 // A closed card lists only the steps that fired.
 func schedule(c cardpkg.Card, complete bool) slack.Block {
+	return scheduleUpTo(c, complete, maxEscalations, maxPeoplePerSet)
+}
+
+// scheduleUpTo is schedule listing at most steps escalation steps and
+// perSet people a set.
+func scheduleUpTo(c cardpkg.Card, complete bool, steps, perSet int) slack.Block {
 	var secs []slack.RichTextElement
 	if e := c.Extended; e != nil {
 		els := []slack.RichTextSectionElement{emoji("hourglass"), rtText(" Extended by ", nil), person(e.By), rtText(" — now expires ", nil)}
 		secs = append(secs, slack.NewRichTextSection(append(els, clock(c.ExpiresAt)...)...))
 	}
-	var steps []cardpkg.Escalation
+	var shown []cardpkg.Escalation
 	for _, st := range c.Escalations {
 		if st.Fired || !complete {
-			steps = append(steps, st)
+			shown = append(shown, st)
 		}
 	}
-	for i, st := range steps {
-		if i == maxEscalations {
-			secs = append(secs, slack.NewRichTextSection(rtText(fmt.Sprintf("… and %d more escalation %s", len(steps)-i, plural(len(steps)-i, "step", "steps")), italic)))
+	for i, st := range shown {
+		if i == steps {
+			secs = append(secs, slack.NewRichTextSection(rtText(fmt.Sprintf("… and %d more escalation %s", len(shown)-i, plural(len(shown)-i, "step", "steps")), italic)))
 			break
 		}
 		var els []slack.RichTextSectionElement
@@ -249,7 +204,7 @@ func schedule(c cardpkg.Card, complete bool) slack.Block {
 		els = append(els, clock(st.At)...)
 		if !st.Mention.Empty() {
 			els = append(els, rtText(" to ", nil))
-			els = append(els, people(st.Mention)...)
+			els = append(els, peopleUpTo(st.Mention, perSet)...)
 		}
 		if !st.Approvers.Empty() {
 			if st.Fired {
@@ -257,7 +212,7 @@ func schedule(c cardpkg.Card, complete bool) slack.Block {
 			} else {
 				els = append(els, rtText("; then may also decide: ", nil))
 			}
-			els = append(els, people(st.Approvers)...)
+			els = append(els, peopleUpTo(st.Approvers, perSet)...)
 		}
 		secs = append(secs, slack.NewRichTextSection(els...))
 	}
@@ -401,23 +356,25 @@ var riskEmoji = map[confirm.Risk]string{confirm.RiskHigh: "🟠 ", confirm.RiskC
 // read-back, the arguments preformatted (cut ones saying how much is
 // hidden), and where it stands. offer says whether the card offers "Show
 // full arguments".
-func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[string]string) slack.Block {
+func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[string]string, k caps) slack.Block {
 	els := []slack.RichTextElement{slack.NewRichTextSection(
 		rtText(strconv.Itoa(c.Number)+". ", bold),
-		rtText(revealClip(oneLine(c.Tool), maxToolChars), code),
+		rtText(revealClip(oneLine(c.Tool), k.tool), code),
 		rtText("  ·  ", nil),
-		rtText(revealClip(oneLine(gate(c)), maxReasonChars), italic),
+		rtText(revealClip(oneLine(gate(c)), k.reason), italic),
 	)}
 	if len(c.Restrict) > 0 && c.Open() {
-		els = append(els, slack.NewRichTextSection(restriction(c.Restrict)...))
+		els = append(els, slack.NewRichTextSection(restriction(c.Restrict, k.people)...))
 	}
 	if e := c.Edited; e != nil {
-		els = append(els, edited(*e)...)
+		els = append(els, edited(*e, k)...)
 	}
-	if s := strings.TrimSpace(c.Summary); s != "" {
-		els = append(els, richQuote(revealClip(limitLines(s, 6), maxSummaryChars)))
+	if s := strings.TrimSpace(c.Summary); s != "" && k.summary > 0 {
+		els = append(els, richQuote(revealClip(limitLines(s, k.summaryLines), k.summary)))
 	}
-	els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(preview.text, nil)}})
+	if preview.text != "" {
+		els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(preview.text, nil)}})
+	}
 	if preview.cut {
 		note := fmt.Sprintf("… %s.", cardpkg.Hidden(preview.hidden))
 		if offer {
@@ -425,8 +382,8 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 		}
 		els = append(els, slack.NewRichTextSection(rtText(note, italic)))
 	}
-	els = append(els, previewElements(c)...)
-	els = append(els, slack.NewRichTextSection(status(c, grantedBy)...))
+	els = append(els, previewElements(c, k)...)
+	els = append(els, slack.NewRichTextSection(status(c, grantedBy, k)...))
 	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
 }
 
@@ -434,26 +391,26 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 // key as "key: before → after", literal like the arguments (preformatted
 // rich text, hidden characters escaped). The read-back and arguments the
 // card shows after it are the edited ones.
-func edited(e cardpkg.Edit) []slack.RichTextElement {
-	head := []slack.RichTextSectionElement{emoji("pencil2"), rtText(" Edited by ", bold), person(e.By)}
+func edited(e cardpkg.Edit, k caps) []slack.RichTextElement {
+	head := []slack.RichTextSectionElement{emoji("pencil2"), rtText(" Edited by ", bold), personUpTo(e.By, k.person)}
 	if !e.At.IsZero() {
 		head = append(head, when(&e.At)...)
 	}
 	head = append(head, rtText(". The read-back and arguments below are the edited ones; it runs with them. Changed:", nil))
-	if len(e.Changes) == 0 {
+	if len(e.Changes) == 0 || k.changes == 0 {
 		head[len(head)-1] = rtText(". The read-back and arguments below are the edited ones; it runs with them.", nil)
 		return []slack.RichTextElement{slack.NewRichTextSection(head...)}
 	}
 	out := []slack.RichTextElement{slack.NewRichTextSection(head...)}
 	var lines []string
 	for i, ch := range e.Changes {
-		if i == maxChangesShown {
+		if i == k.changes {
 			rest := len(e.Changes) - i
 			lines = append(lines, fmt.Sprintf("… and %d more changed %s", rest, plural(rest, "key", "keys")))
 			break
 		}
-		lines = append(lines, changeValue(ch.Key, maxChangeKey, "(empty key)")+": "+
-			changeValue(ch.Before, maxChangeValue, "(not set)")+" → "+changeValue(ch.After, maxChangeValue, "(not set)"))
+		lines = append(lines, changeValue(ch.Key, k.changeKey, "(empty key)")+": "+
+			changeValue(ch.Before, k.changeValue, "(not set)")+" → "+changeValue(ch.After, k.changeValue, "(not set)"))
 	}
 	return append(out, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(strings.Join(lines, "\n"), nil)}})
 }
@@ -476,18 +433,23 @@ const (
 
 // restriction says who may decide a call a rule narrowed: people in every
 // set.
-func restriction(sets []confirm.Approvers) []slack.RichTextSectionElement {
+func restriction(sets []confirm.Approvers, perSet int) []slack.RichTextSectionElement {
 	lead := "Who may decide: "
 	if len(sets) > 1 {
 		lead = "Who may decide (people in each of these): "
 	}
 	out := []slack.RichTextSectionElement{rtText(lead, bold)}
-	return append(out, joinRich(len(sets), func(i int) []slack.RichTextSectionElement { return people(sets[i]) }, "; ", "; and %d more", maxRestrictSets)...)
+	return append(out, joinRich(len(sets), func(i int) []slack.RichTextSectionElement { return peopleUpTo(sets[i], perSet) }, "; ", "; and %d more", maxRestrictSets)...)
 }
 
 // people is a set of people as rich text: user and usergroup elements for
 // Slack ids, literal text for anything else.
 func people(s confirm.Approvers) []slack.RichTextSectionElement {
+	return peopleUpTo(s, maxPeoplePerSet)
+}
+
+// peopleUpTo is people naming at most n, the rest counted.
+func peopleUpTo(s confirm.Approvers, n int) []slack.RichTextSectionElement {
 	var names []slack.RichTextSectionElement
 	for _, u := range s.Users {
 		names = append(names, person(u))
@@ -505,7 +467,7 @@ func people(s confirm.Approvers) []slack.RichTextSectionElement {
 	if len(names) == 0 {
 		return []slack.RichTextSectionElement{rtText("nobody", nil)}
 	}
-	return joinRich(len(names), func(i int) []slack.RichTextSectionElement { return names[i : i+1] }, ", ", " and %d more", maxPeoplePerSet)
+	return joinRich(len(names), func(i int) []slack.RichTextSectionElement { return names[i : i+1] }, ", ", " and %d more", n)
 }
 
 // joinRich joins the count pieces piece(i) with sep, at most n of them: a
@@ -573,19 +535,19 @@ func actionsBlock(id string, acts []cardpkg.Action) slack.Block {
 // a person, a rule, the model or a tool wrote (reasons, messages,
 // results) are literal. A grant is named by who granted it when
 // grantedBy knows.
-func status(c cardpkg.Call, grantedBy map[string]string) []slack.RichTextSectionElement {
+func status(c cardpkg.Call, grantedBy map[string]string, k caps) []slack.RichTextSectionElement {
 	if by := grantedBy[c.State.GrantID]; by != "" && c.State.GrantID != "" {
 		c.State.GrantBy = by
 	}
 	s := c.Status()
-	out := append(icon(s.Decision.Icon), parts(s.Decision.Parts, " ", true)...)
+	out := append(icon(s.Decision.Icon), partsWith(s.Decision.Parts, " ", true, k)...)
 	if len(s.Run.Parts) > 0 {
 		out = append(out, rtText("  ·  ", nil))
 		out = append(out, icon(s.Run.Icon)...)
-		out = append(out, parts(s.Run.Parts, " ", false)...)
+		out = append(out, partsWith(s.Run.Parts, " ", false, k)...)
 	}
 	for _, n := range s.Notes {
-		out = append(out, parts(n.Parts, "\n", false)...)
+		out = append(out, partsWith(n.Parts, "\n", false, k)...)
 	}
 	return out
 }
@@ -612,6 +574,11 @@ func icon(i cardpkg.Icon) []slack.RichTextSectionElement {
 // elements, and text from outside Airlock revealed and clipped, within
 // the text element of the words before it.
 func parts(ps []cardpkg.Part, lead string, capital bool) []slack.RichTextSectionElement {
+	return partsWith(ps, lead, capital, fullCaps)
+}
+
+// partsWith is parts with texts from outside Airlock clipped to k.
+func partsWith(ps []cardpkg.Part, lead string, capital bool, k caps) []slack.RichTextSectionElement {
 	var out []slack.RichTextSectionElement
 	text := "" // words not yet written
 	pending := false
@@ -634,22 +601,22 @@ func parts(ps []cardpkg.Part, lead string, capital bool) []slack.RichTextSection
 			flush()
 			text, pending = t, true
 		case cardpkg.Quote:
-			text, pending = text+revealClip(t, maxReasonChars), true
+			text, pending = text+revealClip(t, k.reason), true
 		case cardpkg.Output:
-			text, pending = text+revealClip(oneLine(t), maxResultChars), true
+			text, pending = text+revealClip(oneLine(t), k.result), true
 		case cardpkg.Strong, cardpkg.Label:
 			flush()
 			out = append(out, rtText(t, bold))
 		case cardpkg.Person:
 			flush()
-			out = append(out, decider(t))
+			out = append(out, deciderUpTo(t, k.person))
 		case cardpkg.Time:
 			flush()
 			fallback := p.At.UTC().Format("2006-01-02 15:04:05 UTC")
 			out = append(out, slack.NewRichTextSectionDateElement(p.At.Unix(), "{date_short_pretty} at {time_secs}", nil, &fallback))
 		case cardpkg.Code:
 			flush()
-			out = append(out, rtText(revealClip(oneLine(t), maxToolChars), code))
+			out = append(out, rtText(revealClip(oneLine(t), k.tool), code))
 		}
 	}
 	flush()
@@ -701,7 +668,10 @@ func approvers(s confirm.Approvers) string {
 
 // decider is who decided: a user element for a Slack user id, words for
 // the bot's own actors, literal text otherwise.
-func decider(id string) slack.RichTextSectionElement {
+func decider(id string) slack.RichTextSectionElement { return deciderUpTo(id, maxLiteralPersonL) }
+
+// deciderUpTo is decider with literal text of at most n characters.
+func deciderUpTo(id string, n int) slack.RichTextSectionElement {
 	switch id {
 	case "":
 		return rtText("someone", nil)
@@ -713,20 +683,23 @@ func decider(id string) slack.RichTextSectionElement {
 	if userIDPattern.MatchString(id) {
 		return slack.NewRichTextSectionUserElement(id, nil)
 	}
-	return rtText(revealClip(oneLine(id), maxLiteralPersonL), nil)
+	return rtText(revealClip(oneLine(id), n), nil)
 }
 
 // person is a person named on a card or a notice: a user element for a
 // Slack user id (shown as the name; it is not text Slack parses), literal
 // text otherwise.
-func person(id string) slack.RichTextSectionElement {
+func person(id string) slack.RichTextSectionElement { return personUpTo(id, maxLiteralPersonL) }
+
+// personUpTo is person with literal text of at most n characters.
+func personUpTo(id string, n int) slack.RichTextSectionElement {
 	if userIDPattern.MatchString(id) {
 		return slack.NewRichTextSectionUserElement(id, nil)
 	}
 	if strings.TrimSpace(id) == "" {
 		return rtText("someone", nil)
 	}
-	return rtText(revealClip(oneLine(id), maxLiteralPersonL), nil)
+	return rtText(revealClip(oneLine(id), n), nil)
 }
 
 // user is a user id in Airlock's mrkdwn: a mention for a Slack user id.
@@ -761,12 +734,19 @@ type argsView struct {
 }
 
 // argsPreview cuts the arguments to the preview size.
-func argsPreview(args string) argsView {
+func argsPreview(args string) argsView { return argsPreviewWith(args, fullCaps) }
+
+// argsPreviewWith cuts the arguments to k's size; with none left, no
+// text at all (the note says how much is hidden).
+func argsPreviewWith(args string, k caps) argsView {
 	args = strings.TrimSpace(args)
 	if args == "" {
 		return argsView{text: "(no arguments)"}
 	}
-	text, hidden := visible.Preview(args, ArgsPreviewChars, ArgsPreviewLines)
+	if k.args == 0 {
+		return argsView{cut: true, hidden: utf8.RuneCountInString(visible.Reveal(args))}
+	}
+	text, hidden := visible.Preview(args, k.args, k.argsLines)
 	v := argsView{text: text, hidden: hidden}
 	v.cut = v.hidden > 0
 	if v.text == "" {

@@ -211,6 +211,9 @@ func TestRenderGolden(t *testing.T) {
 			switch v := v.(type) {
 			case cardpkg.Card:
 				msg = map[string]any{"text": FallbackText(v), "blocks": RenderWith(v, grantedBy)}
+				if ms := RenderMessages(v, grantedBy); len(ms) > 1 {
+					msg = map[string]any{"messages": ms}
+				}
 			case cardpkg.GrantNotice:
 				msg = map[string]any{"text": GrantNoticeText(v), "blocks": RenderGrantNotice(v, t0)}
 			case cardpkg.Pointer:
@@ -356,7 +359,23 @@ func TestRenderManyCallsStaysWithinBlockLimit(t *testing.T) {
 		card.Calls = append(card.Calls, cardpkg.Call{Ref: confirm.Ref("abc", i), Number: i + 1, Tool: "deploy", Args: "{}", Flagged: true, Approvals: 2,
 			Grantable: true, State: cardpkg.State{Kind: cardpkg.Waiting}})
 	}
-	blocks := Render(card)
+	msgs := RenderMessages(card, nil)
+	if len(msgs) != 5 {
+		t.Fatalf("%d messages for 40 calls, want 5", len(msgs))
+	}
+	for i, m := range msgs {
+		if len(m.Blocks) > maxMessageBlock {
+			t.Fatalf("message %d: %d blocks", i+1, len(m.Blocks))
+		}
+		if js, _ := json.Marshal(m.Blocks); strings.Contains(string(js), "not shown") {
+			t.Errorf("message %d leaves calls out", i+1)
+		}
+	}
+	if n := len(allowsIn(msgs)); n != 40 {
+		t.Errorf("%d calls with Allow, want 40", n)
+	}
+	// A card posted in one message (by an earlier release) stays in it.
+	blocks := RenderMessagesIn(card, nil, 1)[0].Blocks
 	if len(blocks) > maxMessageBlock {
 		t.Fatalf("%d blocks", len(blocks))
 	}
@@ -435,7 +454,10 @@ var hostileGrants = map[string]string{"g7hq2k": "<!channel> \u202e"}
 
 func TestHostileCardIsInert(t *testing.T) {
 	card := hostileCard()
-	blocks := RenderWith(card, hostileGrants)
+	var blocks []slack.Block
+	for _, m := range RenderMessages(card, hostileGrants) {
+		blocks = append(blocks, m.Blocks...)
+	}
 	raw := mustJSON(blocks)
 	shown, live := readBlocks(t, raw)
 	if bad := liveProblems(live+FallbackText(card), shown+FallbackText(card)); len(bad) != 0 {

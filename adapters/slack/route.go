@@ -34,8 +34,10 @@ func (a *Adapter) Link(ctx context.Context, th bot.Thread, ref string) (string, 
 		}
 		ch, ts = th.Channel, th.Thread
 	} else {
+		// A card over several messages is linked to its first.
+		first, _, _ := strings.Cut(ref, ",")
 		var err error
-		if ch, ts, err = ParseCardRef(ref); err != nil {
+		if ch, ts, err = ParseCardRef(first); err != nil {
 			return "", fmt.Errorf("slack: link: %w", err)
 		}
 	}
@@ -144,7 +146,9 @@ func RenderPointer(p cardpkg.Pointer) []slack.Block {
 			rtText(revealClip(oneLine(c.Tool), maxToolChars), code),
 			rtText("  ·  ", nil),
 		}
-		secs = append(secs, slack.NewRichTextSection(append(els, status(c, nil)...)...))
+		// Cut as a card's call is in a crowded message: twenty calls'
+		// reasons and results stay within what a message holds.
+		secs = append(secs, slack.NewRichTextSection(append(els, status(c, nil, cuts[2])...)...))
 	}
 	return []slack.Block{slack.NewRichTextBlock("pointer", secs...)}
 }

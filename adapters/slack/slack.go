@@ -343,14 +343,56 @@ func (a *Adapter) acked(received time.Time) {
 
 // --- bot.Platform ---
 
-// PostCard posts the card in the thread and returns "<channel>/<ts>".
+// PostCard posts the card in the thread, in several messages when it has
+// more calls than one holds (see RenderMessages), and returns their
+// references "<channel>/<ts>", comma-separated in order: the card's
+// reference, every message of which takes clicks and is updated. A post
+// that fails part way returns the messages posted so far with the error.
 func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (string, error) {
-	return a.postBlocks(ctx, th, "card", RenderWith(c, a.grants.of(ctx, c)), FallbackText(c))
+	var refs []string
+	for _, m := range RenderMessages(c, a.grants.of(ctx, c)) {
+		ref, err := a.postBlocks(ctx, th, "card", m.Blocks, m.Text)
+		if err != nil {
+			return strings.Join(refs, ","), err
+		}
+		refs = append(refs, ref)
+	}
+	return strings.Join(refs, ","), nil
 }
 
-// UpdateCard replaces the posted card (chat.update).
+// UpdateCard replaces each message of the posted card (chat.update), the
+// card rendered into as many messages as it was posted in. A rate limit
+// stops it (the card-sync job sends them all again after it); a message
+// deleted in Slack is skipped, and only when every one is gone is the card
+// gone (bot.ErrMessageGone); other failures are returned together after
+// every message was tried.
 func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
-	return a.syncUpdate(ctx, ref, "card", RenderWith(c, a.grants.of(ctx, c)), FallbackText(c))
+	refs := strings.Split(ref, ",")
+	msgs := RenderMessagesIn(c, a.grants.of(ctx, c), len(refs))
+	var gone, failed []error
+	for i, r := range refs {
+		err := a.syncUpdate(ctx, r, "card", msgs[i].Blocks, msgs[i].Text)
+		var rl *bot.RateLimitedError
+		switch {
+		case err == nil:
+		case errors.As(err, &rl):
+			return err
+		case errors.Is(err, bot.ErrMessageGone):
+			gone = append(gone, err)
+		default:
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
+	}
+	if len(gone) == len(refs) {
+		return errors.Join(gone...)
+	}
+	for _, err := range gone {
+		a.log.Warn("slack: a message of a card is gone; its other messages are updated", "err", err)
+	}
+	return nil
 }
 
 // syncUpdate replaces a card message, a run message or a grant notice

@@ -44,8 +44,8 @@ type callRecord struct {
 	Escalated []int      `json:"escalated,omitempty"`
 	// Checked is who marked an unknown outcome checked, and when.
 	Checked *approval `json:"checked,omitempty"`
-	// PreviewHash is the sha256 of the preview the approver saw
-	// (tools[].preview); Recheck what running it again before the run
+	// PreviewHash is the sha256 of the whole scrubbed output of the
+	// preview the approver saw (tools[].preview); Recheck what running it again before the run
 	// found (matched, changed, failed) and RecheckHash its hash.
 	PreviewHash string `json:"preview_hash,omitempty"`
 	Recheck     string `json:"recheck,omitempty"`

@@ -5,7 +5,8 @@
 // speaks Slack's wire formats to the real client library, records the
 // calls it got, and lets a test script answers (a 429, a 500), inject
 // faults (a tier's rate limit, a stretch of 5xx, calls held) and push
-// Socket Mode envelopes.
+// Socket Mode envelopes. It refuses messages and modals past Slack's
+// limits (50 blocks, text lengths: see limits.go) as Slack does.
 package slacktest
 
 import (
@@ -56,6 +57,10 @@ type Call struct {
 	TS     string                     // chat.postMessage: the ts the fake gave the message
 	Type   string                     // the request's Content-Type
 	Token  string                     // the token it carried
+	// Refused is the error code the fake answered a message or modal
+	// past Slack's limits with ("": it was not refused for them).
+	Refused string
+	seq     int // its place in calls; -1 when not kept
 }
 
 // Param is a form parameter, or a field of a JSON body: a string's value,
@@ -526,8 +531,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if s.o.OnCall != nil {
 		s.o.OnCall(call)
 	}
+	call.seq = -1
 	if !s.o.Discard {
 		s.mu.Lock()
+		call.seq = len(s.calls)
 		s.calls = append(s.calls, call)
 		s.mu.Unlock()
 	}
@@ -550,7 +557,28 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, call)
 }
 
-// answer is the method's own answer, as Slack gives it.
+// refuse answers a call past Slack's limits with code, and keeps it
+// refused (Call.Refused).
+func (s *Server) refuse(w http.ResponseWriter, call Call, code string) {
+	if call.seq >= 0 {
+		s.mu.Lock()
+		s.calls[call.seq].Refused = code
+		s.mu.Unlock()
+	}
+	fail(w, code)
+}
+
+// blocksOf is a message call's blocks as JSON: the body's array, or a
+// form's string holding one.
+func blocksOf(c Call) json.RawMessage {
+	if raw, ok := c.Raw["blocks"]; ok {
+		return raw
+	}
+	return json.RawMessage(c.Params.Get("blocks"))
+}
+
+// answer is the method's own answer, as Slack gives it. Messages and
+// modals are held to Slack's limits (limits.go).
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 	// Slack reads blocks as an array from a JSON body, as a string
 	// holding one from a form.
@@ -565,6 +593,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 	case "chat.postMessage":
 		if badBlocks() {
 			fail(w, "invalid_blocks_format")
+			return
+		}
+		if code := checkMessage(blocksOf(call), call.Param("text")); code != "" {
+			s.refuse(w, call, code)
 			return
 		}
 		msg := map[string]any{"type": "message", "user": s.o.BotUser, "bot_id": s.o.BotID, "text": call.Param("text"), "ts": call.TS}
@@ -582,6 +614,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 	case "chat.update":
 		if badBlocks() {
 			fail(w, "invalid_blocks_format")
+			return
+		}
+		if code := checkMessage(blocksOf(call), call.Param("text")); code != "" {
+			s.refuse(w, call, code)
 			return
 		}
 		if call.Param("channel") == "" || !tsPattern.MatchString(call.Param("ts")) || s.isDeleted(call.Param("channel"), call.Param("ts")) {
@@ -612,6 +648,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 			Blocks          json.RawMessage `json:"blocks"`
 		}
 		_ = json.Unmarshal(call.Raw["view"], &view)
+		if code := checkView(view.Blocks); code != "" {
+			s.refuse(w, call, code)
+			return
+		}
 		writeJSON(w, map[string]any{"ok": true, "view": map[string]any{"id": "V0001", "type": "modal", "callback_id": view.CallbackID,
 			"private_metadata": view.PrivateMetadata, "blocks": view.Blocks}})
 	case "chat.getPermalink":
@@ -761,7 +801,7 @@ func (s *Server) Connections() int {
 
 // MessageWith returns the ts of the latest message in a channel that
 // showed a button carrying value, as posted (chat.postMessage) or as
-// updated (chat.update); "" when none did.
+// updated (chat.update), Slack having accepted it; "" when none did.
 func (s *Server) MessageWith(channel, value string) string {
 	needle, _ := json.Marshal(value)
 	want := `"value":` + string(needle)
@@ -769,7 +809,7 @@ func (s *Server) MessageWith(channel, value string) string {
 	defer s.mu.Unlock()
 	for i := len(s.calls) - 1; i >= 0; i-- {
 		c := s.calls[i]
-		if c.Param("channel") != channel || !strings.Contains(c.Param("blocks"), want) {
+		if c.Refused != "" || c.Param("channel") != channel || !strings.Contains(c.Param("blocks"), want) {
 			continue
 		}
 		switch c.Method {
@@ -783,10 +823,13 @@ func (s *Server) MessageWith(channel, value string) string {
 }
 
 // ButtonValues returns the values of the buttons with the action id in
-// the posted messages, in the order they were posted.
+// the posted messages Slack accepted, in the order they were posted.
 func (s *Server) ButtonValues(actionID string) []string {
 	var out []string
 	for _, c := range s.CallsTo("chat.postMessage") {
+		if c.Refused != "" {
+			continue
+		}
 		var blocks any
 		if json.Unmarshal([]byte(c.Param("blocks")), &blocks) != nil {
 			continue

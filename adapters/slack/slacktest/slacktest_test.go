@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +117,65 @@ func TestFaults(t *testing.T) {
 	s.Delete(ch, ts)
 	if err := update("gone"); err == nil || err.Error() != "message_not_found" {
 		t.Fatalf("deleted: %v", err)
+	}
+}
+
+// The fake refuses what Slack refuses: more than 50 blocks, a section or
+// header text too long, block ids given twice, a button's label too long,
+// more text than a message's blocks hold, a top-level text over 40,000
+// characters. A refused message is not shown, and MessageWith does not
+// find its buttons.
+func TestMessagesKeepSlacksLimits(t *testing.T) {
+	section := func(id, text string) slackgo.Block {
+		return slackgo.NewSectionBlock(slackgo.NewTextBlockObject(slackgo.MarkdownType, text, false, false), nil, nil, slackgo.SectionBlockOptionBlockID(id))
+	}
+	button := func(label string) slackgo.Block {
+		return slackgo.NewActionBlock("acts", slackgo.NewButtonBlockElement("allow", "v-1", slackgo.NewTextBlockObject(slackgo.PlainTextType, label, false, false)))
+	}
+	many := func(n, each int) []slackgo.Block {
+		var out []slackgo.Block
+		for i := range n {
+			out = append(out, section(fmt.Sprintf("b%d", i), strings.Repeat("x", each)))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		blocks []slackgo.Block
+		text   string
+		want   string
+	}{
+		{"50 blocks", many(49, 10), "t", ""},
+		{"51 blocks", many(50, 10), "t", "invalid_blocks"},
+		{"section of 3000", many(1, 3000), "t", ""},
+		{"section of 3001", many(1, 3001), "t", "invalid_blocks"},
+		{"block id twice", []slackgo.Block{section("a", "x"), section("a", "y")}, "t", "invalid_blocks"},
+		{"button label of 76", []slackgo.Block{button(strings.Repeat("b", 76))}, "t", "invalid_blocks"},
+		{"12,000 characters of blocks", append(many(3, 3000), section("last", strings.Repeat("x", 2995))), "t", ""},
+		{"12,001 characters of blocks", append(many(3, 3000), section("last", strings.Repeat("x", 2996))), "t", "msg_blocks_too_long"},
+		{"text of 40,001", nil, strings.Repeat("t", 40001), "msg_too_long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Start(t, Options{})
+			api := slackgo.New("xoxb-any", slackgo.OptionAPIURL(s.APIURL()))
+			opts := []slackgo.MsgOption{slackgo.MsgOptionText(tc.text, false)}
+			opts = append(opts, slackgo.MsgOptionBlocks(append(tc.blocks, button("Allow"))...))
+			_, ts, err := api.PostMessageContext(context.Background(), "C1", opts...)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Fatalf("chat.postMessage = %q, want %q", got, tc.want)
+			}
+			if tc.want != "" {
+				if _, shown := s.Shown("C1", ts); shown || s.MessageWith("C1", "v-1") != "" {
+					t.Error("a refused message is shown")
+				}
+				if calls := s.CallsTo("chat.postMessage"); calls[len(calls)-1].Refused != tc.want {
+					t.Errorf("Refused %q, want %q", calls[len(calls)-1].Refused, tc.want)
+				}
+			}
+		})
 	}
 }
