@@ -43,13 +43,26 @@ type Platform interface {
 	Post(ctx context.Context, th Thread, text string) error
 }
 
-// CardFinder is implemented by platforms that can find, in a thread, a
-// card Airlock posted for a batch but never recorded (the process killed
-// between the post and the write): its reference, for recovery to adopt
-// instead of posting the card again.
+// CardFinder is implemented by platforms that can find a card, or a DM
+// copy of it, that Airlock posted for a batch but never recorded (the
+// process killed between the post and the write): its reference (as
+// PostCard returns it), for recovery to adopt instead of posting it
+// again. It looks among the messages posted since `since` in th: a
+// thread's replies, or with th.Thread "" a channel's or a DM's top-level
+// messages. Only a message posted by Airlock's own bot user that carries
+// a button of the batch is one: buttons only Airlock's app can post, and
+// never text someone (or a model, through the bot) wrote. An error
+// wrapping ErrCannotLook says the place cannot be read at all.
 type CardFinder interface {
-	FindCard(ctx context.Context, th Thread, batchID string) (ref string, found bool, err error)
+	FindCard(ctx context.Context, th Thread, batchID string, since time.Time) (ref string, found bool, err error)
 }
+
+// ErrCannotLook is a platform's answer that Airlock may not read a
+// place's messages (a scope or permission it lacks): recovery then posts
+// the card rather than wait for a look that cannot succeed. Other errors
+// of a look (a rate limit, a 5xx) leave the card to the next recovery
+// pass. Platforms wrap it; classify with errors.Is.
+var ErrCannotLook = errors.New("not allowed to read the messages there")
 
 // GrantNoticer is implemented by platforms that post a grant's notice with
 // a Revoke button. Others get the notice as text.
@@ -180,23 +193,24 @@ const (
 
 // Bot runs conversations.
 type Bot struct {
-	cfg       Config
-	store     confirm.Store
-	now       func() time.Time
-	log       *slog.Logger
-	mu        sync.Mutex
-	platforms map[string]Platform
-	turns     keyedMutex
-	stopping  bool           // Shutdown began; guarded by mu
-	work      sync.WaitGroup // turns, clicks and sweeps in progress
-	sweeping  sync.Mutex     // the sweep and escalate jobs take turns, as in Sweep
-	tracing   bool           // cfg.Tracer records (not a no-op)
-	links     linkCache      // permalinks of threads and cards
-	convs     convCache      // conversations by id (their rows never change)
-	posted    postedCache    // each batch's card messages, as this process posted them
-	cs        *cardSync      // the card-sync job's wake-up and the platforms' rate limits
-	rbOnce    sync.Once
-	rb        *runbook.Engine // runbook runs (runbook.go); nil when off
+	cfg         Config
+	store       confirm.Store
+	now         func() time.Time
+	log         *slog.Logger
+	mu          sync.Mutex
+	platforms   map[string]Platform
+	turns       keyedMutex
+	stopping    bool                     // Shutdown began; guarded by mu
+	work        sync.WaitGroup           // turns, clicks and sweeps in progress
+	sweeping    sync.Mutex               // the sweep and escalate jobs take turns, as in Sweep
+	tracing     bool                     // cfg.Tracer records (not a no-op)
+	links       linkCache                // permalinks of threads and cards
+	convs       convCache                // conversations by id (their rows never change)
+	posted      postedCache              // each batch's card messages, as this process posted them
+	stepDecided cache[string, time.Time] // when a finished step's call was decided, by batch (run messages)
+	cs          *cardSync                // the card-sync job's wake-up and the platforms' rate limits
+	rbOnce      sync.Once
+	rb          *runbook.Engine // runbook runs (runbook.go); nil when off
 }
 
 // New checks the config and returns a Bot. Register platforms before use.

@@ -81,9 +81,9 @@ type cardSync struct {
 	wake chan struct{}
 	mu   sync.Mutex
 	hold map[string]time.Time // platform "\x00" scope → nothing sent before
-	// unrecorded are batches whose change could not be recorded (the
-	// database away): the job records it once it can.
-	unrecorded map[string]bool
+	// unrecorded are subjects (batches, runs, grants) whose change could
+	// not be recorded (the database away): the job records it once it can.
+	unrecorded map[confirm.Subject]bool
 	// unstored are main cards posted whose message could not be stored
 	// (the database away): stored once it answers, never posted again
 	// by this process.
@@ -124,29 +124,33 @@ func (s *cardSync) stored(batchID string) {
 }
 
 func (s *cardSync) unrecord(batchID string, failed bool) {
+	s.unrecordSubject(confirm.Subject{Kind: confirm.SubjectBatch, ID: batchID}, failed)
+}
+
+func (s *cardSync) unrecordSubject(subject confirm.Subject, failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if failed {
 		if len(s.unrecorded) < maxCached {
-			s.unrecorded[batchID] = true
+			s.unrecorded[subject] = true
 		}
 		return
 	}
-	delete(s.unrecorded, batchID)
+	delete(s.unrecorded, subject)
 }
 
-func (s *cardSync) unrecordedBatches() []string {
+func (s *cardSync) unrecordedSubjects() []confirm.Subject {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ids := make([]string, 0, len(s.unrecorded))
-	for id := range s.unrecorded {
-		ids = append(ids, id)
+	out := make([]confirm.Subject, 0, len(s.unrecorded))
+	for subject := range s.unrecorded {
+		out = append(out, subject)
 	}
-	return ids
+	return out
 }
 
 func newCardSync() *cardSync {
-	return &cardSync{wake: make(chan struct{}, 1), hold: map[string]time.Time{}, unrecorded: map[string]bool{}, unstored: map[string]confirm.CardMessage{}}
+	return &cardSync{wake: make(chan struct{}, 1), hold: map[string]time.Time{}, unrecorded: map[confirm.Subject]bool{}, unstored: map[string]confirm.CardMessage{}}
 }
 
 // nudge wakes the job; a wake-up already pending covers this one.
@@ -285,11 +289,20 @@ func (b *Bot) cardSyncJob(ctx context.Context) error {
 			return fmt.Errorf("card sync: store a posted card: %w", err)
 		}
 	}
-	for _, id := range b.cs.unrecordedBatches() {
-		if err := b.store.ChangeCard(ctx, id); err != nil {
+	for _, subject := range b.cs.unrecordedSubjects() {
+		if subject.Kind == confirm.SubjectBatch {
+			if err := b.store.ChangeCard(ctx, subject.ID); err != nil {
+				return fmt.Errorf("card sync: record a change: %w", err)
+			}
+			b.cs.unrecordSubject(subject, false)
+			continue
+		}
+		claimed, _, err := b.store.ChangeAndClaim(ctx, subject, b.cardClaim())
+		if err != nil {
 			return fmt.Errorf("card sync: record a change: %w", err)
 		}
-		b.cs.unrecord(id, false)
+		b.cs.unrecordSubject(subject, false)
+		b.renderClaimed(ctx, claimed, nil, confirm.Conversation{})
 	}
 	for _, name := range b.platformNames() {
 		for ctx.Err() == nil {
@@ -376,24 +389,14 @@ func (b *Bot) renderClaimed(ctx context.Context, all []confirm.CardSync, pre *co
 	if len(claimed) == 0 {
 		return 0
 	}
-	type loaded struct {
-		batch *confirm.Batch
-		conv  confirm.Conversation
-		err   error
-	}
-	batches := map[string]*loaded{}
+	subjects := map[confirm.Subject]*subjectState{}
 	if pre != nil {
-		batches[pre.ID] = &loaded{batch: pre, conv: conv}
+		subjects[confirm.Subject{Kind: confirm.SubjectBatch, ID: pre.ID}] = &subjectState{batch: pre, conv: conv}
 	}
 	for _, c := range claimed {
-		if batches[c.Message.BatchID] != nil {
-			continue
+		if s := c.Message.Subject(); subjects[s] == nil {
+			subjects[s] = b.loadSubject(ctx, s)
 		}
-		l := &loaded{}
-		if l.batch, l.err = b.store.Batch(ctx, c.Message.BatchID); l.err == nil {
-			l.conv, l.err = b.conversation(ctx, l.batch.ConversationID)
-		}
-		batches[c.Message.BatchID] = l
 	}
 	var (
 		mu       sync.Mutex
@@ -404,7 +407,7 @@ func (b *Bot) renderClaimed(ctx context.Context, all []confirm.CardSync, pre *co
 	for range min(cardSyncWorkers, len(claimed)) {
 		wg.Go(func() {
 			for c := range work {
-				l := batches[c.Message.BatchID]
+				l := subjects[c.Message.Subject()]
 				if until, held := b.cs.held(c.Message.Platform, c.Message.Channel, b.now()); held {
 					// A rate limit another message met meanwhile.
 					b.cardRetry(ctx, c, until.Sub(b.now()), false)
@@ -413,7 +416,7 @@ func (b *Bot) renderClaimed(ctx context.Context, all []confirm.CardSync, pre *co
 				err := l.err
 				if err == nil {
 					rctx, cancel := context.WithTimeout(ctx, cardRequestTimeout)
-					err = b.renderMessage(rctx, l.conv, l.batch, c.Message)
+					err = b.renderSynced(rctx, l, c.Message)
 					cancel()
 				}
 				if b.cardOutcome(ctx, c, err) {
@@ -476,6 +479,94 @@ func (b *Bot) cardRetry(ctx context.Context, c confirm.CardSync, after time.Dura
 	}
 }
 
+// subjectState is a synced message's subject as loaded after its claim:
+// a batch, a run (with its runbook and steps) or a grant, and its
+// conversation.
+type subjectState struct {
+	batch *confirm.Batch
+	run   *runView
+	grant *confirm.Grant
+	conv  confirm.Conversation
+	err   error
+}
+
+// loadSubject loads a subject from storage, after its messages' claims.
+func (b *Bot) loadSubject(ctx context.Context, s confirm.Subject) *subjectState {
+	l := &subjectState{}
+	var convID int64
+	switch s.Kind {
+	case confirm.SubjectRun:
+		if l.run, l.err = b.loadRun(ctx, s.ID); l.err == nil {
+			convID = l.run.run.ConversationID
+		}
+	case confirm.SubjectGrant:
+		if l.grant, l.err = b.store.Grant(ctx, s.ID); l.err == nil {
+			convID = l.grant.ConversationID
+		}
+	default:
+		if l.batch, l.err = b.store.Batch(ctx, s.ID); l.err == nil {
+			convID = l.batch.ConversationID
+		}
+	}
+	if l.err == nil {
+		l.conv, l.err = b.conversation(ctx, convID)
+	}
+	return l
+}
+
+// renderSynced sends one synced message's rendering of its subject: a
+// card message, a run's message or a grant's notice.
+func (b *Bot) renderSynced(ctx context.Context, l *subjectState, m confirm.CardMessage) error {
+	where := Thread{Platform: m.Platform, Channel: m.Channel, Thread: m.Thread}
+	switch m.Kind {
+	case confirm.CardRun:
+		p, err := b.platform(m.Platform)
+		if err != nil {
+			return err
+		}
+		rm, ok := p.(RunMessenger)
+		if !ok {
+			return nil
+		}
+		return rm.UpdateRun(ctx, where, m.Ref, b.runCard(ctx, l.run))
+	case confirm.CardGrant:
+		p, err := b.platform(m.Platform)
+		if err != nil {
+			return err
+		}
+		gn, ok := p.(GrantNoticer)
+		if !ok {
+			return nil
+		}
+		return gn.UpdateGrantNotice(ctx, where, m.Ref, grantNotice(*l.grant))
+	}
+	return b.renderMessage(ctx, l.conv, l.batch, m)
+}
+
+// syncSubject records a change of a run or a grant that its message
+// shows, and renders the message at once where the platform lets it (the
+// card-sync job does the rest). It reports whether the subject has a
+// message listed.
+func (b *Bot) syncSubject(ctx context.Context, s confirm.Subject) bool {
+	ctx = context.WithoutCancel(ctx)
+	claimed, listed, err := b.store.ChangeAndClaim(ctx, s, b.cardClaim())
+	if err != nil {
+		b.log.Error("record a change of a message; the card-sync job records it later", "subject", s.Kind, "id", s.ID, "err", err)
+		b.cs.unrecordSubject(s, true)
+		b.cs.nudge()
+		return true
+	}
+	if len(claimed) > 0 {
+		b.renderClaimed(ctx, claimed, nil, confirm.Conversation{})
+	}
+	if listed {
+		// Whatever could not go now (a rate limit, a render in flight
+		// elsewhere, a change during this one) goes with the job.
+		b.cs.nudge()
+	}
+	return listed
+}
+
 // renderMessage sends one card message's rendering of the batch: the
 // card, as the main card or a copy, or the thread's pointer.
 func (b *Bot) renderMessage(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, m confirm.CardMessage) error {
@@ -512,9 +603,22 @@ func (b *Bot) renderMessage(ctx context.Context, conv confirm.Conversation, batc
 }
 
 // storeKept stores a main card this process posted while the database
-// was away, so that its buttons count and it is not posted again.
+// was away, so that its buttons count and it is not posted again; its
+// copies, if it gets any, are then left pending for recovery to post.
 func (b *Bot) storeKept(ctx context.Context, m confirm.CardMessage) error {
-	if err := b.store.SetCardRef(ctx, m.BatchID, m.Ref); err != nil {
+	batch, err := b.store.Batch(ctx, m.BatchID)
+	if err != nil {
+		return err
+	}
+	conv, err := b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return err
+	}
+	setRef := b.store.SetCardRef
+	if p, err := b.platform(conv.Platform); err == nil && b.copiesPlanned(conv, p) {
+		setRef = b.store.SetCardRefWithCopies
+	}
+	if err := setRef(ctx, m.BatchID, m.Ref); err != nil {
 		return err
 	}
 	if err := b.store.AddCardMessage(ctx, m); err != nil {
@@ -523,9 +627,7 @@ func (b *Bot) storeKept(ctx context.Context, m confirm.CardMessage) error {
 	b.cs.stored(m.BatchID)
 	b.log.Info("stored a card posted while the database was away", "batch", m.BatchID)
 	if batch, err := b.store.Batch(ctx, m.BatchID); err == nil {
-		if conv, err := b.conversation(ctx, batch.ConversationID); err == nil {
-			b.refreshCardOf(ctx, conv, batch) // it may have changed since it was posted
-		}
+		b.refreshCardOf(ctx, conv, batch) // it may have changed since it was posted
 	}
 	return nil
 }

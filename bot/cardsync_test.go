@@ -241,7 +241,7 @@ func TestCardPostedWhileTheDatabaseWasAwayIsKept(t *testing.T) {
 // conversations.replies would.
 type findingPlatform struct{ *bottest.Platform }
 
-func (p findingPlatform) FindCard(_ context.Context, _ bot.Thread, batchID string) (string, bool, error) {
+func (p findingPlatform) FindCard(_ context.Context, _ bot.Thread, batchID string, _ time.Time) (string, bool, error) {
 	p.Mu.Lock()
 	defer p.Mu.Unlock()
 	for _, c := range p.Cards {

@@ -489,27 +489,42 @@ func (b *Bot) mayDecide(ctx context.Context, conv confirm.Conversation, batch *c
 	return true
 }
 
-// postGrantNotice announces a new grant in its thread, with Revoke.
+// postGrantNotice announces a new grant in its thread, with Revoke. The
+// notice is then kept in sync with the grant by card sync (its Revoke).
 func (b *Bot) postGrantNotice(ctx context.Context, conv confirm.Conversation, g *confirm.Grant) {
 	p, err := b.platform(conv.Platform)
 	if err != nil {
 		return
 	}
-	n := grantNotice(*g)
 	gn, ok := p.(GrantNoticer)
 	if !ok {
-		if err := p.Post(ctx, threadOf(conv), n.Text()); err != nil {
+		if err := p.Post(ctx, threadOf(conv), grantNotice(*g).Text()); err != nil {
 			b.log.Error("post grant notice", "grant", g.ID, "err", err)
 		}
 		return
 	}
-	ref, err := gn.PostGrantNotice(ctx, threadOf(conv), n)
+	// The version is read before the state the notice shows: a revoke
+	// landing meanwhile leaves it behind, for the card-sync job.
+	s := confirm.Subject{Kind: confirm.SubjectGrant, ID: g.ID}
+	version, err := b.store.SubjectVersion(ctx, s)
+	if err != nil {
+		b.log.Error("grant notice version", "grant", g.ID, "err", err)
+		return
+	}
+	if stored, err := b.store.Grant(ctx, g.ID); err == nil {
+		g = stored
+	}
+	th := threadOf(conv)
+	ref, err := gn.PostGrantNotice(ctx, th, grantNotice(*g))
 	if err != nil {
 		b.log.Error("post grant notice", "grant", g.ID, "err", err)
 		return
 	}
 	if err := b.store.SetGrantNoticeRef(ctx, g.ID, ref); err != nil {
 		b.log.Error("store grant notice ref", "grant", g.ID, "err", err)
+	}
+	if b.rememberMsg(ctx, confirm.CardMessage{GrantID: g.ID, Kind: confirm.CardGrant, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref, Version: version}) {
+		b.cs.nudge()
 	}
 }
 
@@ -558,20 +573,18 @@ func (b *Bot) Revoke(ctx context.Context, c Click) error {
 	return nil
 }
 
-// refreshGrantNotice re-renders a grant's notice from storage.
+// refreshGrantNotice records a change of the grant and renders its
+// notice (card sync).
 func (b *Bot) refreshGrantNotice(ctx context.Context, conv confirm.Conversation, id string) {
-	g, err := b.store.Grant(ctx, id)
-	if err != nil || g.NoticeRef == "" {
+	if b.syncSubject(ctx, confirm.Subject{Kind: confirm.SubjectGrant, ID: id}) {
 		return
 	}
-	p, err := b.platform(conv.Platform)
-	if err != nil {
-		return
-	}
-	if gn, ok := p.(GrantNoticer); ok {
-		if err := gn.UpdateGrantNotice(ctx, threadOf(conv), g.NoticeRef, grantNotice(*g)); err != nil {
-			b.log.Error("update grant notice", "grant", id, "err", err)
-		}
+	// A notice posted but not listed (by an older release): listed now,
+	// behind, for the card-sync job.
+	if g, err := b.store.Grant(context.WithoutCancel(ctx), id); err == nil && g.NoticeRef != "" {
+		th := threadOf(conv)
+		b.rememberMsg(context.WithoutCancel(ctx), confirm.CardMessage{GrantID: id, Kind: confirm.CardGrant, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: g.NoticeRef})
+		b.cs.nudge()
 	}
 }
 

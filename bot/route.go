@@ -62,16 +62,24 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 	approvals, dmCopies := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM)
 	r, canRoute := p.(Router)
 	c := b.cardOf(conv, stored, intro)
-	where := th
-	if approvals != "" && canRoute && !conv.DM {
-		where = Thread{Platform: conv.Platform, Channel: approvals}
+	where := b.cardWhere(conv, p)
+	if where != th {
 		c.Copy, c.ThreadLink = card.CopyApprovals, b.link(ctx, r, th, "")
 	}
 	ref, err := p.PostCard(ctx, where, c)
 	if err != nil {
 		return fmt.Errorf("post card: %w", err)
 	}
-	if err := b.store.SetCardRef(ctx, batch.ID, ref); err != nil {
+	b.trace("card_posted")
+	// With copies to post, the card is recorded as having them pending
+	// until they are: a process killed among them leaves recovery to post
+	// (or adopt) the rest.
+	copies := b.copiesPlanned(conv, p)
+	setRef := b.store.SetCardRef
+	if copies {
+		setRef = b.store.SetCardRefWithCopies
+	}
+	if err := setRef(ctx, batch.ID, ref); err != nil {
 		// The card is on the platform: keep it, to be stored once the
 		// database answers, rather than post it again then.
 		b.cs.keep(confirm.CardMessage{BatchID: batch.ID, Kind: confirm.CardMain, Platform: where.Platform,
@@ -106,10 +114,37 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 				b.log.Error("post a card copy in a DM", "batch", batch.ID, "user", user, "err", err)
 				continue
 			}
+			b.trace("copy_posted")
 			b.remember(ctx, &posted, batch.ID, confirm.CardDM, dm, dref, version)
 		}
 	}
+	if copies {
+		if err := b.store.CopiesPosted(ctx, batch.ID); err != nil {
+			b.log.Error("record a card's copies posted; recovery looks for them", "batch", batch.ID, "err", err)
+		}
+	}
 	return nil
+}
+
+// cardWhere is where a conversation's card is posted: its thread, or the
+// approvals channel its channel's entry names (where the platform routes).
+func (b *Bot) cardWhere(conv confirm.Conversation, p Platform) Thread {
+	approvals, _ := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM)
+	if _, canRoute := p.(Router); approvals != "" && canRoute && !conv.DM {
+		return Thread{Platform: conv.Platform, Channel: approvals}
+	}
+	return threadOf(conv)
+}
+
+// copiesPlanned reports whether a conversation's card gets copies: a
+// pointer in its thread (the card in an approvals channel) or approvers'
+// DM copies.
+func (b *Bot) copiesPlanned(conv confirm.Conversation, p Platform) bool {
+	if _, canRoute := p.(Router); !canRoute || conv.DM {
+		return false
+	}
+	approvals, dm := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM)
+	return approvals != "" || dm
 }
 
 // remember stores a message posted for a batch and adds it to posted.
@@ -351,10 +386,12 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 // card, or the post failed. Without it nobody could decide the batch
 // until it expired. A card this process posted while the database was
 // away is stored instead (see storeKept); one posted by a process that
-// died before storing it is looked for in its thread where the platform
-// can (a CardFinder: Slack) and adopted, else posted again, the first
-// one's buttons then refused as not the batch's card. A conversation a
-// live worker holds is left to it.
+// died before storing it is looked for where it was posted (its thread
+// or the approvals channel), where the platform can (a CardFinder), and
+// adopted rather than posted a second time. The copies of a card
+// recorded with copies pending (its pointer, its DM copies) are then
+// completed: each DM copy posted but not recorded is adopted, the rest
+// posted. A conversation a live worker holds is left to it.
 func (b *Bot) postUncarded(ctx context.Context) error {
 	ids, err := b.store.UncardedBatches(ctx)
 	if err != nil {
@@ -367,6 +404,11 @@ func (b *Bot) postUncarded(ctx context.Context) error {
 	}
 	return nil
 }
+
+// findMargin is how much earlier than its batch's creation (by the
+// database's clock) a card is looked for: the platform's clock may be
+// behind.
+const findMargin = time.Minute
 
 func (b *Bot) postUncardedBatch(ctx context.Context, id string) error {
 	batch, err := b.store.Batch(ctx, id)
@@ -389,26 +431,170 @@ func (b *Bot) postUncardedBatch(ctx context.Context, id string) error {
 	if batch, err = b.store.Batch(ctx, id); err != nil {
 		return fmt.Errorf("load batch: %w", err)
 	}
-	if batch.Status != confirm.BatchPending || batch.CardRef != "" {
+	if batch.Status != confirm.BatchPending {
 		return nil
 	}
+	if batch.CardRef != "" {
+		if !batch.CopiesPending {
+			return nil
+		}
+		return b.completeCopies(ctx, conv, p, batch)
+	}
 	if m, ok := b.cs.keptOf(id); ok {
-		return b.storeKept(ctx, m) // posted by this process while the database was away
+		// Posted by this process while the database was away.
+		if err := b.storeKept(ctx, m); err != nil {
+			return err
+		}
+		return b.completeCopiesOf(ctx, conv, p, id)
 	}
 	if f, ok := p.(CardFinder); ok {
 		// Posted by a process killed before it recorded the card: adopt
 		// that card rather than post a second one whose twin's buttons
 		// would be refused.
-		th := threadOf(conv)
-		ref, found, err := f.FindCard(ctx, th, id)
-		if err != nil {
-			b.log.Warn("look for a card posted but not recorded", "batch", id, "err", err)
-		}
-		if found {
-			b.log.Warn("adopting the card of a waiting request posted but never recorded", "batch", id, "conversation", conv.ID)
-			return b.storeKept(ctx, confirm.CardMessage{BatchID: id, Kind: confirm.CardMain, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref})
+		where := b.cardWhere(conv, p)
+		ref, found, err := f.FindCard(ctx, where, id, batch.CreatedAt.Add(-findMargin))
+		switch {
+		case err != nil && !errors.Is(err, ErrCannotLook):
+			return fmt.Errorf("look for its card, posted but not recorded (the next recovery looks again): %w", err)
+		case err != nil:
+			b.log.Warn("cannot look for a card posted but not recorded; posting it", "batch", id, "err", err)
+		case found:
+			b.log.Warn("adopting the card of a waiting request posted but never recorded", "batch", id, "conversation", conv.ID, "channel", where.Channel)
+			return b.adoptCard(ctx, conv, p, batch, confirm.CardMessage{BatchID: id, Kind: confirm.CardMain,
+				Platform: where.Platform, Channel: where.Channel, Thread: where.Thread, Ref: ref})
 		}
 	}
 	b.log.Warn("posting the card of a waiting request whose card was never recorded", "batch", id, "conversation", conv.ID)
 	return b.postCard(ctx, conv, p, batch, b.introOf(ctx, batch))
+}
+
+// adoptCard records a card found on the platform as the batch's card,
+// then posts (or adopts) its copies. It is recorded at version 0: a
+// change since it was posted leaves it behind, for card sync.
+func (b *Bot) adoptCard(ctx context.Context, conv confirm.Conversation, p Platform, batch *confirm.Batch, m confirm.CardMessage) error {
+	copies := b.copiesPlanned(conv, p)
+	setRef := b.store.SetCardRef
+	if copies {
+		setRef = b.store.SetCardRefWithCopies
+	}
+	if err := setRef(ctx, batch.ID, m.Ref); err != nil {
+		return fmt.Errorf("record an adopted card: %w", err)
+	}
+	b.rememberMsg(ctx, m) // if not, the next change lists it (see synced)
+	b.cs.nudge()
+	if !copies {
+		return nil
+	}
+	return b.completeCopiesOf(ctx, conv, p, batch.ID)
+}
+
+func (b *Bot) completeCopiesOf(ctx context.Context, conv confirm.Conversation, p Platform, id string) error {
+	batch, err := b.store.Batch(ctx, id)
+	if err != nil {
+		return fmt.Errorf("load batch: %w", err)
+	}
+	if batch.Status != confirm.BatchPending || !batch.CopiesPending {
+		return nil
+	}
+	return b.completeCopies(ctx, conv, p, batch)
+}
+
+// completeCopies posts the copies of a recorded card that are missing
+// (the process that posted the card died among them, or the card was
+// adopted): the thread's pointer to a card in an approvals channel, and
+// each approver's DM copy, adopted when the approver's DM already holds
+// one posted but not recorded. Once every copy is there it records the
+// copies posted; a copy it could not look for (a rate limit, a 5xx) is
+// left, with the mark, for the next recovery pass.
+func (b *Bot) completeCopies(ctx context.Context, conv confirm.Conversation, p Platform, batch *confirm.Batch) error {
+	r, canRoute := p.(Router)
+	if !canRoute || conv.DM {
+		return b.store.CopiesPosted(ctx, batch.ID)
+	}
+	msgs, err := b.store.CardMessages(ctx, batch.ID)
+	if err != nil {
+		return fmt.Errorf("list card messages: %w", err)
+	}
+	main := mainCard(msgs)
+	if main == nil {
+		// Recorded only as the batch's card_ref (its listing failed).
+		where := b.cardWhere(conv, p)
+		m := confirm.CardMessage{BatchID: batch.ID, Kind: confirm.CardMain, Platform: where.Platform, Channel: where.Channel, Thread: where.Thread, Ref: batch.CardRef}
+		if !b.rememberMsg(ctx, m) {
+			return errors.New("list the card: the next recovery tries again")
+		}
+		main = &m
+	}
+	// The version is read before the state the copies show (as postCard).
+	version, err := b.store.CardVersion(ctx, batch.ID)
+	if err != nil {
+		return fmt.Errorf("card version: %w", err)
+	}
+	stored, err := b.store.Batch(ctx, batch.ID)
+	if err != nil {
+		return fmt.Errorf("reload batch: %w", err)
+	}
+	th := threadOf(conv)
+	c := b.cardOf(conv, stored, b.introOf(ctx, stored))
+	at := Thread{Platform: main.Platform, Channel: main.Channel, Thread: main.Thread}
+	has := func(kind string, place Thread) bool {
+		for _, m := range msgs {
+			if m.Kind == kind && m.Platform == place.Platform && m.Channel == place.Channel && m.Thread == place.Thread {
+				return true
+			}
+		}
+		return false
+	}
+	var posted []confirm.CardMessage
+	if at != th && !has(confirm.CardPointer, th) {
+		ptr := pointerOf(stored, c.Calls, main.Channel, b.link(ctx, r, at, main.Ref))
+		if pref, err := r.PostPointer(ctx, th, ptr); err != nil {
+			b.log.Error("post pointer to the approvals channel", "batch", batch.ID, "err", err)
+		} else {
+			b.remember(ctx, &posted, batch.ID, confirm.CardPointer, th, pref, version)
+		}
+	}
+	left := 0 // copies not looked for: the next pass tries them
+	if _, dmCopies := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM); dmCopies {
+		dc := c
+		dc.Copy, dc.ThreadLink = card.CopyDM, b.link(ctx, r, th, "")
+		f, canFind := p.(CardFinder)
+		for _, user := range b.cfg.Channels.People(ctx, conv.Platform, b.approversOf(conv), MaxDMCopies) {
+			dm, err := r.OpenDM(ctx, user)
+			if err != nil {
+				b.log.Error("open a DM for a card copy", "batch", batch.ID, "user", user, "err", err)
+				continue
+			}
+			if has(confirm.CardDM, dm) {
+				continue
+			}
+			if canFind {
+				ref, found, err := f.FindCard(ctx, dm, batch.ID, batch.CreatedAt.Add(-findMargin))
+				if err != nil && !errors.Is(err, ErrCannotLook) {
+					b.log.Warn("look for a DM copy posted but not recorded; the next recovery looks again", "batch", batch.ID, "user", user, "err", err)
+					left++
+					continue
+				}
+				if found {
+					b.log.Warn("adopting a DM copy of a card posted but never recorded", "batch", batch.ID, "user", user)
+					b.remember(ctx, &posted, batch.ID, confirm.CardDM, dm, ref, 0)
+					continue
+				}
+			}
+			dref, err := p.PostCard(ctx, dm, dc)
+			if err != nil {
+				b.log.Error("post a card copy in a DM", "batch", batch.ID, "user", user, "err", err)
+				continue
+			}
+			b.remember(ctx, &posted, batch.ID, confirm.CardDM, dm, dref, version)
+		}
+	}
+	if cached, ok := b.posted.get(batch.ID); ok {
+		b.posted.put(batch.ID, append(slices.Clone(cached), posted...))
+	}
+	b.cs.nudge() // an adopted copy may be behind
+	if left > 0 {
+		return fmt.Errorf("%d DM copies could not be looked for; the next recovery tries again", left)
+	}
+	return b.store.CopiesPosted(ctx, batch.ID)
 }

@@ -221,8 +221,8 @@ func (b *Bot) stepConfigOf(ctx context.Context, batchID string) (sc runbook.Step
 
 // runbookExec is the bot as the engine's executor.
 type runbookExec struct {
-	b    *Bot
-	msgs runMessages
+	b       *Bot
+	posting runPosting
 }
 
 // SubmitStep plans the step's one call like a model's reply (planBatch),
@@ -394,9 +394,12 @@ func (b *Bot) addStepGates(ctx context.Context, conv confirm.Conversation, reque
 	return nil
 }
 
-// ShowRun posts the run message once and edits it after, coalesced.
+// ShowRun shows the run as it now stands: its message is posted once and
+// then kept in sync with the run by card sync (rendered from storage,
+// each change once where the platform lets it, the rest by the card-sync
+// job, under the platform's rate limits).
 func (x *runbookExec) ShowRun(ctx context.Context, run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep) {
-	x.msgs.show(ctx, x.b, run, rb, steps)
+	x.b.showRun(ctx, &x.posting, run)
 }
 
 // Finished tells the run's starter it ended.
@@ -427,151 +430,193 @@ type RunMessenger interface {
 	UpdateRun(ctx context.Context, th Thread, ref string, r card.Run) error
 }
 
-// runMessages coalesces the edits of run messages: at most one update in
-// flight per message, the latest state wins.
-type runMessages struct {
-	mu   sync.Mutex
-	runs map[string]*runMessage
-	// ended are the runs last shown ended, oldest first: their entries
-	// are kept (at most maxEndedRuns), so a late show of the same end
-	// (a step's batch ending after the run was stopped) sends nothing.
-	ended []string
-}
-
-// maxEndedRuns bounds the ended runs whose last rendering is kept.
-const maxEndedRuns = 256
-
-type runMessage struct {
-	busy bool
-	next *runView
-	last string // the text last rendered: an equal state is not sent again
-	// decided caches when each finished step's call was decided (batch
-	// id → time), which never changes (see stepsDecided).
-	decided map[string]time.Time
-	ended   bool // the run was shown ended (runMessages.ended)
-}
-
+// runView is a run as its message shows it.
 type runView struct {
 	run   *confirm.RunbookRun
 	rb    *runbook.Config
 	steps []confirm.RunbookStep
 }
 
-func (m *runMessages) show(ctx context.Context, b *Bot, run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep) {
-	v := &runView{run: run, rb: rb, steps: steps}
-	m.mu.Lock()
-	if m.runs == nil {
-		m.runs = map[string]*runMessage{}
-	}
-	e := m.runs[run.ID]
+// loadRun loads a run with its runbook (its snapshot) and its steps.
+func (b *Bot) loadRun(ctx context.Context, id string) (*runView, error) {
+	e := b.runbookEngine()
 	if e == nil {
-		e = &runMessage{}
-		m.runs[run.ID] = e
+		return nil, ErrRunbooksOff
 	}
-	if e.busy {
-		e.next = v // the update in flight sends it when it is done
-		m.mu.Unlock()
-		return
+	run, err := e.Store.RunbookRun(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load run %s: %w", id, err)
 	}
-	e.busy = true
-	m.mu.Unlock()
-	for {
-		b.renderRun(ctx, v, e)
-		m.mu.Lock()
-		if e.next == nil {
-			e.busy = false
-			if v.run.Status.Final() && !e.ended {
-				e.ended = true
-				m.ended = append(m.ended, run.ID)
-				if len(m.ended) > maxEndedRuns {
-					delete(m.runs, m.ended[0])
-					m.ended = m.ended[1:]
-				}
-			}
-			m.mu.Unlock()
-			return
+	rb, err := runbook.Decode(run.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	steps, err := e.Store.RunbookSteps(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("load steps of run %s: %w", id, err)
+	}
+	return &runView{run: run, rb: rb, steps: steps}, nil
+}
+
+// runCard is the run message of v, scrubbed.
+func (b *Bot) runCard(ctx context.Context, v *runView) card.Run {
+	return scrubRun(RunCard(v.run, v.rb, v.steps, b.stepsDecided(ctx, v.steps)), b.cfg.Redact)
+}
+
+// runPosting serialises, per run, this process's post of the run's
+// message (one show posts it; the others update it), and remembers the
+// runs whose end line it posted on a platform without edits.
+type runPosting struct {
+	mu    sync.Mutex
+	locks map[string]*runLock
+	ended cache[string, bool]
+}
+
+type runLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (p *runPosting) lock(runID string) func() {
+	p.mu.Lock()
+	if p.locks == nil {
+		p.locks = map[string]*runLock{}
+	}
+	l := p.locks[runID]
+	if l == nil {
+		l = &runLock{}
+		p.locks[runID] = l
+	}
+	l.refs++
+	p.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		p.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(p.locks, runID)
 		}
-		v, e.next = e.next, nil
-		m.mu.Unlock()
+		p.mu.Unlock()
 	}
 }
 
-// renderRun posts or edits the run message of v, unless its text is
-// e.last (what was rendered before); e.last is then the text rendered.
-func (b *Bot) renderRun(ctx context.Context, v *runView, e *runMessage) {
-	last := &e.last
-	conv, err := b.conversation(ctx, v.run.ConversationID)
+// showRun posts the run's message when it has none yet, else records a
+// change of the run and renders its message (card sync). A platform
+// without edits gets the run's start and its end as lines.
+func (b *Bot) showRun(ctx context.Context, posting *runPosting, run *confirm.RunbookRun) {
+	ctx = context.WithoutCancel(ctx)
+	conv, err := b.conversation(ctx, run.ConversationID)
 	if err != nil {
-		b.log.Error("run message", "run", v.run.ID, "err", err)
+		b.log.Error("run message", "run", run.ID, "err", err)
 		return
 	}
 	p, err := b.platform(conv.Platform)
 	if err != nil {
 		return
 	}
-	th := threadOf(conv)
-	if v.run.MessageRef == "" {
-		// Posted by an earlier render (renders of a run are serialized)?
-		if r, err := b.runbookEngine().Store.RunbookRun(ctx, v.run.ID); err == nil {
-			v.run.MessageRef = r.MessageRef
-		}
-	}
-	rc := scrubRun(RunCard(v.run, v.rb, v.steps, b.stepsDecided(ctx, v.steps, e)), b.cfg.Redact)
-	text := rc.Text()
-	if text == *last && v.run.MessageRef != "" {
-		return // nothing a reader could see changed
-	}
-	*last = text
 	rm, ok := p.(RunMessenger)
 	if !ok {
-		// A platform without edits gets the start and the end.
-		if v.run.MessageRef == "" {
-			if err := p.Post(ctx, th, text); err == nil {
-				_ = b.runbookEngine().Store.SetRunbookMessageRef(ctx, v.run.ID, "posted")
-			}
-		} else if v.run.Status.Final() {
-			_ = p.Post(ctx, th, text)
-		}
+		b.showRunLines(ctx, posting, p, conv, run.ID)
 		return
 	}
-	if v.run.MessageRef == "" {
-		ref, err := rm.PostRun(ctx, th, rc)
-		if err != nil {
-			b.log.Error("post run message", "run", v.run.ID, "err", err)
-			*last = "" // not shown: the next state is sent, even if equal
-			return
-		}
-		if err := b.runbookEngine().Store.SetRunbookMessageRef(ctx, v.run.ID, ref); err != nil {
-			b.log.Error("store run message ref", "run", v.run.ID, "err", err)
-		}
+	s := confirm.Subject{Kind: confirm.SubjectRun, ID: run.ID}
+	if run.MessageRef == "" && b.postRun(ctx, posting, rm, conv, run.ID) {
 		return
 	}
-	if err := rm.UpdateRun(ctx, th, v.run.MessageRef, rc); err != nil {
-		b.log.Error("update run message", "run", v.run.ID, "err", err)
-		*last = "" // not shown: the next state is sent, even if equal
+	if b.syncSubject(ctx, s) {
+		return
+	}
+	// A message posted but not listed (by an older release): listed now,
+	// behind, for the card-sync job.
+	if fresh, err := b.runbookEngine().Store.RunbookRun(ctx, run.ID); err == nil && fresh.MessageRef != "" {
+		th := threadOf(conv)
+		b.rememberMsg(ctx, confirm.CardMessage{RunID: run.ID, Kind: confirm.CardRun, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: fresh.MessageRef})
+		b.cs.nudge()
+	}
+}
+
+// postRun posts the run's message unless a show posted it meanwhile, and
+// records it (the run's message_ref, and a card-sync message at the
+// run's version read before the state it shows). It reports whether the
+// show is done: the message was posted now, or could not be (the next
+// show tries again).
+func (b *Bot) postRun(ctx context.Context, posting *runPosting, rm RunMessenger, conv confirm.Conversation, runID string) bool {
+	unlock := posting.lock(runID)
+	defer unlock()
+	s := confirm.Subject{Kind: confirm.SubjectRun, ID: runID}
+	version, err := b.store.SubjectVersion(ctx, s)
+	if err != nil {
+		b.log.Error("run message version", "run", runID, "err", err)
+		return true
+	}
+	v, err := b.loadRun(ctx, runID)
+	if err != nil {
+		b.log.Error("run message", "run", runID, "err", err)
+		return true
+	}
+	if v.run.MessageRef != "" {
+		return false // posted by an earlier show: this one is a change
+	}
+	th := threadOf(conv)
+	ref, err := rm.PostRun(ctx, th, b.runCard(ctx, v))
+	if err != nil {
+		b.log.Error("post run message", "run", runID, "err", err)
+		return true
+	}
+	if err := b.runbookEngine().Store.SetRunbookMessageRef(ctx, runID, ref); err != nil {
+		b.log.Error("store run message ref", "run", runID, "err", err)
+	}
+	if b.rememberMsg(ctx, confirm.CardMessage{RunID: runID, Kind: confirm.CardRun, Platform: th.Platform, Channel: th.Channel, Thread: th.Thread, Ref: ref, Version: version}) {
+		b.cs.nudge() // a change while it was posted leaves it behind
+	}
+	return true
+}
+
+// showRunLines gives a platform without edits the run's start and its
+// end, each once by this process.
+func (b *Bot) showRunLines(ctx context.Context, posting *runPosting, p Platform, conv confirm.Conversation, runID string) {
+	unlock := posting.lock(runID)
+	defer unlock()
+	v, err := b.loadRun(ctx, runID)
+	if err != nil {
+		b.log.Error("run message", "run", runID, "err", err)
+		return
+	}
+	text := b.runCard(ctx, v).Text()
+	switch {
+	case v.run.MessageRef == "":
+		if err := p.Post(ctx, threadOf(conv), text); err == nil {
+			_ = b.runbookEngine().Store.SetRunbookMessageRef(ctx, runID, "posted")
+		}
+	case v.run.Status.Final():
+		if ended, _ := posting.ended.get(runID); !ended {
+			posting.ended.put(runID, true)
+			_ = p.Post(ctx, threadOf(conv), text)
+		}
 	}
 }
 
 // stepsDecided is when the call of each finished step was decided (batch
-// id → time), from e's cache or its batch.
-func (b *Bot) stepsDecided(ctx context.Context, steps []confirm.RunbookStep, e *runMessage) map[string]time.Time {
-	if e.decided == nil {
-		e.decided = map[string]time.Time{}
-	}
+// id → time), from the bot's cache (a decision's time never changes) or
+// its batch.
+func (b *Bot) stepsDecided(ctx context.Context, steps []confirm.RunbookStep) map[string]time.Time {
+	out := map[string]time.Time{}
 	for _, st := range steps {
 		if st.BatchID == "" || st.Status.Active() || st.Status == confirm.StepSkipped {
 			continue
 		}
-		if _, ok := e.decided[st.BatchID]; ok {
+		if t, ok := b.stepDecided.get(st.BatchID); ok {
+			out[st.BatchID] = t
 			continue
 		}
 		batch, err := b.store.Batch(ctx, st.BatchID)
 		if err != nil || len(batch.Calls) != 1 || batch.Calls[0].DecidedAt == nil {
 			continue // shown from the step's start
 		}
-		e.decided[st.BatchID] = *batch.Calls[0].DecidedAt
+		out[st.BatchID] = *batch.Calls[0].DecidedAt
+		b.stepDecided.put(st.BatchID, *batch.Calls[0].DecidedAt)
 	}
-	return e.decided
+	return out
 }
 
 // RunText is the run message as lines: the runbook, who started it, the

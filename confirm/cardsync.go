@@ -70,4 +70,12 @@ type CardSyncStore interface {
 	CardGone(ctx context.Context, id int64, holder string) error
 	// CardsBehind counts the messages behind (gone ones aside).
 	CardsBehind(ctx context.Context) (int, error)
+
+	// ChangeAndClaim is ChangeAndClaimCards of any subject: a batch, a
+	// runbook run (its run message) or a grant (its notice). listed is
+	// false, and nothing claimed, for a subject without messages or
+	// unknown.
+	ChangeAndClaim(ctx context.Context, s Subject, claim CardClaim) (claimed []CardSync, listed bool, err error)
+	// SubjectVersion is CardVersion of any subject.
+	SubjectVersion(ctx context.Context, s Subject) (int64, error)
 }

@@ -6,11 +6,15 @@ import (
 	"time"
 )
 
-// Kinds of messages Airlock posts for a batch (CardMessage.Kind).
+// Kinds of messages Airlock posts and keeps in sync (CardMessage.Kind):
+// a batch's card, its copies and its pointer; a runbook run's message; a
+// grant's notice.
 const (
 	CardMain    = "main"    // the card with buttons: in the thread, or in the approvals channel
 	CardDM      = "dm"      // a copy of the card in an approver's DM
 	CardPointer = "pointer" // the thread's "waiting for approval in #…" line; no buttons
+	CardRun     = "run"     // a runbook run's message (RunID)
+	CardGrant   = "grant"   // a grant's notice, with Revoke (GrantID)
 )
 
 // Surfaces a decision came from, recorded in its audit row's detail
@@ -25,19 +29,49 @@ const (
 	SurfaceEdit      = "edit_modal"
 )
 
-// CardMessage is one message Airlock posted for a batch. A click counts
-// only on a message of kind CardMain or CardDM of the button's batch.
+// CardMessage is one message Airlock posted for a batch (or, of kind
+// CardRun, for a runbook run; of kind CardGrant, for a grant). A click
+// counts only on a message of kind CardMain or CardDM of the button's
+// batch.
 type CardMessage struct {
-	BatchID   string
+	BatchID   string // kinds CardMain, CardDM, CardPointer
+	RunID     string // kind CardRun
+	GrantID   string // kind CardGrant
 	Kind      string
 	Platform  string
 	Channel   string
 	Thread    string // "" for a top-level message
 	Ref       string // the platform's reference (may list several messages, comma-separated)
 	CreatedAt time.Time
-	// Version is the batch's card version (CardVersion) read before the
-	// state the message shows was loaded: the version it was rendered at.
+	// Version is the batch's card version (CardVersion; the run's or the
+	// grant's: SubjectVersion) read before the state the message shows
+	// was loaded: the version it was rendered at.
 	Version int64
+}
+
+// Subject is what a synced message shows: a batch, a runbook run or a
+// grant. Each counts the changes of its state (its card version).
+type Subject struct {
+	Kind string // SubjectBatch, SubjectRun or SubjectGrant
+	ID   string
+}
+
+// Kinds of subjects.
+const (
+	SubjectBatch = "batch"
+	SubjectRun   = "run"
+	SubjectGrant = "grant"
+)
+
+// Subject is the batch, run or grant the message shows.
+func (m CardMessage) Subject() Subject {
+	switch m.Kind {
+	case CardRun:
+		return Subject{Kind: SubjectRun, ID: m.RunID}
+	case CardGrant:
+		return Subject{Kind: SubjectGrant, ID: m.GrantID}
+	}
+	return Subject{Kind: SubjectBatch, ID: m.BatchID}
 }
 
 // EditCall is an approver's change of a waiting call's arguments, with

@@ -105,6 +105,9 @@ type Batch struct {
 	// CardVersion is the batch's card version (CardSyncStore.CardVersion)
 	// read with the rest: the state loaded is that version's or newer.
 	CardVersion int64
+	// CopiesPending: the card was recorded, and its copies (the thread's
+	// pointer, DM copies) not yet all posted (SetCardRefWithCopies).
+	CopiesPending bool
 }
 
 // Call is one call of a batch.
@@ -397,6 +400,13 @@ type BatchStore interface {
 	// status pending, oldest first.
 	PendingBatches(ctx context.Context, conversationID int64) ([]string, error)
 	SetCardRef(ctx context.Context, batchID, ref string) error
+	// SetCardRefWithCopies is SetCardRef of a card that will have copies
+	// (a pointer in the thread, DM copies): in the same write the batch
+	// is marked as having copies pending, until CopiesPosted.
+	SetCardRefWithCopies(ctx context.Context, batchID, ref string) error
+	// CopiesPosted clears the mark of SetCardRefWithCopies: every copy of
+	// the card was posted (or given up).
+	CopiesPosted(ctx context.Context, batchID string) error
 	// OpenBatches lists the conversation's batches that are decided or
 	// running (not yet done), oldest first.
 	OpenBatches(ctx context.Context, conversationID int64) ([]string, error)
@@ -409,7 +419,8 @@ type BatchStore interface {
 	// BatchesIn lists ids of batches in the status, oldest first.
 	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
 	// UncardedBatches lists pending batches whose card was never recorded
-	// (no SetCardRef), oldest first.
+	// (no SetCardRef), or whose copies are still pending (SetCardRefWithCopies
+	// and no CopiesPosted), oldest first.
 	UncardedBatches(ctx context.Context) ([]string, error)
 }
 

@@ -374,6 +374,19 @@ func (db *DB) SetCardRef(ctx context.Context, batchID, ref string) error {
 		`UPDATE batches SET card_ref = ?, updated_at = ? WHERE id = ?`, ref, db.ts(db.now()), batchID)
 }
 
+// SetCardRefWithCopies implements confirm.Store: SetCardRef and, in the
+// same statement, the mark that the card's copies are still to be posted.
+func (db *DB) SetCardRefWithCopies(ctx context.Context, batchID, ref string) error {
+	return db.updateRow(ctx, "set card ref", "batch "+batchID,
+		`UPDATE batches SET card_ref = ?, copies_pending = ?, updated_at = ? WHERE id = ?`, ref, true, db.ts(db.now()), batchID)
+}
+
+// CopiesPosted implements confirm.Store.
+func (db *DB) CopiesPosted(ctx context.Context, batchID string) error {
+	return db.updateRow(ctx, "copies posted", "batch "+batchID,
+		`UPDATE batches SET copies_pending = ?, updated_at = ? WHERE id = ?`, false, db.ts(db.now()), batchID)
+}
+
 // batchLostOrMissing explains a conditional UPDATE on a batch that
 // changed no row: ErrNotFound when the batch does not exist, errLost
 // otherwise.
@@ -459,10 +472,11 @@ func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]stri
 }
 
 // UncardedBatches lists pending batches whose card was never recorded,
-// oldest first.
+// or whose copies are still pending, oldest first.
 func (db *DB) UncardedBatches(ctx context.Context) ([]string, error) {
 	var ids []string
-	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches WHERE status = 'pending' AND card_ref = '' ORDER BY created_at, id`)); err != nil {
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches WHERE status = 'pending' AND (card_ref = '' OR copies_pending = ?)
+		ORDER BY created_at, id`), true); err != nil {
 		return nil, fmt.Errorf("batches without a card: %w", err)
 	}
 	return ids, nil

@@ -12,6 +12,8 @@ import (
 
 type cardRow struct {
 	BatchID   string `db:"batch_id"`
+	RunID     string `db:"run_id"`
+	GrantID   string `db:"grant_id"`
 	Kind      string `db:"kind"`
 	Platform  string `db:"platform"`
 	Channel   string `db:"channel"`
@@ -20,37 +22,71 @@ type cardRow struct {
 	CreatedAt dbTime `db:"created_at"`
 }
 
-const cardColumns = `batch_id, kind, platform, channel, thread, ref, created_at`
+const cardColumns = `batch_id, run_id, grant_id, kind, platform, channel, thread, ref, created_at`
 
 func (r cardRow) card() confirm.CardMessage {
 	return confirm.CardMessage{
-		BatchID: r.BatchID, Kind: r.Kind, Platform: r.Platform, Channel: r.Channel, Thread: r.Thread,
+		BatchID: r.BatchID, RunID: r.RunID, GrantID: r.GrantID, Kind: r.Kind, Platform: r.Platform, Channel: r.Channel, Thread: r.Thread,
 		Ref: r.Ref, CreatedAt: r.CreatedAt.t,
 	}
 }
 
-// AddCardMessage remembers a message posted for a batch (CreatedAt now
-// when zero). Recording the same message again is a no-op; a reference
-// already recorded for the batch as another kind or place is an error, so
-// a pointer can never become a card that takes clicks. ErrNotFound when
-// the batch does not exist.
+// subjectOf is the table of a card message's subject (a batch, a
+// runbook run, a grant) and the column of cards naming it.
+func subjectOf(s confirm.Subject) (table, column string, err error) {
+	switch s.Kind {
+	case confirm.SubjectBatch:
+		table, column = "batches", "batch_id"
+	case confirm.SubjectRun:
+		table, column = "runbook_runs", "run_id"
+	case confirm.SubjectGrant:
+		table, column = "grants", "grant_id"
+	default:
+		return "", "", fmt.Errorf("unknown subject kind %q", s.Kind)
+	}
+	if s.ID == "" {
+		return "", "", fmt.Errorf("empty %s id", s.Kind)
+	}
+	return table, column, nil
+}
+
+// AddCardMessage remembers a message posted for a batch (a run's message
+// for a run, a grant's notice for a grant; CreatedAt now when zero).
+// Recording the same message again is a no-op; a reference already
+// recorded for the batch as another kind or place is an error, so a
+// pointer can never become a card that takes clicks. ErrNotFound when
+// the batch (run, grant) does not exist.
 func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
+	subject := m.Subject()
+	var other string // an id of another subject's kind set
+	switch m.Kind {
+	case confirm.CardMain, confirm.CardDM, confirm.CardPointer:
+		other = m.RunID + m.GrantID
+	case confirm.CardRun:
+		other = m.BatchID + m.GrantID
+	case confirm.CardGrant:
+		other = m.BatchID + m.RunID
+	default:
+		return fmt.Errorf("add card message: unknown kind %q (want %s, %s, %s, %s or %s)", m.Kind,
+			confirm.CardMain, confirm.CardDM, confirm.CardPointer, confirm.CardRun, confirm.CardGrant)
+	}
+	table, column, err := subjectOf(subject)
 	switch {
-	case m.Kind != confirm.CardMain && m.Kind != confirm.CardDM && m.Kind != confirm.CardPointer:
-		return fmt.Errorf("add card message: unknown kind %q (want %s, %s or %s)", m.Kind, confirm.CardMain, confirm.CardDM, confirm.CardPointer)
-	case m.BatchID == "":
-		return errors.New("add card message: empty batch id")
+	case err != nil:
+		return fmt.Errorf("add card message: %w", err)
+	case other != "":
+		return fmt.Errorf("add card message: a %s message names only its %s", m.Kind, subject.Kind)
 	case strings.TrimSpace(m.Ref) == "":
 		return errors.New("add card message: empty ref")
 	case m.Platform == "" || m.Channel == "":
 		return fmt.Errorf("add card message: platform %q and channel %q must be set", m.Platform, m.Channel)
 	}
-	// The batch's row is locked first (a change of the card locks it too),
-	// so a message is recorded either before a change, which then raises
-	// its desired version, or after it, with the batch's version then.
+	// The subject's row is locked first (a change of the card locks it
+	// too), so a message is recorded either before a change, which then
+	// raises its desired version, or after it, with the version then.
 	var n int64
-	err := db.tx(ctx, func(tx dbtx) error {
-		if _, err := db.exec(ctx, tx, db.q(`UPDATE batches SET card_version = card_version WHERE id = ?`), m.BatchID); err != nil {
+	err = db.tx(ctx, func(tx dbtx) error {
+		if _, err := db.exec(ctx, tx, db.q(`UPDATE `+table+` SET card_version = card_version WHERE id = ?`), subject.ID); err != nil {
 			return err
 		}
 		stamp := "?"
@@ -58,12 +94,12 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 			stamp = "CAST(? AS TIMESTAMPTZ)"
 		}
 		var err error
-		n, err = db.execCount(ctx, tx, db.q(`INSERT INTO cards (`+cardColumns+`, desired, rendered, changed_at)
+		n, err = db.execCount(ctx, tx, db.q(`INSERT INTO cards (`+column+`, kind, platform, channel, thread, ref, created_at, desired, rendered, changed_at)
 			SELECT id, ?, ?, ?, ?, ?, ?, card_version, CASE WHEN card_version > ? THEN ? ELSE card_version END,
 				CASE WHEN card_version > ? THEN `+stamp+` ELSE NULL END
-			FROM batches WHERE id = ?
-			ON CONFLICT (batch_id, ref) DO NOTHING`),
-			m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(db.nowOr(m.CreatedAt)), m.Version, m.Version, m.Version, db.ts(db.now()), m.BatchID)
+			FROM `+table+` WHERE id = ?
+			ON CONFLICT (batch_id, run_id, grant_id, ref) DO NOTHING`),
+			m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(db.nowOr(m.CreatedAt)), m.Version, m.Version, m.Version, db.ts(db.now()), subject.ID)
 		return err
 	})
 	if err != nil {
@@ -73,16 +109,16 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 		return nil
 	}
 	var old cardRow
-	err = db.get(ctx, db.x, &old, db.q(`SELECT `+cardColumns+` FROM cards WHERE batch_id = ? AND ref = ?`), m.BatchID, m.Ref)
+	err = db.get(ctx, db.x, &old, db.q(`SELECT `+cardColumns+` FROM cards WHERE `+column+` = ? AND ref = ?`), subject.ID, m.Ref)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("add card message: batch %s: %w", m.BatchID, confirm.ErrNotFound)
+		return fmt.Errorf("add card message: %s %s: %w", subject.Kind, subject.ID, confirm.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("add card message: %w", err)
 	}
 	if old.Kind != m.Kind || old.Platform != m.Platform || old.Channel != m.Channel || old.Thread != m.Thread {
-		return fmt.Errorf("add card message: batch %s: ref %q is already recorded as a %s message in %s/%s",
-			m.BatchID, m.Ref, old.Kind, old.Platform, old.Channel)
+		return fmt.Errorf("add card message: %s %s: ref %q is already recorded as a %s message in %s/%s",
+			subject.Kind, subject.ID, m.Ref, old.Kind, old.Platform, old.Channel)
 	}
 	return nil
 }
@@ -90,6 +126,9 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 // CardMessages lists a batch's messages, oldest first; none (and no
 // error) for an unknown batch.
 func (db *DB) CardMessages(ctx context.Context, batchID string) ([]confirm.CardMessage, error) {
+	if batchID == "" {
+		return nil, nil
+	}
 	var rows []cardRow
 	if err := db.sel(ctx, db.reader(), &rows, db.q(`SELECT `+cardColumns+` FROM cards WHERE batch_id = ? ORDER BY created_at, id`), batchID); err != nil {
 		return nil, fmt.Errorf("card messages of %s: %w", batchID, err)

@@ -31,22 +31,31 @@ func (db *DB) ChangeCard(ctx context.Context, batchID string) error {
 
 // ChangeAndClaimCards implements confirm.CardSyncStore.
 func (db *DB) ChangeAndClaimCards(ctx context.Context, batchID, holder string, ttl time.Duration, limit int) ([]confirm.CardSync, bool, error) {
+	return db.ChangeAndClaim(ctx, confirm.Subject{Kind: confirm.SubjectBatch, ID: batchID}, confirm.CardClaim{Holder: holder, TTL: ttl, Limit: limit})
+}
+
+// ChangeAndClaim implements confirm.CardSyncStore.
+func (db *DB) ChangeAndClaim(ctx context.Context, s confirm.Subject, c confirm.CardClaim) ([]confirm.CardSync, bool, error) {
 	var (
 		claimed []confirm.CardSync
 		listed  bool
 	)
 	err := db.tx(ctx, func(tx dbtx) (err error) {
-		claimed, listed, err = db.changeAndClaim(ctx, tx, batchID, confirm.CardClaim{Holder: holder, TTL: ttl, Limit: limit})
+		claimed, listed, err = db.changeAndClaim(ctx, tx, s, c)
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("change and claim cards of %s: %w", batchID, err)
+		return nil, false, fmt.Errorf("change and claim messages of %s %s: %w", s.Kind, s.ID, err)
 	}
 	return claimed, listed, nil
 }
 
-// changeAndClaim is ChangeAndClaimCards in tx.
-func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, batchID string, c confirm.CardClaim) ([]confirm.CardSync, bool, error) {
+// changeAndClaim is ChangeAndClaim in tx.
+func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, s confirm.Subject, c confirm.CardClaim) ([]confirm.CardSync, bool, error) {
+	table, column, err := subjectOf(s)
+	if err != nil {
+		return nil, false, fmt.Errorf("change and claim: %w", err)
+	}
 	limit := c.Limit
 	if limit <= 0 {
 		limit = 100
@@ -56,7 +65,7 @@ func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, batchID string, c con
 	}
 	now := db.now()
 	var version int64
-	if err := db.get(ctx, tx, &version, db.q(`UPDATE batches SET card_version = card_version + 1 WHERE id = ? RETURNING card_version`), batchID); err != nil {
+	if err := db.get(ctx, tx, &version, db.q(`UPDATE `+table+` SET card_version = card_version + 1 WHERE id = ? RETURNING card_version`), s.ID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, false, nil
 		}
@@ -65,7 +74,7 @@ func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, batchID string, c con
 	// One statement: every message not gone wants the new version, and
 	// those no live claim holds and no wait keeps are claimed.
 	claimable := `rendered < ? AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
-		AND id IN (SELECT id FROM cards WHERE batch_id = ? AND gone_at IS NULL AND rendered < ?
+		AND id IN (SELECT id FROM cards WHERE ` + column + ` = ? AND gone_at IS NULL AND rendered < ?
 			AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?) ORDER BY id LIMIT ?)`
 	var rows []struct {
 		cardSyncRow
@@ -74,12 +83,12 @@ func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, batchID string, c con
 	if err := db.sel(ctx, tx, &rows, db.q(`UPDATE cards SET desired = ?, changed_at = COALESCE(changed_at, ?),
 		claimed_by = CASE WHEN `+claimable+` THEN ? ELSE claimed_by END,
 		claimed_until = CASE WHEN `+claimable+` THEN ? ELSE claimed_until END
-		WHERE batch_id = ? AND gone_at IS NULL
+		WHERE `+column+` = ? AND gone_at IS NULL
 		RETURNING id, `+cardColumns+`, desired, changed_at, failures, claimed_by`),
 		version, db.ts(now),
-		version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, c.Holder,
-		version, db.ts(now), db.ts(now), batchID, version, db.ts(now), db.ts(now), limit, db.ts(now.Add(c.TTL)),
-		batchID); err != nil {
+		version, db.ts(now), db.ts(now), s.ID, version, db.ts(now), db.ts(now), limit, c.Holder,
+		version, db.ts(now), db.ts(now), s.ID, version, db.ts(now), db.ts(now), limit, db.ts(now.Add(c.TTL)),
+		s.ID); err != nil {
 		return nil, false, err
 	}
 	var claimed []confirm.CardSync
@@ -97,7 +106,7 @@ func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, batchID string, c con
 	}
 	// Only gone ones, or none at all.
 	var n int
-	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM cards WHERE batch_id = ?`), batchID); err != nil {
+	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM cards WHERE `+column+` = ?`), s.ID); err != nil {
 		return nil, false, err
 	}
 	return claimed, n > 0, nil
@@ -106,13 +115,23 @@ func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, batchID string, c con
 // CardVersion implements confirm.CardSyncStore. It reads the writer, so
 // a version is never older than a change this process made.
 func (db *DB) CardVersion(ctx context.Context, batchID string) (int64, error) {
+	return db.SubjectVersion(ctx, confirm.Subject{Kind: confirm.SubjectBatch, ID: batchID})
+}
+
+// SubjectVersion implements confirm.CardSyncStore, reading the writer as
+// CardVersion does.
+func (db *DB) SubjectVersion(ctx context.Context, s confirm.Subject) (int64, error) {
+	table, _, err := subjectOf(s)
+	if err != nil {
+		return 0, fmt.Errorf("card version: %w", err)
+	}
 	var v int64
-	err := db.get(ctx, db.x, &v, db.q(`SELECT card_version FROM batches WHERE id = ?`), batchID)
+	err = db.get(ctx, db.x, &v, db.q(`SELECT card_version FROM `+table+` WHERE id = ?`), s.ID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("card version of %s: %w", batchID, err)
+		return 0, fmt.Errorf("card version of %s %s: %w", s.Kind, s.ID, err)
 	}
 	return v, nil
 }

@@ -92,14 +92,15 @@ type batchRow struct {
 	ExtendedAt     dbTime         `db:"extended_at"`
 	Intro          sql.NullString `db:"intro"`
 	CardVersion    int64          `db:"card_version"`
+	CopiesPending  bool           `db:"copies_pending"`
 }
 
-const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at, intro, card_version`
+const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at, intro, card_version, copies_pending`
 
 // fields are the scan destinations of batchColumns, in order.
 func (r *batchRow) fields() []any {
 	return []any{&r.ID, &r.ConversationID, &r.MessageSeq, &r.RequestedBy, &r.Status, &r.CardRef, &r.ClaimedBy, &r.CreatedAt, &r.ExpiresAt,
-		&r.ExtendedBy, &r.ExtendedAt, &r.Intro, &r.CardVersion}
+		&r.ExtendedBy, &r.ExtendedAt, &r.Intro, &r.CardVersion, &r.CopiesPending}
 }
 
 // batch converts the row, without calls.
@@ -118,6 +119,7 @@ func (r batchRow) batch() *confirm.Batch {
 		ExtendedAt:     r.ExtendedAt.ptr(),
 		Intro:          nullString(r.Intro),
 		CardVersion:    r.CardVersion,
+		CopiesPending:  r.CopiesPending,
 	}
 }
 

@@ -244,7 +244,7 @@ func (db *DB) FinishRunCompleteAndClaim(ctx context.Context, batchID, key string
 		if claim.Holder == "" {
 			return nil
 		}
-		claimed, listed, err = db.changeAndClaim(ctx, tx, batchID, claim)
+		claimed, listed, err = db.changeAndClaim(ctx, tx, confirm.Subject{Kind: confirm.SubjectBatch, ID: batchID}, claim)
 		return err
 	})
 	if err != nil {

@@ -56,6 +56,7 @@ var dsnTests = []struct {
 	{"AuditChainMigrated", testAuditChainMigrated},
 	{"RejectedClickReplicas", testRejectedClickReplicas},
 	{"CardSyncReplicas", testCardSyncReplicas},
+	{"MigrateMessageSync", testMigrateMessageSync},
 }
 
 func TestSQLiteFile(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/discord/discordtest"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // A card update's answer in the bot's classes, through discordgo against
@@ -56,5 +57,53 @@ func TestCardUpdateAnswers(t *testing.T) {
 	}
 	if err := a.UpdateCard(ctx, th, ref, sampleCard()); err != nil {
 		t.Fatalf("after the faults: %v", err)
+	}
+}
+
+// A run message's and a grant notice's edits answer in the bot's
+// classes, as a card's do (card sync renders them): a route's 429 is
+// returned at once as a RateLimitedError for the channel, not slept out
+// by discordgo; Unknown Message is ErrMessageGone.
+func TestRunAndGrantUpdateAnswers(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	a := nopAdapter(t, f)
+	ctx := context.Background()
+	th := bot.Thread{Platform: Platform, Channel: channelID}
+	run := card.Run{ID: "run1", Runbook: "restart", RequestedBy: requester, Status: confirm.RunbookRunning}
+	notice := card.GrantNotice{Ref: confirm.GrantRef("g1"), GrantID: "g1", Tool: "deploy", By: requester, For: requester, Until: time.Now().Add(time.Hour)}
+	runRef, err := a.PostRun(ctx, th, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noticeRef, err := a.PostGrantNotice(ctx, th, notice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string]struct {
+		ref    string
+		update func() error
+	}{
+		"run message":  {runRef, func() error { return a.UpdateRun(ctx, th, runRef, run) }},
+		"grant notice": {noticeRef, func() error { return a.UpdateGrantNotice(ctx, th, noticeRef, notice) }},
+	} {
+		edits := func() int { return len(f.Recorded("PATCH", "/channels/"+channelID+"/messages/"+c.ref)) }
+		before := edits()
+		f.AnswerEdits(discordtest.RateLimited(1500 * time.Millisecond))
+		start := time.Now()
+		err := c.update()
+		var rl *bot.RateLimitedError
+		if !errors.As(err, &rl) || rl.RetryAfter != 1500*time.Millisecond || rl.Scope != channelID {
+			t.Fatalf("%s, 429: %v", what, err)
+		}
+		if time.Since(start) > time.Second || edits()-before != 1 {
+			t.Fatalf("%s: the 429 was waited out or retried (%d edits, %v)", what, edits()-before, time.Since(start))
+		}
+		f.AnswerEdits(discordtest.UnknownMessage)
+		if err := c.update(); !errors.Is(err, bot.ErrMessageGone) {
+			t.Fatalf("%s, Unknown Message: %v", what, err)
+		}
+		if err := c.update(); err != nil {
+			t.Fatalf("%s after the faults: %v", what, err)
+		}
 	}
 }

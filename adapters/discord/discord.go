@@ -380,9 +380,13 @@ func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n card.Gra
 }
 
 // UpdateGrantNotice implements bot.GrantNoticer: it edits the notice in
-// place; a revoked grant's notice loses its Revoke button.
+// place; a revoked grant's notice loses its Revoke button. It is the
+// card-sync job's: its answer is classified as a card's (see editWith).
 func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n card.GrantNotice) error {
-	return a.editRef(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice")
+	if !isSnowflake(ref) {
+		return fmt.Errorf("discord: grant notice reference %q is not a message id", ref)
+	}
+	return a.editWith(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice", true)
 }
 
 // send posts one rendered message in the thread, pinging nobody, and
@@ -415,7 +419,8 @@ func (a *Adapter) edit(ctx context.Context, th bot.Thread, id string, m CardMess
 	return a.editWith(ctx, th, id, m, what, false)
 }
 
-// editWith is edit; for the card-sync job (sync: cards and pointers) the
+// editWith is edit; for the card-sync job (sync: cards, pointers, run
+// messages and grant notices) the
 // answer is classified and a 429 is not waited out by discordgo: a
 // *bot.RateLimitedError with the route's retry_after (Scope the channel:
 // Discord limits per route), bot.ErrMessageGone for Unknown Message

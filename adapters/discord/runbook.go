@@ -65,12 +65,13 @@ func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r card.Run) (strin
 }
 
 // UpdateRun edits the run message in place; an ended run's loses its
-// buttons.
+// buttons. It is the card-sync job's: its answer is classified as a
+// card's (see editWith).
 func (a *Adapter) UpdateRun(ctx context.Context, th bot.Thread, ref string, r card.Run) error {
 	if !isSnowflake(ref) {
 		return fmt.Errorf("discord: run message reference %q is not a message id", ref)
 	}
-	return a.edit(ctx, th, ref, RenderRun(r), "run message")
+	return a.editWith(ctx, th, ref, RenderRun(r), "run message", true)
 }
 
 // runAction hands a run message's button to the bot.

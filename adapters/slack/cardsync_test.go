@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -60,17 +61,56 @@ func TestCardUpdateAnswers(t *testing.T) {
 		t.Fatalf("after the faults: %v", err)
 	}
 
-	// A grant notice's update still waits out a 429 in the client.
+	// A thread line's update (an unknown outcome's notice) still waits
+	// out a 429 in the client.
 	fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "0"})
-	if err := ad.updateBlocks(ctx, ref, "grant notice", updateBlocks, "x"); err != nil {
-		t.Fatalf("a grant notice's update after a 429: %v", err)
+	if err := ad.updateBlocks(ctx, ref, "unknown outcome", updateBlocks, "x"); err != nil {
+		t.Fatalf("an unknown outcome's update after a 429: %v", err)
+	}
+}
+
+// A run message's and a grant notice's updates answer in the bot's
+// classes, as a card's do (card sync renders them): a 429 is returned at
+// once as a RateLimitedError, not waited out by the client; a deleted
+// message is ErrMessageGone.
+func TestRunAndGrantUpdateAnswers(t *testing.T) {
+	ad, fake := newUpdater(t)
+	ctx := t.Context()
+	th := bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000100"}
+	ref := CardRef("C0OPS", "1700000000.000300")
+	run := cardpkg.Run{ID: "run1", Runbook: "restart", RequestedBy: "U1", Status: confirm.RunbookRunning}
+	notice := cardpkg.GrantNotice{Ref: confirm.GrantRef("g1"), GrantID: "g1", Tool: "deploy", By: "U1", For: "U2", Until: time.Now().Add(time.Hour)}
+	for what, update := range map[string]func() error{
+		"run message":  func() error { return ad.UpdateRun(ctx, th, ref, run) },
+		"grant notice": func() error { return ad.UpdateGrantNotice(ctx, th, ref, notice) },
+	} {
+		before := len(fake.callsTo("chat.update"))
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusTooManyRequests, retryAfter: "9"})
+		err := update()
+		var rl *bot.RateLimitedError
+		if !errors.As(err, &rl) || rl.RetryAfter != 9*time.Second || rl.Platform != Platform {
+			t.Fatalf("%s, 429: %v", what, err)
+		}
+		if n := len(fake.callsTo("chat.update")) - before; n != 1 {
+			t.Fatalf("%s: the 429 was retried by the client (%d calls)", what, n)
+		}
+		fake.answerNext("chat.update", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "message_not_found"}`})
+		if err := update(); !errors.Is(err, bot.ErrMessageGone) {
+			t.Fatalf("%s, message_not_found: %v", what, err)
+		}
+		if err := update(); err != nil {
+			t.Fatalf("%s after the faults: %v", what, err)
+		}
 	}
 }
 
 // FindCard finds, through conversations.replies, the card Airlock posted
-// in a thread for a batch, and nothing for another batch or thread.
+// in a thread for a batch, and through conversations.history one posted
+// at the top level of a channel or a DM; nothing for another batch or
+// place, nothing posted before `since`, and never a message of someone
+// else carrying the batch's buttons.
 func TestFindCard(t *testing.T) {
-	ad, _ := newUpdater(t)
+	ad, fake := newUpdater(t)
 	ctx := t.Context()
 	if err := ad.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -84,15 +124,52 @@ func TestFindCard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, found, err := ad.FindCard(ctx, th, c.BatchID)
+	got, found, err := ad.FindCard(ctx, th, c.BatchID, time.Time{})
 	if err != nil || !found || got != ref {
 		t.Fatalf("FindCard: %q %v %v, want %q", got, found, err, ref)
 	}
-	if _, found, _ := ad.FindCard(ctx, th, "otherbatch"); found {
+	if _, found, _ := ad.FindCard(ctx, th, "otherbatch", time.Time{}); found {
 		t.Fatal("found a card of another batch")
 	}
-	if _, found, _ := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000999"}, c.BatchID); found {
+	if _, found, _ := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0OPS", Thread: "1700000000.000999"}, c.BatchID, time.Time{}); found {
 		t.Fatal("found the card in another thread")
+	}
+	if _, found, _ := ad.FindCard(ctx, th, c.BatchID, time.Unix(1900000000, 0)); found {
+		t.Fatal("found a card posted before since")
+	}
+
+	// At the top level of a channel (an approvals channel) and of a DM.
+	for _, ch := range []string{"C0APPROVE", "DALICE"} {
+		top := bot.Thread{Platform: Platform, Channel: ch}
+		if _, found, err := ad.FindCard(ctx, top, c.BatchID, time.Time{}); err != nil || found {
+			t.Fatalf("%s before the card: %v %v", ch, found, err)
+		}
+		var blocks []any
+		if err := json.Unmarshal(mustJSON(RenderWith(c, nil)), &blocks); err != nil {
+			t.Fatal(err)
+		}
+		lookAlike := mustJSON(blocks)
+		fake.PostAs(ch, "", "UMALLORY", "", "pasted", lookAlike)
+		fake.PostAs(ch, "", "UOTHER", "BOTHER", "another app", lookAlike)
+		if _, found, err := ad.FindCard(ctx, top, c.BatchID, time.Time{}); err != nil || found {
+			t.Fatalf("%s: a look-alike by someone else was found: %v %v", ch, found, err)
+		}
+		ref, err := ad.PostCard(ctx, top, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, found, err := ad.FindCard(ctx, top, c.BatchID, time.Time{}); err != nil || !found || got != ref {
+			t.Fatalf("%s: FindCard %q %v %v, want %q", ch, got, found, err, ref)
+		}
+	}
+	// A place the bot may not read: ErrCannotLook.
+	fake.answerNext("conversations.history", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "missing_scope"}`})
+	if _, _, err := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0PRIVATE"}, c.BatchID, time.Time{}); !errors.Is(err, bot.ErrCannotLook) {
+		t.Fatalf("missing_scope: %v, want ErrCannotLook", err)
+	}
+	fake.answerNext("conversations.history", fakeAnswer{status: http.StatusOK, body: `{"ok": false, "error": "internal_error"}`})
+	if _, _, err := ad.FindCard(ctx, bot.Thread{Platform: Platform, Channel: "C0PRIVATE"}, c.BatchID, time.Time{}); err == nil || errors.Is(err, bot.ErrCannotLook) {
+		t.Fatalf("a failure that may pass: %v, want an error that is not ErrCannotLook", err)
 	}
 }
 
@@ -131,7 +208,7 @@ func TestFindCardOfSeveralMessages(t *testing.T) {
 	if n := len(strings.Split(ref, ",")); n != 3 {
 		t.Fatalf("posted in %d messages, want 3", n)
 	}
-	got, found, err := ad.FindCard(ctx, th, c.BatchID)
+	got, found, err := ad.FindCard(ctx, th, c.BatchID, time.Time{})
 	if err != nil || !found || got != ref {
 		t.Fatalf("FindCard: %q %v %v, want %q", got, found, err, ref)
 	}
@@ -143,7 +220,7 @@ func TestFindCardOfSeveralMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, found, _ := ad.FindCard(ctx, cut, c.BatchID); found {
+	if got, found, _ := ad.FindCard(ctx, cut, c.BatchID, time.Time{}); found {
 		t.Fatalf("found %q, a card of which a message was never posted", got)
 	}
 }

@@ -81,9 +81,10 @@ func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n cardpkg.
 }
 
 // UpdateGrantNotice implements bot.GrantNoticer: it replaces the posted
-// notice (chat.update), without Revoke once the grant is revoked.
+// notice (chat.update), without Revoke once the grant is revoked; for the
+// card-sync job, its answer classified as a card's (see syncUpdate).
 func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.GrantNotice) error {
-	return a.updateBlocks(ctx, ref, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
+	return a.syncUpdate(ctx, ref, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
 }
 
 // GrantStore is what the adapter may use of storage to say whose grant

@@ -93,6 +93,7 @@ var clientMethods = map[string]string{
 	"GetPermalinkContext":           "chat.getPermalink",
 	"OpenConversationContext":       "conversations.open",
 	"GetConversationRepliesContext": "conversations.replies",
+	"GetConversationHistoryContext": "conversations.history",
 	// The client handed to Socket Mode, which opens its connection with
 	// the app-level token.
 	"socketmode.New": "apps.connections.open",
@@ -112,6 +113,8 @@ var methodScopes = map[string][]string{
 	"conversations.open":    {"im:write"}, // DM copies of cards (notify: [dm])
 	// Recovery finds a card posted but never recorded in its thread.
 	"conversations.replies": {"channels:history", "groups:history", "im:history", "mpim:history"},
+	// ... and in an approvals channel or a DM (a DM copy).
+	"conversations.history": {"channels:history", "groups:history", "im:history", "mpim:history"},
 	"apps.connections.open": nil,
 }
 

@@ -43,8 +43,9 @@ func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r cardpkg.Run) (st
 	return a.postBlocks(ctx, th, "run", blocks, fallback)
 }
 
-// UpdateRun replaces a run message PostRun posted.
+// UpdateRun replaces a run message PostRun posted, for the card-sync
+// job: its answer classified as a card's (see syncUpdate).
 func (a *Adapter) UpdateRun(ctx context.Context, _ bot.Thread, ref string, r cardpkg.Run) error {
 	blocks, fallback := RenderRun(r)
-	return a.updateBlocks(ctx, ref, "run", blocks, fallback)
+	return a.syncUpdate(ctx, ref, "run", blocks, fallback)
 }

@@ -395,7 +395,8 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c c
 	return nil
 }
 
-// syncUpdate replaces a card message (chat.update) for the card-sync job,
+// syncUpdate replaces a card message, a run message or a grant notice
+// (chat.update) for the card-sync job,
 // its answer classified: a 429 is a *bot.RateLimitedError with its
 // Retry-After (Tier 3 is per workspace and method: Scope ""), a message or
 // channel that no longer exists is bot.ErrMessageGone; anything else (5xx,

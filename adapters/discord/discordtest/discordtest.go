@@ -12,6 +12,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,6 +127,65 @@ type Server struct {
 	identify chan map[string]any
 	refuse   int      // a close code to answer IDENTIFY with, e.g. 4014
 	edits    []Answer // answers for the next message edits (PATCH), in order
+	// messages are each channel's messages as they show now, in posting
+	// order (GET /channels/{id}/messages lists them).
+	messages map[string][]map[string]any
+}
+
+// PostAs puts a message in a channel as someone else than the bot would:
+// a person (bot false) or another bot, with components when not nil (a
+// look-alike of a card, buttons and all). It returns the message's id.
+func (f *Server) PostAs(channel, authorID string, bot bool, content string, components []any) string {
+	id := f.NewID()
+	m := map[string]any{"id": id, "channel_id": channel, "type": 0, "content": content,
+		"author": map[string]any{"id": authorID, "username": "user" + authorID, "bot": bot}}
+	if components != nil {
+		m["components"] = components
+	}
+	f.keep(channel, m)
+	return id
+}
+
+// keep stores a posted message, or replaces an edited one.
+func (f *Server) keep(channel string, m map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.messages == nil {
+		f.messages = map[string][]map[string]any{}
+	}
+	for i, old := range f.messages[channel] {
+		if old["id"] == m["id"] {
+			f.messages[channel][i] = m
+			return
+		}
+	}
+	f.messages[channel] = append(f.messages[channel], m)
+}
+
+// listed is GET /channels/{id}/messages: up to limit messages after the
+// id after (all when ""), the oldest ones after it, newest first.
+func (f *Server) listed(channel, after string, limit int) []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []map[string]any
+	for _, m := range f.messages[channel] {
+		if id := m["id"].(string); after == "" || snowflakeLess(after, id) {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return snowflakeLess(out[i]["id"].(string), out[j]["id"].(string)) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	slices.Reverse(out)
+	return out
+}
+
+func snowflakeLess(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) < len(b)
+	}
+	return a < b
 }
 
 // Answer is an HTTP answer the fake gives a call instead of its own: a
@@ -243,6 +304,10 @@ func (f *Server) restHandler() http.Handler {
 		m["channel_id"] = r.PathValue("channel")
 		m["author"] = map[string]any{"id": BotID, "username": "Airlock", "bot": true}
 		m["type"] = 0
+		delete(m, "allowed_mentions")
+		if strings.HasPrefix(r.URL.Path, "/api/v9/channels/") {
+			f.keep(r.PathValue("channel"), m)
+		}
 		writeJSON(w, m)
 	}
 	mux.HandleFunc("GET /api/v9/gateway", func(w http.ResponseWriter, r *http.Request) {
@@ -302,6 +367,13 @@ func (f *Server) restHandler() http.Handler {
 			return
 		}
 		writeJSON(w, ch)
+	})
+	mux.HandleFunc("GET /api/v9/channels/{channel}/messages", func(w http.ResponseWriter, r *http.Request) {
+		limit, err := strconv.Atoi(r.URL.Query().Get("limit"))
+		if err != nil || limit <= 0 || limit > 100 {
+			limit = 50
+		}
+		writeJSON(w, f.listed(r.PathValue("channel"), r.URL.Query().Get("after"), limit))
 	})
 	mux.HandleFunc("POST /api/v9/channels/{channel}/messages", func(w http.ResponseWriter, r *http.Request) {
 		id := f.NewID()

@@ -128,6 +128,39 @@ type Server struct {
 	shown   map[string]Call   // "<channel>/<ts>" → the call whose content the message shows now
 	deleted map[string]bool   // "<channel>/<ts>" of messages deleted (Delete)
 	threads map[string]string // "<channel>/<ts>" → the thread a posted message is in ("" top level)
+	authors map[string]author // "<channel>/<ts>" → who posted it, when not the bot (PostAs)
+}
+
+// author is who posted a message: a user, or an app's bot user.
+type author struct{ user, botID string }
+
+// PostAs puts a message in a channel (in thread when not "") as someone
+// else than the bot would: a person (botID "") or another app's bot.
+// blocks, when not nil, are its blocks (a person pasting a look-alike of
+// a card, buttons and all). It returns the message's ts.
+func (s *Server) PostAs(channel, thread, user, botID, text string, blocks json.RawMessage) string {
+	ts := s.NextTS()
+	raw := map[string]json.RawMessage{}
+	raw["text"], _ = json.Marshal(text)
+	if blocks != nil {
+		raw["blocks"] = blocks
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shown == nil {
+		s.shown = map[string]Call{}
+	}
+	if s.threads == nil {
+		s.threads = map[string]string{}
+	}
+	if s.authors == nil {
+		s.authors = map[string]author{}
+	}
+	key := channel + "/" + ts
+	s.shown[key] = Call{Method: "chat.postMessage", Raw: raw, TS: ts}
+	s.threads[key] = thread
+	s.authors[key] = author{user: user, botID: botID}
+	return ts
 }
 
 // Shown is the call (chat.postMessage, or the last chat.update Slack
@@ -152,19 +185,42 @@ func (s *Server) Delete(channel, ts string) {
 	delete(s.shown, channel+"/"+ts)
 }
 
-// replies are the bot's messages in a thread as they show now, oldest
-// first, as conversations.replies lists them.
-func (s *Server) replies(channel, thread string) []map[string]any {
+// replies are the messages of a thread as they show now, oldest first,
+// as conversations.replies lists them (with ts after oldest, when set).
+func (s *Server) replies(channel, thread, oldest string) []map[string]any {
+	out := s.messages(func(ch, ts, th string) bool { return ch == channel && (th == thread || ts == thread) }, oldest)
+	sort.Slice(out, func(i, j int) bool { return tsLess(out[i]["ts"].(string), out[j]["ts"].(string)) })
+	return out
+}
+
+// history is a channel's (or a DM's) top-level messages as they show
+// now, newest first, as conversations.history lists them (with ts after
+// oldest, when set).
+func (s *Server) history(channel, oldest string) []map[string]any {
+	out := s.messages(func(ch, _, th string) bool { return ch == channel && th == "" }, oldest)
+	sort.Slice(out, func(i, j int) bool { return tsLess(out[j]["ts"].(string), out[i]["ts"].(string)) })
+	return out
+}
+
+// messages are the messages shown that match, after oldest.
+func (s *Server) messages(match func(channel, ts, thread string) bool, oldest string) []map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []map[string]any
 	for key, th := range s.threads {
 		ch, ts, _ := strings.Cut(key, "/")
 		c, ok := s.shown[key]
-		if ch != channel || (th != thread && ts != thread) || !ok {
+		if !ok || !match(ch, ts, th) || (oldest != "" && !tsLess(oldest, ts)) {
 			continue
 		}
-		msg := map[string]any{"type": "message", "user": s.o.BotUser, "bot_id": s.o.BotID, "text": c.Param("text"), "ts": ts}
+		who := author{user: s.o.BotUser, botID: s.o.BotID}
+		if a, ok := s.authors[key]; ok {
+			who = a
+		}
+		msg := map[string]any{"type": "message", "user": who.user, "text": c.Param("text"), "ts": ts}
+		if who.botID != "" {
+			msg["bot_id"] = who.botID
+		}
 		if th != "" {
 			msg["thread_ts"] = th
 		}
@@ -173,8 +229,20 @@ func (s *Server) replies(channel, thread string) []map[string]any {
 		}
 		out = append(out, msg)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i]["ts"].(string) < out[j]["ts"].(string) })
 	return out
+}
+
+// tsLess orders message timestamps ("<seconds>.<micro>") by time.
+func tsLess(a, b string) bool {
+	as, af, _ := strings.Cut(a, ".")
+	bs, bf, _ := strings.Cut(b, ".")
+	if len(as) != len(bs) {
+		return len(as) < len(bs)
+	}
+	if as != bs {
+		return as < bs
+	}
+	return af < bf
 }
 
 func (s *Server) isDeleted(channel, ts string) bool {
@@ -562,7 +630,13 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 	case "chat.postEphemeral":
 		writeJSON(w, map[string]any{"ok": true, "message_ts": s.NextTS()})
 	case "conversations.replies":
-		writeJSON(w, map[string]any{"ok": true, "messages": s.replies(call.Param("channel"), call.Param("ts")), "has_more": false})
+		writeJSON(w, map[string]any{"ok": true, "messages": s.replies(call.Param("channel"), call.Param("ts"), call.Param("oldest")), "has_more": false})
+	case "conversations.history":
+		if call.Param("channel") == "" {
+			fail(w, "channel_not_found")
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "messages": s.history(call.Param("channel"), call.Param("oldest")), "has_more": false})
 	case "views.open":
 		if call.Param("trigger_id") == "" {
 			fail(w, "invalid_trigger_id")
