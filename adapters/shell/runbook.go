@@ -18,14 +18,31 @@ var runSeq atomic.Int64
 // PostRun prints a runbook run's message; a terminal cannot edit what it
 // printed, so each update prints the message again.
 func (s *Shell) PostRun(_ context.Context, _ bot.Thread, r card.Run) (string, error) {
-	s.printRun(r.Text())
+	s.showRun(r)
 	return fmt.Sprintf("run-%d", runSeq.Add(1)), nil
 }
 
-// UpdateRun prints the run message again, as it now stands.
+// UpdateRun prints the run message again, as it now stands, unless this
+// terminal printed it so last: an edit that changes nothing shows
+// nothing (a run's message is rendered at every change of the run, and
+// two may render one state).
 func (s *Shell) UpdateRun(_ context.Context, _ bot.Thread, _ string, r card.Run) error {
-	s.printRun(r.Text())
+	s.showRun(r)
 	return nil
+}
+
+func (s *Shell) showRun(r card.Run) {
+	text := r.Text()
+	s.mu.Lock()
+	if s.runs == nil {
+		s.runs = map[string]string{}
+	}
+	same := s.runs[r.ID] == text
+	s.runs[r.ID] = text
+	s.mu.Unlock()
+	if !same {
+		s.printRun(text)
+	}
 }
 
 func (s *Shell) printRun(text string) {

@@ -63,6 +63,7 @@ type Shell struct {
 
 	mu      sync.Mutex         // serialises writes to Out
 	shown   map[string]printed // batch id -> the card as last printed
+	runs    map[string]string  // run id -> its message as last printed
 	greeted bool
 	lines   <-chan string // the lines Run reads, for a prompt's answer
 }
