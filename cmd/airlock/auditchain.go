@@ -5,9 +5,9 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
+	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -86,8 +86,8 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := configFlags("airlock audit export", stderr)
 	format := fs.String("format", "jsonl", "jsonl or csv")
-	since := fs.String("since", "", "only rows at or after this time (RFC 3339) or this long ago (e.g. 24h)")
-	until := fs.String("until", "", "only rows before this time (RFC 3339) or this long ago")
+	since := fs.String("since", "", "only rows at or after this time (RFC 3339) or this long ago (e.g. 7d, 24h)")
+	until := fs.String("until", "", "only rows before this time (RFC 3339) or this long ago (e.g. 1d)")
 	conv := fs.Int64("conversation", 0, "only this conversation id")
 	tool := fs.String("tool", "", "only this tool")
 	actor := fs.String("actor", "", "only this actor")
@@ -98,15 +98,14 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "usage: airlock audit export -config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID]")
 		return 2
 	}
-	now := time.Now()
-	f := storage.AuditRecordFilter{ConversationID: *conv, Tool: *tool, Actor: *actor}
-	var err error
-	if f.Since, err = parseWhen(*since, now); err != nil {
-		fmt.Fprintf(stderr, "airlock: -since: %v\n", err)
+	from, err := parseWhen("since", *since)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 2
 	}
-	if f.Until, err = parseWhen(*until, now); err != nil {
-		fmt.Fprintf(stderr, "airlock: -until: %v\n", err)
+	to, err := parseWhen("until", *until)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 2
 	}
 	_, db := openStoreFor(ctx, *cfgPath, stderr)
@@ -114,6 +113,7 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return 1
 	}
 	defer db.Close()
+	f := storage.AuditRecordFilter{ConversationID: *conv, Tool: *tool, Actor: *actor, Since: from.time(db.Clock()), Until: to.time(db.Clock())}
 	if err := db.ExportAudit(ctx, f, *format, stdout); err != nil {
 		fmt.Fprintf(stderr, "airlock: audit export: %v\n", err)
 		return 1
@@ -121,29 +121,33 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return 0
 }
 
-// parseWhen reads an RFC 3339 time or a duration before now ("" is none).
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+// when is the value of an audit command's -since or -until: a duration
+// before the database's clock ("7d", "24h"), an RFC 3339 time, or none
+// ("" or "0"). Every audit subcommand reads it with parseWhen.
+type when struct {
+	ago time.Duration
+	at  time.Time
+}
+
+// parseWhen reads a -since or -until value; flag names it in the error.
+func parseWhen(flag, s string) (when, error) {
+	if s == "" || s == "0" {
+		return when{}, nil
 	}
-	if d, err := parseDays(s); err == nil {
-		return now.Add(-d), nil
+	if d, err := config.ParseDays(s); err == nil && d > 0 {
+		return when{ago: d}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration (24h, 7d)", s)
+		return when{}, fmt.Errorf("-%s: %q is neither an RFC 3339 time nor a duration (7d, 24h; 0 for every row)", flag, s)
 	}
-	return t, nil
+	return when{at: t}, nil
 }
 
-// parseDays is time.ParseDuration that also reads whole days ("7d").
-func parseDays(s string) (time.Duration, error) {
-	if n := len(s); n > 1 && s[n-1] == 'd' {
-		days, err := strconv.Atoi(s[:n-1])
-		if err != nil || days < 0 {
-			return 0, fmt.Errorf("bad duration %q", s)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
+// time is the instant w names on the clock now (zero for none).
+func (w when) time(now func() time.Time) time.Time {
+	if w.ago > 0 {
+		return now().Add(-w.ago)
 	}
-	return time.ParseDuration(s)
+	return w.at
 }

@@ -166,3 +166,65 @@ func testAuditStats(t *testing.T, driver, dsn string) {
 		t.Errorf("-since after the history:\n%s", out)
 	}
 }
+
+// TestAuditSinceOneParser: `airlock audit`, `audit stats` and `audit
+// export` read -since alike: a duration before the database's clock
+// (7d, 24h), an RFC 3339 time, or 0 for every row; each refuses the same
+// bad value, naming the flag.
+func TestAuditSinceOneParser(t *testing.T) {
+	ctx := context.Background()
+	dsn := filepath.Join(t.TempDir(), "a.db")
+	now := time.Now().UTC()
+	db, err := storage.Open(ctx, "sqlite", dsn, storage.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		call string
+		at   time.Time
+	}{{"old", now.Add(-10 * 24 * time.Hour)}, {"new", now.Add(-time.Hour)}} {
+		if err := db.Audit(ctx, confirm.AuditEvent{At: c.at, Kind: confirm.AuditToolCall, BatchID: "b-" + c.call, CallKey: c.call, Tool: "deploy", Actor: "U1",
+			Detail: `{"args":{}}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	cfg := writeFile(t, "c.yaml", fmt.Sprintf("storage: {driver: sqlite, dsn: '%s'}\nmodel: {provider: openai, name: m}\n", dsn))
+	cmd := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, append(args[:1:1], append([]string{"-config", cfg}, args[1:]...)...), nil, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	sub := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, append([]string{"audit", args[0], "-config", cfg}, args[1:]...), nil, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	for _, since := range []string{"7d", "168h", now.Add(-7 * 24 * time.Hour).Format(time.RFC3339)} {
+		code, out, errOut := cmd("audit", "-since", since, "-json")
+		if code != 0 || !strings.Contains(out, `"call_key":"new"`) || strings.Contains(out, `"call_key":"old"`) {
+			t.Errorf("audit -since %s: exit %d: %s%s", since, code, out, errOut)
+		}
+		code, out, errOut = sub("export", "-since", since)
+		if code != 0 || !strings.Contains(out, `"call_key":"new"`) || strings.Contains(out, `"call_key":"old"`) {
+			t.Errorf("audit export -since %s: exit %d: %s%s", since, code, out, errOut)
+		}
+		if code, out, errOut := sub("stats", "-since", since); code != 0 {
+			t.Errorf("audit stats -since %s: exit %d: %s%s", since, code, out, errOut)
+		}
+	}
+	code, out, errOut := cmd("audit", "-since", "0", "-json")
+	if code != 0 || !strings.Contains(out, `"call_key":"old"`) {
+		t.Errorf("audit -since 0: exit %d: %s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"audit", "-since", "7x"}, {"audit", "stats", "-config", cfg, "-since", "7x"}, {"audit", "export", "-config", cfg, "-since", "7x"}} {
+		var out, errOut bytes.Buffer
+		if args[1] != "stats" && args[1] != "export" {
+			args = append(args, "-config", cfg)
+		}
+		code := run(ctx, args, nil, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "-since") || !strings.Contains(errOut.String(), `"7x"`) {
+			t.Errorf("%v: exit %d: %s%s", args, code, out.String(), errOut.String())
+		}
+	}
+}
