@@ -88,9 +88,11 @@ func printStats(w io.Writer, s storage.AuditStats) {
 	}
 	secs := func(f float64) string { return fmt.Sprintf("%.1fs", f) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tCARDS\tALLOWED\tDENIED\tEXPIRED\tEDITED\tMEDIAN\tP90\tALLOWED <10s\tGRANTS MADE\tGRANTS USED")
+	// CARDS = ALLOWED + DENIED + EXPIRED + ABANDONED + WAITING; EDITED are
+	// among the allowed.
+	fmt.Fprintln(tw, "TOOL\tCARDS\tALLOWED\tDENIED\tEXPIRED\tABANDONED\tWAITING\tEDITED\tMEDIAN\tP90\tALLOWED <10s\tGRANTS MADE\tGRANTS USED")
 	for _, t := range s.Tools {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.0f%%\t%d\t%d\n", t.Tool, t.Cards, t.Allowed, t.Denied, t.Expired, t.Edited,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.0f%%\t%d\t%d\n", t.Tool, t.Cards, t.Allowed, t.Denied, t.Expired, t.Abandoned, t.Waiting, t.Edited,
 			secs(t.MedianSeconds), secs(t.P90Seconds), 100*t.AllowedWithin10s, t.GrantsMade, t.GrantsUsed)
 	}
 	tw.Flush()
