@@ -100,9 +100,10 @@ var chainTamperTests = func() []conformanceTest {
 		what  string
 	}{
 		{"AuditChainEdited", 6, `UPDATE audit SET detail = '{"n":99}' WHERE id = ?`, func(ids []int64) []any { return []any{ids[3]} }, 3, "edited"},
-		{"AuditChainDeletedMiddle", 6, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[2]} }, 3, "deleted"},
-		{"AuditChainDeletedFirst", 3, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[0]} }, 1, "deleted"},
-		{"AuditChainDeletedTail", 6, `DELETE FROM audit WHERE id >= ?`, func(ids []int64) []any { return []any{ids[4]} }, 5, "deleted"},
+		{"AuditChainDeletedMiddle", 6, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[2]} }, 2, "deleted"},
+		{"AuditChainDeletedTwo", 6, `DELETE FROM audit WHERE id IN (?, ?)`, func(ids []int64) []any { return []any{ids[2], ids[3]} }, 2, "deleted"},
+		{"AuditChainDeletedFirst", 3, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[0]} }, 0, "deleted"},
+		{"AuditChainDeletedTail", 6, `DELETE FROM audit WHERE id >= ?`, func(ids []int64) []any { return []any{ids[4]} }, 4, "deleted"},
 		// Rows 2 and 3 change places: each takes the other's contents,
 		// hashes and all.
 		{"AuditChainSwapped", 6, `UPDATE audit SET at = o.at, kind = o.kind, conversation_id = o.conversation_id,
@@ -140,8 +141,8 @@ func testAuditChainEditedAndRehashed(t *testing.T, db *DB) {
 	if _, err := db.x.ExecContext(t.Context(), db.q(`UPDATE audit SET actor = ?, hash = ? WHERE id = ?`), r.Actor, AuditHash(r.PrevHash, r), r.ID); err != nil {
 		t.Fatal(err)
 	}
-	// The next row chains to the row as it was.
-	wantBreak(t, db, ids[4], "deleted")
+	// The next row chains to the row as it was: the row is named.
+	wantBreak(t, db, ids[3], "edited")
 }
 
 func testAuditChainInserted(t *testing.T, db *DB) {

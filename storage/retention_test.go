@@ -101,12 +101,12 @@ func testPruneThenHandDelete(t *testing.T, db *DB) {
 	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id = ?`), ids[7]); err != nil {
 		t.Fatal(err)
 	}
-	wantBreak(t, db, ids[8], "deleted")
-	wantBreakWith(t, db, VerifyOptions{PublicKey: pub}, ids[8], "deleted")
+	wantBreak(t, db, ids[7], "deleted")
+	wantBreakWith(t, db, VerifyOptions{PublicKey: pub}, ids[7], "deleted")
 	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id <= ?`), ids[5]); err != nil {
 		t.Fatal(err)
 	}
-	wantBreak(t, db, ids[6], "deleted")
+	wantBreak(t, db, ids[5], "deleted")
 }
 
 // Without its start checkpoint a pruned chain names its first row: rows
@@ -123,7 +123,7 @@ func testPruneStartMissing(t *testing.T, db *DB) {
 	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit_checkpoints WHERE start = ?`), true); err != nil {
 		t.Fatal(err)
 	}
-	wantBreak(t, db, ids[5], "deleted")
+	wantBreak(t, db, ids[4], "deleted")
 }
 
 // A start checkpoint forged (signed with another key) to cover rows

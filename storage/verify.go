@@ -118,10 +118,23 @@ func (v *ChainVerifier) broken(ctx context.Context, r AuditRecord) (*AuditBreak,
 		}
 		return &AuditBreak{ID: first, What: "inserted", Detail: fmt.Sprintf("row %d chains to row %d, before it", r.ID, m)}, nil
 	}
+	// The row r chains to is not in the table: name the missing row (ids
+	// follow the chain; on PostgreSQL an id can also be skipped, so the
+	// detail gives the range).
 	if v.rows == 0 && v.prev == AuditGenesis {
-		return &AuditBreak{ID: r.ID, What: "deleted", Detail: "rows before it were deleted (it is the first row but chains to another, and no stored start checkpoint names that row)"}, nil
+		if r.ID <= 1 {
+			return &AuditBreak{ID: r.ID, What: "edited", Detail: "it is the first row but chains to another row"}, nil
+		}
+		return &AuditBreak{ID: r.ID - 1, What: "deleted", Detail: fmt.Sprintf("rows before row %d were deleted: it is the first row left, it chains to a row that is missing, and no stored start checkpoint names that row", r.ID)}, nil
 	}
-	return &AuditBreak{ID: r.ID, What: "deleted", Detail: fmt.Sprintf("the row it chains to is missing: rows after row %d were deleted, or row %d was rewritten", v.prevID, v.prevID)}, nil
+	if r.ID == v.prevID+1 {
+		return &AuditBreak{ID: v.prevID, What: "edited", Detail: fmt.Sprintf("row %d, the next row, chains to another hash: row %d was rewritten, hash and all", r.ID, v.prevID)}, nil
+	}
+	missing := fmt.Sprintf("row %d", v.prevID+1)
+	if r.ID > v.prevID+2 {
+		missing = fmt.Sprintf("rows %d to %d", v.prevID+1, r.ID-1)
+	}
+	return &AuditBreak{ID: v.prevID + 1, What: "deleted", Detail: fmt.Sprintf("%s (after row %d) deleted: row %d chains to a row that is missing, or row %d was rewritten", missing, v.prevID, r.ID, v.prevID)}, nil
 }
 
 // dbChainIndex looks rows up in the database (only once a row broke the
@@ -255,8 +268,12 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 	}
 	if headID != id || headHash != hash {
 		if headID > id {
-			return AuditVerification{}, &AuditBreak{ID: headID, What: "deleted",
-				Detail: fmt.Sprintf("the chain's head is row %d but the last row is %d: rows at the end were deleted", headID, id)}
+			missing := fmt.Sprintf("row %d", headID)
+			if headID > id+1 {
+				missing = fmt.Sprintf("rows %d to %d", id+1, headID)
+			}
+			return AuditVerification{}, &AuditBreak{ID: id + 1, What: "deleted",
+				Detail: fmt.Sprintf("%s deleted: the chain's head is row %d but the last row is %d", missing, headID, id)}
 		}
 		if headID < id {
 			first, _, err := dbChainIndex{db}.After(ctx, headID)
