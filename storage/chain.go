@@ -97,12 +97,14 @@ func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) (int64,
 		err := db.get(ctx, ex, &id, db.q(auditInsertPostgres), rest, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail)
 		return id, err
 	}
-	// SQLite: writes are serialised already.
+	// SQLite: writes are serialised already. The id is past every row's,
+	// the head's included: a row written outside Airlock past the head
+	// (which verify names) never makes Airlock's insert fail.
 	var head struct {
 		ID   int64  `db:"last_id"`
 		Hash string `db:"last_hash"`
 	}
-	if err := db.get(ctx, ex, &head, `UPDATE audit_head SET last_id = last_id + 1 WHERE one = 1 RETURNING last_id, last_hash`); err != nil {
+	if err := db.get(ctx, ex, &head, `UPDATE audit_head SET last_id = max(last_id, (SELECT COALESCE(MAX(id), 0) FROM audit)) + 1 WHERE one = 1 RETURNING last_id, last_hash`); err != nil {
 		return 0, fmt.Errorf("audit chain head: %w", err)
 	}
 	r.ID, r.PrevHash = head.ID, head.Hash
@@ -167,8 +169,8 @@ func (db *DB) flushAudits(ctx context.Context, tx *sqlx.Tx) error {
 	return nil
 }
 
-// chainPage is how many rows chainAudit chains a transaction, and how
-// many rows the chain's readers hold at once.
+// chainPage is how many rows the chain's readers (and chainPreChain)
+// hold at once.
 const chainPage = 1000
 
 const auditRecordColumns = `id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash`
@@ -184,73 +186,64 @@ func (r auditRecordRow) record() AuditRecord {
 		CallKey: r.CallKey, Tool: r.Tool, Actor: r.Actor, Detail: r.Detail, PrevHash: r.PrevHash, Hash: r.Hash}
 }
 
-// chainAudit chains the rows written before the chain existed (migration
-// 014 leaves them with empty hashes), in id order from the head, a page a
-// transaction. It is idempotent: with every row chained it reads one page
-// of nothing. A row past the head that already has a hash stops it (verify
-// reports it).
-func (db *DB) chainAudit(ctx context.Context) error {
+// auditChainMigration is the migration that added the chain (014): its
+// transaction chains the rows written before it (chainPreChain).
+const auditChainMigration = 14
+
+// preChainColumns are the audit's columns as migration 014 left them.
+const preChainColumns = `id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash`
+
+// chainPreChain chains the rows written before the chain existed, in id
+// order from the head, a page at a time, in tx: migration 014's
+// transaction, which leaves them with empty hashes. Nothing else chains
+// a row afterwards.
+func (db *DB) chainPreChain(ctx context.Context, tx dbtx) error {
+	var head struct {
+		ID   int64  `db:"last_id"`
+		Hash string `db:"last_hash"`
+	}
+	if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+		return fmt.Errorf("chain audit: head: %w", err)
+	}
 	for {
-		done := false
-		err := db.tx(ctx, func(tx dbtx) error {
-			var head struct {
-				ID   int64  `db:"last_id"`
-				Hash string `db:"last_hash"`
-			}
-			lock := ""
-			if db.driver == DriverPostgres {
-				lock = " FOR UPDATE"
-			}
-			if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`+lock); err != nil {
-				return fmt.Errorf("head: %w", err)
-			}
-			var rows []auditRecordRow
-			if err := db.sel(ctx, tx, &rows, db.q(`SELECT `+auditRecordColumns+` FROM audit WHERE id > ? ORDER BY id LIMIT `+strconv.Itoa(chainPage)), head.ID); err != nil {
-				return fmt.Errorf("load: %w", err)
-			}
-			if len(rows) < chainPage {
-				done = true
-			}
-			last := head
-			for _, row := range rows {
-				if row.Hash != "" {
-					done = true
-					break
-				}
-				r := row.record()
-				r.PrevHash = last.Hash
-				r.Hash = AuditHash(r.PrevHash, r)
-				if _, err := db.exec(ctx, tx, db.q(`UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?`), r.PrevHash, r.Hash, r.ID); err != nil {
-					return fmt.Errorf("row %d: %w", r.ID, err)
-				}
-				last.ID, last.Hash = r.ID, r.Hash
-			}
-			if last.ID == head.ID {
-				return nil
-			}
-			if _, err := db.exec(ctx, tx, db.q(`UPDATE audit_head SET last_id = ?, last_hash = ? WHERE one = 1`), last.ID, last.Hash); err != nil {
-				return fmt.Errorf("move head: %w", err)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("chain audit: %w", err)
+		var rows []auditRecordRow
+		if err := db.sel(ctx, tx, &rows, db.q(`SELECT `+preChainColumns+` FROM audit WHERE id > ? ORDER BY id LIMIT `+strconv.Itoa(chainPage)), head.ID); err != nil {
+			return fmt.Errorf("chain audit: load: %w", err)
 		}
-		if done {
-			return nil
+		for _, row := range rows {
+			r := row.record()
+			r.PrevHash = head.Hash
+			r.Hash = AuditHash(r.PrevHash, r)
+			if _, err := db.exec(ctx, tx, db.q(`UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?`), r.PrevHash, r.Hash, r.ID); err != nil {
+				return fmt.Errorf("chain audit: row %d: %w", r.ID, err)
+			}
+			head.ID, head.Hash = r.ID, r.Hash
+		}
+		if len(rows) < chainPage {
+			break
 		}
 	}
+	if _, err := db.exec(ctx, tx, db.q(`UPDATE audit_head SET last_id = ?, last_hash = ? WHERE one = 1`), head.ID, head.Hash); err != nil {
+		return fmt.Errorf("chain audit: move head: %w", err)
+	}
+	return nil
 }
 
 // AuditRecords calls fn with each audit row from after id after, in id
 // order, reading a page of rows at a time (memory is bounded whatever the
 // table's size); fn returning an error stops it with that error.
 func (db *DB) AuditRecords(ctx context.Context, after int64, f AuditRecordFilter, fn func(AuditRecord) error) error {
+	return db.auditRecordsOn(ctx, db.reader(), after, f, fn)
+}
+
+// auditRecordsOn is AuditRecords reading through rd (a read transaction's
+// snapshot, or the read pool).
+func (db *DB) auditRecordsOn(ctx context.Context, rd sqlx.QueryerContext, after int64, f AuditRecordFilter, fn func(AuditRecord) error) error {
 	where, args := db.auditWhere(f)
 	for {
 		var rows []auditRecordRow
 		q := `SELECT ` + auditRecordColumns + ` FROM audit WHERE id > ?` + where + ` ORDER BY id LIMIT ` + strconv.Itoa(chainPage)
-		if err := db.sel(ctx, db.reader(), &rows, db.q(q), append([]any{after}, args...)...); err != nil {
+		if err := db.sel(ctx, rd, &rows, db.q(q), append([]any{after}, args...)...); err != nil {
 			return fmt.Errorf("read audit: %w", err)
 		}
 		for _, row := range rows {
@@ -301,11 +294,15 @@ func (db *DB) auditWhere(f AuditRecordFilter) (string, []any) {
 // AuditHead is the chain's head as stored: the last chained row's id and
 // hash (0 and AuditGenesis before any row).
 func (db *DB) AuditHead(ctx context.Context) (id int64, hash string, err error) {
+	return db.auditHeadOn(ctx, db.reader())
+}
+
+func (db *DB) auditHeadOn(ctx context.Context, rd sqlx.QueryerContext) (id int64, hash string, err error) {
 	var head struct {
 		ID   int64  `db:"last_id"`
 		Hash string `db:"last_hash"`
 	}
-	if err := db.get(ctx, db.reader(), &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+	if err := db.get(ctx, rd, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
 		return 0, "", fmt.Errorf("audit head: %w", err)
 	}
 	return head.ID, head.Hash, nil

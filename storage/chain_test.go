@@ -300,3 +300,35 @@ func testAuditChainTruncatedAfterCheckpoint(t *testing.T, db *DB) {
 		t.Fatalf("verify with the checkpoint: %v, want row %d truncated", err, ids[3])
 	}
 }
+
+// insertUnchained writes an audit row as someone with the database can: a
+// plain INSERT, no hashes. It returns the row's id.
+func insertUnchained(t *testing.T, db *DB, actor string) int64 {
+	t.Helper()
+	var id int64
+	if err := db.x.GetContext(t.Context(), &id, db.q(`INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
+		VALUES (?, 'decision', 0, '', '', 'deploy', ?, '{"status":"allowed"}') RETURNING id`), db.ts(time.Now()), actor); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// testAuditUnchainedStaysNamed: a row inserted by hand without hashes is
+// never chained in later, by opening the store again or by verify: it is
+// named unchained every time, and Airlock's next rows go on around it.
+func testAuditUnchainedStaysNamed(t *testing.T, driver, dsn string) {
+	db := openDB(t, driver, dsn)
+	chainRows(t, db, 3)
+	forged := insertUnchained(t, db, "U-mallory")
+	wantBreak(t, db, forged, "unchained")
+	db.Close()
+	for range 2 {
+		db = openDB(t, driver, dsn)
+		wantBreak(t, db, forged, "unchained")
+		if err := db.Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: "U1"}); err != nil {
+			t.Fatalf("Airlock's next row beside the unchained one: %v", err)
+		}
+		wantBreak(t, db, forged, "unchained")
+		db.Close()
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -44,8 +46,12 @@ const checkpointColumns = `head_id, head_hash, at, signature, public_key, start`
 // AuditCheckpoints are the stored checkpoints in head id order (a start
 // checkpoint after the periodic one of the same row).
 func (db *DB) AuditCheckpoints(ctx context.Context) ([]AuditCheckpoint, error) {
+	return db.auditCheckpointsOn(ctx, db.reader())
+}
+
+func (db *DB) auditCheckpointsOn(ctx context.Context, rd sqlx.QueryerContext) ([]AuditCheckpoint, error) {
 	var rows []checkpointRow
-	if err := db.sel(ctx, db.reader(), &rows, `SELECT `+checkpointColumns+` FROM audit_checkpoints ORDER BY head_id, start`); err != nil {
+	if err := db.sel(ctx, rd, &rows, `SELECT `+checkpointColumns+` FROM audit_checkpoints ORDER BY head_id, start`); err != nil {
 		return nil, fmt.Errorf("audit checkpoints: %w", err)
 	}
 	out := make([]AuditCheckpoint, len(rows))

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // AuditBreak is where a chain stops verifying: the first row that was
@@ -137,13 +139,16 @@ func (v *ChainVerifier) broken(ctx context.Context, r AuditRecord) (*AuditBreak,
 	return &AuditBreak{ID: v.prevID + 1, What: "deleted", Detail: fmt.Sprintf("%s (after row %d) deleted: row %d chains to a row that is missing, or row %d was rewritten", missing, v.prevID, r.ID, v.prevID)}, nil
 }
 
-// dbChainIndex looks rows up in the database (only once a row broke the
-// chain; the hash lookup reads the whole table).
-type dbChainIndex struct{ db *DB }
+// dbChainIndex looks rows up in the database through rd (only once a row
+// broke the chain; the hash lookup reads the whole table).
+type dbChainIndex struct {
+	db *DB
+	rd sqlx.QueryerContext
+}
 
 func (x dbChainIndex) ByHash(ctx context.Context, hash string) (int64, bool, error) {
 	var id int64
-	err := x.db.get(ctx, x.db.reader(), &id, x.db.q(`SELECT id FROM audit WHERE hash = ? ORDER BY id LIMIT 1`), hash)
+	err := x.db.get(ctx, x.rd, &id, x.db.q(`SELECT id FROM audit WHERE hash = ? ORDER BY id LIMIT 1`), hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -152,7 +157,7 @@ func (x dbChainIndex) ByHash(ctx context.Context, hash string) (int64, bool, err
 
 func (x dbChainIndex) After(ctx context.Context, after int64) (int64, bool, error) {
 	var id int64
-	err := x.db.get(ctx, x.db.reader(), &id, x.db.q(`SELECT id FROM audit WHERE id > ? ORDER BY id LIMIT 1`), after)
+	err := x.db.get(ctx, x.rd, &id, x.db.q(`SELECT id FROM audit WHERE id > ? ORDER BY id LIMIT 1`), after)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -197,8 +202,19 @@ func (db *DB) VerifyAudit(ctx context.Context, anchors ...AuditCheckpoint) (Audi
 // chains to a stored start checkpoint's row begins there (retention pruned
 // the rows before); without one, its first row is named: rows before it
 // were deleted.
-func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerification, error) {
-	all, err := db.AuditCheckpoints(ctx)
+//
+// It reads one snapshot of the database in a read-only transaction and
+// writes nothing.
+func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (res AuditVerification, err error) {
+	err = db.readTx(ctx, func(tx dbtx) error {
+		res, err = db.verifyAudit(ctx, tx, o)
+		return err
+	})
+	return res, err
+}
+
+func (db *DB) verifyAudit(ctx context.Context, rd sqlx.QueryerContext, o VerifyOptions) (AuditVerification, error) {
+	all, err := db.auditCheckpointsOn(ctx, rd)
 	if err != nil {
 		return AuditVerification{}, err
 	}
@@ -217,13 +233,13 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 			stored = append(stored, c)
 		}
 	}
-	v := NewChainVerifier(AuditGenesis, dbChainIndex{db})
+	v := NewChainVerifier(AuditGenesis, dbChainIndex{db, rd})
 	for _, c := range o.Anchors {
 		v.Anchor(c)
 	}
 	var res AuditVerification
 	first, next := true, 0
-	err = db.AuditRecords(ctx, 0, AuditRecordFilter{}, func(r AuditRecord) error {
+	err = db.auditRecordsOn(ctx, rd, 0, AuditRecordFilter{}, func(r AuditRecord) error {
 		if first {
 			first = false
 			if s, ok := starts[r.PrevHash]; ok && r.PrevHash != AuditGenesis && s.ID < r.ID {
@@ -253,7 +269,7 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 	if err != nil {
 		return AuditVerification{}, err
 	}
-	headID, headHash, err := db.AuditHead(ctx)
+	headID, headHash, err := db.auditHeadOn(ctx, rd)
 	if err != nil {
 		return AuditVerification{}, err
 	}
@@ -276,7 +292,7 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 				Detail: fmt.Sprintf("%s deleted: the chain's head is row %d but the last row is %d", missing, headID, id)}
 		}
 		if headID < id {
-			first, _, err := dbChainIndex{db}.After(ctx, headID)
+			first, _, err := dbChainIndex{db, rd}.After(ctx, headID)
 			if err != nil {
 				return AuditVerification{}, fmt.Errorf("verify audit: %w", err)
 			}

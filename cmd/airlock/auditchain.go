@@ -56,8 +56,16 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *file != "" {
 		v, err = storage.VerifyAuditExport(ctx, *file, anchors...)
 	} else {
-		_, db := openStoreFor(ctx, *cfgPath, stderr)
-		if db == nil {
+		// Read-only: verify migrates, chains and writes nothing, so what it
+		// names stays named (README "Audit").
+		cfg, cerr := config.Load(*cfgPath)
+		if cerr != nil {
+			fmt.Fprintf(stderr, "airlock: %v\n", cerr)
+			return 1
+		}
+		db, oerr := storage.OpenReadOnly(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
+		if oerr != nil {
+			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", oerr)
 			return 1
 		}
 		defer db.Close()

@@ -56,12 +56,12 @@ func testAuditVerify(t *testing.T, driver, dsn string, raw func(t *testing.T) *s
 		code := run(ctx, append([]string{"audit", "verify"}, args...), nil, &out, &errOut)
 		return code, out.String(), errOut.String()
 	}
-	if code, out, errOut := verify("-config", cfg); code != 0 || !strings.Contains(out, "0 rows") {
-		t.Fatalf("fresh: exit %d: %s%s", code, out, errOut)
-	}
 	db, err := storage.Open(ctx, driver, dsn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if code, out, errOut := verify("-config", cfg); code != 0 || !strings.Contains(out, "0 rows") {
+		t.Fatalf("fresh: exit %d: %s%s", code, out, errOut)
 	}
 	for i := range 5 {
 		if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditDecision, Tool: "deploy", Actor: fmt.Sprint("U", i)}); err != nil {
@@ -135,4 +135,113 @@ func testAuditVerify(t *testing.T, driver, dsn string, raw func(t *testing.T) *s
 	if code, out, errOut := verify("-config", cfg); code != 1 || !strings.Contains(errOut, "audit row "+third+" edited") {
 		t.Fatalf("after an edit: exit %d: %s%s", code, out, errOut)
 	}
+}
+
+func TestAuditVerifyReadOnlySQLite(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "a.db")
+	testAuditVerifyReadOnly(t, "sqlite", dsn, func(t *testing.T) *sql.DB {
+		db, err := sql.Open("sqlite3", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}, func(t *testing.T) string {
+		b, err := os.ReadFile(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	})
+	// A database that is not there is an error; verify makes no file.
+	missing := filepath.Join(t.TempDir(), "none.db")
+	cfg := writeFile(t, "missing.yaml", fmt.Sprintf("storage: {driver: sqlite, dsn: '%s'}\nmodel: {provider: openai, name: m}\n", missing))
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"audit", "verify", "-config", cfg}, nil, &out, &errOut); code != 1 {
+		t.Fatalf("verify of a missing database: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("verify made %s: %v", missing, err)
+	}
+}
+
+func TestAuditVerifyReadOnlyPostgres(t *testing.T) {
+	pg := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+	if pg == "" {
+		t.Skip("AIRLOCK_TEST_POSTGRES_DSN not set")
+	}
+	dsn := freshSchema(t, pg)
+	raw := func(t *testing.T) *sql.DB {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	testAuditVerifyReadOnly(t, "postgres", dsn, raw, func(t *testing.T) string {
+		r := raw(t)
+		defer r.Close()
+		var s string
+		if err := r.QueryRowContext(context.Background(), `SELECT
+			(SELECT string_agg(id || ':' || prev_hash || ':' || hash, ',' ORDER BY id) FROM audit) || '|' ||
+			(SELECT last_id || ':' || last_hash FROM audit_head) || '|' ||
+			(SELECT count(*) FROM schema_migrations) || '|' || (SELECT count(*) FROM audit_checkpoints)`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// testAuditVerifyReadOnly: a row inserted by hand with no hashes is named
+// unchained by `airlock audit verify` every time it runs: verify opens the
+// database read-only, so it chains nothing, migrates nothing and writes
+// nothing (state: the database's contents, before and after).
+func testAuditVerifyReadOnly(t *testing.T, driver, dsn string, raw func(t *testing.T) *sql.DB, state func(t *testing.T) string) {
+	ctx := context.Background()
+	cfg := writeFile(t, "c.yaml", fmt.Sprintf("storage: {driver: %s, dsn: '%s'}\nmodel: {provider: openai, name: m}\n", driver, dsn))
+	db, err := storage.Open(ctx, driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditDecision, Tool: "deploy", Actor: fmt.Sprint("U", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	r := raw(t)
+	var forged int64
+	if err := r.QueryRowContext(ctx, r2q(driver, `INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
+		VALUES (?, 'decision', 0, '', '', 'deploy', 'U-mallory', '{"status":"allowed"}') RETURNING id`), time.Now().UTC().Format("2006-01-02T15:04:05.000000000Z07:00")).Scan(&forged); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	before := state(t)
+	for i := range 2 {
+		var out, errOut bytes.Buffer
+		code := run(ctx, []string{"audit", "verify", "-config", cfg}, nil, &out, &errOut)
+		if want := fmt.Sprintf("audit row %d unchained", forged); code != 1 || !strings.Contains(errOut.String(), want) {
+			t.Fatalf("verify %d: exit %d, want 1 with %q: %s%s", i+1, code, want, out.String(), errOut.String())
+		}
+	}
+	if after := state(t); after != before {
+		t.Fatalf("verify changed the database:\nbefore %.300q\nafter  %.300q", before, after)
+	}
+}
+
+// r2q rewrites ? placeholders for a raw connection of driver.
+func r2q(driver, q string) string {
+	if driver != "postgres" {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
