@@ -3,7 +3,9 @@ package storage
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -208,7 +210,15 @@ func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before tim
 			if _, err := db.storeCheckpoint(ctx, tx, c); err != nil {
 				return err
 			}
-			if _, err := db.exec(ctx, tx, db.q(`INSERT INTO audit_prune (one, upto) VALUES (1, ?)`), upto.ID); err != nil {
+			// The guard row last: on SQLite the trigger takes it as the
+			// connection's last insert (migration 021).
+			guard := db.q(`INSERT INTO audit_prune (txid, upto, upto_hash) VALUES (txid_current(), ?, ?)`)
+			args := []any{upto.ID, upto.Hash}
+			if db.driver == DriverSQLite {
+				guard = `INSERT INTO audit_prune (n, upto, upto_hash) VALUES (?, ?, ?)`
+				args = append([]any{pruneGuardID()}, args...)
+			}
+			if _, err := db.exec(ctx, tx, guard, args...); err != nil {
 				return fmt.Errorf("guard: %w", err)
 			}
 			res, err := db.exec(ctx, tx, db.q(`DELETE FROM audit WHERE id <= ?`), upto.ID)
@@ -231,4 +241,12 @@ func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before tim
 			return total, ctx.Err()
 		}
 	}
+}
+
+// pruneGuardID is a SQLite prune's bookkeeping row's id: random, so that
+// no other table's last insert has it.
+func pruneGuardID() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.BigEndian.Uint64(b[:])>>2) + 1
 }

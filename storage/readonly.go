@@ -15,8 +15,8 @@ import (
 )
 
 // AuditSchemaVersion is the first migration whose audit a read-only
-// verifier reads (retention's start checkpoints, migration 016).
-const AuditSchemaVersion = 16
+// verifier reads (the prune guard of migration 021).
+const AuditSchemaVersion = 21
 
 // ErrReadOnly is what a write through a database opened with
 // OpenReadOnly fails with, where Airlock can tell before the database does.

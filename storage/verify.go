@@ -175,6 +175,10 @@ type AuditVerification struct {
 	// Checkpoints is how many stored checkpoints were checked against the
 	// chain (with a public key only).
 	Checkpoints int
+	// Stored is how many checkpoints the database holds, StoredStarts of
+	// them start checkpoints: without a public key none of them was
+	// checked (airlock audit verify says so, and fails).
+	Stored, StoredStarts int
 }
 
 // VerifyOptions are what VerifyAuditWith checks besides the chain.
@@ -220,7 +224,12 @@ func (db *DB) verifyAudit(ctx context.Context, rd sqlx.QueryerContext, o VerifyO
 	}
 	starts := map[string]AuditCheckpoint{} // by hash
 	var stored []AuditCheckpoint
+	var res AuditVerification
+	res.Stored = len(all)
 	for _, c := range all {
+		if c.Start {
+			res.StoredStarts++
+		}
 		if o.PublicKey != nil {
 			if err := c.VerifySignature(o.PublicKey); err != nil {
 				return AuditVerification{}, &AuditBreak{ID: c.ID, What: "forged",
@@ -237,7 +246,6 @@ func (db *DB) verifyAudit(ctx context.Context, rd sqlx.QueryerContext, o VerifyO
 	for _, c := range o.Anchors {
 		v.Anchor(c)
 	}
-	var res AuditVerification
 	first, next := true, 0
 	err = db.auditRecordsOn(ctx, rd, 0, AuditRecordFilter{}, func(r AuditRecord) error {
 		if first {

@@ -12,29 +12,47 @@ import (
 )
 
 // auditVerify walks the audit's hash chain, in the database
-// (`airlock audit verify -config FILE`) or in a JSONL export (`-file F`):
-// exit 0 with the rows and the head, 1 naming the first bad row.
+// (`airlock audit verify -config FILE`, opened read-only) or in a JSONL
+// export (`-file F`): exit 0 with the rows and the head, 1 naming the
+// first bad row, 3 when the database holds checkpoints and no key checked
+// them (unless -allow-unchecked-checkpoints).
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := configFlags("airlock audit verify", stderr)
 	file := fs.String("file", "", "verify this JSONL export instead of the database")
 	checkpoint := fs.String("checkpoint", "", "a checkpoint held outside Airlock (JSON): the chain must still hold its row, with its hash")
-	pubkey := fs.String("pubkey", "", "the Ed25519 public key of audit.signing_key: checks -checkpoint's signature and every stored checkpoint")
+	pubkey := fs.String("pubkey", "", "the Ed25519 public key of audit.signing_key: checks -checkpoint's signature and every stored checkpoint (default: the public half of the config's audit.signing_key)")
+	allowUnchecked := fs.Bool("allow-unchecked-checkpoints", false, "exit 0 although the database holds checkpoints and no key (-pubkey, or audit.signing_key in the config) checked them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: airlock audit verify -config FILE | -file EXPORT.jsonl [-checkpoint FILE] [-pubkey FILE]")
+		fmt.Fprintln(stderr, "usage: airlock audit verify -config FILE | -file EXPORT.jsonl [-checkpoint FILE] [-pubkey FILE] [-allow-unchecked-checkpoints]")
 		return 2
 	}
-	var pub ed25519.PublicKey
+	var (
+		pub    ed25519.PublicKey
+		keyBy  string // where pub came from, for the output
+		cfg    *config.Config
+		anchor []storage.AuditCheckpoint
+	)
 	if *pubkey != "" {
 		var err error
 		if pub, err = storage.ReadEd25519PublicKey(*pubkey); err != nil {
 			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
 			return 1
 		}
+		keyBy = "-pubkey"
 	}
-	var anchors []storage.AuditCheckpoint
+	if *file == "" {
+		var err error
+		if cfg, err = config.Load(*cfgPath); err != nil {
+			fmt.Fprintf(stderr, "airlock: %v\n", err)
+			return 1
+		}
+		if k := cfg.Audit.Key(); pub == nil && k != nil {
+			pub, keyBy = k.Public().(ed25519.PublicKey), "the public half of audit.signing_key"
+		}
+	}
 	if *checkpoint != "" {
 		c, err := storage.ReadAuditCheckpoint(*checkpoint)
 		if err == nil && pub != nil {
@@ -45,31 +63,26 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return 1
 		}
 		if pub == nil {
-			fmt.Fprintln(stderr, "airlock: audit verify: the checkpoint's signature is not checked (no -pubkey)")
+			fmt.Fprintln(stderr, "airlock: audit verify: the checkpoint's signature is not checked (no -pubkey, no audit.signing_key)")
 		}
-		anchors = append(anchors, c)
+		anchor = append(anchor, c)
 	}
 	var (
 		v   storage.AuditVerification
 		err error
 	)
 	if *file != "" {
-		v, err = storage.VerifyAuditExport(ctx, *file, anchors...)
+		v, err = storage.VerifyAuditExport(ctx, *file, anchor...)
 	} else {
 		// Read-only: verify migrates, chains and writes nothing, so what it
 		// names stays named (README "Audit").
-		cfg, cerr := config.Load(*cfgPath)
-		if cerr != nil {
-			fmt.Fprintf(stderr, "airlock: %v\n", cerr)
-			return 1
-		}
 		db, oerr := storage.OpenReadOnly(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
 		if oerr != nil {
 			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", oerr)
 			return 1
 		}
 		defer db.Close()
-		v, err = db.VerifyAuditWith(ctx, storage.VerifyOptions{Anchors: anchors, PublicKey: pub})
+		v, err = db.VerifyAuditWith(ctx, storage.VerifyOptions{Anchors: anchor, PublicKey: pub})
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
@@ -79,14 +92,48 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if s := v.Start; s.ID != 0 {
 		signed := "its signature checked"
 		if pub == nil {
-			signed = "its signature not checked (no -pubkey)"
+			signed = "its signature NOT checked"
 		}
 		fmt.Fprintf(stdout, "the chain starts after row %d: rows up to it were pruned (start checkpoint of %s, %s)\n", s.ID, s.At.UTC().Format(time.RFC3339), signed)
 	}
-	if pub != nil && *file == "" {
-		fmt.Fprintf(stdout, "stored checkpoints verified: %d\n", v.Checkpoints)
+	if *file != "" {
+		return 0
 	}
+	if pub != nil {
+		fmt.Fprintf(stdout, "stored checkpoints verified: %d (with %s)\n", v.Checkpoints, keyBy)
+		return 0
+	}
+	if v.Stored == 0 {
+		fmt.Fprintln(stdout, "stored checkpoints: none")
+		return 0
+	}
+	fmt.Fprintf(stderr, "airlock: audit verify: WARNING: %s NOT checked: give -pubkey KEY, or a config holding audit.signing_key. "+
+		"Unchecked, a checkpoint stored by someone without the key passes, and so do rows deleted behind a start checkpoint of their making.\n", storedCheckpoints(v))
+	if !*allowUnchecked {
+		fmt.Fprintln(stderr, "airlock: audit verify: exit 3: the checkpoints could not be checked (-allow-unchecked-checkpoints accepts that)")
+		return 3
+	}
+	fmt.Fprintln(stderr, "airlock: audit verify: accepted unchecked (-allow-unchecked-checkpoints)")
 	return 0
+}
+
+// storedCheckpoints says how many checkpoints the database holds.
+func storedCheckpoints(v storage.AuditVerification) string {
+	s := fmt.Sprintf("%d stored checkpoint", v.Stored)
+	if v.Stored != 1 {
+		s += "s"
+	}
+	if v.StoredStarts > 0 {
+		s += fmt.Sprintf(" (%d start checkpoint", v.StoredStarts)
+		if v.StoredStarts != 1 {
+			s += "s"
+		}
+		s += ")"
+	}
+	if v.Stored == 1 {
+		return s + " was"
+	}
+	return s + " were"
 }
 
 // auditExport streams audit rows in id order with their hashes, as JSONL

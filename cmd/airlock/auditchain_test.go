@@ -245,3 +245,114 @@ func r2q(driver, q string) string {
 	}
 	return b.String()
 }
+
+func TestAuditVerifyUncheckedCheckpointsSQLite(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "a.db")
+	testAuditVerifyUncheckedCheckpoints(t, "sqlite", dsn, func(t *testing.T) *sql.DB {
+		db, err := sql.Open("sqlite3", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	})
+}
+
+func TestAuditVerifyUncheckedCheckpointsPostgres(t *testing.T) {
+	pg := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+	if pg == "" {
+		t.Skip("AIRLOCK_TEST_POSTGRES_DSN not set")
+	}
+	dsn := freshSchema(t, pg)
+	testAuditVerifyUncheckedCheckpoints(t, "postgres", dsn, func(t *testing.T) *sql.DB {
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	})
+}
+
+// testAuditVerifyUncheckedCheckpoints: someone with the database deletes
+// the oldest rows and stores a start checkpoint of their own making where
+// the prune's would be. `airlock audit verify` with no key to check it
+// says loudly that the stored checkpoints were not checked and fails
+// (unless -allow-unchecked-checkpoints accepts that); with -pubkey, or a
+// config holding audit.signing_key, it names the checkpoint forged.
+func testAuditVerifyUncheckedCheckpoints(t *testing.T, driver, dsn string, raw func(t *testing.T) *sql.DB) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	keyPath, pubPath, key := auditKeyFiles(t, dir)
+	cfg := writeFile(t, "c.yaml", fmt.Sprintf("storage: {driver: %s, dsn: '%s'}\nmodel: {provider: openai, name: m}\n", driver, dsn))
+	keyed := writeFile(t, "keyed.yaml", fmt.Sprintf("storage: {driver: %s, dsn: '%s'}\nmodel: {provider: openai, name: m}\naudit: {signing_key: '${file:%s}'}\n", driver, dsn, keyPath))
+	verify := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, append([]string{"audit", "verify"}, args...), nil, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	db, err := storage.Open(ctx, driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []storage.AuditRecord
+	for i := range 6 {
+		if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditDecision, Tool: "deploy", Actor: fmt.Sprint("U", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := db.CheckpointAudit(ctx, key, storage.CheckpointPolicy{Rows: 1, Interval: time.Hour}); err != nil || c == nil {
+		t.Fatalf("checkpoint: %v, %v", c, err)
+	}
+	if err := db.AuditRecords(ctx, 0, storage.AuditRecordFilter{}, func(r storage.AuditRecord) error { rows = append(rows, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	if code, out, errOut := verify("-config", cfg); code != 3 || !strings.Contains(errOut, "1 stored checkpoint") || !strings.Contains(errOut, "NOT checked") ||
+		!strings.Contains(errOut, "-pubkey") || !strings.Contains(errOut, "-allow-unchecked-checkpoints") {
+		t.Fatalf("no key: exit %d, want 3 saying the checkpoints were not checked: %s%s", code, out, errOut)
+	}
+	if code, out, errOut := verify("-config", cfg, "-allow-unchecked-checkpoints"); code != 0 || !strings.Contains(errOut, "NOT checked") {
+		t.Fatalf("no key, accepted: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, errOut := verify("-config", cfg, "-pubkey", pubPath); code != 0 || !strings.Contains(out, "stored checkpoints verified: 1") {
+		t.Fatalf("-pubkey: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, errOut := verify("-config", keyed); code != 0 || !strings.Contains(out, "stored checkpoints verified: 1 (with the public half of audit.signing_key)") {
+		t.Fatalf("the config's key: exit %d: %s%s", code, out, errOut)
+	}
+
+	// The oldest three rows deleted, behind a start checkpoint nobody
+	// holding the key signed.
+	_, other, _ := ed25519.GenerateKey(nil)
+	start := storage.AuditCheckpoint{ID: rows[2].ID, Hash: rows[2].Hash, At: time.Now(), Start: true}
+	start.Sign(other)
+	r := raw(t)
+	defer r.Close()
+	drop := `DROP TRIGGER audit_no_delete`
+	if driver == "postgres" {
+		drop = `DROP TRIGGER audit_append_only ON audit`
+	}
+	for _, q := range []struct {
+		q    string
+		args []any
+	}{
+		{drop, nil},
+		{r2q(driver, `DELETE FROM audit WHERE id <= ?`), []any{rows[2].ID}},
+		{r2q(driver, `INSERT INTO audit_checkpoints (head_id, head_hash, at, signature, public_key, start) VALUES (?, ?, ?, ?, ?, ?)`),
+			[]any{start.ID, start.Hash, start.At.UTC().Format("2006-01-02T15:04:05.000000000Z07:00"), start.Signature, start.PublicKey, true}},
+	} {
+		if _, err := r.ExecContext(ctx, q.q, q.args...); err != nil {
+			t.Fatalf("%s: %v", q.q, err)
+		}
+	}
+	if code, out, errOut := verify("-config", cfg); code != 3 || !strings.Contains(errOut, "2 stored checkpoints (1 start checkpoint)") || !strings.Contains(errOut, "NOT checked") {
+		t.Fatalf("a forged start, no key: exit %d, want 3: %s%s", code, out, errOut)
+	}
+	want := fmt.Sprintf("audit row %d forged", rows[2].ID)
+	if code, out, errOut := verify("-config", cfg, "-pubkey", pubPath); code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("a forged start, -pubkey: exit %d, want 1 naming %q: %s%s", code, want, out, errOut)
+	}
+	if code, out, errOut := verify("-config", keyed); code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("a forged start, the config's key: exit %d, want 1 naming %q: %s%s", code, want, out, errOut)
+	}
+}
