@@ -76,14 +76,21 @@ func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p Che
 		return nil, ErrNoSigningKey
 	}
 	var written *AuditCheckpoint
+	mac := NewAuditMAC(key)
 	err := db.tx(ctx, func(tx dbtx) error {
 		written = nil
-		var head struct {
-			ID   int64  `db:"last_id"`
-			Hash string `db:"last_hash"`
-		}
-		if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+		var head chainHead
+		if err := db.get(ctx, tx, &head, `SELECT last_id AS prev_id, last_hash AS prev_hash, last_mac AS prev_mac FROM audit_head WHERE one = 1`); err != nil {
 			return fmt.Errorf("head: %w", err)
+		}
+		if !head.authentic(mac) {
+			// Never sign a head Airlock did not write: record it (its
+			// audit_foreign_row row, chained around it) and go on from
+			// there.
+			var err error
+			if head, err = db.repairHead(ctx, tx, mac); err != nil {
+				return err
+			}
 		}
 		if head.ID == 0 {
 			return nil

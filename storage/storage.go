@@ -81,6 +81,10 @@ type DB struct {
 	// readOnly: opened with OpenReadOnly; every write transaction is
 	// refused (ErrReadOnly).
 	readOnly bool
+	// mac MACs the audit rows this store writes (WithAuditKey); nil: none.
+	mac *AuditMAC
+	// onAlarm is told of a chain head Airlock did not write (OnAuditAlarm).
+	onAlarm atomic.Pointer[func(AuditAlarm)]
 }
 
 // Option is an option of Open.

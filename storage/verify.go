@@ -43,7 +43,20 @@ type ChainVerifier struct {
 
 	anchor     *AuditCheckpoint // see Anchor
 	anchorHash string           // the anchor's row's hash, once met
+
+	mac    *AuditMAC // see CheckMACs
+	macked int64     // rows with a valid MAC
+	bare   int64     // rows before the first with a MAC, which carry none
 }
+
+// CheckMACs makes the verifier check each row's MAC with mac: from the
+// first row that carries a valid one on, every row must (the rows before
+// are those written before migration 021 or before the key was set).
+func (v *ChainVerifier) CheckMACs(mac *AuditMAC) { v.mac = mac }
+
+// MACs are how many rows carry a valid MAC, and how many before the
+// first of them carry none.
+func (v *ChainVerifier) MACs() (valid, bare int64) { return v.macked, v.bare }
 
 // NewChainVerifier verifies a chain whose first row follows start
 // (AuditGenesis for a chain from its beginning).
@@ -85,6 +98,19 @@ func (v *ChainVerifier) Add(ctx context.Context, r AuditRecord) error {
 	}
 	if AuditHash(r.PrevHash, r) != r.Hash {
 		return &AuditBreak{ID: r.ID, What: "edited", Detail: "its contents do not match its hash"}
+	}
+	if v.mac != nil {
+		switch {
+		case r.MAC != "" && v.mac.Valid(r.ID, r.Hash, r.MAC):
+			v.macked++
+		case r.MAC != "":
+			return &AuditBreak{ID: r.ID, What: "unauthenticated", Detail: "its MAC does not verify with audit.signing_key: it was written outside Airlock (or under another key)"}
+		case v.macked > 0:
+			return &AuditBreak{ID: r.ID, What: "unauthenticated", Detail: "it carries no MAC though rows before it do: it was written outside Airlock, " +
+				"or by a process without audit.signing_key (an older release, a replica without the key)"}
+		default:
+			v.bare++
+		}
 	}
 	v.prev, v.prevID = r.Hash, r.ID
 	v.rows++
@@ -175,6 +201,10 @@ type AuditVerification struct {
 	// Checkpoints is how many stored checkpoints were checked against the
 	// chain (with a public key only).
 	Checkpoints int
+	// MACChecked: every row's MAC was checked (VerifyOptions.MAC); MACRows
+	// carry a valid one, BareRows (all before the first of those) none.
+	MACChecked        bool
+	MACRows, BareRows int64
 	// Stored is how many checkpoints the database holds, StoredStarts of
 	// them start checkpoints: without a public key none of them was
 	// checked (airlock audit verify says so, and fails).
@@ -186,6 +216,9 @@ type VerifyOptions struct {
 	// Anchors are checkpoints held outside Airlock (verify -checkpoint):
 	// the chain must still hold their rows, with their hashes.
 	Anchors []AuditCheckpoint
+	// MAC, when set, checks every row's MAC (ChainVerifier.CheckMACs):
+	// airlock audit verify takes it from the config's audit.signing_key.
+	MAC *AuditMAC
 	// PublicKey, when set, checks every stored checkpoint: its signature,
 	// and that the chain holds its row with its hash (a checkpoint past
 	// the chain's end names a truncated tail). The start checkpoint of a
@@ -243,6 +276,9 @@ func (db *DB) verifyAudit(ctx context.Context, rd sqlx.QueryerContext, o VerifyO
 		}
 	}
 	v := NewChainVerifier(AuditGenesis, dbChainIndex{db, rd})
+	if o.MAC != nil {
+		v.CheckMACs(o.MAC)
+	}
 	for _, c := range o.Anchors {
 		v.Anchor(c)
 	}
@@ -311,6 +347,8 @@ func (db *DB) verifyAudit(ctx context.Context, rd sqlx.QueryerContext, o VerifyO
 			Detail: fmt.Sprintf("the chain's head (row %d, %s) does not match the last row", headID, headHash)}
 	}
 	res.Rows, res.HeadID, res.HeadHash = v.Rows(), id, hash
+	res.MACChecked = o.MAC != nil
+	res.MACRows, res.BareRows = v.MACs()
 	return res, nil
 }
 

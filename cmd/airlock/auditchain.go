@@ -32,6 +32,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	var (
 		pub    ed25519.PublicKey
 		keyBy  string // where pub came from, for the output
+		mac    *storage.AuditMAC
 		cfg    *config.Config
 		anchor []storage.AuditCheckpoint
 	)
@@ -49,8 +50,11 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			fmt.Fprintf(stderr, "airlock: %v\n", err)
 			return 1
 		}
-		if k := cfg.Audit.Key(); pub == nil && k != nil {
-			pub, keyBy = k.Public().(ed25519.PublicKey), "the public half of audit.signing_key"
+		if k := cfg.Audit.Key(); k != nil {
+			mac = storage.NewAuditMAC(k)
+			if pub == nil {
+				pub, keyBy = k.Public().(ed25519.PublicKey), "the public half of audit.signing_key"
+			}
 		}
 	}
 	if *checkpoint != "" {
@@ -82,7 +86,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return 1
 		}
 		defer db.Close()
-		v, err = db.VerifyAuditWith(ctx, storage.VerifyOptions{Anchors: anchor, PublicKey: pub})
+		v, err = db.VerifyAuditWith(ctx, storage.VerifyOptions{Anchors: anchor, PublicKey: pub, MAC: mac})
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: audit verify: %v\n", err)
@@ -98,6 +102,16 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if *file != "" {
 		return 0
+	}
+	if mac != nil {
+		fmt.Fprintf(stdout, "row MACs verified: %d rows (with audit.signing_key)", v.MACRows)
+		if v.BareRows > 0 {
+			fmt.Fprintf(stdout, "; the %d rows before them carry none (written before the key was set, or before this release)", v.BareRows)
+		}
+		fmt.Fprintln(stdout)
+	} else {
+		fmt.Fprintln(stderr, "airlock: audit verify: WARNING: row MACs NOT checked (the config has no audit.signing_key): "+
+			"a row appended, head and all, by someone with write access to the database since the last checkpoint would pass")
 	}
 	if pub != nil {
 		fmt.Fprintf(stdout, "stored checkpoints verified: %d (with %s)\n", v.Checkpoints, keyBy)

@@ -25,3 +25,33 @@ BEGIN
     RETURN OLD;
 END;
 $$;
+
+-- Row MACs (storage.AuditMAC): with audit.signing_key each row carries a
+-- MAC only the key's holder can compute, written with the row, and
+-- audit_head the head row's (last_mac), which is never emptied once set:
+-- a head whose MAC does not verify was not written by Airlock. prev_id and
+-- prev_mac, like prev_hash, return the head a writer took under its lock
+-- (storage.takeHead).
+ALTER TABLE audit ADD COLUMN mac TEXT NOT NULL DEFAULT '';
+ALTER TABLE audit_head ADD COLUMN last_mac TEXT NOT NULL DEFAULT '';
+ALTER TABLE audit_head ADD COLUMN prev_id BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE audit_head ADD COLUMN prev_mac TEXT NOT NULL DEFAULT '';
+
+-- No row is updated any more: the rows before the chain were chained in
+-- migration 014's transaction, and a row is written whole.
+DROP TRIGGER audit_no_update ON audit;
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();
+
+CREATE FUNCTION audit_head_keeps_mac() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND (OLD.last_mac = '' OR NEW.last_mac <> '') THEN
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'the audit head''s MAC cannot be removed, nor the head deleted';
+END;
+$$;
+CREATE TRIGGER audit_head_keeps_mac BEFORE UPDATE OR DELETE ON audit_head
+    FOR EACH ROW EXECUTE FUNCTION audit_head_keeps_mac();
+CREATE TRIGGER audit_head_no_truncate BEFORE TRUNCATE ON audit_head
+    FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();

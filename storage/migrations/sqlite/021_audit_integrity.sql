@@ -23,3 +23,28 @@ WHEN NOT EXISTS (SELECT 1 FROM audit_prune p JOIN audit_checkpoints c
 BEGIN
     SELECT RAISE(ABORT, 'audit is append-only');
 END;
+
+-- Row MACs (storage.AuditMAC): with audit.signing_key each row carries a
+-- MAC only the key's holder can compute, written with the row, and
+-- audit_head the head row's (last_mac), which is never emptied once set:
+-- a head whose MAC does not verify was not written by Airlock.
+ALTER TABLE audit ADD COLUMN mac TEXT NOT NULL DEFAULT '';
+ALTER TABLE audit_head ADD COLUMN last_mac TEXT NOT NULL DEFAULT '';
+
+-- No row is updated any more: the rows before the chain were chained in
+-- migration 014's transaction, and a row is written whole.
+DROP TRIGGER audit_no_update;
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN
+    SELECT RAISE(ABORT, 'audit is append-only');
+END;
+
+CREATE TRIGGER audit_head_keeps_mac BEFORE UPDATE ON audit_head
+WHEN OLD.last_mac <> '' AND NEW.last_mac = ''
+BEGIN
+    SELECT RAISE(ABORT, 'the audit head''s MAC cannot be removed');
+END;
+CREATE TRIGGER audit_head_no_delete BEFORE DELETE ON audit_head
+BEGIN
+    SELECT RAISE(ABORT, 'the audit head cannot be deleted');
+END;
