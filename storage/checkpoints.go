@@ -96,8 +96,7 @@ func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p Che
 			return nil
 		}
 		now := utc(db.now())
-		var last checkpointRow
-		err := db.get(ctx, tx, &last, db.q(`SELECT `+checkpointColumns+` FROM audit_checkpoints WHERE start = ? ORDER BY head_id DESC LIMIT 1`), false)
+		last, err := db.lastSignedCheckpoint(ctx, tx, key.Public().(ed25519.PublicKey))
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // the first: due now
 		case err != nil:
@@ -125,6 +124,23 @@ func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p Che
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}
 	return written, nil
+}
+
+// lastSignedCheckpoint is the newest periodic checkpoint whose signature
+// verifies with pub (sql.ErrNoRows: none among the newest): one stored
+// by someone else, say at a row the chain has not reached, does not make
+// Airlock think it checkpointed (verify names it forged).
+func (db *DB) lastSignedCheckpoint(ctx context.Context, tx dbtx, pub ed25519.PublicKey) (checkpointRow, error) {
+	var rows []checkpointRow
+	if err := db.sel(ctx, tx, &rows, db.q(`SELECT `+checkpointColumns+` FROM audit_checkpoints WHERE start = ? ORDER BY head_id DESC LIMIT 100`), false); err != nil {
+		return checkpointRow{}, err
+	}
+	for _, r := range rows {
+		if r.checkpoint().VerifySignature(pub) == nil {
+			return r, nil
+		}
+	}
+	return checkpointRow{}, sql.ErrNoRows
 }
 
 // storeCheckpoint inserts c unless a checkpoint of its head (and kind) is
