@@ -33,6 +33,7 @@ type Metrics struct {
 	decisionSeconds   *prometheus.HistogramVec
 	callsDecided      *prometheus.CounterVec
 	callsExpired      *prometheus.CounterVec
+	auditForeignHeads prometheus.Counter
 	rb                runbookCollectors
 	cs                cardSyncCollectors
 }
@@ -83,9 +84,12 @@ func New(pending func() float64) *Metrics {
 		callsExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_calls_expired_total", Help: "Calls that expired without a decision, by tool.",
 		}, []string{"tool"}),
+		auditForeignHeads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "airlock_audit_foreign_heads_total", Help: "Times Airlock found the audit chain's head at a row it did not write (its MAC does not verify) and chained around it.",
+		}),
 	}
 	reg.MustRegister(m.decisions, m.decisionWait, m.toolRuns, m.toolRunSeconds, m.modelRequests, m.modelSeconds,
-		m.webhookDeliveries, m.ackSeconds, m.decisionSeconds, m.callsDecided, m.callsExpired, m.rb.runs, m.rb.stepSeconds,
+		m.webhookDeliveries, m.ackSeconds, m.decisionSeconds, m.callsDecided, m.callsExpired, m.auditForeignHeads, m.rb.runs, m.rb.stepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m.cs.all()...)
 	if pending != nil {
@@ -140,6 +144,15 @@ func (m *Metrics) CallExpired(tool string) {
 		return
 	}
 	m.callsExpired.WithLabelValues(tool).Inc()
+}
+
+// AuditForeignHead records that the audit chain's head was a row Airlock
+// did not write (storage.AuditAlarm).
+func (m *Metrics) AuditForeignHead() {
+	if m == nil {
+		return
+	}
+	m.auditForeignHeads.Inc()
 }
 
 // ToolRun records one tool run and its duration.

@@ -33,7 +33,10 @@ type ToolStats struct {
 	Denied    int    `json:"denied"`
 	Expired   int    `json:"expired"`
 	Abandoned int    `json:"abandoned"` // the conversation moved on before anyone decided
-	Edited    int    `json:"edited"`    // cards whose arguments an approver edited
+	// Waiting cards have no decision yet (or none of the above): Cards is
+	// Allowed + Denied + Expired + Abandoned + Waiting.
+	Waiting int `json:"waiting"`
+	Edited  int `json:"edited"` // cards whose arguments an approver edited (and so allowed)
 	// Median and P90 of the time to decide the cards a person decided
 	// (allowed or denied), in seconds; 0 when none was.
 	MedianSeconds float64 `json:"median_seconds"`
@@ -169,6 +172,7 @@ func (db *DB) AuditStats(ctx context.Context, since time.Time) (AuditStats, erro
 	}
 	out := AuditStats{Since: since, Tools: []ToolStats{}, Approvers: []ApproverStats{}}
 	for _, t := range tools {
+		t.Waiting = t.Cards - t.Allowed - t.Denied - t.Expired - t.Abandoned
 		t.MedianSeconds, t.P90Seconds = median(t.times), percentile(t.times, 0.9)
 		if t.Cards > 0 {
 			t.AllowedWithin10s = float64(t.quick) / float64(t.Cards)

@@ -43,6 +43,9 @@ type AuditRecord struct {
 	Detail         string    `json:"detail"`
 	PrevHash       string    `json:"prev_hash"`
 	Hash           string    `json:"hash"`
+	// MAC is the row's MAC with the key of audit.signing_key (AuditMAC);
+	// empty for a row written without the key.
+	MAC string `json:"mac,omitempty"`
 }
 
 // AuditCanonical appends the row's canonical bytes to buf: its columns
@@ -81,9 +84,11 @@ func AuditHash(prev string, r AuditRecord) string {
 }
 
 // insertChained writes a new audit row chained to the head in ex's
-// transaction and moves the head to it; it returns the row's id.
+// transaction and moves the head to it; it returns the row's id. With the
+// audit key (WithAuditKey) the row carries its MAC, and a head Airlock
+// did not write is not extended (foreignHead).
 func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) (int64, error) {
-	if db.driver == DriverPostgres {
+	if db.driver == DriverPostgres && db.mac == nil {
 		// The UPDATE locks the head row until the transaction ends (a
 		// concurrent writer waits, then reads the head it left) and takes
 		// the next id from the audit's own sequence under that lock, so ids
@@ -97,23 +102,85 @@ func (db *DB) insertChained(ctx context.Context, ex dbtx, r AuditRecord) (int64,
 		err := db.get(ctx, ex, &id, db.q(auditInsertPostgres), rest, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail)
 		return id, err
 	}
-	// SQLite: writes are serialised already.
-	var head struct {
-		ID   int64  `db:"last_id"`
-		Hash string `db:"last_hash"`
-	}
-	if err := db.get(ctx, ex, &head, `UPDATE audit_head SET last_id = last_id + 1 WHERE one = 1 RETURNING last_id, last_hash`); err != nil {
-		return 0, fmt.Errorf("audit chain head: %w", err)
-	}
-	r.ID, r.PrevHash = head.ID, head.Hash
-	r.Hash = AuditHash(r.PrevHash, r)
-	if _, err := db.exec(ctx, ex, db.q(`INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		r.ID, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail, r.PrevHash, r.Hash); err != nil {
+	head, id, err := db.takeHead(ctx, ex)
+	if err != nil {
 		return 0, err
 	}
-	_, err := db.exec(ctx, ex, db.q(`UPDATE audit_head SET last_hash = ? WHERE one = 1`), r.Hash)
-	return r.ID, err
+	if db.mac != nil && !head.authentic(db.mac) {
+		if head, err = db.foreignHead(ctx, ex, db.mac, head, id, r.At); err != nil {
+			return 0, err
+		}
+		if id, err = db.nextID(ctx, ex, head.ID); err != nil {
+			return 0, err
+		}
+	}
+	r.ID, r.PrevHash = id, head.Hash
+	r.Hash = AuditHash(r.PrevHash, r)
+	if db.mac != nil {
+		r.MAC = db.mac.Sum(r.ID, r.Hash)
+	}
+	return r.ID, db.appendRecord(ctx, ex, r, db.mac != nil)
+}
+
+// takeHead takes the chain's head to extend it, in ex's transaction, and
+// the next row's id. On PostgreSQL the UPDATE locks the head row until the
+// transaction ends (a concurrent writer waits, then reads the head it
+// left: an UPDATE that waited evaluates its SET again on the row it then
+// reads) and takes the id from the audit's own sequence under that lock,
+// never below the head's, so ids follow the chain and a writer that does
+// not chain (an older release) never takes the same id. SQLite's writes
+// are serialised already; there the id is past every row's, so a row
+// written outside Airlock past the head (which verify names) never makes
+// Airlock's insert fail.
+func (db *DB) takeHead(ctx context.Context, ex dbtx) (chainHead, int64, error) {
+	var head struct {
+		chainHead
+		Next int64 `db:"next_id"`
+	}
+	q := `SELECT last_id AS prev_id, last_hash AS prev_hash, last_mac AS prev_mac,
+		max(last_id, (SELECT COALESCE(MAX(id), 0) FROM audit)) + 1 AS next_id FROM audit_head WHERE one = 1`
+	if db.driver == DriverPostgres {
+		q = `UPDATE audit_head SET prev_id = last_id, prev_hash = last_hash, prev_mac = last_mac,
+			last_id = GREATEST(nextval(pg_get_serial_sequence('audit', 'id')), last_id + 1)
+		WHERE one = 1 RETURNING prev_id, prev_hash, prev_mac, last_id AS next_id`
+	}
+	if err := db.get(ctx, ex, &head, q); err != nil {
+		return chainHead{}, 0, fmt.Errorf("%w: %w", ErrAuditHead, err)
+	}
+	return head.chainHead, head.Next, nil
+}
+
+// nextID is the id of a row after row after, the head being locked.
+func (db *DB) nextID(ctx context.Context, ex dbtx, after int64) (int64, error) {
+	if db.driver != DriverPostgres {
+		return after + 1, nil
+	}
+	var id int64
+	if err := db.get(ctx, ex, &id, `SELECT GREATEST(nextval(pg_get_serial_sequence('audit', 'id')), $1::bigint + 1)`, after); err != nil {
+		return 0, fmt.Errorf("%w: next id: %w", ErrAuditHead, err)
+	}
+	return id, nil
+}
+
+// appendRecord writes r (id, hashes and MAC set) and moves the head to it;
+// withMAC moves the head's MAC too (a store without the key leaves it).
+func (db *DB) appendRecord(ctx context.Context, ex dbtx, r AuditRecord, withMAC bool) error {
+	move, args := `UPDATE audit_head SET last_id = ?, last_hash = ? WHERE one = 1`, []any{r.ID, r.Hash}
+	if withMAC {
+		move, args = `UPDATE audit_head SET last_id = ?, last_hash = ?, last_mac = ? WHERE one = 1`, []any{r.ID, r.Hash, r.MAC}
+	}
+	if db.driver == DriverPostgres {
+		// One round trip: the head is locked until the commit.
+		_, err := db.exec(ctx, ex, db.q(`WITH i AS (INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash, mac)
+			OVERRIDING SYSTEM VALUE VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) `+move),
+			append([]any{r.ID, db.ts(r.At), r.Kind, r.ConversationID, r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail, r.PrevHash, r.Hash, r.MAC}, args...)...)
+		return err
+	}
+	if err := db.insertRecord(ctx, ex, r); err != nil {
+		return err
+	}
+	_, err := db.exec(ctx, ex, db.q(move), args...)
+	return err
 }
 
 // auditInsertPostgres is AuditHash in SQL: SHA-256 over the previous hash's
@@ -167,90 +234,82 @@ func (db *DB) flushAudits(ctx context.Context, tx *sqlx.Tx) error {
 	return nil
 }
 
-// chainPage is how many rows chainAudit chains a transaction, and how
-// many rows the chain's readers hold at once.
+// chainPage is how many rows the chain's readers (and chainPreChain)
+// hold at once.
 const chainPage = 1000
 
-const auditRecordColumns = `id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash`
+const auditRecordColumns = `id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash, mac`
 
 type auditRecordRow struct {
 	auditRow
 	PrevHash string `db:"prev_hash"`
 	Hash     string `db:"hash"`
+	MAC      string `db:"mac"`
 }
 
 func (r auditRecordRow) record() AuditRecord {
 	return AuditRecord{ID: r.ID, At: r.At.t, Kind: r.Kind, ConversationID: r.ConversationID, BatchID: r.BatchID,
-		CallKey: r.CallKey, Tool: r.Tool, Actor: r.Actor, Detail: r.Detail, PrevHash: r.PrevHash, Hash: r.Hash}
+		CallKey: r.CallKey, Tool: r.Tool, Actor: r.Actor, Detail: r.Detail, PrevHash: r.PrevHash, Hash: r.Hash, MAC: r.MAC}
 }
 
-// chainAudit chains the rows written before the chain existed (migration
-// 014 leaves them with empty hashes), in id order from the head, a page a
-// transaction. It is idempotent: with every row chained it reads one page
-// of nothing. A row past the head that already has a hash stops it (verify
-// reports it).
-func (db *DB) chainAudit(ctx context.Context) error {
+// auditChainMigration is the migration that added the chain (014): its
+// transaction chains the rows written before it (chainPreChain).
+const auditChainMigration = 14
+
+// preChainColumns are the audit's columns as migration 014 left them.
+const preChainColumns = `id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash`
+
+// chainPreChain chains the rows written before the chain existed, in id
+// order from the head, a page at a time, in tx: migration 014's
+// transaction, which leaves them with empty hashes. Nothing else chains
+// a row afterwards.
+func (db *DB) chainPreChain(ctx context.Context, tx dbtx) error {
+	var head struct {
+		ID   int64  `db:"last_id"`
+		Hash string `db:"last_hash"`
+	}
+	if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+		return fmt.Errorf("chain audit: head: %w", err)
+	}
 	for {
-		done := false
-		err := db.tx(ctx, func(tx dbtx) error {
-			var head struct {
-				ID   int64  `db:"last_id"`
-				Hash string `db:"last_hash"`
-			}
-			lock := ""
-			if db.driver == DriverPostgres {
-				lock = " FOR UPDATE"
-			}
-			if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`+lock); err != nil {
-				return fmt.Errorf("head: %w", err)
-			}
-			var rows []auditRecordRow
-			if err := db.sel(ctx, tx, &rows, db.q(`SELECT `+auditRecordColumns+` FROM audit WHERE id > ? ORDER BY id LIMIT `+strconv.Itoa(chainPage)), head.ID); err != nil {
-				return fmt.Errorf("load: %w", err)
-			}
-			if len(rows) < chainPage {
-				done = true
-			}
-			last := head
-			for _, row := range rows {
-				if row.Hash != "" {
-					done = true
-					break
-				}
-				r := row.record()
-				r.PrevHash = last.Hash
-				r.Hash = AuditHash(r.PrevHash, r)
-				if _, err := db.exec(ctx, tx, db.q(`UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?`), r.PrevHash, r.Hash, r.ID); err != nil {
-					return fmt.Errorf("row %d: %w", r.ID, err)
-				}
-				last.ID, last.Hash = r.ID, r.Hash
-			}
-			if last.ID == head.ID {
-				return nil
-			}
-			if _, err := db.exec(ctx, tx, db.q(`UPDATE audit_head SET last_id = ?, last_hash = ? WHERE one = 1`), last.ID, last.Hash); err != nil {
-				return fmt.Errorf("move head: %w", err)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("chain audit: %w", err)
+		var rows []auditRecordRow
+		if err := db.sel(ctx, tx, &rows, db.q(`SELECT `+preChainColumns+` FROM audit WHERE id > ? ORDER BY id LIMIT `+strconv.Itoa(chainPage)), head.ID); err != nil {
+			return fmt.Errorf("chain audit: load: %w", err)
 		}
-		if done {
-			return nil
+		for _, row := range rows {
+			r := row.record()
+			r.PrevHash = head.Hash
+			r.Hash = AuditHash(r.PrevHash, r)
+			if _, err := db.exec(ctx, tx, db.q(`UPDATE audit SET prev_hash = ?, hash = ? WHERE id = ?`), r.PrevHash, r.Hash, r.ID); err != nil {
+				return fmt.Errorf("chain audit: row %d: %w", r.ID, err)
+			}
+			head.ID, head.Hash = r.ID, r.Hash
+		}
+		if len(rows) < chainPage {
+			break
 		}
 	}
+	if _, err := db.exec(ctx, tx, db.q(`UPDATE audit_head SET last_id = ?, last_hash = ? WHERE one = 1`), head.ID, head.Hash); err != nil {
+		return fmt.Errorf("chain audit: move head: %w", err)
+	}
+	return nil
 }
 
 // AuditRecords calls fn with each audit row from after id after, in id
 // order, reading a page of rows at a time (memory is bounded whatever the
 // table's size); fn returning an error stops it with that error.
 func (db *DB) AuditRecords(ctx context.Context, after int64, f AuditRecordFilter, fn func(AuditRecord) error) error {
+	return db.auditRecordsOn(ctx, db.reader(), after, f, fn)
+}
+
+// auditRecordsOn is AuditRecords reading through rd (a read transaction's
+// snapshot, or the read pool).
+func (db *DB) auditRecordsOn(ctx context.Context, rd sqlx.QueryerContext, after int64, f AuditRecordFilter, fn func(AuditRecord) error) error {
 	where, args := db.auditWhere(f)
 	for {
 		var rows []auditRecordRow
 		q := `SELECT ` + auditRecordColumns + ` FROM audit WHERE id > ?` + where + ` ORDER BY id LIMIT ` + strconv.Itoa(chainPage)
-		if err := db.sel(ctx, db.reader(), &rows, db.q(q), append([]any{after}, args...)...); err != nil {
+		if err := db.sel(ctx, rd, &rows, db.q(q), append([]any{after}, args...)...); err != nil {
 			return fmt.Errorf("read audit: %w", err)
 		}
 		for _, row := range rows {
@@ -301,11 +360,15 @@ func (db *DB) auditWhere(f AuditRecordFilter) (string, []any) {
 // AuditHead is the chain's head as stored: the last chained row's id and
 // hash (0 and AuditGenesis before any row).
 func (db *DB) AuditHead(ctx context.Context) (id int64, hash string, err error) {
+	return db.auditHeadOn(ctx, db.reader())
+}
+
+func (db *DB) auditHeadOn(ctx context.Context, rd sqlx.QueryerContext) (id int64, hash string, err error) {
 	var head struct {
 		ID   int64  `db:"last_id"`
 		Hash string `db:"last_hash"`
 	}
-	if err := db.get(ctx, db.reader(), &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+	if err := db.get(ctx, rd, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
 		return 0, "", fmt.Errorf("audit head: %w", err)
 	}
 	return head.ID, head.Hash, nil

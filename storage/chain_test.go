@@ -100,9 +100,10 @@ var chainTamperTests = func() []conformanceTest {
 		what  string
 	}{
 		{"AuditChainEdited", 6, `UPDATE audit SET detail = '{"n":99}' WHERE id = ?`, func(ids []int64) []any { return []any{ids[3]} }, 3, "edited"},
-		{"AuditChainDeletedMiddle", 6, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[2]} }, 3, "deleted"},
-		{"AuditChainDeletedFirst", 3, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[0]} }, 1, "deleted"},
-		{"AuditChainDeletedTail", 6, `DELETE FROM audit WHERE id >= ?`, func(ids []int64) []any { return []any{ids[4]} }, 5, "deleted"},
+		{"AuditChainDeletedMiddle", 6, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[2]} }, 2, "deleted"},
+		{"AuditChainDeletedTwo", 6, `DELETE FROM audit WHERE id IN (?, ?)`, func(ids []int64) []any { return []any{ids[2], ids[3]} }, 2, "deleted"},
+		{"AuditChainDeletedFirst", 3, `DELETE FROM audit WHERE id = ?`, func(ids []int64) []any { return []any{ids[0]} }, 0, "deleted"},
+		{"AuditChainDeletedTail", 6, `DELETE FROM audit WHERE id >= ?`, func(ids []int64) []any { return []any{ids[4]} }, 4, "deleted"},
 		// Rows 2 and 3 change places: each takes the other's contents,
 		// hashes and all.
 		{"AuditChainSwapped", 6, `UPDATE audit SET at = o.at, kind = o.kind, conversation_id = o.conversation_id,
@@ -140,8 +141,8 @@ func testAuditChainEditedAndRehashed(t *testing.T, db *DB) {
 	if _, err := db.x.ExecContext(t.Context(), db.q(`UPDATE audit SET actor = ?, hash = ? WHERE id = ?`), r.Actor, AuditHash(r.PrevHash, r), r.ID); err != nil {
 		t.Fatal(err)
 	}
-	// The next row chains to the row as it was.
-	wantBreak(t, db, ids[4], "deleted")
+	// The next row chains to the row as it was: the row is named.
+	wantBreak(t, db, ids[3], "edited")
 }
 
 func testAuditChainInserted(t *testing.T, db *DB) {
@@ -297,5 +298,37 @@ func testAuditChainTruncatedAfterCheckpoint(t *testing.T, db *DB) {
 	var b *AuditBreak
 	if !errors.As(err, &b) || b.ID != ids[3] || b.What != "truncated" {
 		t.Fatalf("verify with the checkpoint: %v, want row %d truncated", err, ids[3])
+	}
+}
+
+// insertUnchained writes an audit row as someone with the database can: a
+// plain INSERT, no hashes. It returns the row's id.
+func insertUnchained(t *testing.T, db *DB, actor string) int64 {
+	t.Helper()
+	var id int64
+	if err := db.x.GetContext(t.Context(), &id, db.q(`INSERT INTO audit (at, kind, conversation_id, batch_id, call_key, tool, actor, detail)
+		VALUES (?, 'decision', 0, '', '', 'deploy', ?, '{"status":"allowed"}') RETURNING id`), db.ts(time.Now()), actor); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// testAuditUnchainedStaysNamed: a row inserted by hand without hashes is
+// never chained in later, by opening the store again or by verify: it is
+// named unchained every time, and Airlock's next rows go on around it.
+func testAuditUnchainedStaysNamed(t *testing.T, driver, dsn string) {
+	db := openDB(t, driver, dsn)
+	chainRows(t, db, 3)
+	forged := insertUnchained(t, db, "U-mallory")
+	wantBreak(t, db, forged, "unchained")
+	db.Close()
+	for range 2 {
+		db = openDB(t, driver, dsn)
+		wantBreak(t, db, forged, "unchained")
+		if err := db.Audit(t.Context(), confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: "U1"}); err != nil {
+			t.Fatalf("Airlock's next row beside the unchained one: %v", err)
+		}
+		wantBreak(t, db, forged, "unchained")
+		db.Close()
 	}
 }

@@ -3,10 +3,14 @@ package storage
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/redact"
 )
@@ -44,8 +48,12 @@ const checkpointColumns = `head_id, head_hash, at, signature, public_key, start`
 // AuditCheckpoints are the stored checkpoints in head id order (a start
 // checkpoint after the periodic one of the same row).
 func (db *DB) AuditCheckpoints(ctx context.Context) ([]AuditCheckpoint, error) {
+	return db.auditCheckpointsOn(ctx, db.reader())
+}
+
+func (db *DB) auditCheckpointsOn(ctx context.Context, rd sqlx.QueryerContext) ([]AuditCheckpoint, error) {
 	var rows []checkpointRow
-	if err := db.sel(ctx, db.reader(), &rows, `SELECT `+checkpointColumns+` FROM audit_checkpoints ORDER BY head_id, start`); err != nil {
+	if err := db.sel(ctx, rd, &rows, `SELECT `+checkpointColumns+` FROM audit_checkpoints ORDER BY head_id, start`); err != nil {
 		return nil, fmt.Errorf("audit checkpoints: %w", err)
 	}
 	out := make([]AuditCheckpoint, len(rows))
@@ -68,21 +76,27 @@ func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p Che
 		return nil, ErrNoSigningKey
 	}
 	var written *AuditCheckpoint
+	mac := NewAuditMAC(key)
 	err := db.tx(ctx, func(tx dbtx) error {
 		written = nil
-		var head struct {
-			ID   int64  `db:"last_id"`
-			Hash string `db:"last_hash"`
-		}
-		if err := db.get(ctx, tx, &head, `SELECT last_id, last_hash FROM audit_head WHERE one = 1`); err != nil {
+		var head chainHead
+		if err := db.get(ctx, tx, &head, `SELECT last_id AS prev_id, last_hash AS prev_hash, last_mac AS prev_mac FROM audit_head WHERE one = 1`); err != nil {
 			return fmt.Errorf("head: %w", err)
+		}
+		if !head.authentic(mac) {
+			// Never sign a head Airlock did not write: record it (its
+			// audit_foreign_row row, chained around it) and go on from
+			// there.
+			var err error
+			if head, err = db.repairHead(ctx, tx, mac); err != nil {
+				return err
+			}
 		}
 		if head.ID == 0 {
 			return nil
 		}
 		now := utc(db.now())
-		var last checkpointRow
-		err := db.get(ctx, tx, &last, db.q(`SELECT `+checkpointColumns+` FROM audit_checkpoints WHERE start = ? ORDER BY head_id DESC LIMIT 1`), false)
+		last, err := db.lastSignedCheckpoint(ctx, tx, key.Public().(ed25519.PublicKey))
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // the first: due now
 		case err != nil:
@@ -110,6 +124,23 @@ func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p Che
 		return nil, fmt.Errorf("audit checkpoint: %w", err)
 	}
 	return written, nil
+}
+
+// lastSignedCheckpoint is the newest periodic checkpoint whose signature
+// verifies with pub (sql.ErrNoRows: none among the newest): one stored
+// by someone else, say at a row the chain has not reached, does not make
+// Airlock think it checkpointed (verify names it forged).
+func (db *DB) lastSignedCheckpoint(ctx context.Context, tx dbtx, pub ed25519.PublicKey) (checkpointRow, error) {
+	var rows []checkpointRow
+	if err := db.sel(ctx, tx, &rows, db.q(`SELECT `+checkpointColumns+` FROM audit_checkpoints WHERE start = ? ORDER BY head_id DESC LIMIT 100`), false); err != nil {
+		return checkpointRow{}, err
+	}
+	for _, r := range rows {
+		if r.checkpoint().VerifySignature(pub) == nil {
+			return r, nil
+		}
+	}
+	return checkpointRow{}, sql.ErrNoRows
 }
 
 // storeCheckpoint inserts c unless a checkpoint of its head (and kind) is
@@ -202,7 +233,15 @@ func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before tim
 			if _, err := db.storeCheckpoint(ctx, tx, c); err != nil {
 				return err
 			}
-			if _, err := db.exec(ctx, tx, db.q(`INSERT INTO audit_prune (one, upto) VALUES (1, ?)`), upto.ID); err != nil {
+			// The guard row last: on SQLite the trigger takes it as the
+			// connection's last insert (migration 021).
+			guard := db.q(`INSERT INTO audit_prune (txid, upto, upto_hash) VALUES (txid_current(), ?, ?)`)
+			args := []any{upto.ID, upto.Hash}
+			if db.driver == DriverSQLite {
+				guard = `INSERT INTO audit_prune (n, upto, upto_hash) VALUES (?, ?, ?)`
+				args = append([]any{pruneGuardID()}, args...)
+			}
+			if _, err := db.exec(ctx, tx, guard, args...); err != nil {
 				return fmt.Errorf("guard: %w", err)
 			}
 			res, err := db.exec(ctx, tx, db.q(`DELETE FROM audit WHERE id <= ?`), upto.ID)
@@ -225,4 +264,12 @@ func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before tim
 			return total, ctx.Err()
 		}
 	}
+}
+
+// pruneGuardID is a SQLite prune's bookkeeping row's id: random, so that
+// no other table's last insert has it.
+func pruneGuardID() int64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.BigEndian.Uint64(b[:])>>2) + 1
 }

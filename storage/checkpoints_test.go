@@ -20,6 +20,7 @@ var checkpointTests = []conformanceTest{
 	{"CheckpointsRewrittenChain", testCheckpointsRewrittenChain},
 	{"CheckpointsTruncatedTail", testCheckpointsTruncatedTail},
 	{"CheckpointForged", testCheckpointForged},
+	{"CheckpointPastAForgedOne", testCheckpointPastAForgedOne},
 }
 
 func checkpointKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
@@ -308,5 +309,27 @@ func TestPostgresAuditCheckpointReplicas(t *testing.T) {
 	all, err := dbs[1].AuditCheckpoints(t.Context())
 	if err != nil || len(all) != 5 {
 		t.Fatalf("stored: %d, %v", len(all), err)
+	}
+}
+
+// A checkpoint someone stored by hand at a row the chain has not reached
+// does not stop Airlock's: the job goes on from its own last one.
+func testCheckpointPastAForgedOne(t *testing.T, db *DB) {
+	_, key := checkpointKey(t)
+	_, other := checkpointKey(t)
+	chainRow(t, db, "U1")
+	if checkpoint(t, db, key, everyThree) == nil {
+		t.Fatal("no first checkpoint")
+	}
+	fake := AuditCheckpoint{ID: 1000, Hash: AuditGenesis, At: time.Now()}
+	fake.Sign(other)
+	if err := db.tx(t.Context(), func(tx dbtx) error { _, err := db.storeCheckpoint(t.Context(), tx, fake); return err }); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		chainRow(t, db, "U2")
+	}
+	if c := checkpoint(t, db, key, everyThree); c == nil {
+		t.Fatal("a stored checkpoint of another key at row 1000 stopped the checkpoints")
 	}
 }

@@ -97,7 +97,7 @@ func VerifyAuditExport(ctx context.Context, path string, anchors ...AuditCheckpo
 }
 
 // exportColumns are the CSV export's columns, in order (README "Audit").
-var exportColumns = []string{"id", "at", "kind", "conversation_id", "batch_id", "call_key", "tool", "actor", "detail", "prev_hash", "hash"}
+var exportColumns = []string{"id", "at", "kind", "conversation_id", "batch_id", "call_key", "tool", "actor", "detail", "prev_hash", "hash", "mac"}
 
 // ExportAudit writes the rows f selects to w in id order with their
 // hashes, as "jsonl" (one AuditRecord a line) or "csv" (exportColumns), a
@@ -113,7 +113,7 @@ func (db *DB) ExportAudit(ctx context.Context, f AuditRecordFilter, format strin
 		}
 		write = func(r AuditRecord) error {
 			err := cw.Write([]string{strconv.FormatInt(r.ID, 10), utc(r.At).Format(auditTimeLayout), r.Kind,
-				strconv.FormatInt(r.ConversationID, 10), r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail, r.PrevHash, r.Hash})
+				strconv.FormatInt(r.ConversationID, 10), r.BatchID, r.CallKey, r.Tool, r.Actor, r.Detail, r.PrevHash, r.Hash, r.MAC})
 			if err == nil {
 				cw.Flush()
 				err = cw.Error()

@@ -41,13 +41,16 @@ const (
 	// EventAuditCheckpoint carries a signed checkpoint of the audit's chain
 	// (checkpoint); it has no audit row of its own.
 	EventAuditCheckpoint EventType = "audit_checkpoint"
+	// EventAuditForeignRow: Airlock found the audit chain's head at a row
+	// it did not write (audit_row; reason says where it chained instead).
+	EventAuditForeignRow EventType = EventType(AuditForeignRow)
 )
 
 // EventTypes lists every webhook event type.
 var EventTypes = []EventType{
 	EventToolCall, EventApprovalRequest, EventApproval, EventDecision, EventExpired,
 	EventRejectedClick, EventToolResult, EventGrantCreated, EventGrantUsed, EventGrantRevoked,
-	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked, EventAuditCheckpoint,
+	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked, EventAuditCheckpoint, EventAuditForeignRow,
 }
 
 // Outcomes of decision, expired and tool_result events.
@@ -182,6 +185,9 @@ type WebhookEvent struct {
 	// Checkpoint (audit_checkpoint) is the signed checkpoint, as
 	// `airlock audit verify -checkpoint` reads it.
 	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
+	// AuditRow (audit_foreign_row) is the audit row Airlock found as the
+	// chain's head without having written it.
+	AuditRow int64 `json:"audit_row,omitempty"`
 }
 
 // WebhookConversation names the thread an event belongs to.
@@ -245,6 +251,9 @@ func (ev WebhookEvent) encode() []byte {
 	if ev.Checkpoint != nil {
 		o.add("checkpoint", ev.Checkpoint)
 	}
+	if ev.AuditRow != 0 {
+		o.add("audit_row", ev.AuditRow)
+	}
 	if ev.PreviewHash != "" {
 		o.add("preview_hash", ev.PreviewHash)
 	}
@@ -272,6 +281,7 @@ type auditDetail struct {
 	Step      *int             `json:"step"`  // escalated
 	// Suppressed: rejected_click, repeats counted since the key's last row.
 	Suppressed int64 `json:"suppressed"`
+	Row        int64 `json:"row"` // audit_foreign_row: the row found as the head
 }
 
 // eventOf maps an audit row to its webhook event, without id,
@@ -316,6 +326,8 @@ func eventOf(e confirm.AuditEvent) (WebhookEvent, auditDetail) {
 		ev.Expires = d.Until
 	case confirm.AuditEscalated:
 		ev.Step = d.Step
+	case AuditForeignRow:
+		ev.AuditRow, ev.Reason = d.Row, d.Why
 	}
 	return ev, d
 }

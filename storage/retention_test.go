@@ -2,11 +2,16 @@ package storage
 
 import (
 	"bytes"
+	"context"
+	"crypto/ed25519"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -20,6 +25,7 @@ var retentionTests = []conformanceTest{
 	{"PruneStartForged", testPruneStartForged},
 	{"PruneKeepsHead", testPruneKeepsHead},
 	{"DeleteStillRefused", testDeleteStillRefused},
+	{"PruneGuardHandRow", testPruneGuardHandRow},
 }
 
 // prunedChain writes 10 rows a day apart from t0 with a checkpoint after
@@ -101,12 +107,12 @@ func testPruneThenHandDelete(t *testing.T, db *DB) {
 	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id = ?`), ids[7]); err != nil {
 		t.Fatal(err)
 	}
-	wantBreak(t, db, ids[8], "deleted")
-	wantBreakWith(t, db, VerifyOptions{PublicKey: pub}, ids[8], "deleted")
+	wantBreak(t, db, ids[7], "deleted")
+	wantBreakWith(t, db, VerifyOptions{PublicKey: pub}, ids[7], "deleted")
 	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit WHERE id <= ?`), ids[5]); err != nil {
 		t.Fatal(err)
 	}
-	wantBreak(t, db, ids[6], "deleted")
+	wantBreak(t, db, ids[5], "deleted")
 }
 
 // Without its start checkpoint a pruned chain names its first row: rows
@@ -123,7 +129,7 @@ func testPruneStartMissing(t *testing.T, db *DB) {
 	if _, err := db.x.ExecContext(t.Context(), db.q(`DELETE FROM audit_checkpoints WHERE start = ?`), true); err != nil {
 		t.Fatal(err)
 	}
-	wantBreak(t, db, ids[5], "deleted")
+	wantBreak(t, db, ids[4], "deleted")
 }
 
 // A start checkpoint forged (signed with another key) to cover rows
@@ -199,4 +205,122 @@ func testDeleteStillRefused(t *testing.T, db *DB) {
 			t.Fatal("TRUNCATE went through")
 		}
 	}
+}
+
+// handPruneRow puts a row in the prune's bookkeeping table through ex, as
+// someone with the database can, whatever columns it has: allowing the
+// rows up to upto (with its hash, where the table asks for one).
+func handPruneRow(t *testing.T, db *DB, ex dbtx, upto int64, hash string) error {
+	t.Helper()
+	rows, err := ex.QueryxContext(t.Context(), `SELECT * FROM audit_prune WHERE 1 = 0`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := rows.Columns()
+	rows.Close()
+	switch {
+	case slices.Contains(cols, "one"): // migration 016's
+		_, err = ex.ExecContext(t.Context(), db.q(`INSERT INTO audit_prune (one, upto) VALUES (1, ?)`), upto)
+	case slices.Contains(cols, "txid"):
+		_, err = ex.ExecContext(t.Context(), db.q(`INSERT INTO audit_prune (txid, upto, upto_hash) VALUES (txid_current(), ?, ?)`), upto, hash)
+	default:
+		_, err = ex.ExecContext(t.Context(), db.q(`INSERT INTO audit_prune (n, upto, upto_hash) VALUES (?, ?, ?)`), time.Now().UnixNano(), upto, hash)
+	}
+	return err
+}
+
+// inTx runs fn in a transaction on a connection of its own (not Airlock's
+// writer), as another client of the database would, and commits.
+func inTx(t *testing.T, db *DB, fn func(tx *sqlx.Tx) error) error {
+	t.Helper()
+	x := db.x
+	if db.driver == DriverSQLite {
+		var err error
+		if x, err = sqlx.Open("sqlite3", db.sqlitePathForTest(t)); err != nil {
+			t.Fatal(err)
+		}
+		defer x.Close()
+	}
+	tx, err := x.BeginTxx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// testPruneGuardHandRow: a row put in the prune's bookkeeping table by hand
+// opens the audit's DELETE trigger for nothing: not in its own
+// transaction without a start checkpoint of its row, not from another
+// transaction at all. Deleting the oldest rows the way a prune does, with
+// a start checkpoint nobody could sign, goes through but verify with the
+// key names that checkpoint forged.
+func testPruneGuardHandRow(t *testing.T, db *DB) {
+	ids := chainRows(t, db, 6)
+	var rows []AuditRecord
+	if err := db.AuditRecords(t.Context(), 0, AuditRecordFilter{}, func(r AuditRecord) error { rows = append(rows, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	del := func(tx *sqlx.Tx, q string, args ...any) error {
+		_, err := tx.ExecContext(t.Context(), db.q(q), args...)
+		return err
+	}
+	// Its own transaction, a middle row.
+	if err := inTx(t, db, func(tx *sqlx.Tx) error {
+		if err := handPruneRow(t, db, tx, ids[3], rows[3].Hash); err != nil {
+			t.Fatalf("a row in audit_prune by hand: %v", err)
+		}
+		return del(tx, `DELETE FROM audit WHERE id = ?`, ids[1])
+	}); err == nil {
+		t.Fatal("a row put in audit_prune by hand let a DELETE of a middle row through")
+	}
+	// A hand row and a start checkpoint of its row, committed: a DELETE
+	// in another transaction is refused.
+	_, other := checkpointKey(t)
+	forged := AuditCheckpoint{ID: ids[3], Hash: rows[3].Hash, At: time.Now(), Start: true}
+	forged.Sign(other)
+	if err := inTx(t, db, func(tx *sqlx.Tx) error {
+		if err := handPruneRow(t, db, tx, ids[3], rows[3].Hash); err != nil {
+			return err
+		}
+		_, err := db.storeCheckpoint(t.Context(), tx, forged)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := inTx(t, db, func(tx *sqlx.Tx) error { return del(tx, `DELETE FROM audit WHERE id <= ?`, ids[3]) }); err == nil {
+		t.Fatal("a committed hand row opened a DELETE in another transaction")
+	}
+	if v, err := db.VerifyAudit(t.Context()); err != nil || v.Rows != 6 {
+		t.Fatalf("after refused deletes: %+v, %v", v, err)
+	}
+	// Done as a prune is, in one transaction, the oldest rows go; verify
+	// with the key names the start checkpoint forged.
+	if err := inTx(t, db, func(tx *sqlx.Tx) error {
+		if err := handPruneRow(t, db, tx, ids[3], rows[3].Hash); err != nil {
+			return err
+		}
+		return del(tx, `DELETE FROM audit WHERE id <= ?`, ids[3])
+	}); err != nil {
+		t.Fatalf("a prune done by hand: %v", err)
+	}
+	pub := other.Public().(ed25519.PublicKey)
+	if _, err := db.VerifyAuditWith(t.Context(), VerifyOptions{PublicKey: pub}); err != nil {
+		t.Fatalf("with the forger's own key the prune passes: %v", err)
+	}
+	realPub, _ := checkpointKey(t)
+	wantBreakWith(t, db, VerifyOptions{PublicKey: realPub}, ids[3], "forged")
+}
+
+// sqlitePathForTest is the file of db's main database.
+func (db *DB) sqlitePathForTest(t *testing.T) string {
+	t.Helper()
+	var path string
+	if err := db.x.GetContext(t.Context(), &path, `SELECT file FROM pragma_database_list WHERE name = 'main'`); err != nil || path == "" {
+		t.Fatalf("the database's file: %q, %v", path, err)
+	}
+	return path
 }

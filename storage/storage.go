@@ -78,6 +78,13 @@ type DB struct {
 	// scrub removes secrets from the tool_call audit detail and webhook
 	// bodies (WithScrub); the identity by default.
 	scrub func(string) string
+	// readOnly: opened with OpenReadOnly; every write transaction is
+	// refused (ErrReadOnly).
+	readOnly bool
+	// mac MACs the audit rows this store writes (WithAuditKey); nil: none.
+	mac *AuditMAC
+	// onAlarm is told of a chain head Airlock did not write (OnAuditAlarm).
+	onAlarm atomic.Pointer[func(AuditAlarm)]
 }
 
 // Option is an option of Open.
@@ -145,10 +152,6 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		return nil, fmt.Errorf("open %s: %w", driver, err)
 	}
 	if err := db.Migrate(ctx); err != nil {
-		x.Close()
-		return nil, err
-	}
-	if err := db.chainAudit(ctx); err != nil {
 		x.Close()
 		return nil, err
 	}
@@ -400,6 +403,15 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("apply %s: %w", m.name, err)
 			}
+			if m.version == auditChainMigration {
+				// The rows written before the chain are chained here, in
+				// the migration's transaction, and never later (README
+				// "Audit"): a row that turns up without hashes afterwards
+				// was written outside Airlock and stays unchained.
+				if err := db.chainPreChain(ctx, tx); err != nil {
+					return fmt.Errorf("apply %s: %w", m.name, err)
+				}
+			}
 			if _, err := tx.ExecContext(ctx, db.q(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`),
 				m.version, m.name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 				return fmt.Errorf("record %s: %w", m.name, err)
@@ -416,6 +428,9 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 // tx runs fn in a transaction, committing when it returns nil.
 func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 	defer func() { err = classify(err) }()
+	if db.readOnly {
+		return ErrReadOnly
+	}
 	if db.w != nil {
 		return db.w.tx(ctx, fn)
 	}

@@ -54,6 +54,7 @@ var dsnTests = []struct {
 	{"MigrateOpenBatches", testMigrateOpenBatches},
 	{"MigrateIntegrity", testMigrateIntegrity},
 	{"AuditChainMigrated", testAuditChainMigrated},
+	{"AuditUnchainedStaysNamed", testAuditUnchainedStaysNamed},
 	{"RejectedClickReplicas", testRejectedClickReplicas},
 	{"CardSyncReplicas", testCardSyncReplicas},
 	{"MigrateMessageSync", testMigrateMessageSync},

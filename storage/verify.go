@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // AuditBreak is where a chain stops verifying: the first row that was
@@ -41,7 +43,20 @@ type ChainVerifier struct {
 
 	anchor     *AuditCheckpoint // see Anchor
 	anchorHash string           // the anchor's row's hash, once met
+
+	mac    *AuditMAC // see CheckMACs
+	macked int64     // rows with a valid MAC
+	bare   int64     // rows before the first with a MAC, which carry none
 }
+
+// CheckMACs makes the verifier check each row's MAC with mac: from the
+// first row that carries a valid one on, every row must (the rows before
+// are those written before migration 021 or before the key was set).
+func (v *ChainVerifier) CheckMACs(mac *AuditMAC) { v.mac = mac }
+
+// MACs are how many rows carry a valid MAC, and how many before the
+// first of them carry none.
+func (v *ChainVerifier) MACs() (valid, bare int64) { return v.macked, v.bare }
 
 // NewChainVerifier verifies a chain whose first row follows start
 // (AuditGenesis for a chain from its beginning).
@@ -84,6 +99,19 @@ func (v *ChainVerifier) Add(ctx context.Context, r AuditRecord) error {
 	if AuditHash(r.PrevHash, r) != r.Hash {
 		return &AuditBreak{ID: r.ID, What: "edited", Detail: "its contents do not match its hash"}
 	}
+	if v.mac != nil {
+		switch {
+		case r.MAC != "" && v.mac.Valid(r.ID, r.Hash, r.MAC):
+			v.macked++
+		case r.MAC != "":
+			return &AuditBreak{ID: r.ID, What: "unauthenticated", Detail: "its MAC does not verify with audit.signing_key: it was written outside Airlock (or under another key)"}
+		case v.macked > 0:
+			return &AuditBreak{ID: r.ID, What: "unauthenticated", Detail: "it carries no MAC though rows before it do: it was written outside Airlock, " +
+				"or by a process without audit.signing_key (an older release, a replica without the key)"}
+		default:
+			v.bare++
+		}
+	}
 	v.prev, v.prevID = r.Hash, r.ID
 	v.rows++
 	if v.anchor != nil && r.ID == v.anchor.ID {
@@ -118,19 +146,35 @@ func (v *ChainVerifier) broken(ctx context.Context, r AuditRecord) (*AuditBreak,
 		}
 		return &AuditBreak{ID: first, What: "inserted", Detail: fmt.Sprintf("row %d chains to row %d, before it", r.ID, m)}, nil
 	}
+	// The row r chains to is not in the table: name the missing row (ids
+	// follow the chain; on PostgreSQL an id can also be skipped, so the
+	// detail gives the range).
 	if v.rows == 0 && v.prev == AuditGenesis {
-		return &AuditBreak{ID: r.ID, What: "deleted", Detail: "rows before it were deleted (it is the first row but chains to another, and no stored start checkpoint names that row)"}, nil
+		if r.ID <= 1 {
+			return &AuditBreak{ID: r.ID, What: "edited", Detail: "it is the first row but chains to another row"}, nil
+		}
+		return &AuditBreak{ID: r.ID - 1, What: "deleted", Detail: fmt.Sprintf("rows before row %d were deleted: it is the first row left, it chains to a row that is missing, and no stored start checkpoint names that row", r.ID)}, nil
 	}
-	return &AuditBreak{ID: r.ID, What: "deleted", Detail: fmt.Sprintf("the row it chains to is missing: rows after row %d were deleted, or row %d was rewritten", v.prevID, v.prevID)}, nil
+	if r.ID == v.prevID+1 {
+		return &AuditBreak{ID: v.prevID, What: "edited", Detail: fmt.Sprintf("row %d, the next row, chains to another hash: row %d was rewritten, hash and all", r.ID, v.prevID)}, nil
+	}
+	missing := fmt.Sprintf("row %d", v.prevID+1)
+	if r.ID > v.prevID+2 {
+		missing = fmt.Sprintf("rows %d to %d", v.prevID+1, r.ID-1)
+	}
+	return &AuditBreak{ID: v.prevID + 1, What: "deleted", Detail: fmt.Sprintf("%s (after row %d) deleted: row %d chains to a row that is missing, or row %d was rewritten", missing, v.prevID, r.ID, v.prevID)}, nil
 }
 
-// dbChainIndex looks rows up in the database (only once a row broke the
-// chain; the hash lookup reads the whole table).
-type dbChainIndex struct{ db *DB }
+// dbChainIndex looks rows up in the database through rd (only once a row
+// broke the chain; the hash lookup reads the whole table).
+type dbChainIndex struct {
+	db *DB
+	rd sqlx.QueryerContext
+}
 
 func (x dbChainIndex) ByHash(ctx context.Context, hash string) (int64, bool, error) {
 	var id int64
-	err := x.db.get(ctx, x.db.reader(), &id, x.db.q(`SELECT id FROM audit WHERE hash = ? ORDER BY id LIMIT 1`), hash)
+	err := x.db.get(ctx, x.rd, &id, x.db.q(`SELECT id FROM audit WHERE hash = ? ORDER BY id LIMIT 1`), hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -139,7 +183,7 @@ func (x dbChainIndex) ByHash(ctx context.Context, hash string) (int64, bool, err
 
 func (x dbChainIndex) After(ctx context.Context, after int64) (int64, bool, error) {
 	var id int64
-	err := x.db.get(ctx, x.db.reader(), &id, x.db.q(`SELECT id FROM audit WHERE id > ? ORDER BY id LIMIT 1`), after)
+	err := x.db.get(ctx, x.rd, &id, x.db.q(`SELECT id FROM audit WHERE id > ? ORDER BY id LIMIT 1`), after)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -157,6 +201,14 @@ type AuditVerification struct {
 	// Checkpoints is how many stored checkpoints were checked against the
 	// chain (with a public key only).
 	Checkpoints int
+	// MACChecked: every row's MAC was checked (VerifyOptions.MAC); MACRows
+	// carry a valid one, BareRows (all before the first of those) none.
+	MACChecked        bool
+	MACRows, BareRows int64
+	// Stored is how many checkpoints the database holds, StoredStarts of
+	// them start checkpoints: without a public key none of them was
+	// checked (airlock audit verify says so, and fails).
+	Stored, StoredStarts int
 }
 
 // VerifyOptions are what VerifyAuditWith checks besides the chain.
@@ -164,6 +216,9 @@ type VerifyOptions struct {
 	// Anchors are checkpoints held outside Airlock (verify -checkpoint):
 	// the chain must still hold their rows, with their hashes.
 	Anchors []AuditCheckpoint
+	// MAC, when set, checks every row's MAC (ChainVerifier.CheckMACs):
+	// airlock audit verify takes it from the config's audit.signing_key.
+	MAC *AuditMAC
 	// PublicKey, when set, checks every stored checkpoint: its signature,
 	// and that the chain holds its row with its hash (a checkpoint past
 	// the chain's end names a truncated tail). The start checkpoint of a
@@ -184,14 +239,30 @@ func (db *DB) VerifyAudit(ctx context.Context, anchors ...AuditCheckpoint) (Audi
 // chains to a stored start checkpoint's row begins there (retention pruned
 // the rows before); without one, its first row is named: rows before it
 // were deleted.
-func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerification, error) {
-	all, err := db.AuditCheckpoints(ctx)
+//
+// It reads one snapshot of the database in a read-only transaction and
+// writes nothing.
+func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (res AuditVerification, err error) {
+	err = db.readTx(ctx, func(tx dbtx) error {
+		res, err = db.verifyAudit(ctx, tx, o)
+		return err
+	})
+	return res, err
+}
+
+func (db *DB) verifyAudit(ctx context.Context, rd sqlx.QueryerContext, o VerifyOptions) (AuditVerification, error) {
+	all, err := db.auditCheckpointsOn(ctx, rd)
 	if err != nil {
 		return AuditVerification{}, err
 	}
 	starts := map[string]AuditCheckpoint{} // by hash
 	var stored []AuditCheckpoint
+	var res AuditVerification
+	res.Stored = len(all)
 	for _, c := range all {
+		if c.Start {
+			res.StoredStarts++
+		}
 		if o.PublicKey != nil {
 			if err := c.VerifySignature(o.PublicKey); err != nil {
 				return AuditVerification{}, &AuditBreak{ID: c.ID, What: "forged",
@@ -204,13 +275,15 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 			stored = append(stored, c)
 		}
 	}
-	v := NewChainVerifier(AuditGenesis, dbChainIndex{db})
+	v := NewChainVerifier(AuditGenesis, dbChainIndex{db, rd})
+	if o.MAC != nil {
+		v.CheckMACs(o.MAC)
+	}
 	for _, c := range o.Anchors {
 		v.Anchor(c)
 	}
-	var res AuditVerification
 	first, next := true, 0
-	err = db.AuditRecords(ctx, 0, AuditRecordFilter{}, func(r AuditRecord) error {
+	err = db.auditRecordsOn(ctx, rd, 0, AuditRecordFilter{}, func(r AuditRecord) error {
 		if first {
 			first = false
 			if s, ok := starts[r.PrevHash]; ok && r.PrevHash != AuditGenesis && s.ID < r.ID {
@@ -240,7 +313,7 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 	if err != nil {
 		return AuditVerification{}, err
 	}
-	headID, headHash, err := db.AuditHead(ctx)
+	headID, headHash, err := db.auditHeadOn(ctx, rd)
 	if err != nil {
 		return AuditVerification{}, err
 	}
@@ -255,11 +328,15 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 	}
 	if headID != id || headHash != hash {
 		if headID > id {
-			return AuditVerification{}, &AuditBreak{ID: headID, What: "deleted",
-				Detail: fmt.Sprintf("the chain's head is row %d but the last row is %d: rows at the end were deleted", headID, id)}
+			missing := fmt.Sprintf("row %d", headID)
+			if headID > id+1 {
+				missing = fmt.Sprintf("rows %d to %d", id+1, headID)
+			}
+			return AuditVerification{}, &AuditBreak{ID: id + 1, What: "deleted",
+				Detail: fmt.Sprintf("%s deleted: the chain's head is row %d but the last row is %d", missing, headID, id)}
 		}
 		if headID < id {
-			first, _, err := dbChainIndex{db}.After(ctx, headID)
+			first, _, err := dbChainIndex{db, rd}.After(ctx, headID)
 			if err != nil {
 				return AuditVerification{}, fmt.Errorf("verify audit: %w", err)
 			}
@@ -270,6 +347,8 @@ func (db *DB) VerifyAuditWith(ctx context.Context, o VerifyOptions) (AuditVerifi
 			Detail: fmt.Sprintf("the chain's head (row %d, %s) does not match the last row", headID, headHash)}
 	}
 	res.Rows, res.HeadID, res.HeadHash = v.Rows(), id, hash
+	res.MACChecked = o.MAC != nil
+	res.MACRows, res.BareRows = v.MACs()
 	return res, nil
 }
 

@@ -83,7 +83,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	for _, w := range missingPrograms(cfg) {
 		logger.Warn(w)
 	}
-	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(secrets.String))
+	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(secrets.String), storage.WithAuditKey(cfg.Audit.Key()))
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +95,13 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 			logger.Warn("metrics: count pending approvals", "err", err)
 		}
 		return float64(n)
+	})
+	// A chain head Airlock did not write: recorded in the audit (and its
+	// webhook event) by storage; here, the log and the metric.
+	db.OnAuditAlarm(func(a storage.AuditAlarm) {
+		logger.Error("audit: the chain's head was a row Airlock did not write; it was chained around (README \"Audit\")",
+			"row", a.Row, "chained_to", a.ChainedTo, "alarm_row", a.AlarmRow, "why", a.Why)
+		m.AuditForeignHead()
 	})
 	provider = m.Provider(provider, cfg.Model.Provider)
 	tp, flushTraces, err := telemetry.Setup(ctx, cfg.Telemetry)

@@ -235,9 +235,14 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs, cfgPath := configFlags("airlock audit", stderr)
 	conv := fs.Int64("conversation", 0, "only this conversation id")
-	since := fs.Duration("since", 0, "only events newer than this (e.g. 24h)")
+	since := fs.String("since", "", "only events at or after this time (RFC 3339) or this long ago (e.g. 7d, 24h)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	w, err := parseWhen("since", *since)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 2
 	}
 	_, db := openStoreFor(ctx, *cfgPath, stderr)
@@ -245,10 +250,7 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer db.Close()
-	f := confirm.AuditFilter{ConversationID: *conv}
-	if *since > 0 {
-		f.Since = time.Now().Add(-*since)
-	}
+	f := confirm.AuditFilter{ConversationID: *conv, Since: w.time(db.Clock())}
 	return printAudit(ctx, db, f, *asJSON, stdout, stderr)
 }
 

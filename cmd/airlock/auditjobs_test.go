@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/x509"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
@@ -206,5 +207,117 @@ audit:
 		!strings.Contains(out.String(), fmt.Sprintf("the chain starts after row %d: rows up to it were pruned", ids[2])) ||
 		!strings.Contains(out.String(), "its signature checked") {
 		t.Fatalf("verify after the prune: exit %d: %s%s", code, out.String(), errOut.String())
+	}
+}
+
+// TestRunAlarmsOnForeignAuditHead: someone with the database appended a
+// row with a correctly computed hash and moved the chain's head to it.
+// `airlock run` with audit.signing_key does not sign it: its checkpoint
+// job records the foreign head in the audit (chained around it), logs
+// it, counts it in airlock_audit_foreign_heads_total and sends the
+// audit_foreign_row webhook event; the checkpoint it signs is of its own
+// row, and verify with the config's key names the forged row.
+func TestRunAlarmsOnForeignAuditHead(t *testing.T) {
+	var mu sync.Mutex
+	var alarm map[string]any
+	var cps []storage.AuditCheckpoint
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ev map[string]any
+		var cp struct {
+			Checkpoint *storage.AuditCheckpoint `json:"checkpoint"`
+		}
+		if json.Unmarshal(b, &ev) == nil {
+			mu.Lock()
+			switch ev["type"] {
+			case "audit_foreign_row":
+				alarm = ev
+			case "audit_checkpoint":
+				if json.Unmarshal(b, &cp) == nil && cp.Checkpoint != nil {
+					cps = append(cps, *cp.Checkpoint)
+				}
+			}
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(hook.Close)
+	model := modeltest.NewOpenAIServer(t, func(modeltest.OpenAIRequest) modeltest.OpenAIReply { return modeltest.TextReply("hi") })
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "airlock.db")
+	keyPath, _, key := auditKeyFiles(t, dir)
+	ctx := context.Background()
+	db, err := storage.Open(ctx, "sqlite", dbPath, storage.WithAuditKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditDecision, Tool: "deploy", Actor: fmt.Sprint("U", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	headID, headHash, _ := db.AuditHead(ctx)
+	db.Close()
+	f := storage.AuditRecord{ID: headID + 1, At: time.Now().UTC().Truncate(time.Microsecond), Kind: "decision", Tool: "deploy", Actor: "U-mallory",
+		Detail: `{"status":"allowed"}`, PrevHash: headHash}
+	f.Hash = storage.AuditHash(f.PrevHash, f)
+	raw, err := sql.Open("sqlite3", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(ctx, `INSERT INTO audit (id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail, prev_hash, hash)
+		VALUES (?, ?, ?, 0, '', '', ?, ?, ?, ?, ?)`, f.ID, f.At.Format("2006-01-02T15:04:05.000000000Z07:00"), f.Kind, f.Tool, f.Actor, f.Detail, f.PrevHash, f.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(ctx, `UPDATE audit_head SET last_id = ?, last_hash = ?`, f.ID, f.Hash); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+
+	addr, cfgPath := auditRunConfig(t, dir, dbPath, model.BaseURL(), fmt.Sprintf(`
+events: {webhooks: [{url: %q, secret: webhook-secret-0123456789, events: [audit_foreign_row, audit_checkpoint]}]}
+audit:
+  signing_key: ${file:%s}
+  checkpoint_every: {rows: 1, interval: 1h}
+`, hook.URL, keyPath))
+	runCtx, cancel := context.WithCancel(ctx)
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(runCtx, []string{"run", "-config", cfgPath}, nil, &syncBuffer{}, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	waitReady(t, addr)
+	waitUntil(t, "the audit_foreign_row event and a checkpoint", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return alarm != nil && len(cps) > 0
+	})
+	mu.Lock()
+	if alarm["audit_row"] != float64(f.ID) || alarm["actor"] != "airlock" {
+		t.Errorf("event: %v, want audit_row %d", alarm, f.ID)
+	}
+	for _, c := range cps {
+		if c.ID == f.ID || c.Hash == f.Hash {
+			t.Errorf("a checkpoint of the forged row was sent: %+v", c)
+		}
+	}
+	mu.Unlock()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "airlock_audit_foreign_heads_total 1") {
+		t.Errorf("metrics lack airlock_audit_foreign_heads_total 1:\n%s", body)
+	}
+	if !strings.Contains(stderr.String(), "did not write") || !strings.Contains(stderr.String(), fmt.Sprintf("row=%d", f.ID)) {
+		t.Errorf("no log line naming row %d:\n%s", f.ID, stderr.String())
+	}
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"audit", "verify", "-config", cfgPath}, nil, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), fmt.Sprintf("audit row %d unauthenticated", f.ID)) {
+		t.Errorf("verify: exit %d: %s%s", code, out.String(), errOut.String())
 	}
 }

@@ -27,18 +27,10 @@ func auditStats(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "usage: airlock audit stats -config FILE [-since 7d] [-json]")
 		return 2
 	}
-	var (
-		from time.Time
-		ago  time.Duration // before the database's clock
-	)
-	if *since != "0" {
-		var err error
-		if ago, err = parseDays(*since); err != nil {
-			if from, err = time.Parse(time.RFC3339Nano, *since); err != nil {
-				fmt.Fprintf(stderr, "airlock: -since: %q is neither an RFC 3339 time nor a duration (7d, 24h)\n", *since)
-				return 2
-			}
-		}
+	w, err := parseWhen("since", *since)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock: %v\n", err)
+		return 2
 	}
 	_, db, err := openStore(ctx, *cfgPath)
 	if err != nil {
@@ -46,10 +38,7 @@ func auditStats(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer db.Close()
-	if ago > 0 {
-		from = db.Clock()().Add(-ago) // the clock replicas share
-	}
-	s, err := db.AuditStats(ctx, from)
+	s, err := db.AuditStats(ctx, w.time(db.Clock())) // durations before the clock replicas share
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: audit stats: %v\n", err)
 		return 1
@@ -99,9 +88,11 @@ func printStats(w io.Writer, s storage.AuditStats) {
 	}
 	secs := func(f float64) string { return fmt.Sprintf("%.1fs", f) }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tCARDS\tALLOWED\tDENIED\tEXPIRED\tEDITED\tMEDIAN\tP90\tALLOWED <10s\tGRANTS MADE\tGRANTS USED")
+	// CARDS = ALLOWED + DENIED + EXPIRED + ABANDONED + WAITING; EDITED are
+	// among the allowed.
+	fmt.Fprintln(tw, "TOOL\tCARDS\tALLOWED\tDENIED\tEXPIRED\tABANDONED\tWAITING\tEDITED\tMEDIAN\tP90\tALLOWED <10s\tGRANTS MADE\tGRANTS USED")
 	for _, t := range s.Tools {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.0f%%\t%d\t%d\n", t.Tool, t.Cards, t.Allowed, t.Denied, t.Expired, t.Edited,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.0f%%\t%d\t%d\n", t.Tool, t.Cards, t.Allowed, t.Denied, t.Expired, t.Abandoned, t.Waiting, t.Edited,
 			secs(t.MedianSeconds), secs(t.P90Seconds), 100*t.AllowedWithin10s, t.GrantsMade, t.GrantsUsed)
 	}
 	tw.Flush()

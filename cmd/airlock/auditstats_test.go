@@ -40,6 +40,9 @@ func TestAuditStatsPostgres(t *testing.T) {
 //	allows the call). Decided 5, 6, 20: median 6 s, p90 (3rd) 20 s, 1 of 4
 //	allowed within 10 s.
 //	status: allowed by policy, no card.
+//	restart, 2 more cards: one abandoned (the requester moved on), one still
+//	waiting: 6 cards = 2 allowed + 1 denied + 1 expired + 1 abandoned + 1
+//	waiting; 1 of 6 allowed within 10 s.
 //
 // Approvers: U-alice 20 decisions (1×4 … 5×3 and 6: median 3 s); U-bob 3
 // (40, 20, 5: median 20 s).
@@ -106,6 +109,12 @@ func statsHistory(t *testing.T, driver, dsn string) {
 		t.Fatal(err)
 	}
 	card("status", confirm.DecisionAllowedByPolicy)
+	ab := card("restart", confirm.DecisionPending)
+	now = now.Add(3 * time.Second)
+	if _, err := db.AbandonPending(ctx, ab.ID, "U-req", "the requester moved on"); err != nil {
+		t.Fatal(err)
+	}
+	card("restart", confirm.DecisionPending)
 }
 
 func testAuditStats(t *testing.T, driver, dsn string) {
@@ -132,7 +141,7 @@ func testAuditStats(t *testing.T, driver, dsn string) {
 	}
 	want := []storage.ToolStats{
 		{Tool: "deploy", Cards: 20, Allowed: 19, Denied: 1, MedianSeconds: 3, P90Seconds: 5, AllowedWithin10s: 0.95, GrantsMade: 1, GrantsUsed: 1},
-		{Tool: "restart", Cards: 4, Allowed: 2, Denied: 1, Expired: 1, Edited: 1, MedianSeconds: 6, P90Seconds: 20, AllowedWithin10s: 0.25},
+		{Tool: "restart", Cards: 6, Allowed: 2, Denied: 1, Expired: 1, Abandoned: 1, Waiting: 1, Edited: 1, MedianSeconds: 6, P90Seconds: 20, AllowedWithin10s: 1.0 / 6},
 	}
 	if fmt.Sprintf("%+v", got.Tools) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("tools:\n got  %+v\n want %+v", got.Tools, want)
@@ -148,8 +157,9 @@ func testAuditStats(t *testing.T, driver, dsn string) {
 
 	text := stats("-since", "0")
 	for _, line := range []string{
-		`deploy\s+20\s+19\s+1\s+0\s+0\s+3\.0s\s+5\.0s\s+95%\s+1\s+1`,
-		`restart\s+4\s+2\s+1\s+1\s+1\s+6\.0s\s+20\.0s\s+25%\s+0\s+0`,
+		`TOOL\s+CARDS\s+ALLOWED\s+DENIED\s+EXPIRED\s+ABANDONED\s+WAITING\s+EDITED\s+MEDIAN`,
+		`deploy\s+20\s+19\s+1\s+0\s+0\s+0\s+0\s+3\.0s\s+5\.0s\s+95%\s+1\s+1`,
+		`restart\s+6\s+2\s+1\s+1\s+1\s+1\s+1\s+6\.0s\s+20\.0s\s+17%\s+0\s+0`,
 		`U-alice\s+20\s+3\.0s`,
 		`U-bob\s+3\s+20\.0s`,
 		`(?s)rubber-stamped\?.*\n  deploy: 19 of 20 cards allowed, median 3\.0s\n    gate only the risky calls`,
@@ -158,11 +168,84 @@ func testAuditStats(t *testing.T, driver, dsn string) {
 			t.Errorf("text lacks %s:\n%s", line, text)
 		}
 	}
+	// The table's columns add up: every card is allowed, denied, expired,
+	// abandoned or still waiting (edited ones are among the allowed).
+	for _, m := range regexp.MustCompile(`(?m)^(deploy|restart)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s`).FindAllStringSubmatch(text, -1) {
+		var n [6]int
+		for i := range n {
+			fmt.Sscan(m[i+2], &n[i])
+		}
+		if n[0] != n[1]+n[2]+n[3]+n[4]+n[5] {
+			t.Errorf("%s: %d cards, but %d+%d+%d+%d+%d in the columns:\n%s", m[1], n[0], n[1], n[2], n[3], n[4], n[5], text)
+		}
+	}
 	if strings.Contains(text, "status") || strings.Contains(text, "  restart:") {
 		t.Errorf("a tool without cards, or restart, listed:\n%s", text)
 	}
 	// -since after the history: nothing.
 	if out := stats("-since", "2027-01-01T00:00:00Z"); !strings.Contains(out, "no cards recorded") {
 		t.Errorf("-since after the history:\n%s", out)
+	}
+}
+
+// TestAuditSinceOneParser: `airlock audit`, `audit stats` and `audit
+// export` read -since alike: a duration before the database's clock
+// (7d, 24h), an RFC 3339 time, or 0 for every row; each refuses the same
+// bad value, naming the flag.
+func TestAuditSinceOneParser(t *testing.T) {
+	ctx := context.Background()
+	dsn := filepath.Join(t.TempDir(), "a.db")
+	now := time.Now().UTC()
+	db, err := storage.Open(ctx, "sqlite", dsn, storage.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		call string
+		at   time.Time
+	}{{"old", now.Add(-10 * 24 * time.Hour)}, {"new", now.Add(-time.Hour)}} {
+		if err := db.Audit(ctx, confirm.AuditEvent{At: c.at, Kind: confirm.AuditToolCall, BatchID: "b-" + c.call, CallKey: c.call, Tool: "deploy", Actor: "U1",
+			Detail: `{"args":{}}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	cfg := writeFile(t, "c.yaml", fmt.Sprintf("storage: {driver: sqlite, dsn: '%s'}\nmodel: {provider: openai, name: m}\n", dsn))
+	cmd := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, append(args[:1:1], append([]string{"-config", cfg}, args[1:]...)...), nil, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	sub := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run(ctx, append([]string{"audit", args[0], "-config", cfg}, args[1:]...), nil, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	for _, since := range []string{"7d", "168h", now.Add(-7 * 24 * time.Hour).Format(time.RFC3339)} {
+		code, out, errOut := cmd("audit", "-since", since, "-json")
+		if code != 0 || !strings.Contains(out, `"call_key":"new"`) || strings.Contains(out, `"call_key":"old"`) {
+			t.Errorf("audit -since %s: exit %d: %s%s", since, code, out, errOut)
+		}
+		code, out, errOut = sub("export", "-since", since)
+		if code != 0 || !strings.Contains(out, `"call_key":"new"`) || strings.Contains(out, `"call_key":"old"`) {
+			t.Errorf("audit export -since %s: exit %d: %s%s", since, code, out, errOut)
+		}
+		if code, out, errOut := sub("stats", "-since", since); code != 0 {
+			t.Errorf("audit stats -since %s: exit %d: %s%s", since, code, out, errOut)
+		}
+	}
+	code, out, errOut := cmd("audit", "-since", "0", "-json")
+	if code != 0 || !strings.Contains(out, `"call_key":"old"`) {
+		t.Errorf("audit -since 0: exit %d: %s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"audit", "-since", "7x"}, {"audit", "stats", "-config", cfg, "-since", "7x"}, {"audit", "export", "-config", cfg, "-since", "7x"}} {
+		var out, errOut bytes.Buffer
+		if args[1] != "stats" && args[1] != "export" {
+			args = append(args, "-config", cfg)
+		}
+		code := run(ctx, args, nil, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "-since") || !strings.Contains(errOut.String(), `"7x"`) {
+			t.Errorf("%v: exit %d: %s%s", args, code, out.String(), errOut.String())
+		}
 	}
 }

@@ -38,10 +38,10 @@ var commands = []command{
 	{name: "check-config", args: "-config FILE", help: "validate the config; exits non-zero naming the bad key", run: withConfig("check-config", checkConfig)},
 	{name: "migrate", args: "-config FILE", help: "apply the database migrations", run: withConfig("migrate", migrateCmd)},
 	{name: "discord-invite", args: "-config FILE", help: "print the Discord install URL with the permissions the bot needs", run: withConfig("discord-invite", discordInvite)},
-	{name: "audit", args: "-config FILE [-conversation ID] [-since DURATION] [-json]",
+	{name: "audit", args: "-config FILE [-conversation ID] [-since 7d|TIME] [-json]",
 		help: "who asked, the exact arguments, who decided, when, and the outcome of every call", run: noStdin(audit),
 		sub: []command{
-			{name: "audit verify", args: "-config FILE | -file EXPORT.jsonl [-checkpoint FILE] [-pubkey FILE]", help: "check the audit's hash chain (and that it still holds a checkpoint's row; with -pubkey, every stored checkpoint); exit 1 naming the first row edited, deleted, inserted or reordered"},
+			{name: "audit verify", args: "-config FILE | -file EXPORT.jsonl [-checkpoint FILE] [-pubkey FILE] [-allow-unchecked-checkpoints]", help: "check the audit's hash chain, read-only (and that it still holds a checkpoint's row; with -pubkey or the config's audit.signing_key, every stored checkpoint); exit 1 naming the first row edited, deleted, inserted or reordered, 3 when stored checkpoints went unchecked"},
 			{name: "audit export", args: "-config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID]", help: "stream audit rows in id order with their hashes"},
 			{name: "audit stats", args: "-config FILE [-since 7d] [-json]", help: "decision figures per tool and approver, and the tools that look rubber-stamped"},
 		}},

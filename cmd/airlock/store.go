@@ -40,7 +40,8 @@ func openStore(ctx context.Context, cfgPath string) (*config.Config, *storage.DB
 		return nil, nil, err
 	}
 	// What the command audits reaches the webhooks scrubbed, as the bot's.
-	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(redact.New(cfg.Secrets()).String))
+	// Its audit rows carry their MACs as the bot's do (audit.signing_key).
+	db, err := storage.Open(ctx, cfg.Storage.Driver, cfg.Storage.DSN, storage.WithScrub(redact.New(cfg.Secrets()).String), storage.WithAuditKey(cfg.Audit.Key()))
 	if err != nil {
 		return nil, nil, err
 	}
