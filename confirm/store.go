@@ -351,6 +351,7 @@ type Store interface {
 	AuditStore
 	CheckStore
 	PreviewStore
+	InboxStore
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -56,6 +56,7 @@ var dsnTests = []struct {
 	{"AuditChainMigrated", testAuditChainMigrated},
 	{"RejectedClickReplicas", testRejectedClickReplicas},
 	{"CardSyncReplicas", testCardSyncReplicas},
+	{"InboxReplicas", testInboxReplicas},
 }
 
 func TestSQLiteFile(t *testing.T) {

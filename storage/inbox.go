@@ -1,0 +1,172 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+var _ confirm.InboxStore = (*DB)(nil)
+
+// inboxRow is an inbox row as ClaimInbox returns it.
+type inboxRow struct {
+	Platform   string `db:"platform"`
+	Key        string `db:"key"`
+	Kind       string `db:"kind"`
+	Payload    string `db:"payload"`
+	ReceivedAt dbTime `db:"received_at"`
+	Attempts   int    `db:"attempts"`
+}
+
+func (r inboxRow) item() confirm.InboxItem {
+	return confirm.InboxItem{Platform: r.Platform, Key: r.Key, Kind: r.Kind, Payload: []byte(r.Payload), ReceivedAt: r.ReceivedAt.t, Attempts: r.Attempts}
+}
+
+// RecordInbox implements confirm.InboxStore: one INSERT, in a transaction
+// of its own so that on SQLite it commits with the others waiting for the
+// writer (group commit) rather than committing them first.
+func (db *DB) RecordInbox(ctx context.Context, it confirm.InboxItem, worker string, ttl time.Duration) (bool, error) {
+	switch {
+	case it.Platform == "" || it.Key == "" || it.Kind == "":
+		return false, errors.New("record inbox: a platform, a key and a kind are needed")
+	case worker == "" || ttl <= 0:
+		return false, errors.New("record inbox: a worker and a positive ttl are needed")
+	}
+	now := db.stamp()
+	var n int64
+	err := db.tx(ctx, func(tx dbtx) error {
+		var err error
+		n, err = db.execCount(ctx, tx, db.q(`INSERT INTO inbox (platform, key, kind, payload, received_at, claimed_by, claimed_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (platform, key) DO NOTHING`),
+			it.Platform, it.Key, it.Kind, string(it.Payload), db.ts(now), worker, db.ts(now.Add(ttl)))
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record inbox: %w", err)
+	}
+	return n == 1, nil
+}
+
+// FinishInbox implements confirm.InboxStore (a transaction of its own, as
+// RecordInbox).
+func (db *DB) FinishInbox(ctx context.Context, platform, key string) error {
+	err := db.tx(ctx, func(tx dbtx) error {
+		_, err := db.exec(ctx, tx, db.q(`UPDATE inbox SET done_at = ?, payload = '', claimed_by = '', claimed_until = NULL
+			WHERE platform = ? AND key = ? AND done_at IS NULL`), db.ts(db.stamp()), platform, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("finish inbox: %w", err)
+	}
+	return nil
+}
+
+// RenewInbox implements confirm.InboxStore.
+func (db *DB) RenewInbox(ctx context.Context, worker string, ttl time.Duration) (int64, error) {
+	if worker == "" || ttl <= 0 {
+		return 0, errors.New("renew inbox: a worker and a positive ttl are needed")
+	}
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE inbox SET claimed_until = ? WHERE claimed_by = ? AND done_at IS NULL`),
+		db.ts(db.stamp().Add(ttl)), worker)
+	if err != nil {
+		return 0, fmt.Errorf("renew inbox: %w", err)
+	}
+	return n, nil
+}
+
+// claimableInbox is the condition of a delivery ClaimInbox may take at
+// the time bound twice after it.
+const claimableInbox = `done_at IS NULL AND (claimed_by = '' OR claimed_until IS NULL OR claimed_until <= ?)`
+
+// ClaimInbox implements confirm.InboxStore: it lists candidates on a
+// reader, then claims each with a conditional UPDATE that checks again,
+// so of two replicas listing the same delivery one claims it.
+func (db *DB) ClaimInbox(ctx context.Context, worker string, platforms []string, ttl time.Duration, limit int) ([]confirm.InboxItem, error) {
+	if worker == "" || ttl <= 0 || limit <= 0 {
+		return nil, errors.New("claim inbox: a worker, a positive ttl and a positive limit are needed")
+	}
+	if len(platforms) == 0 {
+		return nil, nil
+	}
+	now := db.stamp()
+	in, args := "?", []any{platforms[0]}
+	for _, p := range platforms[1:] {
+		in += ", ?"
+		args = append(args, p)
+	}
+	var ids []int64
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM inbox WHERE `+claimableInbox+` AND platform IN (`+in+`)
+		ORDER BY id LIMIT ?`), append(append([]any{db.ts(now)}, args...), limit)...); err != nil {
+		return nil, fmt.Errorf("claim inbox: list: %w", err)
+	}
+	claim := db.q(`UPDATE inbox SET claimed_by = ?, claimed_until = ?, attempts = attempts + 1
+		WHERE id = ? AND ` + claimableInbox + ` RETURNING platform, key, kind, payload, received_at, attempts`)
+	var out []confirm.InboxItem
+	for _, id := range ids {
+		var r inboxRow
+		err := db.get(ctx, db.x, &r, claim, worker, db.ts(now.Add(ttl)), id, db.ts(now))
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // another replica won it, or it was finished meanwhile
+		}
+		if err != nil {
+			return out, fmt.Errorf("claim inbox %d: %w", id, err)
+		}
+		out = append(out, r.item())
+	}
+	return out, nil
+}
+
+// ReleaseInbox implements confirm.InboxStore.
+func (db *DB) ReleaseInbox(ctx context.Context, platform, key, worker string) error {
+	if _, err := db.exec(ctx, db.x, db.q(`UPDATE inbox SET claimed_by = '', claimed_until = NULL
+		WHERE platform = ? AND key = ? AND claimed_by = ? AND done_at IS NULL`), platform, key, worker); err != nil {
+		return fmt.Errorf("release inbox: %w", err)
+	}
+	return nil
+}
+
+// AppendInboxMessage implements confirm.InboxStore.
+func (db *DB) AppendInboxMessage(ctx context.Context, conversationID int64, platform, key string, m confirm.Message) error {
+	msgs := []confirm.Message{m}
+	err := db.tx(ctx, func(tx dbtx) error {
+		if err := db.appendMessages(ctx, tx, conversationID, msgs); err != nil {
+			return err
+		}
+		_, err := db.exec(ctx, tx, db.q(`UPDATE inbox SET conversation_id = ?, message_seq = ? WHERE platform = ? AND key = ?`),
+			conversationID, msgs[0].Seq, platform, key)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("append inbox message: %w", err)
+	}
+	return nil
+}
+
+// InboxMessage implements confirm.InboxStore.
+func (db *DB) InboxMessage(ctx context.Context, platform, key string) (int64, int, bool, error) {
+	var r struct {
+		Conv int64 `db:"conversation_id"`
+		Seq  int   `db:"message_seq"`
+	}
+	err := db.get(ctx, db.reader(), &r, db.q(`SELECT conversation_id, message_seq FROM inbox WHERE platform = ? AND key = ?`), platform, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("inbox message: %w", err)
+	}
+	return r.Conv, r.Seq, r.Seq > 0, nil
+}
+
+// PruneInbox implements confirm.InboxStore.
+func (db *DB) PruneInbox(ctx context.Context, before time.Time) (int64, error) {
+	n, err := db.execCount(ctx, db.x, db.q(`DELETE FROM inbox WHERE received_at < ?`), db.ts(before))
+	if err != nil {
+		return 0, fmt.Errorf("prune inbox: %w", err)
+	}
+	return n, nil
+}
