@@ -62,13 +62,19 @@ func newHarnessWith(t *testing.T, path string, edit func(*bot.Config)) *harness 
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "airlock.db")
 	}
+	return newHarnessOn(t, "sqlite", path, edit)
+}
+
+// newHarnessOn is newHarnessWith on a database of the driver at dsn.
+func newHarnessOn(t *testing.T, driver, dsn string, edit func(*bot.Config)) *harness {
+	t.Helper()
 	ctx := context.Background()
 	now := &atomic.Int64{}
 	now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	// The store reads the bot's clock, as in production both read the
 	// database's.
-	db, err := storage.Open(ctx, "sqlite", path, storage.WithClock(clock))
+	db, err := storage.Open(ctx, driver, dsn, storage.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -612,6 +612,15 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 		return true, b.postIn(ctx, th, fmt.Sprintf("Runbook %s was not started: %v", rb.Name(), err))
 	}
 	cfg := rb.Config()
+	// A run is started at most once per delivery: the delivery is done
+	// before the run starts, so a kill in between loses the command
+	// (the person sees no run and asks again) rather than starting a
+	// second run when it is worked again.
+	if t.Inbox != "" {
+		if err := b.store.FinishInbox(ctx, t.Platform, t.Inbox); err != nil {
+			return true, fmt.Errorf("mark the command's delivery done: %w", err)
+		}
+	}
 	if _, err := b.StartRunbook(ctx, th, t.User, &cfg, params, "", ""); err != nil {
 		b.log.Error("start runbook", "runbook", rb.Name(), "err", err)
 		return true, b.postIn(ctx, th, "Runbook "+rb.Name()+" could not start; it is logged.")

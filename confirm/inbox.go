@@ -39,12 +39,13 @@ type InboxStore interface {
 	// finished to ttl from now; how many.
 	RenewInbox(ctx context.Context, worker string, ttl time.Duration) (int64, error)
 	// ClaimInbox claims for worker, for ttl, up to limit deliveries of the
-	// platforms not finished whose claim lapsed (or was cleared), oldest
+	// platforms not finished whose claim lapsed (or was cleared) and is
+	// not worker's own (a live worker is working on what it holds), oldest
 	// first, each by one conditional UPDATE (one caller wins each), and
 	// counts an attempt on each.
 	ClaimInbox(ctx context.Context, worker string, platforms []string, ttl time.Duration, limit int) ([]InboxItem, error)
 	// ReleaseInbox gives worker's claim on a delivery up, so the next
-	// claim takes it at once.
+	// claim takes it at once; the claim's attempt is not counted.
 	ReleaseInbox(ctx context.Context, platform, key, worker string) error
 	// AppendInboxMessage appends a turn's message (as AppendMessages) and
 	// records it as the delivery's message, in one transaction.

@@ -78,9 +78,11 @@ func (db *DB) RenewInbox(ctx context.Context, worker string, ttl time.Duration) 
 	return n, nil
 }
 
-// claimableInbox is the condition of a delivery ClaimInbox may take at
-// the time bound twice after it.
-const claimableInbox = `done_at IS NULL AND (claimed_by = '' OR claimed_until IS NULL OR claimed_until <= ?)`
+// claimableInbox is the condition of a delivery a worker (bound first)
+// may claim at a time (bound second): not finished, not its own (the
+// claimer is alive: what it holds it is working on), and its claim
+// lapsed or cleared.
+const claimableInbox = `done_at IS NULL AND claimed_by <> ? AND (claimed_by = '' OR claimed_until IS NULL OR claimed_until <= ?)`
 
 // ClaimInbox implements confirm.InboxStore: it lists candidates on a
 // reader, then claims each with a conditional UPDATE that checks again,
@@ -100,7 +102,7 @@ func (db *DB) ClaimInbox(ctx context.Context, worker string, platforms []string,
 	}
 	var ids []int64
 	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM inbox WHERE `+claimableInbox+` AND platform IN (`+in+`)
-		ORDER BY id LIMIT ?`), append(append([]any{db.ts(now)}, args...), limit)...); err != nil {
+		ORDER BY id LIMIT ?`), append(append([]any{worker, db.ts(now)}, args...), limit)...); err != nil {
 		return nil, fmt.Errorf("claim inbox: list: %w", err)
 	}
 	claim := db.q(`UPDATE inbox SET claimed_by = ?, claimed_until = ?, attempts = attempts + 1
@@ -108,7 +110,7 @@ func (db *DB) ClaimInbox(ctx context.Context, worker string, platforms []string,
 	var out []confirm.InboxItem
 	for _, id := range ids {
 		var r inboxRow
-		err := db.get(ctx, db.x, &r, claim, worker, db.ts(now.Add(ttl)), id, db.ts(now))
+		err := db.get(ctx, db.x, &r, claim, worker, db.ts(now.Add(ttl)), id, worker, db.ts(now))
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // another replica won it, or it was finished meanwhile
 		}
@@ -122,7 +124,8 @@ func (db *DB) ClaimInbox(ctx context.Context, worker string, platforms []string,
 
 // ReleaseInbox implements confirm.InboxStore.
 func (db *DB) ReleaseInbox(ctx context.Context, platform, key, worker string) error {
-	if _, err := db.exec(ctx, db.x, db.q(`UPDATE inbox SET claimed_by = '', claimed_until = NULL
+	if _, err := db.exec(ctx, db.x, db.q(`UPDATE inbox SET claimed_by = '', claimed_until = NULL,
+		attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END
 		WHERE platform = ? AND key = ? AND claimed_by = ? AND done_at IS NULL`), platform, key, worker); err != nil {
 		return fmt.Errorf("release inbox: %w", err)
 	}
