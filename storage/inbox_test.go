@@ -105,6 +105,9 @@ func testInboxClaimsLapsed(t *testing.T, db *DB) {
 		t.Fatalf("b claimed deliveries a renewed: %v", keysOf(got))
 	}
 	clockAt(db, now.Add(111*time.Second)) // a died: its claims lapsed
+	if got := claim(t, db, "a", "slack", "discord"); len(got) != 0 {
+		t.Fatalf("a claimed its own deliveries %v: a live worker is working on what it holds", keysOf(got))
+	}
 	got := claim(t, db, "b", "slack")
 	if !slices.Equal(keysOf(got), []string{"k1", "k2"}) || got[0].Attempts != 1 {
 		t.Fatalf("b claimed %+v; want k1 and k2, one attempt each", got)

@@ -184,6 +184,13 @@ func TestCheckClicks(t *testing.T) {
 		"never acknowledged":       {[]click{clickOf(approvers[0], actionAllow, confirm.Ref("b1", 0), 503)}, nil, 0, ""},
 		"Allow all recorded":       {[]click{clickOf(approvers[0], actionAll, confirm.AllRef("b1", 0), 200)}, []confirm.AuditEvent{decision(approvers[0], "k1")}, 1, ""},
 		"Allow all masks no loss":  {[]click{clickOf(approvers[0], actionAll, confirm.AllRef("b1", 0), 200), allow0}, []confirm.AuditEvent{decision(approvers[0], "k1")}, 1, "1 of " + approvers[0]},
+		// An Allow all answered before the first click not in the audit
+		// owes none of the private answers that came after it.
+		"an earlier Allow all": {[]click{func() click {
+			c := clickOf(approvers[0], actionAll, confirm.AllRef("b1", 0), 200)
+			c.at = clickAt.Add(-time.Minute)
+			return c
+		}(), allow0}, []confirm.AuditEvent{decision(approvers[0], "k1")}, 1, ""},
 		"a stranger decided":       {nil, []confirm.AuditEvent{decision(stranger, "k0")}, 0, "a stranger decided"},
 		"the requester allowed":    {nil, []confirm.AuditEvent{{Kind: confirm.AuditDecision, Actor: requester, BatchID: "b1", CallKey: "k0", Detail: `{"status":"allowed"}`}}, 0, "requester allowed"},
 		"the requester withdrew":   {nil, []confirm.AuditEvent{{Kind: confirm.AuditDecision, Actor: requester, BatchID: "b1", CallKey: "k0", Detail: `{"status":"denied"}`}}, 0, ""},

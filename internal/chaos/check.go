@@ -433,7 +433,7 @@ func (w *world) checkClicks(r *Report, events []confirm.AuditEvent, batches map[
 		}
 	}
 	unmatched := map[place][]click{}
-	answers := map[place]int{} // private answers owed to matched clicks (Allow all's result)
+	allowAlls := map[place][]time.Time{} // matched Allow alls: each was answered privately with its result
 	for _, c := range w.clicks {
 		r.Clicks++
 		if c.status == 0 {
@@ -458,7 +458,7 @@ func (w *world) checkClicks(r *Report, events []confirm.AuditEvent, batches map[
 		if inAudit[key] {
 			r.Checked++
 			if key.call == "" {
-				answers[pl]++ // Allow all tells what it did
+				allowAlls[pl] = append(allowAlls[pl], c.at) // Allow all tells what it did
 			}
 			continue
 		}
@@ -471,7 +471,12 @@ func (w *world) checkClicks(r *Report, events []confirm.AuditEvent, batches map[
 				first = c.at
 			}
 		}
-		told := len(w.slack.ephemeralsTo(pl.user, pl.channel, pl.thread, first)) - answers[pl]
+		told := len(w.slack.ephemeralsTo(pl.user, pl.channel, pl.thread, first))
+		for _, at := range allowAlls[pl] {
+			if !at.Before(first) {
+				told-- // that answer was an Allow all's result
+			}
+		}
 		r.Refused += min(max(told, 0), len(cs))
 		if lost := len(cs) - max(told, 0); lost > 0 {
 			r.LostClicks += lost
