@@ -53,10 +53,18 @@ func (db *DB) RecordInbox(ctx context.Context, it confirm.InboxItem, worker stri
 
 // FinishInbox implements confirm.InboxStore (a transaction of its own, as
 // RecordInbox).
-func (db *DB) FinishInbox(ctx context.Context, platform, key string) error {
+func (db *DB) FinishInbox(ctx context.Context, platform string, keys ...string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	in, args := "?", []any{db.ts(db.stamp()), platform, keys[0]}
+	for _, k := range keys[1:] {
+		in += ", ?"
+		args = append(args, k)
+	}
 	err := db.tx(ctx, func(tx dbtx) error {
 		_, err := db.exec(ctx, tx, db.q(`UPDATE inbox SET done_at = ?, payload = '', claimed_by = '', claimed_until = NULL
-			WHERE platform = ? AND key = ? AND done_at IS NULL`), db.ts(db.stamp()), platform, key)
+			WHERE platform = ? AND key IN (`+in+`) AND done_at IS NULL`), args...)
 		return err
 	})
 	if err != nil {
