@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -18,6 +19,7 @@ var inboxTests = []conformanceTest{
 	{"InboxMessage", testInboxMessage},
 	{"InboxPrune", testInboxPrune},
 	{"InboxClearedAtStart", testInboxClearedAtStart},
+	{"InboxConcurrentRecords", testInboxConcurrentRecords},
 }
 
 func inboxItem(key string) confirm.InboxItem {
@@ -257,5 +259,45 @@ func testInboxReplicas(t *testing.T, driver, dsn string) {
 		if c != 1 {
 			t.Errorf("%s claimed %d times", k, c)
 		}
+	}
+}
+
+// Deliveries recorded at once (on SQLite, gathered into one INSERT) are
+// each recorded, a key sent twice at once once: one of its callers is
+// told it is new.
+func testInboxConcurrentRecords(t *testing.T, db *DB) {
+	const keys = 20
+	var mu sync.Mutex
+	firsts := map[string]int{}
+	raceAll(t, 2*keys, func(i int) error {
+		it := inboxItem(fmt.Sprintf("k%02d", i%keys))
+		first, err := db.RecordInbox(t.Context(), it, "a", time.Minute)
+		if first {
+			mu.Lock()
+			firsts[it.Key]++
+			mu.Unlock()
+		}
+		return err
+	})
+	for i := range keys {
+		if k := fmt.Sprintf("k%02d", i); firsts[k] != 1 {
+			t.Errorf("%s recorded as new %d times", k, firsts[k])
+		}
+	}
+	if err := db.ClearLeases(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.ClaimInbox(t.Context(), "b", []string{"slack"}, time.Minute, 100)
+	if err != nil || len(got) != keys {
+		t.Fatalf("claimed %d of %d deliveries (%v)", len(got), keys, err)
+	}
+	// A caller whose wait has ended writes nothing and is told so.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := db.RecordInbox(ctx, inboxItem("late"), "a", time.Minute); err == nil {
+		t.Fatal("a record whose context had ended was written")
+	}
+	if !record(t, db, inboxItem("late"), "a", time.Minute) {
+		t.Fatal("the record whose context had ended was written")
 	}
 }

@@ -78,6 +78,9 @@ type DB struct {
 	// scrub removes secrets from the tool_call audit detail and webhook
 	// bodies (WithScrub); the identity by default.
 	scrub func(string) string
+	// recording gathers the inbox's records waiting for SQLite's writer
+	// (see RecordInbox).
+	recording recording
 }
 
 // Option is an option of Open.
