@@ -211,6 +211,9 @@ type Bot struct {
 	cs          *cardSync                // the card-sync job's wake-up and the platforms' rate limits
 	rbOnce      sync.Once
 	rb          *runbook.Engine // runbook runs (runbook.go); nil when off
+	inboxOnce   sync.Once
+	inboxID     string    // this process's holder name in the inbox (inboxWorker)
+	finishing   finishing // deliveries done, their marks not yet written (Finished)
 }
 
 // New checks the config and returns a Bot. Register platforms before use.

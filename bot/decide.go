@@ -37,6 +37,11 @@ type Click struct {
 	// Phrase is the confirmation phrase the clicker typed in the prompt
 	// an Allow of a critical call opens (see PhraseFor); "" otherwise.
 	Phrase string
+	// Replayed: the click is worked again from the inbox, the process
+	// that acknowledged it having died. Already counted, it changes
+	// nothing and is no error; otherwise it counts, or is refused, as
+	// any click.
+	Replayed bool
 }
 
 // MaxReasonLen caps a deny reason, in runes.
@@ -153,6 +158,10 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return err
 	}
 	defer leave()
+	if c.Replayed && counted(t.call, c) {
+		b.log.Info("inbox: a click worked again was counted before; nothing changed", "batch", t.batch.ID, "call", t.call.Key, "user", c.User)
+		return nil
+	}
 	if err := b.checkRevision(ctx, c, t); err != nil {
 		return err
 	}

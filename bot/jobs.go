@@ -14,6 +14,7 @@ const (
 	JobRecover     = "recover"
 	JobPruneEvents = "prune_events"
 	// JobCardSync (cardsync.go): card messages behind their batch.
+	// JobInbox (inbox.go): deliveries their receiver did not finish.
 )
 
 // Deadlines of the bot's jobs. A sweep or a recovery continues the
@@ -34,9 +35,11 @@ const eventRetention = 24 * time.Hour
 // Jobs is the bot's background work, for a jobs.Runner: every interval,
 // expiry and reminders (sweep) and escalation, which take turns, and card
 // messages behind their batch (card-sync, also woken by every change of a
-// card that could not be rendered at once); every ten intervals, work
-// dead workers left (recover); at start and every 3,600 intervals, old
-// platform event IDs (prune_events).
+// card that could not be rendered at once); at start and every five
+// intervals, this process's inbox claims renewed and the deliveries dead
+// processes left worked off (inbox); every ten intervals, work dead
+// workers left (recover); at start and every 3,600 intervals, old
+// platform event IDs and inbox deliveries (prune_events).
 func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 	if interval <= 0 {
 		interval = time.Second
@@ -47,6 +50,7 @@ func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 		{Name: JobRecover, Every: 10 * interval, Timeout: recoverTimeout, Run: b.RecoverBatches},
 		{Name: JobRunbooks, Every: interval, Timeout: recoverTimeout, AtStart: true, Run: b.runbookJob},
 		{Name: JobCardSync, Every: interval, Timeout: cardSyncTimeout, AtStart: true, Wake: b.cs.wake, Run: b.cardSyncJob},
+		{Name: JobInbox, Every: inboxEvery * interval, Timeout: pruneTimeout, AtStart: true, Run: b.inboxJob},
 		{Name: JobPruneEvents, Every: 3600 * interval, Timeout: pruneTimeout, AtStart: true, Run: b.pruneEvents},
 	}
 }
@@ -76,8 +80,12 @@ func (b *Bot) escalateJob(ctx context.Context) error {
 	return b.escalate(ctx)
 }
 
-// pruneEvents forgets platform event IDs older than eventRetention.
+// pruneEvents forgets platform event IDs older than eventRetention and
+// inbox deliveries older than inboxRetention.
 func (b *Bot) pruneEvents(ctx context.Context) error {
 	_, err := b.store.PruneEvents(ctx, b.now().Add(-eventRetention))
+	if _, ierr := b.store.PruneInbox(ctx, b.now().Add(-inboxRetention)); ierr != nil && err == nil {
+		err = ierr
+	}
 	return err
 }

@@ -753,9 +753,12 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 	}
 	// A run is a request like a turn: it counts against its author's
 	// limits.turns_per_minute (`runbooks` and `stop` do not: stopping
-	// must always be possible).
-	if over, err := b.overTurnLimit(ctx, t, "No runbook was started; wait a minute and run it again."); err != nil || over {
-		return true, err
+	// must always be possible); a command worked again (the inbox) was
+	// counted by its first attempt.
+	if !t.Replayed {
+		if over, err := b.overTurnLimit(ctx, t, "No runbook was started; wait a minute and run it again."); err != nil || over {
+			return true, err
+		}
 	}
 	name, args, err := runbook.ParseCommand(rest)
 	if err != nil {
@@ -789,6 +792,15 @@ func (b *Bot) runbookCommand(ctx context.Context, t Turn) (handled bool, err err
 		}
 	}
 	cfg := rb.Config()
+	// A run is started at most once per delivery: the delivery is done
+	// before the run starts, so a kill in between loses the command
+	// (the person sees no run and asks again) rather than starting a
+	// second run when it is worked again.
+	if t.Inbox != "" {
+		if err := b.store.FinishInbox(ctx, t.Platform, t.Inbox); err != nil {
+			return true, fmt.Errorf("mark the command's delivery done: %w", err)
+		}
+	}
 	if _, err := b.StartRunbook(ctx, th, t.User, &cfg, params, "", ""); err != nil {
 		b.log.Error("start runbook", "runbook", rb.Name(), "err", err)
 		return true, b.postIn(ctx, th, "Runbook "+rb.Name()+" could not start; it is logged.")

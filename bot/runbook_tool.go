@@ -325,7 +325,7 @@ func (b *Bot) waitingOnRunbook(ctx context.Context, conv confirm.Conversation, t
 		if !awaitsRunbook(batch) {
 			continue
 		}
-		if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true}); err != nil {
+		if err := b.appendTurn(ctx, conv.ID, t, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true}); err != nil {
 			return true, err
 		}
 		return true, b.postIn(ctx, threadOf(conv), "A runbook the agent started is running in this thread; the agent goes on when it has ended. Your message is kept as context. `stop` stops the run.")

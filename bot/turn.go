@@ -25,6 +25,13 @@ type Turn struct {
 	// Command: the text is a runbook command typed as one (the
 	// terminal's /run, /runbooks, /stop), never sent to the model.
 	Command bool
+	// Inbox is the key of the delivery the turn came in, when the
+	// platform recorded it in the inbox (Record): the turn's message is
+	// stored as that delivery's. Replayed: the turn is worked again, its
+	// receiver having died; a message a first attempt stored is not
+	// stored again, and the model is asked only when nothing answered it.
+	Inbox    string
+	Replayed bool
 }
 
 // Admission says whether a message may reach the model.
@@ -108,8 +115,13 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 		// is abandoned for them.
 		return b.postIn(ctx, th, model.OffReply)
 	}
-	if over, err := b.overTurnLimit(ctx, t, "I ignored this one; wait a minute and ask again."); err != nil || over {
-		return err
+	// A turn worked again was counted by its first attempt (or that
+	// attempt died before): the platform's failure does not spend the
+	// person's rate.
+	if !t.Replayed {
+		if over, err := b.overTurnLimit(ctx, t, "I ignored this one; wait a minute and ask again."); err != nil || over {
+			return err
+		}
 	}
 	conv, err := b.store.Conversation(ctx, t.Platform, t.Channel, t.Thread, t.DM)
 	if err != nil {
@@ -123,6 +135,11 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	}
 	defer unlock()
 
+	if t.Replayed && t.Inbox != "" {
+		if done, err := b.replayedTurn(ctx, conv, t); done || err != nil {
+			return err
+		}
+	}
 	if waiting, err := b.waitingOnRunbook(ctx, conv, t); waiting || err != nil {
 		return err // the model's runbook run goes on; the words are context
 	}
@@ -130,7 +147,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 		// A bystander cannot abandon someone else's card: their words are
 		// kept as context and the card keeps waiting.
 		b.log.Info("bystander wrote while a card waits; kept as an aside", "conversation", conv.ID, "user", t.User)
-		if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true}); err != nil {
+		if err := b.appendTurn(ctx, conv.ID, t, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true}); err != nil {
 			return err
 		}
 		return b.postIn(ctx, th, "A request in this thread is waiting for a decision; only the person who asked or an approver can move on from it. Your message is kept as context.")
@@ -143,7 +160,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if full, err := b.channelFull(ctx, threadOf(conv), "Decide some of them, then ask again."); err != nil || full {
 		return err
 	}
-	if err := b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text}); err != nil {
+	if err := b.appendTurn(ctx, conv.ID, t, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text}); err != nil {
 		return err
 	}
 	return b.converse(ctx, conv, asker{User: t.User, Roles: t.Roles}, nil)
@@ -246,7 +263,10 @@ func (b *Bot) Note(ctx context.Context, t Turn) error {
 	} else if err != nil {
 		return fmt.Errorf("load conversation: %w", err)
 	}
-	return b.append(ctx, conv.ID, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true})
+	if stored, err := b.replayedStored(ctx, t); stored || err != nil {
+		return err // kept by the first attempt
+	}
+	return b.appendTurn(ctx, conv.ID, t, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text, Aside: true})
 }
 
 // HasConversation reports whether the thread holds a conversation.

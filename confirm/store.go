@@ -354,6 +354,7 @@ type Store interface {
 	AuditStore
 	CheckStore
 	PreviewStore
+	InboxStore
 
 	Ping(ctx context.Context) error
 	Close() error

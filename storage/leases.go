@@ -58,7 +58,7 @@ func (db *DB) MarkReminded(ctx context.Context, batchID string) (bool, error) {
 
 // ClearLeases drops every lease. SQLite serves one process, so at its start
 // no other holder can be alive; leases left by a killed process go at once
-// instead of lapsing; so do card messages' claims.
+// instead of lapsing; so do card messages' claims and the inbox's.
 func (db *DB) ClearLeases(ctx context.Context) error {
 	if _, err := db.exec(ctx, db.x, `DELETE FROM leases`); err != nil {
 		return fmt.Errorf("clear leases: %w", err)
@@ -66,6 +66,11 @@ func (db *DB) ClearLeases(ctx context.Context) error {
 	// Claims of card messages too (card-sync): they are rendered at once.
 	if _, err := db.exec(ctx, db.x, `UPDATE cards SET claimed_by = '', claimed_until = NULL WHERE claimed_by <> ''`); err != nil {
 		return fmt.Errorf("clear card claims: %w", err)
+	}
+	// Deliveries the killed process had not finished: the inbox job
+	// takes them at once.
+	if _, err := db.exec(ctx, db.x, `UPDATE inbox SET claimed_by = '', claimed_until = NULL WHERE claimed_by <> '' AND done_at IS NULL`); err != nil {
+		return fmt.Errorf("clear inbox claims: %w", err)
 	}
 	return nil
 }

@@ -85,6 +85,9 @@ type DB struct {
 	mac *AuditMAC
 	// onAlarm is told of a chain head Airlock did not write (OnAuditAlarm).
 	onAlarm atomic.Pointer[func(AuditAlarm)]
+	// recording gathers the inbox's records waiting for SQLite's writer
+	// (see RecordInbox).
+	recording recording
 }
 
 // Option is an option of Open.

@@ -58,6 +58,7 @@ var dsnTests = []struct {
 	{"RejectedClickReplicas", testRejectedClickReplicas},
 	{"CardSyncReplicas", testCardSyncReplicas},
 	{"MigrateMessageSync", testMigrateMessageSync},
+	{"InboxReplicas", testInboxReplicas},
 }
 
 func TestSQLiteFile(t *testing.T) {

@@ -79,6 +79,12 @@ type writer struct {
 
 	open   *group       // the transaction open on conn, if any (under the slot)
 	groups atomic.Int64 // groups ended (tests)
+
+	// urgent counts the callers waiting for the writer ahead of the
+	// others (withUrgent: an acknowledgement waits on them); a holder
+	// letting go while one waits hands the held slot over on handoff.
+	urgent  atomic.Int32
+	handoff chan struct{}
 }
 
 const (
@@ -99,7 +105,7 @@ const (
 // checkpointer on ckpt (one connection, otherwise idle).
 func newWriter(pool, ckpt *sqlx.DB) *writer {
 	w := &writer{pool: pool, slot: make(chan struct{}, 1), ckpt: ckpt,
-		nudge: make(chan struct{}, 1), stop: make(chan struct{}), ckptDone: make(chan struct{})}
+		nudge: make(chan struct{}, 1), stop: make(chan struct{}), ckptDone: make(chan struct{}), handoff: make(chan struct{})}
 	go w.checkpoints()
 	return w
 }
@@ -160,22 +166,47 @@ type held struct {
 
 var _ dbtx = (*held)(nil)
 
+// urgentKey marks, in a context, a caller served by the writer ahead of
+// the others (withUrgent).
+type urgentKey struct{}
+
+// withUrgent is ctx for a write that an acknowledgement waits on (the
+// inbox's records): the writer serves it as soon as its holder lets go,
+// ahead of the callers already waiting (see release), and its
+// transaction, a member of the open group, commits the group at once.
+func withUrgent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, urgentKey{}, true)
+}
+
 // hold waits for the connection, or for ctx to end; a caller whose ctx
 // has ended writes nothing.
 func (w *writer) hold(ctx context.Context) (*held, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	urgent, _ := ctx.Value(urgentKey{}).(bool)
 	select {
 	case w.slot <- struct{}{}:
 	default:
 		w.waiting.Add(1)
+		var handoff chan struct{} // nil: never
+		if urgent {
+			w.urgent.Add(1)
+			handoff = w.handoff
+		}
 		select {
 		case w.slot <- struct{}{}:
-			w.waiting.Add(-1)
+		case <-handoff: // the holder handed the slot over, still held
 		case <-ctx.Done():
 			w.waiting.Add(-1)
+			if urgent {
+				w.urgent.Add(-1)
+			}
 			return nil, ctx.Err()
+		}
+		w.waiting.Add(-1)
+		if urgent {
+			w.urgent.Add(-1)
 		}
 	}
 	if w.conn == nil {
@@ -206,6 +237,13 @@ func (w *writer) release(h *held) {
 		select {
 		case w.nudge <- struct{}{}:
 		default: // one is asked for already
+		}
+	}
+	if w.urgent.Load() > 0 {
+		select {
+		case w.handoff <- struct{}{}:
+			return // an urgent caller holds it now
+		default: // it is not in its wait yet: it takes its turn
 		}
 	}
 	<-w.slot
@@ -396,8 +434,8 @@ func (w *writer) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
 	} else {
 		g.members++
 	}
-	if w.open == g && (w.waiting.Load() == 0 || g.members >= maxGroup) {
-		w.end(h, g)
+	if urgent, _ := ctx.Value(urgentKey{}).(bool); w.open == g && (urgent || w.waiting.Load() == 0 || g.members >= maxGroup) {
+		w.end(h, g) // an urgent caller's group commits now: an ack waits on it
 	}
 	w.release(h)
 	if err := w.await(g); err != nil {

@@ -293,3 +293,53 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatal("a write after Close succeeded")
 	}
 }
+
+// A write an acknowledgement waits on (withUrgent) is served as soon as
+// the writer's holder lets go, ahead of the writes that waited longer,
+// and its transaction commits at once.
+func TestWriterServesUrgentFirst(t *testing.T) {
+	db := openSQLite(t)
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.w.do(context.Background(), func(*held) error {
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	order := make(chan string, 4)
+	for i := range 3 {
+		go func() {
+			_ = db.tx(context.Background(), func(dbtx) error { order <- fmt.Sprintf("waited %d", i); return nil })
+		}()
+		for db.w.waiting.Load() != int32(i+1) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	urgent := make(chan error, 1)
+	go func() {
+		urgent <- db.tx(withUrgent(context.Background()), func(dbtx) error { order <- "urgent"; return nil })
+	}()
+	for db.w.urgent.Load() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // let it block in its wait
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if first := <-order; first != "urgent" {
+		t.Fatalf("after the holder let go, %q ran first; want the urgent write", first)
+	}
+	if err := <-urgent; err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		<-order
+	}
+	if n := db.w.urgent.Load(); n != 0 {
+		t.Fatalf("%d urgent callers counted after all were served", n)
+	}
+}

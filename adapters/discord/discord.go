@@ -93,11 +93,12 @@ type AckMetrics interface {
 
 // Adapter connects the bot to Discord. It implements bot.Platform.
 type Adapter struct {
-	cfg Config
-	s   *discordgo.Session
-	b   Bot
-	log *slog.Logger
-	now func() time.Time
+	cfg   Config
+	s     *discordgo.Session
+	b     Bot
+	inbox chatbot.Inbox // the bot's, when it has one: deliveries are recorded before their ack
+	log   *slog.Logger
+	now   func() time.Time
 
 	botID    atomic.Pointer[string]
 	botName  atomic.Pointer[string]
@@ -149,6 +150,9 @@ func New(cfg Config, b Bot) (*Adapter, error) {
 		nonce:    rand.Text(),
 		queues:   map[string][]func(context.Context){},
 		botRoles: map[string]string{},
+	}
+	if ib, ok := b.(chatbot.Inbox); ok {
+		a.inbox = ib
 	}
 	if id, err := ApplicationID(cfg.Token); err == nil {
 		a.botID.Store(&id) // READY confirms it

@@ -173,11 +173,32 @@ func (a *Adapter) onMessageCreate(_ *discordgo.Session, mc *discordgo.MessageCre
 	if !a.seen.add("message:" + m.ID) {
 		return // a redelivery
 	}
-	a.enqueue(m.ChannelID, func(ctx context.Context) { a.handleMessage(ctx, m) })
+	rec := a.recordMessage(m)
+	a.enqueue(m.ChannelID, func(ctx context.Context) { a.handleMessage(ctx, m, rec) })
 }
 
-func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
-	if a.cfg.Events != nil {
+// handleMessage works a message; rec is its inbox record when it was
+// recorded (see recordMessage), waited for here.
+func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message, rec *pendingRecord) {
+	var d *confirm.InboxItem
+	if rec != nil {
+		<-rec.done
+		switch {
+		case rec.err != nil:
+			a.log.Warn("discord: message not recorded; worked without its record", "message", m.ID, "err", rec.err)
+		case !rec.first:
+			return // recorded already: another replica has it
+		default:
+			d = rec.it
+		}
+	}
+	handedOff := false // the turn was queued, and marks d done
+	defer func() {
+		if !handedOff {
+			a.finish(d)
+		}
+	}()
+	if d == nil && a.cfg.Events != nil {
 		first, err := a.cfg.Events.MarkEvent(ctx, Platform, "message:"+m.ID)
 		if err != nil {
 			a.log.Error("discord: record message event", "message", m.ID, "err", err)
@@ -191,6 +212,9 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 	turn := bot.Turn{Platform: Platform, User: m.Author.ID, Text: a.stripBotMention(m.Content, m.GuildID, botID), DM: m.GuildID == ""}
 	if m.Member != nil {
 		turn.Roles = m.Member.Roles
+	}
+	if d != nil {
+		turn.Inbox, turn.Replayed = d.Key, replayed(ctx) != nil
 	}
 
 	if turn.DM { // a direct message: every message is a turn
@@ -246,6 +270,11 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 		Name:                threadName(turn.Text),
 		AutoArchiveDuration: ThreadAutoArchive,
 	}, discordgo.WithContext(ctx))
+	if err != nil && turn.Replayed && threadExists(err) {
+		// Worked again after its thread was started: a thread started
+		// from a message has the message's id.
+		th, err = &discordgo.Channel{ID: m.ID, ParentID: m.ChannelID, GuildID: m.GuildID, Type: discordgo.ChannelTypeGuildPublicThread}, nil
+	}
 	if err != nil {
 		a.log.Error("discord: start a thread (does the bot have Create Public Threads here?)", "channel", m.ChannelID, "message", m.ID, "err", err)
 		return
@@ -260,7 +289,11 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordgo.Message) {
 	turn.Channel, turn.Thread = m.ChannelID, th.ID
 	// The turn runs in the thread's queue: the parent channel stays free
 	// for the next mention.
-	a.enqueue(th.ID, func(ctx context.Context) { a.turn(ctx, turn, th.ID) })
+	handedOff = true
+	a.enqueue(th.ID, func(ctx context.Context) {
+		defer a.finish(d)
+		a.turn(ctx, turn, th.ID)
+	})
 }
 
 // replyNotServed answers a mention in a channel the bot does not serve:
@@ -397,35 +430,19 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 		case action == actionAllowTyped:
 			a.openPhrase(ctx, i, ref)
 		case action == actionRevoke:
-			if !a.deferUpdate(ctx, i) {
-				return
-			}
-			a.revoke(ctx, i, ref)
+			a.deferred(ctx, i, func(ctx context.Context) { a.revoke(ctx, i, ref) })
 		case action == actionExtend:
-			if !a.deferUpdate(ctx, i) {
-				return
-			}
-			a.extend(ctx, i, ref)
+			a.deferred(ctx, i, func(ctx context.Context) { a.extend(ctx, i, ref) })
 		case action == actionChecked:
-			if !a.deferUpdate(ctx, i) {
-				return
-			}
-			a.checked(ctx, i, ref)
+			a.deferred(ctx, i, func(ctx context.Context) { a.checked(ctx, i, ref) })
 		case action == actionAllowAll || action == actionDenyAll:
-			if !a.deferUpdate(ctx, i) {
-				return
-			}
-			a.decideAll(ctx, i, ref, action == actionAllowAll)
+			a.deferred(ctx, i, func(ctx context.Context) { a.decideAll(ctx, i, ref, action == actionAllowAll) })
 		case runActions[action] != 0:
-			if !a.deferUpdate(ctx, i) {
-				return
-			}
-			a.runAction(ctx, i, ref, runActions[action])
+			a.deferred(ctx, i, func(ctx context.Context) { a.runAction(ctx, i, ref, runActions[action]) })
 		default: // Allow, "Allow for", Deny
-			if !a.deferUpdate(ctx, i) {
-				return
-			}
-			a.decide(ctx, i, ref, action == actionAllow || action == actionGrant, action == actionGrant, "")
+			a.deferred(ctx, i, func(ctx context.Context) {
+				a.decide(ctx, i, ref, action == actionAllow || action == actionGrant, action == actionGrant, "")
+			})
 		}
 	case discordgo.InteractionModalSubmit:
 		data, _ := i.Data.(discordgo.ModalSubmitInteractionData)
@@ -434,18 +451,16 @@ func (a *Adapter) handleInteraction(ctx context.Context, i *discordgo.Interactio
 			a.respondEphemeral(ctx, i, unknownButton)
 			return
 		}
-		if !a.deferUpdate(ctx, i) {
-			return
-		}
-		if action == actionEditSubmit {
-			a.submitEdit(ctx, i, ref, textInputValue(data.Components, EditInputID))
-			return
-		}
-		if action == actionPhraseSubmit {
-			a.submitPhrase(ctx, i, ref, textInputValue(data.Components, PhraseInputID))
-			return
-		}
-		a.decide(ctx, i, ref, false, false, textInputValue(data.Components, ReasonInputID))
+		a.deferred(ctx, i, func(ctx context.Context) {
+			switch action {
+			case actionEditSubmit:
+				a.submitEdit(ctx, i, ref, textInputValue(data.Components, EditInputID))
+			case actionPhraseSubmit:
+				a.submitPhrase(ctx, i, ref, textInputValue(data.Components, PhraseInputID))
+			default:
+				a.decide(ctx, i, ref, false, false, textInputValue(data.Components, ReasonInputID))
+			}
+		})
 	default:
 		// Slash commands and the like: Airlock registers none.
 		a.respondEphemeral(ctx, i, "I have no commands. Mention me in a channel to start a conversation.")
@@ -535,6 +550,7 @@ func (a *Adapter) clickFrom(ctx context.Context, i *discordgo.Interaction, ref s
 		Ref:      ref,
 		Roles:    roles,
 		IsBot:    user.Bot,
+		Replayed: replayed(ctx) != nil,
 	}, "", true
 }
 

@@ -242,7 +242,8 @@ func mentions(text, botUser string) bool {
 const emptyMentionHint = "Hi! Mention me with what you need, for example: “@Airlock what is the status of the api service?”"
 
 // handleEvent works a classified event: it drops retried deliveries by
-// event id, then runs the turn or keeps the aside.
+// event id (the inbox did, for an event recorded there), then runs the
+// turn or keeps the aside.
 func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
 	th := bot.Thread{Platform: Platform, Channel: act.Turn.Channel, Thread: act.Turn.Thread}
 	log := a.log.With("event", act.EventID, "channel", th.Channel, "thread", th.Thread, "user", act.Turn.User)
@@ -256,21 +257,21 @@ func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
 			return // chatter in a thread the bot is not part of
 		}
 	}
-	first, err := a.store.MarkEvent(ctx, Platform, act.EventID)
-	if err != nil {
-		// Without the record a retry could start a second turn: drop it,
-		// telling a person who may ask that it was not taken.
-		log.Error("slack: record event id; event dropped", "err", err)
-		if act.Kind == actTurn && errors.Is(err, confirm.ErrUnavailable) && a.bot.Admit(ctx, act.Turn) == bot.Admitted {
-			if perr := a.Post(ctx, th, bot.DatabaseDownMessage); perr != nil {
-				log.Error("slack: post failure notice", "err", perr)
+	if act.Turn.Inbox == "" {
+		first, err := a.store.MarkEvent(ctx, Platform, act.EventID)
+		if err != nil {
+			// Without the record a retry could start a second turn: drop it,
+			// telling a person who may ask that it was not taken.
+			log.Error("slack: record event id; event dropped", "err", err)
+			if errors.Is(err, confirm.ErrUnavailable) {
+				a.notRecorded(ctx, act)
 			}
+			return
 		}
-		return
-	}
-	if !first {
-		log.Info("slack: retried event already handled; ignored", "retry", retry)
-		return
+		if !first {
+			log.Info("slack: retried event already handled; ignored", "retry", retry)
+			return
+		}
 	}
 	switch act.Kind {
 	case actNote:

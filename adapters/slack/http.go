@@ -117,12 +117,16 @@ func Sign(secret, timestamp string, body []byte) []byte {
 // (JSON) and interactivity payloads (form field "payload") on one URL, as
 // Bolt does. Every request is verified against the signing secret before
 // anything in it is parsed (401 otherwise); url_verification is answered;
-// events and clicks are acknowledged with an empty 200, sent before their
-// work is even queued, and worked on in the background (no database
-// access before the ack). The one exception is the edit modal's
-// submission, answered with the edit's outcome within Slack's 3 seconds
-// (see submitEdit). A malformed or unknown payload gets 400 and changes
-// nothing. Mount it at "/slack/events".
+// events and clicks are recorded in the inbox (one small insert: see
+// inbox.go), then acknowledged with an empty 200, sent before their work
+// is even queued, and worked on in the background. What could not be
+// recorded is answered 503: Slack shows a click failed (its clicker is
+// also told why), and sends an event again (on its last try it is
+// acknowledged and its thread told nothing was done). The one exception
+// to the ack first is the edit modal's submission, answered with the
+// edit's outcome within Slack's 3 seconds (see submitEdit). A malformed
+// or unknown payload gets 400 and changes nothing. Mount it at
+// "/slack/events".
 func (a *Adapter) Handler() http.Handler {
 	return http.HandlerFunc(a.serveHTTP)
 }
@@ -206,9 +210,32 @@ func (a *Adapter) serveEvent(w http.ResponseWriter, body []byte, retry int, retr
 		a.ack(w, received)
 		return
 	}
+	d, first, err := a.recordEvent(act, req.EventID, body)
+	if err != nil {
+		a.log.Warn("slack: event not recorded", "event", req.EventID, "retry", retry, "err", err)
+		if retry < lastRetry {
+			http.Error(w, "could not record the event; send it again", http.StatusServiceUnavailable)
+			return
+		}
+		a.ack(w, received) // Slack's last try: tell the thread instead
+		a.spawn("event "+req.EventID+" not recorded", func(ctx context.Context) { a.notRecorded(ctx, act) })
+		return
+	}
+	if !first {
+		a.log.Info("slack: retried event recorded already; ignored", "event", req.EventID, "retry", retry)
+		a.ack(w, received)
+		return
+	}
+	if d != nil {
+		act.Turn.Inbox = d.Key
+	}
 	queue := a.reserve()
 	a.ack(w, received)
-	queue("event "+req.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, retry) })
+	a.trace("slack-acked-event")
+	queue("event "+req.EventID, func(ctx context.Context) {
+		defer a.finish(d)
+		a.handleEvent(ctx, act, retry)
+	})
 }
 
 func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received time.Time) {
@@ -238,13 +265,27 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 		a.ack(w, received)
 		return // no effect
 	}
+	d, _, err := a.record(deliveryInteraction, interactionKey(), []byte(payload))
+	if err != nil {
+		a.log.Warn("slack: interaction not recorded", "user", in.User, "err", err)
+		http.Error(w, "could not record the interaction", http.StatusServiceUnavailable)
+		a.spawn("interaction not recorded", func(ctx context.Context) {
+			a.ephemeral(ctx, in.Channel, in.Thread, in.User, notRecordedClick)
+		})
+		return
+	}
+	in.delivery = d
 	if in.Kind.answered() {
 		a.serveEdit(w, in, received)
 		return
 	}
 	queue := a.reserve()
 	a.ack(w, received)
-	queue("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
+	a.trace("slack-acked-interaction")
+	queue("interaction", func(ctx context.Context) {
+		defer a.finish(d)
+		a.handleInteraction(ctx, in)
+	})
 }
 
 // serveEdit answers the edit modal's submission with the edit's outcome:

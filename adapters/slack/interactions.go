@@ -56,6 +56,11 @@ type interaction struct {
 	Phrase    string // kindSubmitPhrase: the phrase as typed
 	TriggerID string
 	RunAction cardpkg.ActionKind // kindRun: which button
+	// Replayed: worked again from the inbox (bot.Click.Replayed);
+	// delivery is its inbox record, marked done when its work ends (nil:
+	// not recorded).
+	Replayed bool
+	delivery *confirm.InboxItem
 }
 
 // interactionPayload is the wire shape of block_actions and
@@ -311,6 +316,7 @@ func (a *Adapter) click(in interaction) bot.Click {
 		Reason:   in.Reason,
 		Phrase:   in.Phrase,
 		IsBot:    in.User == a.identity().UserID,
+		Replayed: in.Replayed,
 	}
 }
 
@@ -479,6 +485,7 @@ func (a *Adapter) answerWithin(ctx context.Context, in interaction, what string,
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
+		defer a.finish(in.delivery) // recorded before the work, done after it
 		defer func() {
 			if p := recover(); p != nil {
 				a.log.Error("slack: panic in a submission", "what", what, "panic", fmt.Sprint(p))

@@ -68,6 +68,10 @@ type Config struct {
 	// (http mode) or the Socket Mode ack being sent. *metrics.Metrics has
 	// it.
 	Metrics AckMetrics
+	// Trace, when set, is called at named points of a delivery's path
+	// ("slack-acked-interaction", "slack-acked-event": acknowledged, its
+	// work not yet started); tests kill the process there.
+	Trace func(point string)
 }
 
 // AckMetrics records acknowledgment times (*metrics.Metrics has Ack).
@@ -93,6 +97,7 @@ type Adapter struct {
 	cfg   Config
 	bot   Bot
 	store EventStore
+	inbox chatbot.Inbox // the bot's, when it has one: deliveries are recorded before their ack
 	api   *slack.Client
 	// updates sends cards' and pointers' updates without retries of its
 	// own (see syncUpdate).
@@ -213,6 +218,9 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 
 		mentionNonce: rand.Text(),
 		editWait:     editWait,
+	}
+	if ib, ok := b.(chatbot.Inbox); ok {
+		a.inbox = ib
 	}
 	a.groups = newGroupCache(a.fetchGroup, cfg.Now, DefaultGroupTTL)
 	a.grants = &grantNames{}
@@ -338,6 +346,13 @@ func (a *Adapter) run(j job) {
 func (a *Adapter) acked(received time.Time) {
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.Ack(Platform, time.Since(received))
+	}
+}
+
+// trace calls Config.Trace at a named point.
+func (a *Adapter) trace(point string) {
+	if a.cfg.Trace != nil {
+		a.cfg.Trace(point)
 	}
 }
 

@@ -54,7 +54,7 @@ func (a *Adapter) socketEvent(ctx context.Context, smc *socketmode.Client, evt s
 	switch evt.Type {
 	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
 		if evt.Request != nil {
-			a.socketRequest(ctx, smc, *evt.Request, received)
+			a.socketRequestAside(ctx, smc, *evt.Request, received)
 		}
 	case socketmode.EventTypeErrorBadMessage:
 		// The library could not parse the envelope's payload its way; ack
@@ -68,7 +68,7 @@ func (a *Adapter) socketEvent(ctx context.Context, smc *socketmode.Client, evt s
 			a.log.Warn("slack: unreadable socket mode message ignored", "err", bad.Cause)
 			return
 		}
-		a.socketRequest(ctx, smc, req, received)
+		a.socketRequestAside(ctx, smc, req, received)
 	case socketmode.EventTypeConnected:
 		a.log.Info("slack: socket mode connected")
 	case socketmode.EventTypeConnecting:
@@ -94,7 +94,21 @@ func connErr(data any) any {
 	return fmt.Sprintf("%T", data)
 }
 
-// socketRequest acks one envelope, then validates and works it.
+// socketRequestAside runs socketRequest off the loop that reads the
+// connection: recording an envelope waits on the database.
+func (a *Adapter) socketRequestAside(ctx context.Context, smc *socketmode.Client, req socketmode.Request, received time.Time) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.socketRequest(ctx, smc, req, received)
+	}()
+}
+
+// socketRequest validates one envelope, records it in the inbox when it
+// asks for work, acks it, then works it. An envelope that could not be
+// recorded is not acked: Slack sends an event again (on its last try it is
+// acked and its thread told nothing was done) and shows a click failed
+// (its clicker is also told why).
 func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req socketmode.Request, received time.Time) {
 	if req.EnvelopeID == "" {
 		return
@@ -103,13 +117,86 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 	// an ack always covers that envelope's work.
 	a.wg.Add(1)
 	defer a.wg.Done()
-	var in interaction
-	var inErr error
-	if req.Type == socketmode.RequestTypeInteractive {
-		// Parsed once, here: the edit modal's submission is acked with the
-		// edit's outcome (see submitEdit), off the loop that reads the
-		// connection.
-		if in, inErr = parseInteraction(req.Payload); inErr == nil && in.Kind.answered() {
+	ack := func() {
+		if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				a.log.Error("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
+			}
+		} else {
+			a.acked(received)
+		}
+	}
+	log := a.log.With("envelope", req.EnvelopeID)
+	switch req.Type {
+	case socketmode.RequestTypeEventsAPI:
+		ev, err := parseEvent(req.Payload)
+		var act eventAction
+		if err == nil {
+			if ev.Type == envelopeEventCallback && !a.ourTeam(ev.TeamID, "event") {
+				ack()
+				return
+			}
+			act, err = classify(ev, a.identity())
+		}
+		if err != nil {
+			ack()
+			log.Warn("slack: event ignored", "err", err)
+			return
+		}
+		if req.RetryAttempt > 0 {
+			log.Info("slack: retried delivery", "event", ev.EventID, "retry", req.RetryAttempt, "reason", req.RetryReason)
+		}
+		if act.Kind == actIgnore {
+			ack()
+			return
+		}
+		d, first, err := a.recordEvent(act, ev.EventID, req.Payload)
+		if err != nil {
+			log.Warn("slack: event not recorded", "event", ev.EventID, "retry", req.RetryAttempt, "err", err)
+			if req.RetryAttempt < lastRetry {
+				return // not acked: Slack sends it again
+			}
+			ack()
+			a.spawn("event "+ev.EventID+" not recorded", func(ctx context.Context) { a.notRecorded(ctx, act) })
+			return
+		}
+		ack()
+		if !first {
+			log.Info("slack: retried event recorded already; ignored", "event", ev.EventID)
+			return
+		}
+		if d != nil {
+			act.Turn.Inbox = d.Key
+		}
+		a.trace("slack-acked-event")
+		a.spawn("event "+ev.EventID, func(ctx context.Context) {
+			defer a.finish(d)
+			a.handleEvent(ctx, act, req.RetryAttempt)
+		})
+	case socketmode.RequestTypeInteractive:
+		in, err := parseInteraction(req.Payload)
+		if err != nil {
+			ack()
+			log.Warn("slack: interaction ignored", "err", err)
+			return
+		}
+		if !a.ourTeam(in.Team, "interaction") {
+			ack()
+			return
+		}
+		d, _, err := a.record(deliveryInteraction, interactionKey(), req.Payload)
+		if err != nil {
+			log.Warn("slack: interaction not recorded", "user", in.User, "err", err)
+			a.spawn("interaction not recorded", func(ctx context.Context) {
+				a.ephemeral(ctx, in.Channel, in.Thread, in.User, notRecordedClick)
+			})
+			return // not acked: Slack shows the click failed
+		}
+		in.delivery = d
+		if in.Kind.answered() {
+			// The edit modal's submission is acked with the edit's
+			// outcome (see submitEdit), off the loop that reads the
+			// connection.
 			a.wg.Add(1)
 			go func() {
 				defer a.wg.Done()
@@ -117,44 +204,14 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 			}()
 			return
 		}
-	}
-	if err := smc.AckCtx(ctx, req.EnvelopeID, nil); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			a.log.Error("slack: ack envelope", "envelope", req.EnvelopeID, "err", err)
-		}
-	} else {
-		a.acked(received)
-	}
-	log := a.log.With("envelope", req.EnvelopeID)
-	switch req.Type {
-	case socketmode.RequestTypeEventsAPI:
-		ev, err := parseEvent(req.Payload)
-		if err == nil && ev.Type == envelopeEventCallback && !a.ourTeam(ev.TeamID, "event") {
-			return
-		}
-		if err == nil {
-			var act eventAction
-			if act, err = classify(ev, a.identity()); err == nil {
-				if req.RetryAttempt > 0 {
-					log.Info("slack: retried delivery", "event", ev.EventID, "retry", req.RetryAttempt, "reason", req.RetryReason)
-				}
-				if act.Kind != actIgnore {
-					a.spawn("event "+ev.EventID, func(ctx context.Context) { a.handleEvent(ctx, act, req.RetryAttempt) })
-				}
-				return
-			}
-		}
-		log.Warn("slack: event ignored", "err", err)
-	case socketmode.RequestTypeInteractive:
-		if inErr != nil {
-			log.Warn("slack: interaction ignored", "err", inErr)
-			return
-		}
-		if !a.ourTeam(in.Team, "interaction") {
-			return
-		}
-		a.spawn("interaction", func(ctx context.Context) { a.handleInteraction(ctx, in) })
+		ack()
+		a.trace("slack-acked-interaction")
+		a.spawn("interaction", func(ctx context.Context) {
+			defer a.finish(d)
+			a.handleInteraction(ctx, in)
+		})
 	default:
+		ack()
 		log.Debug("slack: envelope ignored", "type", req.Type)
 	}
 }
@@ -164,12 +221,9 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 // an ack without payload closes it.
 func (a *Adapter) socketEdit(ctx context.Context, smc *socketmode.Client, envelope string, in interaction, received time.Time) {
 	var payload any
-	var ans editAnswer
-	if a.ourTeam(in.Team, "interaction") {
-		ans = a.submitAnswered(a.context(), in)
-		if p := ans.payload(); p != nil {
-			payload = p
-		}
+	ans := a.submitAnswered(a.context(), in) // the team was checked
+	if p := ans.payload(); p != nil {
+		payload = p
 	}
 	if err := smc.AckCtx(ctx, envelope, payload); err != nil {
 		if !errors.Is(err, context.Canceled) {

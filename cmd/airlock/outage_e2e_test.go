@@ -19,9 +19,12 @@ import (
 // TestPostgresOutageDuringClicks drives a real `airlock run` (Slack HTTP
 // mode) whose PostgreSQL is reached through a proxy that the test cuts
 // (every connection closed, new ones refused: a server restarting, as the
-// client sees it) and restores. During the outage a click is acknowledged
-// and its clicker told to click again, a mention is told the database
-// can't be reached, and /readyz answers 503; once the database is back
+// client sees it) and restores. During the outage nothing is
+// acknowledged as taken that could not be recorded: a click is answered
+// 503 (Slack shows it failed) and its clicker told to click again, a
+// mention is answered 503 (Slack sends it again) until Slack's last try,
+// which is acknowledged and its thread told the database can't be
+// reached, and /readyz answers 503; once the database is back
 // Airlock answers again by itself, the click again decides, the tool runs
 // once, and the decision is recorded once.
 func TestPostgresOutageDuringClicks(t *testing.T) {
@@ -81,12 +84,16 @@ tools:
 	})
 
 	proxy.Cut()
-	if code, err := postSigned(addr, clickBody("UALICE", allow), "application/x-www-form-urlencoded"); err != nil || code != 200 {
-		t.Fatalf("a click during the outage was not acknowledged: %d %v", code, err)
+	if code, err := postSigned(addr, clickBody("UALICE", allow), "application/x-www-form-urlencoded"); err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("a click during the outage, not recorded, was answered %d %v; want 503", code, err)
 	}
 	waitUntil(t, "the clicker is told to click again", told("UALICE", "please click again"))
-	if code, err := postSigned(addr, mentionBody("EvOut2", "1800000031.000001", "", "deploy web"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("a mention during the outage was not acknowledged: %d %v", code, err)
+	mention := mentionBody("EvOut2", "1800000031.000001", "", "deploy web")
+	if code, err := postSignedRetry(addr, mention, "application/json", 0); err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("a mention during the outage, not recorded, was answered %d %v; want 503", code, err)
+	}
+	if code, err := postSignedRetry(addr, mention, "application/json", 3); err != nil || code != 200 {
+		t.Fatalf("Slack's last try of a mention during the outage was not acknowledged: %d %v", code, err)
 	}
 	waitUntil(t, "the mention is told the database can't be reached", func() bool {
 		for _, p := range api.posts() {

@@ -136,9 +136,18 @@ func freeAddr(t *testing.T) string {
 
 // postSigned delivers a payload to a replica's /slack/events as Slack does.
 func postSigned(addr string, body []byte, contentType string) (int, error) {
+	return postSignedRetry(addr, body, contentType, 0)
+}
+
+// postSignedRetry is postSigned as Slack's retry number retry (0: the
+// first try).
+func postSignedRetry(addr string, body []byte, contentType string, retry int) (int, error) {
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/slack/events", bytes.NewReader(body))
 	req.Header.Set("Content-Type", contentType)
+	if retry > 0 {
+		req.Header.Set("X-Slack-Retry-Num", strconv.Itoa(retry))
+	}
 	req.Header.Set("X-Slack-Request-Timestamp", ts)
 	req.Header.Set("X-Slack-Signature", fmt.Sprintf("v0=%x", slack.Sign(replicaSecret, ts, body)))
 	resp, err := http.DefaultClient.Do(req)

@@ -3,7 +3,8 @@
 // drawn from a seed (a fake Slack answering 429 and 5xx for stretches, a
 // slow tool, Airlock SIGKILLed and restarted, PostgreSQL taken away), and
 // then the checks that nothing ran twice, nothing is stuck, every card
-// converged and no recorded click was lost. It is no part of the
+// converged, no acknowledged click or mention was lost, and the soak saw
+// enough happen to mean something. It is no part of the
 // product's paths; cmd/airlock only wires the command in.
 package chaos
 
@@ -37,6 +38,16 @@ type Options struct {
 	Timeout       time.Duration // confirmation.timeout of the soak's Airlock
 	Settle        time.Duration // how long the end waits for batches and cards to finish
 	Log           io.Writer     // Airlock's logs; nil: discarded
+	// The soak fails unless it saw at least this many cards, clicks
+	// sent, people's decisions stored (allowed or denied) and, with
+	// KillEvery, kills: a process that answers 200 and does nothing
+	// must not pass.
+	MinCards, MinClicks, MinDecisions, MinKills int
+
+	// cardWait is how long a conversation waits for its card (40 s);
+	// quiet how long the end waits for Slack to be quiet (10 s). Tests
+	// shorten them.
+	cardWait, quiet time.Duration
 }
 
 // Run is airlock soak -chaos. It exits 0 when every check passed, 1 on a
@@ -54,9 +65,23 @@ func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Write
 	fs.StringVar(&o.PGRestart, "pg-restart", "", "a shell command that restarts PostgreSQL (default: its connections are cut for stretches)")
 	fs.DurationVar(&o.Timeout, "timeout", 45*time.Second, "confirmation.timeout of the soak's Airlock")
 	fs.DurationVar(&o.Settle, "settle", 3*time.Minute, "how long the end waits for every batch and card to finish")
+	fs.IntVar(&o.MinCards, "min-cards", -1, "fail unless at least this many cards were posted (default: -conversations)")
+	fs.IntVar(&o.MinClicks, "min-clicks", -1, "fail unless at least this many clicks were sent (default: -conversations)")
+	fs.IntVar(&o.MinDecisions, "min-decisions", -1, "fail unless at least this many people's decisions were stored (default: -conversations)")
+	fs.IntVar(&o.MinKills, "min-kills", -1, "fail unless Airlock was killed at least this many times (default: 1 with -kill-every, else 0)")
 	verbose := fs.Bool("v", false, "print Airlock's logs on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	for _, m := range []*int{&o.MinCards, &o.MinClicks, &o.MinDecisions} {
+		if *m == -1 {
+			*m = o.Conversations
+		}
+	}
+	if o.MinKills == -1 && o.KillEvery > 0 {
+		o.MinKills = 1
+	} else if o.MinKills == -1 {
+		o.MinKills = 0
 	}
 	o.Seed = *seed
 	if o.Seed == 0 {
@@ -102,6 +127,16 @@ func (o Options) validate() error {
 		return errors.New("-timeout must be at least 5s")
 	case o.Settle < o.Timeout:
 		return errors.New("-settle must be at least -timeout")
+	case o.MinCards < 0:
+		return errors.New("-min-cards must not be negative")
+	case o.MinClicks < 0:
+		return errors.New("-min-clicks must not be negative")
+	case o.MinDecisions < 0:
+		return errors.New("-min-decisions must not be negative")
+	case o.MinKills < 0:
+		return errors.New("-min-kills must not be negative")
+	case o.MinKills > 0 && o.KillEvery == 0:
+		return errors.New("-min-kills needs -kill-every")
 	}
 	return nil
 }
@@ -117,6 +152,12 @@ func Soak(ctx context.Context, o Options) (*Report, error) {
 	defer os.RemoveAll(dir)
 	if o.DSN == "" {
 		o.DSN = filepath.Join(dir, "chaos.db")
+	}
+	if o.cardWait <= 0 {
+		o.cardWait = 40 * time.Second
+	}
+	if o.quiet <= 0 {
+		o.quiet = 10 * time.Second
 	}
 	w, err := newWorld(ctx, o, dir)
 	if err != nil {

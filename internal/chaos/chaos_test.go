@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
@@ -131,27 +132,206 @@ func TestCheckRuns(t *testing.T) {
 	}
 }
 
-// TestCheckClicks: an approver's click answered with nothing private and
-// missing from the audit is a violation; a stranger in the audit is one.
+// clickWorld is a world with batch b1 of two calls (k0, k1) and the
+// clicks made.
+func clickWorld(clicks ...click) (*world, map[string]*confirm.Batch) {
+	w := &world{slack: newFakeSlack(&schedule{}), report: &Report{}, clicks: clicks}
+	b := &confirm.Batch{ID: "b1", Calls: []confirm.Call{{Key: "k0", Position: 0}, {Key: "k1", Position: 1}}}
+	return w, map[string]*confirm.Batch{"b1": b}
+}
+
+var (
+	clickAt    = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	clickPlace = msgKey{"C0SOAK00", "1800000000.000001"}
+)
+
+func clickOf(user, action, ref string, status int) click {
+	return click{user: user, action: action, ref: ref, batch: "b1", at: clickAt, answered: clickAt, status: status,
+		approver: user != stranger && user != requester, where: clickPlace, thread: "1700000000.000001"}
+}
+
+func decision(actor, call string) confirm.AuditEvent {
+	return confirm.AuditEvent{Kind: confirm.AuditDecision, Actor: actor, BatchID: "b1", CallKey: call}
+}
+
+// tellPrivately records an ephemeral to user in the clicks' place.
+func tellPrivately(w *world, user string) {
+	w.slack.seen(slacktest.Call{Method: "chat.postEphemeral", Raw: map[string]json.RawMessage{
+		"channel": []byte(`"` + clickPlace.channel + `"`), "thread_ts": []byte(`"1700000000.000001"`), "user": []byte(`"` + user + `"`), "text": []byte(`"no"`)}})
+}
+
+// TestCheckClicks: an acknowledged click neither in the audit (matched
+// by person, batch and call) nor answered privately is a violation,
+// however soon Airlock was killed after it; a lost Allow of one call is
+// not masked by the same person's recorded click on another call of the
+// batch; a click answered privately, or never acknowledged, is none; a
+// stranger's decision and the requester's allow are.
 func TestCheckClicks(t *testing.T) {
-	at := time.Now()
-	c := click{user: approvers[0], action: actionAllow, batch: "b1", at: at, answered: at, status: 200, approver: true,
-		where: msgKey{"C0SOAK00", "1800000000.000001"}, thread: "1700000000.000001"}
-	w := &world{slack: newFakeSlack(&schedule{}), report: &Report{}, clicks: []click{c}}
-	w.checkClicks(w.report, nil)
-	if len(w.report.Violations) != 1 {
-		t.Fatalf("a lost click: violations %q", w.report.Violations)
+	allow0, allow1 := clickOf(approvers[0], actionAllow, confirm.Ref("b1", 0), 200), clickOf(approvers[0], actionAllow, confirm.Ref("b1", 1), 200)
+	for name, tc := range map[string]struct {
+		clicks []click
+		audit  []confirm.AuditEvent
+		told   int // private answers to approvers[0] in the place
+		want   string
+	}{
+		"recorded":                 {[]click{allow0}, []confirm.AuditEvent{decision(approvers[0], "k0")}, 0, ""},
+		"lost":                     {[]click{allow0}, nil, 0, "answered nothing privately"},
+		"lost, killed right after": {[]click{func() click { c := allow0; c.answered = clickAt.Add(time.Millisecond); return c }()}, nil, 0, "answered nothing privately"},
+		"masked by another call":   {[]click{allow0, allow1}, []confirm.AuditEvent{decision(approvers[0], "k0")}, 0, "1 of " + approvers[0]},
+		"recorded by someone else": {[]click{allow0}, []confirm.AuditEvent{decision(approvers[1], "k0")}, 0, "answered nothing privately"},
+		"answered privately":       {[]click{allow0}, nil, 1, ""},
+		"two lost, one answered":   {[]click{allow0, allow1}, nil, 1, "1 of " + approvers[0]},
+		"never acknowledged":       {[]click{clickOf(approvers[0], actionAllow, confirm.Ref("b1", 0), 503)}, nil, 0, ""},
+		"Allow all recorded":       {[]click{clickOf(approvers[0], actionAll, confirm.AllRef("b1", 0), 200)}, []confirm.AuditEvent{decision(approvers[0], "k1")}, 1, ""},
+		"Allow all masks no loss":  {[]click{clickOf(approvers[0], actionAll, confirm.AllRef("b1", 0), 200), allow0}, []confirm.AuditEvent{decision(approvers[0], "k1")}, 1, "1 of " + approvers[0]},
+		// An Allow all answered before the first click not in the audit
+		// owes none of the private answers that came after it.
+		"an earlier Allow all": {[]click{func() click {
+			c := clickOf(approvers[0], actionAll, confirm.AllRef("b1", 0), 200)
+			c.at = clickAt.Add(-time.Minute)
+			return c
+		}(), allow0}, []confirm.AuditEvent{decision(approvers[0], "k1")}, 1, ""},
+		"a stranger decided":       {nil, []confirm.AuditEvent{decision(stranger, "k0")}, 0, "a stranger decided"},
+		"the requester allowed":    {nil, []confirm.AuditEvent{{Kind: confirm.AuditDecision, Actor: requester, BatchID: "b1", CallKey: "k0", Detail: `{"status":"allowed"}`}}, 0, "requester allowed"},
+		"the requester withdrew":   {nil, []confirm.AuditEvent{{Kind: confirm.AuditDecision, Actor: requester, BatchID: "b1", CallKey: "k0", Detail: `{"status":"denied"}`}}, 0, ""},
+		"a stranger's click, told": {[]click{clickOf(stranger, actionAllow, confirm.Ref("b1", 0), 200)}, nil, 0, ""},
+		"a stranger's click, lost": {[]click{clickOf(stranger, actionDeny, confirm.Ref("b1", 1), 200)}, nil, -1, "answered nothing privately"},
+		"a click on no such call":  {[]click{clickOf(approvers[0], actionAllow, confirm.Ref("b1", 7), 200)}, []confirm.AuditEvent{decision(approvers[0], "")}, 0, "answered nothing privately"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, batches := clickWorld(tc.clicks...)
+			for range tc.told {
+				tellPrivately(w, approvers[0])
+			}
+			if name == "a stranger's click, told" {
+				tellPrivately(w, stranger)
+			}
+			w.checkClicks(w.report, tc.audit, batches)
+			got := strings.Join(w.report.Violations, "\n")
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("violations %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCheckMentions: a mention acknowledged and answered nothing in its
+// thread is a violation; one with a card or words, or never
+// acknowledged, is none.
+func TestCheckMentions(t *testing.T) {
+	for name, tc := range map[string]struct {
+		acked, posted bool
+		bad           bool
+	}{
+		"answered":           {true, true, false},
+		"lost":               {true, false, true},
+		"never acknowledged": {false, false, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := &world{slack: newFakeSlack(&schedule{}), report: &Report{}}
+			c := &conversation{id: "w000n000", channel: "C0SOAK00", thread: "1700000000.000009", acked: tc.acked}
+			w.convs = []*conversation{c}
+			if tc.posted {
+				w.slack.seen(slacktest.Call{Method: "chat.postMessage", TS: "1800000000.000009", Raw: map[string]json.RawMessage{
+					"channel": []byte(`"C0SOAK00"`), "thread_ts": []byte(`"1700000000.000009"`), "text": []byte(`"I can't reach my database right now"`)}})
+			}
+			w.checkMentions(w.report)
+			if got := len(w.report.Violations) > 0; got != tc.bad {
+				t.Fatalf("violations %q, want some: %v", w.report.Violations, tc.bad)
+			}
+		})
+	}
+}
+
+// TestCheckMinimums: a soak that saw too few cards, clicks, decisions or
+// kills fails, naming which; one that saw enough does not.
+func TestCheckMinimums(t *testing.T) {
+	o := Options{MinCards: 3, MinClicks: 3, MinDecisions: 3, MinKills: 1}
+	w := &world{o: o, report: &Report{}}
+	w.checkMinimums(w.report)
+	got := strings.Join(w.report.Violations, "\n")
+	for _, flag := range []string{"-min-cards", "-min-clicks", "-min-decisions", "-min-kills"} {
+		if !strings.Contains(got, flag) {
+			t.Errorf("nothing seen: no violation naming %s in %q", flag, got)
+		}
+	}
+	w.report = &Report{Cards: 3, Clicks: 5, Kills: 1, Decisions: map[string]int{"allowed": 2, "denied": 1, "expired": 9}}
+	w.checkMinimums(w.report)
+	if len(w.report.Violations) != 0 {
+		t.Fatalf("enough seen: %q", w.report.Violations)
+	}
+	w.report = &Report{Cards: 3, Clicks: 5, Kills: 1, Decisions: map[string]int{"allowed": 2, "expired": 9}}
+	w.checkMinimums(w.report)
+	if got := strings.Join(w.report.Violations, "\n"); !strings.Contains(got, "-min-decisions") {
+		t.Fatalf("expired calls counted as people's decisions: %q", got)
+	}
+}
+
+// fakeBatches is a database's batches for loadBatches.
+type fakeBatches map[string]*confirm.Batch
+
+func (f fakeBatches) BatchesIn(_ context.Context, st confirm.BatchStatus) ([]string, error) {
+	var out []string
+	for id, b := range f {
+		if b.Status == st {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func (f fakeBatches) Batch(_ context.Context, id string) (*confirm.Batch, error) {
+	if b, ok := f[id]; ok {
+		return b, nil
+	}
+	return nil, confirm.ErrNotFound
+}
+
+// TestBatchesFromTheDatabase: the batches checked are the database's,
+// not only those the audit names: a stuck batch the audit never mentions
+// is a violation; a batch the audit names and the database lacks is one.
+func TestBatchesFromTheDatabase(t *testing.T) {
+	db := fakeBatches{
+		"inaudit": {ID: "inaudit", Status: confirm.BatchDone, Calls: []confirm.Call{{Key: "a", Decision: confirm.DecisionDenied}}},
+		"dbonly":  {ID: "dbonly", Status: confirm.BatchPending, Calls: []confirm.Call{{Key: "p", Decision: confirm.DecisionPending}}},
+	}
+	w := &world{tool: newToolServer(&schedule{}), report: &Report{}}
+	batches, err := loadBatches(t.Context(), w.report, db, []confirm.AuditEvent{{Kind: confirm.AuditToolCall, BatchID: "inaudit"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.checkRuns(w.report, batches)
+	if got := strings.Join(w.report.Violations, "\n"); !strings.Contains(got, "batch dbonly is still pending") {
+		t.Fatalf("a stuck batch only in the database: violations %q", got)
 	}
 	w.report = &Report{}
-	w.checkClicks(w.report, []confirm.AuditEvent{{Kind: confirm.AuditDecision, Actor: approvers[0], BatchID: "b1"}})
-	if len(w.report.Violations) != 0 || w.report.Checked != 1 {
-		t.Fatalf("a recorded click: violations %q, checked %d", w.report.Violations, w.report.Checked)
+	if _, err := loadBatches(t.Context(), w.report, db, []confirm.AuditEvent{{Kind: confirm.AuditToolCall, BatchID: "gone"}}); err != nil {
+		t.Fatal(err)
 	}
-	w.report = &Report{}
-	w.checkClicks(w.report, []confirm.AuditEvent{{Kind: confirm.AuditDecision, Actor: approvers[0], BatchID: "b1"},
-		{Kind: confirm.AuditDecision, Actor: stranger, BatchID: "b1", CallKey: "k"}})
-	if len(w.report.Violations) != 1 || !strings.Contains(w.report.Violations[0], "stranger") {
-		t.Fatalf("a stranger's decision: violations %q", w.report.Violations)
+	if got := strings.Join(w.report.Violations, "\n"); !strings.Contains(got, "batch gone") {
+		t.Fatalf("a batch only in the audit: violations %q", got)
+	}
+}
+
+// fakeCards is a database's card messages for checkCards.
+type fakeCards map[string][]confirm.CardMessage
+
+func (f fakeCards) CardMessages(_ context.Context, id string) ([]confirm.CardMessage, error) {
+	return f[id], nil
+}
+
+// TestCheckCardsUnknownMessage: a message the database does not know of
+// still offering a decision of a decided batch is a violation.
+func TestCheckCardsUnknownMessage(t *testing.T) {
+	b := &confirm.Batch{ID: "b1", Status: confirm.BatchDone, Calls: []confirm.Call{
+		{Key: "call_0", Position: 0, Decision: confirm.DecisionAllowed, Run: confirm.RunSucceeded}}}
+	w, k := checkWorld(t, `[{"type":"actions","elements":[{"type":"button","action_id":"airlock_allow","value":"`+confirm.Ref("b1", 0)+`"}]}]`)
+	known := fakeCards{"b1": {{Kind: confirm.CardMain, Channel: k.channel, Ref: k.channel + "/1800000000.000999"}}}
+	if err := w.checkCards(t.Context(), w.report, known, map[string]*confirm.Batch{"b1": b}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(w.report.Violations, "\n"); !strings.Contains(got, "is no card of batch b1 the database knows") {
+		t.Fatalf("violations %q", got)
 	}
 }
 
@@ -165,6 +345,8 @@ func TestFlagsNamed(t *testing.T) {
 		"-duration":      func() Options { o := good; o.Duration = time.Hour; return o }(),
 		"-kill-every":    func() Options { o := good; o.KillEvery = time.Second; return o }(),
 		"-settle":        func() Options { o := good; o.Settle = time.Second; return o }(),
+		"-min-cards":     func() Options { o := good; o.MinCards = -2; return o }(),
+		"-min-kills":     func() Options { o := good; o.KillEvery, o.MinKills = 0, 1; return o }(),
 	} {
 		if err := o.validate(); err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("%s: %v", flag, err)

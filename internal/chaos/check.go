@@ -25,14 +25,15 @@ type Report struct {
 	Elapsed       time.Duration
 
 	Mentions, Cards, Answered int // conversations started, that got a card, whose model answered
+	Acked, Lost               int // mentions acknowledged; of those, never answered in their thread
 	Batches, Calls            int
 	Decisions                 map[string]int // per stored decision
 	Runs                      map[string]int // per run status of allowed calls
 	ToolRequests, MaxRunsKey  int            // requests the tool service got; the most for one idempotency key
 	Clicks, Unanswered        int            // clicks sent; never answered (Airlock away for every try)
-	Checked                   int            // clicks acknowledged as recorded, each found in the audit
-	Refused                   int            // clicks answered privately (refused, or asked to click again)
-	NearKill                  int            // approvers' clicks not checked: Airlock was killed soon after
+	Checked                   int            // clicks acknowledged and found in the audit (person, batch, call)
+	Refused                   int            // clicks acknowledged, not in the audit, answered privately
+	LostClicks                int            // clicks acknowledged, neither in the audit nor answered privately
 	CardMessages              int            // card messages checked against their calls
 	Updates                   int64          // chat.update calls the fake accepted
 	Limited, Failed           int64          // 429 and 5xx the fake Slack answered
@@ -63,16 +64,16 @@ func (r *Report) print(w io.Writer) {
 	p("airlock soak -chaos: seed %d, %s, %d conversations for %s (%s in all)", r.Seed, r.Driver, r.Conversations, r.Duration, r.Elapsed.Round(time.Second))
 	p("faults: %s; Airlock SIGKILLed %d times (%d starts, %d refused while the database was away)", counts(r.Faults), r.Kills, r.Starts, r.FailedStarts)
 	p("fake Slack: %d answered 429, %d answered 5xx, %d chat.update accepted; tool: %d requests answered late", r.Limited, r.Failed, r.Updates, r.SlowTool)
-	p("conversations: %d mentions, %d got a card, %d answered by the model", r.Mentions, r.Cards, r.Answered)
+	p("conversations: %d mentions, %d acknowledged, %d of those never answered in their thread; %d got a card, %d answered by the model", r.Mentions, r.Acked, r.Lost, r.Cards, r.Answered)
 	p("batches: %d, calls: %d; decisions: %s", r.Batches, r.Calls, counts(r.Decisions))
 	p("runs of allowed calls: %s; tool requests: %d, at most %d per idempotency key", counts(r.Runs), r.ToolRequests, r.MaxRunsKey)
-	p("clicks: %d sent, %d never answered, %d answered privately, %d acknowledged as recorded and found in the audit, %d not checked (Airlock killed within %s)", r.Clicks, r.Unanswered, r.Refused, r.Checked, r.NearKill, workedWithin)
+	p("clicks: %d sent, %d never answered; of those acknowledged, %d found in the audit (person, batch, call), %d answered privately, %d lost", r.Clicks, r.Unanswered, r.Checked, r.Refused, r.LostClicks)
 	p("card messages checked against their calls: %d", r.CardMessages)
 	for _, n := range r.Notes {
 		p("note: %s", n)
 	}
 	if len(r.Violations) == 0 {
-		p("ok: every allowed call ran at most once, none is stuck, every card converged, no recorded click is missing")
+		p("ok: every allowed call ran at most once, none is stuck, every card converged, no acknowledged click or mention was lost")
 		return
 	}
 	for _, v := range r.Violations {
@@ -112,8 +113,8 @@ func (w *world) finish(ctx context.Context) (*Report, error) {
 	// Cards catch up once nothing fails: wait until Slack has been quiet.
 	deadline := time.Now().Add(w.o.Settle)
 	last, quiet := w.slack.updates.Load(), time.Now()
-	for time.Now().Before(deadline) && time.Since(quiet) < 10*time.Second && ctx.Err() == nil {
-		time.Sleep(500 * time.Millisecond)
+	for time.Now().Before(deadline) && time.Since(quiet) < w.o.quiet && ctx.Err() == nil {
+		time.Sleep(min(500*time.Millisecond, w.o.quiet/2))
 		if n := w.slack.updates.Load(); n != last {
 			last, quiet = n, time.Now()
 		}
@@ -136,43 +137,109 @@ func (w *world) finish(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return r, fmt.Errorf("read the audit: %w", err)
 	}
-	batches := map[string]*confirm.Batch{}
-	for _, e := range events {
-		if e.BatchID == "" || batches[e.BatchID] != nil {
-			continue
-		}
-		b, err := db.Batch(ctx, e.BatchID)
-		if err != nil {
-			return r, fmt.Errorf("read batch %s: %w", e.BatchID, err)
-		}
-		batches[e.BatchID] = b
+	batches, err := loadBatches(ctx, r, db, events)
+	if err != nil {
+		return r, err
 	}
 	w.checkRuns(r, batches)
 	if err := w.checkCards(ctx, r, db, batches); err != nil {
 		return r, err
 	}
-	w.checkClicks(r, events)
-	var noCard, noAnswer []string
+	w.checkClicks(r, events, batches)
+	w.checkMentions(r)
+	w.checkMinimums(r)
+	return r, nil
+}
+
+// batchSource is what the checks read of the database's batches
+// (*storage.DB).
+type batchSource interface {
+	BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]string, error)
+	Batch(ctx context.Context, id string) (*confirm.Batch, error)
+}
+
+// loadBatches loads every batch the database holds, whatever the audit
+// says (a batch the audit lost is checked all the same), and reports a
+// batch the audit names that the database does not hold.
+func loadBatches(ctx context.Context, r *Report, db batchSource, events []confirm.AuditEvent) (map[string]*confirm.Batch, error) {
+	batches := map[string]*confirm.Batch{}
+	for _, st := range []confirm.BatchStatus{confirm.BatchPending, confirm.BatchDecided, confirm.BatchRunning, confirm.BatchDone} {
+		ids, err := db.BatchesIn(ctx, st)
+		if err != nil {
+			return nil, fmt.Errorf("list %s batches: %w", st, err)
+		}
+		for _, id := range ids {
+			b, err := db.Batch(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("read batch %s: %w", id, err)
+			}
+			batches[id] = b
+		}
+	}
+	missing := map[string]bool{}
+	for _, e := range events {
+		if e.BatchID != "" && batches[e.BatchID] == nil && !missing[e.BatchID] {
+			missing[e.BatchID] = true
+			r.violate("the audit names batch %s, which the database does not hold", e.BatchID)
+		}
+	}
+	return batches, nil
+}
+
+// checkMentions: every mention Airlock acknowledged was answered in its
+// thread: a card, or words (the model's, or why nothing was done).
+func (w *world) checkMentions(r *Report) {
+	var lost []string
 	for _, c := range w.convs {
 		r.Mentions++
 		if c.gotCard {
 			r.Cards++
-		} else {
-			noCard = append(noCard, c.id)
 		}
 		if c.answered {
 			r.Answered++
-		} else if c.gotCard {
-			noAnswer = append(noAnswer, c.id)
+		}
+		if !c.acked {
+			continue
+		}
+		r.Acked++
+		if !w.slack.postedIn(c.channel, c.thread) {
+			lost = append(lost, c.id)
 		}
 	}
-	if len(noCard) > 0 {
-		r.note("%d mentions got no card within 40 s (a card posted while Slack failed, or a turn lost to a kill): %s", len(noCard), firstFew(noCard))
+	r.Lost = len(lost)
+	var noAnswer []string
+	for _, c := range w.convs {
+		if c.gotCard && !c.answered {
+			noAnswer = append(noAnswer, c.id)
+		}
 	}
 	if len(noAnswer) > 0 {
 		r.note("%d conversations with a card saw no answer of the model in their thread: %s", len(noAnswer), firstFew(noAnswer))
 	}
-	return r, nil
+	if len(lost) > 0 {
+		r.violate("%d mentions were acknowledged and never answered in their thread (no card, no words): %s", len(lost), firstFew(lost))
+	}
+}
+
+// checkMinimums: the soak saw enough happen for its checks to mean
+// something (a process that answers 200 to everything and does nothing
+// passes every other check).
+func (w *world) checkMinimums(r *Report) {
+	decisions := r.Decisions[string(confirm.DecisionAllowed)] + r.Decisions[string(confirm.DecisionDenied)]
+	for _, m := range []struct {
+		what      string
+		got, want int
+		flag      string
+	}{
+		{"cards posted", r.Cards, w.o.MinCards, "-min-cards"},
+		{"clicks sent", r.Clicks, w.o.MinClicks, "-min-clicks"},
+		{"people's decisions stored", decisions, w.o.MinDecisions, "-min-decisions"},
+		{"kills", r.Kills, w.o.MinKills, "-min-kills"},
+	} {
+		if m.got < m.want {
+			r.violate("only %d %s, at least %d needed (%s): the soak did not exercise Airlock", m.got, m.what, m.want, m.flag)
+		}
+	}
 }
 
 // checkRuns: every allowed call ran at most once (per idempotency key,
@@ -215,6 +282,12 @@ func (w *world) checkRuns(r *Report, batches map[string]*confirm.Batch) {
 	}
 }
 
+// cardSource is what checkCards reads of a batch's card messages
+// (*storage.DB).
+type cardSource interface {
+	CardMessages(ctx context.Context, batchID string) ([]confirm.CardMessage, error)
+}
+
 // decisionButtons are the buttons that decide a call.
 var decisionButtons = []string{actionAllow, actionDeny, actionAll, "airlock_deny_all", "airlock_allow_grant", "airlock_deny_reason", "airlock_edit"}
 
@@ -222,7 +295,7 @@ var decisionButtons = []string{actionAllow, actionDeny, actionAll, "airlock_deny
 // shows each call's stored decision and run, and a decided call offers no
 // button deciding it; no message the database does not know of still
 // offers one.
-func (w *world) checkCards(ctx context.Context, r *Report, db *storage.DB, batches map[string]*confirm.Batch) error {
+func (w *world) checkCards(ctx context.Context, r *Report, db cardSource, batches map[string]*confirm.Batch) error {
 	known := map[msgKey]bool{}
 	for _, b := range batches {
 		msgs, err := db.CardMessages(ctx, b.ID)
@@ -340,53 +413,80 @@ func containsInOrder(have, want []string) bool {
 	return i == len(want)
 }
 
-// checkClicks: a click acknowledged as recorded (answered 2xx, its
-// clicker told nothing privately in that place, Airlock not killed around
-// it) by an approver is in the audit; no stranger decided anything and the
-// requester allowed nothing. A person's clicks in one place are checked
-// only when they clicked once there (a private answer can't be told apart
-// between two).
-func (w *world) checkClicks(r *Report, events []confirm.AuditEvent) {
+// checkClicks: every click Airlock acknowledged (2xx) is in the audit,
+// matched by person, batch and call (an Allow all by person and batch),
+// or was answered privately (refused, late, or asked to click again):
+// in each place (person, channel, thread) there are at least as many
+// private answers after the first click not in the audit as such
+// clicks. No stranger decided anything and the requester allowed
+// nothing.
+func (w *world) checkClicks(r *Report, events []confirm.AuditEvent, batches map[string]*confirm.Batch) {
 	type place struct{ user, channel, thread string }
-	n := map[place]int{}
-	for _, c := range w.clicks {
-		n[place{c.user, c.where.channel, c.thread}]++
-	}
+	type decided struct{ user, batch, call string }
+	inAudit := map[decided]bool{}
 	byActor := map[string][]confirm.AuditEvent{}
 	for _, e := range events {
 		if e.Kind == confirm.AuditDecision || e.Kind == confirm.AuditApproval {
 			byActor[e.Actor] = append(byActor[e.Actor], e)
+			inAudit[decided{e.Actor, e.BatchID, e.CallKey}] = true
+			inAudit[decided{e.Actor, e.BatchID, ""}] = true
 		}
 	}
+	unmatched := map[place][]click{}
+	allowAlls := map[place][]time.Time{} // matched Allow alls: each was answered privately with its result
 	for _, c := range w.clicks {
 		r.Clicks++
 		if c.status == 0 {
 			r.Unanswered++
 			continue
 		}
-		if len(w.slack.ephemeralsTo(c.user, c.where.channel, c.thread, c.at)) > 0 {
-			r.Refused++
+		if c.status/100 != 2 {
+			continue // not acknowledged: the person saw it fail
+		}
+		pl := place{c.user, c.where.channel, c.thread}
+		key := decided{c.user, c.batch, ""}
+		if batchID, pos, err := confirm.ParseRef(c.ref); err == nil {
+			key.batch = batchID
+			if b := batches[batchID]; b != nil && pos < len(b.Calls) {
+				key.call = b.Calls[pos].Key
+			} else {
+				key.call = fmt.Sprintf("#%d", pos) // no such call: never in the audit
+			}
+		} else if batchID, _, err := confirm.ParseAllRef(c.ref); err == nil {
+			key.batch = batchID
+		}
+		if inAudit[key] {
+			r.Checked++
+			if key.call == "" {
+				allowAlls[pl] = append(allowAlls[pl], c.at) // Allow all tells what it did
+			}
 			continue
 		}
-		if !c.approver || c.status/100 != 2 || n[place{c.user, c.where.channel, c.thread}] != 1 {
-			continue
-		}
-		if w.killedAround(c) {
-			r.NearKill++
-			continue
-		}
-		found := false
-		for _, e := range byActor[c.user] {
-			if e.BatchID == c.batch {
-				found = true
-				break
+		unmatched[pl] = append(unmatched[pl], c)
+	}
+	for pl, cs := range unmatched {
+		first := cs[0].at
+		for _, c := range cs {
+			if c.at.Before(first) {
+				first = c.at
 			}
 		}
-		if !found {
-			r.violate("%s's %s on batch %s at %s was acknowledged, answered nothing privately, and is not in the audit", c.user, c.action, c.batch, c.at.Format("15:04:05.000"))
-			continue
+		told := len(w.slack.ephemeralsTo(pl.user, pl.channel, pl.thread, first))
+		for _, at := range allowAlls[pl] {
+			if !at.Before(first) {
+				told-- // that answer was an Allow all's result
+			}
 		}
-		r.Checked++
+		r.Refused += min(max(told, 0), len(cs))
+		if lost := len(cs) - max(told, 0); lost > 0 {
+			r.LostClicks += lost
+			var what []string
+			for _, c := range cs {
+				what = append(what, fmt.Sprintf("%s %s at %s", c.action, c.ref, c.at.Format("15:04:05.000")))
+			}
+			r.violate("%d of %s's clicks in %s/%s were acknowledged, are not in the audit and were answered nothing privately: %s",
+				lost, pl.user, pl.channel, pl.thread, firstFew(what))
+		}
 	}
 	for _, e := range byActor[stranger] {
 		r.violate("a stranger decided call %s of batch %s", e.CallKey, e.BatchID)
@@ -400,23 +500,4 @@ func (w *world) checkClicks(r *Report, events []confirm.AuditEvent) {
 			r.violate("the requester allowed their own call %s of batch %s", e.CallKey, e.BatchID)
 		}
 	}
-}
-
-// workedWithin is how long after its acknowledgement a click is surely
-// worked on (Slack's clicks are acknowledged first and worked on after,
-// behind the others waiting): a kill within it may take an acknowledged
-// click with it, unrecorded, its card unchanged; the clicker clicks again.
-const workedWithin = 15 * time.Second
-
-// killedAround reports whether Airlock was killed between a second before
-// the click was sent and workedWithin after it was answered.
-func (w *world) killedAround(c click) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, k := range w.killedAt {
-		if !k.Before(c.at.Add(-time.Second)) && k.Before(c.answered.Add(workedWithin)) {
-			return true
-		}
-	}
-	return false
 }

@@ -25,6 +25,7 @@ type conversation struct {
 	calls, pair         int
 	card                msgKey
 	batch               string
+	acked               bool // the mention was acknowledged (2xx)
 	gotCard, answered   bool
 }
 
@@ -41,7 +42,7 @@ type click struct {
 	approver          bool // one of the channel's approvers (not the requester, not a stranger)
 }
 
-var tsSeq atomic.Int64
+var tsSeq, pressSeq atomic.Int64
 
 // nextTS is a fresh thread ts for a mention, apart from the fake's own.
 func nextTS() string {
@@ -180,7 +181,8 @@ func (w *world) converse(ctx context.Context, r *rand.Rand, c *conversation) {
 		w.report.note("mention %s never acknowledged", c.id)
 		return
 	}
-	deadline := time.Now().Add(40 * time.Second)
+	c.acked = true
+	deadline := time.Now().Add(w.o.cardWait)
 	var bs []button
 	for ok := false; !ok; {
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -279,14 +281,15 @@ func (w *world) press(ctx context.Context, c *conversation, user, action, ref st
 			}
 		}
 	}
+	n := pressSeq.Add(1)
 	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": "1.2.3", "api_app_id": "A0TEST",
+		"type": "block_actions", "trigger_id": fmt.Sprintf("%d.2.3", n), "api_app_id": "A0TEST",
 		"user":      map[string]any{"id": user, "username": "u", "team_id": "T0TEST"},
 		"team":      map[string]any{"id": "T0TEST"},
 		"channel":   map[string]any{"id": where.channel, "name": "soak"},
 		"container": map[string]any{"type": "message", "message_ts": where.ts, "channel_id": where.channel, "thread_ts": thread},
 		"message":   map[string]any{"type": "message", "ts": where.ts, "user": botUser, "thread_ts": thread},
-		"actions":   []any{map[string]any{"action_id": action, "block_id": "b", "value": ref, "type": "button", "action_ts": "1"}},
+		"actions":   []any{map[string]any{"action_id": action, "block_id": "b", "value": ref, "type": "button", "action_ts": fmt.Sprintf("1700000000.%06d", n)}},
 	})
 	k := click{user: user, action: action, ref: ref, batch: c.batch, where: where, thread: thread,
 		approver: user != stranger && user != requester}

@@ -150,6 +150,19 @@ func (s *fakeSlack) answered(channel, thread string) bool {
 	return false
 }
 
+// postedIn reports whether anything was posted in the thread (a card,
+// the model's words, why nothing was done).
+func (s *fakeSlack) postedIn(channel, thread string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.thread[thread] {
+		if k.channel == channel {
+			return true
+		}
+	}
+	return false
+}
+
 // messagesWithValue lists the messages (DM copies included) carrying a
 // button of the value.
 func (s *fakeSlack) messagesWithValue(value string) []msgKey {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // Buttons serves a card's buttons and the commands that stand for them.
@@ -43,4 +44,13 @@ type Bot interface {
 	// DecideAll is a card's Allow all or Deny all (c.Allow which).
 	DecideAll(ctx context.Context, c bot.Click) (bot.AllResult, error)
 	Buttons
+}
+
+// Inbox records deliveries before they are acknowledged and marks them
+// done once worked (*bot.Bot has it; see bot's inbox). An adapter whose
+// bot has it records every interaction and mention, and implements
+// bot.Replayer.
+type Inbox interface {
+	Record(ctx context.Context, it confirm.InboxItem) (bool, error)
+	Finished(ctx context.Context, platform, key string)
 }

@@ -1,0 +1,256 @@
+package bot
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/model"
+)
+
+// The inbox (confirm.InboxStore): a platform adapter records every
+// interaction and mention with Record before it acknowledges it, works it
+// as before, and marks it done with Finished. The inbox job renews this
+// process's claims on what it has not finished, and works off, through
+// the adapter's Replay, what a dead process left: exactly one replica
+// claims each. Work done again is idempotent: a click counted before the
+// kill is not counted again and is answered with nothing (Click.Replayed),
+// a turn whose message was stored is not stored or asked again
+// (Turn.Replayed).
+
+// JobInbox is the inbox job's name (the job label of airlock_job_seconds).
+const JobInbox = "inbox"
+
+// InboxLease is how long a delivery's claim lives without renewal: a
+// replica that dies holding deliveries leaves them to the others this long
+// after its last renewal. (SQLite serves one process: its start clears the
+// claims, and they are worked at once.)
+const InboxLease = 30 * time.Second
+
+const (
+	// inboxEvery is the inbox job's interval, in the bot's intervals: it
+	// renews this process's claims that often, well inside InboxLease.
+	inboxEvery = 5
+	// inboxBatch bounds the deliveries one run of the job claims.
+	inboxBatch = 100
+	// inboxMaxAttempts is how often a delivery is claimed before it is
+	// given up (logged as an error): one whose work kills the process
+	// every time must not kill every replica forever.
+	inboxMaxAttempts = 5
+	// inboxRetention is how long deliveries are kept: platforms retry
+	// within minutes.
+	inboxRetention = 24 * time.Hour
+)
+
+// Replayer is a platform adapter that records its deliveries in the
+// inbox. Replay works one again that the process which received it did
+// not finish: it queues the work (which ends with Finished) and returns;
+// an error means it can never be worked (unreadable), ErrNotReady that
+// it can't be yet (the claim is given back for the next run).
+type Replayer interface {
+	Replay(ctx context.Context, it confirm.InboxItem) error
+}
+
+// ErrNotReady is a Replayer not yet able to work deliveries.
+var ErrNotReady = errors.New("not ready to work deliveries yet")
+
+// inboxWorker is this process's holder name in the inbox: the worker's,
+// made unique per start (a restarted container may have the same host
+// name and process id, and must not renew what its predecessor left).
+func (b *Bot) inboxWorker() string {
+	b.inboxOnce.Do(func() { b.inboxID = b.cfg.WorkerID + "/" + rand.Text()[:10] })
+	return b.inboxID
+}
+
+// Record records a delivery in the inbox before the platform acknowledges
+// it, held by this process; false when the platform's key is recorded
+// already (a retried delivery: acknowledge it and do nothing). An error
+// means it was not recorded: do not acknowledge it as taken.
+func (b *Bot) Record(ctx context.Context, it confirm.InboxItem) (bool, error) {
+	return b.store.RecordInbox(ctx, it, b.inboxWorker(), InboxLease)
+}
+
+// Finished marks a recorded delivery done once its work ended: within
+// finishWait, together with the others finished meanwhile (one statement
+// for many, a write less per click under load; Shutdown and FlushInbox
+// write what waits). A delivery whose mark is lost to a kill, or fails
+// (logged), is worked again later, which is safe (see the inbox above).
+func (b *Bot) Finished(_ context.Context, platform, key string) {
+	b.finishing.mu.Lock()
+	defer b.finishing.mu.Unlock()
+	if b.finishing.keys == nil {
+		b.finishing.keys = map[string][]string{}
+	}
+	b.finishing.keys[platform] = append(b.finishing.keys[platform], key)
+	if !b.finishing.scheduled {
+		b.finishing.scheduled = true
+		time.AfterFunc(finishWait, func() { b.FlushInbox(context.Background()) })
+	}
+}
+
+// finishWait is how long a delivery's done mark waits for others.
+const finishWait = 20 * time.Millisecond
+
+// finishing holds the deliveries finished and not yet marked done.
+type finishing struct {
+	mu        sync.Mutex
+	keys      map[string][]string // by platform
+	scheduled bool                // a flush is due
+}
+
+// FlushInbox marks done the deliveries Finished holds.
+func (b *Bot) FlushInbox(ctx context.Context) {
+	b.finishing.mu.Lock()
+	keys := b.finishing.keys
+	b.finishing.keys, b.finishing.scheduled = nil, false
+	b.finishing.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for platform, ks := range keys {
+		for len(ks) > 0 {
+			n := min(len(ks), 200)
+			if err := b.store.FinishInbox(ctx, platform, ks[:n]...); err != nil {
+				b.log.Warn("inbox: mark deliveries done; they will be worked again", "platform", platform, "deliveries", n, "err", err)
+			}
+			ks = ks[n:]
+		}
+	}
+}
+
+// inboxJob renews this process's claims and hands what dead processes
+// left to their platforms, which work them in the background.
+func (b *Bot) inboxJob(ctx context.Context) error {
+	worker := b.inboxWorker()
+	if _, err := b.store.RenewInbox(ctx, worker, InboxLease); err != nil {
+		return fmt.Errorf("renew inbox claims: %w", err)
+	}
+	replayers := map[string]Replayer{}
+	b.mu.Lock()
+	for name, p := range b.platforms {
+		if r, ok := p.(Replayer); ok {
+			replayers[name] = r
+		}
+	}
+	stopping := b.stopping
+	b.mu.Unlock()
+	if len(replayers) == 0 || stopping {
+		return nil
+	}
+	names := make([]string, 0, len(replayers))
+	for name := range replayers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	items, err := b.store.ClaimInbox(ctx, worker, names, InboxLease, inboxBatch)
+	for _, it := range items {
+		log := b.log.With("platform", it.Platform, "key", it.Key, "kind", it.Kind, "received", it.ReceivedAt, "attempt", it.Attempts)
+		if it.Attempts > inboxMaxAttempts {
+			log.Error("inbox: a delivery could not be worked in its attempts; given up")
+			b.finishNow(ctx, it)
+			continue
+		}
+		log.Warn("inbox: working a delivery its receiver did not finish")
+		switch rerr := replayers[it.Platform].Replay(ctx, it); {
+		case errors.Is(rerr, ErrNotReady):
+			if err := b.store.ReleaseInbox(ctx, it.Platform, it.Key, worker); err != nil {
+				log.Warn("inbox: give a delivery back", "err", err)
+			}
+		case rerr != nil:
+			log.Error("inbox: a delivery that can't be worked; dropped", "err", rerr)
+			b.finishNow(ctx, it)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("claim inbox: %w", err)
+	}
+	return nil
+}
+
+// finishNow marks a delivery the job will not work done at once.
+func (b *Bot) finishNow(ctx context.Context, it confirm.InboxItem) {
+	if err := b.store.FinishInbox(ctx, it.Platform, it.Key); err != nil {
+		b.log.Warn("inbox: mark a delivery done", "platform", it.Platform, "key", it.Key, "err", err)
+	}
+}
+
+// appendTurn stores a turn's message; with the turn's delivery, as that
+// delivery's message (a replay finds it there).
+func (b *Bot) appendTurn(ctx context.Context, convID int64, t Turn, m model.Message) error {
+	if t.Inbox == "" {
+		return b.append(ctx, convID, m)
+	}
+	sm, err := storedMessage(m)
+	if err != nil {
+		return err
+	}
+	if err := b.store.AppendInboxMessage(ctx, convID, t.Platform, t.Inbox, sm); err != nil {
+		return fmt.Errorf("append messages: %w", err)
+	}
+	return nil
+}
+
+// replayedTurn handles a turn worked again whose message a first attempt
+// stored (done true; otherwise it is worked as any turn): when nothing
+// came after it, the model is asked to answer it (the first attempt died
+// before the answer was stored); else it was answered, or kept as
+// context, and nothing more is done. Called holding the conversation.
+func (b *Bot) replayedTurn(ctx context.Context, conv confirm.Conversation, t Turn) (done bool, err error) {
+	convID, seq, ok, err := b.store.InboxMessage(ctx, t.Platform, t.Inbox)
+	if err != nil {
+		return true, fmt.Errorf("load the turn's stored message: %w", err)
+	}
+	if !ok {
+		return false, nil
+	}
+	if convID != conv.ID {
+		b.log.Warn("inbox: a turn worked again was stored in another conversation; nothing done", "conversation", conv.ID, "stored_in", convID)
+		return true, nil
+	}
+	msgs, err := b.store.Messages(ctx, conv.ID)
+	if err != nil {
+		return true, fmt.Errorf("load history: %w", err)
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Seq != seq {
+		b.log.Info("inbox: a turn worked again was answered before; nothing done", "conversation", conv.ID, "seq", seq)
+		return true, nil
+	}
+	var last model.Message
+	if err := json.Unmarshal(msgs[len(msgs)-1].Body, &last); err != nil {
+		return true, fmt.Errorf("decode message %d: %w", seq, err)
+	}
+	if last.Role != model.RoleUser || last.Aside {
+		return true, nil // kept as context: nothing to answer
+	}
+	b.log.Warn("inbox: asking the model to answer a turn its receiver stored and did not answer", "conversation", conv.ID, "seq", seq)
+	return true, b.converse(ctx, conv, asker{User: t.User, Roles: t.Roles}, nil)
+}
+
+// replayedStored reports whether a turn worked again had its message
+// stored by a first attempt.
+func (b *Bot) replayedStored(ctx context.Context, t Turn) (bool, error) {
+	if !t.Replayed || t.Inbox == "" {
+		return false, nil
+	}
+	_, _, ok, err := b.store.InboxMessage(ctx, t.Platform, t.Inbox)
+	return ok, err
+}
+
+// counted reports whether a click's decision is already the call's: a
+// click worked again after it was counted (the process died before its
+// delivery was marked done) changes nothing and is answered with nothing.
+func counted(call confirm.Call, c Click) bool {
+	if c.User == "" {
+		return false
+	}
+	if c.Allow {
+		return slices.ContainsFunc(call.Votes, func(v confirm.Vote) bool { return v.By == c.User }) ||
+			(call.DecidedBy == c.User && call.Decision.Allowed())
+	}
+	return call.DecidedBy == c.User && call.Decision == confirm.DecisionDenied
+}
