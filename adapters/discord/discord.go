@@ -25,6 +25,7 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/chatbot"
 	"github.com/airlockhq/airlock/adapters/internal/marker"
+	"github.com/airlockhq/airlock/adapters/internal/sealed"
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
@@ -97,6 +98,7 @@ type Adapter struct {
 	s     *discordgo.Session
 	b     Bot
 	inbox chatbot.Inbox // the bot's, when it has one: deliveries are recorded before their ack
+	seal  sealed.Sealer // the inbox's records are sealed with the bot token: the database can't forge one
 	log   *slog.Logger
 	now   func() time.Time
 
@@ -152,7 +154,7 @@ func New(cfg Config, b Bot) (*Adapter, error) {
 		botRoles: map[string]string{},
 	}
 	if ib, ok := b.(chatbot.Inbox); ok {
-		a.inbox = ib
+		a.inbox, a.seal = ib, sealed.New(Platform, cfg.Token)
 	}
 	if id, err := ApplicationID(cfg.Token); err == nil {
 		a.botID.Store(&id) // READY confirms it

@@ -65,7 +65,7 @@ func (a *Adapter) record(kind, key string, v any) (*confirm.InboxItem, bool, err
 	it := &confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload}
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
-	first, err := a.inbox.Record(ctx, *it)
+	first, err := a.inbox.Record(ctx, a.seal.Seal(*it))
 	if err != nil {
 		return nil, false, fmt.Errorf("discord: record the delivery: %w", err)
 	}
@@ -148,6 +148,14 @@ func (a *Adapter) Replay(_ context.Context, it confirm.InboxItem) error {
 	if !ready {
 		return bot.ErrNotReady
 	}
+	// Only what this adapter recorded is worked: a record the database
+	// holds that no Airlock with the bot token sealed (inserted by hand)
+	// is refused.
+	payload, err := a.seal.Open(it)
+	if err != nil {
+		return fmt.Errorf("discord: %w", err)
+	}
+	it.Payload = payload
 	switch it.Kind {
 	case deliveryInteraction:
 		i, err := decodeInteraction(it.Payload)

@@ -3,14 +3,17 @@ package discord
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/airlockhq/airlock/adapters/internal/sealed"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/testkit"
 )
 
 // leftBehind records a delivery as a process that then died did (its
@@ -33,8 +36,51 @@ func (h *harness) leftBehind(kind, key string, gateway map[string]any) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.db.RecordInbox(context.Background(), confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload}, "dead", time.Nanosecond); err != nil {
+	h.recordRaw(h.a.seal.Seal(confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload}))
+}
+
+// recordRaw writes an inbox record as it is, claimed by a dead process.
+func (h *harness) recordRaw(it confirm.InboxItem) {
+	h.t.Helper()
+	if _, err := h.db.RecordInbox(context.Background(), it, "dead", time.Nanosecond); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// Someone with write access to the database only inserts into the inbox
+// a requester's mention, unsealed, and one sealed with another token:
+// the inbox job works neither. No thread is started, the model is never
+// asked, and the log names both records.
+func TestDiscordForgedInboxRecordsRefused(t *testing.T) {
+	logs := &testkit.Buffer{}
+	h := newHarnessWith(t, defaultChannels(), func(c *bot.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+	h.model.PushCalls(tc("c1", "restart_service", `{"service":"api"}`))
+	h.start()
+	payload := func(id string) []byte {
+		raw, _ := json.Marshal(guildMessage(id, channelID, requester, mentionText("restart api"), true))
+		var m discordgo.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := json.Marshal(&m)
+		return out
+	}
+	h.recordRaw(confirm.InboxItem{Platform: Platform, Key: "message:7401", Kind: deliveryMessage, Payload: payload("7401")})
+	h.recordRaw(sealed.New(Platform, "another-token").Seal(confirm.InboxItem{Platform: Platform, Key: "message:7402", Kind: deliveryMessage, Payload: payload("7402")}))
+	h.runInbox()
+	h.a.wg.Wait()
+	if n := len(h.model.Requests()); n != 0 {
+		t.Fatalf("a forged mention asked the model %d times", n)
+	}
+	for _, id := range []string{"7401", "7402"} {
+		if n := len(h.fd.Recorded("POST", "/channels/"+channelID+"/messages/"+id+"/threads")); n != 0 {
+			t.Fatalf("a thread was started for forged mention %s", id)
+		}
+	}
+	for _, key := range []string{"message:7401", "message:7402"} {
+		if !strings.Contains(logs.String(), key) || !strings.Contains(logs.String(), "seal does not verify") {
+			t.Errorf("the log does not name the refused record %s:\n%s", key, logs.String())
+		}
 	}
 }
 

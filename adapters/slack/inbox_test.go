@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/adapters/internal/sealed"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -33,9 +35,73 @@ func (w *world) runInbox() {
 // claim lapsed at once.
 func (w *world) leftBehind(kind, key string, payload []byte) {
 	w.t.Helper()
-	if _, err := w.db.RecordInbox(context.Background(), confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload}, "dead", time.Nanosecond); err != nil {
+	w.recordRaw(w.ad.seal.Seal(confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload}))
+}
+
+// recordRaw writes an inbox record as it is, claimed by a dead process.
+func (w *world) recordRaw(it confirm.InboxItem) {
+	w.t.Helper()
+	if _, err := w.db.RecordInbox(context.Background(), it, "dead", time.Nanosecond); err != nil {
 		w.t.Fatal(err)
 	}
+}
+
+// Someone with write access to the database only inserts a click of an
+// approver into the inbox, unsealed, sealed with another token, or a
+// sealed click of a stranger edited into the approver's: the inbox job
+// works none of them. The call still waits, the tool never runs, and the
+// log names each record refused.
+func TestForgedInboxRecordsRefused(t *testing.T) {
+	w := newWorld(t, ModeHTTP)
+	w.scriptDeploy("Deployed api.")
+	card := w.askDeploy()
+	w.ad.Wait()
+	ref := refByStyle(t, card, "primary")
+	click := func(user string) []byte {
+		c := blockAction(user, chanOps, mentionTS, ActionAllow, ref)
+		w.resolveMessage(c)
+		raw, _ := json.Marshal(c)
+		return raw
+	}
+	forged := []confirm.InboxItem{
+		{Platform: Platform, Key: "interaction:forged-1", Kind: deliveryInteraction, Payload: click(alice)},
+		sealed.New(Platform, "xoxb-another-token").Seal(confirm.InboxItem{Platform: Platform, Key: "interaction:forged-2", Kind: deliveryInteraction, Payload: click(alice)}),
+	}
+	edited := w.ad.seal.Seal(confirm.InboxItem{Platform: Platform, Key: "interaction:forged-3", Kind: deliveryInteraction, Payload: click(mallory)})
+	edited.Payload = bytes.ReplaceAll(edited.Payload, []byte(mallory), []byte(alice))
+	for _, it := range append(forged, edited) {
+		w.recordRaw(it)
+	}
+	w.runInbox()
+	w.ad.Wait()
+	if n := w.tools["deploy"].runs.Load(); n != 0 {
+		t.Fatalf("a forged click ran the tool %d times", n)
+	}
+	r := mustRef(t, ref)
+	b, err := w.db.Batch(context.Background(), r.Batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range b.Calls {
+		if c.Position == r.Position && c.Decision != confirm.DecisionPending {
+			t.Fatalf("the call is %s after forged clicks; want it still waiting", c.Decision)
+		}
+	}
+	for _, key := range []string{"forged-1", "forged-2", "forged-3"} {
+		if !strings.Contains(w.logs.String(), key) || !strings.Contains(w.logs.String(), "seal does not verify") {
+			t.Errorf("the log does not name the refused record %s:\n%s", key, w.logs.String())
+		}
+	}
+}
+
+// mustRef parses a button's call reference.
+func mustRef(t *testing.T, value string) confirm.CallRef {
+	t.Helper()
+	r, err := confirm.ParseCallRef(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // What a process killed after acknowledging a delivery left in the

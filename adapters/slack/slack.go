@@ -23,6 +23,7 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/chatbot"
 	"github.com/airlockhq/airlock/adapters/internal/marker"
+	"github.com/airlockhq/airlock/adapters/internal/sealed"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -98,6 +99,7 @@ type Adapter struct {
 	bot   Bot
 	store EventStore
 	inbox chatbot.Inbox // the bot's, when it has one: deliveries are recorded before their ack
+	seal  sealed.Sealer // the inbox's records are sealed with the bot token: the database can't forge one
 	api   *slack.Client
 	// updates sends cards' and pointers' updates without retries of its
 	// own (see syncUpdate).
@@ -220,7 +222,7 @@ func New(cfg Config, b Bot, store EventStore) (*Adapter, error) {
 		editWait:     editWait,
 	}
 	if ib, ok := b.(chatbot.Inbox); ok {
-		a.inbox = ib
+		a.inbox, a.seal = ib, sealed.New(Platform, cfg.BotToken)
 	}
 	a.groups = newGroupCache(a.fetchGroup, cfg.Now, DefaultGroupTTL)
 	a.grants = &grantNames{}

@@ -1,0 +1,82 @@
+// Package sealed authenticates what a platform adapter records in the
+// inbox: a delivery is worked again from the database after a kill, and
+// the database must not be able to hand Airlock a click or a mention no
+// platform sent. Each record carries a MAC keyed from the adapter's
+// platform credential, which the database never holds; a record whose
+// MAC does not verify (inserted or edited by hand) is refused, never
+// worked.
+package sealed
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// ErrForged: a record's MAC does not verify with this process's key. It
+// was not written by an Airlock holding the platform's credential (or
+// the credential changed since). Classify with errors.Is.
+var ErrForged = errors.New("the inbox record's seal does not verify: it was not recorded by Airlock with this platform credential")
+
+// prefix begins a sealed payload; the MAC (hex) and a newline follow.
+const prefix = "sealed1 "
+
+// Sealer seals and opens one platform's inbox records.
+type Sealer struct{ key []byte }
+
+// New derives the sealing key from a platform's credential (a bot
+// token): every replica holding it seals and opens alike.
+func New(platform, credential string) Sealer {
+	m := hmac.New(sha256.New, []byte("airlock inbox seal v1"))
+	field(m, platform)
+	field(m, credential)
+	return Sealer{key: m.Sum(nil)}
+}
+
+// Seal returns it with its payload sealed: bound to its platform, key and
+// kind, so a payload cannot be moved under another record either.
+func (s Sealer) Seal(it confirm.InboxItem) confirm.InboxItem {
+	mac := s.mac(it.Platform, it.Key, it.Kind, it.Payload)
+	out := make([]byte, 0, len(prefix)+len(mac)+1+len(it.Payload))
+	out = append(out, prefix...)
+	out = append(out, mac...)
+	out = append(out, '\n')
+	it.Payload = append(out, it.Payload...)
+	return it
+}
+
+// Open returns the payload of a sealed record, or ErrForged.
+func (s Sealer) Open(it confirm.InboxItem) ([]byte, error) {
+	rest, ok := bytes.CutPrefix(it.Payload, []byte(prefix))
+	if !ok {
+		return nil, ErrForged
+	}
+	mac, payload, ok := bytes.Cut(rest, []byte{'\n'})
+	if !ok || !hmac.Equal(mac, s.mac(it.Platform, it.Key, it.Kind, payload)) {
+		return nil, ErrForged
+	}
+	return payload, nil
+}
+
+func (s Sealer) mac(platform, key, kind string, payload []byte) []byte {
+	m := hmac.New(sha256.New, s.key)
+	field(m, platform)
+	field(m, key)
+	field(m, kind)
+	field(m, string(payload))
+	sum := m.Sum(nil)
+	out := make([]byte, hex.EncodedLen(len(sum)))
+	hex.Encode(out, sum)
+	return out
+}
+
+// field writes s with its length first, so fields never run together.
+func field(w interface{ Write([]byte) (int, error) }, s string) {
+	_, _ = w.Write(binary.BigEndian.AppendUint32(nil, uint32(len(s))))
+	_, _ = w.Write([]byte(s))
+}

@@ -1,0 +1,41 @@
+package sealed
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// A sealed record opens to its payload with the same credential; edited,
+// moved under another key or kind, sealed with another credential, or
+// never sealed, it is refused.
+func TestSealOpen(t *testing.T) {
+	s := New("slack", "xoxb-one")
+	it := confirm.InboxItem{Platform: "slack", Key: "interaction:1", Kind: "interaction", Payload: []byte(`{"user":{"id":"UALICE"}}`)}
+	sealed := s.Seal(it)
+	if got, err := s.Open(sealed); err != nil || string(got) != string(it.Payload) {
+		t.Fatalf("Open = %q, %v", got, err)
+	}
+	edited := sealed
+	edited.Payload = []byte(string(sealed.Payload[:len(sealed.Payload)-3]) + `M"}}`)
+	moved := sealed
+	moved.Key = "interaction:2"
+	kind := sealed
+	kind.Kind = "event"
+	for name, x := range map[string]struct {
+		s  Sealer
+		it confirm.InboxItem
+	}{
+		"edited":             {s, edited},
+		"moved":              {s, moved},
+		"another kind":       {s, kind},
+		"never sealed":       {s, it},
+		"another credential": {New("slack", "xoxb-two"), sealed},
+		"another platform":   {New("discord", "xoxb-one"), sealed},
+	} {
+		if _, err := x.s.Open(x.it); !errors.Is(err, ErrForged) {
+			t.Errorf("%s: Open = %v, want ErrForged", name, err)
+		}
+	}
+}
