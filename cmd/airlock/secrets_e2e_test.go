@@ -113,14 +113,16 @@ func TestEndToEndSecretsNotToTheModel(t *testing.T) {
 			fmt.Fprint(w, strings.Repeat("a", 16<<10-5)+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")+"tail")
 		}
 	}))
-	defer echo.Close()
+	// Closed after Airlock is stopped (cleanups run last-registered
+	// first): a server closed before waits for Airlock's open streams.
+	t.Cleanup(echo.Close)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "ops", Version: "1"}, nil)
 	mcp.AddTool(srv, &mcp.Tool{Name: "split", Description: "Splits.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "key " + token[:9]}, &mcp.TextContent{Text: token[9:] + " end"}}}, nil, nil
 		})
 	mcpSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	defer mcpSrv.Close()
+	t.Cleanup(mcpSrv.Close)
 
 	var mu sync.Mutex
 	var seen []string // tool results the model got
