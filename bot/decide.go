@@ -662,22 +662,12 @@ func (b *Bot) PendingCards(ctx context.Context, th Thread) ([]card.Card, error) 
 	if err != nil {
 		return nil, err // ErrNotFound: a thread without a conversation waits on nothing
 	}
-	ids, err := b.store.PendingBatches(ctx, conv.ID)
+	pending, err := b.pendingBatches(ctx, conv.ID)
 	if err != nil {
 		return nil, err
 	}
 	var out []card.Card
-	for _, id := range ids {
-		batch, err := b.store.Batch(ctx, id)
-		if errors.Is(err, confirm.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if batch.Status != confirm.BatchPending {
-			continue // decided meanwhile
-		}
+	for _, batch := range pending {
 		out = append(out, b.cardOf(conv, batch, b.introOf(ctx, batch)))
 	}
 	if len(out) == 0 {

@@ -296,7 +296,23 @@ func (b *Bot) modelPause(ctx context.Context, conv confirm.Conversation) (*confi
 // oldest first: a run's step cards wait in the same thread and are left
 // out (they wait for their decision or the run's stop).
 func (b *Bot) modelPauses(ctx context.Context, conv confirm.Conversation) ([]*confirm.Batch, error) {
-	ids, err := b.store.PendingBatches(ctx, conv.ID)
+	pending, err := b.pendingBatches(ctx, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []*confirm.Batch
+	for _, batch := range pending {
+		if !stepBatch(batch) {
+			out = append(out, batch)
+		}
+	}
+	return out, nil
+}
+
+// pendingBatches are the conversation's batches waiting for a person,
+// oldest first, loaded (one decided meanwhile is left out).
+func (b *Bot) pendingBatches(ctx context.Context, convID int64) ([]*confirm.Batch, error) {
+	ids, err := b.store.PendingBatches(ctx, convID)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +325,7 @@ func (b *Bot) modelPauses(ctx context.Context, conv confirm.Conversation) ([]*co
 		if err != nil {
 			return nil, err
 		}
-		if !stepBatch(batch) {
+		if batch.Status == confirm.BatchPending {
 			out = append(out, batch)
 		}
 	}
