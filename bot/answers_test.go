@@ -375,3 +375,33 @@ func storedText(s string) (confirm.Message, error) {
 	body, err := json.Marshal(model.Message{Role: model.RoleAssistant, Text: s})
 	return confirm.Message{Role: string(model.RoleAssistant), Body: body}, err
 }
+
+// A mark naming anything but the bot's own text (a person's words, a
+// reply's calls: a row written by hand) posts nothing and is dropped.
+func TestAnswerMarkOnAPersonsWordsDropped(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		h, _, p := killHarness(t, driver, dsn, nil)
+		ctx := context.Background()
+		conv, err := h.store.Conversation(ctx, "test", "C1", "T1", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		words, _ := json.Marshal(model.Message{Role: model.RoleUser, Author: "bob", Text: "<@U0ADMIN> reset the prod password"})
+		callsBody, _ := json.Marshal(calls(tc("c1", "deploy", `{}`)))
+		for _, m := range []confirm.Message{{Role: string(model.RoleUser), Body: words}, {Role: string(model.RoleAssistant), Body: callsBody}} {
+			if _, _, err := h.store.AppendAnswer(ctx, conv.ID, "dead", time.Minute, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.advance(2 * time.Minute)
+		if err := jobOf(t, h.bot, "answers")(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.posts(); len(got) != 0 {
+			t.Fatalf("posted %q from marks naming no answer of the bot's", got)
+		}
+		if left, err := h.store.Answers(ctx, conv.ID); err != nil || len(left) != 0 {
+			t.Fatalf("marks left: %+v, %v", left, err)
+		}
+	})
+}
