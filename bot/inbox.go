@@ -199,7 +199,8 @@ func (b *Bot) appendTurn(ctx context.Context, convID int64, t Turn, m model.Mess
 // stored (done true; otherwise it is worked as any turn): when nothing
 // came after it, the model is asked to answer it (the first attempt died
 // before the answer was stored); else it was answered, or kept as
-// context, and nothing more is done. Called holding the conversation.
+// context, and the model is not asked: an answer stored and not posted
+// is posted, once (see postAnswers). Called holding the conversation.
 func (b *Bot) replayedTurn(ctx context.Context, conv confirm.Conversation, t Turn) (done bool, err error) {
 	convID, seq, ok, err := b.store.InboxMessage(ctx, t.Platform, t.Inbox)
 	if err != nil {
@@ -217,7 +218,13 @@ func (b *Bot) replayedTurn(ctx context.Context, conv confirm.Conversation, t Tur
 		return true, fmt.Errorf("load history: %w", err)
 	}
 	if len(msgs) == 0 || msgs[len(msgs)-1].Seq != seq {
-		b.log.Info("inbox: a turn worked again was answered before; nothing done", "conversation", conv.ID, "seq", seq)
+		// Its answer may be stored and not posted (the first attempt died
+		// in between): posted now if no live process holds it, else by
+		// the answers job; never asked for again.
+		b.log.Info("inbox: a turn worked again was answered before; nothing more is asked", "conversation", conv.ID, "seq", seq)
+		if p, err := b.platform(conv.Platform); err == nil {
+			b.postAnswers(ctx, conv, p, 0)
+		}
 		return true, nil
 	}
 	var last model.Message

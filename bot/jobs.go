@@ -15,6 +15,7 @@ const (
 	JobPruneEvents = "prune_events"
 	// JobCardSync (cardsync.go): card messages behind their batch.
 	// JobInbox (inbox.go): deliveries their receiver did not finish.
+	// JobAnswers (answers.go): answers stored and not posted.
 )
 
 // Deadlines of the bot's jobs. A sweep or a recovery continues the
@@ -37,9 +38,10 @@ const eventRetention = 24 * time.Hour
 // messages behind their batch (card-sync, also woken by every change of a
 // card that could not be rendered at once); at start and every five
 // intervals, this process's inbox claims renewed and the deliveries dead
-// processes left worked off (inbox); every ten intervals, work dead
-// workers left (recover); at start and every 3,600 intervals, old
-// platform event IDs and inbox deliveries (prune_events).
+// processes left worked off (inbox); at start and every interval, the
+// answers stored and left unposted posted (answers); every ten
+// intervals, work dead workers left (recover); at start and every 3,600
+// intervals, old platform event IDs and inbox deliveries (prune_events).
 func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 	if interval <= 0 {
 		interval = time.Second
@@ -51,6 +53,7 @@ func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 		{Name: JobRunbooks, Every: interval, Timeout: recoverTimeout, AtStart: true, Run: b.runbookJob},
 		{Name: JobCardSync, Every: interval, Timeout: cardSyncTimeout, AtStart: true, Wake: b.cs.wake, Run: b.cardSyncJob},
 		{Name: JobInbox, Every: inboxEvery * interval, Timeout: pruneTimeout, AtStart: true, Run: b.inboxJob},
+		{Name: JobAnswers, Every: interval, Timeout: answersTimeout, AtStart: true, Run: b.answersJob},
 		{Name: JobPruneEvents, Every: 3600 * interval, Timeout: pruneTimeout, AtStart: true, Run: b.pruneEvents},
 	}
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // TestJobs: the bot's background work keeps its schedule as named jobs
-// (sweep and escalate every interval, inbox every five, recover every
-// ten, prune_events at start and every 3,600), each with a deadline; the sweep job leaves
+// (sweep and escalate every interval, answers at start and every
+// interval, inbox every five, recover every ten, prune_events at start
+// and every 3,600), each with a deadline; the sweep job leaves
 // escalation to the escalate job, which escalates once, as Sweep does.
 func TestJobs(t *testing.T) {
 	step := bot.EscalationStep{After: 5 * time.Minute, Mention: confirm.Approvers{Users: []string{"lead"}}}
@@ -35,6 +36,7 @@ func TestJobs(t *testing.T) {
 		{bot.JobRunbooks, 2 * time.Second, true},
 		{bot.JobCardSync, 2 * time.Second, true},
 		{bot.JobInbox, 10 * time.Second, true},
+		{bot.JobAnswers, 2 * time.Second, true},
 	} {
 		j, ok := byName[want.name]
 		if !ok || j.Every != want.every || j.AtStart != want.atStart || j.Timeout <= 0 || j.Run == nil {
@@ -47,7 +49,7 @@ func TestJobs(t *testing.T) {
 	if j := byName[bot.JobCardSync]; j.Wake == nil {
 		t.Error("the card-sync job has no wake-up")
 	}
-	if len(byName) != 7 {
+	if len(byName) != 8 {
 		t.Errorf("jobs %v", byName)
 	}
 

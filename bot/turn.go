@@ -408,14 +408,7 @@ func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester
 		}
 		reply.Role = model.RoleAssistant
 		if len(reply.ToolCalls) == 0 {
-			if err := b.append(ctx, conv.ID, reply); err != nil {
-				return err
-			}
-			text := b.cfg.Redact(reply.Text)
-			if text == "" {
-				text = "(the model returned an empty answer)"
-			}
-			return p.Post(ctx, th, text)
+			return b.answer(ctx, conv, p, reply)
 		}
 		if len(reply.ToolCalls) > b.cfg.MaxCallsPerReply {
 			return b.stopForCalls(ctx, conv, p, reply)
@@ -462,7 +455,8 @@ func (b *Bot) stopForCalls(ctx context.Context, conv confirm.Conversation, p Pla
 }
 
 // stopUnrun answers every call of a reply with result without running it,
-// so the history stays whole, ends the turn with notice and posts it.
+// so the history stays whole, ends the turn with notice and posts it (as
+// an answer).
 func (b *Bot) stopUnrun(ctx context.Context, conv confirm.Conversation, p Platform, reply model.Message, result, notice string) error {
 	keys := confirm.Keys(reply.ToolCalls)
 	results := model.Message{Role: model.RoleTool}
@@ -472,11 +466,9 @@ func (b *Bot) stopUnrun(ctx context.Context, conv confirm.Conversation, p Platfo
 		})
 	}
 	// The notice ends the turn in the history too, so a restart finds
-	// nothing left to answer and never asks the model again.
-	if err := b.append(ctx, conv.ID, reply, results, model.Message{Role: model.RoleAssistant, Text: notice}); err != nil {
-		return err
-	}
-	return p.Post(ctx, threadOf(conv), notice)
+	// nothing left to answer and never asks the model again; it is
+	// posted as an answer is (see answer).
+	return b.answer(ctx, conv, p, reply, results, model.Message{Role: model.RoleAssistant, Text: notice})
 }
 
 // pause stores a reply with tool calls as a batch. The policy judges each

@@ -355,6 +355,7 @@ type Store interface {
 	CheckStore
 	PreviewStore
 	InboxStore
+	AnswerStore
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -58,7 +58,8 @@ func (db *DB) MarkReminded(ctx context.Context, batchID string) (bool, error) {
 
 // ClearLeases drops every lease. SQLite serves one process, so at its start
 // no other holder can be alive; leases left by a killed process go at once
-// instead of lapsing; so do card messages' claims and the inbox's.
+// instead of lapsing; so do card messages' claims, the inbox's and the
+// answers'.
 func (db *DB) ClearLeases(ctx context.Context) error {
 	if _, err := db.exec(ctx, db.x, `DELETE FROM leases`); err != nil {
 		return fmt.Errorf("clear leases: %w", err)
@@ -71,6 +72,11 @@ func (db *DB) ClearLeases(ctx context.Context) error {
 	// takes them at once.
 	if _, err := db.exec(ctx, db.x, `UPDATE inbox SET claimed_by = '', claimed_until = NULL WHERE claimed_by <> '' AND done_at IS NULL`); err != nil {
 		return fmt.Errorf("clear inbox claims: %w", err)
+	}
+	// Answers the killed process stored and was posting: the answers
+	// job posts them at once.
+	if _, err := db.exec(ctx, db.x, `UPDATE answers SET claimed_by = '', claimed_until = NULL WHERE claimed_by <> ''`); err != nil {
+		return fmt.Errorf("clear answer claims: %w", err)
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ var dsnTests = []struct {
 	{"CardSyncReplicas", testCardSyncReplicas},
 	{"MigrateMessageSync", testMigrateMessageSync},
 	{"InboxReplicas", testInboxReplicas},
+	{"AnswersReplicas", testAnswersReplicas},
 }
 
 func TestSQLiteFile(t *testing.T) {

@@ -134,3 +134,35 @@ func TestCrashBetweenAckAndWork(t *testing.T) {
 		}
 	})
 }
+
+// TestCrashBetweenAnswerStoredAndPosted kills the real binary with
+// SIGKILL after it stored the model's answer and before it posted it,
+// and starts it again on the same database: the person who asked sees the
+// answer in the thread, once, without doing anything.
+func TestCrashBetweenAnswerStoredAndPosted(t *testing.T) {
+	skipShort(t)
+	r := newAckRig(t)
+	exited := r.start("answer-stored")
+	r.post(mentionBody("EvCrashAnswer", "1800000000.000900", "", "deploy api"), "application/json")
+	waitUntil(t, "the card", func() bool { return r.api.allowValue() != "" })
+	r.post(clickBody("UALICE", r.api.allowValue()), "application/x-www-form-urlencoded")
+	r.died(exited)
+	if r.answered() {
+		t.Fatal("the answer was posted before the kill")
+	}
+	r.start("")
+	waitUntil(t, "the stored answer after the restart", r.answered)
+	time.Sleep(1500 * time.Millisecond) // the answers job's next run: a second post would arrive now
+	n := 0
+	for _, s := range r.api.texts() {
+		if strings.Contains(s, "model saw:") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the answer was posted %d times; want once", n)
+	}
+	if r.tools.count("/deploy/api") != 1 || r.tools.count("/status/api") != 1 {
+		t.Fatalf("after the restart the tools ran %+v; want each once", r.tools.calls())
+	}
+}

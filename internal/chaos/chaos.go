@@ -3,8 +3,8 @@
 // drawn from a seed (a fake Slack answering 429 and 5xx for stretches, a
 // slow tool, Airlock SIGKILLed and restarted, PostgreSQL taken away), and
 // then the checks that nothing ran twice, nothing is stuck, every card
-// converged, no acknowledged click or mention was lost, and the soak saw
-// enough happen to mean something. It is no part of the
+// converged, no acknowledged click or mention and no stored answer of
+// the model was lost, and the soak saw enough happen to mean something. It is no part of the
 // product's paths; cmd/airlock only wires the command in.
 package chaos
 

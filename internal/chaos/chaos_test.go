@@ -243,6 +243,79 @@ func TestCheckMentions(t *testing.T) {
 	}
 }
 
+// answerDB is an answerSource holding one conversation's messages.
+type answerDB struct {
+	channel, thread string
+	msgs            []confirm.Message
+}
+
+func (d answerDB) FindConversation(_ context.Context, platform, channel, thread string) (confirm.Conversation, error) {
+	if platform != "slack" || channel != d.channel || thread != d.thread {
+		return confirm.Conversation{}, confirm.ErrNotFound
+	}
+	return confirm.Conversation{ID: 7, Platform: platform, Channel: channel, Thread: thread}, nil
+}
+
+func (d answerDB) Messages(_ context.Context, id int64) ([]confirm.Message, error) {
+	if id != 7 {
+		return nil, confirm.ErrNotFound
+	}
+	return d.msgs, nil
+}
+
+// TestCheckAnswers: a conversation with a card whose model answer the
+// database holds and its thread never saw is a violation; one whose
+// thread saw it, or whose model never answered (nothing stored, or only
+// its calls), is none (the latter a note).
+func TestCheckAnswers(t *testing.T) {
+	const channel, thread = "C0SOAK00", "1700000000.000009"
+	calls := confirm.Message{Role: "assistant", Body: json.RawMessage(`{"role":"assistant","text":"I'll run them.","tool_calls":[{"id":"call_0"}]}`)}
+	answer := confirm.Message{Role: "assistant", Body: json.RawMessage(`{"role":"assistant","text":"` + modelDone + `"}`)}
+	for name, tc := range map[string]struct {
+		stored   []confirm.Message
+		posted   bool
+		bad      bool
+		answered int
+	}{
+		"stored, never posted": {[]confirm.Message{calls, answer}, false, true, 0},
+		"stored and posted":    {[]confirm.Message{calls, answer}, true, false, 1},
+		"only its calls":       {[]confirm.Message{calls}, false, false, 0},
+		"no conversation":      {nil, false, false, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := &world{slack: newFakeSlack(&schedule{}), report: &Report{}}
+			c := &conversation{id: "w000n000", channel: channel, thread: thread, acked: true, gotCard: true}
+			w.convs = []*conversation{c}
+			post := func(ts, text string) {
+				w.slack.seen(slacktest.Call{Method: "chat.postMessage", TS: ts, Raw: map[string]json.RawMessage{
+					"channel": []byte(`"` + channel + `"`), "thread_ts": []byte(`"` + thread + `"`), "text": []byte(`"` + text + `"`)}})
+			}
+			post("1800000000.000008", "Approval needed") // its card
+			if tc.posted {
+				post("1800000000.000009", modelDone)
+			}
+			db := answerDB{channel: channel, thread: thread, msgs: tc.stored}
+			if tc.stored == nil {
+				db.thread = "elsewhere"
+			}
+			if err := w.checkAnswers(context.Background(), w.report, db); err != nil {
+				t.Fatal(err)
+			}
+			w.checkMentions(w.report)
+			got := strings.Join(w.report.Violations, "\n")
+			if (len(w.report.Violations) > 0) != tc.bad || (tc.bad && !strings.Contains(got, "the database holds that their thread never saw")) {
+				t.Fatalf("violations %q, want some: %v", got, tc.bad)
+			}
+			if !tc.bad && !tc.posted && len(w.report.Notes) != 1 {
+				t.Fatalf("notes %q; want the conversation the model never answered", w.report.Notes)
+			}
+			if w.report.Answered != tc.answered {
+				t.Fatalf("%d answered; want %d", w.report.Answered, tc.answered)
+			}
+		})
+	}
+}
+
 // TestCheckMinimums: a soak that saw too few cards, clicks, decisions or
 // kills fails, naming which; one that saw enough does not.
 func TestCheckMinimums(t *testing.T) {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -73,7 +74,7 @@ func (r *Report) print(w io.Writer) {
 		p("note: %s", n)
 	}
 	if len(r.Violations) == 0 {
-		p("ok: every allowed call ran at most once, none is stuck, every card converged, no acknowledged click or mention was lost")
+		p("ok: every allowed call ran at most once, none is stuck, every card converged, no acknowledged click or mention and no stored answer was lost")
 		return
 	}
 	for _, v := range r.Violations {
@@ -146,6 +147,9 @@ func (w *world) finish(ctx context.Context) (*Report, error) {
 		return r, err
 	}
 	w.checkClicks(r, events, batches)
+	if err := w.checkAnswers(ctx, r, db); err != nil {
+		return r, err
+	}
 	w.checkMentions(r)
 	w.checkMinimums(r)
 	return r, nil
@@ -207,18 +211,81 @@ func (w *world) checkMentions(r *Report) {
 		}
 	}
 	r.Lost = len(lost)
-	var noAnswer []string
-	for _, c := range w.convs {
-		if c.gotCard && !c.answered {
-			noAnswer = append(noAnswer, c.id)
-		}
-	}
-	if len(noAnswer) > 0 {
-		r.note("%d conversations with a card saw no answer of the model in their thread: %s", len(noAnswer), firstFew(noAnswer))
-	}
 	if len(lost) > 0 {
 		r.violate("%d mentions were acknowledged and never answered in their thread (no card, no words): %s", len(lost), firstFew(lost))
 	}
+}
+
+// answerSource is what checkAnswers reads of the database's
+// conversations (*storage.DB).
+type answerSource interface {
+	FindConversation(ctx context.Context, platform, channel, thread string) (confirm.Conversation, error)
+	Messages(ctx context.Context, conversationID int64) ([]confirm.Message, error)
+}
+
+// checkAnswers: every conversation with a card whose model answer the
+// database holds saw that answer in its thread, by the end of the soak:
+// an answer stored and never posted (a kill between the two, a post the
+// platform refused) is lost to the person who asked. A conversation whose
+// model never answered at all (nothing stored: say its results never
+// reached the model) is a note.
+func (w *world) checkAnswers(ctx context.Context, r *Report, db answerSource) error {
+	var unposted, never []string
+	for _, c := range w.convs {
+		if !c.gotCard {
+			continue
+		}
+		if c.answered || w.slack.answered(c.channel, c.thread) {
+			c.answered = true
+			continue
+		}
+		stored, err := storedAnswer(ctx, db, c)
+		if err != nil {
+			return fmt.Errorf("the answer of %s: %w", c.id, err)
+		}
+		if stored {
+			unposted = append(unposted, c.id)
+		} else {
+			never = append(never, c.id)
+		}
+	}
+	if len(never) > 0 {
+		r.note("%d conversations with a card saw no answer of the model in their thread, and the database holds none: %s", len(never), firstFew(never))
+	}
+	if len(unposted) > 0 {
+		r.violate("%d conversations with a card have a model answer the database holds that their thread never saw: %s", len(unposted), firstFew(unposted))
+	}
+	return nil
+}
+
+// storedAnswer reports whether the database holds the model's answer of
+// a conversation: a message of the assistant's, without calls, saying
+// modelDone.
+func storedAnswer(ctx context.Context, db answerSource, c *conversation) (bool, error) {
+	conv, err := db.FindConversation(ctx, "slack", c.channel, c.thread)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	msgs, err := db.Messages(ctx, conv.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range msgs {
+		var body struct {
+			Text      string            `json:"text"`
+			ToolCalls []json.RawMessage `json:"tool_calls"`
+		}
+		if m.Role != "assistant" || json.Unmarshal(m.Body, &body) != nil {
+			continue
+		}
+		if len(body.ToolCalls) == 0 && strings.Contains(body.Text, modelDone) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // checkMinimums: the soak saw enough happen for its checks to mean
