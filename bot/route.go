@@ -432,6 +432,11 @@ func (b *Bot) postUncardedBatch(ctx context.Context, id string) error {
 		return fmt.Errorf("load batch: %w", err)
 	}
 	if batch.Status != confirm.BatchPending {
+		if batch.CardRef != "" && batch.CopiesPending {
+			// Decided before its copies were complete: a copy posted
+			// but not recorded would go on offering its buttons.
+			return b.completeCopies(ctx, conv, p, batch)
+		}
 		return nil
 	}
 	if batch.CardRef != "" {
@@ -493,7 +498,7 @@ func (b *Bot) completeCopiesOf(ctx context.Context, conv confirm.Conversation, p
 	if err != nil {
 		return fmt.Errorf("load batch: %w", err)
 	}
-	if batch.Status != confirm.BatchPending || !batch.CopiesPending {
+	if !batch.CopiesPending {
 		return nil
 	}
 	return b.completeCopies(ctx, conv, p, batch)
@@ -505,8 +510,11 @@ func (b *Bot) completeCopiesOf(ctx context.Context, conv confirm.Conversation, p
 // each approver's DM copy, adopted when the approver's DM already holds
 // one posted but not recorded. Once every copy is there it records the
 // copies posted; a copy it could not look for (a rate limit, a 5xx) is
-// left, with the mark, for the next recovery pass.
+// left, with the mark, for the next recovery pass. For a batch no longer
+// waiting it posts nothing: it only adopts the copies posted but not
+// recorded, so that card sync shows them the decision.
 func (b *Bot) completeCopies(ctx context.Context, conv confirm.Conversation, p Platform, batch *confirm.Batch) error {
+	waiting := batch.Status == confirm.BatchPending
 	r, canRoute := p.(Router)
 	if !canRoute || conv.DM {
 		return b.store.CopiesPosted(ctx, batch.ID)
@@ -546,7 +554,7 @@ func (b *Bot) completeCopies(ctx context.Context, conv confirm.Conversation, p P
 		return false
 	}
 	var posted []confirm.CardMessage
-	if at != th && !has(confirm.CardPointer, th) {
+	if waiting && at != th && !has(confirm.CardPointer, th) {
 		ptr := pointerOf(stored, c.Calls, main.Channel, b.link(ctx, r, at, main.Ref))
 		if pref, err := r.PostPointer(ctx, th, ptr); err != nil {
 			b.log.Error("post pointer to the approvals channel", "batch", batch.ID, "err", err)
@@ -580,6 +588,9 @@ func (b *Bot) completeCopies(ctx context.Context, conv confirm.Conversation, p P
 					b.remember(ctx, &posted, batch.ID, confirm.CardDM, dm, ref, 0)
 					continue
 				}
+			}
+			if !waiting {
+				continue
 			}
 			dref, err := p.PostCard(ctx, dm, dc)
 			if err != nil {

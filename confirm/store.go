@@ -421,8 +421,8 @@ type BatchStore interface {
 	// BatchesIn lists ids of batches in the status, oldest first.
 	BatchesIn(ctx context.Context, status BatchStatus) ([]string, error)
 	// UncardedBatches lists pending batches whose card was never recorded
-	// (no SetCardRef), or whose copies are still pending (SetCardRefWithCopies
-	// and no CopiesPosted), oldest first.
+	// (no SetCardRef), and batches of any status whose copies are still
+	// pending (SetCardRefWithCopies and no CopiesPosted), oldest first.
 	UncardedBatches(ctx context.Context) ([]string, error)
 }
 

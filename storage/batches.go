@@ -472,11 +472,11 @@ func (db *DB) BatchesIn(ctx context.Context, status confirm.BatchStatus) ([]stri
 }
 
 // UncardedBatches lists pending batches whose card was never recorded,
-// or whose copies are still pending, oldest first.
+// and batches of any status whose copies are still pending, oldest first.
 func (db *DB) UncardedBatches(ctx context.Context) ([]string, error) {
 	var ids []string
-	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT id FROM batches WHERE status = 'pending' AND (card_ref = '' OR copies_pending = ?)
-		ORDER BY created_at, id`), true); err != nil {
+	if err := db.sel(ctx, db.reader(), &ids, `SELECT id FROM batches WHERE (status = 'pending' AND card_ref = '') OR copies_pending
+		ORDER BY created_at, id`); err != nil {
 		return nil, fmt.Errorf("batches without a card: %w", err)
 	}
 	return ids, nil

@@ -58,14 +58,27 @@ func testCardCopiesPending(t *testing.T, db *DB) {
 	if got := loadBatch(t, db, plain.ID); got.CopiesPending || listed(plain.ID) {
 		t.Fatal("a card recorded without copies has copies pending")
 	}
-	// A decided batch is no longer recovery's, copies or not.
+	// A batch decided before its copies were posted stays listed (a copy
+	// posted but not recorded is adopted, so that it shows the decision)
+	// until its copies are done; one decided with its copies done is not.
 	decided := newBatch(t, db, later(), confirm.DecisionPending)
 	if err := db.SetCardRefWithCopies(ctx, decided.ID, "C1/1.3"); err != nil {
 		t.Fatal(err)
 	}
 	decide(t, db, confirm.Decide{BatchID: decided.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U"})
-	if listed(decided.ID) {
-		t.Fatal("a decided batch is listed for recovery")
+	if !listed(decided.ID) {
+		t.Fatal("a batch decided while its copies were pending is not listed for recovery")
+	}
+	if err := db.CopiesPosted(ctx, decided.ID); err != nil {
+		t.Fatal(err)
+	}
+	if listed(decided.ID) || listed(b.ID) {
+		t.Fatal("a decided batch with its copies done is listed for recovery")
+	}
+	uncarded := newBatch(t, db, later(), confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: uncarded.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U"})
+	if listed(uncarded.ID) {
+		t.Fatal("a decided batch without a card is listed for recovery")
 	}
 	for _, err := range []error{db.SetCardRefWithCopies(ctx, "missing", "x"), db.CopiesPosted(ctx, "missing")} {
 		if !errors.Is(err, confirm.ErrNotFound) {

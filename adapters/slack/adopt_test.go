@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -330,5 +331,48 @@ func TestKeptCardGetsItsCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.wantOnce()
+	})
+}
+
+// Killed after posting alice's DM copy, before recording it, and the
+// request is decided on the card before any recovery runs: the copy
+// posted but not recorded must not go on offering Allow. Recovery adopts
+// it although the batch no longer waits, posts no new copy, and card
+// sync brings it to the decided state.
+func TestAdoptDMCopyOfADecidedCard(t *testing.T) {
+	onBothDBs(t, func(t *testing.T, driver, dsn string) {
+		r := newAdoptRig(t, driver, dsn)
+		r.killedAt("copy_posted")
+		if len(r.cardsIn("DALICE")) != 1 || len(r.cardsIn(approvalsChan)) != 1 {
+			t.Fatalf("before the restart: %d copies for alice, %d cards", len(r.cardsIn("DALICE")), len(r.cardsIn(approvalsChan)))
+		}
+		p := r.start(nil) // no recovery yet
+		if err := r.allowOn(p, alice, r.cardsIn(approvalsChan)[0]); err != nil {
+			t.Fatalf("Allow on the card: %v", err)
+		}
+		if n := r.deploy.runs.Load(); n != 1 {
+			t.Fatalf("deploy ran %d times", n)
+		}
+		if err := p.bot.RecoverBatches(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range p.bot.Jobs(time.Second) {
+			if j.Name == bot.JobCardSync {
+				if err := j.Run(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n := len(r.cardsIn("DCAROL")); n != 0 {
+			t.Errorf("%d copies posted for carol after the request was decided, want none", n)
+		}
+		copies := r.cardsIn("DALICE")
+		if len(copies) != 1 {
+			t.Fatalf("%d copies in alice's DM, want the one posted before the kill", len(copies))
+		}
+		shown, _ := r.fake.Shown("DALICE", copies[0].TS)
+		if strings.Contains(shown.Param("blocks"), ActionAllow) {
+			t.Errorf("alice's DM copy still offers Allow after the request was decided and recovery ran: %s", shown.Param("blocks"))
+		}
 	})
 }
