@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/airlockhq/airlock/adapters/discord"
+	"github.com/airlockhq/airlock/cmd/internal/httpserver"
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/internal/bench"
 	"github.com/airlockhq/airlock/internal/chaos"
@@ -113,9 +114,9 @@ func discordInvite(ctx context.Context, c configured) error {
 
 // benchHTTP serves the bench's Airlock as airlock run serves.
 var benchHTTP = bench.HTTP{
-	Server: func(h http.Handler) *http.Server { return newHTTPServer(h, defaultHTTPLimits) },
+	Server: func(h http.Handler) *http.Server { return httpserver.New(h, httpserver.DefaultLimits) },
 	Handler: func(db bench.Pinger, routes map[string]http.Handler) http.Handler {
-		return httpHandler(db, routes)
+		return httpserver.Handler(db, routes)
 	},
 }
 
