@@ -17,6 +17,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/shell"
 	"github.com/airlockhq/airlock/adapters/slack"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/cmd/internal/httpserver"
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
@@ -293,7 +294,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		routes["/debug/pprof/symbol"] = http.HandlerFunc(pprof.Symbol)
 		routes["/debug/pprof/cmdline"] = http.HandlerFunc(pprof.Cmdline)
 	}
-	srv := newHTTPServer(httpHandler(a.store, routes), defaultHTTPLimits)
+	srv := httpserver.New(httpserver.Handler(a.store, routes), httpserver.DefaultLimits)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cancel(fmt.Errorf("http server: %w", err))
@@ -434,58 +435,6 @@ func (a *app) backgroundJobs(cfg *config.Config, logger *slog.Logger) (*jobs.Run
 	return r, nil
 }
 
-// httpLimits bound what one client can hold: a slow or endless client
-// cannot keep a connection or grow memory (Slack posts small JSON bodies,
-// probes are tiny).
-type httpLimits struct {
-	ReadHeader, Read, Write, Idle time.Duration
-	MaxHeaderBytes                int
-}
-
-var defaultHTTPLimits = httpLimits{
-	ReadHeader:     10 * time.Second,
-	Read:           30 * time.Second,
-	Write:          30 * time.Second,
-	Idle:           120 * time.Second,
-	MaxHeaderBytes: 64 << 10,
-}
-
-func newHTTPServer(h http.Handler, l httpLimits) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: l.ReadHeader,
-		ReadTimeout:       l.Read,
-		WriteTimeout:      l.Write,
-		IdleTimeout:       l.Idle,
-		MaxHeaderBytes:    l.MaxHeaderBytes,
-	}
-}
-
 // crashTrace is nil in real builds; the crashtest build tag sets it so
 // tests can kill the process at a named point of the confirmation path.
 var crashTrace func(point string)
-
-// pinger is what readiness needs from storage.
-type pinger interface {
-	Ping(ctx context.Context) error
-}
-
-func httpHandler(db pinger, routes map[string]http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	for pattern, h := range routes {
-		mux.Handle(pattern, h)
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := db.Ping(ctx); err != nil {
-			http.Error(w, "database unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	return mux
-}

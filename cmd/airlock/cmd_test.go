@@ -3,16 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -60,61 +57,6 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
-type fakePinger struct{ err error }
-
-func (f fakePinger) Ping(context.Context) error { return f.err }
-
-func TestHealthAndReadiness(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		db        fakePinger
-		readyCode int
-	}{
-		{"database up", fakePinger{}, 200},
-		{"database down", fakePinger{errors.New("connection refused")}, 503},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(httpHandler(tc.db, nil))
-			defer srv.Close()
-			for path, want := range map[string]int{"/healthz": 200, "/readyz": tc.readyCode} {
-				resp, err := http.Get(srv.URL + path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != want {
-					t.Fatalf("%s: %d, want %d", path, resp.StatusCode, want)
-				}
-			}
-		})
-	}
-}
-
-func TestSoakEveryStormRunsOnce(t *testing.T) {
-	var out, errOut bytes.Buffer
-	args := []string{"soak", "-storms", "15", "-clicks", "20"}
-	if code := run(context.Background(), args, nil, &out, &errOut); code != 0 {
-		t.Fatalf("soak (sqlite): exit %d\n%s%s", code, out.String(), errOut.String())
-	}
-	if !strings.Contains(out.String(), "1 run(s): 15 storms") {
-		t.Fatalf("output:\n%s", out.String())
-	}
-	if dsn := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN"); dsn != "" {
-		out.Reset()
-		args := []string{"soak", "-storms", "15", "-clicks", "20", "-driver", "postgres", "-dsn", dsn}
-		if code := run(context.Background(), args, nil, &out, &errOut); code != 0 {
-			t.Fatalf("soak (postgres): exit %d\n%s%s", code, out.String(), errOut.String())
-		}
-	}
-}
-
-func TestSoakRejectsBadFlags(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run(context.Background(), []string{"soak", "-storms", "0"}, nil, &out, &errOut); code != 2 {
-		t.Fatalf("exit %d", code)
-	}
-}
-
 func TestDiscordInvite(t *testing.T) {
 	// The application id comes from GET /oauth2/applications/@me, not the token.
 	rest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -141,51 +83,6 @@ func TestDiscordInvite(t *testing.T) {
 	noDiscord := writeFile(t, "n.yaml", "model: {provider: openai, name: m}\n")
 	if code := run(context.Background(), []string{"discord-invite", "-config", noDiscord}, nil, &out, &errOut); code == 0 {
 		t.Fatal("discord-invite without a discord section succeeded")
-	}
-}
-
-func TestHTTPServerLimits(t *testing.T) {
-	limits := defaultHTTPLimits
-	limits.ReadHeader, limits.Read = 300*time.Millisecond, 300*time.Millisecond
-	srv := newHTTPServer(httpHandler(fakePinger{}, nil), limits)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-
-	// A client that sends headers slowly and never finishes is cut off.
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprint(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n")
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 512)
-	if _, err := conn.Read(buf); err == nil {
-		// The server may answer 408 before closing; the next read must end.
-		if _, err := conn.Read(buf); err == nil {
-			t.Fatal("the connection of a client that never finished its headers stayed open")
-		}
-	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatal("the server kept a slow client's connection open for 10s")
-	}
-
-	// Oversized headers are refused.
-	req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/healthz", nil)
-	req.Header.Set("X-Big", strings.Repeat("a", 2*defaultHTTPLimits.MaxHeaderBytes))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
-		t.Fatalf("status %d for oversized headers, want 431", resp.StatusCode)
-	}
-	if defaultHTTPLimits.Read <= 0 || defaultHTTPLimits.Write <= 0 || defaultHTTPLimits.Idle <= 0 {
-		t.Fatal("the server runs without read, write or idle timeouts")
 	}
 }
 

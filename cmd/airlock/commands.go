@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 
 	"github.com/airlockhq/airlock/adapters/discord"
 	"github.com/airlockhq/airlock/config"
-	"github.com/airlockhq/airlock/internal/bench"
-	"github.com/airlockhq/airlock/internal/chaos"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -109,34 +106,4 @@ func discordInvite(ctx context.Context, c configured) error {
 	}
 	fmt.Fprintln(c.stdout, u)
 	return nil
-}
-
-// benchHTTP serves the bench's Airlock as airlock run serves.
-var benchHTTP = bench.HTTP{
-	Server: func(h http.Handler) *http.Server { return newHTTPServer(h, defaultHTTPLimits) },
-	Handler: func(db bench.Pinger, routes map[string]http.Handler) http.Handler {
-		return httpHandler(db, routes)
-	},
-}
-
-func benchCmd(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	return bench.Bench(ctx, args, stdout, stderr, benchHTTP)
-}
-
-// soak is airlock soak: the click storm, or with -chaos (first) the
-// chaos soak, which runs this executable as airlock run.
-func soak(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "-chaos" && args[0] != "--chaos") {
-		return bench.Soak(ctx, args, stdout, stderr)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(stderr, "airlock soak -chaos: %v\n", err)
-		return 1
-	}
-	return chaos.Run(ctx, exe, args[1:], stdout, stderr)
-}
-
-func benchServer(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return bench.Server(ctx, args, stdin, stdout, stderr, benchHTTP)
 }

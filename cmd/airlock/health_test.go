@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlockhq/airlock/cmd/internal/httpserver"
 	"github.com/airlockhq/airlock/config"
 )
 
@@ -61,7 +62,7 @@ func TestHealthOK(t *testing.T) {
 // the reason in the body) when it does not.
 func TestHealthAgainstReadyz(t *testing.T) {
 	db := &healthPinger{}
-	srv := httptest.NewServer(httpHandler(db, nil))
+	srv := httptest.NewServer(httpserver.Handler(db, nil))
 	defer srv.Close()
 	if code, _, stderr := runHealth(t, "-url", srv.URL+"/readyz"); code != 0 {
 		t.Fatalf("ready database: exit %d, stderr %q", code, stderr)

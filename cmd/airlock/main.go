@@ -1,7 +1,9 @@
 // Command airlock is the binary: it loads the configuration, wires storage,
 // the model provider, the tools, the bot, its jobs and the configured chat
-// platforms together, and serves the HTTP endpoints. Its commands, bench
-// and soak from internal/bench among them, are dispatched from one table.
+// platforms together, and serves the HTTP endpoints. Its commands are
+// dispatched from one table. The bench and the soaks are not among them:
+// they are the lab's (cmd/airlock-lab), and the binary holds none of the
+// lab's fakes.
 package main
 
 import (
@@ -12,8 +14,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-
-	"github.com/airlockhq/airlock/internal/bench"
 )
 
 // runFunc runs a command on its arguments (its name left out) and returns
@@ -23,12 +23,11 @@ type runFunc func(ctx context.Context, args []string, stdin io.Reader, stdout, s
 // command is one of airlock's commands, dispatched by its name and listed
 // in the usage.
 type command struct {
-	name   string
-	args   string // its flags and arguments, as the usage shows them
-	help   string // what it does, in a line
-	run    runFunc
-	sub    []command // its subcommands, in the usage only: run dispatches them
-	hidden bool      // left out of the usage
+	name string
+	args string // its flags and arguments, as the usage shows them
+	help string // what it does, in a line
+	run  runFunc
+	sub  []command // its subcommands, in the usage only: run dispatches them
 }
 
 // commands are airlock's commands, in the usage's order.
@@ -51,11 +50,6 @@ var commands = []command{
 	{name: "runbooks", args: "-config FILE", help: "every runbook, its parameters and steps, and whether and why each step needs approval", run: noStdin(listRunbooks)},
 	{name: "grants", args: "-config FILE [-active]", help: `list grants ("Allow for" approvals of a tool in a thread)`, run: noStdin(grants),
 		sub: []command{{name: "grants revoke", args: "-config FILE ID", help: "revoke a grant"}}},
-	{name: "soak", args: "[-storms N] [-clicks N] [-driver sqlite|postgres -dsn DSN] | -chaos [-conversations N] [-duration D] [-seed N] [-driver sqlite|postgres -dsn DSN]",
-		help: "repeat a storm of concurrent clicks on one button (every storm must run the tool once); -chaos: conversations under injected faults, then the checks", run: noStdin(soak)},
-	{name: "bench", args: "[-cards N] [-clickers N] [-driver sqlite|postgres -dsn DSN] [-json] [-cpuprofile F] [-memprofile F]",
-		help: "measure click acks, decisions/s and memory per card against fakes, with baselines", run: benchCmd},
-	{name: bench.ServerCommand, run: benchServer, hidden: true},
 	{name: "health", args: "[-url URL]", help: "GET URL (default http://127.0.0.1:8080/readyz); exit 0 on 2xx, else 1 with the reason", run: noStdin(health)},
 }
 
@@ -86,7 +80,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return 2
 }
 
-// usageText lists the commands that are not hidden, each with its help
+// usageText lists the commands, each with its help
 // beside it, or below it where the two do not fit on a line.
 func usageText(cmds []command) string {
 	const width = 28 // of the name and the arguments, before the help
@@ -101,9 +95,6 @@ func usageText(cmds []command) string {
 		fmt.Fprintf(&b, "  airlock %s\n  %*s%s\n", synopsis, len("airlock ")+width, "", c.help)
 	}
 	for _, c := range cmds {
-		if c.hidden {
-			continue
-		}
 		line(c)
 		for _, s := range c.sub {
 			line(s)

@@ -1,8 +1,8 @@
-// Package bench is Airlock's lab: airlock bench, which measures the
+// Package bench is Airlock's lab: airlock-lab bench, which measures the
 // decision path end to end against fakes (Airlock in a bench-server
-// process of its own), and airlock soak, which repeats the double-click
-// storm. It is no part of the product's paths; cmd/airlock only wires its
-// commands in.
+// process of its own), and airlock-lab soak, which repeats the
+// double-click storm. It is no part of the product: cmd/airlock-lab
+// wires its commands in.
 package bench
 
 import (
@@ -35,7 +35,7 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Bench is airlock bench. It measures the decision path end to end
+// Bench is airlock-lab bench. It measures the decision path end to end
 // against fakes on 127.0.0.1: a fake Slack Web API, an instant model and
 // an instant tool, with the real Slack adapter in HTTP mode behind the
 // real HTTP server on a real listener, and real storage (SQLite in a

@@ -20,7 +20,7 @@ import (
 	"github.com/airlockhq/airlock/storage"
 )
 
-// ServerCommand is the hidden command airlock bench starts its own
+// ServerCommand is the hidden command airlock-lab bench starts its own
 // executable as: the Airlock side of the bench, in a process of its own
 // so that what the bench measures of it (resident memory, CPU) is
 // Airlock's alone, not the fake Slack's or the clickers'.
@@ -28,7 +28,7 @@ const ServerCommand = "bench-server"
 
 // ServerEnv is set in the environment of the bench's server process:
 // bench-server runs only with it, and a test binary started as one (see
-// cmd/airlock's TestMain) runs it instead of the tests.
+// cmd/airlock-lab's TestMain) runs it instead of the tests.
 const ServerEnv = "AIRLOCK_BENCH_SERVER"
 
 // serverHello is the first line the bench server prints on stdout, once

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// testHTTP serves as a plain server and mux; cmd/airlock's tests run the
+// testHTTP serves as a plain server and mux; cmd/airlock-lab's tests run the
 // bench with airlock run's own.
 var testHTTP = HTTP{
 	Server: func(h http.Handler) *http.Server { return &http.Server{Handler: h} },

@@ -1,14 +1,16 @@
-// Package chaos is airlock soak -chaos: many conversations against the
+// Package chaos is airlock-lab soak -chaos: many conversations against the
 // real `airlock run` over Slack HTTP, with faults injected on a schedule
 // drawn from a seed (a fake Slack answering 429 and 5xx for stretches, a
 // slow tool, Airlock SIGKILLed and restarted, PostgreSQL taken away), and
 // then the checks that nothing ran twice, nothing is stuck, every card
 // converged, no acknowledged click or mention and no stored answer of
-// the model was lost, and the soak saw enough happen to mean something. It is no part of the
-// product's paths; cmd/airlock only wires the command in.
+// the model was lost, and the soak saw enough happen to mean something.
+// It is no part of the product: cmd/airlock-lab runs it, and it runs the
+// airlock binary.
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -16,6 +18,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 )
@@ -28,7 +31,7 @@ const (
 
 // Options are one soak's settings.
 type Options struct {
-	Exe           string        // the airlock executable to run
+	Exe           string        // the airlock executable to run; "": built from this checkout
 	Driver, DSN   string        // the database; "" DSN: a new SQLite file
 	Conversations int           // concurrent conversations
 	Duration      time.Duration // how long conversations start
@@ -50,12 +53,13 @@ type Options struct {
 	cardWait, quiet time.Duration
 }
 
-// Run is airlock soak -chaos. It exits 0 when every check passed, 1 on a
-// violation (printing the seed to replay it), 2 on bad flags.
-func Run(ctx context.Context, exe string, args []string, stdout, stderr io.Writer) int {
+// Run is airlock-lab soak -chaos. It exits 0 when every check passed, 1
+// on a violation (printing the seed to replay it), 2 on bad flags.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("airlock soak -chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := Options{Exe: exe}
+	var o Options
+	fs.StringVar(&o.Exe, "airlock", "", "the airlock executable to soak (default: built from this checkout with go build)")
 	fs.StringVar(&o.Driver, "driver", "sqlite", "sqlite or postgres")
 	fs.StringVar(&o.DSN, "dsn", "", "database (default: a new SQLite file in a temporary folder)")
 	fs.IntVar(&o.Conversations, "conversations", 200, "concurrent conversations")
@@ -153,6 +157,11 @@ func Soak(ctx context.Context, o Options) (*Report, error) {
 	if o.DSN == "" {
 		o.DSN = filepath.Join(dir, "chaos.db")
 	}
+	if o.Exe == "" {
+		if o.Exe, err = buildAirlock(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
 	if o.cardWait <= 0 {
 		o.cardWait = 40 * time.Second
 	}
@@ -173,4 +182,19 @@ func Soak(ctx context.Context, o Options) (*Report, error) {
 	w.drive(ctx, rng)
 	w.report.Elapsed = time.Since(start)
 	return w.finish(ctx)
+}
+
+// airlockPackage is the product's command, which the soak runs.
+const airlockPackage = "github.com/airlockhq/airlock/cmd/airlock"
+
+// buildAirlock builds the airlock binary from the checkout the soak is
+// run in (the go command finds the module from the working directory)
+// into dir, and returns its path.
+func buildAirlock(ctx context.Context, dir string) (string, error) {
+	exe := filepath.Join(dir, "airlock")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", exe, airlockPackage)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s (run the soak in a checkout, or name a binary with -airlock): %w\n%s", airlockPackage, err, bytes.TrimSpace(out))
+	}
+	return exe, nil
 }

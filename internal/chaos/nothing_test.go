@@ -70,3 +70,19 @@ func TestDoNothingFailsTheSoak(t *testing.T) {
 		t.Fatalf("the do-nothing process acknowledged %d mentions and showed %d cards", rep.Acked, rep.Cards)
 	}
 }
+
+// Without -airlock the soak builds the airlock binary from the checkout
+// it runs in; run outside one, it says so and names -airlock.
+func TestBuildOutsideACheckoutNamesTheFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("GOFLAGS", "")
+	t.Setenv("GOPROXY", "off")
+	_, err := buildAirlock(t.Context(), dir)
+	if err == nil || !strings.Contains(err.Error(), "-airlock") || !strings.Contains(err.Error(), airlockPackage) {
+		t.Fatalf("a build outside a checkout: %v; want an error naming %s and -airlock", err, airlockPackage)
+	}
+}
