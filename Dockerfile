@@ -1,10 +1,10 @@
 # syntax=docker/dockerfile:1
 # Airlock's image. Build: docker build -t airlock .
-# Run (see README "Docker"):
+# Run (see docs/deploy.md, "Docker"):
 #   docker run -d --name airlock -p 8080:8080 -v airlock-data:/var/lib/airlock \
 #     -v $PWD/airlock.yaml:/etc/airlock/airlock.yaml:ro -e GEMINI_API_KEY airlock
 # deploy/docker_test.go checks the paths, port, user and health check below
-# against the README and the config's defaults.
+# against docs/deploy.md and the config's defaults.
 
 # Build: cgo is on for SQLite (github.com/mattn/go-sqlite3); the Go image has
 # gcc. The module and build caches persist between builds (BuildKit).

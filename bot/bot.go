@@ -2,8 +2,11 @@
 // from the platforms, pauses model replies whose calls need a person's yes,
 // records every decision once, runs what was allowed, and continues the
 // model in the same thread. It also decides who may talk to it and who may
-// decide, and owns the background jobs that expire, escalate and recover
-// paused calls.
+// decide, makes and honours grants, routes cards (approvals channel, DM
+// copies) and keeps every card message in step with storage (card sync),
+// orchestrates runbook runs through the same decision path, works the
+// inbox and posts stored answers, and owns the background jobs that
+// expire, escalate and recover paused calls.
 package bot
 
 import (

@@ -1,8 +1,10 @@
 // Package card is the platform-neutral approval card: for each call of a
 // paused reply, what it needs (approvals, who may decide, why), where it
 // stands (a structured state), and what shows of it: the buttons it offers
-// (Actions) and its status as typed parts (Status). Chat platforms only
-// lay these out, within their own limits; the words are chosen here.
+// (Actions) and its status as typed parts (Status); likewise a runbook's
+// run message (Run) and the notices beside cards (a grant's, an unknown
+// outcome's). Chat platforms only lay these out, within their own limits;
+// the words are chosen here.
 package card
 
 import (

@@ -12,7 +12,7 @@ import (
 )
 
 // Audit is the `audit` section: signed checkpoints of the audit's hash
-// chain and its retention (README "Audit").
+// chain and its retention (docs/audit.md).
 type Audit struct {
 	// SigningKey is the Ed25519 private key checkpoints are signed with
 	// (storage.ParseEd25519PrivateKey: PEM PKCS#8, or the seed in base64 or

@@ -23,7 +23,7 @@ import (
 	"github.com/airlockhq/airlock/config"
 )
 
-// What the README documents and the image must agree on.
+// What the docs (docs/deploy.md) document and the image must agree on.
 const (
 	configPath = "/etc/airlock/airlock.yaml" // the image's -config
 	dataDir    = "/var/lib/airlock"          // WORKDIR and VOLUME: the SQLite database
@@ -193,7 +193,7 @@ func flagValue(argv []string, name string) (string, bool) {
 }
 
 // The image's paths, port, user and health check, against the config's
-// defaults and the README.
+// defaults and docs/deploy.md.
 func TestDockerfile(t *testing.T) {
 	root := repoRoot(t)
 	stages := parseDockerfile(t, filepath.Join(root, "Dockerfile"))
@@ -230,7 +230,7 @@ func TestDockerfile(t *testing.T) {
 	if argv := execForm(t, cmd, cmd.Args); len(argv) == 0 || argv[0] != "run" {
 		t.Errorf("Dockerfile:%d: CMD %v, want airlock run", cmd.Line, argv)
 	} else if c, _ := flagValue(argv, "-config"); c != configPath {
-		t.Errorf("Dockerfile:%d: CMD %v: -config %q, want %q (the README's config mount)", cmd.Line, argv, c, configPath)
+		t.Errorf("Dockerfile:%d: CMD %v: -config %q, want %q (the config mount docs/deploy.md shows)", cmd.Line, argv, c, configPath)
 	}
 
 	// The build: cgo on (SQLite), module and build caches as cache mounts,
@@ -375,14 +375,14 @@ func useraddUID(s stage, name string) int {
 	return -1
 }
 
-// dockerRunCommands are the README's `docker run` commands, continuation
+// dockerRunCommands are the docs' `docker run` commands, continuation
 // lines joined, split into words.
-func dockerRunCommands(readme string) [][]string {
+func dockerRunCommands(doc string) [][]string {
 	var (
 		cmds    [][]string
 		pending string
 	)
-	for _, line := range strings.Split(readme, "\n") {
+	for _, line := range strings.Split(doc, "\n") {
 		line = strings.TrimSpace(line)
 		if cont, ok := strings.CutSuffix(line, `\`); ok {
 			pending += cont + " "
@@ -418,21 +418,25 @@ func options(words []string, names ...string) []string {
 
 var namedVolume = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
-// The README documents what the image does: a `docker run` with a named
-// volume on the data directory, the port, and the config mount; the
-// defaults of listen and storage.dsn; where the database lands.
-func TestReadmeDocker(t *testing.T) {
+// The docs say what the image does: docs/deploy.md a `docker run` with
+// a named volume on the data directory, the port, and the config mount,
+// and where the database lands; docs/configuration.md the defaults of
+// listen and storage.dsn.
+func TestDocsDocker(t *testing.T) {
 	root := repoRoot(t)
-	data, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var doc string
+	for _, f := range []string{"docs/deploy.md", "docs/configuration.md"} {
+		data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc += string(data)
 	}
-	readme := string(data)
 	port := strconv.Itoa(listenPort(t))
 
-	runs := dockerRunCommands(readme)
+	runs := dockerRunCommands(doc)
 	if len(runs) == 0 {
-		t.Fatal("README.md has no `docker run` command")
+		t.Fatal("docs/deploy.md has no `docker run` command")
 	}
 	var good bool
 	var seen []string
@@ -459,7 +463,7 @@ func TestReadmeDocker(t *testing.T) {
 		}
 	}
 	if !good {
-		t.Errorf("README.md: no `docker run` with all of -v <named volume>:%s, -p %s:%s and -v <file>:%s; found:\n%s",
+		t.Errorf("docs/deploy.md: no `docker run` with all of -v <named volume>:%s, -p %s:%s and -v <file>:%s; found:\n%s",
 			dataDir, port, port, configPath, strings.Join(seen, "\n"))
 	}
 	for _, want := range []string{
@@ -467,8 +471,8 @@ func TestReadmeDocker(t *testing.T) {
 		"| `storage.dsn` | `" + config.DefaultSQLiteDSN + "` |",
 		path.Join(dataDir, config.DefaultSQLiteDSN), // where the default database lands in the image
 	} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md does not say %q", want)
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/deploy.md and docs/configuration.md do not say %q", want)
 		}
 	}
 }

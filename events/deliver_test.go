@@ -137,7 +137,7 @@ const (
 
 // TestTurnReachesWebhooks: a turn of a real bot — an ungated call and a
 // gated one, a card, Allow, both run — reaches a webhook as every event,
-// in order, signed (checked with the README's code), with the model's
+// in order, signed (checked with docs/webhooks.md's code), with the model's
 // exact argument bytes and unique ids; a second webhook gets only the
 // types it asked for.
 func TestTurnReachesWebhooks(t *testing.T) {
@@ -272,11 +272,11 @@ func TestTurnReachesWebhooks(t *testing.T) {
 	hmu.Lock()
 	defer hmu.Unlock()
 	if len(handled) != 6 {
-		t.Fatalf("the README receiver handled %d events, want 6", len(handled))
+		t.Fatalf("the docs/webhooks.md receiver handled %d events, want 6", len(handled))
 	}
 	for i, body := range handled {
 		if body != string(got[i].body) {
-			t.Errorf("README receiver event %d = %s, want %s", i, body, got[i].body)
+			t.Errorf("docs/webhooks.md receiver event %d = %s, want %s", i, body, got[i].body)
 		}
 	}
 	if left, _ := db.Deliveries(ctx, storage.DeliveryFilter{Status: []storage.DeliveryStatus{storage.DeliveryPending, storage.DeliveryDead}}); len(left) != 0 {

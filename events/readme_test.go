@@ -1,9 +1,9 @@
 package events_test
 
-// The receiver code the README shows (stdlib only), tested here: verify
-// and the shell check are the README's, byte for byte
+// The receiver code docs/webhooks.md shows (stdlib only), tested here:
+// verify and the shell check are the page's, byte for byte
 // (TestReadmeSnippetsAreTheReadmes), and the end-to-end test's receivers
-// run verify in receive, which does what the README says in words.
+// run verify in receive, which does what the page says in words.
 
 import (
 	"crypto/hmac"
@@ -26,7 +26,7 @@ import (
 	"github.com/airlockhq/airlock/events"
 )
 
-// --- README snippet: Go ---
+// --- docs/webhooks.md snippet: Go ---
 
 // verify checks the Airlock-Signature header of a request whose raw body
 // is body: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">.
@@ -93,20 +93,20 @@ func receive(secret []byte, handle func(id string, body []byte) error) http.Hand
 	}
 }
 
-// --- README snippet: shell ($SIG is the Airlock-Signature header, body.json the raw body) ---
+// --- docs/webhooks.md snippet: shell ($SIG is the Airlock-Signature header, body.json the raw body) ---
 
 const shellVerify = `t=$(printf '%s' "$SIG" | sed -n 's/.*t=\([0-9]*\).*/\1/p')
 want=$( { printf '%s.' "$t"; cat body.json; } | openssl dgst -sha256 -hmac "$AIRLOCK_WEBHOOK_SECRET" | sed 's/^.*= //')
 case ",$SIG," in *",v1=$want,"*) echo verified ;; *) echo "bad signature" >&2; exit 1 ;; esac`
 
-// --- end of the README snippets ---
+// --- end of the docs/webhooks.md snippets ---
 
 const secret = "whsec-0123456789abcdef0123456789abcdef"
 
 // TestReadmeSnippetsAreTheReadmes keeps the snippets tested here equal to
-// the README's.
+// docs/webhooks.md's.
 func TestReadmeSnippetsAreTheReadmes(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "webhooks.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestReadmeSnippetsAreTheReadmes(t *testing.T) {
 	}
 	for name, snippet := range map[string]string{"verify": string(self)[start : start+end+3], "the shell check": shellVerify} {
 		if !strings.Contains(string(readme), snippet) {
-			t.Errorf("README.md does not show %s as tested here:\n%s", name, snippet)
+			t.Errorf("docs/webhooks.md does not show %s as tested here:\n%s", name, snippet)
 		}
 	}
 }
@@ -131,7 +131,7 @@ func TestReadmeVerify(t *testing.T) {
 	now := time.Now()
 	sig := events.Sign(secret, now, body)
 	if !verify([]byte(secret), sig, body, now) {
-		t.Fatalf("README verify refused %s", sig)
+		t.Fatalf("docs/webhooks.md verify refused %s", sig)
 	}
 	if err := events.Verify(secret, sig, body, now, 5*time.Minute); err != nil {
 		t.Fatalf("events.Verify: %v", err)
@@ -154,7 +154,7 @@ func TestReadmeVerify(t *testing.T) {
 	}
 	for _, b := range bad {
 		if verify([]byte(b.secret), b.header, b.body, b.now) {
-			t.Errorf("%s: README verify accepted", b.name)
+			t.Errorf("%s: docs/webhooks.md verify accepted", b.name)
 		}
 		if events.Verify(b.secret, b.header, b.body, b.now, 5*time.Minute) == nil {
 			t.Errorf("%s: events.Verify accepted", b.name)

@@ -2,8 +2,10 @@
 // calls that on-call engineers start from chat (or the agent starts as a
 // tool), whose gated steps wait for a person's yes on the usual cards. It
 // holds the definitions as configured and compiled (parameters, steps,
-// CEL expressions and argument templates) and the parsing of a `run`
-// command; the runs themselves go through the bot's one decision path.
+// CEL expressions and argument templates), the parsing of a `run`
+// command, and the Engine that advances a run step by step (conditions,
+// retries, on_failure steps, halts); each step's call goes through the
+// bot's one decision path.
 package runbook
 
 import (

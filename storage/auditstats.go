@@ -10,7 +10,7 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// Decision figures from the audit (airlock audit stats; README "Audit").
+// Decision figures from the audit (airlock audit stats; docs/audit.md).
 // A card is a call a person was asked about (named pending by an
 // approval_request row); its time to decide runs from that row to the
 // call's decision row by a person.

@@ -16,7 +16,7 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// The audit is a hash chain (README "Audit"): each row's hash is
+// The audit is a hash chain (docs/audit.md): each row's hash is
 // SHA-256 over the previous row's hash (32 bytes; all zero before the
 // first row) and the row's canonical bytes. audit_head holds the last
 // chained row; every audit insert reads and updates it in the row's own

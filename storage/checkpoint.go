@@ -17,7 +17,7 @@ import (
 )
 
 // AuditCheckpoint is an anchor of the chain held outside Airlock: the head
-// row's id and hash at a time, signed with Ed25519 (README "Audit").
+// row's id and hash at a time, signed with Ed25519 (docs/audit.md).
 type AuditCheckpoint struct {
 	ID        int64     `json:"id"`
 	Hash      string    `json:"hash"`

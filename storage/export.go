@@ -96,7 +96,7 @@ func VerifyAuditExport(ctx context.Context, path string, anchors ...AuditCheckpo
 	return AuditVerification{Rows: v.Rows(), HeadID: id, HeadHash: hash}, nil
 }
 
-// exportColumns are the CSV export's columns, in order (README "Audit").
+// exportColumns are the CSV export's columns, in order (docs/audit.md).
 var exportColumns = []string{"id", "at", "kind", "conversation_id", "batch_id", "call_key", "tool", "actor", "detail", "prev_hash", "hash", "mac"}
 
 // ExportAudit writes the rows f selects to w in id order with their

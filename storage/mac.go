@@ -15,7 +15,7 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// Row MACs (migration 021; README "Audit"). The chain alone shows rows
+// Row MACs (migration 021; docs/audit.md). The chain alone shows rows
 // changed after the fact, but anyone who can write to the database can
 // compute a hash: a row appended with a correct hash, and the head moved
 // to it, is a valid chain. So with audit.signing_key set each row also

@@ -12,7 +12,7 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// macTests are the row MACs' contract (README "Audit"), in dsnTests: each
+// macTests are the row MACs' contract (docs/audit.md), in dsnTests: each
 // opens its stores with the audit key.
 var macTests = []struct {
 	name string

@@ -1,8 +1,11 @@
 // Package storage owns Airlock's durable state in SQLite or PostgreSQL:
 // conversations and their messages, paused batches with their calls,
 // decisions, runs, edits and card messages, grants, leases and reminders,
-// escalations, the platform event ids already seen, the append-only audit
-// log and the webhook outbox written in the audit row's transaction. It
+// escalations, the platform event ids already seen and the inbox of
+// deliveries, answers to be posted, runbook runs and their steps, the
+// card messages' sync state, the append-only, hash-chained audit log
+// with its checkpoints, and the webhook outbox written in the audit
+// row's transaction. It
 // implements confirm.Store; every transition is one conditional UPDATE
 // whose affected-row count decides who won.
 package storage
@@ -408,8 +411,8 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 			}
 			if m.version == auditChainMigration {
 				// The rows written before the chain are chained here, in
-				// the migration's transaction, and never later (README
-				// "Audit"): a row that turns up without hashes afterwards
+				// the migration's transaction, and never later
+				// (docs/audit.md): a row that turns up without hashes afterwards
 				// was written outside Airlock and stays unchained.
 				if err := db.chainPreChain(ctx, tx); err != nil {
 					return fmt.Errorf("apply %s: %w", m.name, err)

@@ -29,7 +29,7 @@ func (r *restartTool) Run(context.Context, json.RawMessage, string) (string, err
 	return `{"status":"up"}`, nil
 }
 
-// The README's session: /runbooks lists, a bad parameter is refused
+// The session of docs/terminal.md: /runbooks lists, a bad parameter is refused
 // naming what is allowed, /run prints the run message and the card,
 // /allow 1 runs the step and the run message ends succeeded. The model
 // is never asked.

@@ -79,7 +79,7 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		v, err = storage.VerifyAuditExport(ctx, *file, anchor...)
 	} else {
 		// Read-only: verify migrates, chains and writes nothing, so what it
-		// names stays named (README "Audit").
+		// names stays named (docs/audit.md).
 		db, oerr := storage.OpenReadOnly(ctx, cfg.Storage.Driver, cfg.Storage.DSN)
 		if oerr != nil {
 			fmt.Fprintf(stderr, "airlock: audit verify: %v\n", oerr)
