@@ -111,10 +111,20 @@ func counts(m map[string]int) string {
 // checks the database, the tool's counts and the fake Slack's messages.
 func (w *world) finish(ctx context.Context) (*Report, error) {
 	r := w.report
-	// Cards catch up once nothing fails: wait until Slack has been quiet.
+	// Cards catch up once nothing fails: wait until Slack has been quiet
+	// and Airlock says no card message is behind (a message whose updates
+	// failed again and again waits out its backoff, up to minutes, while
+	// Slack is quiet).
 	deadline := time.Now().Add(w.o.Settle)
 	last, quiet := w.slack.updates.Load(), time.Now()
-	for time.Now().Before(deadline) && time.Since(quiet) < w.o.quiet && ctx.Err() == nil {
+	settled := func() bool {
+		if time.Since(quiet) < w.o.quiet {
+			return false
+		}
+		n, ok := w.airlock.cardsBehind()
+		return ok && n == 0
+	}
+	for time.Now().Before(deadline) && !settled() && ctx.Err() == nil {
 		time.Sleep(min(500*time.Millisecond, w.o.quiet/2))
 		if n := w.slack.updates.Load(); n != last {
 			last, quiet = n, time.Now()

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -226,6 +228,35 @@ func (a *airlock) start(ctx context.Context) error {
 		}
 	}
 	return errors.New("start airlock: it did not answer within 60s")
+}
+
+// cardsBehind is how many card messages show an older state than the
+// database holds, as Airlock's /metrics says (airlock_card_sync_behind);
+// false when it cannot say (not running, no answer).
+func (a *airlock) cardsBehind() (int, bool) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + a.addr + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || name != "airlock_card_sync_behind" {
+			continue
+		}
+		n, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, false
+		}
+		return int(n), true
+	}
+	return 0, false
 }
 
 // kill SIGKILLs Airlock: nothing of it runs to the end.
