@@ -15,6 +15,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/discord/discordtest"
 	"github.com/airlockhq/airlock/adapters/internal/surfacetest"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -36,7 +37,7 @@ var suiteUsers = map[surfacetest.Person]string{
 type discordDriver struct{}
 
 func (discordDriver) Places() surfacetest.Places {
-	return surfacetest.Places{Platform: discord.Platform, Channel: discordtest.ChannelID, Users: suiteUsers}
+	return surfacetest.Places{Platform: discord.Platform, Channel: discordtest.ChannelID, Users: suiteUsers, Surface: confirm.SurfaceThread}
 }
 
 func (discordDriver) Lacks() map[surfacetest.Capability]string { return nil }
@@ -81,6 +82,7 @@ type discordSurface struct {
 	mu      sync.Mutex
 	clicker map[string]string // interaction id -> its user
 	sent    []string          // interaction ids, in order
+	asked   string            // the last mention's message id: the conversation is the thread started on it
 }
 
 func (s *discordSurface) next() int64 { return s.seq.Add(1) }
@@ -88,6 +90,9 @@ func (s *discordSurface) next() int64 { return s.seq.Add(1) }
 // mention is the requester mentioning the bot in the channel.
 func (s *discordSurface) mention(text string) {
 	id := fmt.Sprint(7000 + s.next())
+	s.mu.Lock()
+	s.asked = id
+	s.mu.Unlock()
 	s.fd.Send("MESSAGE_CREATE", discordtest.GuildMessage(id, discordtest.ChannelID, suiteUsers[surfacetest.Requester], "<@"+discordtest.BotID+"> "+text, true))
 }
 
@@ -130,18 +135,27 @@ var (
 
 func ok(c discordtest.Call) bool { return c.Status >= 200 && c.Status < 300 }
 
+// messages are the bot's messages in the conversation (the thread the
+// bot started on the last mention), in the order posted.
 func (s *discordSurface) messages() []message {
+	s.mu.Lock()
+	threads := "/channels/" + discordtest.ChannelID + "/messages/" + s.asked + "/threads"
+	s.mu.Unlock()
 	var out []message
 	at := map[string]int{}
+	thread := ""
 	for _, c := range s.fd.AllCalls() {
 		if !ok(c) {
 			continue
+		}
+		if c.Method == "POST" && c.Path == threads {
+			thread = c.ID()
 		}
 		var body map[string]any
 		if json.Unmarshal(c.Body, &body) != nil {
 			continue
 		}
-		if m := postPath.FindStringSubmatch(c.Path); m != nil && c.Method == "POST" {
+		if m := postPath.FindStringSubmatch(c.Path); m != nil && c.Method == "POST" && m[1] == thread {
 			at[c.ID()] = len(out)
 			out = append(out, message{channel: m[1], id: c.ID(), versions: []map[string]any{body}})
 		} else if m := editPath.FindStringSubmatch(c.Path); m != nil && c.Method == "PATCH" {
@@ -158,6 +172,14 @@ func (s *discordSurface) messages() []message {
 		}
 	}
 	return out
+}
+
+func (s *discordSurface) Updates() int {
+	n := 0
+	for _, m := range s.messages() {
+		n += len(m.versions) - 1
+	}
+	return n
 }
 
 func isCard(m message) bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/internal/surfacetest"
 	"github.com/airlockhq/airlock/adapters/shell"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -23,14 +24,15 @@ func TestSurface(t *testing.T) { surfacetest.Run(t, terminal{}) }
 type terminal struct{}
 
 func (terminal) Places() surfacetest.Places {
-	return surfacetest.Places{Platform: shell.Platform, Channel: shell.DefaultChannel, SelfApproval: true,
+	return surfacetest.Places{Platform: shell.Platform, Channel: shell.DefaultChannel, SelfApproval: true, Surface: confirm.SurfaceTerminal,
 		Users: map[surfacetest.Person]string{surfacetest.Requester: shell.DefaultUser, surfacetest.Approver: shell.DefaultUser}}
 }
 
 func (terminal) Lacks() map[surfacetest.Capability]string {
 	return map[surfacetest.Capability]string{
-		surfacetest.SecondApprover: "the terminal has one person: nobody else approves",
-		surfacetest.Strangers:      "the terminal has one person, its approver: there is no stranger to click",
+		surfacetest.SecondApprover:    "the terminal has one person: nobody else approves",
+		surfacetest.Strangers:         "the terminal has one person, its approver: there is no stranger to click",
+		surfacetest.SeparateRequester: "the terminal's one person both asks and approves",
 	}
 }
 
@@ -151,6 +153,7 @@ type printed struct {
 	run     map[string]string   // id -> its message as last printed
 	posts   []string
 	notices []string
+	updates int // lines of changes printed below cards
 }
 
 var (
@@ -196,6 +199,7 @@ func (x *term) read() printed {
 		case update.MatchString(l):
 			id := update.FindStringSubmatch(l)[1]
 			p.card[id] = append(p.card[id], l)
+			p.updates++
 			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], "    ") {
 				i++
 				p.card[id] = append(p.card[id], lines[i])
@@ -242,6 +246,7 @@ func (x *term) Runs() []string {
 }
 
 func (x *term) Posts() []string { return x.read().posts }
+func (x *term) Updates() int    { return x.read().updates }
 
 func (x *term) Notices(who surfacetest.Person) []string {
 	if who != surfacetest.Requester && who != surfacetest.Approver {

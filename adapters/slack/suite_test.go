@@ -19,6 +19,7 @@ import (
 	"github.com/airlockhq/airlock/adapters/slack"
 	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/testkit"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -47,7 +48,7 @@ var suiteUsers = map[surfacetest.Person]string{
 type slackDriver struct{}
 
 func (slackDriver) Places() surfacetest.Places {
-	return surfacetest.Places{Platform: slack.Platform, Channel: suiteChannel, Users: suiteUsers}
+	return surfacetest.Places{Platform: slack.Platform, Channel: suiteChannel, Users: suiteUsers, Surface: confirm.SurfaceThread}
 }
 
 func (slackDriver) Lacks() map[surfacetest.Capability]string { return nil }
@@ -94,6 +95,7 @@ type slackSurface struct {
 
 	mu          sync.Mutex
 	modalErrors map[string][]string // user -> errors shown under a modal's input
+	thread      string              // the conversation: the thread of the last mention
 }
 
 func (s *slackSurface) next() int64 { return s.seq.Add(1) }
@@ -115,6 +117,9 @@ func (s *slackSurface) mention(text string) {
 	s.t.Helper()
 	n := s.next()
 	ts := fmt.Sprintf("1700000000.%06d", n)
+	s.mu.Lock()
+	s.thread = ts
+	s.mu.Unlock()
 	s.deliver("events_api", map[string]any{
 		"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "team_id": suiteTeam, "api_app_id": "A0TEST", "type": "event_callback",
 		"event_id": fmt.Sprintf("EvSUITE%06d", n), "event_time": 1700000000,
@@ -147,8 +152,12 @@ func blocksOf(c slacktest.Call) []map[string]any {
 	return b
 }
 
-// messages are the bot's messages, in the order posted.
+// messages are the bot's messages in the conversation, in the order
+// posted.
 func (s *slackSurface) messages() []message {
+	s.mu.Lock()
+	thread := s.thread
+	s.mu.Unlock()
 	var out []message
 	at := map[string]int{}
 	for _, c := range s.fake.Calls() {
@@ -157,6 +166,9 @@ func (s *slackSurface) messages() []message {
 		}
 		switch c.Method {
 		case "chat.postMessage":
+			if c.Param("channel") != suiteChannel || c.Param("thread_ts") != thread {
+				continue
+			}
 			at[c.Param("channel")+"/"+c.TS] = len(out)
 			out = append(out, message{channel: c.Param("channel"), ts: c.TS, thread: c.Param("thread_ts"), versions: []slacktest.Call{c}})
 		case "chat.update":
@@ -218,10 +230,21 @@ func (s *slackSurface) Posts() []string {
 	return out
 }
 
+func (s *slackSurface) Updates() int {
+	n := 0
+	for _, m := range s.messages() {
+		n += len(m.versions) - 1
+	}
+	return n
+}
+
 func (s *slackSurface) Notices(who surfacetest.Person) []string {
+	s.mu.Lock()
+	thread := s.thread
+	s.mu.Unlock()
 	var out []string
 	for _, c := range s.fake.CallsTo("chat.postEphemeral") {
-		if c.Param("user") == suiteUsers[who] {
+		if c.Param("user") == suiteUsers[who] && c.Param("channel") == suiteChannel && c.Param("thread_ts") == thread {
 			out = append(out, html.UnescapeString(c.Param("text")))
 		}
 	}

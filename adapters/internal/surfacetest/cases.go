@@ -21,6 +21,7 @@ var cases = []testCase{
 	{name: "RunMessage", run: runMessage},
 	{name: "StaleClick", run: staleClick},
 	{name: "StrangersClick", needs: []Capability{Strangers}, run: strangersClick},
+	{name: "RequesterWithdraws", needs: []Capability{SeparateRequester}, run: requesterWithdraws},
 }
 
 // The model's reply pauses on a call that needs approval: the card names
@@ -76,10 +77,12 @@ func allow(t *testing.T, d Driver) {
 		t.Errorf("the model was asked %d times, want 2", n)
 	}
 	w.cardSays(1, "allowed by "+w.s.Name(Approver), "succeeded")
+	w.decisionsAudited(Approver, "allowed")
 }
 
 // Deny with a reason: the tool does not run, the model is told the
-// reason, and the card shows who denied and why.
+// reason, and the card shows who denied and why (an approver's deny reads
+// "denied" even when they asked, as on the terminal, not "withdrawn").
 func denyWithReason(t *testing.T, d Driver) {
 	const reason = "change freeze until Monday"
 	w := newWorld(t, d, nil)
@@ -95,7 +98,11 @@ func denyWithReason(t *testing.T, d Driver) {
 	if got := w.told("deploy"); !strings.Contains(got, reason) {
 		t.Errorf("the model was told %q of deploy, without the reason", got)
 	}
-	w.cardSays(1, "denied by "+w.s.Name(Approver), "not run", reason)
+	text := w.cardSays(1, "denied by "+w.s.Name(Approver), "not run", reason)
+	if strings.Contains(strings.ToLower(text), "withdrawn") {
+		t.Errorf("an approver's deny reads as withdrawn:\n%s", text)
+	}
+	w.decisionsAudited(Approver, "denied")
 }
 
 // twoApprovals asks two different people to allow each deploy.
@@ -116,11 +123,18 @@ func quorum(t *testing.T, d Driver) {
 	w.pushDeploy("Deployed api.")
 	w.s.Ask("deploy api")
 	w.cardSays(1, "0 of 2")
-	before := w.look()
 	w.s.Press(Approver, 1, 2, Allow, "")
 	w.cardSays(1, "1 of 2", w.s.Name(Approver))
-	before.cards = w.s.Cards()
-	w.unchanged("one approval of two", before)
+	w.s.Settle()
+	if r := append(w.status.ran(), w.deploy.ran()...); len(r) != 0 {
+		t.Errorf("one approval of two ran %q", r)
+	}
+	if n, p := len(w.model.Requests()), w.s.Posts(); n != 1 || len(p) != 0 {
+		t.Errorf("after one approval of two the model was asked %d times, posts %q", n, p)
+	}
+	if got := w.s.Notices(Approver); len(got) != 0 {
+		t.Errorf("the first approval was told %q", got)
+	}
 
 	w.s.Press(Approver2, 1, 2, Allow, "")
 	w.answer("Deployed api.")
@@ -304,8 +318,39 @@ func strangersClick(t *testing.T, d Driver) {
 	if n := len(w.s.Notices(Approver)); n != 0 {
 		t.Errorf("the approver was told %q of the stranger's click", w.s.Notices(Approver))
 	}
+	if rej := w.audited(confirm.AuditRejectedClick); len(rej) != 1 || rej[0].Actor != w.places.Users[Stranger] {
+		t.Errorf("rejected clicks audited: %+v, want the stranger's", rej)
+	}
 	w.s.Press(Approver, 1, 2, Allow, "")
 	w.answer("Deployed api.")
 	w.s.Settle()
 	w.ranOnce(w.deploy, deployArgs)
+}
+
+// The requester, who is no approver, may not allow their own call but may
+// withdraw it: it does not run, the card says so, and a later Allow on it
+// is answered and changes nothing.
+func requesterWithdraws(t *testing.T, d Driver) {
+	w := newWorld(t, d, nil)
+	w.pushDeploy("Withdrawn, not deploying.")
+	w.s.Ask("deploy api")
+	w.card(1)
+	w.s.Settle()
+	before := w.look()
+	if got := w.notice(Requester, func() { w.s.Press(Requester, 1, 2, Allow, "") }); !strings.Contains(got, "can't approve") {
+		t.Errorf("the requester's Allow was told %q", got)
+	}
+	w.unchanged("the requester's Allow", before)
+	w.s.Press(Requester, 1, 2, Deny, "")
+	w.answer("Withdrawn, not deploying.")
+	w.cardSays(1, "withdrawn by", w.s.Name(Requester), "not run")
+	w.s.Settle()
+	if r := w.deploy.ran(); len(r) != 0 {
+		t.Fatalf("the withdrawn call ran: %q", r)
+	}
+	before = w.look()
+	if got := w.notice(Approver, func() { w.s.Press(Approver, 1, 2, Allow, "") }); !strings.Contains(got, "already decided") {
+		t.Errorf("an Allow on the withdrawn call was told %q", got)
+	}
+	w.unchanged("an Allow on a withdrawn call", before)
 }

@@ -83,8 +83,9 @@ func (b Button) String() string {
 type Capability int
 
 const (
-	SecondApprover Capability = iota + 1 // two different people approve
-	Strangers                            // someone who is no approver clicks
+	SecondApprover    Capability = iota + 1 // two different people approve
+	Strangers                               // someone who is no approver clicks
+	SeparateRequester                       // the requester is no approver (may withdraw, not allow)
 )
 
 // Places are the surface's names: its platform, the channel where the
@@ -93,6 +94,9 @@ type Places struct {
 	Platform string
 	Channel  string
 	Users    map[Person]string
+	// Surface is where the audit says a click on a card came from
+	// (confirm.SurfaceThread, confirm.SurfaceTerminal).
+	Surface string
 	// SelfApproval: the requester approves their own calls (the terminal's
 	// one person, as `airlock chat` sets it).
 	SelfApproval bool
@@ -115,9 +119,13 @@ type Surface interface {
 	Ask(text string)
 	// StartRun has the requester start a runbook: "NAME k=v ...".
 	StartRun(command string)
-	// Cards are the card texts posted so far, oldest first, each as it
-	// shows now: every word a person reads, markup taken out.
+	// Cards are the card texts posted so far in the conversation, oldest
+	// first, each as it shows now: every word a person reads, markup
+	// taken out.
 	Cards() []string
+	// Updates counts the changes made to what the conversation shows
+	// (messages edited, a card's changes printed).
+	Updates() int
 	// Press has who use a button of call (1-based; 0 for the card's own
 	// buttons) on the card-th card (1-based), as that card last showed
 	// the button; input fills the form the button opens.
@@ -125,10 +133,11 @@ type Surface interface {
 	// Posts are the messages in the conversation that are neither cards
 	// nor run messages (the agent's answers), oldest first.
 	Posts() []string
-	// Runs are the run messages, each as it shows now, oldest first.
+	// Runs are the conversation's run messages, each as it shows now,
+	// oldest first.
 	Runs() []string
-	// Notices are what only who was told (ephemeral answers, a form's
-	// errors), oldest first.
+	// Notices are what only who was told (ephemeral answers in the
+	// conversation, a form's errors), oldest first.
 	Notices(who Person) []string
 	// Name is how the surface writes a person on a card.
 	Name(p Person) string
@@ -245,6 +254,7 @@ type world struct {
 	deploy *tool // gated
 	apply  *tool // gated, with a preview
 	bot    *bot.Bot
+	db     *storage.DB
 	s      Surface
 }
 
@@ -303,7 +313,7 @@ func newWorld(t *testing.T, d Driver, edit func(*bot.Config)) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.bot = b
+	w.bot, w.db = b, db
 	w.s = d.Start(t, b, db)
 	t.Cleanup(func() { b.Runbooks().Wait() })
 	return w
@@ -391,14 +401,15 @@ func (w *world) notice(who Person, press func()) string {
 
 // seen is what a person can see and what ran, at one moment.
 type seen struct {
-	cards []string
-	runs  []int // of status, deploy, apply
-	asked int   // requests to the model
-	posts int
+	cards   []string
+	updates int
+	runs    []int // of status, deploy, apply
+	asked   int   // requests to the model
+	posts   int
 }
 
 func (w *world) look() seen {
-	return seen{cards: w.s.Cards(), runs: []int{len(w.status.ran()), len(w.deploy.ran()), len(w.apply.ran())},
+	return seen{cards: w.s.Cards(), updates: w.s.Updates(), runs: []int{len(w.status.ran()), len(w.deploy.ran()), len(w.apply.ran())},
 		asked: len(w.model.Requests()), posts: len(w.s.Posts())}
 }
 
@@ -411,11 +422,50 @@ func (w *world) unchanged(why string, before seen) {
 	if !slices.Equal(now.runs, before.runs) {
 		w.t.Errorf("%s: runs of status, deploy, apply went from %v to %v", why, before.runs, now.runs)
 	}
-	if !slices.Equal(now.cards, before.cards) {
-		w.t.Errorf("%s: the cards changed:\n%s\n--- were:\n%s", why, strings.Join(now.cards, "\n---\n"), strings.Join(before.cards, "\n---\n"))
+	if !slices.Equal(now.cards, before.cards) || now.updates != before.updates {
+		w.t.Errorf("%s: what shows changed (%d updates, were %d):\n%s\n--- were:\n%s", why, now.updates, before.updates,
+			strings.Join(now.cards, "\n---\n"), strings.Join(before.cards, "\n---\n"))
 	}
 	if now.asked != before.asked || now.posts != before.posts {
 		w.t.Errorf("%s: the model was asked %d times (was %d), %d posts (were %d)", why, now.asked, before.asked, now.posts, before.posts)
+	}
+}
+
+// audited is the audit trail's events of a kind.
+func (w *world) audited(kind confirm.AuditKind) []confirm.AuditEvent {
+	w.t.Helper()
+	evs, err := w.db.AuditEvents(context.Background(), confirm.AuditFilter{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []confirm.AuditEvent
+	for _, e := range evs {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// decisionsAudited checks the audit trail holds one decision for each of
+// want ("allowed", "denied"), in order, each by who, from the surface's
+// cards.
+func (w *world) decisionsAudited(who Person, want ...string) {
+	w.t.Helper()
+	var got []string
+	for _, e := range w.audited(confirm.AuditDecision) {
+		var d struct{ Status, Surface string }
+		if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
+			w.t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s by %s from %s", d.Status, e.Actor, d.Surface))
+	}
+	var exp []string
+	for _, s := range want {
+		exp = append(exp, fmt.Sprintf("%s by %s from %s", s, w.places.Users[who], w.places.Surface))
+	}
+	if !slices.Equal(got, exp) {
+		w.t.Errorf("audited decisions %q, want %q", got, exp)
 	}
 }
 
