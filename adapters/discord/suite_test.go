@@ -210,6 +210,23 @@ func (s *discordSurface) Cards() []string {
 	return out
 }
 
+func (s *discordSurface) Buttons(card int) []string {
+	var out []string
+	if cards := s.cards(); card <= len(cards) {
+		rows, _ := cards[card-1].last()["components"].([]any)
+		for _, r := range rows {
+			row, _ := r.(map[string]any)
+			buttons, _ := row["components"].([]any)
+			for _, x := range buttons {
+				btn, _ := x.(map[string]any)
+				label, _ := btn["label"].(string)
+				out = append(out, label)
+			}
+		}
+	}
+	return out
+}
+
 func (s *discordSurface) Runs() []string {
 	var out []string
 	for _, m := range s.messages() {

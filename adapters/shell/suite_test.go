@@ -33,6 +33,7 @@ func (terminal) Lacks() map[surfacetest.Capability]string {
 		surfacetest.SecondApprover:    "the terminal has one person: nobody else approves",
 		surfacetest.Strangers:         "the terminal has one person, its approver: there is no stranger to click",
 		surfacetest.SeparateRequester: "the terminal's one person both asks and approves",
+		surfacetest.EditsCards:        "a terminal cannot take back what it printed: it prints each change below the card",
 	}
 }
 
@@ -245,8 +246,9 @@ func (x *term) Runs() []string {
 	return out
 }
 
-func (x *term) Posts() []string { return x.read().posts }
-func (x *term) Updates() int    { return x.read().updates }
+func (x *term) Posts() []string      { return x.read().posts }
+func (x *term) Updates() int         { return x.read().updates }
+func (x *term) Buttons(int) []string { return nil }
 
 func (x *term) Notices(who surfacetest.Person) []string {
 	if who != surfacetest.Requester && who != surfacetest.Approver {

@@ -210,6 +210,25 @@ func (s *slackSurface) Cards() []string {
 	return out
 }
 
+func (s *slackSurface) Buttons(card int) []string {
+	var out []string
+	if cards := s.cards(); card <= len(cards) {
+		for _, b := range cards[card-1].blocks() {
+			if b["type"] != "actions" {
+				continue
+			}
+			els, _ := b["elements"].([]any)
+			for _, e := range els {
+				el, _ := e.(map[string]any)
+				text, _ := el["text"].(map[string]any)
+				label, _ := text["text"].(string)
+				out = append(out, label)
+			}
+		}
+	}
+	return out
+}
+
 func (s *slackSurface) Runs() []string {
 	var out []string
 	for _, m := range s.messages() {

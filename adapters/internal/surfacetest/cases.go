@@ -56,6 +56,13 @@ func pausedReplyAndItsCard(t *testing.T, d Driver) {
 	if p := w.s.Posts(); len(p) != 0 {
 		t.Errorf("posted besides the card: %q", p)
 	}
+	if _, ok := w.lacks[EditsCards]; !ok {
+		// What noButtons later sees go.
+		b := strings.Join(w.s.Buttons(1), "|")
+		if !strings.Contains(b, "Allow") || !strings.Contains(b, "Deny") {
+			t.Errorf("the waiting card's buttons: %q", w.s.Buttons(1))
+		}
+	}
 }
 
 // An approver's Allow runs the batch once, tells the model what the
@@ -77,6 +84,7 @@ func allow(t *testing.T, d Driver) {
 		t.Errorf("the model was asked %d times, want 2", n)
 	}
 	w.cardSays(1, "allowed by "+w.s.Name(Approver), "succeeded")
+	w.noButtons(1)
 	w.decisionsAudited(Approver, "allowed")
 }
 
@@ -99,8 +107,9 @@ func denyWithReason(t *testing.T, d Driver) {
 		t.Errorf("the model was told %q of deploy, without the reason", got)
 	}
 	text := w.cardSays(1, "denied by "+w.s.Name(Approver), "not run", reason)
-	if strings.Contains(strings.ToLower(text), "withdrawn") {
-		t.Errorf("an approver's deny reads as withdrawn:\n%s", text)
+	shown := strings.Join(append(append([]string{text}, w.s.Posts()...), w.s.Notices(Approver)...), "\n")
+	if strings.Contains(strings.ToLower(shown), "withdrawn") {
+		t.Errorf("an approver's deny reads as withdrawn:\n%s", shown)
 	}
 	w.decisionsAudited(Approver, "denied")
 }
@@ -302,21 +311,25 @@ func staleClick(t *testing.T, d Driver) {
 	w.ranOnce(w.deploy, deployArgs)
 }
 
-// Someone who is no approver: refused, told so, nothing runs; the
-// approver's click still counts.
+// Someone who is no approver: refused, told so (and nobody else), the
+// refusal audited, nothing runs or changes; the approver's click then
+// runs the batch once and the model answers in the conversation.
 func strangersClick(t *testing.T, d Driver) {
 	w := newWorld(t, d, nil)
 	w.pushDeploy("Deployed api.")
-	w.s.Ask("deploy api")
+	w.s.Ask("deploy api please")
 	w.card(1)
 	w.s.Settle()
+	if reqs := w.model.Requests(); len(reqs) != 1 || reqs[0].Messages[len(reqs[0].Messages)-1].Text != "deploy api please" {
+		t.Fatalf("the model was asked %d times, last with %+v; want once, with the requester's words alone", len(reqs), reqs)
+	}
 	before := w.look()
 	if got := w.notice(Stranger, func() { w.s.Press(Stranger, 1, 2, Allow, "") }); !strings.Contains(got, "can't approve") {
 		t.Errorf("the stranger was told %q", got)
 	}
 	w.unchanged("a stranger's Allow", before)
-	if n := len(w.s.Notices(Approver)); n != 0 {
-		t.Errorf("the approver was told %q of the stranger's click", w.s.Notices(Approver))
+	if n := len(w.s.Notices(Approver)) + len(w.s.Notices(Requester)); n != 0 {
+		t.Errorf("others were told of the stranger's click: %q %q", w.s.Notices(Approver), w.s.Notices(Requester))
 	}
 	if rej := w.audited(confirm.AuditRejectedClick); len(rej) != 1 || rej[0].Actor != w.places.Users[Stranger] {
 		t.Errorf("rejected clicks audited: %+v, want the stranger's", rej)
@@ -325,6 +338,12 @@ func strangersClick(t *testing.T, d Driver) {
 	w.answer("Deployed api.")
 	w.s.Settle()
 	w.ranOnce(w.deploy, deployArgs)
+	w.ranOnce(w.status, statusArgs)
+	if n := len(w.model.Requests()); n != 2 {
+		t.Errorf("the model was asked %d times, want 2", n)
+	}
+	w.cardSays(1, "allowed by "+w.s.Name(Approver), "succeeded")
+	w.noButtons(1)
 }
 
 // The requester, who is no approver, may not allow their own call but may

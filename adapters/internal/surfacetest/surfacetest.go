@@ -86,6 +86,7 @@ const (
 	SecondApprover    Capability = iota + 1 // two different people approve
 	Strangers                               // someone who is no approver clicks
 	SeparateRequester                       // the requester is no approver (may withdraw, not allow)
+	EditsCards                              // a card is edited in place: decided, it shows no buttons
 )
 
 // Places are the surface's names: its platform, the channel where the
@@ -126,6 +127,9 @@ type Surface interface {
 	// Updates counts the changes made to what the conversation shows
 	// (messages edited, a card's changes printed).
 	Updates() int
+	// Buttons are the labels of the buttons the card-th card shows now
+	// (a surface without EditsCards has none to take back).
+	Buttons(card int) []string
 	// Press has who use a button of call (1-based; 0 for the card's own
 	// buttons) on the card-th card (1-based), as that card last showed
 	// the button; input fills the form the button opens.
@@ -249,6 +253,7 @@ func (s toolSet) Specs() []model.ToolSpec {
 type world struct {
 	t      *testing.T
 	places Places
+	lacks  map[Capability]string
 	model  *modeltest.Scripted
 	status *tool // ungated
 	deploy *tool // gated
@@ -282,7 +287,7 @@ func restartRunbook(t *testing.T) []*runbook.Runbook {
 func newWorld(t *testing.T, d Driver, edit func(*bot.Config)) *world {
 	t.Helper()
 	p := d.Places()
-	w := &world{t: t, places: p, model: modeltest.NewScripted(),
+	w := &world{t: t, places: p, lacks: d.Lacks(), model: modeltest.NewScripted(),
 		status: &tool{name: "status", summary: "Read the status of {service}"},
 		deploy: &tool{name: "deploy", summary: "Deploy {service} to {environment}", gated: true},
 		apply: &tool{name: "apply", summary: "Apply {path}", gated: true,
@@ -366,6 +371,17 @@ func lacks(text string, wants []string) []string {
 		}
 	}
 	return out
+}
+
+// noButtons checks the n-th card, decided, offers no button; on a surface
+// that does not edit cards it says why it does not check.
+func (w *world) noButtons(n int) {
+	w.t.Helper()
+	if why, ok := w.lacks[EditsCards]; ok {
+		w.t.Logf("not checked that the decided card lost its buttons: %s", why)
+		return
+	}
+	w.eventually(fmt.Sprintf("card %d without buttons (it shows %q)", n, w.s.Buttons(n)), func() bool { return len(w.s.Buttons(n)) == 0 })
 }
 
 // answer waits for a post containing want.
