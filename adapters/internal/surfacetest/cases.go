@@ -323,6 +323,9 @@ func strangersClick(t *testing.T, d Driver) {
 	if reqs := w.model.Requests(); len(reqs) != 1 || reqs[0].Messages[len(reqs[0].Messages)-1].Text != "deploy api please" {
 		t.Fatalf("the model was asked %d times, last with %+v; want once, with the requester's words alone", len(reqs), reqs)
 	}
+	if r := append(w.status.ran(), w.deploy.ran()...); len(r) != 0 {
+		t.Fatalf("ran before any decision: %q", r)
+	}
 	before := w.look()
 	if got := w.notice(Stranger, func() { w.s.Press(Stranger, 1, 2, Allow, "") }); !strings.Contains(got, "can't approve") {
 		t.Errorf("the stranger was told %q", got)
