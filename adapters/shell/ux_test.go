@@ -2,7 +2,6 @@ package shell
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -100,18 +99,5 @@ func TestShellSeveralRuns(t *testing.T) {
 	r2, _ := db.RunbookRun(context.Background(), second)
 	if r1.Status != confirm.RunbookStopped || r2.Status != confirm.RunbookRunning {
 		t.Fatalf("after /stop %s: %s and %s", first[:8], r1.Status, r2.Status)
-	}
-}
-
-// Issue 34 item 21: the terminal's one person is requester and approver
-// at once; their /deny reads "denied by local", not "withdrawn by the
-// requester".
-func TestShellDenyReadsDenied(t *testing.T) {
-	m := modeltest.NewScripted()
-	m.PushCalls(confirm.ToolCall{ID: "c1", Name: "deploy", Args: json.RawMessage(`{"v":1}`)}).PushText("Not deployed.")
-	b, _ := realBot(t, bot.Config{Model: m, Tools: oneTool{&deployTool{}}, SelfApproval: true})
-	got := runRegistered(t, b, "deploy v1\n/deny 1 not today\n").String()
-	if !strings.Contains(got, "[1] deploy: denied by local at ") || strings.Contains(got, "withdrawn") {
-		t.Fatalf("the local user's deny:\n%s", got)
 	}
 }

@@ -617,67 +617,6 @@ func (w *world) scriptDeploy(answer string) {
 
 // --- the tests ---
 
-// The whole story in socket mode: mention → card in the thread →
-// non-approver click changes nothing → approver Allow → the tool runs
-// once → the answer in the thread, the card updated without buttons.
-func TestSocketModeMentionCardApproveAnswer(t *testing.T) {
-	w := newWorld(t, ModeSocket)
-	w.scriptDeploy("Deployed api to production.")
-	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy api please"), 0)
-
-	card := w.waitCard(1)
-	if card.param("channel") != chanOps || card.param("thread_ts") != mentionTS {
-		t.Fatalf("card posted in %s/%s, want the mention's thread %s/%s", card.param("channel"), card.param("thread_ts"), chanOps, mentionTS)
-	}
-	if got := w.model.Requests(); len(got) != 1 || got[0].Messages[len(got[0].Messages)-1].Text != "deploy api please" {
-		t.Fatalf("model saw %+v, want the mention text without the bot mention", got)
-	}
-	allowRef := refByStyle(t, card, "primary")
-	if w.tools["service_status"].runs.Load() != 0 || w.tools["deploy"].runs.Load() != 0 {
-		t.Fatal("something ran before the decision")
-	}
-
-	// Mallory may not approve: ephemeral, audited, nothing runs.
-	w.deliverInteraction(blockAction(mallory, chanOps, mentionTS, ActionAllow, allowRef))
-	eph := w.waitEphemeral(mallory, "can't approve")
-	if eph.param("channel") != chanOps || eph.param("thread_ts") != mentionTS {
-		t.Errorf("ephemeral in %s/%s", eph.param("channel"), eph.param("thread_ts"))
-	}
-	w.ad.Wait()
-	if n := len(w.audit(confirm.AuditRejectedClick)); n != 1 {
-		t.Fatalf("%d rejected_click audit events, want 1", n)
-	}
-	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != 0 {
-		t.Fatal("a non-approver's click changed something")
-	}
-
-	// Alice allows: the batch runs once and the model answers in the thread.
-	answer := w.allowAndWait(alice, chanOps, mentionTS, allowRef, "Deployed api to production.")
-	if answer.param("thread_ts") != mentionTS {
-		t.Errorf("answer in thread %q, want %q", answer.param("thread_ts"), mentionTS)
-	}
-	if d, s := w.tools["deploy"].runs.Load(), w.tools["service_status"].runs.Load(); d != 1 || s != 1 {
-		t.Fatalf("deploy ran %d times, status %d; want once each", d, s)
-	}
-	updates := w.fake.callsTo("chat.update")
-	if len(updates) == 0 {
-		t.Fatal("the card was never updated")
-	}
-	final := updates[len(updates)-1]
-	if final.param("channel") != chanOps || final.param("ts") != card.TS {
-		t.Errorf("chat.update of %s/%s, want the card %s/%s", final.param("channel"), final.param("ts"), chanOps, card.TS)
-	}
-	if b := cardButtons(t, final); len(b) != 0 {
-		t.Errorf("the complete card still has buttons: %+v", b)
-	}
-	if txt := blocksText(t, final); !strings.Contains(txt, "Allowed by <@"+alice+">") || !strings.Contains(txt, "succeeded") {
-		t.Errorf("final card does not say who allowed and the outcome:\n%s", txt)
-	}
-	if len(w.model.Requests()) != 2 {
-		t.Errorf("model got %d requests, want 2", len(w.model.Requests()))
-	}
-}
-
 // A message in the thread without a mention is an aside: no model call,
 // no card superseded, and the model sees it on the next turn.
 func TestAsideKeptAsContextAndNeverSupersedes(t *testing.T) {
@@ -777,30 +716,6 @@ func TestDenyWithReasonReachesModel(t *testing.T) {
 				t.Errorf("final card: %s", last)
 			}
 		})
-	}
-}
-
-// The requester may withdraw (deny) their own call without being an
-// approver, but not allow it.
-func TestRequesterMayWithdrawButNotAllow(t *testing.T) {
-	w := newWorld(t, ModeSocket)
-	w.scriptDeploy("Withdrawn.")
-	card := w.askDeploy()
-	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
-	w.waitEphemeral(bob, "can't approve")
-	w.deliverInteraction(blockAction(bob, chanOps, mentionTS, ActionDeny, refByStyle(t, card, "danger")))
-	w.waitText(chanOps, "Withdrawn.")
-	w.ad.Wait()
-	if w.tools["deploy"].runs.Load() != 0 {
-		t.Fatal("withdrawn call ran")
-	}
-	// A click on the decided call: ephemeral, nothing changes.
-	before := len(w.fake.callsTo("chat.update"))
-	w.deliverInteraction(blockAction(alice, chanOps, mentionTS, ActionAllow, refByStyle(t, card, "primary")))
-	w.waitEphemeral(alice, "already decided")
-	w.ad.Wait()
-	if w.tools["deploy"].runs.Load() != 0 || len(w.fake.callsTo("chat.update")) != before {
-		t.Fatal("a click on a decided call changed something")
 	}
 }
 

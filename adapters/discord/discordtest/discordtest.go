@@ -130,6 +130,7 @@ type Server struct {
 	// messages are each channel's messages as they show now, in posting
 	// order (GET /channels/{id}/messages lists them).
 	messages map[string][]map[string]any
+	readies  int // READY dispatches sent
 }
 
 // PostAs puts a message in a channel as someone else than the bot would:
@@ -584,6 +585,9 @@ func (f *Server) gateway(w http.ResponseWriter, r *http.Request) {
 		"guilds":             []any{map[string]any{"id": GuildID, "unavailable": true}},
 		"application":        map[string]any{"id": BotID, "flags": 0},
 	})
+	f.mu.Lock()
+	f.readies++
+	f.mu.Unlock()
 	for {
 		var msg struct {
 			Op int `json:"op"`
@@ -733,3 +737,12 @@ func (f *Server) Refuse(code int) {
 }
 
 func (f *Server) String() string { return fmt.Sprintf("fake discord at %s", f.rest.URL) }
+
+// Readies counts the READY dispatches the gateway sent, one a connection
+// it accepted: the client handles every dispatch sent after it in order,
+// after it.
+func (f *Server) Readies() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.readies
+}
