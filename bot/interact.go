@@ -28,11 +28,12 @@ type Interaction struct {
 	Kind    card.ActionKind
 	Ref     string // the reference the button carried
 	// Submit: the submission of the form Kind's button opened
-	// (card.Button.Submits), with its value below.
+	// (card.Button.Submits), with its Value.
 	Submit bool
-	Reason string // a deny reason: the reason form's, or a command's
-	Args   string // the edited arguments, as typed (Edit…'s form)
-	Phrase string // the confirmation phrase, as typed (Allow…'s form)
+	// Value is what the person typed, as typed: a submitted form's (the
+	// reason of Deny with reason…, the arguments of Edit…, the phrase of
+	// Allow…) or a command's (the terminal's /deny N reason).
+	Value string
 	// Replayed: worked again from the inbox (Click.Replayed).
 	Replayed bool
 }
@@ -128,18 +129,18 @@ func Dispatch(ctx context.Context, b Buttons, in Interaction) (Reply, error) {
 		c.Allow, c.Grant = true, true
 		return Reply{}, b.Decide(ctx, c)
 	case card.ActDeny:
-		c.Reason = in.Reason // a platform's Deny carries none; the terminal's /deny N may
+		c.Reason = in.Value // a platform's Deny carries none; the terminal's /deny N reason does
 		return Reply{}, b.Decide(ctx, c)
 	case card.ActDenyReason:
 		if in.Submit {
-			c.Reason = in.Reason
+			c.Reason = in.Value
 			return Reply{}, b.Decide(ctx, c)
 		}
 		return reasonForm(ctx, b, in, c)
 	case card.ActAllowTyped:
 		c.Allow = true
 		if in.Submit {
-			c.Phrase = in.Phrase
+			c.Phrase = in.Value
 			return Reply{}, b.Decide(ctx, c)
 		}
 		p, needed, err := b.PhraseFor(ctx, c)
@@ -158,7 +159,7 @@ func Dispatch(ctx context.Context, b Buttons, in Interaction) (Reply, error) {
 	case card.ActEdit:
 		if in.Submit {
 			c.Allow = true // the edit counts as the editor's Allow
-			return Reply{}, b.Edit(ctx, c, in.Args)
+			return Reply{}, b.Edit(ctx, c, in.Value)
 		}
 		f, err := b.EditForm(ctx, c)
 		if err != nil {
@@ -175,7 +176,7 @@ func Dispatch(ctx context.Context, b Buttons, in Interaction) (Reply, error) {
 		}
 		return Reply{Form: &Form{Kind: in.Kind, Ref: in.Ref, Number: numberOf(0, in.Ref), Call: cd.Call(in.Ref)}}, nil
 	case card.ActAllowAll, card.ActDenyAll:
-		c.Allow, c.Reason = in.Kind == card.ActAllowAll, in.Reason
+		c.Allow, c.Reason = in.Kind == card.ActAllowAll, in.Value
 		res, err := b.DecideAll(ctx, c)
 		if err != nil {
 			return Reply{}, err

@@ -96,7 +96,7 @@ func TestDispatchAnswersEveryKind(t *testing.T) {
 			}
 			s := &buttonsSpy{needed: true}
 			in := bot.Interaction{Platform: "test", User: "alice", Channel: "C1", Message: "m1", Kind: b.Kind, Ref: ref,
-				Submit: submit, Reason: "why", Args: `{"a":1}`, Phrase: "prod/api"}
+				Submit: submit, Value: "prod/api"}
 			r, err := bot.Dispatch(context.Background(), s, in)
 			if errors.Is(err, bot.ErrNoAnswer) {
 				t.Errorf("%s (submitted %v): the core has no answer", b.Name, submit)
@@ -128,13 +128,13 @@ func TestDispatchAnswersEveryKind(t *testing.T) {
 	}
 	// What the forms' submissions carry reaches the core.
 	s := &buttonsSpy{}
-	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActDenyReason, Ref: ref, Submit: true, Reason: "not today"}); err != nil || s.click.Reason != "not today" {
+	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActDenyReason, Ref: ref, Submit: true, Value: "not today"}); err != nil || s.click.Reason != "not today" {
 		t.Errorf("reason: %v %+v", err, s.click)
 	}
-	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActEdit, Ref: ref, Submit: true, Args: `{"n":2}`}); err != nil || s.args != `{"n":2}` {
+	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActEdit, Ref: ref, Submit: true, Value: `{"n":2}`}); err != nil || s.args != `{"n":2}` {
 		t.Errorf("edit: %v %q", err, s.args)
 	}
-	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActAllowTyped, Ref: ref, Submit: true, Phrase: " prod/api "}); err != nil || s.click.Phrase != " prod/api " {
+	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActAllowTyped, Ref: ref, Submit: true, Value: " prod/api "}); err != nil || s.click.Phrase != " prod/api " {
 		t.Errorf("phrase: %v %+v", err, s.click)
 	}
 	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActRunRetry, Ref: confirm.RunRef("r1")}); err != nil || s.kind != card.ActRunRetry {
@@ -197,7 +197,7 @@ func TestInteractDecidesThroughTheCore(t *testing.T) {
 		t.Fatalf("Deny with reason…: %+v %v", r, err)
 	}
 	deny := at(card.ActDenyReason, 2)
-	deny.Submit, deny.Reason = true, "not this one"
+	deny.Submit, deny.Value = true, "not this one"
 	if _, err := h.bot.Interact(ctx, deny); err != nil {
 		t.Fatalf("the reason's submission: %v", err)
 	}
