@@ -275,7 +275,7 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 		return
 	}
 	in.delivery = d
-	if in.Kind.answered() {
+	if in.answered() {
 		a.serveEdit(w, in, received)
 		return
 	}
@@ -284,7 +284,7 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 	a.trace("slack-acked-interaction")
 	queue("interaction", func(ctx context.Context) {
 		defer a.finish(d)
-		a.handleInteraction(ctx, in)
+		a.interact(ctx, in)
 	})
 }
 

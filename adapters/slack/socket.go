@@ -193,7 +193,7 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 			return // not acked: Slack shows the click failed
 		}
 		in.delivery = d
-		if in.Kind.answered() {
+		if in.answered() {
 			// The edit modal's submission is acked with the edit's
 			// outcome (see submitEdit), off the loop that reads the
 			// connection.
@@ -208,7 +208,7 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 		a.trace("slack-acked-interaction")
 		a.spawn("interaction", func(ctx context.Context) {
 			defer a.finish(d)
-			a.handleInteraction(ctx, in)
+			a.interact(ctx, in)
 		})
 	default:
 		ack()
