@@ -3,8 +3,6 @@ package discord
 import (
 	"context"
 
-	"github.com/bwmarrin/discordgo"
-
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 )
@@ -28,13 +26,4 @@ func (a *Adapter) PostUnknownNotice(ctx context.Context, th bot.Thread, n card.U
 // place; once checked it has no button.
 func (a *Adapter) UpdateUnknownNotice(ctx context.Context, th bot.Thread, ref string, n card.UnknownNotice) error {
 	return a.editRef(ctx, th, ref, RenderUnknownNotice(n), "unknown outcome")
-}
-
-// checked hands an "I checked — go on" click to the bot.
-func (a *Adapter) checked(ctx context.Context, i *discordgo.Interaction, ref string) {
-	click, ok := a.clickOf(ctx, i, ref)
-	if !ok {
-		return
-	}
-	a.refused(ctx, i, click, "checked", a.b.MarkChecked(ctx, click))
 }

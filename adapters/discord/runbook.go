@@ -13,24 +13,6 @@ import (
 
 var _ bot.RunMessenger = (*Adapter)(nil)
 
-// Custom id actions of a run message's buttons (ref: confirm.RunRef).
-const (
-	actionRunStop  = "t" // Stop run
-	actionRunDone  = "n" // Mark done, on a halted run
-	actionRunAgain = "y" // Retry, on a halted run
-)
-
-// runActions maps the run message's custom id actions to its buttons.
-var runActions = map[string]card.ActionKind{
-	actionRunStop: card.ActRunStop, actionRunDone: card.ActRunMarkDone, actionRunAgain: card.ActRunRetry,
-}
-
-func init() {
-	for action, kind := range runActions {
-		customActions[kind] = action
-	}
-}
-
 // maxRunText bounds the run message's text in its code block, within a
 // message's content.
 const maxRunText = maxContent - 16
@@ -72,13 +54,4 @@ func (a *Adapter) UpdateRun(ctx context.Context, th bot.Thread, ref string, r ca
 		return fmt.Errorf("discord: run message reference %q is not a message id", ref)
 	}
 	return a.editWith(ctx, th, ref, RenderRun(r), "run message", true)
-}
-
-// runAction hands a run message's button to the bot.
-func (a *Adapter) runAction(ctx context.Context, i *discordgo.Interaction, ref string, kind card.ActionKind) {
-	click, ok := a.clickOf(ctx, i, ref)
-	if !ok {
-		return
-	}
-	a.refused(ctx, i, click, "run button", a.b.RunAction(ctx, click, kind))
 }

@@ -18,9 +18,9 @@ type Bot interface {
 	Note(ctx context.Context, t bot.Turn) error
 	HasConversation(ctx context.Context, th bot.Thread) (bool, error)
 	Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error)
-	// Transitional: Discord still calls the core's answers one by one.
-	bot.Buttons
 }
+
+var _ Bot = (*bot.Bot)(nil)
 
 // Inbox records deliveries before they are acknowledged and marks them
 // done once worked (*bot.Bot has it; see bot's inbox). An adapter whose
