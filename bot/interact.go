@@ -158,8 +158,7 @@ func Dispatch(ctx context.Context, b Buttons, in Interaction) (Reply, error) {
 		return Reply{Form: &Form{Kind: in.Kind, Ref: p.Ref, Number: numberOf(p.Number, p.Ref), Phrase: p}}, nil
 	case card.ActEdit:
 		if in.Submit {
-			c.Allow = true // the edit counts as the editor's Allow
-			return Reply{}, b.Edit(ctx, c, in.Value)
+			return Reply{}, b.Edit(ctx, c, in.Value) // Edit counts it as the editor's Allow
 		}
 		f, err := b.EditForm(ctx, c)
 		if err != nil {

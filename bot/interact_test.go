@@ -77,11 +77,11 @@ func TestDispatchAnswersEveryKind(t *testing.T) {
 		card.ActRevoke: "Revoke",
 	}
 	submitted := map[card.ActionKind]string{
-		card.ActDenyReason: "Decide deny", card.ActEdit: "Edit allow", card.ActAllowTyped: "Decide allow",
+		card.ActDenyReason: "Decide deny", card.ActEdit: "Edit", card.ActAllowTyped: "Decide allow",
 	}
 	describe := func(s *buttonsSpy) string {
 		d := s.method
-		if s.method == "Decide" || s.method == "DecideAll" || s.method == "Edit" {
+		if s.method == "Decide" || s.method == "DecideAll" {
 			d += map[bool]string{true: " allow", false: " deny"}[s.click.Allow]
 		}
 		if s.click.Grant {
