@@ -85,8 +85,7 @@ func (s *Shell) checked(ctx context.Context, b Bot, rest string) {
 		s.printf("%s\n", bot.UserMessage(err))
 		return
 	}
-	c := bot.Click{Platform: Platform, Channel: s.Channel, Message: batchID, User: s.User, Ref: n.Check.Ref}
-	if err := b.MarkChecked(ctx, c); err != nil {
+	if _, err := s.interact(ctx, b, s.click(batchID, cardpkg.ActChecked, n.Check.Ref, "")); err != nil {
 		s.printf("%s\n", clickProblem(err))
 		return
 	}

@@ -35,23 +35,20 @@ const (
 	DefaultThread  = "main"
 )
 
-// Bot is what the shell needs from the bot.
+// Bot is what the shell needs from the bot: a typed line's turn, the
+// interactions its commands stand for (each the click of a card's
+// button: see interact), and the waiting cards and unchecked runs the
+// commands read.
 type Bot interface {
 	HandleTurn(ctx context.Context, t bot.Turn) error
-	Decide(ctx context.Context, c bot.Click) error
+	Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error)
 	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
 	// PendingCards are every waiting card of the thread, oldest first.
 	PendingCards(ctx context.Context, th bot.Thread) ([]cardpkg.Card, error)
-	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
-	Edit(ctx context.Context, c bot.Click, args string) error
-	Extend(ctx context.Context, c bot.Click) error
-	MarkChecked(ctx context.Context, c bot.Click) error
 	UncheckedRuns(ctx context.Context, th bot.Thread) ([]cardpkg.UnknownNotice, error)
-	// DecideAll is /allow all and /deny all: one transaction.
-	DecideAll(ctx context.Context, c bot.Click) (bot.AllResult, error)
-	// PhraseFor is what /allow N of a critical call asks typed.
-	PhraseFor(ctx context.Context, c bot.Click) (bot.PhrasePrompt, bool, error)
 }
+
+var _ Bot = (*bot.Bot)(nil)
 
 // Shell reads commands from In and writes the conversation to Out.
 type Shell struct {
@@ -286,12 +283,16 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 		}
 		// Every waiting call the local user may decide alone, in one
 		// transaction (as Slack's and Discord's Allow all).
-		res, err := b.DecideAll(ctx, s.click(card, card.AllRef, allow, reason))
+		kind := cardpkg.ActDenyAll
+		if allow {
+			kind = cardpkg.ActAllowAll
+		}
+		r, err := s.interact(ctx, b, s.click(card.BatchID, kind, card.AllRef, reason))
 		if err != nil {
 			s.printf("%s\n", bot.UserMessage(err))
 			return
 		}
-		s.printf("%s\n", oneLine(res.Message()))
+		s.printf("%s\n", oneLine(r.Notice))
 		return
 	} else {
 		numbers := fields
@@ -317,33 +318,33 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 			s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, oneLine(c.Outcome()))
 			continue
 		}
-		click := s.click(card, c.Ref, allow, reason)
-		if allow && cardpkg.Offers(card.Actions(c, nil), cardpkg.ActAllowTyped) {
-			phrase, ok := s.askPhrase(ctx, b, click, c.Number)
+		kind := cardpkg.ActDeny
+		switch {
+		case allow && cardpkg.Offers(card.Actions(c, nil), cardpkg.ActAllowTyped):
+			kind = cardpkg.ActAllowTyped
+		case allow:
+			kind = cardpkg.ActAllow
+		}
+		in := s.click(card.BatchID, kind, c.Ref, reason)
+		r, err := s.interact(ctx, b, in)
+		if err == nil && r.Form != nil { // Allow…: the phrase, asked here
+			phrase, ok := s.askPhrase(ctx, r.Form.Phrase, c.Number)
 			if !ok {
 				continue
 			}
-			click.Phrase = phrase
+			in.Submit, in.Value = true, phrase
+			_, err = s.interact(ctx, b, in)
 		}
-		err := b.Decide(ctx, click)
 		if err != nil {
 			s.printf("Call %d: %s\n", c.Number, bot.UserMessage(err))
 		}
 	}
 }
 
-// askPhrase asks for a critical call's confirmation phrase (bot.PhraseFor)
-// and reads the next line as the answer; false, with the reason printed,
-// when the bot refused or no line came.
-func (s *Shell) askPhrase(ctx context.Context, b Bot, click bot.Click, n int) (string, bool) {
-	p, needed, err := b.PhraseFor(ctx, click)
-	switch {
-	case err != nil:
-		s.printf("Call %d: %s\n", n, bot.UserMessage(err))
-		return "", false
-	case !needed:
-		return "", true
-	}
+// askPhrase asks for a critical call's confirmation phrase (the form
+// the bot answered Allow… with) and reads the next line as the answer;
+// false, with the reason printed, when no line came.
+func (s *Shell) askPhrase(ctx context.Context, p bot.PhrasePrompt, n int) (string, bool) {
 	s.printf("Type %s to allow call %d: ", oneLine(p.Phrase), n)
 	var line string
 	var ok bool
@@ -364,10 +365,23 @@ func (s *Shell) askPhrase(ctx context.Context, b Bot, click bot.Click, n int) (s
 	return line, true
 }
 
-// click is a click of the local user on the card as the shell posted it:
-// its Message is the reference PostCard returned (the batch id).
-func (s *Shell) click(card *cardpkg.Card, ref string, allow bool, reason string) bot.Click {
-	return bot.Click{Platform: Platform, Channel: s.Channel, Message: card.BatchID, User: s.User, Ref: ref, Allow: allow, Reason: reason}
+// click is what a command stands for: the local user's click on a
+// button of kind on the card (or the unknown outcome's line) the shell
+// printed, whose reference PostCard returned (the batch id); value is
+// what the command typed (a reason).
+func (s *Shell) click(message string, kind cardpkg.ActionKind, ref, value string) bot.Interaction {
+	return bot.Interaction{Platform: Platform, Channel: s.Channel, Thread: s.Thread, Message: message, User: s.User,
+		Kind: kind, Ref: ref, Value: value}
+}
+
+// interact hands the bot a command's click, and works the click it says
+// to work next (an Allow… that asks no phrase is a plain Allow).
+func (s *Shell) interact(ctx context.Context, b Bot, in bot.Interaction) (bot.Reply, error) {
+	r, err := b.Interact(ctx, in)
+	if err == nil && r.Then != nil {
+		return s.interact(ctx, b, *r.Then)
+	}
+	return r, err
 }
 
 // clickProblem is what the person is told when the bot refused a click;
@@ -412,17 +426,20 @@ func (s *Shell) edit(ctx context.Context, b Bot, rest string) {
 		s.printf("Call %d's arguments can't be edited here; /allow or /deny it.\n", c.Number)
 		return
 	}
-	click := s.click(card, c.Ref, false, "")
+	in := s.click(card.BatchID, cardpkg.ActEdit, c.Ref, "")
 	if args == "" {
-		form, err := b.EditForm(ctx, click)
+		r, err := s.interact(ctx, b, in)
 		if err != nil {
 			s.printf("Call %d: %s\n", c.Number, clickProblem(err))
 			return
 		}
-		s.printEditForm(form)
+		if r.Form != nil {
+			s.printEditForm(r.Form.Edit)
+		}
 		return
 	}
-	if err := b.Edit(ctx, click, args); err != nil {
+	in.Submit, in.Value = true, args
+	if _, err := s.interact(ctx, b, in); err != nil {
 		s.printf("Call %d: %s\n", c.Number, clickProblem(err))
 	}
 }
@@ -468,7 +485,7 @@ func (s *Shell) extend(ctx context.Context, b Bot, rest string) {
 		s.printf("This card can't be extended.\n")
 		return
 	}
-	if err := b.Extend(ctx, s.click(card, card.ExtendRef, false, "")); err != nil {
+	if _, err := s.interact(ctx, b, s.click(card.BatchID, cardpkg.ActExtend, card.ExtendRef, "")); err != nil {
 		s.printf("%s\n", clickProblem(err))
 	}
 }
