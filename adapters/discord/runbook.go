@@ -1,17 +1,12 @@
 package discord
 
 import (
-	"context"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 )
-
-var _ bot.RunMessenger = (*Adapter)(nil)
 
 // maxRunText bounds the run message's text in its code block, within a
 // message's content.
@@ -38,20 +33,4 @@ func RenderRun(r card.Run) CardMessage {
 		m.Components = append(m.Components, discordgo.ActionsRow{Components: row})
 	}
 	return m
-}
-
-// PostRun posts a runbook run's message in the thread; its message id is
-// the reference (a click counts only on it).
-func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r card.Run) (string, error) {
-	return a.send(ctx, th, RenderRun(r), "run message")
-}
-
-// UpdateRun edits the run message in place; an ended run's loses its
-// buttons. It is the card-sync job's: its answer is classified as a
-// card's (see editWith).
-func (a *Adapter) UpdateRun(ctx context.Context, th bot.Thread, ref string, r card.Run) error {
-	if !isSnowflake(ref) {
-		return fmt.Errorf("discord: run message reference %q is not a message id", ref)
-	}
-	return a.editWith(ctx, th, ref, RenderRun(r), "run message", true)
 }
