@@ -25,3 +25,7 @@ func (b *Bot) RefreshCard(ctx context.Context, batchID string) {
 	}
 	b.refreshCardOf(ctx, conv, batch)
 }
+
+// ErrNoAnswer is Dispatch's error for a kind of button the core has no
+// answer for (tests).
+var ErrNoAnswer = errNoAnswer

@@ -363,10 +363,12 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 	}
 	batch, err := b.store.Batch(ctx, ref.Batch)
 	if err != nil {
+		b.clickedCardFailed(c, err)
 		return nil, err
 	}
 	conv, err := b.conversation(ctx, batch.ConversationID)
 	if err != nil {
+		b.clickedCardFailed(c, err)
 		return nil, err
 	}
 	if batch.Status != confirm.BatchPending || !b.onCard(ctx, conv, batch, c) {
@@ -379,6 +381,14 @@ func (b *Bot) ClickedCard(ctx context.Context, c Click) (*card.Card, error) {
 	}
 	cd := b.cardOf(conv, batch, b.introOf(ctx, batch))
 	return &cd, nil
+}
+
+// clickedCardFailed logs a card that could not be loaded for a form or
+// a view (a card not found is no failure: it no longer waits).
+func (b *Bot) clickedCardFailed(c Click, err error) {
+	if !errors.Is(err, confirm.ErrNotFound) {
+		b.log.Error("load the clicked card", "platform", c.Platform, "channel", c.Channel, "user", c.User, "err", err)
+	}
 }
 
 // postUncarded posts the card of each waiting batch whose card was never

@@ -8,32 +8,6 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// ActionKind is what a button does. Each renderer maps it to its own id
-// (a Slack action_id, a Discord custom id); the bot routes on those.
-type ActionKind uint8
-
-// The actions a card or a notice offers.
-const (
-	ActAllow      ActionKind = iota + 1 // allow the call
-	ActAllowGrant                       // "Allow for <GrantFor>": allow, and grant later calls of the tool
-	ActDeny                             // deny the call
-	ActDenyReason                       // "Deny with reason…": opens a form for the reason
-	ActEdit                             // "Edit…": opens a form for the arguments; submitting allows
-	ActShowArgs                         // "Show full arguments": offered only where a renderer cut them
-	ActChecked                          // "I checked — go on" on an unknown run (Ref: its checked reference)
-	ActExtend                           // the card's Extend (Ref: Card.ExtendRef)
-)
-
-// The card's own decisions, after the run message's actions (card/run.go).
-const (
-	ActAllowAll ActionKind = ActRunRetry + 1 + iota // the card's Allow all (Ref: Card.AllRef)
-	ActDenyAll                                      // the card's Deny all (Ref: Card.AllRef)
-)
-
-// ActAllowTyped is a critical call's "Allow…": it opens a prompt for the
-// call's confirmation phrase, and the typed phrase allows it.
-const ActAllowTyped ActionKind = ActDenyAll + 1
-
 // Emphasis is how strongly a button is drawn. A card has one Primary
 // kind (Allow) and one Danger kind (Deny).
 type Emphasis uint8

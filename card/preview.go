@@ -7,13 +7,6 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// ActShowPreview is "Show full preview": offered while a call waits and
-// its preview ended, kept by renderers only where they cut the preview
-// (Slack action_id airlock_preview opens a modal; Discord answers with an
-// ephemeral message; the terminal has /preview N). Its value well apart
-// from the other kinds, which grow from the start.
-const ActShowPreview ActionKind = 200
-
 // ShowPreviewLabel is the label of "Show full preview".
 const ShowPreviewLabel = "Show full preview"
 

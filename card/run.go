@@ -6,13 +6,6 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// The buttons of a run message (Run.Actions), after the card's.
-const (
-	ActRunStop     ActionKind = ActExtend + 1 + iota // "Stop run" (Ref: confirm.RunRef)
-	ActRunMarkDone                                   // "Mark done" on a halted run
-	ActRunRetry                                      // "Retry" on a halted run
-)
-
 // Run is the message of a runbook run, posted when it starts and edited
 // as it goes: the runbook, who started it, the parameters, every step
 // with where it stands (so the whole plan shows from the start), and the

@@ -395,6 +395,44 @@ func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref stri
 	return a.editWith(ctx, th, ref, RenderGrantNotice(n, a.now()), "grant notice", true)
 }
 
+// Unknown outcomes. A run whose outcome is unknown gates its tool in the
+// thread until a person marks it checked: its card (or, for a call no
+// card shows, its thread line, see RenderUnknownNotice) carries "I checked
+// — go on" (custom id "al:k:<checked reference>"). The bot judges the
+// click (an approver of the channel); the line is then edited to say who
+// checked it and when, without the button.
+var _ bot.UnknownNoticer = (*Adapter)(nil)
+
+// PostUnknownNotice implements bot.UnknownNoticer: the line in the thread,
+// pinging nobody; its message id is the reference.
+func (a *Adapter) PostUnknownNotice(ctx context.Context, th bot.Thread, n card.UnknownNotice) (string, error) {
+	return a.send(ctx, th, RenderUnknownNotice(n), "unknown outcome")
+}
+
+// UpdateUnknownNotice implements bot.UnknownNoticer: it edits the line in
+// place; once checked it has no button.
+func (a *Adapter) UpdateUnknownNotice(ctx context.Context, th bot.Thread, ref string, n card.UnknownNotice) error {
+	return a.editRef(ctx, th, ref, RenderUnknownNotice(n), "unknown outcome")
+}
+
+var _ bot.RunMessenger = (*Adapter)(nil)
+
+// PostRun posts a runbook run's message in the thread; its message id is
+// the reference (a click counts only on it).
+func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r card.Run) (string, error) {
+	return a.send(ctx, th, RenderRun(r), "run message")
+}
+
+// UpdateRun edits the run message in place; an ended run's loses its
+// buttons. It is the card-sync job's: its answer is classified as a
+// card's (see editWith).
+func (a *Adapter) UpdateRun(ctx context.Context, th bot.Thread, ref string, r card.Run) error {
+	if !isSnowflake(ref) {
+		return fmt.Errorf("discord: run message reference %q is not a message id", ref)
+	}
+	return a.editWith(ctx, th, ref, RenderRun(r), "run message", true)
+}
+
 // send posts one rendered message in the thread, pinging nobody, and
 // returns its id.
 func (a *Adapter) send(ctx context.Context, th bot.Thread, m CardMessage, what string) (string, error) {

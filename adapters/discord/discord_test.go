@@ -845,6 +845,9 @@ func nopAdapter(t *testing.T, f *fakeDiscord) *Adapter {
 type nopBot struct{}
 
 func (nopBot) Admit(context.Context, bot.Turn) bot.Admission { return bot.Admitted }
+func (n nopBot) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, n, in)
+}
 func (nopBot) ClickedCard(context.Context, bot.Click) (*card.Card, error) {
 	return nil, confirm.ErrNotFound
 }

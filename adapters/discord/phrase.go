@@ -1,8 +1,6 @@
 package discord
 
 import (
-	"context"
-
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
@@ -12,8 +10,6 @@ import (
 // Typed confirmation: a critical call's "Allow…" answers with a modal
 // asking for the call's confirmation phrase; its submission is the Allow.
 const (
-	actionAllowTyped   = "c" // a critical call's "Allow…" button: opens the phrase modal
-	actionPhraseSubmit = "p" // the phrase modal's submit
 	// PhraseInputID is the custom id of the phrase modal's text input.
 	PhraseInputID = "phrase"
 	// Discord's limits of a modal's title and a text input's label.
@@ -42,58 +38,6 @@ func PhraseModal(p bot.PhrasePrompt) *discordgo.InteractionResponseData {
 			},
 		}}},
 	}
-}
-
-// openPhrase answers "Allow…" with the phrase modal; the bot says first
-// whether the clicker may allow the call and what it asks typed
-// (bot.PhraseFor). A refusal is answered ephemerally; a call that needs
-// no phrase is decided as a plain Allow.
-func (a *Adapter) openPhrase(ctx context.Context, i *discordgo.Interaction, ref string) {
-	click, answer, ok := a.clickFrom(ctx, i, ref)
-	if !ok {
-		a.respondEphemeral(ctx, i, answer)
-		return
-	}
-	fctx, cancel := context.WithTimeout(ctx, editFormTimeout)
-	p, needed, err := a.b.PhraseFor(fctx, click)
-	cancel()
-	switch {
-	case err != nil:
-		if bot.IsRefusal(err) {
-			a.log.Info("discord: phrase refused", "user", click.User, "channel", i.ChannelID, "err", err)
-		} else {
-			a.log.Error("discord: phrase prompt", "user", click.User, "channel", i.ChannelID, "err", err)
-		}
-		a.respondEphemeral(ctx, i, bot.UserMessage(err))
-		return
-	case !needed:
-		if a.deferUpdate(ctx, i) {
-			a.decide(ctx, i, ref, true, false, "")
-		}
-		return
-	}
-	if p.Ref == "" {
-		p.Ref = ref
-	}
-	if len(customID(actionPhraseSubmit, p.Ref)) > maxCustomID {
-		a.respondEphemeral(ctx, i, unknownButton)
-		return
-	}
-	if err := a.respond(ctx, i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseModal, Data: PhraseModal(p)}); err != nil {
-		a.log.Error("discord: open the phrase modal", "interaction", i.ID, "err", err)
-	}
-}
-
-// submitPhrase decides the phrase modal's submission: an Allow with the
-// typed phrase. A wrong or missing phrase is told ephemerally (a modal
-// can't show errors in place) and changes nothing.
-func (a *Adapter) submitPhrase(ctx context.Context, i *discordgo.Interaction, ref, phrase string) {
-	click, ok := a.clickOf(ctx, i, ref)
-	if !ok {
-		return
-	}
-	click.Allow, click.Phrase = true, phrase
-	a.refused(ctx, i, click, "phrase", a.b.Decide(ctx, click))
 }
 
 // heldEditLabel is the edit modal's label on a critical call, whose edit

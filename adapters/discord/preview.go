@@ -1,7 +1,6 @@
 package discord
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -10,10 +9,6 @@ import (
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/card"
 )
-
-// actionPreview is "Show full preview": an ephemeral reply with the whole
-// preview (a file when long). Its reference is the call's.
-const actionPreview = "w"
 
 // PreviewFileName names the file a long preview is attached as.
 const PreviewFileName = "preview.txt"
@@ -107,17 +102,4 @@ func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
 	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, PreviewFileName, card.Characters(runes(text))) + cut
 	data.Files = []*discordgo.File{{Name: PreviewFileName, ContentType: "text/plain", Reader: strings.NewReader(visible.Reveal(text))}}
 	return data
-}
-
-// showPreview answers "Show full preview" when the click was on the
-// card's own message (as every button's: a click elsewhere is refused).
-func (a *Adapter) showPreview(ctx context.Context, i *discordgo.Interaction, ref string) {
-	call := a.clickedCall(ctx, i, ref, "preview", "This card no longer waits for a decision, so its preview is not shown here.")
-	if call == nil {
-		return
-	}
-	err := a.respond(ctx, i, &discordgo.InteractionResponse{Type: discordgo.InteractionResponseChannelMessageWithSource, Data: PreviewReply(*call)})
-	if err != nil {
-		a.log.Error("discord: answer with the preview", "interaction", i.ID, "err", err)
-	}
 }

@@ -28,26 +28,6 @@ const (
 	embedsTotalQuota = 5600 // what the renderer allows itself, under maxEmbedsTotal
 )
 
-// Custom ids: "al:<action>:<ref>", ref being the opaque reference the bot
-// issued: a call's (confirm.Ref) or, for Revoke, a grant's
-// (confirm.GrantRef). Nothing else is carried; the bot checks the rest.
-const (
-	customIDPrefix   = "al:"
-	actionAllow      = "a" // Allow button
-	actionGrant      = "g" // "Allow for <duration>" button: allow, and grant later calls of the tool
-	actionDeny       = "d" // Deny button
-	actionReason     = "r" // "Deny with reason…" button: opens the modal
-	actionModal      = "m" // the reason modal's submit
-	actionShowArgs   = "s" // "Show full arguments" button: an ephemeral reply with them
-	actionRevoke     = "v" // a grant notice's Revoke button (ref: a grant reference)
-	actionEdit       = "e" // "Edit…" button: opens the edit modal (ref: the call's)
-	actionEditSubmit = "f" // the edit modal's submit
-	actionExtend     = "x" // the card's Extend button (ref: any call reference of the card)
-	actionChecked    = "k" // "I checked — go on" on an unknown run's card or thread line (ref: a checked reference)
-	actionAllowAll   = "A" // the card's Allow all (ref: confirm.AllRef)
-	actionDenyAll    = "D" // the card's Deny all (ref: confirm.AllRef)
-)
-
 // ReasonInputID is the custom id of the reason modal's text input.
 const ReasonInputID = "reason"
 
@@ -98,27 +78,6 @@ const (
 
 // RevokeLabel is the label of a grant notice's Revoke button.
 const RevokeLabel = "Revoke"
-
-func customID(action, ref string) string { return customIDPrefix + action + ":" + ref }
-
-// parseCustomID splits a custom id made by customID. The reference itself
-// is checked by bot.Decide.
-func parseCustomID(id string) (action, ref string, ok bool) {
-	if len(id) > maxCustomID || !strings.HasPrefix(id, customIDPrefix) {
-		return "", "", false
-	}
-	action, ref, ok = strings.Cut(strings.TrimPrefix(id, customIDPrefix), ":")
-	if !ok || ref == "" {
-		return "", "", false
-	}
-	switch action {
-	case actionAllow, actionGrant, actionDeny, actionReason, actionModal, actionShowArgs, actionRevoke,
-		actionEdit, actionEditSubmit, actionExtend, actionChecked, actionAllowAll, actionDenyAll, actionPreview,
-		actionRunStop, actionRunDone, actionRunAgain, actionAllowTyped, actionPhraseSubmit:
-		return action, ref, true
-	}
-	return "", "", false
-}
 
 // CardMessage is one Discord message of a rendered card.
 type CardMessage struct {
@@ -767,16 +726,6 @@ func buttons(acts []card.Action, c card.Call, numbered, showArgs bool) []discord
 		discordgo.ActionsRow{Components: decide},
 		discordgo.ActionsRow{Components: more},
 	}
-}
-
-// customActions are the custom id actions of the card's action kinds.
-var customActions = map[card.ActionKind]string{
-	card.ActAllow: actionAllow, card.ActAllowGrant: actionGrant, card.ActDeny: actionDeny,
-	card.ActDenyReason: actionReason, card.ActEdit: actionEdit, card.ActShowArgs: actionShowArgs,
-	card.ActChecked: actionChecked, card.ActExtend: actionExtend,
-	card.ActAllowAll: actionAllowAll, card.ActDenyAll: actionDenyAll,
-	card.ActShowPreview: actionPreview,
-	card.ActAllowTyped:  actionAllowTyped,
 }
 
 // button is an action as a Discord button (Allow success style, Deny

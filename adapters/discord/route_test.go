@@ -40,6 +40,10 @@ type recBot struct {
 	decides   []bot.Click
 }
 
+func (r *recBot) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, r, in)
+}
+
 func (r *recBot) EditForm(_ context.Context, c bot.Click) (bot.EditForm, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

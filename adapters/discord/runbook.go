@@ -1,35 +1,12 @@
 package discord
 
 import (
-	"context"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 )
-
-var _ bot.RunMessenger = (*Adapter)(nil)
-
-// Custom id actions of a run message's buttons (ref: confirm.RunRef).
-const (
-	actionRunStop  = "t" // Stop run
-	actionRunDone  = "n" // Mark done, on a halted run
-	actionRunAgain = "y" // Retry, on a halted run
-)
-
-// runActions maps the run message's custom id actions to its buttons.
-var runActions = map[string]card.ActionKind{
-	actionRunStop: card.ActRunStop, actionRunDone: card.ActRunMarkDone, actionRunAgain: card.ActRunRetry,
-}
-
-func init() {
-	for action, kind := range runActions {
-		customActions[kind] = action
-	}
-}
 
 // maxRunText bounds the run message's text in its code block, within a
 // message's content.
@@ -56,29 +33,4 @@ func RenderRun(r card.Run) CardMessage {
 		m.Components = append(m.Components, discordgo.ActionsRow{Components: row})
 	}
 	return m
-}
-
-// PostRun posts a runbook run's message in the thread; its message id is
-// the reference (a click counts only on it).
-func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r card.Run) (string, error) {
-	return a.send(ctx, th, RenderRun(r), "run message")
-}
-
-// UpdateRun edits the run message in place; an ended run's loses its
-// buttons. It is the card-sync job's: its answer is classified as a
-// card's (see editWith).
-func (a *Adapter) UpdateRun(ctx context.Context, th bot.Thread, ref string, r card.Run) error {
-	if !isSnowflake(ref) {
-		return fmt.Errorf("discord: run message reference %q is not a message id", ref)
-	}
-	return a.editWith(ctx, th, ref, RenderRun(r), "run message", true)
-}
-
-// runAction hands a run message's button to the bot.
-func (a *Adapter) runAction(ctx context.Context, i *discordgo.Interaction, ref string, kind card.ActionKind) {
-	click, ok := a.clickOf(ctx, i, ref)
-	if !ok {
-		return
-	}
-	a.refused(ctx, i, click, "run button", a.b.RunAction(ctx, click, kind))
 }

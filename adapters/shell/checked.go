@@ -3,8 +3,6 @@ package shell
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
@@ -43,52 +41,4 @@ func (s *Shell) UpdateUnknownNotice(_ context.Context, _ bot.Thread, ref string,
 			n.Number, oneLine(n.Tool), short(ref), oneLine(n.Check.Text()), oneLine(n.Tool))
 	}
 	return nil
-}
-
-// CheckedUsage explains /checked.
-const CheckedUsage = "Usage: /checked lists runs whose outcome is unknown; /checked N marks run N checked once you know whether it took effect."
-
-// checked handles "/checked" (list) and "/checked N" (mark run N).
-func (s *Shell) checked(ctx context.Context, b Bot, rest string) {
-	runs, err := b.UncheckedRuns(ctx, s.thread())
-	if err != nil {
-		s.printf("error: %v\n", err)
-		return
-	}
-	if rest == "" {
-		if len(runs) == 0 {
-			s.printf("No run with an unknown outcome waits to be checked.\n")
-			return
-		}
-		var w strings.Builder
-		w.WriteString("Runs whose outcome is unknown (each gates its tool until checked):\n")
-		for i, n := range runs {
-			batchID, _, _ := confirm.ParseCheckedRef(n.Check.Ref)
-			fmt.Fprintf(&w, "  %d. request %s, call %d: %s: %s\n", i+1, short(batchID), n.Number, oneLine(n.Tool), oneLine(n.Summary))
-		}
-		w.WriteString(CheckedUsage + "\n")
-		s.printf("%s", w.String())
-		return
-	}
-	k, err := strconv.Atoi(rest)
-	if err != nil || k < 1 || k > len(runs) || strconv.Itoa(k) != rest {
-		if len(runs) == 0 {
-			s.printf("No run with an unknown outcome waits to be checked.\n")
-			return
-		}
-		s.printf("%q is not a run number (1-%d); /checked lists them.\n", oneLine(rest), len(runs))
-		return
-	}
-	n := runs[k-1]
-	batchID, _, err := confirm.ParseCheckedRef(n.Check.Ref)
-	if err != nil {
-		s.printf("%s\n", bot.UserMessage(err))
-		return
-	}
-	c := bot.Click{Platform: Platform, Channel: s.Channel, Message: batchID, User: s.User, Ref: n.Check.Ref}
-	if err := b.MarkChecked(ctx, c); err != nil {
-		s.printf("%s\n", clickProblem(err))
-		return
-	}
-	s.printf("Marked checked: call %d (%s) of request %s.\n", n.Number, oneLine(n.Tool), short(batchID))
 }

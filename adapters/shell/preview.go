@@ -1,7 +1,6 @@
 package shell
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -52,20 +51,4 @@ func previewSig(c cardpkg.Call) string {
 		return ""
 	}
 	return string(c.Preview.State) + "/" + c.Preview.Hash + "/" + string(c.Preview.Recheck)
-}
-
-// showPreview prints the whole preview of a call of the waiting card.
-func (s *Shell) showPreview(ctx context.Context, b Bot, arg string) {
-	c, ok := s.pendingCall(ctx, b, arg)
-	if !ok {
-		return
-	}
-	if c.Preview == nil || !c.Preview.Shown() {
-		s.printf("Call [%d] has no preview to show.\n", c.Number)
-		return
-	}
-	s.printf("Preview of call [%d] %s (%s)\n%s\n", c.Number, visible.Reveal(c.Tool), c.Preview.Heading(), visible.Reveal(strings.TrimRight(c.Preview.Text(), "\n")))
-	if n := c.Preview.CutNote(); n != "" {
-		s.printf("%s\n", n)
-	}
 }

@@ -6,10 +6,8 @@ package shell
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -17,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
@@ -35,23 +32,20 @@ const (
 	DefaultThread  = "main"
 )
 
-// Bot is what the shell needs from the bot.
+// Bot is what the shell needs from the bot: a typed line's turn, the
+// interactions its commands stand for (each the click of a card's
+// button: see interact), and the waiting cards and unchecked runs the
+// commands read.
 type Bot interface {
 	HandleTurn(ctx context.Context, t bot.Turn) error
-	Decide(ctx context.Context, c bot.Click) error
+	Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error)
 	PendingCard(ctx context.Context, th bot.Thread) (*cardpkg.Card, error)
 	// PendingCards are every waiting card of the thread, oldest first.
 	PendingCards(ctx context.Context, th bot.Thread) ([]cardpkg.Card, error)
-	EditForm(ctx context.Context, c bot.Click) (bot.EditForm, error)
-	Edit(ctx context.Context, c bot.Click, args string) error
-	Extend(ctx context.Context, c bot.Click) error
-	MarkChecked(ctx context.Context, c bot.Click) error
 	UncheckedRuns(ctx context.Context, th bot.Thread) ([]cardpkg.UnknownNotice, error)
-	// DecideAll is /allow all and /deny all: one transaction.
-	DecideAll(ctx context.Context, c bot.Click) (bot.AllResult, error)
-	// PhraseFor is what /allow N of a critical call asks typed.
-	PhraseFor(ctx context.Context, c bot.Click) (bot.PhrasePrompt, bool, error)
 }
+
+var _ Bot = (*bot.Bot)(nil)
 
 // Shell reads commands from In and writes the conversation to Out.
 type Shell struct {
@@ -182,319 +176,6 @@ func (s *Shell) Run(ctx context.Context, b Bot) error {
 			return nil
 		}
 	}
-}
-
-func (s *Shell) handle(ctx context.Context, b Bot, line string) (quit bool) {
-	if !strings.HasPrefix(line, "/") {
-		if err := b.HandleTurn(ctx, bot.Turn{Platform: Platform, Channel: s.Channel, Thread: s.Thread, User: s.User, Text: line}); err != nil {
-			s.printf("error: %v\n", err)
-		}
-		return false
-	}
-	cmd, rest, _ := strings.Cut(line, " ")
-	rest = strings.TrimSpace(rest)
-	switch cmd {
-	case "/help":
-		s.printf("%s", Help)
-	case "/quit", "/exit":
-		return true
-	case "/card":
-		s.showCards(ctx, b)
-	case "/allow", "/deny":
-		s.decide(ctx, b, cmd == "/allow", rest)
-	case "/args":
-		s.args(ctx, b, rest)
-	case "/preview":
-		s.showPreview(ctx, b, rest)
-	case "/edit":
-		s.edit(ctx, b, rest)
-	case "/extend":
-		s.extend(ctx, b, rest)
-	case "/checked":
-		s.checked(ctx, b, rest)
-	case "/run", "/runbooks", "/stop":
-		// Runbook commands: answered by the bot without the model.
-		text := strings.TrimSpace(strings.TrimPrefix(cmd, "/") + " " + rest)
-		if err := b.HandleTurn(ctx, bot.Turn{Platform: Platform, Channel: s.Channel, Thread: s.Thread, User: s.User, Text: text, Command: true}); err != nil {
-			s.printf("error: %v\n", err)
-		}
-	default:
-		s.printf("Unknown command %s. /help lists the commands.\n", cmd)
-	}
-	return false
-}
-
-// showCards prints every waiting card, oldest first, and which one the
-// commands act on when there are several.
-func (s *Shell) showCards(ctx context.Context, b Bot) {
-	cards, err := b.PendingCards(ctx, s.thread())
-	switch {
-	case errors.Is(err, confirm.ErrNotFound):
-		s.printf("No card is waiting.\n")
-		return
-	case err != nil:
-		s.printf("error: %v\n", err)
-		return
-	}
-	if len(cards) > 1 {
-		s.printf("%d cards are waiting, oldest first; %s\n", len(cards), actsOnNewest(cards))
-	}
-	for _, c := range cards {
-		s.printCard(c)
-	}
-}
-
-// actsOnNewest says which of several waiting cards the commands decide.
-func actsOnNewest(cards []cardpkg.Card) string {
-	return "/allow, /deny, /args, /edit and /extend act on the newest (request " + short(cards[len(cards)-1].BatchID) +
-		"), the next one once it is decided; /stop RUN stops a run and denies its waiting step."
-}
-
-// pendingCard returns the thread's waiting card; false, with the reason
-// printed, when none waits or it could not be loaded.
-func (s *Shell) pendingCard(ctx context.Context, b Bot) (*cardpkg.Card, bool) {
-	card, err := b.PendingCard(ctx, s.thread())
-	switch {
-	case errors.Is(err, confirm.ErrNotFound):
-		s.printf("No card is waiting.\n")
-		return nil, false
-	case err != nil:
-		s.printf("error: %v\n", err)
-		return nil, false
-	}
-	return card, true
-}
-
-// decide parses "N [N...]", "all", or for deny "N reason..." / "all reason...".
-func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
-	card, ok := s.pendingCard(ctx, b)
-	if !ok {
-		return
-	}
-	fields := strings.Fields(args)
-	if len(fields) == 0 {
-		s.printf("Which call? For example: /allow 1, /deny 2 not today, /allow all\n")
-		return
-	}
-	var targets []cardpkg.Call
-	reason := ""
-	if fields[0] == "all" {
-		reason = strings.TrimSpace(strings.TrimPrefix(args, "all"))
-		if allow && reason != "" {
-			s.printf("/allow takes call numbers only.\n")
-			return
-		}
-		// Every waiting call the local user may decide alone, in one
-		// transaction (as Slack's and Discord's Allow all).
-		res, err := b.DecideAll(ctx, s.click(card, card.AllRef, allow, reason))
-		if err != nil {
-			s.printf("%s\n", bot.UserMessage(err))
-			return
-		}
-		s.printf("%s\n", oneLine(res.Message()))
-		return
-	} else {
-		numbers := fields
-		if !allow { // /deny N reason...
-			numbers = fields[:1]
-			reason = strings.TrimSpace(strings.TrimPrefix(args, fields[0]))
-		}
-		for _, f := range numbers {
-			n, err := strconv.Atoi(f)
-			if err != nil || n < 1 || n > len(card.Calls) {
-				s.printf("%q is not a call number of the card (1-%d).\n", f, len(card.Calls))
-				return
-			}
-			targets = append(targets, card.Calls[n-1])
-		}
-	}
-	if allow && reason != "" {
-		s.printf("/allow takes call numbers only.\n")
-		return
-	}
-	for _, c := range targets {
-		if !c.Open() {
-			s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, oneLine(c.Outcome()))
-			continue
-		}
-		click := s.click(card, c.Ref, allow, reason)
-		if allow && cardpkg.Offers(card.Actions(c, nil), cardpkg.ActAllowTyped) {
-			phrase, ok := s.askPhrase(ctx, b, click, c.Number)
-			if !ok {
-				continue
-			}
-			click.Phrase = phrase
-		}
-		err := b.Decide(ctx, click)
-		if err != nil {
-			s.printf("Call %d: %s\n", c.Number, bot.UserMessage(err))
-		}
-	}
-}
-
-// askPhrase asks for a critical call's confirmation phrase (bot.PhraseFor)
-// and reads the next line as the answer; false, with the reason printed,
-// when the bot refused or no line came.
-func (s *Shell) askPhrase(ctx context.Context, b Bot, click bot.Click, n int) (string, bool) {
-	p, needed, err := b.PhraseFor(ctx, click)
-	switch {
-	case err != nil:
-		s.printf("Call %d: %s\n", n, bot.UserMessage(err))
-		return "", false
-	case !needed:
-		return "", true
-	}
-	s.printf("Type %s to allow call %d: ", oneLine(p.Phrase), n)
-	var line string
-	var ok bool
-	if s.lines != nil {
-		select {
-		case line, ok = <-s.lines:
-		case <-ctx.Done():
-		}
-	}
-	if !ok {
-		s.printf("\nCall %d: no phrase typed; nothing changed.\n", n)
-		return "", false
-	}
-	if strings.TrimSpace(line) == "" {
-		s.printf("Call %d: no phrase typed; nothing changed.\n", n)
-		return "", false
-	}
-	return line, true
-}
-
-// click is a click of the local user on the card as the shell posted it:
-// its Message is the reference PostCard returned (the batch id).
-func (s *Shell) click(card *cardpkg.Card, ref string, allow bool, reason string) bot.Click {
-	return bot.Click{Platform: Platform, Channel: s.Channel, Message: card.BatchID, User: s.User, Ref: ref, Allow: allow, Reason: reason}
-}
-
-// clickProblem is what the person is told when the bot refused a click;
-// an edit's refusal says why in the bot's words (which may quote the
-// arguments, so they print escaped).
-func clickProblem(err error) string {
-	var ee *bot.EditError
-	if errors.As(err, &ee) {
-		return "edit refused: " + visible.Reveal(strings.TrimSpace(ee.Message)) + ". Nothing changed."
-	}
-	return bot.UserMessage(err)
-}
-
-// EditUsage explains /edit.
-const EditUsage = `Usage: /edit N {"key": "value", ...} allows call N with these arguments instead (JSON on one line; the tool and the rules check them again). /edit N alone shows its arguments.`
-
-// edit handles "/edit N" (show the call's arguments) and "/edit N JSON"
-// (allow it with those arguments). Anything else prints the usage and
-// asks nothing of the bot.
-func (s *Shell) edit(ctx context.Context, b Bot, rest string) {
-	card, ok := s.pendingCard(ctx, b)
-	if !ok {
-		return
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		s.printf("%s\n", EditUsage)
-		return
-	}
-	n, err := strconv.Atoi(fields[0])
-	if err != nil || n < 1 || n > len(card.Calls) {
-		s.printf("%q is not a call number of the card (1-%d).\n%s\n", visible.Reveal(fields[0]), len(card.Calls), EditUsage)
-		return
-	}
-	args := strings.TrimSpace(strings.TrimPrefix(rest, fields[0]))
-	c := card.Calls[n-1]
-	if !c.Open() {
-		s.printf("Call %d is not waiting for a decision (%s).\n", c.Number, oneLine(c.Outcome()))
-		return
-	}
-	if !c.Editable {
-		s.printf("Call %d's arguments can't be edited here; /allow or /deny it.\n", c.Number)
-		return
-	}
-	click := s.click(card, c.Ref, false, "")
-	if args == "" {
-		form, err := b.EditForm(ctx, click)
-		if err != nil {
-			s.printf("Call %d: %s\n", c.Number, clickProblem(err))
-			return
-		}
-		s.printEditForm(form)
-		return
-	}
-	if err := b.Edit(ctx, click, args); err != nil {
-		s.printf("Call %d: %s\n", c.Number, clickProblem(err))
-	}
-}
-
-// maxEditLine bounds the ready-to-type /edit line the form prints.
-const maxEditLine = ArgsPreviewChars
-
-// printEditForm prints a call's current arguments, whole and escaped,
-// and the /edit line that would keep them, to copy and change.
-func (s *Shell) printEditForm(f bot.EditForm) {
-	var w strings.Builder
-	fmt.Fprintf(&w, "Arguments of call [%d] %s: %s\n%s\n", f.Number, oneLine(f.Tool), oneLine(f.Summary), visible.Reveal(strings.TrimSpace(f.Args)))
-	// Escaping first makes raw controls in strings valid JSON escapes
-	// of the same characters: the line is the exact arguments.
-	var compact bytes.Buffer
-	if json.Compact(&compact, []byte(visible.Reveal(f.Args))) == nil {
-		line := compact.String()
-		if utf8.RuneCountInString(line) <= maxEditLine {
-			fmt.Fprintf(&w, "To allow it with other arguments, type this line with your changes:\n/edit %d %s\n", f.Number, line)
-		} else {
-			fmt.Fprintf(&w, "To allow it with other arguments, type /edit %d and the whole JSON on one line.\n", f.Number)
-		}
-	}
-	w.WriteString(EditUsage + "\n")
-	s.printf("%s", w.String())
-}
-
-// extend pushes the waiting card's deadline.
-func (s *Shell) extend(ctx context.Context, b Bot, rest string) {
-	if rest != "" {
-		s.printf("/extend takes nothing after it.\n")
-		return
-	}
-	card, ok := s.pendingCard(ctx, b)
-	if !ok {
-		return
-	}
-	if e := card.Extended; e != nil {
-		s.printf("This card was already extended by %s; it expires at %s.\n", oneLine(e.By), card.ExpiresAt.UTC().Format("15:04:05 UTC"))
-		return
-	}
-	if card.ExtendRef == "" {
-		s.printf("This card can't be extended.\n")
-		return
-	}
-	if err := b.Extend(ctx, s.click(card, card.ExtendRef, false, "")); err != nil {
-		s.printf("%s\n", clickProblem(err))
-	}
-}
-
-// args prints the whole arguments of a call of the waiting card.
-func (s *Shell) args(ctx context.Context, b Bot, arg string) {
-	c, ok := s.pendingCall(ctx, b, arg)
-	if !ok {
-		return
-	}
-	s.printf("Arguments of call [%d] %s:\n%s\n", c.Number, visible.Reveal(c.Tool), visible.Reveal(strings.TrimSpace(c.Args)))
-}
-
-// pendingCall is the call numbered arg of the waiting card; false (and
-// the person told why) when there is none.
-func (s *Shell) pendingCall(ctx context.Context, b Bot, arg string) (cardpkg.Call, bool) {
-	cd, ok := s.pendingCard(ctx, b)
-	if !ok {
-		return cardpkg.Call{}, false
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(arg))
-	if err != nil || n < 1 || n > len(cd.Calls) {
-		s.printf("%q is not a call number of the card (1-%d).\n", visible.Reveal(arg), len(cd.Calls))
-		return cardpkg.Call{}, false
-	}
-	return cd.Calls[n-1], true
 }
 
 // PostCard prints a card. Its reference is the batch id: the shell's

@@ -208,6 +208,19 @@ func (f *fakeBot) DecideAll(_ context.Context, c bot.Click) (bot.AllResult, erro
 	return bot.AllResult{Allow: c.Allow, Decided: 1}, nil
 }
 
+// Interact is the real dispatch over the fake's answers.
+func (f *fakeBot) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, f, in)
+}
+
+func (f *fakeBot) Revoke(context.Context, bot.Click) error { return f.err }
+func (f *fakeBot) RunAction(context.Context, bot.Click, card.ActionKind) error {
+	return f.err
+}
+func (f *fakeBot) ClickedCard(ctx context.Context, _ bot.Click) (*card.Card, error) {
+	return f.PendingCard(ctx, bot.Thread{})
+}
+
 func (f *fakeBot) PendingCard(context.Context, bot.Thread) (*card.Card, error) {
 	if f.card == nil {
 		return nil, confirm.ErrNotFound
@@ -301,6 +314,9 @@ func TestNoCardWaiting(t *testing.T) {
 type failingBot struct{ fakeBot }
 
 func (f *failingBot) Decide(context.Context, bot.Click) error { return bot.ErrAlreadyClosed }
+func (f *failingBot) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, f, in)
+}
 
 func TestDecideErrorsShowSafeMessage(t *testing.T) {
 	card := sampleCard()
@@ -595,4 +611,21 @@ func TestAllowCriticalAsksForThePhrase(t *testing.T) {
 	if out := runShell(t, b, "/allow 2\n"); strings.Contains(out, "Type ") || len(b.clicks) != 1 || b.clicks[0].Phrase != "" {
 		t.Fatalf("/allow 2 of a medium call: %+v\n%s", b.clicks, out)
 	}
+}
+
+// A command the terminal does not know, or one naming no call of the
+// waiting card, is refused with a word and asks nothing of the bot.
+func TestUnknownCommandChangesNothing(t *testing.T) {
+	c := sampleCard()
+	b := &fakeBot{card: &c}
+	out := runShell(t, b, "/frob 1\n/Allow 1\n/allow1\n/allow 9\n/deny x\n/edit 9 {}\n/extend now\n/checked 9\n/allow all now\n")
+	if n := b.asked(); n != 0 {
+		t.Fatalf("the bot was asked %d things; output:\n%s", n, out)
+	}
+	testkit.ContainsAll(t, "output", out,
+		"Unknown command /frob", "Unknown command /Allow", "Unknown command /allow1",
+		`"9" is not a call number of the card (1-2)`, `"x" is not a call number`,
+		"/extend takes nothing after it.", "No run with an unknown outcome waits to be checked.",
+		"/allow takes call numbers only.",
+	)
 }

@@ -90,6 +90,11 @@ func (s *stubBot) Revoke(context.Context, bot.Click) error                      
 func (s *stubBot) MarkChecked(context.Context, bot.Click) error                  { return nil }
 func (s *stubBot) ClickedCard(context.Context, bot.Click) (*cardpkg.Card, error) { return nil, nil }
 func (s *stubBot) Channels() *bot.Channels                                       { return s.channels }
+
+// Interact is the real dispatch over the stub's answers.
+func (s *stubBot) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, s, in)
+}
 func (s *stubBot) Decide(ctx context.Context, c bot.Click) error {
 	n := s.running.Add(1)
 	defer s.running.Add(-1)

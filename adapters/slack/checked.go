@@ -1,12 +1,10 @@
 package slack
 
 import (
-	"context"
 	"strconv"
 
 	"github.com/slack-go/slack"
 
-	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 )
 
@@ -17,8 +15,6 @@ import (
 // carded call has the button on its card. The click is the bot's to judge
 // (an approver of the channel); the line is then updated to say who
 // checked it and when, without the button.
-
-var _ bot.UnknownNoticer = (*Adapter)(nil)
 
 // RenderUnknownNotice returns the Block Kit blocks of an unknown outcome's
 // thread line: which call (its tool's name and read-back literal), that it
@@ -58,16 +54,4 @@ func UnknownNoticeText(n cardpkg.UnknownNotice) string {
 		s += " Until someone marks it checked, calls of this tool need a yes."
 	}
 	return clip(postText(s), 3000)
-}
-
-// PostUnknownNotice implements bot.UnknownNoticer: it posts the line in
-// the thread and returns "<channel>/<ts>".
-func (a *Adapter) PostUnknownNotice(ctx context.Context, th bot.Thread, n cardpkg.UnknownNotice) (string, error) {
-	return a.postBlocks(ctx, th, "unknown outcome", RenderUnknownNotice(n), UnknownNoticeText(n))
-}
-
-// UpdateUnknownNotice implements bot.UnknownNoticer: it replaces the
-// posted line (chat.update), without the button once checked.
-func (a *Adapter) UpdateUnknownNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.UnknownNotice) error {
-	return a.updateBlocks(ctx, ref, "unknown outcome", RenderUnknownNotice(n), UnknownNoticeText(n))
 }

@@ -97,7 +97,7 @@ func TestParseCheckedClick(t *testing.T) {
 	onMessage(p, "1700000000.000300")
 	raw, _ := json.Marshal(p)
 	in, err := parseInteraction(raw)
-	if err != nil || in.Kind != kindChecked || in.Ref != good {
+	if err != nil || in.Kind != cardpkg.ActChecked || in.Ref != good {
 		t.Fatalf("parse = %+v, %v", in, err)
 	}
 	for _, bad := range []string{"k3q9x2abcdefghijklmnopqrst.1", confirm.GrantRef("g1"), "checked-K3Q.1", "checked-", "checked-abc.1.2"} {

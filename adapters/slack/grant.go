@@ -8,7 +8,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
-	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -71,20 +70,6 @@ func date(t time.Time, format string) []slack.RichTextSectionElement {
 	}
 	fallback := t.UTC().Format("2006-01-02 15:04 UTC")
 	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), format, nil, &fallback)}
-}
-
-// PostGrantNotice implements bot.GrantNoticer: it posts the notice in
-// the thread and returns "<channel>/<ts>".
-func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n cardpkg.GrantNotice) (string, error) {
-	a.grants.remember(n.GrantID, n.By)
-	return a.postBlocks(ctx, th, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
-}
-
-// UpdateGrantNotice implements bot.GrantNoticer: it replaces the posted
-// notice (chat.update), without Revoke once the grant is revoked; for the
-// card-sync job, its answer classified as a card's (see syncUpdate).
-func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.GrantNotice) error {
-	return a.syncUpdate(ctx, ref, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
 }
 
 // GrantStore is what the adapter may use of storage to say whose grant

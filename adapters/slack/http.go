@@ -124,7 +124,7 @@ func Sign(secret, timestamp string, body []byte) []byte {
 // also told why), and sends an event again (on its last try it is
 // acknowledged and its thread told nothing was done). The one exception
 // to the ack first is the edit modal's submission, answered with the
-// edit's outcome within Slack's 3 seconds (see submitEdit). A malformed
+// edit's outcome within Slack's 3 seconds (see submitAnswered). A malformed
 // or unknown payload gets 400 and changes nothing. Mount it at
 // "/slack/events".
 func (a *Adapter) Handler() http.Handler {
@@ -275,7 +275,7 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 		return
 	}
 	in.delivery = d
-	if in.Kind.answered() {
+	if in.answered() {
 		a.serveEdit(w, in, received)
 		return
 	}
@@ -284,12 +284,12 @@ func (a *Adapter) serveInteraction(w http.ResponseWriter, body []byte, received 
 	a.trace("slack-acked-interaction")
 	queue("interaction", func(ctx context.Context) {
 		defer a.finish(d)
-		a.handleInteraction(ctx, in)
+		a.interact(ctx, in)
 	})
 }
 
 // serveEdit answers the edit modal's submission with the edit's outcome:
-// the one delivery whose acknowledgment waits on work (see submitEdit).
+// the one delivery whose acknowledgment waits on work (see submitAnswered).
 // A refused edit gets response_action "errors" and the modal stays open;
 // otherwise an empty 200 closes it, and a failure is told ephemerally.
 func (a *Adapter) serveEdit(w http.ResponseWriter, in interaction, received time.Time) {

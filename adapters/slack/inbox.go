@@ -110,7 +110,7 @@ func (a *Adapter) Replay(_ context.Context, it confirm.InboxItem) error {
 		in.Replayed, in.delivery = true, &it
 		a.spawn("replayed interaction", func(ctx context.Context) {
 			defer a.finish(&it)
-			a.handleInteraction(ctx, in)
+			a.interact(ctx, in)
 		})
 	case deliveryEvent:
 		ev, err := parseEvent(it.Payload)

@@ -138,11 +138,12 @@ func TestParseInteraction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (interaction{Kind: kindDecide, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Message: chanOps + "/" + anyCardTS, Ref: ref, Allow: true, TriggerID: "12345.98765.abcd2358fdea"}) {
+	if !reflect.DeepEqual(in, interaction{Interaction: bot.Interaction{Platform: Platform, Kind: cardpkg.ActAllow, User: alice, Channel: chanOps, Thread: mentionTS, Message: chanOps + "/" + anyCardTS, Ref: ref},
+		Team: "T0TEST", TriggerID: "12345.98765.abcd2358fdea"}) {
 		t.Errorf("allow: %+v", in)
 	}
 	in, _ = parseInteraction(mustJSON(blockAction(alice, dmBob, "", ActionDeny, ref)))
-	if in.Kind != kindDecide || in.Allow || in.Channel != dmBob || in.Thread != "" {
+	if in.Kind != cardpkg.ActDeny || in.Channel != dmBob || in.Thread != "" {
 		t.Errorf("deny in a DM: %+v", in)
 	}
 	meta := ModalMeta{Ref: ref, Channel: chanOps, Thread: mentionTS, Message: chanOps + "/1800000000.000007"}.encode()
@@ -150,13 +151,14 @@ func TestParseInteraction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (interaction{Kind: kindSubmitReason, Team: "T0TEST", User: alice, Channel: chanOps, Thread: mentionTS, Message: chanOps + "/1800000000.000007", Ref: ref, Reason: "because", TriggerID: "12345.98765.ffff"}) {
+	if !reflect.DeepEqual(in, interaction{Interaction: bot.Interaction{Platform: Platform, Kind: cardpkg.ActDenyReason, Submit: true, User: alice, Channel: chanOps, Thread: mentionTS,
+		Message: chanOps + "/1800000000.000007", Ref: ref, Value: "because"}, Team: "T0TEST", TriggerID: "12345.98765.ffff"}) {
 		t.Errorf("submission: %+v", in)
 	}
 	// A deny-reason modal opened before the card message was kept still
 	// decodes, without the message (the bot refuses it).
 	old := ModalMeta{Ref: ref, Channel: chanOps, Thread: mentionTS}.encode()
-	if in, err := parseInteraction(mustJSON(viewSubmission(alice, old, "x"))); err != nil || in.Message != "" || in.Kind != kindSubmitReason {
+	if in, err := parseInteraction(mustJSON(viewSubmission(alice, old, "x"))); err != nil || in.Message != "" || in.Kind != cardpkg.ActDenyReason || !in.Submit {
 		t.Errorf("old metadata: %+v %v", in, err)
 	}
 	noTrigger := blockAction(alice, chanOps, mentionTS, ActionDenyReason, ref)
@@ -353,7 +355,10 @@ func TestNewChecksConfig(t *testing.T) {
 
 type nopBot struct{ resolverSet bool }
 
-func (*nopBot) Admit(context.Context, bot.Turn) bot.Admission             { return bot.Admitted }
+func (*nopBot) Admit(context.Context, bot.Turn) bot.Admission { return bot.Admitted }
+func (n *nopBot) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, n, in)
+}
 func (*nopBot) HandleTurn(context.Context, bot.Turn) error                { return nil }
 func (*nopBot) Note(context.Context, bot.Turn) error                      { return nil }
 func (*nopBot) HasConversation(context.Context, bot.Thread) (bool, error) { return false, nil }
@@ -473,15 +478,15 @@ func FuzzInteractionPayload(f *testing.F) {
 		if in.Kind == 0 || !userIDPattern.MatchString(in.User) || !channelIDPattern.MatchString(in.Channel) {
 			t.Fatalf("accepted a bad interaction: %+v", in)
 		}
-		if in.Kind == kindRevoke {
-			if _, err := confirm.ParseGrantRef(in.Ref); err != nil || in.Allow || in.Grant {
-				t.Fatalf("accepted a bad revoke %+v", in)
-			}
-		} else if _, _, err := confirm.ParseRef(in.Ref); err != nil {
-			t.Fatalf("accepted a bad reference %q", in.Ref)
+		row, ok := in.Kind.Button()
+		if !ok || (in.Submit && !row.Submits) {
+			t.Fatalf("accepted a button of no kind, or a submission of one that opens no form: %+v", in)
 		}
-		switch in.Kind {
-		case kindSubmitReason:
+		if err := in.Kind.ParseRef(in.Ref); err != nil {
+			t.Fatalf("accepted a bad %s reference %q", row.Ref, in.Ref)
+		}
+		switch {
+		case in.Kind == cardpkg.ActDenyReason && in.Submit:
 			if in.Message != "" {
 				if ch, _, err := ParseCardRef(in.Message); err != nil || ch != in.Channel {
 					t.Fatalf("accepted a bad card message %q", in.Message)
@@ -492,13 +497,10 @@ func FuzzInteractionPayload(f *testing.F) {
 				t.Fatalf("accepted a click without its card message: %+v", in)
 			}
 		}
-		if in.Kind == kindSubmitEdit && utf8.RuneCountInString(in.Args) > MaxEditChars {
+		if in.Kind == cardpkg.ActEdit && in.Submit && utf8.RuneCountInString(in.Value) > MaxEditChars {
 			t.Fatalf("accepted arguments longer than the form holds")
 		}
-		if in.Grant && (!in.Allow || in.Kind != kindDecide) {
-			t.Fatalf("a grant that is no allow: %+v", in)
-		}
-		if (in.Kind == kindOpenReason || in.Kind == kindShowArgs) && in.TriggerID == "" {
+		if row.Opens && !in.Submit && in.TriggerID == "" {
 			t.Fatal("modal without a trigger")
 		}
 	})

@@ -1,8 +1,6 @@
 package slack
 
 import (
-	"context"
-	"errors"
 	"fmt"
 
 	"github.com/slack-go/slack"
@@ -10,21 +8,9 @@ import (
 	"github.com/airlockhq/airlock/bot"
 )
 
-// Typed confirmation: a critical call's "Allow…" opens a modal asking
-// for the call's confirmation phrase; its submission is the Allow.
-const (
-	// ActionAllowTyped is a critical call's "Allow…" (style primary, in
-	// Allow's place; value: the call's reference): opens the phrase modal.
-	ActionAllowTyped = "airlock_allow_typed"
-	// CallbackPhrase is the callback_id of the phrase modal.
-	CallbackPhrase = "airlock_phrase"
-	// PhraseBlockID is the phrase modal's input block: a wrong phrase is
-	// answered under it (response_action "errors").
-	PhraseBlockID  = "airlock_phrase"
-	phraseActionID = "airlock_phrase_input"
-	// maxPhraseInput bounds what the input takes: more than any phrase.
-	maxPhraseInput = 2 * bot.MaxPhraseRunes
-)
+// maxPhraseInput bounds what the phrase modal's input takes: more than
+// any phrase.
+const maxPhraseInput = 2 * bot.MaxPhraseRunes
 
 // PhraseModal is the modal "Allow…" opens: "Type <phrase> to allow
 // <tool>" as literal rich text (the phrase comes from the arguments:
@@ -56,64 +42,4 @@ func PhraseModal(meta ModalMeta, p bot.PhrasePrompt) slack.ModalViewRequest {
 			slack.NewInputBlock(PhraseBlockID, label, hint, input),
 		}},
 	}
-}
-
-// openPhrase answers "Allow…": the bot checks that the clicker may allow
-// the call and gives the phrase, which the modal asks for. A call that
-// needs no phrase (its card was older than its tier) is decided as a
-// plain Allow.
-func (a *Adapter) openPhrase(ctx context.Context, in interaction) {
-	p, needed, err := a.bot.PhraseFor(ctx, a.click(in))
-	if err != nil {
-		a.refused(ctx, in, err)
-		return
-	}
-	if !needed {
-		if err := a.bot.Decide(ctx, a.click(in)); err != nil {
-			a.refused(ctx, in, err)
-		}
-		return
-	}
-	meta := ModalMeta{Ref: in.Ref, Channel: in.Channel, Thread: in.Thread, Message: in.Message}
-	if _, err := a.api.OpenViewContext(ctx, in.TriggerID, PhraseModal(meta, p)); err != nil {
-		a.log.Error("slack: views.open (phrase)", "user", in.User, "ref", in.Ref, "err", err)
-		a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the confirmation form. Try again. Nothing changed.")
-	}
-}
-
-// submitPhrase decides the phrase modal's submission (an Allow with the
-// typed phrase) and says how to answer it: a wrong or missing phrase
-// keeps the modal open with the bot's message under the input; anything
-// else closes it. As the edit modal's, the answer waits at most editWait.
-func (a *Adapter) submitPhrase(ctx context.Context, in interaction) editAnswer {
-	return a.answerWithin(ctx, in, "phrase", func() error { return a.bot.Decide(ctx, a.click(in)) },
-		func(err error, modalOpen bool) editAnswer {
-			log := a.log.With("user", in.User, "channel", in.Channel, "ref", in.Ref)
-			switch {
-			case err == nil:
-				return editAnswer{}
-			case modalOpen && (errors.Is(err, bot.ErrWrongPhrase) || errors.Is(err, bot.ErrPhraseRequired)):
-				log.Info("slack: phrase refused", "why", err)
-				return editAnswer{errors: map[string]string{PhraseBlockID: bot.UserMessage(err)}}
-			case bot.IsRefusal(err):
-				log.Info("slack: click changed nothing", "why", err)
-			default:
-				log.Error("slack: click failed", "err", err)
-			}
-			return editAnswer{notify: bot.UserMessage(err)}
-		})
-}
-
-// answered reports whether a submission of this kind is answered with its
-// outcome (response_action "errors" keeps its modal open), not acked at
-// once: the edit and phrase modals'.
-func (k interactionKind) answered() bool { return k == kindSubmitEdit || k == kindSubmitPhrase }
-
-// submitAnswered works a submission whose answer waits on its outcome
-// (see answered).
-func (a *Adapter) submitAnswered(ctx context.Context, in interaction) editAnswer {
-	if in.Kind == kindSubmitPhrase {
-		return a.submitPhrase(ctx, in)
-	}
-	return a.submitEdit(ctx, in)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -178,13 +179,10 @@ func TestParsePhraseSubmission(t *testing.T) {
 	msg := CardRef(chanOps, cardTS)
 	meta := ModalMeta{Ref: ref, Channel: chanOps, Message: msg}.encode()
 	in, err := parseInteraction(mustJSON(phraseSubmission(alice, meta, " prod/<!here> ")))
-	if err != nil || in.Kind != kindSubmitPhrase || !in.Allow || in.Grant || in.Phrase != " prod/<!here> " || in.Ref != ref || in.Message != msg || in.Channel != chanOps {
+	if err != nil || in.Kind != cardpkg.ActAllowTyped || !in.Submit || in.Value != " prod/<!here> " || in.Ref != ref || in.Message != msg || in.Channel != chanOps {
 		t.Fatalf("phrase submission: %+v %v", in, err)
 	}
-	if c := (&Adapter{}).click(in); c.Phrase != in.Phrase || !c.Allow {
-		t.Fatalf("click %+v", c)
-	}
-	if in, err := parseInteraction(mustJSON(blockAction(alice, chanOps, mentionTS, ActionAllowTyped, ref))); err != nil || in.Kind != kindOpenPhrase || !in.Allow {
+	if in, err := parseInteraction(mustJSON(blockAction(alice, chanOps, mentionTS, ActionAllowTyped, ref))); err != nil || in.Kind != cardpkg.ActAllowTyped || in.Submit {
 		t.Fatalf("Allow…: %+v %v", in, err)
 	}
 	bad := map[string]map[string]any{

@@ -1,8 +1,6 @@
 package slack
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,9 +9,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
-	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
-	"github.com/airlockhq/airlock/confirm"
 )
 
 // PreviewChars and PreviewLines bound the preview shown on the card; a
@@ -116,27 +112,4 @@ func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 	}
 	return readOnlyModal(CallbackPreview, fmt.Sprintf("Call %d preview", call.Number), head, text, "preview_",
 		"_The preview is longer than a Slack modal holds; %d of %d parts shown._")
-}
-
-// showPreview answers "Show full preview": the card the click was on
-// (only its own messages count: a click from elsewhere is refused as
-// other buttons are) gives the call, whose whole preview opens in a modal.
-func (a *Adapter) showPreview(ctx context.Context, in interaction) {
-	card, err := a.clickedCard(ctx, in)
-	if errors.Is(err, bot.ErrStaleRevision) {
-		a.refused(ctx, in, err)
-		return
-	}
-	if err != nil && !errors.Is(err, confirm.ErrNotFound) {
-		a.log.Error("slack: load card for the preview", "err", err)
-	}
-	call := card.Call(in.Ref)
-	if call == nil || call.Preview == nil || !call.Preview.Shown() {
-		a.ephemeral(ctx, in.Channel, in.Thread, in.User, "This card no longer waits for a decision, or has no preview to show.")
-		return
-	}
-	if _, err := a.api.OpenViewContext(ctx, in.TriggerID, PreviewModal(*call)); err != nil {
-		a.log.Error("slack: views.open (preview)", "err", err)
-		a.ephemeral(ctx, in.Channel, in.Thread, in.User, "I could not open the preview. Try again.")
-	}
 }

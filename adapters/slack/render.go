@@ -17,44 +17,7 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 )
 
-// Action ids of the card's buttons, of the grant notice's button and of
-// the deny-reason modal. Every card button carries the call's opaque
-// reference (confirm.Ref) as its value, the Revoke button the grant's
-// (confirm.GrantRef), never the tool name or the arguments.
 const (
-	ActionAllow       = "airlock_allow"         // style primary; the only primary button
-	ActionAllowGrant  = "airlock_allow_grant"   // no style: "Allow for 1h", allow and grant later calls of the tool in the thread
-	ActionDeny        = "airlock_deny"          // style danger; the only danger button
-	ActionDenyReason  = "airlock_deny_reason"   // no style: opens the deny-reason modal
-	ActionShowArgs    = "airlock_show_args"     // no style: opens a modal with the whole arguments
-	ActionRevokeGrant = "airlock_revoke_grant"  // no style, on a grant notice: revokes the grant
-	ActionEdit        = "airlock_edit"          // no style: "Edit…" opens the edit modal (value: the call's reference)
-	ActionExtend      = "airlock_extend"        // no style, once per card: "Extend 30m" (value: Card.ExtendRef)
-	ActionChecked     = "airlock_checked"       // no style: "I checked — go on" on an unknown run (value: its confirm.CheckedRef)
-	ActionRunStop     = "airlock_run_stop"      // style danger, on a run message: "Stop run" (value: confirm.RunRef)
-	ActionRunMarkDone = "airlock_run_mark_done" // style primary, on a halted run's message: "Mark done"
-	ActionRunRetry    = "airlock_run_retry"     // no style, on a halted run's message: "Retry"
-	ActionAllowAll    = "airlock_allow_all"     // no style, on a card of 2+ waiting calls: allow every one the clicker may (value: confirm.AllRef)
-	ActionDenyAll     = "airlock_deny_all"      // no style, beside it: deny every one the clicker may (value: confirm.AllRef)
-	ActionPreview     = "airlock_preview"       // no style: "Show full preview" opens a modal with the whole preview (value: the call's reference)
-
-	// CallbackDenyReason is the callback_id of the deny-reason modal.
-	CallbackDenyReason = "airlock_deny_reason"
-	// CallbackShowArgs is the callback_id of the read-only arguments modal.
-	CallbackShowArgs = "airlock_show_args"
-	// CallbackPreview is the callback_id of the read-only preview modal.
-	CallbackPreview = "airlock_preview"
-	// CallbackEdit is the callback_id of the edit modal.
-	CallbackEdit = "airlock_edit"
-
-	reasonBlockID  = "airlock_reason"
-	reasonActionID = "airlock_reason_input"
-
-	// EditBlockID is the edit modal's input block: a refused edit's
-	// message is answered under it (response_action "errors").
-	EditBlockID  = "airlock_edit_args"
-	editActionID = "airlock_edit_args_input"
-
 	// MaxEditChars is the most a Slack plain_text_input holds: arguments
 	// whose pretty JSON is longer can't be edited in Slack.
 	MaxEditChars = 3000
@@ -498,17 +461,6 @@ func callActions(cd cardpkg.Card, c cardpkg.Call, cut bool) []cardpkg.Action {
 		out = append(out, a)
 	}
 	return out
-}
-
-// actionIDs are the action_ids of the card's action kinds.
-var actionIDs = map[cardpkg.ActionKind]string{
-	cardpkg.ActAllow: ActionAllow, cardpkg.ActAllowGrant: ActionAllowGrant, cardpkg.ActDeny: ActionDeny,
-	cardpkg.ActDenyReason: ActionDenyReason, cardpkg.ActEdit: ActionEdit, cardpkg.ActShowArgs: ActionShowArgs,
-	cardpkg.ActChecked: ActionChecked, cardpkg.ActExtend: ActionExtend,
-	cardpkg.ActRunStop: ActionRunStop, cardpkg.ActRunMarkDone: ActionRunMarkDone, cardpkg.ActRunRetry: ActionRunRetry,
-	cardpkg.ActAllowAll: ActionAllowAll, cardpkg.ActDenyAll: ActionDenyAll,
-	cardpkg.ActShowPreview: ActionPreview,
-	cardpkg.ActAllowTyped:  ActionAllowTyped,
 }
 
 // actionsBlock lays actions out as one actions block of buttons, each

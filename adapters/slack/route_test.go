@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -362,11 +363,11 @@ func TestParseRouteInteractions(t *testing.T) {
 		return onMessage(blockAction(user, channel, thread, action, ref), cardTS)
 	}
 	in, err := parseInteraction(mustJSON(click(alice, chanApprovals, "", ActionExtend, ref)))
-	if err != nil || in.Kind != kindExtend || in.Ref != ref || in.Message != msg || in.Channel != chanApprovals || in.Thread != "" {
+	if err != nil || in.Kind != cardpkg.ActExtend || in.Ref != ref || in.Message != msg || in.Channel != chanApprovals || in.Thread != "" {
 		t.Errorf("extend: %+v %v", in, err)
 	}
 	in, err = parseInteraction(mustJSON(click(alice, "DALICE", "", ActionEdit, ref)))
-	if err != nil || in.Kind != kindOpenEdit || in.Message != CardRef("DALICE", cardTS) || in.TriggerID == "" {
+	if err != nil || in.Kind != cardpkg.ActEdit || in.Submit || in.Message != CardRef("DALICE", cardTS) || in.TriggerID == "" {
 		t.Errorf("edit: %+v %v", in, err)
 	}
 	// Only the container says which message: enough.
@@ -382,7 +383,8 @@ func TestParseRouteInteractions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != (interaction{Kind: kindSubmitEdit, Team: "T0TEST", User: alice, Channel: chanApprovals, Message: msg, Ref: ref, Args: strings.TrimSpace(hostile), TriggerID: "12345.98765.ffff"}) {
+	if !reflect.DeepEqual(in, interaction{Interaction: bot.Interaction{Platform: Platform, Kind: cardpkg.ActEdit, Submit: true, User: alice, Channel: chanApprovals, Message: msg, Ref: ref,
+		Value: strings.TrimSpace(hostile)}, Team: "T0TEST", TriggerID: "12345.98765.ffff"}) {
 		t.Errorf("edit submission: %+v", in)
 	}
 	// The deny-reason modal keeps the card message too.
@@ -733,6 +735,10 @@ type clickSpy struct {
 	got chan bot.Click
 }
 
+func (s *clickSpy) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, s, in)
+}
+
 func (s *clickSpy) Decide(_ context.Context, c bot.Click) error {
 	s.got <- c
 	return nil
@@ -821,6 +827,10 @@ type finderBot struct {
 	*stubBot
 	card    cardpkg.Card
 	message string
+}
+
+func (f *finderBot) Interact(ctx context.Context, in bot.Interaction) (bot.Reply, error) {
+	return bot.Dispatch(ctx, f, in)
 }
 
 func (f *finderBot) ClickedCard(_ context.Context, c bot.Click) (*cardpkg.Card, error) {

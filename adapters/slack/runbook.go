@@ -1,16 +1,12 @@
 package slack
 
 import (
-	"context"
 	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
-	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 )
-
-var _ bot.RunMessenger = (*Adapter)(nil)
 
 // maxRunText bounds the run message's text (a section's text is at most
 // 3000 characters).
@@ -35,17 +31,4 @@ func cutRunes(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
-}
-
-// PostRun posts a runbook run's message in the thread.
-func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r cardpkg.Run) (string, error) {
-	blocks, fallback := RenderRun(r)
-	return a.postBlocks(ctx, th, "run", blocks, fallback)
-}
-
-// UpdateRun replaces a run message PostRun posted, for the card-sync
-// job: its answer classified as a card's (see syncUpdate).
-func (a *Adapter) UpdateRun(ctx context.Context, _ bot.Thread, ref string, r cardpkg.Run) error {
-	blocks, fallback := RenderRun(r)
-	return a.syncUpdate(ctx, ref, "run", blocks, fallback)
 }

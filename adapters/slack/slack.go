@@ -412,6 +412,49 @@ func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c c
 	return nil
 }
 
+// PostGrantNotice implements bot.GrantNoticer: it posts the notice in
+// the thread and returns "<channel>/<ts>".
+func (a *Adapter) PostGrantNotice(ctx context.Context, th bot.Thread, n cardpkg.GrantNotice) (string, error) {
+	a.grants.remember(n.GrantID, n.By)
+	return a.postBlocks(ctx, th, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
+}
+
+// UpdateGrantNotice implements bot.GrantNoticer: it replaces the posted
+// notice (chat.update), without Revoke once the grant is revoked; for the
+// card-sync job, its answer classified as a card's (see syncUpdate).
+func (a *Adapter) UpdateGrantNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.GrantNotice) error {
+	return a.syncUpdate(ctx, ref, "grant notice", RenderGrantNotice(n, a.now()), GrantNoticeText(n))
+}
+
+var _ bot.UnknownNoticer = (*Adapter)(nil)
+
+// PostUnknownNotice implements bot.UnknownNoticer: it posts the line in
+// the thread and returns "<channel>/<ts>".
+func (a *Adapter) PostUnknownNotice(ctx context.Context, th bot.Thread, n cardpkg.UnknownNotice) (string, error) {
+	return a.postBlocks(ctx, th, "unknown outcome", RenderUnknownNotice(n), UnknownNoticeText(n))
+}
+
+// UpdateUnknownNotice implements bot.UnknownNoticer: it replaces the
+// posted line (chat.update), without the button once checked.
+func (a *Adapter) UpdateUnknownNotice(ctx context.Context, th bot.Thread, ref string, n cardpkg.UnknownNotice) error {
+	return a.updateBlocks(ctx, ref, "unknown outcome", RenderUnknownNotice(n), UnknownNoticeText(n))
+}
+
+var _ bot.RunMessenger = (*Adapter)(nil)
+
+// PostRun posts a runbook run's message in the thread.
+func (a *Adapter) PostRun(ctx context.Context, th bot.Thread, r cardpkg.Run) (string, error) {
+	blocks, fallback := RenderRun(r)
+	return a.postBlocks(ctx, th, "run", blocks, fallback)
+}
+
+// UpdateRun replaces a run message PostRun posted, for the card-sync
+// job: its answer classified as a card's (see syncUpdate).
+func (a *Adapter) UpdateRun(ctx context.Context, _ bot.Thread, ref string, r cardpkg.Run) error {
+	blocks, fallback := RenderRun(r)
+	return a.syncUpdate(ctx, ref, "run", blocks, fallback)
+}
+
 // syncUpdate replaces a card message, a run message or a grant notice
 // (chat.update) for the card-sync job,
 // its answer classified: a 429 is a *bot.RateLimitedError with its

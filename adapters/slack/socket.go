@@ -16,7 +16,7 @@ import (
 // envelope is acknowledged at once, then worked on in the background; a
 // retried envelope (retry_attempt > 0) is de-duplicated by its event id.
 // The edit modal's submission alone is acknowledged with the edit's
-// outcome (see submitEdit).
+// outcome (see submitAnswered).
 func (a *Adapter) runSocket(ctx context.Context) error {
 	smc := socketmode.New(a.api, socketmode.OptionDialer(a.dialer()))
 	errc := make(chan error, 1)
@@ -193,9 +193,9 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 			return // not acked: Slack shows the click failed
 		}
 		in.delivery = d
-		if in.Kind.answered() {
+		if in.answered() {
 			// The edit modal's submission is acked with the edit's
-			// outcome (see submitEdit), off the loop that reads the
+			// outcome (see submitAnswered), off the loop that reads the
 			// connection.
 			a.wg.Add(1)
 			go func() {
@@ -208,7 +208,7 @@ func (a *Adapter) socketRequest(ctx context.Context, smc *socketmode.Client, req
 		a.trace("slack-acked-interaction")
 		a.spawn("interaction", func(ctx context.Context) {
 			defer a.finish(d)
-			a.handleInteraction(ctx, in)
+			a.interact(ctx, in)
 		})
 	default:
 		ack()
