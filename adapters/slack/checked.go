@@ -51,7 +51,7 @@ func RenderUnknownNotice(n cardpkg.UnknownNotice) []slack.Block {
 // without Block Kit): Airlock's words, the tool's name only when it is a
 // plain name, no read-back and no user id, so it pings nobody.
 func UnknownNoticeText(n cardpkg.UnknownNotice) string {
-	s := "Outcome unknown for call " + strconv.Itoa(n.Number) + " (" + toolWord(n.Tool) + "): it may or may not have taken effect; check before retrying."
+	s := "Outcome unknown for call " + strconv.Itoa(n.Number) + " (" + cardpkg.ToolWord(n.Tool) + "): it may or may not have taken effect; check before retrying."
 	if n.Check.Done() {
 		s += " Marked checked."
 	} else {

@@ -129,23 +129,33 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 
 // copyNote says, on a card posted away from its conversation (in an
 // approvals channel, or a copy in an approver's DM), where it stands, with
-// a "View the conversation" link back to the thread.
+// a link back to the thread (card.Card.CopyNote).
 func copyNote(c cardpkg.Card) slack.Block {
-	var els []slack.RichTextSectionElement
-	switch c.Copy {
-	case "":
+	l := c.CopyNote()
+	if len(l.Parts) == 0 {
 		return nil
-	case cardpkg.CopyDM:
-		els = []slack.RichTextSectionElement{emoji("incoming_envelope"),
-			rtText(" A copy of an approval card, sent to you as an approver. A decision on any copy counts once, and every copy shows it.", nil)}
-	default:
-		els = []slack.RichTextSectionElement{emoji("inbox_tray"),
-			rtText(" Posted here for approval; the conversation goes on in its own thread.", nil)}
 	}
-	if u, ok := safeLink(c.ThreadLink); ok {
-		els = append(els, rtText(" ", nil), slack.NewRichTextSectionLinkElement(u, "View the conversation", nil))
+	return slack.NewRichTextBlock("copy", slack.NewRichTextSection(faceLine(l, fullCaps)...))
+}
+
+// faceLine lays out a line of the card's face as rich text: its emoji,
+// then its parts (see partsWith).
+func faceLine(l cardpkg.Line, k caps) []slack.RichTextSectionElement {
+	lead := ""
+	var out []slack.RichTextSectionElement
+	if e, ok := faceEmojis[l.Icon]; ok {
+		out, lead = append(out, emoji(e)), " "
 	}
-	return slack.NewRichTextBlock("copy", slack.NewRichTextSection(els...))
+	return append(out, partsWith(l.Parts, lead, false, k)...)
+}
+
+// faceEmojis are the emoji of the icons of the card's face and notices.
+var faceEmojis = map[cardpkg.Icon]string{
+	cardpkg.IconCopyDM: "incoming_envelope", cardpkg.IconCopyApprovals: "inbox_tray",
+	cardpkg.IconExtended: "hourglass", cardpkg.IconEscalated: "mega", cardpkg.IconEscalates: "alarm_clock",
+	cardpkg.IconNotShown: "warning", cardpkg.IconGrant: "key", cardpkg.IconPointer: "hourglass_flowing_sand",
+	cardpkg.IconClosed: "ballot_box_with_check", cardpkg.IconUnknown: "warning", cardpkg.IconEdited: "pencil2",
+	cardpkg.IconRecheck: "arrows_counterclockwise", cardpkg.IconRefused: "no_entry_sign",
 }
 
 // safeLink accepts a link Airlock shows (a permalink Slack gave): an
@@ -167,54 +177,22 @@ func safeLink(u string) (string, bool) {
 	return u, true
 }
 
-// schedule is what happened to the card's deadline and who it reaches:
-// the one Extend (by whom, the new deadline) and the escalation steps
-// (when, whom they mention, who may decide from then; fired or not).
-// People are user and usergroup elements, shown by name, never mrkdwn.
-// A closed card lists only the steps that fired.
-func schedule(c cardpkg.Card, complete bool) slack.Block {
-	return scheduleUpTo(c, complete, maxEscalations, maxPeoplePerSet)
+// schedule is what happened to the card's deadline and who it reaches
+// (card.Card.Schedule): the one Extend and the escalation steps, fired or
+// not. People are user and usergroup elements, shown by name, never
+// mrkdwn.
+func schedule(c cardpkg.Card) slack.Block {
+	return scheduleUpTo(c, maxEscalations, maxPeoplePerSet)
 }
 
 // scheduleUpTo is schedule listing at most steps escalation steps and
 // perSet people a set.
-func scheduleUpTo(c cardpkg.Card, complete bool, steps, perSet int) slack.Block {
+func scheduleUpTo(c cardpkg.Card, steps, perSet int) slack.Block {
+	k := fullCaps
+	k.people = perSet
 	var secs []slack.RichTextElement
-	if e := c.Extended; e != nil {
-		els := []slack.RichTextSectionElement{emoji("hourglass"), rtText(" Extended by ", nil), person(e.By), rtText(" — now expires ", nil)}
-		secs = append(secs, slack.NewRichTextSection(append(els, clock(c.ExpiresAt)...)...))
-	}
-	var shown []cardpkg.Escalation
-	for _, st := range c.Escalations {
-		if st.Fired || !complete {
-			shown = append(shown, st)
-		}
-	}
-	for i, st := range shown {
-		if i == steps {
-			secs = append(secs, slack.NewRichTextSection(rtText(fmt.Sprintf("… and %d more escalation %s", len(shown)-i, plural(len(shown)-i, "step", "steps")), italic)))
-			break
-		}
-		var els []slack.RichTextSectionElement
-		if st.Fired {
-			els = append(els, emoji("mega"), rtText(" Escalated at ", nil))
-		} else {
-			els = append(els, emoji("alarm_clock"), rtText(" Escalates at ", nil))
-		}
-		els = append(els, clock(st.At)...)
-		if !st.Mention.Empty() {
-			els = append(els, rtText(" to ", nil))
-			els = append(els, peopleUpTo(st.Mention, perSet)...)
-		}
-		if !st.Approvers.Empty() {
-			if st.Fired {
-				els = append(els, rtText("; may now also decide: ", nil))
-			} else {
-				els = append(els, rtText("; then may also decide: ", nil))
-			}
-			els = append(els, peopleUpTo(st.Approvers, perSet)...)
-		}
-		secs = append(secs, slack.NewRichTextSection(els...))
+	for _, l := range c.Schedule(steps) {
+		secs = append(secs, slack.NewRichTextSection(faceLine(l, k)...))
 	}
 	if len(secs) == 0 {
 		return nil
@@ -226,7 +204,7 @@ func scheduleUpTo(c cardpkg.Card, complete bool, steps, perSet int) slack.Block 
 // own time zone; the fallback is "15:04 UTC".
 func clock(t time.Time) []slack.RichTextSectionElement {
 	if t.IsZero() {
-		return []slack.RichTextSectionElement{rtText("an unknown time", nil)}
+		return []slack.RichTextSectionElement{rtText(cardpkg.UnknownTime, nil)}
 	}
 	fallback := t.UTC().Format("15:04 UTC")
 	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), "{time}", nil, &fallback)}
@@ -243,84 +221,28 @@ func extendActions(c cardpkg.Card) slack.Block {
 }
 
 // FallbackText is the message's plain text: notifications and clients
-// without Block Kit show it. It holds Airlock's words only (a tool's name
-// only when it is a plain name), so nothing a model wrote reaches a
-// notification, and no user id, so it pings nobody.
-func FallbackText(c cardpkg.Card) string {
-	var b strings.Builder
-	if c.Complete() {
-		b.WriteString("Approval request closed")
-	} else {
-		b.WriteString("Approval needed")
-	}
-	fmt.Fprintf(&b, " (%d %s)", len(c.Calls), plural(len(c.Calls), "call", "calls"))
-	for _, call := range c.Calls {
-		fmt.Fprintf(&b, "\n%d. %s — %s", call.Number, toolWord(call.Tool), call.Brief())
-		if call.Edited != nil {
-			b.WriteString(" (arguments edited by an approver)")
-		}
-	}
-	return clip(b.String(), 3000)
+// without Block Kit show it (card.Card.Fallback: Airlock's words only, no
+// user id, so it pings nobody).
+func FallbackText(c cardpkg.Card) string { return clip(c.Fallback(), 3000) }
+
+func header(c cardpkg.Card) slack.Block {
+	return slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, c.Title(), true, false), slack.HeaderBlockOptionBlockID("header"))
 }
 
-// plainName is a tool name that is inert in mrkdwn as it is.
-var plainName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
-
-// toolWord is a tool's name for Airlock's own texts: the name when it is
-// a plain name, else "a tool".
-func toolWord(tool string) string {
-	if plainName.MatchString(tool) {
-		return tool
-	}
-	return "a tool"
-}
-
-func header(complete bool) slack.Block {
-	text := "Approval needed"
-	if complete {
-		text = "Approval request closed"
-	}
-	return slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, text, true, false), slack.HeaderBlockOptionBlockID("header"))
-}
-
+// introSection says what is asked (card.Card.Lead) in mrkdwn: people as
+// mentions, the config's names in code spans (see coverText).
 func introSection(c cardpkg.Card) slack.Block {
-	if s := c.Step; s != nil {
-		// Airlock's call, not the agent's; the config's names literal.
-		title := s.Title()
-		end := ". "
-		stress := "Nothing runs until it is allowed or denied."
-		if c.Complete() {
-			stress = ""
-			end = ". It is decided; the outcome is below."
-		}
-		els := []slack.RichTextSectionElement{rtText(strings.ToUpper(title[:1])+title[1:]+", started by ", nil), person(s.StartedBy), rtText(end, nil)}
-		if stress != "" {
-			els = append(els, rtText(stress, bold))
-		}
-		return slack.NewRichTextBlock("intro", slack.NewRichTextSection(els...))
-	}
-	n := len(c.Calls)
-	var b strings.Builder
-	who := "The agent"
-	if c.RequestedBy != "" {
-		who = "Asked by " + user(c.RequestedBy) + "; the agent"
-	}
-	if c.Complete() {
-		fmt.Fprintf(&b, "%s wanted to run %d %s. Every call is decided; the outcomes are below.", who, n, plural(n, "call", "calls"))
-	} else {
-		fmt.Fprintf(&b, "%s wants to run %d %s. *Nothing runs until each call that needs approval is allowed or denied.*", who, n, plural(n, "call", "calls"))
-	}
-	return slack.NewSectionBlock(mrkdwn(clipSection(b.String())), nil, nil, slack.SectionBlockOptionBlockID("intro"))
+	return slack.NewSectionBlock(mrkdwn(clipSection(coverText(c.Lead().Parts))), nil, nil, slack.SectionBlockOptionBlockID("intro"))
 }
 
 // introQuote is the model's own words on the card, quoted and literal.
 func introQuote(c cardpkg.Card) slack.Block {
-	intro := strings.TrimSpace(c.Intro)
+	label, intro := c.Said()
 	if intro == "" {
 		return nil
 	}
 	return slack.NewRichTextBlock("intro_words",
-		slack.NewRichTextSection(rtText("The agent says:", italic)),
+		slack.NewRichTextSection(rtText(label, italic)),
 		richQuote(revealClip(limitLines(intro, 15), maxIntroChars)),
 	)
 }
@@ -617,53 +539,42 @@ func partsWith(ps []cardpkg.Part, lead string, capital bool, k caps) []slack.Ric
 		case cardpkg.Code:
 			flush()
 			out = append(out, rtText(revealClip(oneLine(t), k.tool), code))
+		case cardpkg.People:
+			flush()
+			out = append(out, peopleUpTo(p.Who, k.people)...)
+		case cardpkg.Clock:
+			flush()
+			out = append(out, clock(p.At)...)
+		case cardpkg.Deadline:
+			flush()
+			out = append(out, date(p.At, "{date_short_pretty} at {time}")...)
+		case cardpkg.Channel:
+			flush()
+			out = append(out, channelElement(p.Text))
+		case cardpkg.Link:
+			if u, ok := safeLink(p.URL); ok {
+				flush()
+				if p.Lead != "" {
+					out = append(out, rtText(p.Lead, nil))
+				}
+				out = append(out, slack.NewRichTextSectionLinkElement(u, p.Text, nil))
+			}
+		case cardpkg.Control:
+			text, pending = text+t, true
 		}
 	}
 	flush()
 	return out
 }
 
-func footer(c cardpkg.Card, complete bool) string {
-	var parts []string
-	if c.RequestedBy != "" {
-		parts = append(parts, "Requested by "+user(c.RequestedBy))
+// footer is the card's last line (card.Card.Footer) as mrkdwn, its
+// pieces apart by "  ·  ".
+func footer(c cardpkg.Card) string {
+	var pieces []string
+	for _, l := range c.Footer() {
+		pieces = append(pieces, coverText(l.Parts))
 	}
-	parts = append(parts, "May approve: "+approvers(c.Approvers))
-	if !complete {
-		parts = append(parts, "The requester may withdraw (deny) their own calls")
-		if !c.ExpiresAt.IsZero() {
-			parts = append(parts, "Expires "+slackDate(c.ExpiresAt, "{date_short_pretty} at {time}"))
-		}
-	} else {
-		parts = append(parts, "Closed")
-	}
-	if c.BatchID != "" {
-		parts = append(parts, "Request "+escapeClip(c.BatchID, 40))
-	}
-	return clip(strings.Join(parts, "  ·  "), maxSectionText)
-}
-
-func approvers(s confirm.Approvers) string {
-	var names []string
-	for _, u := range s.Users {
-		names = append(names, user(u))
-	}
-	for _, g := range s.Groups {
-		if groupIDPattern.MatchString(g) {
-			names = append(names, "<!subteam^"+g+">")
-		} else {
-			names = append(names, escapeClip(g, 40))
-		}
-	}
-	if len(names) == 0 {
-		return "nobody is configured for this channel (`channels[]` in the config)"
-	}
-	const maxNames = 20
-	if len(names) > maxNames {
-		rest := len(names) - maxNames
-		names = append(names[:maxNames], fmt.Sprintf("and %d more", rest))
-	}
-	return strings.Join(names, ", ")
+	return clip(strings.Join(pieces, "  ·  "), maxSectionText)
 }
 
 // decider is who decided: a user element for a Slack user id, words for
@@ -672,13 +583,8 @@ func decider(id string) slack.RichTextSectionElement { return deciderUpTo(id, ma
 
 // deciderUpTo is decider with literal text of at most n characters.
 func deciderUpTo(id string, n int) slack.RichTextSectionElement {
-	switch id {
-	case "":
-		return rtText("someone", nil)
-	case bot.PolicyActor:
-		return rtText("the policy", nil)
-	case bot.SystemActor:
-		return rtText("Airlock", nil)
+	if name, ok := cardpkg.ActorName(id); ok {
+		return rtText(name, nil)
 	}
 	if userIDPattern.MatchString(id) {
 		return slack.NewRichTextSectionUserElement(id, nil)
@@ -697,7 +603,7 @@ func personUpTo(id string, n int) slack.RichTextSectionElement {
 		return slack.NewRichTextSectionUserElement(id, nil)
 	}
 	if strings.TrimSpace(id) == "" {
-		return rtText("someone", nil)
+		return rtText(cardpkg.Someone, nil)
 	}
 	return rtText(revealClip(oneLine(id), n), nil)
 }

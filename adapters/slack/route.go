@@ -167,7 +167,7 @@ func PointerText(p cardpkg.Pointer) string {
 	var b strings.Builder
 	b.WriteString("Approval request in " + where + " closed")
 	for _, c := range p.Calls {
-		fmt.Fprintf(&b, "\n%d. %s — %s", c.Number, toolWord(c.Tool), c.Brief())
+		fmt.Fprintf(&b, "\n%d. %s — %s", c.Number, cardpkg.ToolWord(c.Tool), c.Brief())
 	}
 	return clip(b.String(), 3000)
 }

@@ -178,7 +178,7 @@ func TestRenderEditAndExtendButtons(t *testing.T) {
 		t.Errorf("a closed card has %d buttons", n)
 	}
 	shown, _ := readBlocks(t, mustJSON(RenderWith(extendedCard(), nil)))
-	if !strings.Contains(shown, "Extended by <@UCAROL> — now expires 13:00 UTC") {
+	if !strings.Contains(shown, "Extended by <@UCAROL> 2026-11-29 12:01:30 UTC; now expires at 13:00 UTC.") {
 		t.Errorf("the extended card does not say so:\n%s", shown)
 	}
 }
@@ -193,9 +193,9 @@ func TestRenderEscalations(t *testing.T) {
 		t.Fatalf("live: %v\n%s", bad, live)
 	}
 	testkit.ContainsAll(t, "the card", shown,
-		"Escalated at 12:10 UTC to <!subteam^SLEADS>; may now also decide: <@ULEAD>",
-		"Escalates at 12:20 UTC to <@UBOSS>",
-		"Escalates at 12:25 UTC to <@UMALLORY>, group <!here>, role <!channel>",
+		"Escalated at 12:10 UTC: mentioned <!subteam^SLEADS>; may now also decide: <@ULEAD>.",
+		"Escalates at 12:20 UTC: will mention <@UBOSS>.",
+		"Escalates at 12:25 UTC: will mention <@UMALLORY>, group <!here>, role <!channel>.",
 	)
 	raw := string(mustJSON(RenderWith(card, nil)))
 	for _, who := range []string{"<!subteam^SLEADS>", "<@ULEAD>", "<@UBOSS>", "UMALLORY>"} {
