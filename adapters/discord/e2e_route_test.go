@@ -167,7 +167,7 @@ func TestRouteDMCopies(t *testing.T) {
 	copy1, copy2 := h.card(dm1, 1), h.card(dm2, 1)
 	threadLink := JumpBase + guildID + "/" + thread
 	for _, c := range []postedCard{copy1, copy2} {
-		if !strings.Contains(c.content, "A copy for you as an approver") || !strings.Contains(c.content, "[View the conversation](<"+threadLink+">)") {
+		if !strings.Contains(c.content, "A copy of an approval card, sent to you as an approver.") || !strings.Contains(c.content, "[View the conversation](<"+threadLink+">)") {
 			t.Fatalf("copy %q", c.content)
 		}
 	}
@@ -329,7 +329,7 @@ func TestRouteExtend(t *testing.T) {
 	if got := after.ExpiresAt.Sub(before.ExpiresAt); got != 10*time.Minute || after.ExtendedBy != moderator {
 		t.Fatalf("deadline moved by %v, extended by %q", got, after.ExtendedBy)
 	}
-	if !strings.Contains(ext.content, "Extended by <@"+moderator+">") || !strings.Contains(ext.content, "now expires <t:"+strconv.FormatInt(after.ExpiresAt.Unix(), 10)+":t>") {
+	if !strings.Contains(ext.content, "Extended by <@"+moderator+">") || !strings.Contains(ext.content, "now expires at <t:"+strconv.FormatInt(after.ExpiresAt.Unix(), 10)+":t>") {
 		t.Fatalf("extended card %q", ext.content)
 	}
 	if x := buttonsByAction(t, ext.components)[actionExtend]; len(x) != 0 {

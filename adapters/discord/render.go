@@ -175,12 +175,13 @@ func Render(cd card.Card) (content string, embeds []*discordgo.MessageEmbed, com
 func RenderMessages(cd card.Card) []CardMessage {
 	pages := splitCalls(cd)
 	out := make([]CardMessage, len(pages))
+	first := 1
 	for p, calls := range pages {
 		m := CardMessage{Embeds: []*discordgo.MessageEmbed{}}
 		if p == 0 {
 			m.Content = header(cd)
 		} else {
-			m.Content = fmt.Sprintf("(approval request %s, continued: part %d of %d)", escapeClip(cd.BatchID, 40), p+1, len(pages))
+			m.Content = cd.PartNote(p+1, len(pages), first, first+len(calls)-1)
 		}
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
@@ -204,10 +205,11 @@ func RenderMessages(cd card.Card) []CardMessage {
 		}
 		if n := len(m.Embeds); n > 0 && !cd.Complete() && !cd.ExpiresAt.IsZero() {
 			last := m.Embeds[n-1]
-			last.Footer = &discordgo.MessageEmbedFooter{Text: "Expires"}
+			last.Footer = &discordgo.MessageEmbedFooter{Text: card.Expires}
 			last.Timestamp = cd.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00")
 		}
 		out[p] = m
+		first += len(calls)
 	}
 	return out
 }
@@ -259,109 +261,39 @@ const (
 	maxEscalationNames = 5 // people and roles named per step
 )
 
-// header is the first message's content: Airlock's words first (the
-// request, who may decide, the deadline, an extension, escalation steps,
-// on a copy the link to the conversation), then the model's, quoted and
-// inert.
+// header is the first message's content, the card's face: its title,
+// on a copy where it stands and the link to the conversation, what is
+// asked, the deadline's story (the extension, the escalation steps), the
+// footer (who asked, who may approve, when it expires, the request), then
+// the model's words, quoted and inert.
 func header(cd card.Card) string {
 	var b strings.Builder
-	who := mention(cd.RequestedBy)
-	step := ""
-	if s := cd.Step; s != nil {
-		// Airlock's call, not the agent's.
-		step = escapeMarkdown(s.Title()) + ", started by " + mention(s.StartedBy)
+	b.WriteString("**" + cd.Title() + "**")
+	if l := cd.CopyNote(); len(l.Parts) > 0 {
+		b.WriteString("\n" + faceLine(l, maxApprovers))
 	}
-	switch {
-	case step != "" && cd.Complete():
-		fmt.Fprintf(&b, "**Approval request** for %s: it is decided.", step)
-	case cd.Complete():
-		fmt.Fprintf(&b, "**Approval request** from %s: every call is decided.", who)
-	case step != "":
-		fmt.Fprintf(&b, "**Approval needed** for %s. Nothing runs until it is allowed or denied.", step)
-	default:
-		fmt.Fprintf(&b, "**Approval needed** for the calls below, requested by %s. Nothing runs until each call that needs approval is allowed or denied.", who)
+	b.WriteString("\n" + parts(cd.Lead().Parts))
+	for _, l := range cd.Schedule(maxEscalations) {
+		b.WriteString("\n" + faceLine(l, maxEscalationNames))
 	}
-	if !cd.Complete() {
-		if cd.Approvers.Empty() {
-			b.WriteString("\nNobody may approve in this channel (config `channels[]`); the requester may withdraw their calls.")
-		} else {
-			b.WriteString("\nWho may decide: " + approverList(cd.Approvers) + ".")
-		}
-		if !cd.ExpiresAt.IsZero() {
-			fmt.Fprintf(&b, " Expires <t:%d:R>.", cd.ExpiresAt.Unix())
-		}
+	var pieces []string
+	for _, l := range cd.Footer() {
+		pieces = append(pieces, parts(l.Parts))
 	}
-	if e := cd.Extended; e != nil {
-		at := e.At
-		fmt.Fprintf(&b, "\n⏱️ Extended by %s%s", mention(e.By), when(&at))
-		if !cd.Complete() && !cd.ExpiresAt.IsZero() {
-			fmt.Fprintf(&b, " — now expires <t:%d:t>", cd.ExpiresAt.Unix())
-		}
-		b.WriteString(".")
-	}
-	for _, line := range escalationLines(cd) {
-		b.WriteString("\n" + line)
-	}
-	if link := safeLink(cd.ThreadLink); link != "" && (cd.Copy == card.CopyApprovals || cd.Copy == card.CopyDM) {
-		b.WriteString("\n")
-		if cd.Copy == card.CopyDM {
-			b.WriteString("A copy for you as an approver: a decision here counts for the card everywhere. ")
-		}
-		b.WriteString("[View the conversation](<" + link + ">)")
-	}
-	if intro := strings.TrimSpace(cd.Intro); intro != "" {
-		b.WriteString("\nThe agent says:\n")
-		b.WriteString(quote(escapeClip(limitLines(intro, maxIntroLines), maxIntroChars)))
+	b.WriteString("\n" + strings.Join(pieces, " · "))
+	if label, said := cd.Said(); said != "" {
+		b.WriteString("\n" + label + "\n")
+		b.WriteString(quote(escapeClip(limitLines(said, maxIntroLines), maxIntroChars)))
 	}
 	return truncateMarkup(b.String(), maxContent)
 }
 
-// escalationLines are the card's escalation steps: those that fired, and
-// while the card waits those to come, naming who they mention and who
-// may decide from then on (mentions on a card never ping).
-func escalationLines(cd card.Card) []string {
-	var out []string
-	shown, hidden := 0, 0
-	for _, e := range cd.Escalations {
-		if !e.Fired && cd.Complete() {
-			continue
-		}
-		if shown == maxEscalations {
-			hidden++
-			continue
-		}
-		shown++
-		var b strings.Builder
-		at := ""
-		if !e.At.IsZero() {
-			at = fmt.Sprintf(" <t:%d:t>", e.At.Unix())
-		}
-		if e.Fired {
-			b.WriteString("⏫ Escalated" + at)
-		} else {
-			b.WriteString("⏫ Escalates" + at)
-		}
-		if !e.Mention.Empty() {
-			if e.Fired {
-				b.WriteString(": mentioned " + approverListMax(e.Mention, maxEscalationNames))
-			} else {
-				b.WriteString(": will mention " + approverListMax(e.Mention, maxEscalationNames))
-			}
-		}
-		if !e.Approvers.Empty() {
-			if e.Fired {
-				b.WriteString("; " + approverListMax(e.Approvers, maxEscalationNames) + " may decide too")
-			} else {
-				b.WriteString("; " + approverListMax(e.Approvers, maxEscalationNames) + " may decide from then")
-			}
-		}
-		b.WriteString(".")
-		out = append(out, b.String())
-	}
-	if hidden == 1 {
-		out = append(out, "⏫ and 1 more escalation step.")
-	} else if hidden > 1 {
-		out = append(out, fmt.Sprintf("⏫ and %d more escalation steps.", hidden))
+// faceLine is a line of the card's face or a notice: its emoji, then its
+// parts, naming at most perSet people of a set.
+func faceLine(l card.Line, perSet int) string {
+	out := partsMax(l.Parts, perSet)
+	if e := emojis[l.Icon]; e != "" {
+		out = e + " " + out
 	}
 	return out
 }
@@ -399,18 +331,18 @@ func approverListMax(s confirm.Approvers, n int) string {
 		if isSnowflake(r) {
 			out = append(out, "<@&"+r+">")
 		} else {
-			out = append(out, "role "+escapeClip(r, maxWhoChars))
+			out = append(out, card.RoleWord+" "+escapeClip(r, maxWhoChars))
 		}
 	}
 	for _, g := range s.Groups {
-		out = append(out, "group "+escapeClip(g, maxWhoChars))
+		out = append(out, card.GroupWord+" "+escapeClip(g, maxWhoChars))
 	}
 	if len(out) > n {
 		rest := len(out) - n
-		out = append(out[:n], fmt.Sprintf("and %d more", rest))
+		out = append(out[:n], card.AndMore(rest))
 	}
 	if len(out) == 0 {
-		return "nobody"
+		return card.Nobody
 	}
 	return strings.Join(out, ", ")
 }
@@ -422,8 +354,8 @@ func mention(id string) string {
 	if isSnowflake(id) {
 		return "<@" + id + ">"
 	}
-	if id == "" {
-		return "someone"
+	if name, ok := card.ActorName(id); ok {
+		return name
 	}
 	return escapeClip(id, maxWhoChars)
 }
@@ -606,7 +538,7 @@ var emojis = map[card.Icon]string{
 	card.IconWaiting: "⏳", card.IconPolicy: "✅", card.IconAllowed: "✅", card.IconDenied: "❌",
 	card.IconRefused: "⛔", card.IconExpired: "⌛", card.IconWarning: "⚠️", card.IconQuestion: "❔",
 	card.IconRunning: "✅", card.IconSucceeded: "✅", card.IconFailed: "⚠️", card.IconUnknown: "⚠️",
-	card.IconChecked: "☑️",
+	card.IconChecked: "☑️", card.IconExtended: "⏱️", card.IconEscalated: "⏫", card.IconEscalates: "⏫",
 }
 
 // notes are lines of a status, each after a line break and its emoji.
@@ -625,20 +557,39 @@ func notes(ls []card.Line) string {
 // parts writes a status's parts as Discord markdown: Airlock's words as
 // they are (stressed ones bold), people as mentions, times as Discord
 // timestamps, and every text from outside Airlock escaped and clipped.
-func parts(ps []card.Part) string {
+func parts(ps []card.Part) string { return partsMax(ps, maxApprovers) }
+
+// partsMax is parts naming at most perSet people of a set.
+func partsMax(ps []card.Part, perSet int) string {
 	var b strings.Builder
 	for _, p := range ps {
 		switch p.Kind {
 		case card.Words, card.Label:
 			b.WriteString(p.Text)
-		case card.Strong:
+		case card.Strong, card.Control:
 			b.WriteString("**" + p.Text + "**")
 		case card.Person:
 			b.WriteString(mention(p.Text))
 		case card.People:
-			b.WriteString(approverList(p.Who))
-		case card.Time:
+			b.WriteString(approverListMax(p.Who, perSet))
+		case card.Time, card.Deadline:
 			fmt.Fprintf(&b, "<t:%d:f>", p.At.Unix())
+		case card.Clock:
+			if p.At.IsZero() {
+				b.WriteString(card.UnknownTime)
+			} else {
+				fmt.Fprintf(&b, "<t:%d:t>", p.At.Unix())
+			}
+		case card.Channel:
+			if isSnowflake(p.Text) {
+				b.WriteString("<#" + p.Text + ">")
+			} else {
+				b.WriteString(card.SomeChannel)
+			}
+		case card.Link:
+			if link := safeLink(p.URL); link != "" {
+				b.WriteString(p.Lead + "[" + p.Text + "](<" + link + ">)")
+			}
 		case card.Code:
 			b.WriteString(escapeClip(p.Text, maxWhoChars))
 		case card.Quote:

@@ -243,7 +243,7 @@ func TestRenderLimits(t *testing.T) {
 		}
 		calls += len(m.Embeds)
 	}
-	if calls != 13 || len(msgs[0].Components) != 5 || !strings.Contains(msgs[1].Content, "part 2 of 4") {
+	if calls != 13 || len(msgs[0].Components) != 5 || !strings.Contains(msgs[1].Content, "continued (message 2 of 4)") {
 		t.Fatalf("split: %d calls, first message %d rows, second %q", calls, len(msgs[0].Components), msgs[1].Content)
 	}
 	// Deciding calls (and the bot dropping Editable and Grantable from
