@@ -172,15 +172,8 @@ func (c Card) CopyNote() Line {
 // card lists only the steps that fired.
 func (c Card) Schedule(maxSteps int) []Line {
 	var out []Line
-	if e := c.Extended; e != nil {
-		ps := []Part{words("Extended by "), {Kind: Person, Text: e.By}}
-		if !e.At.IsZero() {
-			ps = append(ps, words(" "), Part{Kind: Time, At: e.At})
-		}
-		if !c.Complete() && !c.ExpiresAt.IsZero() {
-			ps = append(ps, words("; now expires at "), Part{Kind: Clock, At: c.ExpiresAt})
-		}
-		out = append(out, Line{IconExtended, append(ps, words("."))})
+	if l, ok := c.Extension(); ok {
+		out = append(out, l)
 	}
 	shown := 0
 	var rest int
@@ -199,6 +192,23 @@ func (c Card) Schedule(maxSteps int) []Line {
 		out = append(out, Line{IconEscalates, []Part{words(fmt.Sprintf("… and %d more escalation %s.", rest, Plural(rest, "step", "steps")))}})
 	}
 	return out
+}
+
+// Extension says who extended the card and when, and while it waits its
+// new deadline; false when nobody did.
+func (c Card) Extension() (Line, bool) {
+	e := c.Extended
+	if e == nil {
+		return Line{}, false
+	}
+	ps := []Part{words("Extended by "), {Kind: Person, Text: e.By}}
+	if !e.At.IsZero() {
+		ps = append(ps, words(" "), Part{Kind: Time, At: e.At})
+	}
+	if !c.Complete() && !c.ExpiresAt.IsZero() {
+		ps = append(ps, words("; now expires at "), Part{Kind: Clock, At: c.ExpiresAt})
+	}
+	return Line{IconExtended, append(ps, words("."))}, true
 }
 
 // Line is an escalation step in words, the same on every platform:

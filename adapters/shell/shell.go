@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
@@ -532,12 +531,12 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 			fmt.Fprintf(s.Out, "%s [%d]: %s\n", req, c.Number, checkHint(c.Tool))
 		}
 	}
-	if card.Extended != nil && !prev.extended {
-		fmt.Fprintf(s.Out, "%s: %s\n", req, extension(card))
+	if l, ok := card.Extension(); ok && !prev.extended {
+		fmt.Fprintf(s.Out, "%s: %s\n", req, line(l))
 	}
 	for i, e := range card.Escalations {
 		if e.Fired && (i >= len(prev.fired) || !prev.fired[i]) {
-			fmt.Fprintf(s.Out, "%s: %s\n", req, escalation(e))
+			fmt.Fprintf(s.Out, "%s: %s\n", req, line(e.Line()))
 		}
 	}
 	s.remember(card)
@@ -622,15 +621,13 @@ func whyAsked(c cardpkg.Call) string {
 // escaped.
 func Render(c cardpkg.Card) string {
 	var w strings.Builder
-	title := "APPROVAL NEEDED"
-	if c.Complete() {
-		title = "DECIDED"
+	fmt.Fprintf(&w, "+-- %s\n", strings.ToUpper(c.Title()))
+	if l := c.CopyNote(); len(l.Parts) > 0 {
+		fmt.Fprintf(&w, "| %s\n", line(l))
 	}
-	fmt.Fprintf(&w, "+-- %s (request %s, asked by %s)\n", title, short(c.BatchID), oneLine(c.RequestedBy))
-	if s := c.Step; s != nil {
-		fmt.Fprintf(&w, "| This is %s, started by %s.\n", oneLine(s.Title()), oneLine(s.StartedBy))
-	} else if c.Intro != "" {
-		fmt.Fprintf(&w, "| The agent says: %s\n", oneLine(c.Intro))
+	fmt.Fprintf(&w, "| %s\n", line(c.Lead()))
+	if label, said := c.Said(); said != "" {
+		fmt.Fprintf(&w, "| %s %s\n", label, oneLine(said))
 	}
 	editable := false
 	for _, call := range c.Calls {
@@ -669,35 +666,24 @@ func Render(c cardpkg.Card) string {
 		}
 		if call.Open() && call.Editable {
 			editable = true
-			fmt.Fprintf(&w, "|     /edit %d shows its arguments to change before allowing\n", call.Number)
+			fmt.Fprintf(&w, "|     /edit %d: %s\n", call.Number, editLabel(c, call))
 		}
 	}
-	if !c.Complete() {
-		approvers := "none configured"
-		if !c.Approvers.Empty() {
-			approvers = who(c.Approvers)
-		}
-		fmt.Fprintf(&w, "| Approvers: %s. Expires %s.\n", approvers, c.ExpiresAt.UTC().Format(time.RFC3339))
+	for _, l := range c.Schedule(len(c.Escalations)) {
+		fmt.Fprintf(&w, "| %s\n", line(l))
 	}
-	if c.Extended != nil {
-		fmt.Fprintf(&w, "| %s.\n", capital(extension(c)))
+	var pieces []string
+	for _, l := range c.Footer() {
+		pieces = append(pieces, line(l))
 	}
-	for _, e := range c.Escalations {
-		if e.Fired || !c.Complete() {
-			fmt.Fprintf(&w, "| %s\n", capital(escalation(e)))
-		}
-	}
+	fmt.Fprintf(&w, "| %s\n", strings.Join(pieces, " · "))
 	if c.Complete() {
 		fmt.Fprintf(&w, "+--\n")
 		return w.String()
 	}
-	extendable := c.ExtendRef != "" && c.Extended == nil
+	ext, extendable := c.ExtendAction()
 	if extendable {
-		if c.ExtendBy > 0 {
-			fmt.Fprintf(&w, "| /extend pushes the deadline by %s (once per card)\n", cardpkg.Duration(c.ExtendBy))
-		} else {
-			fmt.Fprintf(&w, "| /extend pushes the deadline (once per card)\n")
-		}
+		fmt.Fprintf(&w, "| /extend: %s\n", ext.A11yLabel)
 	}
 	w.WriteString("+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]  /args N")
 	if editable {
@@ -750,47 +736,20 @@ func change(ch cardpkg.Change) string {
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
-// extension is an Extend, e.g. "extended by U1; now expires at
-// 16:35:00 UTC" (while the card waits).
-func extension(c cardpkg.Card) string {
-	if c.Complete() {
-		return fmt.Sprintf("extended by %s at %s", oneLine(c.Extended.By), c.Extended.At.UTC().Format("15:04:05 UTC"))
+// editLabel is what /edit N does to call, in the card's words (its Edit…
+// button's accessibility label).
+func editLabel(c cardpkg.Card, call cardpkg.Call) string {
+	for _, a := range c.Actions(call, nil) {
+		if a.Kind == cardpkg.ActEdit {
+			return a.A11yLabel
+		}
 	}
-	return fmt.Sprintf("extended by %s; now expires at %s", oneLine(c.Extended.By), c.ExpiresAt.UTC().Format("15:04:05 UTC"))
+	return ""
 }
 
-// escalation is one step, e.g. "escalation at 16:15 UTC: mentions group
-// S1, widens approvers to U2 (fired)".
-func escalation(e cardpkg.Escalation) string {
-	var parts []string
-	if !e.Mention.Empty() {
-		parts = append(parts, "mentions "+who(e.Mention))
-	}
-	if !e.Approvers.Empty() {
-		parts = append(parts, "widens approvers to "+who(e.Approvers))
-	}
-	s := "escalation at " + e.At.UTC().Format("15:04 UTC")
-	if len(parts) > 0 {
-		s += ": " + strings.Join(parts, ", ")
-	}
-	if e.Fired {
-		s += " (fired)"
-	}
-	return s
-}
-
-// who lists people as the terminal shows them: user ids, "group S…",
-// "role …", escaped.
-func who(a confirm.Approvers) string {
-	return oneLine(strings.Join(a.Names(), ", "))
-}
-
-func capital(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
+// line is a line of the card's parts as the terminal shows it: plain
+// text (card.PlainText) on one line, hidden characters shown escaped.
+func line(l cardpkg.Line) string { return oneLine(cardpkg.PlainText(l.Parts)) }
 
 // preview is the arguments as a card shows them, revealed and cut to
 // ArgsPreviewLines lines and ArgsPreviewChars characters, and how many

@@ -367,10 +367,10 @@ func TestRenderRoutedGolden(t *testing.T) {
 		`|       "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066"`,
 		`|       "a: 1 → 2, b": 1 → 2`,
 		"|       replicas: 120 → (absent)",
-		"|     /edit 3 shows its arguments to change before allowing",
-		"| Extended by oncall; now expires at 17:05:00 UTC.",
-		"| Escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)",
-		"| Escalation at 16:25 UTC: mentions U0BOSS, widens approvers to U0BOSS, group S0LEADS\n",
+		"|     /edit 3: Edit the arguments of call 3, then allow it",
+		"| Extended by oncall at 16:25:00 UTC; now expires at 17:05 UTC.",
+		"| Escalated at 16:15 UTC: mentioned group S0LEADS, role 222.",
+		"| Escalates at 16:25 UTC: will mention U0BOSS; may then also decide: U0BOSS, group S0LEADS.\n",
 		"/args N  /edit N\n",
 	)
 	if strings.Contains(out, "/edit 2") || strings.Contains(out, "/extend") || strings.Contains(out, "slack.com") {
@@ -380,7 +380,7 @@ func TestRenderRoutedGolden(t *testing.T) {
 	// Not extended yet: /extend is offered, with how long it adds.
 	c.Extended = nil
 	out = Render(c)
-	if !strings.Contains(out, "| /extend pushes the deadline by 30m (once per card)\n") || !strings.HasSuffix(out, "/edit N  /extend\n") {
+	if !strings.Contains(out, "| /extend: Push this card's deadline back, once: extend 30m\n") || !strings.HasSuffix(out, "/edit N  /extend\n") {
 		t.Errorf("extend hint:\n%s", out)
 	}
 
@@ -561,8 +561,8 @@ func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
 	testkit.ContainsAll(t, "update", got,
 		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging`+"\n",
 		"  request abcdefgh [2] restart_service: allowed by oncall at 16:08:00 UTC\n",
-		"  request abcdefgh: extended by oncall; now expires at 17:05:00 UTC\n",
-		"  request abcdefgh: escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)\n",
+		"  request abcdefgh: Extended by oncall at 16:25:00 UTC; now expires at 17:05 UTC.\n",
+		"  request abcdefgh: Escalated at 16:15 UTC: mentioned group S0LEADS, role 222.\n",
 	)
 	if strings.Count(got, "\n") != 4 {
 		t.Errorf("update printed more than the changes:\n%s", got)
