@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
@@ -89,10 +88,11 @@ func previewButtons(acts []card.Action, c card.Call, budget int) []card.Action {
 // PreviewFileName when it is longer than a message holds.
 func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
 	data := &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}
-	head := fmt.Sprintf("Full preview of call [%d] %s", c.Number, escapeClip(c.Tool, 100))
+	v := card.PreviewView(c)
+	head := viewHead(v)
 	p := c.Preview
 	if p == nil || !p.Shown() {
-		data.Content = head + ": none to show."
+		data.Content = head + ": " + v.Empty
 		return data
 	}
 	text := p.Text()
@@ -104,7 +104,7 @@ func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
 		data.Content = body
 		return data
 	}
-	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, PreviewFileName, card.Characters(runes(text))) + cut
+	data.Content = head + ": " + card.Attached(PreviewFileName, runes(text)) + cut
 	data.Files = []*discordgo.File{{Name: PreviewFileName, ContentType: "text/plain", Reader: strings.NewReader(visible.Reveal(text))}}
 	return data
 }

@@ -774,16 +774,28 @@ func ArgsReply(c card.Call) *discordgo.InteractionResponseData {
 	if args == "" {
 		args = "{}"
 	}
-	head := fmt.Sprintf("Full arguments of call [%d] %s", c.Number, escapeClip(c.Tool, 100))
+	head := viewHead(card.ArgsView(c))
 	data := &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}
 	if body := head + ":\n```json\n" + codeText(args) + "\n```"; runes(body) <= maxContent {
 		data.Content = body
 		return data
 	}
-	n := runes(args)
-	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, ArgsFileName, card.Characters(n))
+	data.Content = head + ": " + card.Attached(ArgsFileName, runes(args))
 	data.Files = []*discordgo.File{{Name: ArgsFileName, ContentType: "application/json", Reader: strings.NewReader(visible.Reveal(args))}}
 	return data
+}
+
+// viewHead is a read-only view's first line: which call, the tool inert.
+func viewHead(v card.View) string {
+	var b strings.Builder
+	for _, p := range v.Head.Parts {
+		if p.Kind == card.Code {
+			b.WriteString(escapeClip(p.Text, 100))
+		} else {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
 }
 
 // RenderGrantNotice renders a grant's notice: who granted calls of which
@@ -854,39 +866,35 @@ func RenderPointer(p card.Pointer) CardMessage {
 }
 
 // EditModal is the modal "Edit…" opens for the call of ref (number is
-// the call's number on the card): one paragraph input holding the call's
-// arguments as pretty JSON (value, at most MaxEditChars characters, with
-// characters that would act unseen written as JSON escapes, which mean
-// the same characters).
+// the call's number on the card; card.EditForm): one paragraph input
+// holding the call's arguments as pretty JSON (value, at most
+// MaxEditChars characters, with characters that would act unseen written
+// as JSON escapes, which mean the same characters).
 func EditModal(ref string, number int, value string) *discordgo.InteractionResponseData {
-	return paragraphModal(customID(actionEditSubmit, ref), numbered("Edit the call's arguments", "Edit call [%d]", number), discordgo.TextInput{
+	f := card.EditForm(number, "", "", value, false)
+	in := f.Fields[0]
+	return paragraphModal(customID(actionEditSubmit, ref), f.Title, discordgo.TextInput{
 		CustomID:  EditInputID,
-		Label:     "Arguments (JSON): submitting allows the call",
-		Value:     value,
-		MinLength: 2,
+		Label:     truncate(in.Label, maxInputLabel),
+		Value:     in.Value,
+		MinLength: in.MinLen,
 		MaxLength: MaxEditChars,
 	})
 }
 
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref
-// (number is the call's number on the card, for the title).
+// (number is the call's number on the card, for the title;
+// card.ReasonForm).
 func ReasonModal(ref string, number int) *discordgo.InteractionResponseData {
-	return paragraphModal(customID(actionModal, ref), numbered("Deny with a reason", "Deny call [%d] with a reason", number), discordgo.TextInput{
+	f := card.ReasonForm(card.Call{Number: number})
+	in := f.Fields[0]
+	return paragraphModal(customID(actionModal, ref), f.Title, discordgo.TextInput{
 		CustomID:    ReasonInputID,
-		Label:       "Reason (the agent is told)",
-		Placeholder: "Why not, or what to do instead",
-		MinLength:   1,
+		Label:       truncate(in.Label, maxInputLabel),
+		Placeholder: in.Placeholder,
+		MinLength:   in.MinLen,
 		MaxLength:   bot.MaxReasonLen,
 	})
-}
-
-// numbered is a modal's title: with the call's number (format) when it
-// has one, else title.
-func numbered(title, format string, number int) string {
-	if number > 0 {
-		return fmt.Sprintf(format, number)
-	}
-	return title
 }
 
 // paragraphModal is a modal (custom id id) of one required paragraph
@@ -895,7 +903,7 @@ func paragraphModal(id, title string, input discordgo.TextInput) *discordgo.Inte
 	input.Style, input.Required = discordgo.TextInputParagraph, true
 	return &discordgo.InteractionResponseData{
 		CustomID:   id,
-		Title:      title,
+		Title:      truncate(title, maxModalTitle),
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{input}}},
 	}
 }

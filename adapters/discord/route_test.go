@@ -160,7 +160,7 @@ func TestEditButtonOpensModal(t *testing.T) {
 		t.Fatalf("modal %s (%v)", raw, err)
 	}
 	in := modal.Components[0].Components[0]
-	if modal.CustomID != "al:f:"+recRef || modal.Title != "Edit call [2]" || in.Type != 4 || in.CustomID != EditInputID ||
+	if modal.CustomID != "al:f:"+recRef || modal.Title != "Edit call 2" || in.Type != 4 || in.CustomID != EditInputID ||
 		in.Style != int(discordgo.TextInputParagraph) || in.MaxLength != MaxEditChars || !in.Required {
 		t.Fatalf("modal %s", raw)
 	}

@@ -60,11 +60,12 @@ func (s *Shell) showPreview(ctx context.Context, b Bot, arg string) {
 	if !ok {
 		return
 	}
+	v := cardpkg.PreviewView(c)
 	if c.Preview == nil || !c.Preview.Shown() {
-		s.printf("Call [%d] has no preview to show.\n", c.Number)
+		s.printf("%s: %s\n", line(v.Head), v.Empty)
 		return
 	}
-	s.printf("Preview of call [%d] %s (%s)\n%s\n", c.Number, visible.Reveal(c.Tool), c.Preview.Heading(), visible.Reveal(strings.TrimRight(c.Preview.Text(), "\n")))
+	s.printf("%s (%s)\n%s\n", line(v.Head), c.Preview.Heading(), visible.Reveal(strings.TrimRight(c.Preview.Text(), "\n")))
 	if n := c.Preview.CutNote(); n != "" {
 		s.printf("%s\n", n)
 	}

@@ -343,7 +343,7 @@ func (s *Shell) askPhrase(ctx context.Context, b Bot, click bot.Click, n int) (s
 	case !needed:
 		return "", true
 	}
-	s.printf("Type %s to allow call %d: ", oneLine(p.Phrase), n)
+	s.printf("%s: ", line(cardpkg.PhraseForm(n, p.Tool, p.Phrase).About))
 	var line string
 	var ok bool
 	if s.lines != nil {
@@ -353,11 +353,11 @@ func (s *Shell) askPhrase(ctx context.Context, b Bot, click bot.Click, n int) (s
 		}
 	}
 	if !ok {
-		s.printf("\nCall %d: no phrase typed; nothing changed.\n", n)
+		s.printf("\nCall %d: %s\n", n, cardpkg.NoPhrase)
 		return "", false
 	}
 	if strings.TrimSpace(line) == "" {
-		s.printf("Call %d: no phrase typed; nothing changed.\n", n)
+		s.printf("Call %d: %s\n", n, cardpkg.NoPhrase)
 		return "", false
 	}
 	return line, true
@@ -433,7 +433,8 @@ const maxEditLine = ArgsPreviewChars
 // and the /edit line that would keep them, to copy and change.
 func (s *Shell) printEditForm(f bot.EditForm) {
 	var w strings.Builder
-	fmt.Fprintf(&w, "Arguments of call [%d] %s: %s\n%s\n", f.Number, oneLine(f.Tool), oneLine(f.Summary), visible.Reveal(strings.TrimSpace(f.Args)))
+	form := cardpkg.EditForm(f.Number, f.Tool, f.Summary, "", f.Holds)
+	fmt.Fprintf(&w, "%s: %s\n%s\n%s\n", line(form.About), oneLine(form.Quote), line(form.Note), visible.Reveal(strings.TrimSpace(f.Args)))
 	// Escaping first makes raw controls in strings valid JSON escapes
 	// of the same characters: the line is the exact arguments.
 	var compact bytes.Buffer
@@ -478,7 +479,7 @@ func (s *Shell) args(ctx context.Context, b Bot, arg string) {
 	if !ok {
 		return
 	}
-	s.printf("Arguments of call [%d] %s:\n%s\n", c.Number, visible.Reveal(c.Tool), visible.Reveal(strings.TrimSpace(c.Args)))
+	s.printf("%s:\n%s\n", line(cardpkg.ArgsView(c).Head), visible.Reveal(strings.TrimSpace(c.Args)))
 }
 
 // pendingCall is the call numbered arg of the waiting card; false (and

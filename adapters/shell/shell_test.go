@@ -125,7 +125,7 @@ func TestArgsPrintsWholeArguments(t *testing.T) {
 	b := &fakeBot{card: &hostile}
 	out := runShell(t, b, "/args 2\n/args 7\n")
 	want := strings.ReplaceAll(strings.ReplaceAll(hostile.Calls[1].Args, "\x1b", `\u001b`), "\u202e", `\u202e`)
-	if !strings.Contains(out, "Arguments of call [2] restart_service:\n"+want+"\n") {
+	if !strings.Contains(out, "Arguments of call 2, restart_service:\n"+want+"\n") {
 		t.Fatalf("/args 2 printed:\n%s", out)
 	}
 	if !strings.Contains(out, `"7" is not a call number of the card (1-3)`) || len(b.clicks) != 0 {
@@ -483,7 +483,7 @@ func TestEditFormShowsArguments(t *testing.T) {
 		t.Fatalf("forms %+v edits %+v", b.forms, b.edits)
 	}
 	testkit.ContainsAll(t, "output", out,
-		"Arguments of call [3] scale: Scale web to 120\\u202e\n{\n  \"note\": \"\\u001b]0;t\\u0007\",\n  \"replicas\": 120\n}\n",
+		"You are editing call 3, scale: Scale web to 120\\u202e\nSubmitting counts as your Allow of the edited call. Earlier approvals of this call no longer count: they approved other arguments. The original arguments stay in the audit log.\n{\n  \"note\": \"\\u001b]0;t\\u0007\",\n  \"replicas\": 120\n}\n",
 		"/edit 3 {\"note\":\"\\u001b]0;t\\u0007\",\"replicas\":120}\n",
 		EditUsage,
 	)
@@ -583,7 +583,7 @@ func TestAllowCriticalAsksForThePhrase(t *testing.T) {
 	c.Calls[1].Risk = confirm.RiskCritical
 	b := &fakeBot{card: &c, phrase: "prod/api"}
 	out := runShell(t, b, "/allow 2\nprod/API\n/allow 2\n\n/allow 2\n")
-	if strings.Count(out, "Type prod/api to allow call 2: ") != 3 || strings.Count(out, "Call 2: no phrase typed; nothing changed.") != 2 {
+	if strings.Count(out, "Type prod/api to allow call 2, deploy: ") != 3 || strings.Count(out, "Call 2: no phrase typed; nothing changed.") != 2 {
 		t.Fatalf("output:\n%s", out)
 	}
 	if len(b.clicks) != 1 || b.clicks[0].Phrase != "prod/API" || !b.clicks[0].Allow {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -96,15 +95,14 @@ func previewElements(c cardpkg.Call, k caps) []slack.RichTextElement {
 	return els
 }
 
-// PreviewModal shows a call's whole preview (as Airlock kept it, saying
-// so when it kept only its start), read-only and literal, in
-// preformatted rich text of at most maxModalArgs characters a block.
+// PreviewModal shows a call's whole preview (card.PreviewView: as
+// Airlock kept it, saying so when it kept only its start), read-only and
+// literal, in preformatted rich text of at most maxModalArgs characters
+// a block.
 func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
-	head := []slack.RichTextElement{slack.NewRichTextSection(
-		rtText(strconv.Itoa(call.Number)+". ", bold),
-		rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
-	)}
-	text := "(no preview)"
+	v := cardpkg.PreviewView(call)
+	head := viewHead(v)
+	text := ""
 	if p := call.Preview; p != nil {
 		head = append(head, slack.NewRichTextSection(rtText(p.Heading(), bold)))
 		if n := p.CutNote(); n != "" {
@@ -114,8 +112,7 @@ func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 			text = p.Text()
 		}
 	}
-	return readOnlyModal(CallbackPreview, fmt.Sprintf("Call %d preview", call.Number), head, text, "preview_",
-		"_The preview is longer than a Slack modal holds; %d of %d parts shown._")
+	return readOnlyModal(CallbackPreview, v, head, text, "preview_")
 }
 
 // showPreview answers "Show full preview": the card the click was on

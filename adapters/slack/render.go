@@ -647,7 +647,7 @@ func argsPreview(args string) argsView { return argsPreviewWith(args, fullCaps) 
 func argsPreviewWith(args string, k caps) argsView {
 	args = strings.TrimSpace(args)
 	if args == "" {
-		return argsView{text: "(no arguments)"}
+		return argsView{text: cardpkg.NoArguments}
 	}
 	if k.args == 0 {
 		return argsView{cut: true, hidden: utf8.RuneCountInString(visible.Reveal(args))}
@@ -661,39 +661,56 @@ func argsPreviewWith(args string, k caps) argsView {
 	return v
 }
 
-// DenyReasonModal is the modal "Deny with reason…" opens. Its private
-// metadata carries the call's reference and where the card is, so the
-// submission can be decided and answered in the right channel.
+// DenyReasonModal is the modal "Deny with reason…" opens
+// (card.ReasonForm). Its private metadata carries the call's reference
+// and where the card is, so the submission can be decided and answered
+// in the right channel.
 func DenyReasonModal(meta ModalMeta, call *cardpkg.Call) slack.ModalViewRequest {
-	var blocks []slack.Block
+	var c cardpkg.Call
 	if call != nil {
-		about := []slack.RichTextElement{slack.NewRichTextSection(
-			rtText(fmt.Sprintf("You are denying call %d, ", call.Number), nil),
-			rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
-		)}
-		if s := strings.TrimSpace(call.Summary); s != "" {
-			about = append(about, richQuote(revealClip(s, maxSummaryChars)))
-		}
-		blocks = append(blocks, slack.NewRichTextBlock("call", about...))
+		c = *call
 	}
-	input := slack.NewPlainTextInputBlockElement(plain("Why is this denied?"), reasonActionID)
-	input.Multiline = true
+	f := cardpkg.ReasonForm(c)
+	in := f.Fields[0]
+	input := slack.NewPlainTextInputBlockElement(plain(in.Placeholder), reasonActionID)
+	input.Multiline = in.Multiline
 	input.MaxLength = bot.MaxReasonLen
 	input.FocusOnLoad = true
-	blocks = append(blocks,
-		slack.NewSectionBlock(mrkdwn("The call will not run. Your reason is passed to the agent."), nil, nil, slack.SectionBlockOptionBlockID("about")),
-		slack.NewInputBlock(reasonBlockID, plain("Reason"), nil, input),
-	)
+	blocks := append(formHead(f, 0), slack.NewInputBlock(reasonBlockID, plain(in.Label), nil, input))
 	return slack.ModalViewRequest{
 		Type:            slack.VTModal,
 		CallbackID:      CallbackDenyReason,
-		Title:           plain("Deny with reason"),
-		Submit:          plain("Deny"),
-		Close:           plain("Cancel"),
+		Title:           plain(clip(f.Title, 24)),
+		Submit:          plain(f.Submit),
+		Close:           plain(f.Cancel),
 		PrivateMetadata: meta.encode(),
 		Blocks:          slack.Blocks{BlockSet: blocks},
 	}
 }
+
+// formHead lays out what a form is about (the call, its read-back
+// quoted: at most summaryLines lines, 0 for no bound) as literal rich
+// text, and what submitting does, in mrkdwn.
+func formHead(f cardpkg.Form, summaryLines int) []slack.Block {
+	var blocks []slack.Block
+	if len(f.About.Parts) > 0 {
+		about := []slack.RichTextElement{slack.NewRichTextSection(partsWith(f.About.Parts, "", false, formCaps)...)}
+		if s := strings.TrimSpace(f.Quote); s != "" {
+			if summaryLines > 0 {
+				s = limitLines(s, summaryLines)
+			}
+			about = append(about, richQuote(revealClip(s, maxSummaryChars)))
+		}
+		blocks = append(blocks, slack.NewRichTextBlock("call", about...))
+	}
+	if len(f.Note.Parts) > 0 {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(coverText(f.Note.Parts)), nil, nil, slack.SectionBlockOptionBlockID("about")))
+	}
+	return blocks
+}
+
+// formCaps bound what a form says of a call: its tool's name, a phrase.
+var formCaps = caps{tool: maxToolChars, reason: maxReasonChars, result: maxResultChars, people: maxPeoplePerSet, person: maxLiteralPersonL}
 
 // EditValue is the edit modal's pre-filled text for a call's arguments:
 // their JSON with every hidden character (bidi controls, zero-width and
@@ -702,72 +719,61 @@ func DenyReasonModal(meta ModalMeta, call *cardpkg.Call) slack.ModalViewRequest 
 // escape is the same character, so the text decodes to the same value.
 func EditValue(args string) string { return visible.Reveal(args) }
 
-// EditModal is the modal Edit… opens: the call (number, tool, current
-// read-back) and one multi-line input holding its arguments as pretty
-// JSON, labelled with the call's number and tool. Its private metadata
-// carries the call's reference, where the card is and the card message,
-// so the submission is judged as a click on that card. The caller checks
-// that the arguments fit (MaxEditChars).
+// EditModal is the modal Edit… opens (card.EditForm): the call (number,
+// tool, current read-back) and one multi-line input holding its
+// arguments as pretty JSON. Its private metadata carries the call's
+// reference, where the card is and the card message, so the submission
+// is judged as a click on that card. The caller checks that the
+// arguments fit (MaxEditChars).
 func EditModal(meta ModalMeta, f bot.EditForm) slack.ModalViewRequest {
-	tool := revealClip(oneLine(f.Tool), maxToolChars)
-	about := []slack.RichTextElement{slack.NewRichTextSection(
-		rtText(fmt.Sprintf("You are editing call %d, ", f.Number), nil),
-		rtText(tool, code),
-	)}
-	if s := strings.TrimSpace(f.Summary); s != "" {
-		about = append(about, richQuote(revealClip(limitLines(s, 6), maxSummaryChars)))
-	}
+	form := cardpkg.EditForm(f.Number, f.Tool, f.Summary, EditValue(f.Args), f.Holds)
+	in := form.Fields[0]
 	input := slack.NewPlainTextInputBlockElement(nil, editActionID)
-	input.Multiline = true
+	input.Multiline = in.Multiline
 	input.MaxLength = MaxEditChars
-	input.InitialValue = EditValue(f.Args)
+	input.InitialValue = in.Value
 	input.FocusOnLoad = true
-	label := slack.NewTextBlockObject(slack.PlainTextType, clip(fmt.Sprintf("Arguments of call %d (%s), as JSON", f.Number, tool), 2000), false, false)
-	hint := slack.NewTextBlockObject(slack.PlainTextType, "Checked against the tool's schema and the policy before anything changes.", false, false)
-	submit, counts := "Allow edited", "Submitting counts as your *Allow* of the edited call. Earlier approvals of this call no longer count: they approved other arguments. The original arguments stay in the audit log."
-	if f.Holds {
-		submit, counts = "Save edit", "This call is *critical*: saving the edit does not allow it. Allow… then asks you to type the confirmation phrase of the edited arguments. The original arguments stay in the audit log."
-	}
+	label := slack.NewTextBlockObject(slack.PlainTextType, clip(in.Label, 2000), false, false)
+	hint := slack.NewTextBlockObject(slack.PlainTextType, in.Hint, false, false)
 	return slack.ModalViewRequest{
 		Type:            slack.VTModal,
 		CallbackID:      CallbackEdit,
-		Title:           plain(clip(fmt.Sprintf("Edit call %d", f.Number), 24)),
-		Submit:          plain(submit),
-		Close:           plain("Cancel"),
+		Title:           plain(clip(form.Title, 24)),
+		Submit:          plain(form.Submit),
+		Close:           plain(form.Cancel),
 		PrivateMetadata: meta.encode(),
-		Blocks: slack.Blocks{BlockSet: []slack.Block{
-			slack.NewRichTextBlock("call", about...),
-			slack.NewSectionBlock(mrkdwn(counts), nil, nil, slack.SectionBlockOptionBlockID("about")),
-			slack.NewInputBlock(EditBlockID, label, hint, input),
-		}},
+		Blocks:          slack.Blocks{BlockSet: append(formHead(form, 6), slack.NewInputBlock(EditBlockID, label, hint, input))},
 	}
 }
 
-// ArgsModal shows a call's whole arguments, read-only and literal, in
-// preformatted rich text of at most maxModalArgs characters a block.
+// ArgsModal shows a call's whole arguments (card.ArgsView), read-only
+// and literal, in preformatted rich text of at most maxModalArgs
+// characters a block.
 func ArgsModal(call cardpkg.Call) slack.ModalViewRequest {
-	head := []slack.RichTextElement{slack.NewRichTextSection(
-		rtText(strconv.Itoa(call.Number)+". ", bold),
-		rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
-	)}
-	if s := strings.TrimSpace(call.Summary); s != "" {
+	v := cardpkg.ArgsView(call)
+	return readOnlyModal(CallbackShowArgs, v, viewHead(v), call.Args, "args_")
+}
+
+// viewHead is a read-only view's head: which call, its read-back quoted.
+func viewHead(v cardpkg.View) []slack.RichTextElement {
+	head := []slack.RichTextElement{slack.NewRichTextSection(partsWith(v.Head.Parts, "", false, formCaps)...)}
+	if s := strings.TrimSpace(v.Quote); s != "" {
 		head = append(head, richQuote(revealClip(s, maxSummaryChars)))
 	}
-	return readOnlyModal(CallbackShowArgs, fmt.Sprintf("Call %d arguments", call.Number), head, call.Args, "args_",
-		"_The arguments are longer than a Slack modal holds; %d of %d parts shown. The audit log has them whole._")
+	return head
 }
 
 // readOnlyModal is a modal of head and then text, literal, in
 // preformatted rich text blocks (ids prefix1, prefix2, …) of at most
-// maxModalArgs characters; cut says how many parts of how many a text
-// too long for the modal shows.
-func readOnlyModal(callback, title string, head []slack.RichTextElement, text, prefix, cut string) slack.ModalViewRequest {
+// maxModalArgs characters; a text too long for the modal says how many
+// parts of how many it shows (card.View.Cut).
+func readOnlyModal(callback string, v cardpkg.View, head []slack.RichTextElement, text, prefix string) slack.ModalViewRequest {
 	blocks := []slack.Block{slack.NewRichTextBlock("head", head...)}
-	chunks := chunkArgs(text, maxModalArgs)
+	chunks := chunkArgs(text, maxModalArgs, v.Empty)
 	limit := maxModalBlocks - 2
 	for i, ch := range chunks {
 		if i == limit {
-			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn(fmt.Sprintf(cut, limit, len(chunks)))))
+			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn("_"+v.Cut(limit, len(chunks))+"_")))
 			break
 		}
 		pre := &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(ch, nil)}}
@@ -776,18 +782,18 @@ func readOnlyModal(callback, title string, head []slack.RichTextElement, text, p
 	return slack.ModalViewRequest{
 		Type:       slack.VTModal,
 		CallbackID: callback,
-		Title:      plain(clip(title, 24)),
-		Close:      plain("Close"),
+		Title:      plain(clip(v.Title, 24)),
+		Close:      plain(cardpkg.Close),
 		Blocks:     slack.Blocks{BlockSet: blocks},
 	}
 }
 
 // chunkArgs reveals the arguments' hidden characters and splits them into
 // pieces of at most n characters, after a line break where one is near,
-// never inside an escape.
-func chunkArgs(s string, n int) []string {
+// never inside an escape; empty, it is the one piece empty.
+func chunkArgs(s string, n int, empty string) []string {
 	if strings.TrimSpace(s) == "" {
-		return []string{"(no arguments)"}
+		return []string{empty}
 	}
 	var out []string
 	var cur []string // revealed characters

@@ -337,7 +337,7 @@ func TestEditModal(t *testing.T) {
 		if want := "{\n  \"service\": \"<!here> \\u202e\"\n}"; b.Element.InitialValue != want {
 			t.Errorf("initial value %q, want the arguments as given, hidden characters escaped: %q", b.Element.InitialValue, want)
 		}
-		if b.Label.Text != "Arguments of call 2 (deploy), as JSON" || b.Label.Emoji {
+		if b.Label.Text != "Arguments (JSON): submitting allows the call" || b.Label.Emoji {
 			t.Errorf("label %+v", b.Label)
 		}
 	}

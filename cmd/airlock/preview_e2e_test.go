@@ -196,7 +196,7 @@ tools:
 	p.waitFor("plan for [api; rm -rf / $(id)]")
 	p.waitFor("+  replicas: 20")
 	p.send("/preview 1")
-	p.waitFor("Preview of call [1] deploy")
+	p.waitFor("Preview of call 1, deploy")
 	p.send("/allow 1")
 	p.waitFor("model saw:")
 	if n := tools.countPrefix("/deploy/"); n != 1 {
