@@ -97,7 +97,6 @@ func (a *Adapter) submitPhrase(ctx context.Context, i *discordgo.Interaction, re
 	a.refused(ctx, i, click, "phrase", a.b.Decide(ctx, click))
 }
 
-
 // holdsEdit relabels the edit modal of a critical call (holds): its
 // submission saves the edit and the call waits for Allow… and the phrase.
 func holdsEdit(d *discordgo.InteractionResponseData, holds bool) *discordgo.InteractionResponseData {
