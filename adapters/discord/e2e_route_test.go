@@ -96,7 +96,7 @@ func TestRouteApprovalsChannel(t *testing.T) {
 	}
 	cardLink := JumpBase + guildID + "/" + approvalsCh + "/" + card.id
 	ptr := h.posted(thread, "pointer", func(m postedCard) bool { return strings.HasPrefix(m.content, "⏳ Waiting for approval in") })
-	if ptr.content != "⏳ Waiting for approval in <#"+approvalsCh+">: [see the card](<"+cardLink+">)." || len(ptr.components) != 0 {
+	if ptr.content != "⏳ Waiting for approval in <#"+approvalsCh+"> — [View the card](<"+cardLink+">)" || len(ptr.components) != 0 {
 		t.Fatalf("pointer %q, %d rows", ptr.content, len(ptr.components))
 	}
 	if n := h.cards(thread); n != 0 {
@@ -130,7 +130,7 @@ func TestRouteApprovalsChannel(t *testing.T) {
 		t.Fatalf("card %q, %d rows", statusOf(final), len(final.components))
 	}
 	out := h.editedTo(thread, ptr.id, "the outcome", func(m postedCard) bool { return strings.Contains(m.content, "succeeded") })
-	if !strings.HasPrefix(out.content, "Approval request decided in <#"+approvalsCh+"> ([see the card](<"+cardLink+">)):") ||
+	if !strings.HasPrefix(out.content, "Approval request in <#"+approvalsCh+"> closed — [View the card](<"+cardLink+">)") ||
 		!strings.Contains(out.content, "allowed by <@"+moderator+">") || len(out.components) != 0 {
 		t.Fatalf("pointer edited to %q", out.content)
 	}

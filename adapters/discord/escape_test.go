@@ -87,8 +87,8 @@ func outsideCode(s string) (outside string, blocks []string) {
 
 // Airlock's own live markup on a card: the mentions of the test's people
 // and Discord timestamps.
-var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `|` + approver2 + `)>|<@&` + modRole + `>|<t:\d+:[fRt]>|\*\*(Approval needed|Approval request closed|Nothing runs until (each call that needs approval|it) is allowed or denied\.|Show full arguments|outcome unknown)\*\*|` + "`channels\\[\\]`" +
-	`|<#` + approvalsCh + `>|\[(View the conversation|see the card)\]\(<https://discord\.com/channels/(` + guildID + `|@me)(/\d+){1,2}>\)`)
+var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `|` + approver2 + `)>|<@&` + modRole + `>|<t:\d+:[fRt]>|\*\*(Approval needed|Approval request closed|Nothing runs until (each call that needs approval|it) is allowed or denied\.|Show full arguments|outcome unknown|Outcome unknown|Revoked by|Expired\.)\*\*|` + "`channels\\[\\]`" +
+	`|<#` + approvalsCh + `>|\[(View the conversation|View the card)\]\(<https://discord\.com/channels/(` + guildID + `|@me)(/\d+){1,2}>\)`)
 
 var shortcodeRE = regexp.MustCompile(`:[A-Za-z0-9_+-]+:`)
 

@@ -97,7 +97,7 @@ const (
 )
 
 // RevokeLabel is the label of a grant notice's Revoke button.
-const RevokeLabel = "Revoke"
+const RevokeLabel = card.RevokeLabel
 
 func customID(action, ref string) string { return customIDPrefix + action + ":" + ref }
 
@@ -539,6 +539,7 @@ var emojis = map[card.Icon]string{
 	card.IconRefused: "⛔", card.IconExpired: "⌛", card.IconWarning: "⚠️", card.IconQuestion: "❔",
 	card.IconRunning: "✅", card.IconSucceeded: "✅", card.IconFailed: "⚠️", card.IconUnknown: "⚠️",
 	card.IconChecked: "☑️", card.IconExtended: "⏱️", card.IconEscalated: "⏫", card.IconEscalates: "⏫",
+	card.IconGrant: "🔓", card.IconRevoked: "🔒", card.IconPointer: "⏳",
 }
 
 // notes are lines of a status, each after a line break and its emoji.
@@ -567,7 +568,9 @@ func partsMax(ps []card.Part, perSet int) string {
 		case card.Words, card.Label:
 			b.WriteString(p.Text)
 		case card.Strong, card.Control:
-			b.WriteString("**" + p.Text + "**")
+			// Spaces outside the marks: "**Revoked by** ".
+			t := strings.TrimRight(p.Text, " ")
+			b.WriteString("**" + t + "**" + p.Text[len(t):])
 		case card.Person:
 			b.WriteString(mention(p.Text))
 		case card.People:
@@ -634,22 +637,36 @@ func checkedRows(cd card.Card, calls []card.Call) []discordgo.MessageComponent {
 // (secondary style) carrying only the checked reference; once checked,
 // who checked it and when, without the button.
 func RenderUnknownNotice(n card.UnknownNotice) CardMessage {
-	var b strings.Builder
-	fmt.Fprintf(&b, "⚠️ Outcome unknown for call %d (%s)", n.Number, escapeClip(n.Tool, 100))
-	if s := strings.TrimSpace(n.Summary); s != "" {
-		b.WriteString(": " + escapeClip(oneLine(s), maxReasonChars))
-	}
-	b.WriteString("\nI" + strings.TrimPrefix(card.UnknownWords, "i")) // the shared words, starting a line
+	nt := n.Notice()
 	k := n.Check
-	b.WriteString(notes([]card.Line{k.Line()}))
 	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
 	if !k.Done() && k.Ref != "" {
 		if btn, ok := button(card.CheckAction(k.Ref, n.Number), false); ok {
 			m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{btn}})
 		}
 	}
-	m.Content = truncateMarkup(b.String(), maxContent)
+	m.Content = truncateMarkup(noticeText(nt, len(m.Components) > 0), maxContent)
 	return m
+}
+
+// noticeText lays out a notice: its lines, each after its emoji, the
+// quote inert under the first, and the foot when the notice has its
+// button.
+func noticeText(nt card.Notice, button bool) string {
+	var b strings.Builder
+	for i, l := range nt.Lines {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(faceLine(l, maxApprovers))
+		if i == 0 && nt.Quote != "" {
+			b.WriteString("\n" + quote(escapeClip(oneLine(nt.Quote), maxReasonChars)))
+		}
+	}
+	if button && len(nt.Foot.Parts) > 0 {
+		b.WriteString("\n" + parts(nt.Foot.Parts))
+	}
+	return b.String()
 }
 
 // when is a decision's time as a Discord timestamp (each reader sees
@@ -804,24 +821,14 @@ func viewHead(v card.View) string {
 // reference. A revoked (or lapsed) grant's notice says so and has no
 // button. The tool name is inert; people are non-pinging mentions.
 func RenderGrantNotice(n card.GrantNotice, now time.Time) CardMessage {
-	tool := escapeClip(n.Tool, 100)
-	var b strings.Builder
-	fmt.Fprintf(&b, "🔓 %s allowed calls of %s in this thread to run without a card until <t:%d:f>, for requests by %s or an approver of this channel.", mention(n.By), tool, n.Until.Unix(), mention(n.For))
+	nt := n.Notice(now)
 	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
-	switch {
-	case n.RevokedAt != nil:
-		fmt.Fprintf(&b, "\n🔒 Revoked by %s%s: calls of %s need approval again.", mention(n.RevokedBy), when(n.RevokedAt), tool)
-	case !n.Active(now):
-		fmt.Fprintf(&b, "\n🔒 The grant has lapsed: calls of %s need approval again.", tool)
-	default:
-		b.WriteString(" An approver of this channel can revoke it.")
-		if id := customID(actionRevoke, n.Ref); n.Ref != "" && len(id) <= maxCustomID {
-			m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.Button{Label: RevokeLabel, Style: discordgo.DangerButton, CustomID: id},
-			}})
-		}
+	if id := customID(actionRevoke, n.Ref); len(nt.Foot.Parts) > 0 && n.Ref != "" && len(id) <= maxCustomID {
+		m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.Button{Label: RevokeLabel, Style: discordgo.DangerButton, CustomID: id},
+		}})
 	}
-	m.Content = truncateMarkup(b.String(), maxContent)
+	m.Content = truncateMarkup(noticeText(nt, len(m.Components) > 0), maxContent)
 	return m
 }
 
@@ -832,27 +839,9 @@ func RenderGrantNotice(n card.GrantNotice, now time.Time) CardMessage {
 // mentions, every text a person, the model, a tool or a rule wrote
 // inert). It has no buttons, and a channel mention pings nobody.
 func RenderPointer(p card.Pointer) CardMessage {
-	where := "the approvals channel"
-	if isSnowflake(p.Channel) {
-		where = "<#" + p.Channel + ">"
-	}
-	seeCard := ""
-	if link := safeLink(p.CardLink); link != "" {
-		seeCard = "[see the card](<" + link + ">)"
-	}
 	var b strings.Builder
-	if !p.Complete() {
-		b.WriteString("⏳ Waiting for approval in " + where)
-		if seeCard != "" {
-			b.WriteString(": " + seeCard)
-		}
-		b.WriteString(".")
-	} else {
-		b.WriteString("Approval request decided in " + where)
-		if seeCard != "" {
-			b.WriteString(" (" + seeCard + ")")
-		}
-		b.WriteString(":")
+	b.WriteString(faceLine(p.Head(), maxApprovers))
+	if p.Complete() {
 		for _, c := range p.Calls {
 			line := fmt.Sprintf("\n[%d] %s: %s", c.Number, escapeClip(c.Tool, 80), statusLine(c))
 			b.WriteString(truncateMarkup(line, 600))

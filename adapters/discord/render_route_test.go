@@ -301,7 +301,7 @@ func TestRenderPointer(t *testing.T) {
 	p := card.Pointer{BatchID: c.BatchID, Channel: approvalsCh, CardLink: cardLink, Status: confirm.BatchPending, Calls: c.Calls}
 	waiting := RenderPointer(p)
 	golden(t, "pointer_waiting.json", waiting)
-	if waiting.Content != "⏳ Waiting for approval in <#"+approvalsCh+">: [see the card](<"+cardLink+">)." {
+	if waiting.Content != "⏳ Waiting for approval in <#"+approvalsCh+"> — [View the card](<"+cardLink+">)" {
 		t.Fatalf("waiting pointer: %q", waiting.Content)
 	}
 	if waiting.Components == nil || len(waiting.Components) != 0 || len(waiting.Embeds) != 0 {
@@ -317,7 +317,7 @@ func TestRenderPointer(t *testing.T) {
 	golden(t, "pointer_complete.json", done)
 	checkInert(t, done)
 	for _, want := range []string{
-		"Approval request decided in <#" + approvalsCh + "> ([see the card](<" + cardLink + ">)):",
+		"Approval request in <#" + approvalsCh + "> closed — [View the card](<" + cardLink + ">)",
 		"[2] restart_service: ✅ allowed by <@" + moderator + ">",
 		"[3] timeout_member: ❌ denied by <@" + approver2 + ">",
 	} {
@@ -329,7 +329,7 @@ func TestRenderPointer(t *testing.T) {
 	p.Channel, p.CardLink, p.Calls = "<#1> @everyone", "", c.Calls
 	m := RenderPointer(p)
 	checkInert(t, m)
-	if m.Content != "⏳ Waiting for approval in the approvals channel." {
+	if m.Content != "⏳ Waiting for approval in the approvals channel" {
 		t.Fatalf("pointer without id or link: %q", m.Content)
 	}
 }

@@ -499,12 +499,12 @@ func TestGrantNoticeGolden(t *testing.T) {
 	n.RevokedBy, n.RevokedAt = approver2, &at
 	revoked := RenderGrantNotice(n, at)
 	golden(t, "grant_notice_revoked.json", revoked)
-	if len(revoked.Components) != 0 || revoked.Components == nil || !strings.Contains(revoked.Content, "Revoked by <@"+approver2+">") {
+	if len(revoked.Components) != 0 || revoked.Components == nil || !strings.Contains(revoked.Content, "**Revoked by** <@"+approver2+">") {
 		t.Fatalf("revoked notice %+v", revoked)
 	}
 
 	n.RevokedBy, n.RevokedAt = "", nil
-	if lapsed := RenderGrantNotice(n, n.Until); len(lapsed.Components) != 0 || !strings.Contains(lapsed.Content, "lapsed") {
+	if lapsed := RenderGrantNotice(n, n.Until); len(lapsed.Components) != 0 || !strings.Contains(lapsed.Content, "**Expired.** Later calls need a card again.") {
 		t.Fatalf("lapsed notice %+v", lapsed)
 	}
 

@@ -529,7 +529,7 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 		}
 		fmt.Fprintf(s.Out, "%s [%d] %s: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Outcome()))
 		if c.Check != nil && !c.Check.Done() {
-			fmt.Fprintf(s.Out, "%s [%d]: %s\n", req, c.Number, checkHint(c.Tool))
+			fmt.Fprintf(s.Out, "%s [%d]: %s\n", req, c.Number, checkHint())
 		}
 	}
 	if l, ok := card.Extension(); ok && !prev.extended {
@@ -663,7 +663,7 @@ func Render(c cardpkg.Card) string {
 			fmt.Fprintf(&w, "|     %s\n", cover)
 		}
 		if call.Check != nil && !call.Check.Done() {
-			fmt.Fprintf(&w, "|     %s\n", checkHint(call.Tool))
+			fmt.Fprintf(&w, "|     %s\n", checkHint())
 		}
 		if call.Open() && call.Editable {
 			editable = true

@@ -141,12 +141,40 @@ func copyNote(c cardpkg.Card) slack.Block {
 // faceLine lays out a line of the card's face as rich text: its emoji,
 // then its parts (see partsWith).
 func faceLine(l cardpkg.Line, k caps) []slack.RichTextSectionElement {
-	lead := ""
+	return faceLineAfter(l, "", k)
+}
+
+// faceLineAfter is faceLine after lead (a line break between lines).
+func faceLineAfter(l cardpkg.Line, lead string, k caps) []slack.RichTextSectionElement {
 	var out []slack.RichTextSectionElement
 	if e, ok := faceEmojis[l.Icon]; ok {
+		if lead != "" {
+			out = append(out, rtText(lead, nil))
+		}
 		out, lead = append(out, emoji(e)), " "
 	}
+	if len(l.Parts) > 0 && lead != "" {
+		switch l.Parts[0].Kind {
+		case cardpkg.Words, cardpkg.Strong, cardpkg.Label:
+		default:
+			out, lead = append(out, rtText(lead, nil)), ""
+		}
+	}
 	return append(out, partsWith(l.Parts, lead, false, k)...)
+}
+
+// noticeSection lays out a notice's lines as one rich text section, each
+// after a line break.
+func noticeSection(ls []cardpkg.Line, k caps) slack.RichTextElement {
+	var els []slack.RichTextSectionElement
+	for i, l := range ls {
+		lead := ""
+		if i > 0 {
+			lead = "\n"
+		}
+		els = append(els, faceLineAfter(l, lead, k)...)
+	}
+	return slack.NewRichTextSection(els...)
 }
 
 // faceEmojis are the emoji of the icons of the card's face and notices.
