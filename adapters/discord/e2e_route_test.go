@@ -269,7 +269,7 @@ func TestRouteEditViaModal(t *testing.T) {
 		t.Fatalf("tool results %+v", res)
 	}
 	final := h.editedTo(thread, card.id, "the outcome", func(m postedCard) bool { return strings.Contains(statusOf(m), "succeeded") })
-	if e := shown(field(final.embeds[0], editedLabel)); !strings.Contains(e, "edited by <@"+moderator+">") || !strings.Contains(e, `service: "api" → "web"`) {
+	if e := shown(field(final.embeds[0], editedLabel)); !strings.Contains(e, "Edited by** <@"+moderator+">") || !strings.Contains(e, `service: "api" → "web"`) {
 		t.Fatalf("edited field %q", e)
 	}
 	if d := shown(final.embeds[0]["description"]); d != "Restart web in production" {

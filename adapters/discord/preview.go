@@ -18,7 +18,7 @@ const actionPreview = "w"
 const PreviewFileName = "preview.txt"
 
 // previewFieldLabel names the embed field of a call's preview.
-const previewFieldLabel = "Preview"
+const previewFieldLabel = card.PreviewLabel
 
 // previewLimit is the most characters the preview's field takes of a
 // call's embed budget.
@@ -55,12 +55,8 @@ func previewField(c card.Call, limit int, offer bool) (value string, cut bool) {
 	if runes(full) <= limit {
 		return full, false
 	}
-	note := func(hidden int) string {
-		s := "\n… " + card.Hidden(hidden)
-		if c.Flagged && c.Open() { // where Actions offers Show full preview
-			s += "; **" + card.ShowPreviewLabel + "** shows it all"
-		}
-		return s + "."
+	note := func(hidden int) string { // Actions offers Show full preview while a person may decide
+		return "\n" + parts(card.PreviewCut(hidden, c.Flagged && c.Open(), c.Number).Parts)
 	}
 	total := runes(text)
 	room := limit - runes(head) - runes(open) - runes(closing) - runes(tail) - runes(note(total))

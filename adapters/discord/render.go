@@ -90,10 +90,10 @@ const (
 	maxVoters       = 10  // people named in a call's approvals; the rest are counted
 	argsFieldMin    = 160 // the arguments field is never cut below this
 	descriptionMin  = 60
-	argsFieldLabel  = "Arguments"
-	statusLabel     = "Status"
-	flagReasonLabel = "Why a person is asked"
-	editedLabel     = "Edited by an approver"
+	argsFieldLabel  = card.ArgumentsLabel
+	statusLabel     = card.StatusLabel
+	flagReasonLabel = card.WhyLabel
+	editedLabel     = card.EditedLabel
 )
 
 // RevokeLabel is the label of a grant notice's Revoke button.
@@ -373,7 +373,7 @@ func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bo
 		budget -= runes(preview) + runes(previewFieldLabel)
 	}
 	rest := budget - runes(title) - runes(status) - runes(why) - runes(edited) -
-		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes(editedLabel) - runes("Expires")
+		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes(editedLabel) - runes(card.Expires)
 	full, _ := argsField(c.Args, 0, false)
 	args, cut := argsField(c.Args, min(runes(full), clamp(rest*2/3, argsFieldMin, maxFieldValue)), offer)
 	summary := strings.TrimSpace(c.Summary)
@@ -410,62 +410,48 @@ const (
 )
 
 // editedLine says, for a call an approver edited, who edited it and which
-// top-level arguments changed ("key: before → after", every value the
-// approver's or the model's words, inert); the read-back and arguments
-// shown are the edited call's. Empty for a call not edited.
+// top-level arguments changed (card.Edit.Line and card.Change.Parts,
+// every value the approver's or the model's words, inert); the read-back
+// and arguments shown are the edited call's. Empty for a call not
+// edited.
 func editedLine(c card.Call) string {
 	e := c.Edited
 	if e == nil {
 		return ""
 	}
-	var at *time.Time
-	if !e.At.IsZero() {
-		t := e.At
-		at = &t
-	}
 	var b strings.Builder
-	b.WriteString("✏️ edited by " + mention(e.By) + when(at) + ": the read-back and arguments shown are the edited ones")
-	if len(e.Changes) == 0 {
-		b.WriteString(" (no argument changed)")
-	}
+	b.WriteString(faceLine(e.Line(min(len(e.Changes), maxChanges)), maxApprovers))
 	for i, ch := range e.Changes {
 		if i == maxChanges {
-			fmt.Fprintf(&b, "\nand %d more changed", len(e.Changes)-i)
+			b.WriteString("\n" + card.MoreChanges(len(e.Changes)-i))
 			break
 		}
-		b.WriteString("\n" + escapeClip(oneLine(ch.Key), maxChangeKey) + ": " +
-			changeSide(ch.Before, "(absent)") + " → " + changeSide(ch.After, "(removed)"))
+		b.WriteString("\n")
+		for j, p := range ch.Parts() {
+			switch {
+			case p.Kind != card.Code:
+				b.WriteString(p.Text)
+			case j == 0:
+				b.WriteString(escapeClip(oneLine(p.Text), maxChangeKey))
+			default:
+				b.WriteString(escapeClip(oneLine(p.Text), maxChangeValue))
+			}
+		}
 	}
 	return b.String()
 }
 
-// changeSide is one side of a change, inert; none when the key was absent.
-func changeSide(v, none string) string {
-	if strings.TrimSpace(v) == "" {
-		return none
-	}
-	return escapeClip(oneLine(v), maxChangeValue)
-}
-
 // whyLine says, for a call a person must decide, why and how many
-// approvals it needs (card.Call.Why: reasons name rules from the config,
+// approvals it needs (card.Call.Gate: reasons name rules from the config,
 // shown inert all the same) and, when rules narrowed who may decide it,
-// who may. Empty for calls nobody is asked about.
+// who may (card.Call.Deciders). Empty for calls nobody is asked about.
 func whyLine(c card.Call) string {
 	if !c.Flagged {
 		return ""
 	}
-	out := escapeClip(c.Why(), maxReasonChars)
-	switch len(c.Restrict) {
-	case 0:
-	case 1:
-		out += "\nOnly " + approverList(c.Restrict[0]) + " may decide this call."
-	default:
-		sets := make([]string, len(c.Restrict))
-		for i, s := range c.Restrict {
-			sets[i] = "(" + approverList(s) + ")"
-		}
-		out += "\nOnly people in each of " + strings.Join(sets, " and ") + " may decide this call."
+	out := escapeClip(c.Gate(), maxReasonChars)
+	if d := c.Deciders(); len(d.Parts) > 0 {
+		out += "\n" + parts(d.Parts)
 	}
 	return out
 }
@@ -483,13 +469,7 @@ func argsField(args string, limit int, offer bool) (string, bool) {
 	if limit <= 0 || runes(full) <= limit {
 		return full, false
 	}
-	note := func(hidden int) string {
-		s := "\n… " + card.Hidden(hidden)
-		if offer {
-			s += "; **Show full arguments** shows them all"
-		}
-		return s + "."
-	}
+	note := func(hidden int) string { return "\n" + parts(card.ArgsCut(hidden, offer, 0).Parts) }
 	total := runes(args)
 	room := limit - runes(open) - runes(closing) - runes(note(total))
 	body, shown := codeSafePrefix(args, room)
@@ -539,7 +519,7 @@ var emojis = map[card.Icon]string{
 	card.IconRefused: "⛔", card.IconExpired: "⌛", card.IconWarning: "⚠️", card.IconQuestion: "❔",
 	card.IconRunning: "✅", card.IconSucceeded: "✅", card.IconFailed: "⚠️", card.IconUnknown: "⚠️",
 	card.IconChecked: "☑️", card.IconExtended: "⏱️", card.IconEscalated: "⏫", card.IconEscalates: "⏫",
-	card.IconGrant: "🔓", card.IconRevoked: "🔒", card.IconPointer: "⏳",
+	card.IconGrant: "🔓", card.IconRevoked: "🔒", card.IconPointer: "⏳", card.IconEdited: "✏️",
 }
 
 // notes are lines of a status, each after a line break and its emoji.

@@ -194,14 +194,14 @@ func TestRenderEditedCallHostile(t *testing.T) {
 	checkInert(t, m)
 	e := embedMap(t, m.Embeds[1])
 	edited := field(e, editedLabel)
-	if !strings.HasPrefix(edited, fmt.Sprintf("✏️ edited by <@%s> <t:%d:f>", moderator, at.Unix())) {
+	if !strings.HasPrefix(edited, fmt.Sprintf("✏️ **Edited by** <@%s> <t:%d:f>", moderator, at.Unix())) {
 		t.Fatalf("edited: %q", edited)
 	}
 	seen := strings.NewReplacer("\u202e", `\u202e`, "\u200b", `\u200b`).Replace(hostile)
 	for _, want := range []string{
 		`service: "api" → "` + seen + `"`,
-		`# <@123> @here ||x|| \u202e: (absent) → 12`,
-		"replicas: 120 → (removed)",
+		`# <@123> @here ||x|| \u202e: (not set) → 12`,
+		"replicas: 120 → (not set)",
 	} {
 		if !strings.Contains(shown(edited), want) {
 			t.Errorf("edited %q lacks %q", shown(edited), want)

@@ -333,7 +333,7 @@ func TestRenderQuorumGolden(t *testing.T) {
 	if got := field(e, statusLabel); got != "⏳ waiting for a decision: 1 of 2 approvals: <@"+moderator+">" {
 		t.Errorf("status: %q", got)
 	}
-	if got := field(embedMap(t, embeds[2]), flagReasonLabel); !strings.Contains(got, "Only <@&"+modRole+"> may decide this call.") {
+	if got := field(embedMap(t, embeds[2]), flagReasonLabel); !strings.Contains(got, "Who may decide: <@&"+modRole+">") {
 		t.Errorf("restricted call: %q", got)
 	}
 	if len(components) != 2 {

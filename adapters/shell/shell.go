@@ -517,7 +517,7 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 			if more != "" {
 				changes = append(changes, more)
 			}
-			fmt.Fprintf(s.Out, "%s [%d] %s: edited by %s: %s; now: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Edited.By), strings.Join(changes, ", "), oneLine(c.Summary))
+			fmt.Fprintf(s.Out, "%s [%d] %s: %s %s — %s\n", req, c.Number, oneLine(c.Tool), line(c.Edited.Line(len(changes))), strings.Join(changes, ", "), oneLine(c.Summary))
 		}
 		if sig := previewSig(c); sig != "" && (i >= len(prev.previews) || prev.previews[i] != sig) {
 			var w strings.Builder
@@ -596,25 +596,14 @@ const (
 	ArgsPreviewChars = 2000
 )
 
-// whyAsked says why a person is asked about an open call and how many must
-// allow it, when that is more than the tool's own flag asking one person;
-// with approvals so far.
+// whyAsked says why a person is asked about an open call and how many
+// must allow it (card.Call.Gate), when that is more than the tool's own
+// flag asking one person.
 func whyAsked(c cardpkg.Call) string {
-	if !c.Flagged || !c.Open() {
+	if !c.Flagged || !c.Open() || c.PlainGate() {
 		return ""
 	}
-	plain := c.Approvals <= 1 && c.RiskLabel() == ""
-	for _, r := range c.Reasons {
-		plain = plain && r.Kind == confirm.ReasonToolFlag
-	}
-	if plain {
-		return ""
-	}
-	why := c.Why()
-	if p := c.Progress(); p != "" {
-		why += " (" + p + ")"
-	}
-	return why
+	return c.Gate()
 }
 
 // Render formats a card as plain text. Every text from the model, a tool
@@ -636,9 +625,12 @@ func Render(c cardpkg.Card) string {
 		if why := whyAsked(call); why != "" {
 			fmt.Fprintf(&w, "|     %s\n", oneLine(why))
 		}
+		if d := call.Deciders(); len(d.Parts) > 0 && call.Open() {
+			fmt.Fprintf(&w, "|     %s\n", line(d))
+		}
 		if e := call.Edited; e != nil {
-			fmt.Fprintf(&w, "|     edited by %s at %s:\n", oneLine(e.By), e.At.UTC().Format("15:04:05 UTC"))
 			changes, more := changeLines(e)
+			fmt.Fprintf(&w, "|     %s\n", line(e.Line(len(changes))))
 			for _, l := range changes {
 				fmt.Fprintf(&w, "|       %s\n", l)
 			}
@@ -651,11 +643,7 @@ func Render(c cardpkg.Card) string {
 			fmt.Fprintf(&w, "|       %s\n", l)
 		}
 		if hidden > 0 {
-			fmt.Fprintf(&w, "|       … %s", cardpkg.Hidden(hidden))
-			if call.Open() {
-				fmt.Fprintf(&w, "; /args %d prints them all", call.Number)
-			}
-			w.WriteString("\n")
+			fmt.Fprintf(&w, "|       %s\n", line(cardpkg.ArgsCut(hidden, call.Open(), call.Number)))
 		}
 		previewLines(&w, call, "|  ")
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
@@ -710,29 +698,34 @@ const (
 func changeLines(e *cardpkg.Edit) (lines []string, more string) {
 	for i, ch := range e.Changes {
 		if i == maxChangesShown {
-			return lines, fmt.Sprintf("… and %d more changed keys", len(e.Changes)-i)
+			return lines, cardpkg.MoreChanges(len(e.Changes) - i)
 		}
 		lines = append(lines, change(ch))
 	}
 	return lines, ""
 }
 
-// change is one changed key of an edit: `key: before → after`, escaped,
-// "(absent)" for a side without the key. The values are JSON (a string
-// is quoted); a key that is not a plain name is quoted too, so neither
-// can pass for more of the line.
+// change is one changed key of an edit (card.Change.Parts): `key: before
+// → after`, escaped. The values are JSON (a string is quoted); a key that
+// is not a plain name is quoted too, so neither can pass for more of the
+// line.
 func change(ch cardpkg.Change) string {
-	side := func(v string) string {
-		if v == "" {
-			return "(absent)"
+	var b strings.Builder
+	for i, p := range ch.Parts() {
+		switch {
+		case p.Kind != cardpkg.Code:
+			b.WriteString(p.Text)
+		case i == 0:
+			key := cardpkg.Excerpt(p.Text, maxChangeChars)
+			if !plainKey.MatchString(key) {
+				key = strconv.Quote(key)
+			}
+			b.WriteString(oneLine(key))
+		default:
+			b.WriteString(oneLine(cardpkg.Excerpt(p.Text, maxChangeChars)))
 		}
-		return oneLine(cardpkg.Excerpt(v, maxChangeChars))
 	}
-	key := cardpkg.Excerpt(ch.Key, maxChangeChars)
-	if !plainKey.MatchString(key) {
-		key = strconv.Quote(key)
-	}
-	return oneLine(key) + ": " + side(ch.Before) + " → " + side(ch.After)
+	return b.String()
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
@@ -749,8 +742,23 @@ func editLabel(c cardpkg.Card, call cardpkg.Call) string {
 }
 
 // line is a line of the card's parts as the terminal shows it: plain
-// text (card.PlainText) on one line, hidden characters shown escaped.
-func line(l cardpkg.Line) string { return oneLine(cardpkg.PlainText(l.Parts)) }
+// text (card.PlainText) on one line, hidden characters shown escaped; a
+// button named in it is the command that does what it does.
+func line(l cardpkg.Line) string {
+	var b strings.Builder
+	for _, p := range l.Parts {
+		if cmd, ok := commands[p.Act]; ok && p.Kind == cardpkg.Control {
+			fmt.Fprintf(&b, "%s %d", cmd, p.N)
+			continue
+		}
+		b.WriteString(cardpkg.PlainText([]cardpkg.Part{p}))
+	}
+	return oneLine(b.String())
+}
+
+// commands are the terminal's commands for the card's buttons a line
+// may name, each taking the call's number.
+var commands = map[cardpkg.ActionKind]string{cardpkg.ActShowArgs: "/args", cardpkg.ActShowPreview: "/preview"}
 
 // preview is the arguments as a card shows them, revealed and cut to
 // ArgsPreviewLines lines and ArgsPreviewChars characters, and how many

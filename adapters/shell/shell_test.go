@@ -102,7 +102,7 @@ func hostileCard() card.Card {
 func TestHostileCardIsInert(t *testing.T) {
 	hostile := hostileCard()
 	out := renderGolden(t, "card_hostile.txt", hostile)
-	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome")
+	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 shows them all.", "needs approval: an earlier call of this tool has an unknown outcome")
 	if n := strings.Count(out, "\n"); n > 60 {
 		t.Errorf("a card of %d lines", n)
 	}
@@ -362,11 +362,11 @@ func TestRenderRoutedGolden(t *testing.T) {
 	c := routedCard()
 	out := renderGolden(t, "card_routed.txt", c)
 	testkit.ContainsAll(t, "card", out,
-		"| [2] restart_service: Restart api in staging\n|     edited by oncall\\u001b[8m at 16:08:00 UTC:\n",
+		"| [2] restart_service: Restart api in staging\n|     Edited by oncall\\u001b[8m at 16:08:00 UTC. The read-back and arguments shown are the edited ones; it runs with them. Changed:\n",
 		`|       environment: "production" → "staging"`,
-		`|       "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066"`,
+		`|       "note\u202e": (not set) → "\u001b[2J\u202eok\n → \u2066"`,
 		`|       "a: 1 → 2, b": 1 → 2`,
-		"|       replicas: 120 → (absent)",
+		"|       replicas: 120 → (not set)",
 		"|     /edit 3: Edit the arguments of call 3, then allow it",
 		"| Extended by oncall at 16:25:00 UTC; now expires at 17:05 UTC.",
 		"| Escalated at 16:15 UTC: mentioned group S0LEADS, role 222.",
@@ -410,7 +410,7 @@ func TestEditChangesAreBounded(t *testing.T) {
 	var term strings.Builder
 	s := New(strings.NewReader(""), &term)
 	s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c)
-	if got := term.String(); !strings.Contains(got, "k09: "+strings.Repeat("a", 120)+"… → 1, … and 30 more changed keys; now:") || len(got) > 3000 {
+	if got := term.String(); !strings.Contains(got, "k09: "+strings.Repeat("a", 120)+"… → 1, … and 30 more changed keys — ") || len(got) > 3000 {
 		t.Fatalf("update not bounded: %q", got)
 	}
 }
@@ -559,7 +559,7 @@ func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
 	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
 	got := out.String()
 	testkit.ContainsAll(t, "update", got,
-		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging`+"\n",
+		`  request abcdefgh [2] restart_service: Edited by oncall\u001b[8m at 16:08:00 UTC. The read-back and arguments shown are the edited ones; it runs with them. Changed: environment: "production" → "staging", "note\u202e": (not set) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (not set) — Restart api in staging`+"\n",
 		"  request abcdefgh [2] restart_service: allowed by oncall at 16:08:00 UTC\n",
 		"  request abcdefgh: Extended by oncall at 16:25:00 UTC; now expires at 17:05 UTC.\n",
 		"  request abcdefgh: Escalated at 16:15 UTC: mentioned group S0LEADS, role 222.\n",

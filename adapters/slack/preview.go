@@ -3,7 +3,6 @@ package slack
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -75,11 +74,9 @@ func previewElements(c cardpkg.Call, k caps) []slack.RichTextElement {
 			els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(text, nil)}})
 		}
 		if hidden > 0 {
-			note := fmt.Sprintf("… %s of the preview.", cardpkg.Hidden(hidden))
-			if c.Flagged && c.Open() { // where Actions offers Show full preview
-				note += " " + cardpkg.ShowPreviewLabel + " opens it whole."
-			}
-			els = append(els, slack.NewRichTextSection(rtText(note, italic)))
+			// Actions offers Show full preview while a person may decide.
+			note := cardpkg.PreviewCut(hidden, c.Flagged && c.Open(), c.Number)
+			els = append(els, slack.NewRichTextSection(rtText(wordsOf(note), italic)))
 		}
 		if n := p.CutNote(); n != "" {
 			els = append(els, slack.NewRichTextSection(rtText(n, italic)))

@@ -275,27 +275,15 @@ func introQuote(c cardpkg.Card) slack.Block {
 	)
 }
 
-// gate says in a few words whether and why a person is asked: the
-// call's Why() ("needs 2 approvals: rule prod") for flagged calls, without
-// the tool's own flag when that is the only reason. Rule
-// names come from the config and are shown literally like everything
-// else on the card.
+// gate says in a few words whether and why a person is asked
+// (card.Call.Gate), after the tier's emoji when it is not the default.
+// Rule names come from the config and are shown literally like
+// everything else on the card.
 func gate(c cardpkg.Call) string {
-	switch {
-	case c.State.Kind == cardpkg.DeniedByRule:
-		return "refused by a rule"
-	case c.Flagged:
-		// The tool's own flag alone goes without saying.
-		plain := true
-		for _, r := range c.Reasons {
-			plain = plain && r.Kind == confirm.ReasonToolFlag
-		}
-		if plain {
-			c.Reasons = nil
-		}
-		return riskEmoji[c.Risk] + c.Why()
+	if c.Flagged && c.State.Kind != cardpkg.DeniedByRule {
+		return riskEmoji[c.Risk] + c.Gate()
 	}
-	return "no approval needed"
+	return c.Gate()
 }
 
 // riskEmoji marks the tiers above the default beside their words.
@@ -314,7 +302,7 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 		rtText(revealClip(oneLine(gate(c)), k.reason), italic),
 	)}
 	if len(c.Restrict) > 0 && c.Open() {
-		els = append(els, slack.NewRichTextSection(restriction(c.Restrict, k.people)...))
+		els = append(els, slack.NewRichTextSection(partsWith(c.Deciders().Parts, "", false, k)...))
 	}
 	if e := c.Edited; e != nil {
 		els = append(els, edited(*e, k)...)
@@ -326,41 +314,52 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 		els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(preview.text, nil)}})
 	}
 	if preview.cut {
-		note := fmt.Sprintf("… %s.", cardpkg.Hidden(preview.hidden))
-		if offer {
-			note += " Show full arguments opens them whole."
-		}
-		els = append(els, slack.NewRichTextSection(rtText(note, italic)))
+		els = append(els, slack.NewRichTextSection(rtText(wordsOf(cardpkg.ArgsCut(preview.hidden, offer, c.Number)), italic)))
 	}
 	els = append(els, previewElements(c, k)...)
 	els = append(els, slack.NewRichTextSection(status(c, grantedBy, k)...))
 	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
 }
 
-// edited says who changed a call's arguments and when, and each changed
-// key as "key: before → after", literal like the arguments (preformatted
-// rich text, hidden characters escaped). The read-back and arguments the
-// card shows after it are the edited ones.
+// wordsOf is a line of Airlock's words only (words, and the names of
+// buttons) as one text.
+func wordsOf(l cardpkg.Line) string {
+	var b strings.Builder
+	for _, p := range l.Parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// edited says who changed a call's arguments and when
+// (card.Edit.Line), and each changed key as "key: before → after",
+// literal like the arguments (preformatted rich text, hidden characters
+// escaped). The read-back and arguments the card shows after it are the
+// edited ones.
 func edited(e cardpkg.Edit, k caps) []slack.RichTextElement {
-	head := []slack.RichTextSectionElement{emoji("pencil2"), rtText(" Edited by ", bold), personUpTo(e.By, k.person)}
-	if !e.At.IsZero() {
-		head = append(head, when(&e.At)...)
+	listed := min(len(e.Changes), k.changes)
+	out := []slack.RichTextElement{slack.NewRichTextSection(faceLine(e.Line(listed), k)...)}
+	if listed == 0 {
+		return out
 	}
-	head = append(head, rtText(". The read-back and arguments below are the edited ones; it runs with them. Changed:", nil))
-	if len(e.Changes) == 0 || k.changes == 0 {
-		head[len(head)-1] = rtText(". The read-back and arguments below are the edited ones; it runs with them.", nil)
-		return []slack.RichTextElement{slack.NewRichTextSection(head...)}
-	}
-	out := []slack.RichTextElement{slack.NewRichTextSection(head...)}
 	var lines []string
 	for i, ch := range e.Changes {
 		if i == k.changes {
-			rest := len(e.Changes) - i
-			lines = append(lines, fmt.Sprintf("… and %d more changed %s", rest, plural(rest, "key", "keys")))
+			lines = append(lines, cardpkg.MoreChanges(len(e.Changes)-i))
 			break
 		}
-		lines = append(lines, changeValue(ch.Key, k.changeKey, "(empty key)")+": "+
-			changeValue(ch.Before, k.changeValue, "(not set)")+" → "+changeValue(ch.After, k.changeValue, "(not set)"))
+		var b strings.Builder
+		for j, p := range ch.Parts() {
+			switch {
+			case p.Kind != cardpkg.Code:
+				b.WriteString(p.Text)
+			case j == 0:
+				b.WriteString(changeValue(p.Text, k.changeKey, ""))
+			default:
+				b.WriteString(changeValue(p.Text, k.changeValue, ""))
+			}
+		}
+		lines = append(lines, b.String())
 	}
 	return append(out, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(strings.Join(lines, "\n"), nil)}})
 }
@@ -376,21 +375,9 @@ func changeValue(s string, n int, empty string) string {
 
 // Bounds of the people named on a call.
 const (
-	maxRestrictSets   = 5
 	maxPeoplePerSet   = 20
 	maxLiteralPersonL = 60
 )
-
-// restriction says who may decide a call a rule narrowed: people in every
-// set.
-func restriction(sets []confirm.Approvers, perSet int) []slack.RichTextSectionElement {
-	lead := "Who may decide: "
-	if len(sets) > 1 {
-		lead = "Who may decide (people in each of these): "
-	}
-	out := []slack.RichTextSectionElement{rtText(lead, bold)}
-	return append(out, joinRich(len(sets), func(i int) []slack.RichTextSectionElement { return peopleUpTo(sets[i], perSet) }, "; ", "; and %d more", maxRestrictSets)...)
-}
 
 // people is a set of people as rich text: user and usergroup elements for
 // Slack ids, literal text for anything else.

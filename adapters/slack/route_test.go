@@ -125,7 +125,7 @@ func TestRenderEditedCallIsInert(t *testing.T) {
 	}
 	revealed := `web <!here> <@U123> <!channel> <https://evil.example|x> :skull: *b* \u202e\u200b`
 	testkit.ContainsAll(t, "the card", shown,
-		"Edited by <@UALICE> 2026-11-29 12:01:30 UTC. The read-back and arguments below are the edited ones; it runs with them. Changed:",
+		"Edited by <@UALICE> 2026-11-29 12:01:30 UTC. The read-back and arguments shown are the edited ones; it runs with them. Changed:",
 		"replicas: (not set) → 12",
 		`service: "api" → "`+revealed+`"`,
 		`<!channel>\n<@U123>: "x" → (not set)`,
