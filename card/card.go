@@ -79,16 +79,7 @@ type Step struct {
 // Title is the step in words: "step restart of runbook restart", with
 // ", attempt 2" past the first and " (up to 5 attempts; one approval
 // covers them)" for a retried step.
-func (s Step) Title() string {
-	t := "step " + s.ID + " of runbook " + s.Runbook
-	if s.Attempt > 1 {
-		t += ", attempt " + strconv.Itoa(s.Attempt)
-	}
-	if s.Attempts > 1 {
-		t += " (up to " + strconv.Itoa(s.Attempts) + " attempts; one approval covers them)"
-	}
-	return t
-}
+func (s Step) Title() string { return PlainText(s.titleParts(false)) }
 
 // Where a card copy is posted (Card.Copy).
 const (

@@ -318,8 +318,6 @@ func safeLink(u string) string {
 	return u
 }
 
-func approverList(s confirm.Approvers) string { return approverListMax(s, maxApprovers) }
-
 // approverListMax names at most n people, roles and groups of a set; the
 // rest are counted.
 func approverListMax(s confirm.Approvers, n int) string {

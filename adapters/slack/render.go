@@ -901,10 +901,3 @@ func emoji(name string) slack.RichTextSectionElement {
 func richQuote(s string) slack.RichTextElement {
 	return &slack.RichTextQuote{Type: slack.RTEQuote, Elements: []slack.RichTextSectionElement{rtText(s, nil)}}
 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
