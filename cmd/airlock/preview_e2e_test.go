@@ -248,7 +248,7 @@ func TestShowFullPreviewOverSlack(t *testing.T) {
 			show = value
 		}
 	})
-	if show == "" || !strings.Contains(blocks, "Show full preview opens it whole") {
+	if show == "" || !strings.Contains(blocks, "Show full preview shows it all.") {
 		t.Fatalf("no Show full preview on a cut plan: %s", blocks)
 	}
 	elsewhere := posted{at.channel, "1900000099.000009", at.thread}
