@@ -81,16 +81,7 @@ type Step struct {
 // Title is the step in words: "step restart of runbook restart", with
 // ", attempt 2" past the first and " (up to 5 attempts; one approval
 // covers them)" for a retried step.
-func (s Step) Title() string {
-	t := "step " + s.ID + " of runbook " + s.Runbook
-	if s.Attempt > 1 {
-		t += ", attempt " + strconv.Itoa(s.Attempt)
-	}
-	if s.Attempts > 1 {
-		t += " (up to " + strconv.Itoa(s.Attempts) + " attempts; one approval covers them)"
-	}
-	return t
-}
+func (s Step) Title() string { return PlainText(s.titleParts(false)) }
 
 // Where a card copy is posted (Card.Copy).
 const (
@@ -201,21 +192,6 @@ type UnknownNotice struct {
 	Number  int    // 1-based position of the call in its reply
 	Tool    string // (untrusted text)
 	Summary string // the read-back (untrusted text)
-}
-
-// GateText says what an unchecked unknown run means for later calls.
-func GateText(tool string) string {
-	return "Until someone marks it checked, every call of " + tool + " in this thread needs a person's yes."
-}
-
-// Text is the notice in shared words (the tool and read-back as given:
-// callers quote or escape them).
-func (n UnknownNotice) Text() string {
-	s := fmt.Sprintf("⚠ Outcome unknown for call %d (%s: %s): %s ", n.Number, n.Tool, n.Summary, UnknownWords)
-	if n.Check.Done() {
-		return s + "Checked by " + n.Check.By + " at " + n.Check.At.UTC().Format("15:04:05 UTC") + "; later calls are judged as usual."
-	}
-	return s + GateText(n.Tool)
 }
 
 // Edit records an approver's change of a call's arguments.
@@ -376,15 +352,6 @@ type GrantNotice struct {
 
 // Active reports whether the notice should still offer Revoke.
 func (n GrantNotice) Active(now time.Time) bool { return n.RevokedAt == nil && now.Before(n.Until) }
-
-// Text is the notice in shared words.
-func (n GrantNotice) Text() string {
-	s := fmt.Sprintf("%s granted calls of %s in this thread without a card until %s, for requests by %s or an approver of this channel.", n.By, n.Tool, n.Until.UTC().Format("15:04 UTC"), n.For)
-	if n.RevokedAt != nil {
-		s += fmt.Sprintf(" Revoked by %s at %s.", n.RevokedBy, n.RevokedAt.UTC().Format("15:04:05 UTC"))
-	}
-	return s
-}
 
 // Excerpt trims s to n runes, ending in "…" when cut.
 func Excerpt(s string, n int) string {

@@ -30,6 +30,10 @@ type Part struct {
 	Text string
 	At   time.Time
 	Who  confirm.Approvers // for People (covers.go)
+	URL  string            // for Link: where it goes
+	Lead string            // for Link: words before it, left out with it
+	Act  ActionKind        // for Control: the button named
+	N    int               // for Control: its call's number (0: the card's own)
 }
 
 // Icon is the symbol a renderer may set before a line; each maps it to
@@ -219,8 +223,16 @@ func PlainText(ps []Part) string {
 		switch p.Kind {
 		case Time:
 			b.WriteString("at " + p.At.UTC().Format("15:04:05 UTC"))
+		case Clock, Deadline:
+			b.WriteString(p.At.UTC().Format("15:04 UTC"))
 		case Output:
 			b.WriteString(Excerpt(p.Text, 200))
+		case People:
+			b.WriteString(strings.Join(p.Who.Names(), ", "))
+		case Link:
+			// plain text has no links
+		case Channel:
+			b.WriteString(SomeChannel)
 		default:
 			b.WriteString(p.Text)
 		}

@@ -7,7 +7,7 @@ import (
 )
 
 // coverLabel names the field that says what a yes covers.
-const coverLabel = "What a yes covers"
+const coverLabel = card.CoversLabel
 
 // coverField is the last field of a waiting call's embed, just above the
 // buttons: what each does in this card's case (card.Card.Cover), people

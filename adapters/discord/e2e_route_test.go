@@ -96,7 +96,7 @@ func TestRouteApprovalsChannel(t *testing.T) {
 	}
 	cardLink := JumpBase + guildID + "/" + approvalsCh + "/" + card.id
 	ptr := h.posted(thread, "pointer", func(m postedCard) bool { return strings.HasPrefix(m.content, "⏳ Waiting for approval in") })
-	if ptr.content != "⏳ Waiting for approval in <#"+approvalsCh+">: [see the card](<"+cardLink+">)." || len(ptr.components) != 0 {
+	if ptr.content != "⏳ Waiting for approval in <#"+approvalsCh+"> — [View the card](<"+cardLink+">)" || len(ptr.components) != 0 {
 		t.Fatalf("pointer %q, %d rows", ptr.content, len(ptr.components))
 	}
 	if n := h.cards(thread); n != 0 {
@@ -130,7 +130,7 @@ func TestRouteApprovalsChannel(t *testing.T) {
 		t.Fatalf("card %q, %d rows", statusOf(final), len(final.components))
 	}
 	out := h.editedTo(thread, ptr.id, "the outcome", func(m postedCard) bool { return strings.Contains(m.content, "succeeded") })
-	if !strings.HasPrefix(out.content, "Approval request decided in <#"+approvalsCh+"> ([see the card](<"+cardLink+">)):") ||
+	if !strings.HasPrefix(out.content, "Approval request in <#"+approvalsCh+"> closed — [View the card](<"+cardLink+">)") ||
 		!strings.Contains(out.content, "allowed by <@"+moderator+">") || len(out.components) != 0 {
 		t.Fatalf("pointer edited to %q", out.content)
 	}
@@ -167,7 +167,7 @@ func TestRouteDMCopies(t *testing.T) {
 	copy1, copy2 := h.card(dm1, 1), h.card(dm2, 1)
 	threadLink := JumpBase + guildID + "/" + thread
 	for _, c := range []postedCard{copy1, copy2} {
-		if !strings.Contains(c.content, "A copy for you as an approver") || !strings.Contains(c.content, "[View the conversation](<"+threadLink+">)") {
+		if !strings.Contains(c.content, "A copy of an approval card, sent to you as an approver.") || !strings.Contains(c.content, "[View the conversation](<"+threadLink+">)") {
 			t.Fatalf("copy %q", c.content)
 		}
 	}
@@ -269,7 +269,7 @@ func TestRouteEditViaModal(t *testing.T) {
 		t.Fatalf("tool results %+v", res)
 	}
 	final := h.editedTo(thread, card.id, "the outcome", func(m postedCard) bool { return strings.Contains(statusOf(m), "succeeded") })
-	if e := shown(field(final.embeds[0], editedLabel)); !strings.Contains(e, "edited by <@"+moderator+">") || !strings.Contains(e, `service: "api" → "web"`) {
+	if e := shown(field(final.embeds[0], editedLabel)); !strings.Contains(e, "Edited by** <@"+moderator+">") || !strings.Contains(e, `service: "api" → "web"`) {
 		t.Fatalf("edited field %q", e)
 	}
 	if d := shown(final.embeds[0]["description"]); d != "Restart web in production" {
@@ -329,7 +329,7 @@ func TestRouteExtend(t *testing.T) {
 	if got := after.ExpiresAt.Sub(before.ExpiresAt); got != 10*time.Minute || after.ExtendedBy != moderator {
 		t.Fatalf("deadline moved by %v, extended by %q", got, after.ExtendedBy)
 	}
-	if !strings.Contains(ext.content, "Extended by <@"+moderator+">") || !strings.Contains(ext.content, "now expires <t:"+strconv.FormatInt(after.ExpiresAt.Unix(), 10)+":t>") {
+	if !strings.Contains(ext.content, "Extended by <@"+moderator+">") || !strings.Contains(ext.content, "now expires at <t:"+strconv.FormatInt(after.ExpiresAt.Unix(), 10)+":t>") {
 		t.Fatalf("extended card %q", ext.content)
 	}
 	if x := buttonsByAction(t, ext.components)[actionExtend]; len(x) != 0 {

@@ -87,8 +87,8 @@ func outsideCode(s string) (outside string, blocks []string) {
 
 // Airlock's own live markup on a card: the mentions of the test's people
 // and Discord timestamps.
-var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `|` + approver2 + `)>|<@&` + modRole + `>|<t:\d+:[fRt]>|\*\*(Approval needed|Approval request|Show full arguments|outcome unknown)\*\*|` + "`channels\\[\\]`" +
-	`|<#` + approvalsCh + `>|\[(View the conversation|see the card)\]\(<https://discord\.com/channels/(` + guildID + `|@me)(/\d+){1,2}>\)`)
+var ownMarkup = regexp.MustCompile(`<@(` + requester + `|` + moderator + `|` + dmUser + `|` + approver2 + `)>|<@&` + modRole + `>|<t:\d+:[fRt]>|\*\*(Approval needed|Approval request closed|Nothing runs until (each call that needs approval|it) is allowed or denied\.|Show full arguments|outcome unknown|Outcome unknown|Revoked by|Expired\.|Edited by)\*\*|` + "`channels\\[\\]`" +
+	`|<#` + approvalsCh + `>|\[(View the conversation|View the card)\]\(<https://discord\.com/channels/(` + guildID + `|@me)(/\d+){1,2}>\)`)
 
 var shortcodeRE = regexp.MustCompile(`:[A-Za-z0-9_+-]+:`)
 
@@ -205,7 +205,7 @@ func TestHostileCardIsInert(t *testing.T) {
 	if !strings.Contains(args, "more characters hidden") || !strings.Contains(args, "Show full arguments") {
 		t.Errorf("cut arguments do not say so: %q", args)
 	}
-	if why := field(embedMap(t, embeds[0]), flagReasonLabel); !strings.HasPrefix(shown(why), cd.Calls[0].Why()+"\nOnly ") {
+	if why := field(embedMap(t, embeds[0]), flagReasonLabel); !strings.HasPrefix(shown(why), cd.Calls[0].Why()+"\nWho may decide: ") {
 		t.Errorf("why %q", why)
 	}
 	if st := field(embedMap(t, embeds[0]), statusLabel); !strings.Contains(shown(st), "1 of 2 approvals: <@&"+modRole+"> @everyone ||v||") {

@@ -3,8 +3,8 @@ package discord
 import (
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 )
 
 // Typed confirmation: a critical call's "Allow…" answers with a modal
@@ -17,32 +17,29 @@ const (
 	maxInputLabel = 45
 )
 
-// PhraseModal is the modal "Allow…" opens for the call of p.Ref: titled
-// with the call's number, one short input labelled "Type the phrase to
-// allow <tool>" whose placeholder is the phrase (a modal shows no other
-// text; placeholders are plain text, so the phrase is inert there).
+// PhraseModal is the modal "Allow…" opens for the call of p.Ref
+// (card.PhraseForm): titled with the call's number, one short input
+// whose placeholder is the phrase (a modal shows no other text;
+// placeholders are plain text, so the phrase is inert there).
 func PhraseModal(p bot.PhrasePrompt) *discordgo.InteractionResponseData {
-	tool := visible.Reveal(oneLine(p.Tool))
+	f := card.PhraseForm(p.Number, p.Tool, p.Phrase)
+	in := f.Fields[0]
 	return &discordgo.InteractionResponseData{
 		CustomID: customID(actionPhraseSubmit, p.Ref),
-		Title:    truncate(numbered("Allow this call", "Allow call [%d]: type its phrase", p.Number), maxModalTitle),
+		Title:    truncate(f.Title, maxModalTitle),
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
 			discordgo.TextInput{
 				CustomID:    PhraseInputID,
-				Label:       truncate("Type the phrase to allow "+tool, maxInputLabel),
+				Label:       truncate(in.Label, maxInputLabel),
 				Style:       discordgo.TextInputShort,
-				Placeholder: p.Phrase,
+				Placeholder: in.Placeholder,
 				Required:    true,
-				MinLength:   1,
+				MinLength:   in.MinLen,
 				MaxLength:   2 * bot.MaxPhraseRunes,
 			},
 		}}},
 	}
 }
-
-// heldEditLabel is the edit modal's label on a critical call, whose edit
-// is saved without allowing it (bot.EditForm.Holds).
-const heldEditLabel = "Arguments (JSON): saving won't allow it"
 
 // holdsEdit relabels the edit modal of a critical call (holds): its
 // submission saves the edit and the call waits for Allow… and the phrase.
@@ -55,7 +52,7 @@ func holdsEdit(d *discordgo.InteractionResponseData, holds bool) *discordgo.Inte
 		return d
 	}
 	if in, ok := row.Components[0].(discordgo.TextInput); ok {
-		in.Label = heldEditLabel
+		in.Label = truncate(card.EditForm(0, "", "", "", true).Fields[0].Label, maxInputLabel)
 		row.Components = append([]discordgo.MessageComponent{in}, row.Components[1:]...)
 		d.Components = append([]discordgo.MessageComponent{row}, d.Components[1:]...)
 	}

@@ -103,7 +103,7 @@ func TestHeldEditModalSaysItDoesNotAllow(t *testing.T) {
 	if got := label(holdsEdit(EditModal("abc.1", 1, "{}"), false)); !strings.Contains(got, "submitting allows") {
 		t.Fatalf("plain edit label %q", got)
 	}
-	if got := label(holdsEdit(EditModal("abc.1", 1, "{}"), true)); got != heldEditLabel || runes(got) > maxInputLabel {
+	if got := label(holdsEdit(EditModal("abc.1", 1, "{}"), true)); got != "Arguments (JSON): saving won't allow it" || runes(got) > maxInputLabel {
 		t.Fatalf("held edit label %q", got)
 	}
 }

@@ -1,7 +1,6 @@
 package discord
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
@@ -14,7 +13,7 @@ import (
 const PreviewFileName = "preview.txt"
 
 // previewFieldLabel names the embed field of a call's preview.
-const previewFieldLabel = "Preview"
+const previewFieldLabel = card.PreviewLabel
 
 // previewLimit is the most characters the preview's field takes of a
 // call's embed budget.
@@ -51,12 +50,8 @@ func previewField(c card.Call, limit int, offer bool) (value string, cut bool) {
 	if runes(full) <= limit {
 		return full, false
 	}
-	note := func(hidden int) string {
-		s := "\n… " + card.Hidden(hidden)
-		if c.Flagged && c.Open() { // where Actions offers Show full preview
-			s += "; **" + card.ShowPreviewLabel + "** shows it all"
-		}
-		return s + "."
+	note := func(hidden int) string { // Actions offers Show full preview while a person may decide
+		return "\n" + parts(card.PreviewCut(hidden, c.Flagged && c.Open(), c.Number).Parts)
 	}
 	total := runes(text)
 	room := limit - runes(head) - runes(open) - runes(closing) - runes(tail) - runes(note(total))
@@ -84,10 +79,11 @@ func previewButtons(acts []card.Action, c card.Call, budget int) []card.Action {
 // PreviewFileName when it is longer than a message holds.
 func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
 	data := &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}
-	head := fmt.Sprintf("Full preview of call [%d] %s", c.Number, escapeClip(c.Tool, 100))
+	v := card.PreviewView(c)
+	head := viewHead(v)
 	p := c.Preview
 	if p == nil || !p.Shown() {
-		data.Content = head + ": none to show."
+		data.Content = head + ": " + v.Empty
 		return data
 	}
 	text := p.Text()
@@ -99,7 +95,7 @@ func PreviewReply(c card.Call) *discordgo.InteractionResponseData {
 		data.Content = body
 		return data
 	}
-	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, PreviewFileName, card.Characters(runes(text))) + cut
+	data.Content = head + ": " + card.Attached(PreviewFileName, runes(text)) + cut
 	data.Files = []*discordgo.File{{Name: PreviewFileName, ContentType: "text/plain", Reader: strings.NewReader(visible.Reveal(text))}}
 	return data
 }

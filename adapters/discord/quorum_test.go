@@ -315,7 +315,7 @@ func TestGrantAllowForAndRevoke(t *testing.T) {
 	h.fd.Send("INTERACTION_CREATE", click("8504", thread, moderator, []string{modRole}, revoke[0], notice.id))
 	revoked := h.edit(thread, notice.id, 1)
 	h.noFollowUp("8504")
-	if len(revoked.components) != 0 || !strings.Contains(revoked.content, "Revoked by <@"+moderator+">") {
+	if len(revoked.components) != 0 || !strings.Contains(revoked.content, "**Revoked by** <@"+moderator+">") {
 		t.Fatalf("revoked notice %q %v", revoked.content, revoked.components)
 	}
 	var raw struct {

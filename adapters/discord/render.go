@@ -70,14 +70,14 @@ const (
 	maxVoters       = 10  // people named in a call's approvals; the rest are counted
 	argsFieldMin    = 160 // the arguments field is never cut below this
 	descriptionMin  = 60
-	argsFieldLabel  = "Arguments"
-	statusLabel     = "Status"
-	flagReasonLabel = "Why a person is asked"
-	editedLabel     = "Edited by an approver"
+	argsFieldLabel  = card.ArgumentsLabel
+	statusLabel     = card.StatusLabel
+	flagReasonLabel = card.WhyLabel
+	editedLabel     = card.EditedLabel
 )
 
 // RevokeLabel is the label of a grant notice's Revoke button.
-const RevokeLabel = "Revoke"
+const RevokeLabel = card.RevokeLabel
 
 // CardMessage is one Discord message of a rendered card.
 type CardMessage struct {
@@ -134,12 +134,13 @@ func Render(cd card.Card) (content string, embeds []*discordgo.MessageEmbed, com
 func RenderMessages(cd card.Card) []CardMessage {
 	pages := splitCalls(cd)
 	out := make([]CardMessage, len(pages))
+	first := 1
 	for p, calls := range pages {
 		m := CardMessage{Embeds: []*discordgo.MessageEmbed{}}
 		if p == 0 {
 			m.Content = header(cd)
 		} else {
-			m.Content = fmt.Sprintf("(approval request %s, continued: part %d of %d)", escapeClip(cd.BatchID, 40), p+1, len(pages))
+			m.Content = cd.PartNote(p+1, len(pages), first, first+len(calls)-1)
 		}
 		budget := embedsTotalQuota / max(1, len(calls))
 		for _, c := range calls {
@@ -163,10 +164,11 @@ func RenderMessages(cd card.Card) []CardMessage {
 		}
 		if n := len(m.Embeds); n > 0 && !cd.Complete() && !cd.ExpiresAt.IsZero() {
 			last := m.Embeds[n-1]
-			last.Footer = &discordgo.MessageEmbedFooter{Text: "Expires"}
+			last.Footer = &discordgo.MessageEmbedFooter{Text: card.Expires}
 			last.Timestamp = cd.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z07:00")
 		}
 		out[p] = m
+		first += len(calls)
 	}
 	return out
 }
@@ -218,109 +220,39 @@ const (
 	maxEscalationNames = 5 // people and roles named per step
 )
 
-// header is the first message's content: Airlock's words first (the
-// request, who may decide, the deadline, an extension, escalation steps,
-// on a copy the link to the conversation), then the model's, quoted and
-// inert.
+// header is the first message's content, the card's face: its title,
+// on a copy where it stands and the link to the conversation, what is
+// asked, the deadline's story (the extension, the escalation steps), the
+// footer (who asked, who may approve, when it expires, the request), then
+// the model's words, quoted and inert.
 func header(cd card.Card) string {
 	var b strings.Builder
-	who := mention(cd.RequestedBy)
-	step := ""
-	if s := cd.Step; s != nil {
-		// Airlock's call, not the agent's.
-		step = escapeMarkdown(s.Title()) + ", started by " + mention(s.StartedBy)
+	b.WriteString("**" + cd.Title() + "**")
+	if l := cd.CopyNote(); len(l.Parts) > 0 {
+		b.WriteString("\n" + faceLine(l, maxApprovers))
 	}
-	switch {
-	case step != "" && cd.Complete():
-		fmt.Fprintf(&b, "**Approval request** for %s: it is decided.", step)
-	case cd.Complete():
-		fmt.Fprintf(&b, "**Approval request** from %s: every call is decided.", who)
-	case step != "":
-		fmt.Fprintf(&b, "**Approval needed** for %s. Nothing runs until it is allowed or denied.", step)
-	default:
-		fmt.Fprintf(&b, "**Approval needed** for the calls below, requested by %s. Nothing runs until each call that needs approval is allowed or denied.", who)
+	b.WriteString("\n" + parts(cd.Lead().Parts))
+	for _, l := range cd.Schedule(maxEscalations) {
+		b.WriteString("\n" + faceLine(l, maxEscalationNames))
 	}
-	if !cd.Complete() {
-		if cd.Approvers.Empty() {
-			b.WriteString("\nNobody may approve in this channel (config `channels[]`); the requester may withdraw their calls.")
-		} else {
-			b.WriteString("\nWho may decide: " + approverList(cd.Approvers) + ".")
-		}
-		if !cd.ExpiresAt.IsZero() {
-			fmt.Fprintf(&b, " Expires <t:%d:R>.", cd.ExpiresAt.Unix())
-		}
+	var pieces []string
+	for _, l := range cd.Footer() {
+		pieces = append(pieces, parts(l.Parts))
 	}
-	if e := cd.Extended; e != nil {
-		at := e.At
-		fmt.Fprintf(&b, "\n⏱️ Extended by %s%s", mention(e.By), when(&at))
-		if !cd.Complete() && !cd.ExpiresAt.IsZero() {
-			fmt.Fprintf(&b, " — now expires <t:%d:t>", cd.ExpiresAt.Unix())
-		}
-		b.WriteString(".")
-	}
-	for _, line := range escalationLines(cd) {
-		b.WriteString("\n" + line)
-	}
-	if link := safeLink(cd.ThreadLink); link != "" && (cd.Copy == card.CopyApprovals || cd.Copy == card.CopyDM) {
-		b.WriteString("\n")
-		if cd.Copy == card.CopyDM {
-			b.WriteString("A copy for you as an approver: a decision here counts for the card everywhere. ")
-		}
-		b.WriteString("[View the conversation](<" + link + ">)")
-	}
-	if intro := strings.TrimSpace(cd.Intro); intro != "" {
-		b.WriteString("\nThe agent says:\n")
-		b.WriteString(quote(escapeClip(limitLines(intro, maxIntroLines), maxIntroChars)))
+	b.WriteString("\n" + strings.Join(pieces, " · "))
+	if label, said := cd.Said(); said != "" {
+		b.WriteString("\n" + label + "\n")
+		b.WriteString(quote(escapeClip(limitLines(said, maxIntroLines), maxIntroChars)))
 	}
 	return truncateMarkup(b.String(), maxContent)
 }
 
-// escalationLines are the card's escalation steps: those that fired, and
-// while the card waits those to come, naming who they mention and who
-// may decide from then on (mentions on a card never ping).
-func escalationLines(cd card.Card) []string {
-	var out []string
-	shown, hidden := 0, 0
-	for _, e := range cd.Escalations {
-		if !e.Fired && cd.Complete() {
-			continue
-		}
-		if shown == maxEscalations {
-			hidden++
-			continue
-		}
-		shown++
-		var b strings.Builder
-		at := ""
-		if !e.At.IsZero() {
-			at = fmt.Sprintf(" <t:%d:t>", e.At.Unix())
-		}
-		if e.Fired {
-			b.WriteString("⏫ Escalated" + at)
-		} else {
-			b.WriteString("⏫ Escalates" + at)
-		}
-		if !e.Mention.Empty() {
-			if e.Fired {
-				b.WriteString(": mentioned " + approverListMax(e.Mention, maxEscalationNames))
-			} else {
-				b.WriteString(": will mention " + approverListMax(e.Mention, maxEscalationNames))
-			}
-		}
-		if !e.Approvers.Empty() {
-			if e.Fired {
-				b.WriteString("; " + approverListMax(e.Approvers, maxEscalationNames) + " may decide too")
-			} else {
-				b.WriteString("; " + approverListMax(e.Approvers, maxEscalationNames) + " may decide from then")
-			}
-		}
-		b.WriteString(".")
-		out = append(out, b.String())
-	}
-	if hidden == 1 {
-		out = append(out, "⏫ and 1 more escalation step.")
-	} else if hidden > 1 {
-		out = append(out, fmt.Sprintf("⏫ and %d more escalation steps.", hidden))
+// faceLine is a line of the card's face or a notice: its emoji, then its
+// parts, naming at most perSet people of a set.
+func faceLine(l card.Line, perSet int) string {
+	out := partsMax(l.Parts, perSet)
+	if e := emojis[l.Icon]; e != "" {
+		out = e + " " + out
 	}
 	return out
 }
@@ -345,8 +277,6 @@ func safeLink(u string) string {
 	return u
 }
 
-func approverList(s confirm.Approvers) string { return approverListMax(s, maxApprovers) }
-
 // approverListMax names at most n people, roles and groups of a set; the
 // rest are counted.
 func approverListMax(s confirm.Approvers, n int) string {
@@ -358,18 +288,18 @@ func approverListMax(s confirm.Approvers, n int) string {
 		if isSnowflake(r) {
 			out = append(out, "<@&"+r+">")
 		} else {
-			out = append(out, "role "+escapeClip(r, maxWhoChars))
+			out = append(out, card.RoleWord+" "+escapeClip(r, maxWhoChars))
 		}
 	}
 	for _, g := range s.Groups {
-		out = append(out, "group "+escapeClip(g, maxWhoChars))
+		out = append(out, card.GroupWord+" "+escapeClip(g, maxWhoChars))
 	}
 	if len(out) > n {
 		rest := len(out) - n
-		out = append(out[:n], fmt.Sprintf("and %d more", rest))
+		out = append(out[:n], card.AndMore(rest))
 	}
 	if len(out) == 0 {
-		return "nobody"
+		return card.Nobody
 	}
 	return strings.Join(out, ", ")
 }
@@ -381,8 +311,8 @@ func mention(id string) string {
 	if isSnowflake(id) {
 		return "<@" + id + ">"
 	}
-	if id == "" {
-		return "someone"
+	if name, ok := card.ActorName(id); ok {
+		return name
 	}
 	return escapeClip(id, maxWhoChars)
 }
@@ -400,7 +330,7 @@ func callEmbed(c card.Call, budget int, offer bool) (*discordgo.MessageEmbed, bo
 		budget -= runes(preview) + runes(previewFieldLabel)
 	}
 	rest := budget - runes(title) - runes(status) - runes(why) - runes(edited) -
-		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes(editedLabel) - runes("Expires")
+		runes(argsFieldLabel) - runes(statusLabel) - runes(flagReasonLabel) - runes(editedLabel) - runes(card.Expires)
 	full, _ := argsField(c.Args, 0, false)
 	args, cut := argsField(c.Args, min(runes(full), clamp(rest*2/3, argsFieldMin, maxFieldValue)), offer)
 	summary := strings.TrimSpace(c.Summary)
@@ -437,62 +367,48 @@ const (
 )
 
 // editedLine says, for a call an approver edited, who edited it and which
-// top-level arguments changed ("key: before → after", every value the
-// approver's or the model's words, inert); the read-back and arguments
-// shown are the edited call's. Empty for a call not edited.
+// top-level arguments changed (card.Edit.Line and card.Change.Parts,
+// every value the approver's or the model's words, inert); the read-back
+// and arguments shown are the edited call's. Empty for a call not
+// edited.
 func editedLine(c card.Call) string {
 	e := c.Edited
 	if e == nil {
 		return ""
 	}
-	var at *time.Time
-	if !e.At.IsZero() {
-		t := e.At
-		at = &t
-	}
 	var b strings.Builder
-	b.WriteString("✏️ edited by " + mention(e.By) + when(at) + ": the read-back and arguments shown are the edited ones")
-	if len(e.Changes) == 0 {
-		b.WriteString(" (no argument changed)")
-	}
+	b.WriteString(faceLine(e.Line(min(len(e.Changes), maxChanges)), maxApprovers))
 	for i, ch := range e.Changes {
 		if i == maxChanges {
-			fmt.Fprintf(&b, "\nand %d more changed", len(e.Changes)-i)
+			b.WriteString("\n" + card.MoreChanges(len(e.Changes)-i))
 			break
 		}
-		b.WriteString("\n" + escapeClip(oneLine(ch.Key), maxChangeKey) + ": " +
-			changeSide(ch.Before, "(absent)") + " → " + changeSide(ch.After, "(removed)"))
+		b.WriteString("\n")
+		for j, p := range ch.Parts() {
+			switch {
+			case p.Kind != card.Code:
+				b.WriteString(p.Text)
+			case j == 0:
+				b.WriteString(escapeClip(oneLine(p.Text), maxChangeKey))
+			default:
+				b.WriteString(escapeClip(oneLine(p.Text), maxChangeValue))
+			}
+		}
 	}
 	return b.String()
 }
 
-// changeSide is one side of a change, inert; none when the key was absent.
-func changeSide(v, none string) string {
-	if strings.TrimSpace(v) == "" {
-		return none
-	}
-	return escapeClip(oneLine(v), maxChangeValue)
-}
-
 // whyLine says, for a call a person must decide, why and how many
-// approvals it needs (card.Call.Why: reasons name rules from the config,
+// approvals it needs (card.Call.Gate: reasons name rules from the config,
 // shown inert all the same) and, when rules narrowed who may decide it,
-// who may. Empty for calls nobody is asked about.
+// who may (card.Call.Deciders). Empty for calls nobody is asked about.
 func whyLine(c card.Call) string {
 	if !c.Flagged {
 		return ""
 	}
-	out := escapeClip(c.Why(), maxReasonChars)
-	switch len(c.Restrict) {
-	case 0:
-	case 1:
-		out += "\nOnly " + approverList(c.Restrict[0]) + " may decide this call."
-	default:
-		sets := make([]string, len(c.Restrict))
-		for i, s := range c.Restrict {
-			sets[i] = "(" + approverList(s) + ")"
-		}
-		out += "\nOnly people in each of " + strings.Join(sets, " and ") + " may decide this call."
+	out := escapeClip(c.Gate(), maxReasonChars)
+	if d := c.Deciders(); len(d.Parts) > 0 {
+		out += "\n" + parts(d.Parts)
 	}
 	return out
 }
@@ -510,13 +426,7 @@ func argsField(args string, limit int, offer bool) (string, bool) {
 	if limit <= 0 || runes(full) <= limit {
 		return full, false
 	}
-	note := func(hidden int) string {
-		s := "\n… " + card.Hidden(hidden)
-		if offer {
-			s += "; **Show full arguments** shows them all"
-		}
-		return s + "."
-	}
+	note := func(hidden int) string { return "\n" + parts(card.ArgsCut(hidden, offer, 0).Parts) }
 	total := runes(args)
 	room := limit - runes(open) - runes(closing) - runes(note(total))
 	body, shown := codeSafePrefix(args, room)
@@ -565,7 +475,8 @@ var emojis = map[card.Icon]string{
 	card.IconWaiting: "⏳", card.IconPolicy: "✅", card.IconAllowed: "✅", card.IconDenied: "❌",
 	card.IconRefused: "⛔", card.IconExpired: "⌛", card.IconWarning: "⚠️", card.IconQuestion: "❔",
 	card.IconRunning: "✅", card.IconSucceeded: "✅", card.IconFailed: "⚠️", card.IconUnknown: "⚠️",
-	card.IconChecked: "☑️",
+	card.IconChecked: "☑️", card.IconExtended: "⏱️", card.IconEscalated: "⏫", card.IconEscalates: "⏫",
+	card.IconGrant: "🔓", card.IconRevoked: "🔒", card.IconPointer: "⏳", card.IconEdited: "✏️",
 }
 
 // notes are lines of a status, each after a line break and its emoji.
@@ -584,20 +495,41 @@ func notes(ls []card.Line) string {
 // parts writes a status's parts as Discord markdown: Airlock's words as
 // they are (stressed ones bold), people as mentions, times as Discord
 // timestamps, and every text from outside Airlock escaped and clipped.
-func parts(ps []card.Part) string {
+func parts(ps []card.Part) string { return partsMax(ps, maxApprovers) }
+
+// partsMax is parts naming at most perSet people of a set.
+func partsMax(ps []card.Part, perSet int) string {
 	var b strings.Builder
 	for _, p := range ps {
 		switch p.Kind {
 		case card.Words, card.Label:
 			b.WriteString(p.Text)
-		case card.Strong:
-			b.WriteString("**" + p.Text + "**")
+		case card.Strong, card.Control:
+			// Spaces outside the marks: "**Revoked by** ".
+			t := strings.TrimRight(p.Text, " ")
+			b.WriteString("**" + t + "**" + p.Text[len(t):])
 		case card.Person:
 			b.WriteString(mention(p.Text))
 		case card.People:
-			b.WriteString(approverList(p.Who))
-		case card.Time:
+			b.WriteString(approverListMax(p.Who, perSet))
+		case card.Time, card.Deadline:
 			fmt.Fprintf(&b, "<t:%d:f>", p.At.Unix())
+		case card.Clock:
+			if p.At.IsZero() {
+				b.WriteString(card.UnknownTime)
+			} else {
+				fmt.Fprintf(&b, "<t:%d:t>", p.At.Unix())
+			}
+		case card.Channel:
+			if isSnowflake(p.Text) {
+				b.WriteString("<#" + p.Text + ">")
+			} else {
+				b.WriteString(card.SomeChannel)
+			}
+		case card.Link:
+			if link := safeLink(p.URL); link != "" {
+				b.WriteString(p.Lead + "[" + p.Text + "](<" + link + ">)")
+			}
 		case card.Code:
 			b.WriteString(escapeClip(p.Text, maxWhoChars))
 		case card.Quote:
@@ -642,22 +574,36 @@ func checkedRows(cd card.Card, calls []card.Call) []discordgo.MessageComponent {
 // (secondary style) carrying only the checked reference; once checked,
 // who checked it and when, without the button.
 func RenderUnknownNotice(n card.UnknownNotice) CardMessage {
-	var b strings.Builder
-	fmt.Fprintf(&b, "⚠️ Outcome unknown for call %d (%s)", n.Number, escapeClip(n.Tool, 100))
-	if s := strings.TrimSpace(n.Summary); s != "" {
-		b.WriteString(": " + escapeClip(oneLine(s), maxReasonChars))
-	}
-	b.WriteString("\nI" + strings.TrimPrefix(card.UnknownWords, "i")) // the shared words, starting a line
+	nt := n.Notice()
 	k := n.Check
-	b.WriteString(notes([]card.Line{k.Line()}))
 	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
 	if !k.Done() && k.Ref != "" {
 		if btn, ok := button(card.CheckAction(k.Ref, n.Number), false); ok {
 			m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{btn}})
 		}
 	}
-	m.Content = truncateMarkup(b.String(), maxContent)
+	m.Content = truncateMarkup(noticeText(nt, len(m.Components) > 0), maxContent)
 	return m
+}
+
+// noticeText lays out a notice: its lines, each after its emoji, the
+// quote inert under the first, and the foot when the notice has its
+// button.
+func noticeText(nt card.Notice, button bool) string {
+	var b strings.Builder
+	for i, l := range nt.Lines {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString(faceLine(l, maxApprovers))
+		if i == 0 && nt.Quote != "" {
+			b.WriteString("\n" + quote(escapeClip(oneLine(nt.Quote), maxReasonChars)))
+		}
+	}
+	if button && len(nt.Foot.Parts) > 0 {
+		b.WriteString("\n" + parts(nt.Foot.Parts))
+	}
+	return b.String()
 }
 
 // when is a decision's time as a Discord timestamp (each reader sees
@@ -772,16 +718,28 @@ func ArgsReply(c card.Call) *discordgo.InteractionResponseData {
 	if args == "" {
 		args = "{}"
 	}
-	head := fmt.Sprintf("Full arguments of call [%d] %s", c.Number, escapeClip(c.Tool, 100))
+	head := viewHead(card.ArgsView(c))
 	data := &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noMentions()}
 	if body := head + ":\n```json\n" + codeText(args) + "\n```"; runes(body) <= maxContent {
 		data.Content = body
 		return data
 	}
-	n := runes(args)
-	data.Content = fmt.Sprintf("%s: attached as %s (%s).", head, ArgsFileName, card.Characters(n))
+	data.Content = head + ": " + card.Attached(ArgsFileName, runes(args))
 	data.Files = []*discordgo.File{{Name: ArgsFileName, ContentType: "application/json", Reader: strings.NewReader(visible.Reveal(args))}}
 	return data
+}
+
+// viewHead is a read-only view's first line: which call, the tool inert.
+func viewHead(v card.View) string {
+	var b strings.Builder
+	for _, p := range v.Head.Parts {
+		if p.Kind == card.Code {
+			b.WriteString(escapeClip(p.Text, 100))
+		} else {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
 }
 
 // RenderGrantNotice renders a grant's notice: who granted calls of which
@@ -790,24 +748,14 @@ func ArgsReply(c card.Call) *discordgo.InteractionResponseData {
 // reference. A revoked (or lapsed) grant's notice says so and has no
 // button. The tool name is inert; people are non-pinging mentions.
 func RenderGrantNotice(n card.GrantNotice, now time.Time) CardMessage {
-	tool := escapeClip(n.Tool, 100)
-	var b strings.Builder
-	fmt.Fprintf(&b, "🔓 %s allowed calls of %s in this thread to run without a card until <t:%d:f>, for requests by %s or an approver of this channel.", mention(n.By), tool, n.Until.Unix(), mention(n.For))
+	nt := n.Notice(now)
 	m := CardMessage{Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
-	switch {
-	case n.RevokedAt != nil:
-		fmt.Fprintf(&b, "\n🔒 Revoked by %s%s: calls of %s need approval again.", mention(n.RevokedBy), when(n.RevokedAt), tool)
-	case !n.Active(now):
-		fmt.Fprintf(&b, "\n🔒 The grant has lapsed: calls of %s need approval again.", tool)
-	default:
-		b.WriteString(" An approver of this channel can revoke it.")
-		if id := customID(actionRevoke, n.Ref); n.Ref != "" && len(id) <= maxCustomID {
-			m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-				discordgo.Button{Label: RevokeLabel, Style: discordgo.DangerButton, CustomID: id},
-			}})
-		}
+	if id := customID(actionRevoke, n.Ref); len(nt.Foot.Parts) > 0 && n.Ref != "" && len(id) <= maxCustomID {
+		m.Components = append(m.Components, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.Button{Label: RevokeLabel, Style: discordgo.DangerButton, CustomID: id},
+		}})
 	}
-	m.Content = truncateMarkup(b.String(), maxContent)
+	m.Content = truncateMarkup(noticeText(nt, len(m.Components) > 0), maxContent)
 	return m
 }
 
@@ -818,27 +766,9 @@ func RenderGrantNotice(n card.GrantNotice, now time.Time) CardMessage {
 // mentions, every text a person, the model, a tool or a rule wrote
 // inert). It has no buttons, and a channel mention pings nobody.
 func RenderPointer(p card.Pointer) CardMessage {
-	where := "the approvals channel"
-	if isSnowflake(p.Channel) {
-		where = "<#" + p.Channel + ">"
-	}
-	seeCard := ""
-	if link := safeLink(p.CardLink); link != "" {
-		seeCard = "[see the card](<" + link + ">)"
-	}
 	var b strings.Builder
-	if !p.Complete() {
-		b.WriteString("⏳ Waiting for approval in " + where)
-		if seeCard != "" {
-			b.WriteString(": " + seeCard)
-		}
-		b.WriteString(".")
-	} else {
-		b.WriteString("Approval request decided in " + where)
-		if seeCard != "" {
-			b.WriteString(" (" + seeCard + ")")
-		}
-		b.WriteString(":")
+	b.WriteString(faceLine(p.Head(), maxApprovers))
+	if p.Complete() {
 		for _, c := range p.Calls {
 			line := fmt.Sprintf("\n[%d] %s: %s", c.Number, escapeClip(c.Tool, 80), statusLine(c))
 			b.WriteString(truncateMarkup(line, 600))
@@ -852,39 +782,35 @@ func RenderPointer(p card.Pointer) CardMessage {
 }
 
 // EditModal is the modal "Edit…" opens for the call of ref (number is
-// the call's number on the card): one paragraph input holding the call's
-// arguments as pretty JSON (value, at most MaxEditChars characters, with
-// characters that would act unseen written as JSON escapes, which mean
-// the same characters).
+// the call's number on the card; card.EditForm): one paragraph input
+// holding the call's arguments as pretty JSON (value, at most
+// MaxEditChars characters, with characters that would act unseen written
+// as JSON escapes, which mean the same characters).
 func EditModal(ref string, number int, value string) *discordgo.InteractionResponseData {
-	return paragraphModal(customID(actionEditSubmit, ref), numbered("Edit the call's arguments", "Edit call [%d]", number), discordgo.TextInput{
+	f := card.EditForm(number, "", "", value, false)
+	in := f.Fields[0]
+	return paragraphModal(customID(actionEditSubmit, ref), f.Title, discordgo.TextInput{
 		CustomID:  EditInputID,
-		Label:     "Arguments (JSON): submitting allows the call",
-		Value:     value,
-		MinLength: 2,
+		Label:     truncate(in.Label, maxInputLabel),
+		Value:     in.Value,
+		MinLength: in.MinLen,
 		MaxLength: MaxEditChars,
 	})
 }
 
 // ReasonModal is the modal "Deny with reason…" opens for the call of ref
-// (number is the call's number on the card, for the title).
+// (number is the call's number on the card, for the title;
+// card.ReasonForm).
 func ReasonModal(ref string, number int) *discordgo.InteractionResponseData {
-	return paragraphModal(customID(actionModal, ref), numbered("Deny with a reason", "Deny call [%d] with a reason", number), discordgo.TextInput{
+	f := card.ReasonForm(card.Call{Number: number})
+	in := f.Fields[0]
+	return paragraphModal(customID(actionModal, ref), f.Title, discordgo.TextInput{
 		CustomID:    ReasonInputID,
-		Label:       "Reason (the agent is told)",
-		Placeholder: "Why not, or what to do instead",
-		MinLength:   1,
+		Label:       truncate(in.Label, maxInputLabel),
+		Placeholder: in.Placeholder,
+		MinLength:   in.MinLen,
 		MaxLength:   bot.MaxReasonLen,
 	})
-}
-
-// numbered is a modal's title: with the call's number (format) when it
-// has one, else title.
-func numbered(title, format string, number int) string {
-	if number > 0 {
-		return fmt.Sprintf(format, number)
-	}
-	return title
 }
 
 // paragraphModal is a modal (custom id id) of one required paragraph
@@ -893,7 +819,7 @@ func paragraphModal(id, title string, input discordgo.TextInput) *discordgo.Inte
 	input.Style, input.Required = discordgo.TextInputParagraph, true
 	return &discordgo.InteractionResponseData{
 		CustomID:   id,
-		Title:      title,
+		Title:      truncate(title, maxModalTitle),
 		Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{input}}},
 	}
 }

@@ -194,14 +194,14 @@ func TestRenderEditedCallHostile(t *testing.T) {
 	checkInert(t, m)
 	e := embedMap(t, m.Embeds[1])
 	edited := field(e, editedLabel)
-	if !strings.HasPrefix(edited, fmt.Sprintf("✏️ edited by <@%s> <t:%d:f>", moderator, at.Unix())) {
+	if !strings.HasPrefix(edited, fmt.Sprintf("✏️ **Edited by** <@%s> <t:%d:f>", moderator, at.Unix())) {
 		t.Fatalf("edited: %q", edited)
 	}
 	seen := strings.NewReplacer("\u202e", `\u202e`, "\u200b", `\u200b`).Replace(hostile)
 	for _, want := range []string{
 		`service: "api" → "` + seen + `"`,
-		`# <@123> @here ||x|| \u202e: (absent) → 12`,
-		"replicas: 120 → (removed)",
+		`# <@123> @here ||x|| \u202e: (not set) → 12`,
+		"replicas: 120 → (not set)",
 	} {
 		if !strings.Contains(shown(edited), want) {
 			t.Errorf("edited %q lacks %q", shown(edited), want)
@@ -232,9 +232,9 @@ func TestRenderExtendedAndEscalations(t *testing.T) {
 	m := RenderMessages(c)[0]
 	checkInert(t, m)
 	testkit.ContainsAll(t, "content", m.Content,
-		fmt.Sprintf("⏱️ Extended by <@%s> <t:%d:f> — now expires <t:%d:t>.", moderator, ext.Unix(), c.ExpiresAt.Unix()),
-		fmt.Sprintf("⏫ Escalated <t:%d:t>: mentioned <@&%s>; <@%s> may decide too.", c.Escalations[0].At.Unix(), modRole, approver2),
-		fmt.Sprintf("⏫ Escalates <t:%d:t>: will mention <@%s>, role not a role \\<\\@\\&1\\>.", c.Escalations[1].At.Unix(), dmUser),
+		fmt.Sprintf("⏱️ Extended by <@%s> <t:%d:f>; now expires at <t:%d:t>.", moderator, ext.Unix(), c.ExpiresAt.Unix()),
+		fmt.Sprintf("⏫ Escalated at <t:%d:t>: mentioned <@&%s>; may now also decide: <@%s>.", c.Escalations[0].At.Unix(), modRole, approver2),
+		fmt.Sprintf("⏫ Escalates at <t:%d:t>: will mention <@%s>, role not a role \\<\\@\\&1\\>.", c.Escalations[1].At.Unix(), dmUser),
 	)
 	// Once decided, steps that never fired are not listed.
 	at := ext
@@ -249,7 +249,7 @@ func TestRenderExtendedAndEscalations(t *testing.T) {
 	for i := range 5 {
 		c.Escalations = append(c.Escalations, card.Escalation{At: c.CreatedAt.Add(time.Duration(i+1) * time.Minute), Mention: confirm.Approvers{Roles: []string{modRole}}})
 	}
-	if m := RenderMessages(c)[0]; strings.Count(m.Content, "⏫ Escalates") != 3 || !strings.Contains(m.Content, "⏫ and 2 more escalation steps.") {
+	if m := RenderMessages(c)[0]; strings.Count(m.Content, "⏫ Escalates") != 3 || !strings.Contains(m.Content, "⏫ … and 2 more escalation steps.") {
 		t.Errorf("many steps: %s", m.Content)
 	}
 }
@@ -269,12 +269,12 @@ func TestRenderCopies(t *testing.T) {
 	golden(t, "card_dm_copy.json", render(c))
 	m := RenderMessages(c)[0]
 	checkInert(t, m)
-	if !strings.Contains(m.Content, "[View the conversation](<"+link+">)") || !strings.Contains(m.Content, "A copy for you as an approver") {
+	if !strings.Contains(m.Content, "[View the conversation](<"+link+">)") || !strings.Contains(m.Content, "A copy of an approval card, sent to you as an approver.") {
 		t.Fatalf("DM copy: %s", m.Content)
 	}
 	c.Copy = card.CopyApprovals
 	m = RenderMessages(c)[0]
-	if !strings.Contains(m.Content, "\n[View the conversation](<"+link+">)") || strings.Contains(m.Content, "A copy for you") {
+	if !strings.Contains(m.Content, "Posted here for approval; the conversation goes on in its own thread. [View the conversation](<"+link+">)") || strings.Contains(m.Content, "A copy of") {
 		t.Fatalf("approvals copy: %s", m.Content)
 	}
 	for _, bad := range []string{
@@ -301,7 +301,7 @@ func TestRenderPointer(t *testing.T) {
 	p := card.Pointer{BatchID: c.BatchID, Channel: approvalsCh, CardLink: cardLink, Status: confirm.BatchPending, Calls: c.Calls}
 	waiting := RenderPointer(p)
 	golden(t, "pointer_waiting.json", waiting)
-	if waiting.Content != "⏳ Waiting for approval in <#"+approvalsCh+">: [see the card](<"+cardLink+">)." {
+	if waiting.Content != "⏳ Waiting for approval in <#"+approvalsCh+"> — [View the card](<"+cardLink+">)" {
 		t.Fatalf("waiting pointer: %q", waiting.Content)
 	}
 	if waiting.Components == nil || len(waiting.Components) != 0 || len(waiting.Embeds) != 0 {
@@ -317,7 +317,7 @@ func TestRenderPointer(t *testing.T) {
 	golden(t, "pointer_complete.json", done)
 	checkInert(t, done)
 	for _, want := range []string{
-		"Approval request decided in <#" + approvalsCh + "> ([see the card](<" + cardLink + ">)):",
+		"Approval request in <#" + approvalsCh + "> closed — [View the card](<" + cardLink + ">)",
 		"[2] restart_service: ✅ allowed by <@" + moderator + ">",
 		"[3] timeout_member: ❌ denied by <@" + approver2 + ">",
 	} {
@@ -329,7 +329,7 @@ func TestRenderPointer(t *testing.T) {
 	p.Channel, p.CardLink, p.Calls = "<#1> @everyone", "", c.Calls
 	m := RenderPointer(p)
 	checkInert(t, m)
-	if m.Content != "⏳ Waiting for approval in the approvals channel." {
+	if m.Content != "⏳ Waiting for approval in the approvals channel" {
 		t.Fatalf("pointer without id or link: %q", m.Content)
 	}
 }

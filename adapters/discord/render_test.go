@@ -243,7 +243,7 @@ func TestRenderLimits(t *testing.T) {
 		}
 		calls += len(m.Embeds)
 	}
-	if calls != 13 || len(msgs[0].Components) != 5 || !strings.Contains(msgs[1].Content, "part 2 of 4") {
+	if calls != 13 || len(msgs[0].Components) != 5 || !strings.Contains(msgs[1].Content, "continued (message 2 of 4)") {
 		t.Fatalf("split: %d calls, first message %d rows, second %q", calls, len(msgs[0].Components), msgs[1].Content)
 	}
 	// Deciding calls (and the bot dropping Editable and Grantable from
@@ -333,7 +333,7 @@ func TestRenderQuorumGolden(t *testing.T) {
 	if got := field(e, statusLabel); got != "⏳ waiting for a decision: 1 of 2 approvals: <@"+moderator+">" {
 		t.Errorf("status: %q", got)
 	}
-	if got := field(embedMap(t, embeds[2]), flagReasonLabel); !strings.Contains(got, "Only <@&"+modRole+"> may decide this call.") {
+	if got := field(embedMap(t, embeds[2]), flagReasonLabel); !strings.Contains(got, "Who may decide: <@&"+modRole+">") {
 		t.Errorf("restricted call: %q", got)
 	}
 	if len(components) != 2 {
@@ -499,12 +499,12 @@ func TestGrantNoticeGolden(t *testing.T) {
 	n.RevokedBy, n.RevokedAt = approver2, &at
 	revoked := RenderGrantNotice(n, at)
 	golden(t, "grant_notice_revoked.json", revoked)
-	if len(revoked.Components) != 0 || revoked.Components == nil || !strings.Contains(revoked.Content, "Revoked by <@"+approver2+">") {
+	if len(revoked.Components) != 0 || revoked.Components == nil || !strings.Contains(revoked.Content, "**Revoked by** <@"+approver2+">") {
 		t.Fatalf("revoked notice %+v", revoked)
 	}
 
 	n.RevokedBy, n.RevokedAt = "", nil
-	if lapsed := RenderGrantNotice(n, n.Until); len(lapsed.Components) != 0 || !strings.Contains(lapsed.Content, "lapsed") {
+	if lapsed := RenderGrantNotice(n, n.Until); len(lapsed.Components) != 0 || !strings.Contains(lapsed.Content, "**Expired.** Later calls need a card again.") {
 		t.Fatalf("lapsed notice %+v", lapsed)
 	}
 

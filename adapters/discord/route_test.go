@@ -164,7 +164,7 @@ func TestEditButtonOpensModal(t *testing.T) {
 		t.Fatalf("modal %s (%v)", raw, err)
 	}
 	in := modal.Components[0].Components[0]
-	if modal.CustomID != "al:f:"+recRef || modal.Title != "Edit call [2]" || in.Type != 4 || in.CustomID != EditInputID ||
+	if modal.CustomID != "al:f:"+recRef || modal.Title != "Edit call 2" || in.Type != 4 || in.CustomID != EditInputID ||
 		in.Style != int(discordgo.TextInputParagraph) || in.MaxLength != MaxEditChars || !in.Required {
 		t.Fatalf("modal %s", raw)
 	}
@@ -426,7 +426,7 @@ func TestPostCardAndPointer(t *testing.T) {
 		t.Fatalf("pointer posts: %d", len(ptr))
 	}
 	pm := decodeMessage(t, ptr[0])
-	if pm.content != "⏳ Waiting for approval in <#"+approvalsCh+">: [see the card](<"+link+">)." || len(pm.components) != 0 {
+	if pm.content != "⏳ Waiting for approval in <#"+approvalsCh+"> — [View the card](<"+link+">)" || len(pm.components) != 0 {
 		t.Fatalf("pointer %q %v", pm.content, pm.components)
 	}
 	at := time.Date(2026, 11, 29, 16, 6, 0, 0, time.UTC)
@@ -441,7 +441,7 @@ func TestPostCardAndPointer(t *testing.T) {
 		t.Fatalf("pointer edits: %d", len(edits))
 	}
 	em := decodeMessage(t, edits[0])
-	if !strings.HasPrefix(em.content, "Approval request decided in <#"+approvalsCh+">") || !strings.Contains(em.content, "allowed by <@"+moderator+">") ||
+	if !strings.HasPrefix(em.content, "Approval request in <#"+approvalsCh+"> closed") || !strings.Contains(em.content, "allowed by <@"+moderator+">") ||
 		!strings.Contains(em.content, "expired") || em.components == nil || len(em.components) != 0 {
 		t.Fatalf("pointer edit %q %v", em.content, em.components)
 	}

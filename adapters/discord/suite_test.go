@@ -398,15 +398,19 @@ func shownText(v map[string]any) string {
 	return strings.Join(lines, "\n")
 }
 
-var escaped = regexp.MustCompile(`\\([[:punct:]])`)
+var (
+	escaped = regexp.MustCompile(`\\([[:punct:]])`)
+	bold    = regexp.MustCompile(`(^|[^\\])\*\*`)
+)
 
-// unescape undoes markdown's backslash escapes outside code blocks and
-// takes the fences out.
+// unescape undoes markdown's bold markers and backslash escapes outside
+// code blocks (a person reads bold words, not asterisks) and takes the
+// fences out.
 func unescape(s string) string {
 	parts := strings.Split(s, "```")
 	for i := range parts {
 		if i%2 == 0 {
-			parts[i] = escaped.ReplaceAllString(parts[i], "$1")
+			parts[i] = escaped.ReplaceAllString(bold.ReplaceAllString(parts[i], "$1"), "$1")
 		} else {
 			parts[i] = strings.TrimPrefix(strings.TrimPrefix(parts[i], "json"), "text")
 		}

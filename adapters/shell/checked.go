@@ -3,6 +3,7 @@ package shell
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
@@ -16,29 +17,43 @@ import (
 
 var _ bot.UnknownNoticer = (*Shell)(nil)
 
-// checkHint tells what an unchecked unknown run means and how to go on.
-func checkHint(tool string) string {
-	return "until marked checked, every call of " + oneLine(tool) + " needs a yes; /checked lists runs to mark checked"
-}
+// checkHint is how to mark an unknown run checked here: the terminal's
+// command for "I checked — go on".
+func checkHint() string { return "/checked lists runs to mark checked" }
 
-// PostUnknownNotice prints the line of a call no card showed. Its
-// reference is the call's batch id, as for a card: the shell's clicks
-// carry it as Click.Message.
+// PostUnknownNotice prints the line of a call no card showed
+// (card.UnknownNotice.Notice): its lines, the read-back quoted, and the
+// command that is its button. Its reference is the call's batch id, as
+// for a card: the shell's clicks carry it as Click.Message.
 func (s *Shell) PostUnknownNotice(_ context.Context, _ bot.Thread, n cardpkg.UnknownNotice) (string, error) {
 	batchID, _, err := confirm.ParseCheckedRef(n.Check.Ref)
 	if err != nil {
 		return "", fmt.Errorf("shell: unknown outcome notice: %w", err)
 	}
-	s.printf("airlock: ⚠ outcome unknown for call %d (%s: %s) of request %s: it may or may not have taken effect; it was not retried.\n  %s\n",
-		n.Number, oneLine(n.Tool), oneLine(n.Summary), short(batchID), checkHint(n.Tool))
+	nt := n.Notice()
+	var w strings.Builder
+	for i, l := range nt.Lines {
+		if i == 0 {
+			fmt.Fprintf(&w, "airlock: ⚠ %s\n", line(l))
+			if q := oneLine(nt.Quote); q != "" {
+				fmt.Fprintf(&w, "  > %s\n", q)
+			}
+			continue
+		}
+		fmt.Fprintf(&w, "  %s\n", line(l))
+	}
+	if len(nt.Foot.Parts) > 0 {
+		fmt.Fprintf(&w, "  %s (%s)\n", line(nt.Foot), checkHint())
+	}
+	s.printf("%s", w.String())
 	return batchID, nil
 }
 
 // UpdateUnknownNotice prints who marked the run checked.
 func (s *Shell) UpdateUnknownNotice(_ context.Context, _ bot.Thread, ref string, n cardpkg.UnknownNotice) error {
 	if n.Check.Done() {
-		s.printf("airlock: call %d (%s) of request %s: %s; later calls of %s are judged as usual.\n",
-			n.Number, oneLine(n.Tool), short(ref), oneLine(n.Check.Text()), oneLine(n.Tool))
+		nt := n.Notice()
+		s.printf("airlock: ⚠ %s\n  %s\n", line(nt.Lines[0]), line(nt.Lines[len(nt.Lines)-1]))
 	}
 	return nil
 }

@@ -89,8 +89,10 @@ func TestCheckedCommand(t *testing.T) {
 	b, db := realBot(t, bot.Config{Model: m, Tools: oneTool{charge}})
 	got := runRegistered(t, b, "charge 10\nagain\n/checked\n/checked 2\n/checked x\n/checked 1\n/checked 1\n/checked\nnever mind, charge it\n").String()
 	testkit.ContainsAll(t, "terminal", got,
-		"outcome unknown for call 1 (charge: charge {\"amount\":10})",
-		"until marked checked, every call of charge needs a yes; /checked lists runs to mark checked",
+		"Outcome unknown for call 1 (charge): it may or may not have taken effect.",
+		"  > charge {\"amount\":10}\n  Until someone marks it checked, every call of this tool in this thread needs a person's yes.\n",
+		"(/checked lists runs to mark checked)",
+		"Checked by local at ",
 		"APPROVAL NEEDED",
 		"an earlier call of this tool has an unknown outcome",
 		"1. request ",

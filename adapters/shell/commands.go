@@ -186,7 +186,7 @@ func (s *Shell) decide(ctx context.Context, b Bot, allow bool, args string) {
 // the bot answered Allow… with) and reads the next line as the answer;
 // false, with the reason printed, when no line came.
 func (s *Shell) askPhrase(ctx context.Context, p bot.PhrasePrompt, n int) (string, bool) {
-	s.printf("Type %s to allow call %d: ", oneLine(p.Phrase), n)
+	s.printf("%s: ", line(cardpkg.PhraseForm(n, p.Tool, p.Phrase).About))
 	var line string
 	var ok bool
 	if s.lines != nil {
@@ -196,11 +196,11 @@ func (s *Shell) askPhrase(ctx context.Context, p bot.PhrasePrompt, n int) (strin
 		}
 	}
 	if !ok {
-		s.printf("\nCall %d: no phrase typed; nothing changed.\n", n)
+		s.printf("\nCall %d: %s\n", n, cardpkg.NoPhrase)
 		return "", false
 	}
 	if strings.TrimSpace(line) == "" {
-		s.printf("Call %d: no phrase typed; nothing changed.\n", n)
+		s.printf("Call %d: %s\n", n, cardpkg.NoPhrase)
 		return "", false
 	}
 	return line, true
@@ -292,7 +292,8 @@ const maxEditLine = ArgsPreviewChars
 // and the /edit line that would keep them, to copy and change.
 func (s *Shell) printEditForm(f bot.EditForm) {
 	var w strings.Builder
-	fmt.Fprintf(&w, "Arguments of call [%d] %s: %s\n%s\n", f.Number, oneLine(f.Tool), oneLine(f.Summary), visible.Reveal(strings.TrimSpace(f.Args)))
+	form := cardpkg.EditForm(f.Number, f.Tool, f.Summary, "", f.Holds)
+	fmt.Fprintf(&w, "%s: %s\n%s\n%s\n", line(form.About), oneLine(form.Quote), line(form.Note), visible.Reveal(strings.TrimSpace(f.Args)))
 	// Escaping first makes raw controls in strings valid JSON escapes
 	// of the same characters: the line is the exact arguments.
 	var compact bytes.Buffer
@@ -337,7 +338,7 @@ func (s *Shell) args(ctx context.Context, b Bot, arg string) {
 	if !ok {
 		return
 	}
-	s.printf("Arguments of call [%d] %s:\n%s\n", c.Number, visible.Reveal(c.Tool), visible.Reveal(strings.TrimSpace(c.Args)))
+	s.printf("%s:\n%s\n", line(cardpkg.ArgsView(c).Head), visible.Reveal(strings.TrimSpace(c.Args)))
 }
 
 // pendingCall is the call numbered arg of the waiting card; false (and
@@ -408,11 +409,12 @@ func (s *Shell) showPreview(ctx context.Context, b Bot, arg string) {
 	if !ok {
 		return
 	}
+	v := cardpkg.PreviewView(c)
 	if c.Preview == nil || !c.Preview.Shown() {
-		s.printf("Call [%d] has no preview to show.\n", c.Number)
+		s.printf("%s: %s\n", line(v.Head), v.Empty)
 		return
 	}
-	s.printf("Preview of call [%d] %s (%s)\n%s\n", c.Number, visible.Reveal(c.Tool), c.Preview.Heading(), visible.Reveal(strings.TrimRight(c.Preview.Text(), "\n")))
+	s.printf("%s (%s)\n%s\n", line(v.Head), c.Preview.Heading(), visible.Reveal(strings.TrimRight(c.Preview.Text(), "\n")))
 	if n := c.Preview.CutNote(); n != "" {
 		s.printf("%s\n", n)
 	}

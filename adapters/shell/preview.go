@@ -30,11 +30,7 @@ func previewLines(w *strings.Builder, call cardpkg.Call, prefix string) {
 			fmt.Fprintf(w, "%s      %s\n", prefix, l)
 		}
 		if hidden > 0 {
-			fmt.Fprintf(w, "%s      … %s of the preview", prefix, cardpkg.Hidden(hidden))
-			if call.Open() {
-				fmt.Fprintf(w, "; /preview %d prints it all", call.Number)
-			}
-			w.WriteString("\n")
+			fmt.Fprintf(w, "%s      %s\n", prefix, line(cardpkg.PreviewCut(hidden, call.Open(), call.Number)))
 		}
 		if n := p.CutNote(); n != "" {
 			fmt.Fprintf(w, "%s      %s\n", prefix, n)

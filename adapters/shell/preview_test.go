@@ -85,5 +85,5 @@ func TestPreviewOnTheTerminal(t *testing.T) {
 	if strings.Count(got, "+  replicas: 20") < 50 {
 		t.Errorf("/preview 2 printed %d of the 50 lines", strings.Count(got, "+  replicas: 20"))
 	}
-	testkit.ContainsAll(t, "output", got, "/preview 2 prints it all", "Call [1] has no preview to show.", `"x" is not a call number`)
+	testkit.ContainsAll(t, "output", got, "/preview 2 shows it all.", "Preview of call 1, service_status: No preview to show.", `"x" is not a call number`)
 }

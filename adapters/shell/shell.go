@@ -14,12 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
-	"github.com/airlockhq/airlock/confirm"
 )
 
 // Platform is the name of this platform in config (`channels[].platform`).
@@ -198,7 +196,7 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 			if more != "" {
 				changes = append(changes, more)
 			}
-			fmt.Fprintf(s.Out, "%s [%d] %s: edited by %s: %s; now: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Edited.By), strings.Join(changes, ", "), oneLine(c.Summary))
+			fmt.Fprintf(s.Out, "%s [%d] %s: %s %s — %s\n", req, c.Number, oneLine(c.Tool), line(c.Edited.Line(len(changes))), strings.Join(changes, ", "), oneLine(c.Summary))
 		}
 		if sig := previewSig(c); sig != "" && (i >= len(prev.previews) || prev.previews[i] != sig) {
 			var w strings.Builder
@@ -210,15 +208,15 @@ func (s *Shell) UpdateCard(_ context.Context, _ bot.Thread, _ string, card cardp
 		}
 		fmt.Fprintf(s.Out, "%s [%d] %s: %s\n", req, c.Number, oneLine(c.Tool), oneLine(c.Outcome()))
 		if c.Check != nil && !c.Check.Done() {
-			fmt.Fprintf(s.Out, "%s [%d]: %s\n", req, c.Number, checkHint(c.Tool))
+			fmt.Fprintf(s.Out, "%s [%d]: %s\n", req, c.Number, checkHint())
 		}
 	}
-	if card.Extended != nil && !prev.extended {
-		fmt.Fprintf(s.Out, "%s: %s\n", req, extension(card))
+	if l, ok := card.Extension(); ok && !prev.extended {
+		fmt.Fprintf(s.Out, "%s: %s\n", req, line(l))
 	}
 	for i, e := range card.Escalations {
 		if e.Fired && (i >= len(prev.fired) || !prev.fired[i]) {
-			fmt.Fprintf(s.Out, "%s: %s\n", req, escalation(e))
+			fmt.Fprintf(s.Out, "%s: %s\n", req, line(e.Line()))
 		}
 	}
 	s.remember(card)
@@ -277,25 +275,14 @@ const (
 	ArgsPreviewChars = 2000
 )
 
-// whyAsked says why a person is asked about an open call and how many must
-// allow it, when that is more than the tool's own flag asking one person;
-// with approvals so far.
+// whyAsked says why a person is asked about an open call and how many
+// must allow it (card.Call.Gate), when that is more than the tool's own
+// flag asking one person.
 func whyAsked(c cardpkg.Call) string {
-	if !c.Flagged || !c.Open() {
+	if !c.Flagged || !c.Open() || c.PlainGate() {
 		return ""
 	}
-	plain := c.Approvals <= 1 && c.RiskLabel() == ""
-	for _, r := range c.Reasons {
-		plain = plain && r.Kind == confirm.ReasonToolFlag
-	}
-	if plain {
-		return ""
-	}
-	why := c.Why()
-	if p := c.Progress(); p != "" {
-		why += " (" + p + ")"
-	}
-	return why
+	return c.Gate()
 }
 
 // Render formats a card as plain text. Every text from the model, a tool
@@ -303,15 +290,13 @@ func whyAsked(c cardpkg.Call) string {
 // escaped.
 func Render(c cardpkg.Card) string {
 	var w strings.Builder
-	title := "APPROVAL NEEDED"
-	if c.Complete() {
-		title = "DECIDED"
+	fmt.Fprintf(&w, "+-- %s\n", strings.ToUpper(c.Title()))
+	if l := c.CopyNote(); len(l.Parts) > 0 {
+		fmt.Fprintf(&w, "| %s\n", line(l))
 	}
-	fmt.Fprintf(&w, "+-- %s (request %s, asked by %s)\n", title, short(c.BatchID), oneLine(c.RequestedBy))
-	if s := c.Step; s != nil {
-		fmt.Fprintf(&w, "| This is %s, started by %s.\n", oneLine(s.Title()), oneLine(s.StartedBy))
-	} else if c.Intro != "" {
-		fmt.Fprintf(&w, "| The agent says: %s\n", oneLine(c.Intro))
+	fmt.Fprintf(&w, "| %s\n", line(c.Lead()))
+	if label, said := c.Said(); said != "" {
+		fmt.Fprintf(&w, "| %s %s\n", label, oneLine(said))
 	}
 	editable := false
 	for _, call := range c.Calls {
@@ -319,9 +304,12 @@ func Render(c cardpkg.Card) string {
 		if why := whyAsked(call); why != "" {
 			fmt.Fprintf(&w, "|     %s\n", oneLine(why))
 		}
+		if d := call.Deciders(); len(d.Parts) > 0 && call.Open() {
+			fmt.Fprintf(&w, "|     %s\n", line(d))
+		}
 		if e := call.Edited; e != nil {
-			fmt.Fprintf(&w, "|     edited by %s at %s:\n", oneLine(e.By), e.At.UTC().Format("15:04:05 UTC"))
 			changes, more := changeLines(e)
+			fmt.Fprintf(&w, "|     %s\n", line(e.Line(len(changes))))
 			for _, l := range changes {
 				fmt.Fprintf(&w, "|       %s\n", l)
 			}
@@ -334,11 +322,7 @@ func Render(c cardpkg.Card) string {
 			fmt.Fprintf(&w, "|       %s\n", l)
 		}
 		if hidden > 0 {
-			fmt.Fprintf(&w, "|       … %s", cardpkg.Hidden(hidden))
-			if call.Open() {
-				fmt.Fprintf(&w, "; /args %d prints them all", call.Number)
-			}
-			w.WriteString("\n")
+			fmt.Fprintf(&w, "|       %s\n", line(cardpkg.ArgsCut(hidden, call.Open(), call.Number)))
 		}
 		previewLines(&w, call, "|  ")
 		fmt.Fprintf(&w, "|     -> %s\n", oneLine(call.Outcome()))
@@ -346,39 +330,28 @@ func Render(c cardpkg.Card) string {
 			fmt.Fprintf(&w, "|     %s\n", cover)
 		}
 		if call.Check != nil && !call.Check.Done() {
-			fmt.Fprintf(&w, "|     %s\n", checkHint(call.Tool))
+			fmt.Fprintf(&w, "|     %s\n", checkHint())
 		}
 		if call.Open() && call.Editable {
 			editable = true
-			fmt.Fprintf(&w, "|     /edit %d shows its arguments to change before allowing\n", call.Number)
+			fmt.Fprintf(&w, "|     /edit %d: %s\n", call.Number, editLabel(c, call))
 		}
 	}
-	if !c.Complete() {
-		approvers := "none configured"
-		if !c.Approvers.Empty() {
-			approvers = who(c.Approvers)
-		}
-		fmt.Fprintf(&w, "| Approvers: %s. Expires %s.\n", approvers, c.ExpiresAt.UTC().Format(time.RFC3339))
+	for _, l := range c.Schedule(len(c.Escalations)) {
+		fmt.Fprintf(&w, "| %s\n", line(l))
 	}
-	if c.Extended != nil {
-		fmt.Fprintf(&w, "| %s.\n", capital(extension(c)))
+	var pieces []string
+	for _, l := range c.Footer() {
+		pieces = append(pieces, line(l))
 	}
-	for _, e := range c.Escalations {
-		if e.Fired || !c.Complete() {
-			fmt.Fprintf(&w, "| %s\n", capital(escalation(e)))
-		}
-	}
+	fmt.Fprintf(&w, "| %s\n", strings.Join(pieces, " · "))
 	if c.Complete() {
 		fmt.Fprintf(&w, "+--\n")
 		return w.String()
 	}
-	extendable := c.ExtendRef != "" && c.Extended == nil
+	ext, extendable := c.ExtendAction()
 	if extendable {
-		if c.ExtendBy > 0 {
-			fmt.Fprintf(&w, "| /extend pushes the deadline by %s (once per card)\n", cardpkg.Duration(c.ExtendBy))
-		} else {
-			fmt.Fprintf(&w, "| /extend pushes the deadline (once per card)\n")
-		}
+		fmt.Fprintf(&w, "| /extend: %s\n", ext.A11yLabel)
 	}
 	w.WriteString("+-- /allow N  /deny N [reason]  /allow all  /deny all [reason]  /args N")
 	if editable {
@@ -404,74 +377,67 @@ const (
 func changeLines(e *cardpkg.Edit) (lines []string, more string) {
 	for i, ch := range e.Changes {
 		if i == maxChangesShown {
-			return lines, fmt.Sprintf("… and %d more changed keys", len(e.Changes)-i)
+			return lines, cardpkg.MoreChanges(len(e.Changes) - i)
 		}
 		lines = append(lines, change(ch))
 	}
 	return lines, ""
 }
 
-// change is one changed key of an edit: `key: before → after`, escaped,
-// "(absent)" for a side without the key. The values are JSON (a string
-// is quoted); a key that is not a plain name is quoted too, so neither
-// can pass for more of the line.
+// change is one changed key of an edit (card.Change.Parts): `key: before
+// → after`, escaped. The values are JSON (a string is quoted); a key that
+// is not a plain name is quoted too, so neither can pass for more of the
+// line.
 func change(ch cardpkg.Change) string {
-	side := func(v string) string {
-		if v == "" {
-			return "(absent)"
+	var b strings.Builder
+	for i, p := range ch.Parts() {
+		switch {
+		case p.Kind != cardpkg.Code:
+			b.WriteString(p.Text)
+		case i == 0:
+			key := cardpkg.Excerpt(p.Text, maxChangeChars)
+			if !plainKey.MatchString(key) {
+				key = strconv.Quote(key)
+			}
+			b.WriteString(oneLine(key))
+		default:
+			b.WriteString(oneLine(cardpkg.Excerpt(p.Text, maxChangeChars)))
 		}
-		return oneLine(cardpkg.Excerpt(v, maxChangeChars))
 	}
-	key := cardpkg.Excerpt(ch.Key, maxChangeChars)
-	if !plainKey.MatchString(key) {
-		key = strconv.Quote(key)
-	}
-	return oneLine(key) + ": " + side(ch.Before) + " → " + side(ch.After)
+	return b.String()
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
-// extension is an Extend, e.g. "extended by U1; now expires at
-// 16:35:00 UTC" (while the card waits).
-func extension(c cardpkg.Card) string {
-	if c.Complete() {
-		return fmt.Sprintf("extended by %s at %s", oneLine(c.Extended.By), c.Extended.At.UTC().Format("15:04:05 UTC"))
+// editLabel is what /edit N does to call, in the card's words (its Edit…
+// button's accessibility label).
+func editLabel(c cardpkg.Card, call cardpkg.Call) string {
+	for _, a := range c.Actions(call, nil) {
+		if a.Kind == cardpkg.ActEdit {
+			return a.A11yLabel
+		}
 	}
-	return fmt.Sprintf("extended by %s; now expires at %s", oneLine(c.Extended.By), c.ExpiresAt.UTC().Format("15:04:05 UTC"))
+	return ""
 }
 
-// escalation is one step, e.g. "escalation at 16:15 UTC: mentions group
-// S1, widens approvers to U2 (fired)".
-func escalation(e cardpkg.Escalation) string {
-	var parts []string
-	if !e.Mention.Empty() {
-		parts = append(parts, "mentions "+who(e.Mention))
+// line is a line of the card's parts as the terminal shows it: plain
+// text (card.PlainText) on one line, hidden characters shown escaped; a
+// button named in it is the command that does what it does.
+func line(l cardpkg.Line) string {
+	var b strings.Builder
+	for _, p := range l.Parts {
+		if cmd, ok := commands[p.Act]; ok && p.Kind == cardpkg.Control {
+			fmt.Fprintf(&b, "%s %d", cmd, p.N)
+			continue
+		}
+		b.WriteString(cardpkg.PlainText([]cardpkg.Part{p}))
 	}
-	if !e.Approvers.Empty() {
-		parts = append(parts, "widens approvers to "+who(e.Approvers))
-	}
-	s := "escalation at " + e.At.UTC().Format("15:04 UTC")
-	if len(parts) > 0 {
-		s += ": " + strings.Join(parts, ", ")
-	}
-	if e.Fired {
-		s += " (fired)"
-	}
-	return s
+	return oneLine(b.String())
 }
 
-// who lists people as the terminal shows them: user ids, "group S…",
-// "role …", escaped.
-func who(a confirm.Approvers) string {
-	return oneLine(strings.Join(a.Names(), ", "))
-}
-
-func capital(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
+// commands are the terminal's commands for the card's buttons a line
+// may name, each taking the call's number.
+var commands = map[cardpkg.ActionKind]string{cardpkg.ActShowArgs: "/args", cardpkg.ActShowPreview: "/preview"}
 
 // preview is the arguments as a card shows them, revealed and cut to
 // ArgsPreviewLines lines and ArgsPreviewChars characters, and how many

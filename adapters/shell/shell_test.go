@@ -102,7 +102,7 @@ func hostileCard() card.Card {
 func TestHostileCardIsInert(t *testing.T) {
 	hostile := hostileCard()
 	out := renderGolden(t, "card_hostile.txt", hostile)
-	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 prints them all", "needs approval: an earlier call of this tool has an unknown outcome")
+	testkit.ContainsAll(t, "card", out, `\u001b[2J`, `\u202egnp.exe`, `api\u202e noitcudorp\u200b`, "more characters hidden; /args 2 shows them all.", "needs approval: an earlier call of this tool has an unknown outcome")
 	if n := strings.Count(out, "\n"); n > 60 {
 		t.Errorf("a card of %d lines", n)
 	}
@@ -125,7 +125,7 @@ func TestArgsPrintsWholeArguments(t *testing.T) {
 	b := &fakeBot{card: &hostile}
 	out := runShell(t, b, "/args 2\n/args 7\n")
 	want := strings.ReplaceAll(strings.ReplaceAll(hostile.Calls[1].Args, "\x1b", `\u001b`), "\u202e", `\u202e`)
-	if !strings.Contains(out, "Arguments of call [2] restart_service:\n"+want+"\n") {
+	if !strings.Contains(out, "Arguments of call 2, restart_service:\n"+want+"\n") {
 		t.Fatalf("/args 2 printed:\n%s", out)
 	}
 	if !strings.Contains(out, `"7" is not a call number of the card (1-3)`) || len(b.clicks) != 0 {
@@ -378,15 +378,15 @@ func TestRenderRoutedGolden(t *testing.T) {
 	c := routedCard()
 	out := renderGolden(t, "card_routed.txt", c)
 	testkit.ContainsAll(t, "card", out,
-		"| [2] restart_service: Restart api in staging\n|     edited by oncall\\u001b[8m at 16:08:00 UTC:\n",
+		"| [2] restart_service: Restart api in staging\n|     Edited by oncall\\u001b[8m at 16:08:00 UTC. The read-back and arguments shown are the edited ones; it runs with them. Changed:\n",
 		`|       environment: "production" → "staging"`,
-		`|       "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066"`,
+		`|       "note\u202e": (not set) → "\u001b[2J\u202eok\n → \u2066"`,
 		`|       "a: 1 → 2, b": 1 → 2`,
-		"|       replicas: 120 → (absent)",
-		"|     /edit 3 shows its arguments to change before allowing",
-		"| Extended by oncall; now expires at 17:05:00 UTC.",
-		"| Escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)",
-		"| Escalation at 16:25 UTC: mentions U0BOSS, widens approvers to U0BOSS, group S0LEADS\n",
+		"|       replicas: 120 → (not set)",
+		"|     /edit 3: Edit the arguments of call 3, then allow it",
+		"| Extended by oncall at 16:25:00 UTC; now expires at 17:05 UTC.",
+		"| Escalated at 16:15 UTC: mentioned group S0LEADS, role 222.",
+		"| Escalates at 16:25 UTC: will mention U0BOSS; may then also decide: U0BOSS, group S0LEADS.\n",
 		"/args N  /edit N\n",
 	)
 	if strings.Contains(out, "/edit 2") || strings.Contains(out, "/extend") || strings.Contains(out, "slack.com") {
@@ -396,7 +396,7 @@ func TestRenderRoutedGolden(t *testing.T) {
 	// Not extended yet: /extend is offered, with how long it adds.
 	c.Extended = nil
 	out = Render(c)
-	if !strings.Contains(out, "| /extend pushes the deadline by 30m (once per card)\n") || !strings.HasSuffix(out, "/edit N  /extend\n") {
+	if !strings.Contains(out, "| /extend: Push this card's deadline back, once: extend 30m\n") || !strings.HasSuffix(out, "/edit N  /extend\n") {
 		t.Errorf("extend hint:\n%s", out)
 	}
 
@@ -426,7 +426,7 @@ func TestEditChangesAreBounded(t *testing.T) {
 	var term strings.Builder
 	s := New(strings.NewReader(""), &term)
 	s.UpdateCard(context.Background(), bot.Thread{}, c.BatchID, c)
-	if got := term.String(); !strings.Contains(got, "k09: "+strings.Repeat("a", 120)+"… → 1, … and 30 more changed keys; now:") || len(got) > 3000 {
+	if got := term.String(); !strings.Contains(got, "k09: "+strings.Repeat("a", 120)+"… → 1, … and 30 more changed keys — ") || len(got) > 3000 {
 		t.Fatalf("update not bounded: %q", got)
 	}
 }
@@ -499,7 +499,7 @@ func TestEditFormShowsArguments(t *testing.T) {
 		t.Fatalf("forms %+v edits %+v", b.forms, b.edits)
 	}
 	testkit.ContainsAll(t, "output", out,
-		"Arguments of call [3] scale: Scale web to 120\\u202e\n{\n  \"note\": \"\\u001b]0;t\\u0007\",\n  \"replicas\": 120\n}\n",
+		"You are editing call 3, scale: Scale web to 120\\u202e\nSubmitting counts as your Allow of the edited call. Earlier approvals of this call no longer count: they approved other arguments. The original arguments stay in the audit log.\n{\n  \"note\": \"\\u001b]0;t\\u0007\",\n  \"replicas\": 120\n}\n",
 		"/edit 3 {\"note\":\"\\u001b]0;t\\u0007\",\"replicas\":120}\n",
 		EditUsage,
 	)
@@ -575,10 +575,10 @@ func TestUpdatePrintsEditExtendEscalation(t *testing.T) {
 	s.UpdateCard(context.Background(), bot.Thread{}, u.BatchID, u)
 	got := out.String()
 	testkit.ContainsAll(t, "update", got,
-		`  request abcdefgh [2] restart_service: edited by oncall\u001b[8m: environment: "production" → "staging", "note\u202e": (absent) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (absent); now: Restart api in staging`+"\n",
+		`  request abcdefgh [2] restart_service: Edited by oncall\u001b[8m at 16:08:00 UTC. The read-back and arguments shown are the edited ones; it runs with them. Changed: environment: "production" → "staging", "note\u202e": (not set) → "\u001b[2J\u202eok\n → \u2066", "a: 1 → 2, b": 1 → 2, replicas: 120 → (not set) — Restart api in staging`+"\n",
 		"  request abcdefgh [2] restart_service: allowed by oncall at 16:08:00 UTC\n",
-		"  request abcdefgh: extended by oncall; now expires at 17:05:00 UTC\n",
-		"  request abcdefgh: escalation at 16:15 UTC: mentions group S0LEADS, role 222 (fired)\n",
+		"  request abcdefgh: Extended by oncall at 16:25:00 UTC; now expires at 17:05 UTC.\n",
+		"  request abcdefgh: Escalated at 16:15 UTC: mentioned group S0LEADS, role 222.\n",
 	)
 	if strings.Count(got, "\n") != 4 {
 		t.Errorf("update printed more than the changes:\n%s", got)
@@ -599,7 +599,7 @@ func TestAllowCriticalAsksForThePhrase(t *testing.T) {
 	c.Calls[1].Risk = confirm.RiskCritical
 	b := &fakeBot{card: &c, phrase: "prod/api"}
 	out := runShell(t, b, "/allow 2\nprod/API\n/allow 2\n\n/allow 2\n")
-	if strings.Count(out, "Type prod/api to allow call 2: ") != 3 || strings.Count(out, "Call 2: no phrase typed; nothing changed.") != 2 {
+	if strings.Count(out, "Type prod/api to allow call 2, deploy: ") != 3 || strings.Count(out, "Call 2: no phrase typed; nothing changed.") != 2 {
 		t.Fatalf("output:\n%s", out)
 	}
 	if len(b.clicks) != 1 || b.clicks[0].Phrase != "prod/API" || !b.clicks[0].Allow {

@@ -142,8 +142,9 @@ func (x *term) Press(who surfacetest.Person, _, call int, b surfacetest.Button, 
 	}
 }
 
-// What the terminal printed, line by line: a card ("+-- APPROVAL NEEDED
-// (request ID, …" through its last "+--" line), an update of a card
+// What the terminal printed, line by line: a card ("+-- APPROVAL NEEDED"
+// or "+-- APPROVAL REQUEST CLOSED" through its last "+--" line, its id at
+// the end of its footer), an update of a card
 // ("  request ID …" and lines indented below it), a run message ("=== "
 // and the lines indented below it), a post ("airlock: …"), and what the
 // person alone was told (anything else).
@@ -158,11 +159,13 @@ type printed struct {
 }
 
 var (
-	cardHead = regexp.MustCompile(`^\+-- (APPROVAL NEEDED|DECIDED) \(request (\S+), `)
-	update   = regexp.MustCompile(`^  request (\S+) `)
-	runID    = regexp.MustCompile(`\(run (\S+)\)`)
+	cardHead = regexp.MustCompile(`^\+-- (APPROVAL NEEDED|APPROVAL REQUEST CLOSED)$`)
+	// cardID is the card's request id, at the end of its footer.
+	cardID = regexp.MustCompile(`· Request (\S+)$`)
+	update = regexp.MustCompile(`^  request (\S+) `)
+	runID  = regexp.MustCompile(`\(run (\S+)\)`)
 	// phraseAsked is /allow N's question for a critical call's phrase.
-	phraseAsked = regexp.MustCompile(`^Type .* to allow call \d+: `)
+	phraseAsked = regexp.MustCompile(`^Type .* to allow call \d+(, \S+)?: `)
 )
 
 func (x *term) read() printed {
@@ -183,7 +186,6 @@ func (x *term) read() printed {
 		switch {
 		case strings.TrimSpace(l) == "" || strings.HasPrefix(l, "airlock chat: you are"):
 		case cardHead.MatchString(l):
-			id := cardHead.FindStringSubmatch(l)[2]
 			block := []string{l}
 			for i+1 < len(lines) && strings.HasPrefix(lines[i+1], "|") {
 				i++
@@ -192,6 +194,15 @@ func (x *term) read() printed {
 			if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "+--") {
 				i++
 				block = append(block, lines[i])
+			}
+			id := ""
+			for _, b := range block {
+				if m := cardID.FindStringSubmatch(b); m != nil {
+					id = m[1]
+					if len(id) > 8 { // as its updates name it ("  request ID")
+						id = id[:8]
+					}
+				}
 			}
 			if _, ok := p.card[id]; !ok {
 				p.cards = append(p.cards, id)

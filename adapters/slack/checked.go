@@ -1,8 +1,6 @@
 package slack
 
 import (
-	"strconv"
-
 	"github.com/slack-go/slack"
 
 	cardpkg "github.com/airlockhq/airlock/card"
@@ -22,36 +20,25 @@ import (
 // call of its tool needs a yes and the "I checked — go on" button; once
 // checked, who checked it and when.
 func RenderUnknownNotice(n cardpkg.UnknownNotice) []slack.Block {
-	els := []slack.RichTextSectionElement{
-		emoji("warning"), rtText(" Outcome unknown", bold),
-		rtText(" for call "+strconv.Itoa(n.Number)+" (", nil), rtText(revealClip(oneLine(n.Tool), maxToolChars), code), rtText(")", nil),
-		rtText(": "+cardpkg.UnknownWords, nil),
-	}
-	k := n.Check
-	els = append(els, parts(k.Line().Parts, "\n", false)...)
-	secs := []slack.RichTextElement{slack.NewRichTextSection(els...)}
-	if s := oneLine(n.Summary); s != "" {
+	nt := n.Notice()
+	secs := []slack.RichTextElement{noticeSection(nt.Lines, fullCaps)}
+	if s := oneLine(nt.Quote); s != "" {
 		secs = append(secs, richQuote(revealClip(s, maxSummaryChars)))
 	}
 	blocks := []slack.Block{slack.NewRichTextBlock("unknown", secs...)}
-	if !k.Done() && k.Ref != "" {
+	if k := n.Check; !k.Done() && k.Ref != "" {
 		blocks = append(blocks,
 			actionsBlock("unknown_actions", []cardpkg.Action{cardpkg.CheckAction(k.Ref, n.Number)}),
-			slack.NewContextBlock("unknown_footer", mrkdwn("Any approver of this channel may mark it checked once they know whether it took effect.")),
+			slack.NewContextBlock("unknown_footer", mrkdwn(faceText(nt.Foot))),
 		)
 	}
 	return blocks
 }
 
 // UnknownNoticeText is the line's plain text (notifications, clients
-// without Block Kit): Airlock's words, the tool's name only when it is a
-// plain name, no read-back and no user id, so it pings nobody.
+// without Block Kit; card.UnknownNotice.Fallback): Airlock's words, the
+// tool's name only when it is a plain name, no read-back and no user id,
+// so it pings nobody.
 func UnknownNoticeText(n cardpkg.UnknownNotice) string {
-	s := "Outcome unknown for call " + strconv.Itoa(n.Number) + " (" + toolWord(n.Tool) + "): it may or may not have taken effect; check before retrying."
-	if n.Check.Done() {
-		s += " Marked checked."
-	} else {
-		s += " Until someone marks it checked, calls of this tool need a yes."
-	}
-	return clip(postText(s), 3000)
+	return clip(postText(n.Fallback()), 3000)
 }

@@ -51,33 +51,53 @@ func coversFit(c cardpkg.Card, calls []cardpkg.Call, budget int) bool {
 	return need <= budget
 }
 
-// coverText writes a cover's parts as mrkdwn: Airlock's words escaped
-// (they hold no entity, but nothing is assumed), everything else inert.
+// coverText writes parts as mrkdwn: Airlock's words escaped (they hold
+// no entity, but nothing is assumed), everything else inert: names from
+// outside Airlock in code spans (literal), people and channels as
+// Slack's tokens for their ids, times as date tokens (each reader's time
+// zone, UTC as the fallback), links only when they are Slack's own.
 func coverText(ps []cardpkg.Part) string {
 	var b strings.Builder
 	for _, p := range ps {
 		switch p.Kind {
-		case cardpkg.Words, cardpkg.Label:
+		case cardpkg.Words, cardpkg.Label, cardpkg.Control:
 			b.WriteString(escape(p.Text))
 		case cardpkg.Strong:
 			b.WriteString("*" + escape(p.Text) + "*")
 		case cardpkg.Code:
-			if plainName.MatchString(p.Text) {
-				b.WriteString("`" + p.Text + "`")
-			} else {
-				b.WriteString("this tool")
-			}
+			b.WriteString(literal(p.Text, maxToolChars))
 		case cardpkg.Person:
 			b.WriteString(coverPerson(p.Text))
 		case cardpkg.People:
 			b.WriteString(coverPeople(p.Who))
-		case cardpkg.Time:
+		case cardpkg.Time, cardpkg.Deadline:
 			b.WriteString(slackDate(p.At, "{date_short_pretty} at {time}"))
+		case cardpkg.Clock:
+			b.WriteString(slackDate(p.At, "{time}"))
+		case cardpkg.Channel:
+			if channelIDPattern.MatchString(p.Text) {
+				b.WriteString("<#" + p.Text + ">")
+			} else {
+				b.WriteString(cardpkg.SomeChannel)
+			}
+		case cardpkg.Link:
+			if u, ok := safeLink(p.URL); ok {
+				b.WriteString(escape(p.Lead) + "<" + u + "|" + escape(p.Text) + ">")
+			}
 		case cardpkg.Quote, cardpkg.Output:
 			b.WriteString(escapeClip(oneLine(visible.Reveal(p.Text)), maxReasonChars))
 		}
 	}
 	return b.String()
+}
+
+// faceText is a line of the card's face as mrkdwn (a context block's):
+// its emoji, then its parts (coverText).
+func faceText(l cardpkg.Line) string {
+	if e, ok := faceEmojis[l.Icon]; ok {
+		return ":" + e + ": " + coverText(l.Parts)
+	}
+	return coverText(l.Parts)
 }
 
 // coverPerson is a person as the footer names them: a mention for a
@@ -88,7 +108,7 @@ func coverPerson(id string) string {
 	case userIDPattern.MatchString(id):
 		return "<@" + id + ">"
 	case strings.TrimSpace(id) == "":
-		return "someone"
+		return cardpkg.Someone
 	}
 	return literal(id, maxLiteralPersonL)
 }
@@ -105,18 +125,18 @@ func coverPeople(s confirm.Approvers) string {
 		if groupIDPattern.MatchString(g) {
 			names = append(names, "<!subteam^"+g+">")
 		} else {
-			names = append(names, "group "+literal(g, maxLiteralPersonL))
+			names = append(names, cardpkg.GroupWord+" "+literal(g, maxLiteralPersonL))
 		}
 	}
 	for _, r := range s.Roles {
-		names = append(names, "role "+literal(r, maxLiteralPersonL))
+		names = append(names, cardpkg.RoleWord+" "+literal(r, maxLiteralPersonL))
 	}
 	if len(names) == 0 {
-		return "nobody"
+		return cardpkg.Nobody
 	}
 	if len(names) > maxPeoplePerSet {
 		rest := len(names) - maxPeoplePerSet
-		names = append(names[:maxPeoplePerSet], strconv.Itoa(rest)+" more")
+		names = append(names[:maxPeoplePerSet], cardpkg.AndMore(rest))
 	}
 	return strings.Join(names, ", ")
 }

@@ -128,7 +128,7 @@ func TestCoversLineIsInert(t *testing.T) {
 		t.Errorf("someone the model named is mentioned:\n%s", live)
 	}
 	testkit.ContainsAll(t, "the line", live,
-		"later calls of this tool in this thread", // not a plain name: not written at all
+		"later calls of `deploy &lt;!here&gt; *x*` in this thread", // literal, as every name from outside Airlock
 		"requested by `&lt;!channel&gt; @everyone *b* ˋxˋ\\u202e` or an approver",
 		"Only `&lt;@UMALLORY&gt;`, <@UDAVE>, group `&lt;!subteam^SOPS&gt;`, role `@everyone` may allow it.",
 	)

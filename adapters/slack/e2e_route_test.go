@@ -248,7 +248,7 @@ func TestRouteEditThroughModal(t *testing.T) {
 			if view["callback_id"] != CallbackEdit || !strings.Contains(meta, CardRef(chanOps, card.TS)) {
 				t.Fatalf("modal %v, metadata %q", view["callback_id"], meta)
 			}
-			if js := string(mustJSON(view)); !strings.Contains(js, `\"service\": \"api\"`) || !strings.Contains(js, "Arguments of call 1 (deploy)") {
+			if js := string(mustJSON(view)); !strings.Contains(js, `\"service\": \"api\"`) || !strings.Contains(js, "Arguments (JSON): submitting allows the call") {
 				t.Errorf("the modal does not hold the arguments: %s", js)
 			}
 

@@ -24,29 +24,14 @@ import (
 // when once revoked, and while it is active at now a Revoke button (no
 // style) carrying the grant's opaque reference.
 func RenderGrantNotice(n cardpkg.GrantNotice, now time.Time) []slack.Block {
-	els := []slack.RichTextSectionElement{
-		emoji("key"), rtText(" ", nil), person(n.By),
-		rtText(" granted calls of ", nil), rtText(revealClip(oneLine(n.Tool), maxToolChars), code),
-		rtText(" in this thread without a card until ", nil),
-	}
-	els = append(els, date(n.Until, "{date_short_pretty} at {time}")...)
-	els = append(els, rtText(", for requests by ", nil), person(n.For), rtText(" or an approver of this channel.", nil))
-	active := n.Active(now)
-	switch {
-	case n.RevokedAt != nil:
-		els = append(els, rtText("\nRevoked by ", bold), person(n.RevokedBy))
-		els = append(els, when(n.RevokedAt)...)
-		els = append(els, rtText(". Later calls need a card again.", nil))
-	case !active:
-		els = append(els, rtText("\nExpired. ", bold), rtText("Later calls need a card again.", nil))
-	}
-	blocks := []slack.Block{slack.NewRichTextBlock("grant", slack.NewRichTextSection(els...))}
-	if active {
-		revoke := slack.NewButtonBlockElement(ActionRevokeGrant, n.Ref, plain("Revoke"))
-		revoke.AccessibilityLabel = clip("Revoke the grant for "+clip(oneLine(revealClip(n.Tool, 40)), 40), 75)
+	nt := n.Notice(now)
+	blocks := []slack.Block{slack.NewRichTextBlock("grant", noticeSection(nt.Lines, fullCaps))}
+	if len(nt.Foot.Parts) > 0 {
+		revoke := slack.NewButtonBlockElement(ActionRevokeGrant, n.Ref, plain(cardpkg.RevokeLabel))
+		revoke.AccessibilityLabel = clip(n.RevokeA11yLabel(func(t string) string { return clip(oneLine(revealClip(t, 40)), 40) }), 75)
 		blocks = append(blocks,
 			slack.NewActionBlock("grant_actions", revoke),
-			slack.NewContextBlock("grant_footer", mrkdwn("Each call it allows is noted in this thread. Any approver of this channel may revoke it.")),
+			slack.NewContextBlock("grant_footer", mrkdwn(faceText(nt.Foot))),
 		)
 	}
 	return blocks
@@ -66,7 +51,7 @@ func GrantNoticeText(n cardpkg.GrantNotice) string {
 // zone; the fallback is UTC.
 func date(t time.Time, format string) []slack.RichTextSectionElement {
 	if t.IsZero() {
-		return []slack.RichTextSectionElement{rtText("an unknown time", nil)}
+		return []slack.RichTextSectionElement{rtText(cardpkg.UnknownTime, nil)}
 	}
 	fallback := t.UTC().Format("2006-01-02 15:04 UTC")
 	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), format, nil, &fallback)}

@@ -127,7 +127,7 @@ func TestShowFullArgumentsLiteral(t *testing.T) {
 	w.model.PushCalls(tc("call_deploy", "deploy", long))
 	w.deliverEvent(mention(w.eventID(), chanOps, bob, mentionTS, "", "<@"+botUser+"> deploy"), 0)
 	card := w.waitCard(1)
-	if shown := blocksText(t, card); !strings.Contains(shown, "more characters hidden. Show full arguments opens them whole.") {
+	if shown := blocksText(t, card); !strings.Contains(shown, "more characters hidden; Show full arguments shows them all.") {
 		t.Fatalf("cut arguments not marked:\n%s", shown)
 	}
 	var ref string

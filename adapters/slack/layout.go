@@ -66,14 +66,13 @@ func MessagesFor(n int) int { return max(1, (n+CallsPerMessage-1)/CallsPerMessag
 // show.
 func RenderMessagesIn(c cardpkg.Card, grantedBy map[string]string, n int) []CardMessage {
 	n = max(n, 1)
-	complete := c.Complete()
 	groups := splitCalls(c.Calls, n)
 	out := make([]CardMessage, n)
 	first := 1
 	for p, calls := range groups {
 		var head, tail []slack.Block
 		if p == 0 {
-			head = append(head, header(complete))
+			head = append(head, header(c))
 			if cp := copyNote(c); cp != nil {
 				head = append(head, cp)
 			}
@@ -89,9 +88,9 @@ func RenderMessagesIn(c cardpkg.Card, grantedBy map[string]string, n int) []Card
 		if p == n-1 {
 			// After the calls: the deadline's story (extended,
 			// escalations) and the card's own buttons, then the footer.
-			sc := schedule(c, complete)
+			sc := schedule(c)
 			if sc != nil && textIn([]slack.Block{sc}) > maxScheduleText {
-				sc = scheduleUpTo(c, complete, 2, 2) // a config naming many people by name, not id
+				sc = scheduleUpTo(c, 2, 2) // a config naming many people by name, not id
 			}
 			if sc != nil {
 				tail = append(tail, sc)
@@ -99,7 +98,7 @@ func RenderMessagesIn(c cardpkg.Card, grantedBy map[string]string, n int) []Card
 			if ex := extendActions(c); ex != nil {
 				tail = append(tail, ex)
 			}
-			tail = append(tail, slack.NewContextBlock("footer", mrkdwn(clip(footer(c, complete), maxFooterText))))
+			tail = append(tail, slack.NewContextBlock("footer", mrkdwn(clip(footer(c), maxFooterText))))
 		}
 		// Keep room for an overflow note.
 		blocks := maxMessageBlock - len(head) - len(tail) - 1
@@ -107,9 +106,7 @@ func RenderMessagesIn(c cardpkg.Card, grantedBy map[string]string, n int) []Card
 		body, shown := layoutCalls(c, calls, grantedBy, blocks, text)
 		msg := append(head, body...)
 		if rest := len(calls) - shown; rest > 0 {
-			note := fmt.Sprintf(":warning: %d more %s not shown: a Slack message holds at most %d blocks and %d characters. Calls not shown cannot be decided here; unless decided they expire and do not run.",
-				rest, plural(rest, "call", "calls"), maxMessageBlock, MaxMessageText)
-			msg = append(msg, slack.NewContextBlock("overflow", mrkdwn(note)))
+			msg = append(msg, slack.NewContextBlock("overflow", mrkdwn(faceText(cardpkg.NotShown(rest, maxMessageBlock, MaxMessageText)))))
 		}
 		out[p] = CardMessage{Blocks: append(msg, tail...), Text: partText(c, p+1, n, calls)}
 		first += len(calls)
@@ -170,23 +167,9 @@ func splitCalls(calls []cardpkg.Call, n int) [][]cardpkg.Call {
 	return out
 }
 
-// partText is a message's plain text: the card's for its first (or
-// only) message, and for the others which calls they continue with.
+// partText is a message's plain text (card.Card.PartFallback).
 func partText(c cardpkg.Card, part, parts int, calls []cardpkg.Call) string {
-	if part == 1 {
-		return FallbackText(c)
-	}
-	var b strings.Builder
-	if c.Complete() {
-		b.WriteString("Approval request closed")
-	} else {
-		b.WriteString("Approval needed")
-	}
-	fmt.Fprintf(&b, ", continued (message %d of %d)", part, parts)
-	for _, call := range calls {
-		fmt.Fprintf(&b, "\n%d. %s — %s", call.Number, toolWord(call.Tool), call.Brief())
-	}
-	return clip(b.String(), 3000)
+	return clip(c.PartFallback(part, parts, calls), 3000)
 }
 
 // laidCall is a call's blocks on the card at one cut and their text.

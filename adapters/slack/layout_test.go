@@ -166,7 +166,7 @@ func TestLongCallDoesNotCutItsNeighbours(t *testing.T) {
 			t.Errorf("call %d is not shown whole beside a long one", i+1)
 		}
 	}
-	if !strings.Contains(js, "more characters hidden. Show full arguments opens them whole.") {
+	if !strings.Contains(js, "more characters hidden; Show full arguments shows them all.") {
 		t.Error("the long call does not say what it hides")
 	}
 	if n := len(allowsIn(msgs)); n != CallsPerMessage {

@@ -1,8 +1,6 @@
 package slack
 
 import (
-	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -72,11 +70,9 @@ func previewElements(c cardpkg.Call, k caps) []slack.RichTextElement {
 			els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(text, nil)}})
 		}
 		if hidden > 0 {
-			note := fmt.Sprintf("… %s of the preview.", cardpkg.Hidden(hidden))
-			if c.Flagged && c.Open() { // where Actions offers Show full preview
-				note += " " + cardpkg.ShowPreviewLabel + " opens it whole."
-			}
-			els = append(els, slack.NewRichTextSection(rtText(note, italic)))
+			// Actions offers Show full preview while a person may decide.
+			note := cardpkg.PreviewCut(hidden, c.Flagged && c.Open(), c.Number)
+			els = append(els, slack.NewRichTextSection(rtText(wordsOf(note), italic)))
 		}
 		if n := p.CutNote(); n != "" {
 			els = append(els, slack.NewRichTextSection(rtText(n, italic)))
@@ -92,15 +88,14 @@ func previewElements(c cardpkg.Call, k caps) []slack.RichTextElement {
 	return els
 }
 
-// PreviewModal shows a call's whole preview (as Airlock kept it, saying
-// so when it kept only its start), read-only and literal, in
-// preformatted rich text of at most maxModalArgs characters a block.
+// PreviewModal shows a call's whole preview (card.PreviewView: as
+// Airlock kept it, saying so when it kept only its start), read-only and
+// literal, in preformatted rich text of at most maxModalArgs characters
+// a block.
 func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
-	head := []slack.RichTextElement{slack.NewRichTextSection(
-		rtText(strconv.Itoa(call.Number)+". ", bold),
-		rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
-	)}
-	text := "(no preview)"
+	v := cardpkg.PreviewView(call)
+	head := viewHead(v)
+	text := ""
 	if p := call.Preview; p != nil {
 		head = append(head, slack.NewRichTextSection(rtText(p.Heading(), bold)))
 		if n := p.CutNote(); n != "" {
@@ -110,6 +105,5 @@ func PreviewModal(call cardpkg.Call) slack.ModalViewRequest {
 			text = p.Text()
 		}
 	}
-	return readOnlyModal(CallbackPreview, fmt.Sprintf("Call %d preview", call.Number), head, text, "preview_",
-		"_The preview is longer than a Slack modal holds; %d of %d parts shown._")
+	return readOnlyModal(CallbackPreview, v, head, text, "preview_")
 }

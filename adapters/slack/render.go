@@ -92,23 +92,61 @@ func RenderWith(c cardpkg.Card, grantedBy map[string]string) []slack.Block {
 
 // copyNote says, on a card posted away from its conversation (in an
 // approvals channel, or a copy in an approver's DM), where it stands, with
-// a "View the conversation" link back to the thread.
+// a link back to the thread (card.Card.CopyNote).
 func copyNote(c cardpkg.Card) slack.Block {
-	var els []slack.RichTextSectionElement
-	switch c.Copy {
-	case "":
+	l := c.CopyNote()
+	if len(l.Parts) == 0 {
 		return nil
-	case cardpkg.CopyDM:
-		els = []slack.RichTextSectionElement{emoji("incoming_envelope"),
-			rtText(" A copy of an approval card, sent to you as an approver. A decision on any copy counts once, and every copy shows it.", nil)}
-	default:
-		els = []slack.RichTextSectionElement{emoji("inbox_tray"),
-			rtText(" Posted here for approval; the conversation goes on in its own thread.", nil)}
 	}
-	if u, ok := safeLink(c.ThreadLink); ok {
-		els = append(els, rtText(" ", nil), slack.NewRichTextSectionLinkElement(u, "View the conversation", nil))
+	return slack.NewRichTextBlock("copy", slack.NewRichTextSection(faceLine(l, fullCaps)...))
+}
+
+// faceLine lays out a line of the card's face as rich text: its emoji,
+// then its parts (see partsWith).
+func faceLine(l cardpkg.Line, k caps) []slack.RichTextSectionElement {
+	return faceLineAfter(l, "", k)
+}
+
+// faceLineAfter is faceLine after lead (a line break between lines).
+func faceLineAfter(l cardpkg.Line, lead string, k caps) []slack.RichTextSectionElement {
+	var out []slack.RichTextSectionElement
+	if e, ok := faceEmojis[l.Icon]; ok {
+		if lead != "" {
+			out = append(out, rtText(lead, nil))
+		}
+		out, lead = append(out, emoji(e)), " "
 	}
-	return slack.NewRichTextBlock("copy", slack.NewRichTextSection(els...))
+	if len(l.Parts) > 0 && lead != "" {
+		switch l.Parts[0].Kind {
+		case cardpkg.Words, cardpkg.Strong, cardpkg.Label:
+		default:
+			out, lead = append(out, rtText(lead, nil)), ""
+		}
+	}
+	return append(out, partsWith(l.Parts, lead, false, k)...)
+}
+
+// noticeSection lays out a notice's lines as one rich text section, each
+// after a line break.
+func noticeSection(ls []cardpkg.Line, k caps) slack.RichTextElement {
+	var els []slack.RichTextSectionElement
+	for i, l := range ls {
+		lead := ""
+		if i > 0 {
+			lead = "\n"
+		}
+		els = append(els, faceLineAfter(l, lead, k)...)
+	}
+	return slack.NewRichTextSection(els...)
+}
+
+// faceEmojis are the emoji of the icons of the card's face and notices.
+var faceEmojis = map[cardpkg.Icon]string{
+	cardpkg.IconCopyDM: "incoming_envelope", cardpkg.IconCopyApprovals: "inbox_tray",
+	cardpkg.IconExtended: "hourglass", cardpkg.IconEscalated: "mega", cardpkg.IconEscalates: "alarm_clock",
+	cardpkg.IconNotShown: "warning", cardpkg.IconGrant: "key", cardpkg.IconPointer: "hourglass_flowing_sand",
+	cardpkg.IconClosed: "ballot_box_with_check", cardpkg.IconUnknown: "warning", cardpkg.IconEdited: "pencil2",
+	cardpkg.IconRecheck: "arrows_counterclockwise", cardpkg.IconRefused: "no_entry_sign",
 }
 
 // safeLink accepts a link Airlock shows (a permalink Slack gave): an
@@ -130,54 +168,22 @@ func safeLink(u string) (string, bool) {
 	return u, true
 }
 
-// schedule is what happened to the card's deadline and who it reaches:
-// the one Extend (by whom, the new deadline) and the escalation steps
-// (when, whom they mention, who may decide from then; fired or not).
-// People are user and usergroup elements, shown by name, never mrkdwn.
-// A closed card lists only the steps that fired.
-func schedule(c cardpkg.Card, complete bool) slack.Block {
-	return scheduleUpTo(c, complete, maxEscalations, maxPeoplePerSet)
+// schedule is what happened to the card's deadline and who it reaches
+// (card.Card.Schedule): the one Extend and the escalation steps, fired or
+// not. People are user and usergroup elements, shown by name, never
+// mrkdwn.
+func schedule(c cardpkg.Card) slack.Block {
+	return scheduleUpTo(c, maxEscalations, maxPeoplePerSet)
 }
 
 // scheduleUpTo is schedule listing at most steps escalation steps and
 // perSet people a set.
-func scheduleUpTo(c cardpkg.Card, complete bool, steps, perSet int) slack.Block {
+func scheduleUpTo(c cardpkg.Card, steps, perSet int) slack.Block {
+	k := fullCaps
+	k.people = perSet
 	var secs []slack.RichTextElement
-	if e := c.Extended; e != nil {
-		els := []slack.RichTextSectionElement{emoji("hourglass"), rtText(" Extended by ", nil), person(e.By), rtText(" — now expires ", nil)}
-		secs = append(secs, slack.NewRichTextSection(append(els, clock(c.ExpiresAt)...)...))
-	}
-	var shown []cardpkg.Escalation
-	for _, st := range c.Escalations {
-		if st.Fired || !complete {
-			shown = append(shown, st)
-		}
-	}
-	for i, st := range shown {
-		if i == steps {
-			secs = append(secs, slack.NewRichTextSection(rtText(fmt.Sprintf("… and %d more escalation %s", len(shown)-i, plural(len(shown)-i, "step", "steps")), italic)))
-			break
-		}
-		var els []slack.RichTextSectionElement
-		if st.Fired {
-			els = append(els, emoji("mega"), rtText(" Escalated at ", nil))
-		} else {
-			els = append(els, emoji("alarm_clock"), rtText(" Escalates at ", nil))
-		}
-		els = append(els, clock(st.At)...)
-		if !st.Mention.Empty() {
-			els = append(els, rtText(" to ", nil))
-			els = append(els, peopleUpTo(st.Mention, perSet)...)
-		}
-		if !st.Approvers.Empty() {
-			if st.Fired {
-				els = append(els, rtText("; may now also decide: ", nil))
-			} else {
-				els = append(els, rtText("; then may also decide: ", nil))
-			}
-			els = append(els, peopleUpTo(st.Approvers, perSet)...)
-		}
-		secs = append(secs, slack.NewRichTextSection(els...))
+	for _, l := range c.Schedule(steps) {
+		secs = append(secs, slack.NewRichTextSection(faceLine(l, k)...))
 	}
 	if len(secs) == 0 {
 		return nil
@@ -189,7 +195,7 @@ func scheduleUpTo(c cardpkg.Card, complete bool, steps, perSet int) slack.Block 
 // own time zone; the fallback is "15:04 UTC".
 func clock(t time.Time) []slack.RichTextSectionElement {
 	if t.IsZero() {
-		return []slack.RichTextSectionElement{rtText("an unknown time", nil)}
+		return []slack.RichTextSectionElement{rtText(cardpkg.UnknownTime, nil)}
 	}
 	fallback := t.UTC().Format("15:04 UTC")
 	return []slack.RichTextSectionElement{slack.NewRichTextSectionDateElement(t.Unix(), "{time}", nil, &fallback)}
@@ -206,109 +212,41 @@ func extendActions(c cardpkg.Card) slack.Block {
 }
 
 // FallbackText is the message's plain text: notifications and clients
-// without Block Kit show it. It holds Airlock's words only (a tool's name
-// only when it is a plain name), so nothing a model wrote reaches a
-// notification, and no user id, so it pings nobody.
-func FallbackText(c cardpkg.Card) string {
-	var b strings.Builder
-	if c.Complete() {
-		b.WriteString("Approval request closed")
-	} else {
-		b.WriteString("Approval needed")
-	}
-	fmt.Fprintf(&b, " (%d %s)", len(c.Calls), plural(len(c.Calls), "call", "calls"))
-	for _, call := range c.Calls {
-		fmt.Fprintf(&b, "\n%d. %s — %s", call.Number, toolWord(call.Tool), call.Brief())
-		if call.Edited != nil {
-			b.WriteString(" (arguments edited by an approver)")
-		}
-	}
-	return clip(b.String(), 3000)
+// without Block Kit show it (card.Card.Fallback: Airlock's words only, no
+// user id, so it pings nobody).
+func FallbackText(c cardpkg.Card) string { return clip(c.Fallback(), 3000) }
+
+func header(c cardpkg.Card) slack.Block {
+	return slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, c.Title(), true, false), slack.HeaderBlockOptionBlockID("header"))
 }
 
-// plainName is a tool name that is inert in mrkdwn as it is.
-var plainName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
-
-// toolWord is a tool's name for Airlock's own texts: the name when it is
-// a plain name, else "a tool".
-func toolWord(tool string) string {
-	if plainName.MatchString(tool) {
-		return tool
-	}
-	return "a tool"
-}
-
-func header(complete bool) slack.Block {
-	text := "Approval needed"
-	if complete {
-		text = "Approval request closed"
-	}
-	return slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, text, true, false), slack.HeaderBlockOptionBlockID("header"))
-}
-
+// introSection says what is asked (card.Card.Lead) in mrkdwn: people as
+// mentions, the config's names in code spans (see coverText).
 func introSection(c cardpkg.Card) slack.Block {
-	if s := c.Step; s != nil {
-		// Airlock's call, not the agent's; the config's names literal.
-		title := s.Title()
-		end := ". "
-		stress := "Nothing runs until it is allowed or denied."
-		if c.Complete() {
-			stress = ""
-			end = ". It is decided; the outcome is below."
-		}
-		els := []slack.RichTextSectionElement{rtText(strings.ToUpper(title[:1])+title[1:]+", started by ", nil), person(s.StartedBy), rtText(end, nil)}
-		if stress != "" {
-			els = append(els, rtText(stress, bold))
-		}
-		return slack.NewRichTextBlock("intro", slack.NewRichTextSection(els...))
-	}
-	n := len(c.Calls)
-	var b strings.Builder
-	who := "The agent"
-	if c.RequestedBy != "" {
-		who = "Asked by " + user(c.RequestedBy) + "; the agent"
-	}
-	if c.Complete() {
-		fmt.Fprintf(&b, "%s wanted to run %d %s. Every call is decided; the outcomes are below.", who, n, plural(n, "call", "calls"))
-	} else {
-		fmt.Fprintf(&b, "%s wants to run %d %s. *Nothing runs until each call that needs approval is allowed or denied.*", who, n, plural(n, "call", "calls"))
-	}
-	return slack.NewSectionBlock(mrkdwn(clipSection(b.String())), nil, nil, slack.SectionBlockOptionBlockID("intro"))
+	return slack.NewSectionBlock(mrkdwn(clipSection(coverText(c.Lead().Parts))), nil, nil, slack.SectionBlockOptionBlockID("intro"))
 }
 
 // introQuote is the model's own words on the card, quoted and literal.
 func introQuote(c cardpkg.Card) slack.Block {
-	intro := strings.TrimSpace(c.Intro)
+	label, intro := c.Said()
 	if intro == "" {
 		return nil
 	}
 	return slack.NewRichTextBlock("intro_words",
-		slack.NewRichTextSection(rtText("The agent says:", italic)),
+		slack.NewRichTextSection(rtText(label, italic)),
 		richQuote(revealClip(limitLines(intro, 15), maxIntroChars)),
 	)
 }
 
-// gate says in a few words whether and why a person is asked: the
-// call's Why() ("needs 2 approvals: rule prod") for flagged calls, without
-// the tool's own flag when that is the only reason. Rule
-// names come from the config and are shown literally like everything
-// else on the card.
+// gate says in a few words whether and why a person is asked
+// (card.Call.Gate), after the tier's emoji when it is not the default.
+// Rule names come from the config and are shown literally like
+// everything else on the card.
 func gate(c cardpkg.Call) string {
-	switch {
-	case c.State.Kind == cardpkg.DeniedByRule:
-		return "refused by a rule"
-	case c.Flagged:
-		// The tool's own flag alone goes without saying.
-		plain := true
-		for _, r := range c.Reasons {
-			plain = plain && r.Kind == confirm.ReasonToolFlag
-		}
-		if plain {
-			c.Reasons = nil
-		}
-		return riskEmoji[c.Risk] + c.Why()
+	if c.Flagged && c.State.Kind != cardpkg.DeniedByRule {
+		return riskEmoji[c.Risk] + c.Gate()
 	}
-	return "no approval needed"
+	return c.Gate()
 }
 
 // riskEmoji marks the tiers above the default beside their words.
@@ -327,7 +265,7 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 		rtText(revealClip(oneLine(gate(c)), k.reason), italic),
 	)}
 	if len(c.Restrict) > 0 && c.Open() {
-		els = append(els, slack.NewRichTextSection(restriction(c.Restrict, k.people)...))
+		els = append(els, slack.NewRichTextSection(partsWith(c.Deciders().Parts, "", false, k)...))
 	}
 	if e := c.Edited; e != nil {
 		els = append(els, edited(*e, k)...)
@@ -339,41 +277,52 @@ func callBlock(c cardpkg.Call, preview argsView, offer bool, grantedBy map[strin
 		els = append(els, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(preview.text, nil)}})
 	}
 	if preview.cut {
-		note := fmt.Sprintf("… %s.", cardpkg.Hidden(preview.hidden))
-		if offer {
-			note += " Show full arguments opens them whole."
-		}
-		els = append(els, slack.NewRichTextSection(rtText(note, italic)))
+		els = append(els, slack.NewRichTextSection(rtText(wordsOf(cardpkg.ArgsCut(preview.hidden, offer, c.Number)), italic)))
 	}
 	els = append(els, previewElements(c, k)...)
 	els = append(els, slack.NewRichTextSection(status(c, grantedBy, k)...))
 	return slack.NewRichTextBlock("call_"+strconv.Itoa(c.Number), els...)
 }
 
-// edited says who changed a call's arguments and when, and each changed
-// key as "key: before → after", literal like the arguments (preformatted
-// rich text, hidden characters escaped). The read-back and arguments the
-// card shows after it are the edited ones.
+// wordsOf is a line of Airlock's words only (words, and the names of
+// buttons) as one text.
+func wordsOf(l cardpkg.Line) string {
+	var b strings.Builder
+	for _, p := range l.Parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// edited says who changed a call's arguments and when
+// (card.Edit.Line), and each changed key as "key: before → after",
+// literal like the arguments (preformatted rich text, hidden characters
+// escaped). The read-back and arguments the card shows after it are the
+// edited ones.
 func edited(e cardpkg.Edit, k caps) []slack.RichTextElement {
-	head := []slack.RichTextSectionElement{emoji("pencil2"), rtText(" Edited by ", bold), personUpTo(e.By, k.person)}
-	if !e.At.IsZero() {
-		head = append(head, when(&e.At)...)
+	listed := min(len(e.Changes), k.changes)
+	out := []slack.RichTextElement{slack.NewRichTextSection(faceLine(e.Line(listed), k)...)}
+	if listed == 0 {
+		return out
 	}
-	head = append(head, rtText(". The read-back and arguments below are the edited ones; it runs with them. Changed:", nil))
-	if len(e.Changes) == 0 || k.changes == 0 {
-		head[len(head)-1] = rtText(". The read-back and arguments below are the edited ones; it runs with them.", nil)
-		return []slack.RichTextElement{slack.NewRichTextSection(head...)}
-	}
-	out := []slack.RichTextElement{slack.NewRichTextSection(head...)}
 	var lines []string
 	for i, ch := range e.Changes {
 		if i == k.changes {
-			rest := len(e.Changes) - i
-			lines = append(lines, fmt.Sprintf("… and %d more changed %s", rest, plural(rest, "key", "keys")))
+			lines = append(lines, cardpkg.MoreChanges(len(e.Changes)-i))
 			break
 		}
-		lines = append(lines, changeValue(ch.Key, k.changeKey, "(empty key)")+": "+
-			changeValue(ch.Before, k.changeValue, "(not set)")+" → "+changeValue(ch.After, k.changeValue, "(not set)"))
+		var b strings.Builder
+		for j, p := range ch.Parts() {
+			switch {
+			case p.Kind != cardpkg.Code:
+				b.WriteString(p.Text)
+			case j == 0:
+				b.WriteString(changeValue(p.Text, k.changeKey, ""))
+			default:
+				b.WriteString(changeValue(p.Text, k.changeValue, ""))
+			}
+		}
+		lines = append(lines, b.String())
 	}
 	return append(out, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(strings.Join(lines, "\n"), nil)}})
 }
@@ -389,21 +338,9 @@ func changeValue(s string, n int, empty string) string {
 
 // Bounds of the people named on a call.
 const (
-	maxRestrictSets   = 5
 	maxPeoplePerSet   = 20
 	maxLiteralPersonL = 60
 )
-
-// restriction says who may decide a call a rule narrowed: people in every
-// set.
-func restriction(sets []confirm.Approvers, perSet int) []slack.RichTextSectionElement {
-	lead := "Who may decide: "
-	if len(sets) > 1 {
-		lead = "Who may decide (people in each of these): "
-	}
-	out := []slack.RichTextSectionElement{rtText(lead, bold)}
-	return append(out, joinRich(len(sets), func(i int) []slack.RichTextSectionElement { return peopleUpTo(sets[i], perSet) }, "; ", "; and %d more", maxRestrictSets)...)
-}
 
 // people is a set of people as rich text: user and usergroup elements for
 // Slack ids, literal text for anything else.
@@ -569,53 +506,42 @@ func partsWith(ps []cardpkg.Part, lead string, capital bool, k caps) []slack.Ric
 		case cardpkg.Code:
 			flush()
 			out = append(out, rtText(revealClip(oneLine(t), k.tool), code))
+		case cardpkg.People:
+			flush()
+			out = append(out, peopleUpTo(p.Who, k.people)...)
+		case cardpkg.Clock:
+			flush()
+			out = append(out, clock(p.At)...)
+		case cardpkg.Deadline:
+			flush()
+			out = append(out, date(p.At, "{date_short_pretty} at {time}")...)
+		case cardpkg.Channel:
+			flush()
+			out = append(out, channelElement(p.Text))
+		case cardpkg.Link:
+			if u, ok := safeLink(p.URL); ok {
+				flush()
+				if p.Lead != "" {
+					out = append(out, rtText(p.Lead, nil))
+				}
+				out = append(out, slack.NewRichTextSectionLinkElement(u, p.Text, nil))
+			}
+		case cardpkg.Control:
+			text, pending = text+t, true
 		}
 	}
 	flush()
 	return out
 }
 
-func footer(c cardpkg.Card, complete bool) string {
-	var parts []string
-	if c.RequestedBy != "" {
-		parts = append(parts, "Requested by "+user(c.RequestedBy))
+// footer is the card's last line (card.Card.Footer) as mrkdwn, its
+// pieces apart by "  ·  ".
+func footer(c cardpkg.Card) string {
+	var pieces []string
+	for _, l := range c.Footer() {
+		pieces = append(pieces, coverText(l.Parts))
 	}
-	parts = append(parts, "May approve: "+approvers(c.Approvers))
-	if !complete {
-		parts = append(parts, "The requester may withdraw (deny) their own calls")
-		if !c.ExpiresAt.IsZero() {
-			parts = append(parts, "Expires "+slackDate(c.ExpiresAt, "{date_short_pretty} at {time}"))
-		}
-	} else {
-		parts = append(parts, "Closed")
-	}
-	if c.BatchID != "" {
-		parts = append(parts, "Request "+escapeClip(c.BatchID, 40))
-	}
-	return clip(strings.Join(parts, "  ·  "), maxSectionText)
-}
-
-func approvers(s confirm.Approvers) string {
-	var names []string
-	for _, u := range s.Users {
-		names = append(names, user(u))
-	}
-	for _, g := range s.Groups {
-		if groupIDPattern.MatchString(g) {
-			names = append(names, "<!subteam^"+g+">")
-		} else {
-			names = append(names, escapeClip(g, 40))
-		}
-	}
-	if len(names) == 0 {
-		return "nobody is configured for this channel (`channels[]` in the config)"
-	}
-	const maxNames = 20
-	if len(names) > maxNames {
-		rest := len(names) - maxNames
-		names = append(names[:maxNames], fmt.Sprintf("and %d more", rest))
-	}
-	return strings.Join(names, ", ")
+	return clip(strings.Join(pieces, "  ·  "), maxSectionText)
 }
 
 // decider is who decided: a user element for a Slack user id, words for
@@ -624,13 +550,8 @@ func decider(id string) slack.RichTextSectionElement { return deciderUpTo(id, ma
 
 // deciderUpTo is decider with literal text of at most n characters.
 func deciderUpTo(id string, n int) slack.RichTextSectionElement {
-	switch id {
-	case "":
-		return rtText("someone", nil)
-	case bot.PolicyActor:
-		return rtText("the policy", nil)
-	case bot.SystemActor:
-		return rtText("Airlock", nil)
+	if name, ok := cardpkg.ActorName(id); ok {
+		return rtText(name, nil)
 	}
 	if userIDPattern.MatchString(id) {
 		return slack.NewRichTextSectionUserElement(id, nil)
@@ -649,7 +570,7 @@ func personUpTo(id string, n int) slack.RichTextSectionElement {
 		return slack.NewRichTextSectionUserElement(id, nil)
 	}
 	if strings.TrimSpace(id) == "" {
-		return rtText("someone", nil)
+		return rtText(cardpkg.Someone, nil)
 	}
 	return rtText(revealClip(oneLine(id), n), nil)
 }
@@ -693,7 +614,7 @@ func argsPreview(args string) argsView { return argsPreviewWith(args, fullCaps) 
 func argsPreviewWith(args string, k caps) argsView {
 	args = strings.TrimSpace(args)
 	if args == "" {
-		return argsView{text: "(no arguments)"}
+		return argsView{text: cardpkg.NoArguments}
 	}
 	if k.args == 0 {
 		return argsView{cut: true, hidden: utf8.RuneCountInString(visible.Reveal(args))}
@@ -707,39 +628,56 @@ func argsPreviewWith(args string, k caps) argsView {
 	return v
 }
 
-// DenyReasonModal is the modal "Deny with reason…" opens. Its private
-// metadata carries the call's reference and where the card is, so the
-// submission can be decided and answered in the right channel.
+// DenyReasonModal is the modal "Deny with reason…" opens
+// (card.ReasonForm). Its private metadata carries the call's reference
+// and where the card is, so the submission can be decided and answered
+// in the right channel.
 func DenyReasonModal(meta ModalMeta, call *cardpkg.Call) slack.ModalViewRequest {
-	var blocks []slack.Block
+	var c cardpkg.Call
 	if call != nil {
-		about := []slack.RichTextElement{slack.NewRichTextSection(
-			rtText(fmt.Sprintf("You are denying call %d, ", call.Number), nil),
-			rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
-		)}
-		if s := strings.TrimSpace(call.Summary); s != "" {
-			about = append(about, richQuote(revealClip(s, maxSummaryChars)))
-		}
-		blocks = append(blocks, slack.NewRichTextBlock("call", about...))
+		c = *call
 	}
-	input := slack.NewPlainTextInputBlockElement(plain("Why is this denied?"), reasonActionID)
-	input.Multiline = true
+	f := cardpkg.ReasonForm(c)
+	in := f.Fields[0]
+	input := slack.NewPlainTextInputBlockElement(plain(in.Placeholder), reasonActionID)
+	input.Multiline = in.Multiline
 	input.MaxLength = bot.MaxReasonLen
 	input.FocusOnLoad = true
-	blocks = append(blocks,
-		slack.NewSectionBlock(mrkdwn("The call will not run. Your reason is passed to the agent."), nil, nil, slack.SectionBlockOptionBlockID("about")),
-		slack.NewInputBlock(reasonBlockID, plain("Reason"), nil, input),
-	)
+	blocks := append(formHead(f, 0), slack.NewInputBlock(reasonBlockID, plain(in.Label), nil, input))
 	return slack.ModalViewRequest{
 		Type:            slack.VTModal,
 		CallbackID:      CallbackDenyReason,
-		Title:           plain("Deny with reason"),
-		Submit:          plain("Deny"),
-		Close:           plain("Cancel"),
+		Title:           plain(clip(f.Title, 24)),
+		Submit:          plain(f.Submit),
+		Close:           plain(f.Cancel),
 		PrivateMetadata: meta.encode(),
 		Blocks:          slack.Blocks{BlockSet: blocks},
 	}
 }
+
+// formHead lays out what a form is about (the call, its read-back
+// quoted: at most summaryLines lines, 0 for no bound) as literal rich
+// text, and what submitting does, in mrkdwn.
+func formHead(f cardpkg.Form, summaryLines int) []slack.Block {
+	var blocks []slack.Block
+	if len(f.About.Parts) > 0 {
+		about := []slack.RichTextElement{slack.NewRichTextSection(partsWith(f.About.Parts, "", false, formCaps)...)}
+		if s := strings.TrimSpace(f.Quote); s != "" {
+			if summaryLines > 0 {
+				s = limitLines(s, summaryLines)
+			}
+			about = append(about, richQuote(revealClip(s, maxSummaryChars)))
+		}
+		blocks = append(blocks, slack.NewRichTextBlock("call", about...))
+	}
+	if len(f.Note.Parts) > 0 {
+		blocks = append(blocks, slack.NewSectionBlock(mrkdwn(coverText(f.Note.Parts)), nil, nil, slack.SectionBlockOptionBlockID("about")))
+	}
+	return blocks
+}
+
+// formCaps bound what a form says of a call: its tool's name, a phrase.
+var formCaps = caps{tool: maxToolChars, reason: maxReasonChars, result: maxResultChars, people: maxPeoplePerSet, person: maxLiteralPersonL}
 
 // EditValue is the edit modal's pre-filled text for a call's arguments:
 // their JSON with every hidden character (bidi controls, zero-width and
@@ -748,72 +686,61 @@ func DenyReasonModal(meta ModalMeta, call *cardpkg.Call) slack.ModalViewRequest 
 // escape is the same character, so the text decodes to the same value.
 func EditValue(args string) string { return visible.Reveal(args) }
 
-// EditModal is the modal Edit… opens: the call (number, tool, current
-// read-back) and one multi-line input holding its arguments as pretty
-// JSON, labelled with the call's number and tool. Its private metadata
-// carries the call's reference, where the card is and the card message,
-// so the submission is judged as a click on that card. The caller checks
-// that the arguments fit (MaxEditChars).
+// EditModal is the modal Edit… opens (card.EditForm): the call (number,
+// tool, current read-back) and one multi-line input holding its
+// arguments as pretty JSON. Its private metadata carries the call's
+// reference, where the card is and the card message, so the submission
+// is judged as a click on that card. The caller checks that the
+// arguments fit (MaxEditChars).
 func EditModal(meta ModalMeta, f bot.EditForm) slack.ModalViewRequest {
-	tool := revealClip(oneLine(f.Tool), maxToolChars)
-	about := []slack.RichTextElement{slack.NewRichTextSection(
-		rtText(fmt.Sprintf("You are editing call %d, ", f.Number), nil),
-		rtText(tool, code),
-	)}
-	if s := strings.TrimSpace(f.Summary); s != "" {
-		about = append(about, richQuote(revealClip(limitLines(s, 6), maxSummaryChars)))
-	}
+	form := cardpkg.EditForm(f.Number, f.Tool, f.Summary, EditValue(f.Args), f.Holds)
+	in := form.Fields[0]
 	input := slack.NewPlainTextInputBlockElement(nil, editActionID)
-	input.Multiline = true
+	input.Multiline = in.Multiline
 	input.MaxLength = MaxEditChars
-	input.InitialValue = EditValue(f.Args)
+	input.InitialValue = in.Value
 	input.FocusOnLoad = true
-	label := slack.NewTextBlockObject(slack.PlainTextType, clip(fmt.Sprintf("Arguments of call %d (%s), as JSON", f.Number, tool), 2000), false, false)
-	hint := slack.NewTextBlockObject(slack.PlainTextType, "Checked against the tool's schema and the policy before anything changes.", false, false)
-	submit, counts := "Allow edited", "Submitting counts as your *Allow* of the edited call. Earlier approvals of this call no longer count: they approved other arguments. The original arguments stay in the audit log."
-	if f.Holds {
-		submit, counts = "Save edit", "This call is *critical*: saving the edit does not allow it. Allow… then asks you to type the confirmation phrase of the edited arguments. The original arguments stay in the audit log."
-	}
+	label := slack.NewTextBlockObject(slack.PlainTextType, clip(in.Label, 2000), false, false)
+	hint := slack.NewTextBlockObject(slack.PlainTextType, in.Hint, false, false)
 	return slack.ModalViewRequest{
 		Type:            slack.VTModal,
 		CallbackID:      CallbackEdit,
-		Title:           plain(clip(fmt.Sprintf("Edit call %d", f.Number), 24)),
-		Submit:          plain(submit),
-		Close:           plain("Cancel"),
+		Title:           plain(clip(form.Title, 24)),
+		Submit:          plain(form.Submit),
+		Close:           plain(form.Cancel),
 		PrivateMetadata: meta.encode(),
-		Blocks: slack.Blocks{BlockSet: []slack.Block{
-			slack.NewRichTextBlock("call", about...),
-			slack.NewSectionBlock(mrkdwn(counts), nil, nil, slack.SectionBlockOptionBlockID("about")),
-			slack.NewInputBlock(EditBlockID, label, hint, input),
-		}},
+		Blocks:          slack.Blocks{BlockSet: append(formHead(form, 6), slack.NewInputBlock(EditBlockID, label, hint, input))},
 	}
 }
 
-// ArgsModal shows a call's whole arguments, read-only and literal, in
-// preformatted rich text of at most maxModalArgs characters a block.
+// ArgsModal shows a call's whole arguments (card.ArgsView), read-only
+// and literal, in preformatted rich text of at most maxModalArgs
+// characters a block.
 func ArgsModal(call cardpkg.Call) slack.ModalViewRequest {
-	head := []slack.RichTextElement{slack.NewRichTextSection(
-		rtText(strconv.Itoa(call.Number)+". ", bold),
-		rtText(revealClip(oneLine(call.Tool), maxToolChars), code),
-	)}
-	if s := strings.TrimSpace(call.Summary); s != "" {
+	v := cardpkg.ArgsView(call)
+	return readOnlyModal(CallbackShowArgs, v, viewHead(v), call.Args, "args_")
+}
+
+// viewHead is a read-only view's head: which call, its read-back quoted.
+func viewHead(v cardpkg.View) []slack.RichTextElement {
+	head := []slack.RichTextElement{slack.NewRichTextSection(partsWith(v.Head.Parts, "", false, formCaps)...)}
+	if s := strings.TrimSpace(v.Quote); s != "" {
 		head = append(head, richQuote(revealClip(s, maxSummaryChars)))
 	}
-	return readOnlyModal(CallbackShowArgs, fmt.Sprintf("Call %d arguments", call.Number), head, call.Args, "args_",
-		"_The arguments are longer than a Slack modal holds; %d of %d parts shown. The audit log has them whole._")
+	return head
 }
 
 // readOnlyModal is a modal of head and then text, literal, in
 // preformatted rich text blocks (ids prefix1, prefix2, …) of at most
-// maxModalArgs characters; cut says how many parts of how many a text
-// too long for the modal shows.
-func readOnlyModal(callback, title string, head []slack.RichTextElement, text, prefix, cut string) slack.ModalViewRequest {
+// maxModalArgs characters; a text too long for the modal says how many
+// parts of how many it shows (card.View.Cut).
+func readOnlyModal(callback string, v cardpkg.View, head []slack.RichTextElement, text, prefix string) slack.ModalViewRequest {
 	blocks := []slack.Block{slack.NewRichTextBlock("head", head...)}
-	chunks := chunkArgs(text, maxModalArgs)
+	chunks := chunkArgs(text, maxModalArgs, v.Empty)
 	limit := maxModalBlocks - 2
 	for i, ch := range chunks {
 		if i == limit {
-			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn(fmt.Sprintf(cut, limit, len(chunks)))))
+			blocks = append(blocks, slack.NewContextBlock("cut", mrkdwn("_"+v.Cut(limit, len(chunks))+"_")))
 			break
 		}
 		pre := &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(ch, nil)}}
@@ -822,18 +749,18 @@ func readOnlyModal(callback, title string, head []slack.RichTextElement, text, p
 	return slack.ModalViewRequest{
 		Type:       slack.VTModal,
 		CallbackID: callback,
-		Title:      plain(clip(title, 24)),
-		Close:      plain("Close"),
+		Title:      plain(clip(v.Title, 24)),
+		Close:      plain(cardpkg.Close),
 		Blocks:     slack.Blocks{BlockSet: blocks},
 	}
 }
 
 // chunkArgs reveals the arguments' hidden characters and splits them into
 // pieces of at most n characters, after a line break where one is near,
-// never inside an escape.
-func chunkArgs(s string, n int) []string {
+// never inside an escape; empty, it is the one piece empty.
+func chunkArgs(s string, n int, empty string) []string {
 	if strings.TrimSpace(s) == "" {
-		return []string{"(no arguments)"}
+		return []string{empty}
 	}
 	var out []string
 	var cur []string // revealed characters
@@ -925,11 +852,4 @@ func emoji(name string) slack.RichTextSectionElement {
 // richQuote is literal text as a rich text quote.
 func richQuote(s string) slack.RichTextElement {
 	return &slack.RichTextQuote{Type: slack.RTEQuote, Elements: []slack.RichTextSectionElement{rtText(s, nil)}}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -469,7 +469,7 @@ func TestHostileCardIsInert(t *testing.T) {
 	testkit.ContainsAll(t, "the card", shown,
 		"Restart api\\u202egnp.exe\\u200b <!channel> <!here> <!subteam^SOPS> @everyone <@UMALLORY>", // the read-back as written
 		"\"note\": \"Restart api\\u202egnp.exe\\u200b <!channel>",                                   // the arguments, hidden characters escaped
-		"more characters hidden. Show full arguments opens them whole.",
+		"more characters hidden; Show full arguments shows them all.",
 		"needs 2 approvals: an earlier call of this tool has an unknown outcome: check whether it took effect; rule <!channel> *r* \\u202e",
 		"Who may decide: <@UMALLORY>, group <!subteam^SOPS>, <!subteam^SOPS>, role <!everyone>",
 		"Waiting for a decision: 2 of 2 approvals: <!here>, <@UALICE>",

@@ -121,55 +121,36 @@ const maxPointerCalls = 20
 // buttons. The channel is a channel element (it notifies nobody), a
 // malformed one words.
 func RenderPointer(p cardpkg.Pointer) []slack.Block {
-	link := func() []slack.RichTextSectionElement {
-		if u, ok := safeLink(p.CardLink); ok {
-			return []slack.RichTextSectionElement{rtText(" — ", nil), slack.NewRichTextSectionLinkElement(u, "View the card", nil)}
+	secs := []slack.RichTextElement{slack.NewRichTextSection(faceLine(p.Head(), fullCaps)...)}
+	if p.Complete() {
+		for i, c := range p.Calls {
+			if i == maxPointerCalls {
+				secs = append(secs, slack.NewRichTextSection(rtText(cardpkg.MoreCalls(len(p.Calls)-i), italic)))
+				break
+			}
+			els := []slack.RichTextSectionElement{
+				rtText(strconv.Itoa(c.Number)+". ", bold),
+				rtText(revealClip(oneLine(c.Tool), maxToolChars), code),
+				rtText("  ·  ", nil),
+			}
+			// Cut as a card's call is in a crowded message: twenty calls'
+			// reasons and results stay within what a message holds.
+			secs = append(secs, slack.NewRichTextSection(append(els, status(c, nil, cuts[2])...)...))
 		}
-		return nil
-	}
-	if !p.Complete() {
-		els := []slack.RichTextSectionElement{emoji("hourglass_flowing_sand"), rtText(" Waiting for approval in ", nil), channelElement(p.Channel)}
-		els = append(els, link()...)
-		return []slack.Block{slack.NewRichTextBlock("pointer", slack.NewRichTextSection(els...))}
-	}
-	head := []slack.RichTextSectionElement{emoji("ballot_box_with_check"), rtText(" Approval request in ", nil), channelElement(p.Channel), rtText(" closed", nil)}
-	head = append(head, link()...)
-	secs := []slack.RichTextElement{slack.NewRichTextSection(head...)}
-	for i, c := range p.Calls {
-		if i == maxPointerCalls {
-			rest := len(p.Calls) - i
-			secs = append(secs, slack.NewRichTextSection(rtText(fmt.Sprintf("… and %d more %s: see the card", rest, plural(rest, "call", "calls")), italic)))
-			break
-		}
-		els := []slack.RichTextSectionElement{
-			rtText(strconv.Itoa(c.Number)+". ", bold),
-			rtText(revealClip(oneLine(c.Tool), maxToolChars), code),
-			rtText("  ·  ", nil),
-		}
-		// Cut as a card's call is in a crowded message: twenty calls'
-		// reasons and results stay within what a message holds.
-		secs = append(secs, slack.NewRichTextSection(append(els, status(c, nil, cuts[2])...)...))
 	}
 	return []slack.Block{slack.NewRichTextBlock("pointer", secs...)}
 }
 
 // PointerText is the pointer's plain text (notifications, clients
-// without Block Kit): Airlock's words, the channel reference, a tool's
-// name only when it is a plain name, and no user id.
+// without Block Kit; card.Pointer.Fallback): Airlock's words, the
+// channel reference, a tool's name only when it is a plain name, and no
+// user id.
 func PointerText(p cardpkg.Pointer) string {
-	where := "the approvals channel"
+	where := cardpkg.SomeChannel
 	if channelIDPattern.MatchString(p.Channel) {
 		where = "<#" + p.Channel + ">"
 	}
-	if !p.Complete() {
-		return "Waiting for approval in " + where
-	}
-	var b strings.Builder
-	b.WriteString("Approval request in " + where + " closed")
-	for _, c := range p.Calls {
-		fmt.Fprintf(&b, "\n%d. %s — %s", c.Number, toolWord(c.Tool), c.Brief())
-	}
-	return clip(b.String(), 3000)
+	return clip(p.Fallback(where), 3000)
 }
 
 // channelElement is a channel named on a message: a channel element for
@@ -178,5 +159,5 @@ func channelElement(id string) slack.RichTextSectionElement {
 	if channelIDPattern.MatchString(id) {
 		return slack.NewRichTextSectionChannelElement(id, nil)
 	}
-	return rtText("the approvals channel", nil)
+	return rtText(cardpkg.SomeChannel, nil)
 }

@@ -126,7 +126,7 @@ func TestRenderEditedCallIsInert(t *testing.T) {
 	}
 	revealed := `web <!here> <@U123> <!channel> <https://evil.example|x> :skull: *b* \u202e\u200b`
 	testkit.ContainsAll(t, "the card", shown,
-		"Edited by <@UALICE> 2026-11-29 12:01:30 UTC. The read-back and arguments below are the edited ones; it runs with them. Changed:",
+		"Edited by <@UALICE> 2026-11-29 12:01:30 UTC. The read-back and arguments shown are the edited ones; it runs with them. Changed:",
 		"replicas: (not set) → 12",
 		`service: "api" → "`+revealed+`"`,
 		`<!channel>\n<@U123>: "x" → (not set)`,
@@ -179,7 +179,7 @@ func TestRenderEditAndExtendButtons(t *testing.T) {
 		t.Errorf("a closed card has %d buttons", n)
 	}
 	shown, _ := readBlocks(t, mustJSON(RenderWith(extendedCard(), nil)))
-	if !strings.Contains(shown, "Extended by <@UCAROL> — now expires 13:00 UTC") {
+	if !strings.Contains(shown, "Extended by <@UCAROL> 2026-11-29 12:01:30 UTC; now expires at 13:00 UTC.") {
 		t.Errorf("the extended card does not say so:\n%s", shown)
 	}
 }
@@ -194,9 +194,9 @@ func TestRenderEscalations(t *testing.T) {
 		t.Fatalf("live: %v\n%s", bad, live)
 	}
 	testkit.ContainsAll(t, "the card", shown,
-		"Escalated at 12:10 UTC to <!subteam^SLEADS>; may now also decide: <@ULEAD>",
-		"Escalates at 12:20 UTC to <@UBOSS>",
-		"Escalates at 12:25 UTC to <@UMALLORY>, group <!here>, role <!channel>",
+		"Escalated at 12:10 UTC: mentioned <!subteam^SLEADS>; may now also decide: <@ULEAD>.",
+		"Escalates at 12:20 UTC: will mention <@UBOSS>.",
+		"Escalates at 12:25 UTC: will mention <@UMALLORY>, group <!here>, role <!channel>.",
 	)
 	raw := string(mustJSON(RenderWith(card, nil)))
 	for _, who := range []string{"<!subteam^SLEADS>", "<@ULEAD>", "<@UBOSS>", "UMALLORY>"} {
@@ -338,7 +338,7 @@ func TestEditModal(t *testing.T) {
 		if want := "{\n  \"service\": \"<!here> \\u202e\"\n}"; b.Element.InitialValue != want {
 			t.Errorf("initial value %q, want the arguments as given, hidden characters escaped: %q", b.Element.InitialValue, want)
 		}
-		if b.Label.Text != "Arguments of call 2 (deploy), as JSON" || b.Label.Emoji {
+		if b.Label.Text != "Arguments (JSON): submitting allows the call" || b.Label.Emoji {
 			t.Errorf("label %+v", b.Label)
 		}
 	}

@@ -145,14 +145,14 @@ tools:
 	p.waitFor("Allow asks you to type a confirmation phrase")
 	p.waitFor("\n> ")
 	p.send("/allow 1")
-	p.waitFor("Type prod/api to allow call 1: ")
+	p.waitFor("Type prod/api to allow call 1, deploy: ")
 	p.send("prod/API")
 	p.waitFor("The phrase you typed doesn't match the one asked for. Nothing changed.")
 	if n := tools.countPrefix("/deploy/"); n != 0 {
 		t.Fatalf("deploy ran %d times after a wrong phrase", n)
 	}
 	p.send("/allow 1")
-	p.waitFor("Type prod/api to allow call 1: ")
+	p.waitFor("Type prod/api to allow call 1, deploy: ")
 	p.send("prod/api")
 	p.waitFor("model saw:")
 	if n := tools.count("/deploy/api"); n != 1 {

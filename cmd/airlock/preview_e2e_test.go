@@ -196,7 +196,7 @@ tools:
 	p.waitFor("plan for [api; rm -rf / $(id)]")
 	p.waitFor("+  replicas: 20")
 	p.send("/preview 1")
-	p.waitFor("Preview of call [1] deploy")
+	p.waitFor("Preview of call 1, deploy")
 	p.send("/allow 1")
 	p.waitFor("model saw:")
 	if n := tools.countPrefix("/deploy/"); n != 1 {
@@ -248,7 +248,7 @@ func TestShowFullPreviewOverSlack(t *testing.T) {
 			show = value
 		}
 	})
-	if show == "" || !strings.Contains(blocks, "Show full preview opens it whole") {
+	if show == "" || !strings.Contains(blocks, "Show full preview shows it all.") {
 		t.Fatalf("no Show full preview on a cut plan: %s", blocks)
 	}
 	elsewhere := posted{at.channel, "1900000099.000009", at.thread}
