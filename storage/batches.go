@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -63,7 +64,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	nb := *b
 	nb.Calls = append([]confirm.Call(nil), b.Calls...)
 	if nb.ID == "" {
-		nb.ID = newID()
+		nb.ID = ids.New()
 	}
 	if nb.Status == "" {
 		nb.Status = confirm.BatchPending

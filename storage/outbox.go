@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -356,7 +357,7 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 	if len(to) == 0 {
 		return nil
 	}
-	ev.ID = newID()
+	ev.ID = ids.New()
 	ev.Conversation.ID = e.ConversationID
 	if e.ConversationID != 0 {
 		err := db.get(ctx, ex, &ev.Conversation, db.q(`SELECT platform, channel, thread FROM conversations WHERE id = ?`), e.ConversationID)
