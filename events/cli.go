@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -78,7 +79,7 @@ func List(ctx context.Context, db *storage.DB, w io.Writer, hooks []Webhook, dea
 		default:
 			state = "due"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.Type, conversation(d), name, d.Attempts, state, oneLine(d.LastError))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.Type, conversation(d), name, d.Attempts, state, cell(d.LastError))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -116,11 +117,12 @@ func stamp(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func oneLine(s string) string {
-	if s == "" {
+// cell is s on one line for the table, "-" when that is empty.
+func cell(s string) string {
+	if s = card.OneLine(s); s == "" {
 		return "-"
 	}
-	return strings.Join(strings.Fields(s), " ")
+	return s
 }
 
 // Retry makes the dead delivery id pending again with its attempts reset

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/jobs"
 	"github.com/airlockhq/airlock/storage"
@@ -333,7 +334,7 @@ func printable(s string) string {
 		}
 		return ' '
 	}, s)
-	return strings.Join(strings.Fields(s), " ")
+	return card.OneLine(s)
 }
 
 // prune deletes delivered rows older than Retention, at most every

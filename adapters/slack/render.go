@@ -938,9 +938,7 @@ func limitLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
+func oneLine(s string) string { return cardpkg.OneLine(s) }
 
 func mrkdwn(s string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)
