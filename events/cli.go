@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -99,7 +100,7 @@ func List(ctx context.Context, db *storage.DB, w io.Writer, hooks []Webhook, dea
 
 // conversation names a delivery's conversation from its event.
 func conversation(d storage.Delivery) string {
-	var ev storage.WebhookEvent
+	var ev webhook.Event
 	if json.Unmarshal(d.Body, &ev) != nil || ev.Conversation.Platform == "" {
 		return strconv.FormatInt(d.ConversationID, 10)
 	}
