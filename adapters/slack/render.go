@@ -442,13 +442,9 @@ func restriction(sets []confirm.Approvers, perSet int) []slack.RichTextSectionEl
 	return append(out, joinRich(len(sets), func(i int) []slack.RichTextSectionElement { return peopleUpTo(sets[i], perSet) }, "; ", "; and %d more", maxRestrictSets)...)
 }
 
-// people is a set of people as rich text: user and usergroup elements for
-// Slack ids, literal text for anything else.
-func people(s confirm.Approvers) []slack.RichTextSectionElement {
-	return peopleUpTo(s, maxPeoplePerSet)
-}
-
-// peopleUpTo is people naming at most n, the rest counted.
+// peopleUpTo is a set of people as rich text: user and usergroup elements
+// for Slack ids, literal text for anything else; at most n named, the
+// rest counted.
 func peopleUpTo(s confirm.Approvers, n int) []slack.RichTextSectionElement {
 	var names []slack.RichTextSectionElement
 	for _, u := range s.Users {
@@ -666,11 +662,9 @@ func approvers(s confirm.Approvers) string {
 	return strings.Join(names, ", ")
 }
 
-// decider is who decided: a user element for a Slack user id, words for
-// the bot's own actors, literal text otherwise.
-func decider(id string) slack.RichTextSectionElement { return deciderUpTo(id, maxLiteralPersonL) }
-
-// deciderUpTo is decider with literal text of at most n characters.
+// deciderUpTo is who decided: a user element for a Slack user id, words
+// for the bot's own actors, literal text of at most n characters
+// otherwise.
 func deciderUpTo(id string, n int) slack.RichTextSectionElement {
 	switch id {
 	case "":
