@@ -182,6 +182,6 @@ func prettyJSON(raw json.RawMessage) string {
 // backticks, which would end the span, become a look-alike (ˋ). Platforms
 // still escape the line as a whole.
 func quote(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = card.OneLine(s)
 	return "`" + strings.ReplaceAll(s, "`", "ˋ") + "`"
 }

@@ -2,8 +2,6 @@ package bot
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/runbook"
 )
 
@@ -192,7 +191,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 				return ErrEscalationGrant
 			}
 			now := b.now().UTC()
-			d.Grant = &confirm.Grant{ID: newBatchID(), Tool: call.Tool, CreatedBy: c.User, CreatorRoles: c.Roles,
+			d.Grant = &confirm.Grant{ID: ids.New(), Tool: call.Tool, CreatedBy: c.User, CreatorRoles: c.Roles,
 				Requester: batch.RequestedBy, ExpiresAt: now.Add(b.cfg.GrantFor), ToolDef: b.toolDefinition(call.Tool)}
 		}
 		if err := b.checkPhrase(ctx, c, t); err != nil {
@@ -674,14 +673,4 @@ func (b *Bot) PendingCards(ctx context.Context, th Thread) ([]card.Card, error) 
 		return nil, fmt.Errorf("pending cards: %w", confirm.ErrNotFound)
 	}
 	return out, nil
-}
-
-var batchIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-func newBatchID() string {
-	var buf [16]byte
-	if _, err := rand.Read(buf[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return batchIDEncoding.EncodeToString(buf[:])
 }

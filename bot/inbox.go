@@ -2,7 +2,6 @@ package bot
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/model"
 )
 
@@ -64,7 +64,7 @@ var ErrNotReady = errors.New("not ready to work deliveries yet")
 // made unique per start (a restarted container may have the same host
 // name and process id, and must not renew what its predecessor left).
 func (b *Bot) inboxWorker() string {
-	b.inboxOnce.Do(func() { b.inboxID = b.cfg.WorkerID + "/" + rand.Text()[:10] })
+	b.inboxOnce.Do(func() { b.inboxID = b.cfg.WorkerID + "/" + ids.New()[:10] })
 	return b.inboxID
 }
 

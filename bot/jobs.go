@@ -12,7 +12,7 @@ const (
 	JobSweep       = "sweep"
 	JobEscalate    = "escalate"
 	JobRecover     = "recover"
-	JobPruneEvents = "prune_events"
+	JobPruneEvents = "prune-events"
 	// JobCardSync (cardsync.go): card messages behind their batch.
 	// JobInbox (inbox.go): deliveries their receiver did not finish.
 	// JobAnswers (answers.go): answers stored and not posted.
@@ -41,7 +41,7 @@ const eventRetention = 24 * time.Hour
 // processes left worked off (inbox); at start and every interval, the
 // answers stored and left unposted posted (answers); every ten
 // intervals, work dead workers left (recover); at start and every 3,600
-// intervals, old platform event IDs and inbox deliveries (prune_events).
+// intervals, old platform event IDs and inbox deliveries (prune-events).
 func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 	if interval <= 0 {
 		interval = time.Second

@@ -12,7 +12,7 @@ import (
 
 // TestJobs: the bot's background work keeps its schedule as named jobs
 // (sweep and escalate every interval, answers at start and every
-// interval, inbox every five, recover every ten, prune_events at start
+// interval, inbox every five, recover every ten, prune-events at start
 // and every 3,600), each with a deadline; the sweep job leaves
 // escalation to the escalate job, which escalates once, as Sweep does.
 func TestJobs(t *testing.T) {

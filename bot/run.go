@@ -407,6 +407,7 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 			if c.Result != "" {
 				return "", errors.New(c.Result)
 			}
+			//lint:ignore ST1005 the message is the sentence the model reads as the call's result
 			return "", errors.New(confirm.UnknownOutcomeMessage)
 		default:
 			return "", errors.New(c.Result)

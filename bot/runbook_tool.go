@@ -127,6 +127,7 @@ func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch 
 	case confirm.RunUnknown, confirm.RunRunning:
 		o.status, o.result = confirm.RunUnknown, c.Result
 		if c.Result == "" {
+			//lint:ignore ST1005 the message is the sentence the model reads as the call's result
 			return "", false, errors.New(confirm.UnknownOutcomeMessage)
 		}
 		return "", false, errors.New(c.Result)

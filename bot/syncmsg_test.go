@@ -24,17 +24,16 @@ type limitedPlatform struct {
 	*bottest.Platform
 	now func() time.Time
 
-	mu           sync.Mutex
-	until        time.Time
-	runs         []card.Run // posted, then each update Slack accepted
-	runTries     int
-	notices      []card.GrantNotice
-	noticeTries  int
-	runPosts     int
-	noticePosts  int
-	runRefs      map[string]string // run id → its message's ref
-	noticeRefs   map[string]string // grant id → its notice's ref
-	answeredWith []error
+	mu          sync.Mutex
+	until       time.Time
+	runs        []card.Run // posted, then each update Slack accepted
+	runTries    int
+	notices     []card.GrantNotice
+	noticeTries int
+	runPosts    int
+	noticePosts int
+	runRefs     map[string]string // run id → its message's ref
+	noticeRefs  map[string]string // grant id → its notice's ref
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/tools"
 )
@@ -528,7 +529,7 @@ func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requeste
 	planned, _ := confirm.Plan(reply.ToolCalls, base, lookup, policy, validate)
 	intro := reply.Text
 	batch := &confirm.Batch{
-		ID:             newBatchID(),
+		ID:             ids.New(),
 		ConversationID: conv.ID,
 		RequestedBy:    requester.User,
 		Status:         confirm.BatchDecided,

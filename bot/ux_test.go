@@ -180,7 +180,7 @@ func TestStopNamesTheRun(t *testing.T) {
 		if live, _ := h.store.LiveRunbookRuns(ctx); len(live) != 2 {
 			t.Fatalf("a stop that named no run stopped %d", 2-len(live))
 		}
-		got = say("stop " + first.ID[:6])
+		say("stop " + first.ID[:6])
 		// The stopped step's batch ends after the stop: a late advance
 		// shows nothing new.
 		if err := h.bot.Runbooks().Advance(ctx, first.ID); err != nil {

@@ -363,6 +363,10 @@ func Excerpt(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
+// OneLine is s on one line: each run of white space, line breaks
+// included, becomes one space, and none is left at either end.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 // Hidden says how much of a text a renderer left out: "1,234 more
 // characters hidden".
 func Hidden(n int) string {

@@ -60,6 +60,22 @@ func (r Reason) String() string {
 	return string(r.Kind)
 }
 
+// RuleOf names the rule among reasons: the first of kind rule, else the
+// first naming any rule.
+func RuleOf(rs []Reason) string {
+	for _, r := range rs {
+		if r.Kind == ReasonRule && r.Rule != "" {
+			return r.Rule
+		}
+	}
+	for _, r := range rs {
+		if r.Rule != "" {
+			return r.Rule
+		}
+	}
+	return ""
+}
+
 // Approvers is a set of people: user ids, members of groups (Slack user
 // groups) and holders of roles (Discord roles).
 type Approvers struct {

@@ -315,6 +315,9 @@ const (
 	AuditGrantCreated    AuditKind = "grant_created"
 	AuditGrantUsed       AuditKind = "grant_used"
 	AuditGrantRevoked    AuditKind = "grant_revoked"
+	// AuditForeignRow is the row Airlock writes when it finds the audit
+	// chain's head at a row it did not write (see storage's AuditMAC).
+	AuditForeignRow AuditKind = "audit_foreign_row"
 )
 
 // AuditEvent is one append-only audit row.

@@ -11,7 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -78,7 +80,7 @@ func List(ctx context.Context, db *storage.DB, w io.Writer, hooks []Webhook, dea
 		default:
 			state = "due"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.Type, conversation(d), name, d.Attempts, state, oneLine(d.LastError))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.Type, conversation(d), name, d.Attempts, state, cell(d.LastError))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -98,7 +100,7 @@ func List(ctx context.Context, db *storage.DB, w io.Writer, hooks []Webhook, dea
 
 // conversation names a delivery's conversation from its event.
 func conversation(d storage.Delivery) string {
-	var ev storage.WebhookEvent
+	var ev webhook.Event
 	if json.Unmarshal(d.Body, &ev) != nil || ev.Conversation.Platform == "" {
 		return strconv.FormatInt(d.ConversationID, 10)
 	}
@@ -116,11 +118,12 @@ func stamp(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func oneLine(s string) string {
-	if s == "" {
+// cell is s on one line for the table, "-" when that is empty.
+func cell(s string) string {
+	if s = card.OneLine(s); s == "" {
 		return "-"
 	}
-	return strings.Join(strings.Fields(s), " ")
+	return s
 }
 
 // Retry makes the dead delivery id pending again with its attempts reset

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/airlockhq/airlock/events/webhook"
 	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -55,7 +56,7 @@ func (w Webhook) ID() string { return storage.WebhookID(w.URL) }
 func (w Webhook) Target() storage.WebhookTarget {
 	t := storage.WebhookTarget{ID: w.ID(), MaxResultBytes: w.ResultBytes()}
 	for _, e := range w.Events {
-		t.Events = append(t.Events, storage.EventType(e))
+		t.Events = append(t.Events, webhook.EventType(e))
 	}
 	return t
 }
@@ -85,7 +86,7 @@ func (c Config) Targets() []storage.WebhookTarget {
 func (c Config) Validate(section string) error {
 	known := map[string]bool{}
 	var names []string
-	for _, t := range storage.EventTypes {
+	for _, t := range webhook.EventTypes {
 		known[string(t)] = true
 		names = append(names, string(t))
 	}

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/events/webhook"
 	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -29,7 +30,7 @@ webhooks:
 		t.Fatal(err)
 	}
 	targets := c.Targets()
-	if len(targets) != 2 || len(targets[0].Events) != 4 || targets[0].Events[2] != storage.EventDecision || len(targets[1].Events) != 0 {
+	if len(targets) != 2 || len(targets[0].Events) != 4 || targets[0].Events[2] != webhook.EventDecision || len(targets[1].Events) != 0 {
 		t.Fatalf("targets = %+v", targets)
 	}
 	if targets[0].ID != storage.WebhookID("https://siem.internal.example/airlock") || len(targets[0].ID) != 16 || targets[0].ID == targets[1].ID {
@@ -68,7 +69,7 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	every := with(func(w *events.Webhook) {
-		for _, e := range storage.EventTypes {
+		for _, e := range webhook.EventTypes {
 			w.Events = append(w.Events, string(e))
 		}
 	})

@@ -3,8 +3,6 @@ package events
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +15,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/jobs"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -103,9 +103,7 @@ type Deliverer struct {
 func NewDeliverer(db Outbox, hooks []Webhook, opts Options) *Deliverer {
 	if opts.Worker == "" {
 		host, _ := os.Hostname()
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		opts.Worker = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+		opts.Worker = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), ids.New()[:8])
 	}
 	if opts.Now == nil {
 		opts.Now = db.Clock()
@@ -336,7 +334,7 @@ func printable(s string) string {
 		}
 		return ' '
 	}, s)
-	return strings.Join(strings.Fields(s), " ")
+	return card.OneLine(s)
 }
 
 // prune deletes delivered rows older than Retention, at most every

@@ -22,6 +22,7 @@ import (
 	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/events/webhook"
 	"github.com/airlockhq/airlock/internal/pgtest"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
@@ -33,7 +34,7 @@ import (
 type receipt struct {
 	header http.Header
 	body   []byte
-	ev     storage.WebhookEvent
+	ev     webhook.Event
 }
 
 // receiver records every request; answer decides each answer (nil: 200).
@@ -41,15 +42,15 @@ type receiver struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
 	got    []receipt
-	answer func(n int, ev storage.WebhookEvent) int
+	answer func(n int, ev webhook.Event) int
 }
 
-func newReceiver(t *testing.T, answer func(n int, ev storage.WebhookEvent) int) *receiver {
+func newReceiver(t *testing.T, answer func(n int, ev webhook.Event) int) *receiver {
 	t.Helper()
 	r := &receiver{answer: answer}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		var ev storage.WebhookEvent
+		var ev webhook.Event
 		if err := json.Unmarshal(body, &ev); err != nil {
 			t.Errorf("body is not an event: %s", body)
 		}
@@ -225,7 +226,7 @@ func TestTurnReachesWebhooks(t *testing.T) {
 		if string(a.Kind) != string(ev.Type) || a.CallKey != ev.Call || a.BatchID != ev.Batch || !a.At.Equal(ev.Time) {
 			t.Errorf("event %d = %s %s/%s at %v; audit row %s %s/%s at %v", i, ev.Type, ev.Batch, ev.Call, ev.Time, a.Kind, a.BatchID, a.CallKey, a.At)
 		}
-		if ev.Conversation != (storage.WebhookConversation{ID: conv.ID, Platform: "test", Channel: "C1", Thread: "T1"}) {
+		if ev.Conversation != (webhook.Conversation{ID: conv.ID, Platform: "test", Channel: "C1", Thread: "T1"}) {
 			t.Errorf("event %d conversation = %+v", i, ev.Conversation)
 		}
 		if ev.ID == "" || ids[ev.ID] || r.header.Get(events.EventIDHeader) != ev.ID {
@@ -243,22 +244,22 @@ func TestTurnReachesWebhooks(t *testing.T) {
 			t.Errorf("event %d args = %s, want exactly %s", i, ev.Args, wantArgs)
 		}
 	}
-	byType := func(typ storage.EventType) storage.WebhookEvent {
+	byType := func(typ webhook.EventType) webhook.Event {
 		for _, r := range got {
 			if r.ev.Type == typ {
 				return r.ev
 			}
 		}
 		t.Fatalf("no %s event", typ)
-		return storage.WebhookEvent{}
+		return webhook.Event{}
 	}
-	if ev := byType(storage.EventToolCall); ev.Actor != "bob" {
+	if ev := byType(webhook.EventToolCall); ev.Actor != "bob" {
 		t.Errorf("tool_call actor = %q, want the requester", ev.Actor)
 	}
-	if ev := byType(storage.EventDecision); ev.Actor != "alice" || ev.Outcome != "allowed" {
+	if ev := byType(webhook.EventDecision); ev.Actor != "alice" || ev.Outcome != "allowed" {
 		t.Errorf("decision = %+v", ev)
 	}
-	if ev := byType(storage.EventToolResult); ev.Actor != "airlock" || ev.Outcome != "succeeded" {
+	if ev := byType(webhook.EventToolResult); ev.Actor != "airlock" || ev.Outcome != "succeeded" {
 		t.Errorf("tool_result = %+v", ev)
 	}
 
@@ -323,7 +324,7 @@ func TestBackoffKeepsOrder(t *testing.T) {
 	clk := newClock()
 	var convA int64
 	var failed atomic.Int64
-	rcv := newReceiver(t, func(_ int, ev storage.WebhookEvent) int {
+	rcv := newReceiver(t, func(_ int, ev webhook.Event) int {
 		if ev.Conversation.ID == convA && failed.Load() < 2 {
 			failed.Add(1)
 			return http.StatusInternalServerError
@@ -405,7 +406,7 @@ func TestDeadAfterADayThenRetry(t *testing.T) {
 	ctx := t.Context()
 	clk := newClock()
 	var up atomic.Bool
-	rcv := newReceiver(t, func(int, storage.WebhookEvent) int {
+	rcv := newReceiver(t, func(int, webhook.Event) int {
 		if up.Load() {
 			return http.StatusOK
 		}
@@ -630,7 +631,7 @@ func testTwoDeliverers(t *testing.T, driver, dsn string) {
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		var ev storage.WebhookEvent
+		var ev webhook.Event
 		_ = json.Unmarshal(body, &ev)
 		if err := events.Verify(secret, r.Header.Get(events.SignatureHeader), body, time.Now(), time.Minute); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)

@@ -13,9 +13,9 @@ import (
 	"github.com/airlockhq/airlock/bot/bottest"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/events/webhook"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/model/modeltest"
-	"github.com/airlockhq/airlock/storage"
 	"github.com/airlockhq/airlock/tools"
 )
 
@@ -79,10 +79,10 @@ func TestToolResultCarriesTheResult(t *testing.T) {
 		t.Fatalf("delivered %d, want 3", n)
 	}
 	scrubbed := strings.ReplaceAll(out, token, "[redacted]")
-	one := func(r *receiver) (storage.WebhookEvent, []byte) {
+	one := func(r *receiver) (webhook.Event, []byte) {
 		t.Helper()
 		got := r.receipts()
-		if len(got) != 1 || got[0].ev.Type != storage.EventToolResult {
+		if len(got) != 1 || got[0].ev.Type != webhook.EventToolResult {
 			t.Fatalf("receipts: %+v", got)
 		}
 		if bytes.Contains(got[0].body, []byte(token)) {

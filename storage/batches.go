@@ -11,6 +11,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -63,7 +64,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	nb := *b
 	nb.Calls = append([]confirm.Call(nil), b.Calls...)
 	if nb.ID == "" {
-		nb.ID = newID()
+		nb.ID = ids.New()
 	}
 	if nb.Status == "" {
 		nb.Status = confirm.BatchPending
@@ -202,7 +203,7 @@ func (db *DB) auditPauseDecision(ctx context.Context, tx dbtx, b *confirm.Batch,
 			Status  string `json:"status"`
 			Message string `json:"message"`
 			Rule    string `json:"rule,omitempty"`
-		}{string(c.Decision), c.DenyMessage, ruleOf(c.Reasons)})
+		}{string(c.Decision), c.DenyMessage, confirm.RuleOf(c.Reasons)})
 	case confirm.DecisionAllowedByGrant:
 		e.Kind = confirm.AuditGrantUsed
 		e.Detail = jsonDetail(struct {
@@ -212,22 +213,6 @@ func (db *DB) auditPauseDecision(ctx context.Context, tx dbtx, b *confirm.Batch,
 		return nil
 	}
 	return db.insertAudit(ctx, tx, e)
-}
-
-// ruleOf names the rule among reasons: the first of kind rule, else the
-// first naming any rule.
-func ruleOf(rs []confirm.Reason) string {
-	for _, r := range rs {
-		if r.Kind == confirm.ReasonRule && r.Rule != "" {
-			return r.Rule
-		}
-	}
-	for _, r := range rs {
-		if r.Rule != "" {
-			return r.Rule
-		}
-	}
-	return ""
 }
 
 // Batch loads a batch with its calls in position order; ErrNotFound when none.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 // checkedTests are the confirm.CheckStore contract, run by runConformance
@@ -180,17 +181,17 @@ func testUnknownNoticeRef(t *testing.T, db *DB) {
 // unknown_checked goes out as a webhook event of its own type, with the
 // call's arguments and who checked it.
 func testOutboxUnknownChecked(t *testing.T, db *DB) {
-	setWebhooks(t, db, WebhookTarget{ID: "checks", Events: []EventType{EventUnknownChecked}})
+	setWebhooks(t, db, WebhookTarget{ID: "checks", Events: []webhook.EventType{webhook.EventUnknownChecked}})
 	conv := newConversation(t, db)
 	b := unknownBatch(t, db, conv.ID, "a")
 	if ok, err := db.MarkChecked(t.Context(), b.ID, "a", "U-alice"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	ds := deliveries(t, db, DeliveryFilter{Target: "checks", ConversationID: conv.ID})
-	if len(ds) != 1 || ds[0].Type != EventUnknownChecked {
+	if len(ds) != 1 || ds[0].Type != webhook.EventUnknownChecked {
 		t.Fatalf("deliveries = %s, want one unknown_checked", types(ds))
 	}
-	var ev WebhookEvent
+	var ev webhook.Event
 	if err := json.Unmarshal(ds[0].Body, &ev); err != nil {
 		t.Fatal(err)
 	}

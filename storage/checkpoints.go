@@ -6,12 +6,15 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/airlockhq/airlock/events/webhook"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -160,8 +163,12 @@ func (db *DB) storeCheckpoint(ctx context.Context, tx dbtx, c AuditCheckpoint) (
 // enqueueCheckpoint queues the audit_checkpoint event of c for the
 // webhooks that take it (conversation 0; audit_id the head's row).
 func (db *DB) enqueueCheckpoint(ctx context.Context, tx dbtx, c AuditCheckpoint) error {
-	ev := WebhookEvent{ID: newID(), Type: EventAuditCheckpoint, Time: c.At, Actor: auditSystemActor, Checkpoint: &c}
-	body := string(redact.JSON(ev.encode(), db.scrub))
+	cp, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	ev := webhook.Event{ID: ids.New(), Type: webhook.EventAuditCheckpoint, Time: c.At, Actor: auditSystemActor, Checkpoint: cp}
+	body := string(redact.JSON(ev.Encode(), db.scrub))
 	insert := db.q(`INSERT INTO outbox (event_id, target, type, conversation_id, audit_id, body, status, created_at, next_attempt_at)
 		VALUES (?, ?, ?, 0, ?, ?, 'pending', ?, ?)`)
 	for _, t := range db.webhookTargets() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 // checkpointTests are the stored checkpoints' contract, run by
@@ -123,7 +124,7 @@ func testCheckpointOncePerHead(t *testing.T, db *DB) {
 	ds, err := db.Deliveries(t.Context(), DeliveryFilter{})
 	n := 0
 	for _, d := range ds {
-		if d.Type == EventAuditCheckpoint {
+		if d.Type == webhook.EventAuditCheckpoint {
 			n++
 		}
 	}
@@ -136,8 +137,8 @@ func testCheckpointOncePerHead(t *testing.T, db *DB) {
 // to the webhooks that take the type.
 func testCheckpointEvent(t *testing.T, db *DB) {
 	pub, key := checkpointKey(t)
-	setWebhooks(t, db, WebhookTarget{ID: "all"}, WebhookTarget{ID: "cp", Events: []EventType{EventAuditCheckpoint}},
-		WebhookTarget{ID: "decisions", Events: []EventType{EventDecision}})
+	setWebhooks(t, db, WebhookTarget{ID: "all"}, WebhookTarget{ID: "cp", Events: []webhook.EventType{webhook.EventAuditCheckpoint}},
+		WebhookTarget{ID: "decisions", Events: []webhook.EventType{webhook.EventDecision}})
 	chainRow(t, db, "U1")
 	c := checkpoint(t, db, key, everyThree)
 	ds, err := db.Deliveries(t.Context(), DeliveryFilter{})
@@ -146,7 +147,7 @@ func testCheckpointEvent(t *testing.T, db *DB) {
 	}
 	targets := map[string]bool{}
 	for _, d := range ds {
-		if d.Type != EventAuditCheckpoint {
+		if d.Type != webhook.EventAuditCheckpoint {
 			continue
 		}
 		targets[d.Target] = true

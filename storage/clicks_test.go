@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 // boundsTests are the coalescing of rejected clicks and the results of
@@ -97,11 +98,11 @@ func testRejectedClicksCoalesce(t *testing.T, db *DB) {
 	if len(ds) != 5 {
 		t.Fatalf("%d webhook deliveries, want 5", len(ds))
 	}
-	var ev WebhookEvent
+	var ev webhook.Event
 	if err := json.Unmarshal(ds[4].Body, &ev); err != nil {
 		t.Fatal(err)
 	}
-	if ev.Type != EventRejectedClick || ev.Suppressed != 49 || ev.Reason != "not an approver" || ev.Actor != "U-mallory" {
+	if ev.Type != webhook.EventRejectedClick || ev.Suppressed != 49 || ev.Reason != "not an approver" || ev.Actor != "U-mallory" {
 		t.Fatalf("webhook event: %s", ds[4].Body)
 	}
 	// The second minute's repeat waits in the kept row; the earlier

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 )
 
 // insertGrant stores g, created by the allow d that decided the call
@@ -16,7 +17,7 @@ import (
 // Requester and CreatorRoles are the caller's (the bot sets them).
 func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID int64, d confirm.Decide, tool string, now time.Time) error {
 	if g.ID == "" {
-		g.ID = newID()
+		g.ID = ids.New()
 	}
 	g.ConversationID = convID
 	if g.Tool == "" {

@@ -35,10 +35,6 @@ import (
 // the alarm goes to the log, airlock_audit_alarms_total and the
 // audit_foreign_row webhook event. Recording never stops.
 
-// AuditForeignRow is the audit kind of the row Airlock writes when it
-// finds the chain's head at a row it did not write (detail: auditAlarm).
-const AuditForeignRow confirm.AuditKind = "audit_foreign_row"
-
 // AuditMAC is the row-MAC key derived from audit.signing_key.
 type AuditMAC struct{ key []byte }
 
@@ -165,14 +161,14 @@ func (db *DB) foreignHead(ctx context.Context, ex dbtx, mac *AuditMAC, head chai
 			"Airlock chained this row to it", head.ID)
 	}
 	detail, _ := json.Marshal(auditAlarmDetail{Row: head.ID, Hash: head.Hash, ChainedTo: chainedTo, Why: why})
-	r := AuditRecord{ID: id, At: utc(at), Kind: string(AuditForeignRow), Actor: auditSystemActor, Detail: string(detail), PrevHash: to.Hash}
+	r := AuditRecord{ID: id, At: utc(at), Kind: string(confirm.AuditForeignRow), Actor: auditSystemActor, Detail: string(detail), PrevHash: to.Hash}
 	r.Hash = AuditHash(r.PrevHash, r)
 	r.MAC = mac.Sum(r.ID, r.Hash)
 	if err := db.appendRecord(ctx, ex, r, true); err != nil {
 		return chainHead{}, fmt.Errorf("audit alarm row: %w", err)
 	}
 	if targets := db.webhookTargets(); len(targets) > 0 {
-		e := confirm.AuditEvent{ID: r.ID, At: r.At, Kind: AuditForeignRow, Actor: auditSystemActor, Detail: r.Detail}
+		e := confirm.AuditEvent{ID: r.ID, At: r.At, Kind: confirm.AuditForeignRow, Actor: auditSystemActor, Detail: r.Detail}
 		if err := db.enqueue(ctx, ex, e, targets); err != nil {
 			return chainHead{}, fmt.Errorf("outbox of audit %s: %w", e.Kind, err)
 		}

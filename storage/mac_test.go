@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 // macTests are the row MACs' contract (docs/audit.md), in dsnTests: each
@@ -83,7 +84,7 @@ func wantForeignRowEvent(t *testing.T, db *DB, row int64) {
 	t.Helper()
 	n := 0
 	for _, d := range deliveries(t, db, DeliveryFilter{}) {
-		if d.Type != EventAuditForeignRow {
+		if d.Type != webhook.EventAuditForeignRow {
 			continue
 		}
 		n++
@@ -169,7 +170,7 @@ func testAuditForgedAppendChainedAround(t *testing.T, driver, dsn string) {
 	if err := db.AuditRecords(ctx, forged2.ID, AuditRecordFilter{}, func(r AuditRecord) error { rows = append(rows, r); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 2 || rows[0].Kind != string(AuditForeignRow) || rows[0].PrevHash != lastHash || rows[1].Actor != "U-alice" || rows[1].PrevHash != rows[0].Hash {
+	if len(rows) != 2 || rows[0].Kind != string(confirm.AuditForeignRow) || rows[0].PrevHash != lastHash || rows[1].Actor != "U-alice" || rows[1].PrevHash != rows[0].Hash {
 		t.Fatalf("rows after the forged ones: %+v, want the alarm chained to row %d, then Airlock's", rows, last)
 	}
 	got := raised.all()

@@ -13,67 +13,23 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
-)
-
-// EventType names a webhook event.
-type EventType string
-
-// Webhook event types. Each audit row is one event; see eventOf for the
-// mapping from audit kinds.
-const (
-	EventToolCall        EventType = "tool_call"
-	EventApprovalRequest EventType = "approval_request"
-	EventApproval        EventType = "approval" // one person's allow of a call needing more than one
-	EventDecision        EventType = "decision"
-	EventExpired         EventType = "expired" // nobody decided a call in time
-	EventRejectedClick   EventType = "rejected_click"
-	EventToolResult      EventType = "tool_result"
-	EventGrantCreated    EventType = "grant_created"
-	EventGrantUsed       EventType = "grant_used"
-	EventGrantRevoked    EventType = "grant_revoked"
-	EventExtended        EventType = "extended"    // an approver pushed a card's deadline (expires: the new one)
-	EventEscalated       EventType = "escalated"   // an escalation step fired (step)
-	EventCallEdited      EventType = "call_edited" // an approver changed a call's arguments (args: the new ones; model_args: the model's)
-	// EventUnknownChecked: a person marked a run whose outcome was unknown
-	// checked; later calls of its tool are judged by the policy again.
-	EventUnknownChecked EventType = "unknown_checked"
-	// EventAuditCheckpoint carries a signed checkpoint of the audit's chain
-	// (checkpoint); it has no audit row of its own.
-	EventAuditCheckpoint EventType = "audit_checkpoint"
-	// EventAuditForeignRow: Airlock found the audit chain's head at a row
-	// it did not write (audit_row; reason says where it chained instead).
-	EventAuditForeignRow EventType = EventType(AuditForeignRow)
-)
-
-// EventTypes lists every webhook event type.
-var EventTypes = []EventType{
-	EventToolCall, EventApprovalRequest, EventApproval, EventDecision, EventExpired,
-	EventRejectedClick, EventToolResult, EventGrantCreated, EventGrantUsed, EventGrantRevoked,
-	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked, EventAuditCheckpoint, EventAuditForeignRow,
-}
-
-// Outcomes of decision, expired and tool_result events.
-const (
-	OutcomeAllowed   = "allowed"
-	OutcomeDenied    = "denied"
-	OutcomeExpired   = "expired"
-	OutcomeAbandoned = "abandoned"
-	// tool_result: the run's status, succeeded, failed or unknown.
 )
 
 // WebhookTarget is a webhook as storage sees it: which events it takes.
 // Its URL and secret stay with the deliverer.
 type WebhookTarget struct {
-	ID     string      // WebhookID of its URL
-	Events []EventType // the types it takes; empty: all
+	ID     string              // WebhookID of its URL
+	Events []webhook.EventType // the types it takes; empty: all
 	// MaxResultBytes bounds the result a tool_result event carries: the
 	// run's stored (scrubbed) result, cut on a UTF-8 boundary with
 	// result_truncated set. 0: no result is sent.
 	MaxResultBytes int
 }
 
-func (t WebhookTarget) takes(typ EventType) bool {
+func (t WebhookTarget) takes(typ webhook.EventType) bool {
 	if len(t.Events) == 0 {
 		return true
 	}
@@ -98,8 +54,8 @@ func WebhookID(url string) string {
 // event, in the same transaction; with none (the default), nothing is
 // written. Call it once at start, before the bot runs.
 func (db *DB) SetWebhooks(targets []WebhookTarget) error {
-	known := map[EventType]bool{}
-	for _, t := range EventTypes {
+	known := map[webhook.EventType]bool{}
+	for _, t := range webhook.EventTypes {
 		known[t] = true
 	}
 	seen := map[string]bool{}
@@ -120,7 +76,7 @@ func (db *DB) SetWebhooks(targets []WebhookTarget) error {
 		if t.MaxResultBytes < 0 {
 			return fmt.Errorf("set webhooks: target %s: negative max result bytes %d", t.ID, t.MaxResultBytes)
 		}
-		out = append(out, WebhookTarget{ID: t.ID, Events: append([]EventType(nil), t.Events...), MaxResultBytes: t.MaxResultBytes})
+		out = append(out, WebhookTarget{ID: t.ID, Events: append([]webhook.EventType(nil), t.Events...), MaxResultBytes: t.MaxResultBytes})
 	}
 	if len(out) == 0 {
 		db.webhooks.Store(nil)
@@ -137,216 +93,10 @@ func (db *DB) webhookTargets() []WebhookTarget {
 	return nil
 }
 
-// WebhookEvent is the JSON object a webhook receives. Empty fields are
-// left out, except id, type, time, conversation and actor.
-type WebhookEvent struct {
-	ID           string              `json:"id"` // unique; the same in every attempt and to every webhook
-	Type         EventType           `json:"type"`
-	Time         time.Time           `json:"time"`
-	Conversation WebhookConversation `json:"conversation"`
-	Batch        string              `json:"batch,omitempty"`
-	Call         string              `json:"call,omitempty"` // the call's key within its batch
-	Tool         string              `json:"tool,omitempty"`
-	// Args are the arguments the call runs with, as exact bytes (a JSON
-	// string of them when they are not valid JSON): the model's, or once an
-	// approver edited them, the edited ones.
-	Args json.RawMessage `json:"args,omitempty"`
-	// ModelArgs are the model's exact bytes, only when an approver edited
-	// the arguments (Args are then the edited ones).
-	ModelArgs json.RawMessage `json:"model_args,omitempty"`
-	Actor     string          `json:"actor"`             // platform user id, or "airlock"
-	Outcome   string          `json:"outcome,omitempty"` // decision/expired: allowed|denied|expired|abandoned; tool_result: succeeded|failed|unknown
-	Rule      string          `json:"rule,omitempty"`    // the rule that refused (decision) or flagged (tool_call) the call
-	Grant     string          `json:"grant,omitempty"`   // grant id (grant_* events)
-	Reason    string          `json:"reason,omitempty"`  // a person's reason with a deny; why a click was rejected
-	Votes     int             `json:"votes,omitempty"`   // approval: distinct allows so far
-	// Required is how many distinct allows the call needs (approval).
-	Required int `json:"required,omitempty"`
-	// Expires: approval_request, when the card expires; extended, the new
-	// deadline; grant_created, the grant's end.
-	Expires *time.Time `json:"expires,omitempty"`
-	Step    *int       `json:"step,omitempty"` // escalated: the step that fired
-	// Suppressed (rejected_click): the same person's same rejections on the
-	// same batch counted, not sent, since the previous such event.
-	Suppressed int64 `json:"suppressed,omitempty"`
-	// Result (tool_result) is the run's result as stored, scrubbed of
-	// secrets, cut at the webhook's max_result_bytes on a UTF-8 boundary
-	// (ResultTruncated then set); nil when the webhook takes no result.
-	Result          *string `json:"result,omitempty"`
-	ResultTruncated bool    `json:"result_truncated,omitempty"`
-	// PreviewHash is the hex sha256 of the call's preview's whole
-	// scrubbed output (tools[].preview; the card shows its first 16 KiB),
-	// on the events of a call that has one.
-	PreviewHash string `json:"preview_hash,omitempty"`
-	// RecheckMatched (tool_result) says whether the preview run again just
-	// before the tool gave the approved output (false: the tool did not
-	// run); nil when there was no recheck.
-	RecheckMatched *bool `json:"recheck_matched,omitempty"`
-	// Checkpoint (audit_checkpoint) is the signed checkpoint, as
-	// `airlock audit verify -checkpoint` reads it.
-	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
-	// AuditRow (audit_foreign_row) is the audit row Airlock found as the
-	// chain's head without having written it.
-	AuditRow int64 `json:"audit_row,omitempty"`
-}
-
-// WebhookConversation names the thread an event belongs to.
-type WebhookConversation struct {
-	ID       int64  `json:"id,omitempty" db:"-"` // as in airlock audit -conversation
-	Platform string `json:"platform" db:"platform"`
-	Channel  string `json:"channel" db:"channel"`
-	Thread   string `json:"thread" db:"thread"`
-}
-
-// encode renders the event with Args spliced in verbatim (json.Marshal
-// would compact them and escape <, > and &).
-func (ev WebhookEvent) encode() []byte {
-	var o rawObject
-	o.add("id", ev.ID)
-	o.add("type", ev.Type)
-	o.add("time", ev.Time.UTC().Format(time.RFC3339Nano))
-	o.add("conversation", ev.Conversation)
-	if ev.Batch != "" {
-		o.add("batch", ev.Batch)
-	}
-	if ev.Call != "" {
-		o.add("call", ev.Call)
-	}
-	if ev.Tool != "" {
-		o.add("tool", ev.Tool)
-	}
-	if ev.Args != nil {
-		o.addRaw("args", ev.Args)
-	}
-	if ev.ModelArgs != nil {
-		o.addRaw("model_args", ev.ModelArgs)
-	}
-	o.add("actor", ev.Actor)
-	for _, f := range []struct{ k, v string }{{"outcome", ev.Outcome}, {"rule", ev.Rule}, {"grant", ev.Grant}, {"reason", ev.Reason}} {
-		if f.v != "" {
-			o.add(f.k, f.v)
-		}
-	}
-	if ev.Result != nil {
-		o.add("result", *ev.Result)
-		if ev.ResultTruncated {
-			o.add("result_truncated", true)
-		}
-	}
-	if ev.Votes != 0 {
-		o.add("votes", ev.Votes)
-	}
-	if ev.Required != 0 {
-		o.add("required", ev.Required)
-	}
-	if ev.Expires != nil {
-		o.add("expires", ev.Expires.UTC().Format(time.RFC3339Nano))
-	}
-	if ev.Step != nil {
-		o.add("step", *ev.Step)
-	}
-	if ev.Suppressed != 0 {
-		o.add("suppressed", ev.Suppressed)
-	}
-	if ev.Checkpoint != nil {
-		o.add("checkpoint", ev.Checkpoint)
-	}
-	if ev.AuditRow != 0 {
-		o.add("audit_row", ev.AuditRow)
-	}
-	if ev.PreviewHash != "" {
-		o.add("preview_hash", ev.PreviewHash)
-	}
-	if ev.RecheckMatched != nil {
-		o.add("recheck_matched", *ev.RecheckMatched)
-	}
-	return []byte(o.String())
-}
-
-// auditDetail is the union of the audit details the mapping reads.
-type auditDetail struct {
-	Status    string           `json:"status"`
-	Reason    string           `json:"reason"`
-	Rule      string           `json:"rule"`
-	Abandoned bool             `json:"abandoned"`
-	GrantID   string           `json:"grant_id"`
-	ExpiresAt *time.Time       `json:"expires_at"`
-	Votes     int              `json:"votes"`
-	Required  int              `json:"required"`
-	Why       string           `json:"why"`
-	Platform  string           `json:"platform"`
-	Channel   string           `json:"channel"`
-	Reasons   []confirm.Reason `json:"reasons"`
-	Until     *time.Time       `json:"until"` // extended
-	Step      *int             `json:"step"`  // escalated
-	// Suppressed: rejected_click, repeats counted since the key's last row.
-	Suppressed int64 `json:"suppressed"`
-	Row        int64 `json:"row"` // audit_foreign_row: the row found as the head
-}
-
-// eventOf maps an audit row to its webhook event, without id,
-// conversation and args. A decision with status expired is an expired
-// event (outcome expired); an abandoned pause's decisions have outcome
-// abandoned; a kind storage does not know keeps its name as type.
-func eventOf(e confirm.AuditEvent) (WebhookEvent, auditDetail) {
-	var d auditDetail
-	_ = json.Unmarshal([]byte(e.Detail), &d) // details are storage's own JSON; a bad one maps to empty fields
-	ev := WebhookEvent{
-		Type: EventType(e.Kind), Time: e.At, Batch: e.BatchID, Call: e.CallKey, Tool: e.Tool,
-		Actor: webhookActor(e.Actor),
-	}
-	switch e.Kind {
-	case confirm.AuditToolCall:
-		ev.Rule = ruleOf(d.Reasons)
-	case confirm.AuditApprovalRequest:
-		ev.Expires = d.ExpiresAt
-	case confirm.AuditApproval:
-		ev.Votes, ev.Required = d.Votes, d.Required
-	case confirm.AuditDecision:
-		ev.Rule, ev.Reason = d.Rule, d.Reason
-		switch s := confirm.DecisionStatus(d.Status); {
-		case s == confirm.DecisionExpired:
-			ev.Type, ev.Outcome = EventExpired, OutcomeExpired
-		case d.Abandoned:
-			ev.Outcome = OutcomeAbandoned
-		case s.Allowed():
-			ev.Outcome = OutcomeAllowed
-		default: // denied, denied_by_rule, invalid
-			ev.Outcome = OutcomeDenied
-		}
-	case confirm.AuditRejectedClick:
-		ev.Reason, ev.Suppressed = d.Why, d.Suppressed
-	case confirm.AuditToolResult:
-		ev.Outcome = d.Status
-	case confirm.AuditGrantCreated:
-		ev.Grant, ev.Expires = d.GrantID, d.ExpiresAt
-	case confirm.AuditGrantUsed, confirm.AuditGrantRevoked:
-		ev.Grant = d.GrantID
-	case confirm.AuditExtended:
-		ev.Expires = d.Until
-	case confirm.AuditEscalated:
-		ev.Step = d.Step
-	case AuditForeignRow:
-		ev.AuditRow, ev.Reason = d.Row, d.Why
-	}
-	return ev, d
-}
-
-// webhookActor is the actor as webhooks name it: a person's platform user
-// id (or the CLI's "cli:<user>"), and "airlock" for what Airlock decided
-// itself (policy, rules, grants, expiry).
-func webhookActor(a string) string {
-	switch {
-	case a == "", a == "policy", strings.HasPrefix(a, "rule:"), strings.HasPrefix(a, "grant:"):
-		return auditSystemActor
-	}
-	return a
-}
-
 // enqueue writes the outbox rows of audit row e (ID and At set) for the
 // targets whose filter takes its event, in the audit row's transaction.
 func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, targets []WebhookTarget) error {
-	ev, d := eventOf(e)
+	ev := webhook.Of(e)
 	var to []string
 	for _, t := range targets {
 		if t.takes(ev.Type) {
@@ -356,17 +106,22 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 	if len(to) == 0 {
 		return nil
 	}
-	ev.ID = newID()
-	ev.Conversation.ID = e.ConversationID
+	ev.ID = ids.New()
 	if e.ConversationID != 0 {
-		err := db.get(ctx, ex, &ev.Conversation, db.q(`SELECT platform, channel, thread FROM conversations WHERE id = ?`), e.ConversationID)
+		var conv struct {
+			Platform string `db:"platform"`
+			Channel  string `db:"channel"`
+			Thread   string `db:"thread"`
+		}
+		err := db.get(ctx, ex, &conv, db.q(`SELECT platform, channel, thread FROM conversations WHERE id = ?`), e.ConversationID)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("load conversation: %w", err)
 		}
+		if conv.Platform != "" || conv.Channel != "" { // else the detail's (a rejected click outside any conversation)
+			ev.Conversation = webhook.Conversation{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread}
+		}
 	}
-	if ev.Conversation.Platform == "" && ev.Conversation.Channel == "" {
-		ev.Conversation.Platform, ev.Conversation.Channel = d.Platform, d.Channel // a rejected click outside any conversation
-	}
+	ev.Conversation.ID = e.ConversationID
 	if e.BatchID != "" && e.CallKey != "" {
 		var args struct {
 			Model   string `db:"args"`
@@ -377,7 +132,7 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 		err := db.get(ctx, ex, &args, db.q(`SELECT args, edited_args, preview_hash, recheck_state FROM calls WHERE batch_id = ? AND key = ?`), e.BatchID, e.CallKey)
 		if err == nil {
 			ev.PreviewHash = args.Preview
-			if r := confirm.RecheckState(args.Recheck); r != confirm.RecheckNone && ev.Type == EventToolResult {
+			if r := confirm.RecheckState(args.Recheck); r != confirm.RecheckNone && ev.Type == webhook.EventToolResult {
 				matched := r == confirm.RecheckMatched
 				ev.RecheckMatched = &matched
 			}
@@ -393,7 +148,7 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 	}
 	// A tool_result carries the run's result, cut per webhook.
 	var result *string
-	if ev.Type == EventToolResult && e.BatchID != "" && e.CallKey != "" && slices.ContainsFunc(targets, func(t WebhookTarget) bool {
+	if ev.Type == webhook.EventToolResult && e.BatchID != "" && e.CallKey != "" && slices.ContainsFunc(targets, func(t WebhookTarget) bool {
 		return t.MaxResultBytes > 0 && slices.Contains(to, t.ID)
 	}) {
 		var r sql.NullString
@@ -420,7 +175,7 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 		}
 		// What leaves for a webhook holds no secret (WithScrub): the
 		// model's arguments, the edited ones, results and details alike.
-		b := string(redact.JSON(ev.encode(), db.scrub))
+		b := string(redact.JSON(ev.Encode(), db.scrub))
 		bodies[max] = b
 		return b
 	}
@@ -452,7 +207,7 @@ type Delivery struct {
 	ID             int64 // delivery order
 	EventID        string
 	Target         string // WebhookID of the webhook's URL
-	Type           EventType
+	Type           webhook.EventType
 	ConversationID int64
 	AuditID        int64
 	Body           json.RawMessage // the exact bytes to POST
@@ -495,7 +250,7 @@ const deliveryColumns = `id, event_id, target, type, conversation_id, audit_id, 
 
 func (r deliveryRow) delivery() Delivery {
 	return Delivery{
-		ID: r.ID, EventID: r.EventID, Target: r.Target, Type: EventType(r.Type), ConversationID: r.ConversationID,
+		ID: r.ID, EventID: r.EventID, Target: r.Target, Type: webhook.EventType(r.Type), ConversationID: r.ConversationID,
 		AuditID: r.AuditID, Body: json.RawMessage(r.Body), Status: DeliveryStatus(r.Status), Attempts: r.Attempts,
 		CreatedAt: r.CreatedAt.t, NextAttemptAt: r.NextAttemptAt.t, FirstAttemptAt: r.FirstAttemptAt.ptr(),
 		LastAttemptAt: r.LastAttemptAt.ptr(), LastError: r.LastError, ClaimedBy: r.ClaimedBy,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 func setWebhooks(t *testing.T, db *DB, targets ...WebhookTarget) {
@@ -34,7 +35,7 @@ func deliveries(t *testing.T, db *DB, f DeliveryFilter) []Delivery {
 func types(ds []Delivery) string {
 	var s []string
 	for _, d := range ds {
-		var ev WebhookEvent
+		var ev webhook.Event
 		_ = json.Unmarshal(d.Body, &ev)
 		s = append(s, string(d.Type)+":"+ev.Call)
 	}
@@ -125,7 +126,7 @@ func testOutboxNoWebhooks(t *testing.T, db *DB) {
 	if n := countRows(t, db, "outbox"); n != 0 {
 		t.Fatalf("%d outbox rows without webhooks", n)
 	}
-	for _, bad := range [][]WebhookTarget{{{ID: ""}}, {{ID: "a"}, {ID: "a"}}, {{ID: "a", Events: []EventType{"tool_calls"}}}} {
+	for _, bad := range [][]WebhookTarget{{{ID: ""}}, {{ID: "a"}, {ID: "a"}}, {{ID: "a", Events: []webhook.EventType{"tool_calls"}}}} {
 		if err := db.SetWebhooks(bad); err == nil {
 			t.Errorf("SetWebhooks(%+v) accepted", bad)
 		}
@@ -149,8 +150,8 @@ func testOutboxEvents(t *testing.T, db *DB) {
 	ctx := t.Context()
 	setWebhooks(t, db,
 		WebhookTarget{ID: "all"},
-		WebhookTarget{ID: "some", Events: []EventType{EventToolCall, EventDecision, EventToolResult}},
-		WebhookTarget{ID: "grants", Events: []EventType{EventGrantCreated, EventGrantRevoked}},
+		WebhookTarget{ID: "some", Events: []webhook.EventType{webhook.EventToolCall, webhook.EventDecision, webhook.EventToolResult}},
+		WebhookTarget{ID: "grants", Events: []webhook.EventType{webhook.EventGrantCreated, webhook.EventGrantRevoked}},
 	)
 	conv, err := db.Conversation(ctx, "slack", "C-ops", "T-1", false)
 	if err != nil {
@@ -217,10 +218,10 @@ func testOutboxEvents(t *testing.T, db *DB) {
 		t.Fatalf("grants: %s", got)
 	}
 
-	events := map[string]WebhookEvent{}
+	events := map[string]webhook.Event{}
 	ids := map[string]bool{}
 	for _, d := range deliveries(t, db, DeliveryFilter{Target: "all"}) {
-		var ev WebhookEvent
+		var ev webhook.Event
 		if err := json.Unmarshal(d.Body, &ev); err != nil {
 			t.Fatalf("body %s: %v", d.Body, err)
 		}
@@ -233,55 +234,55 @@ func testOutboxEvents(t *testing.T, db *DB) {
 		}
 		k := string(ev.Type) + ":" + ev.Call
 		switch {
-		case ev.Type == EventApproval:
+		case ev.Type == webhook.EventApproval:
 			k += fmt.Sprint(ev.Votes)
-		case ev.Type == EventDecision && ev.Conversation.ID == ab.ConversationID:
+		case ev.Type == webhook.EventDecision && ev.Conversation.ID == ab.ConversationID:
 			k += ":" + ev.Outcome
-		case ev.Type == EventExpired, ev.Conversation.ID == conv.ID, ev.Conversation.ID == 0:
+		case ev.Type == webhook.EventExpired, ev.Conversation.ID == conv.ID, ev.Conversation.ID == 0:
 		default:
 			continue // the other batches' tool calls and cards
 		}
 		events[k] = ev
 	}
 	toolCall := events["tool_call:ask"]
-	if toolCall.Conversation != (WebhookConversation{ID: conv.ID, Platform: "slack", Channel: "C-ops", Thread: "T-1"}) ||
+	if toolCall.Conversation != (webhook.Conversation{ID: conv.ID, Platform: "slack", Channel: "C-ops", Thread: "T-1"}) ||
 		toolCall.Batch != b.ID || toolCall.Tool != "deploy" || string(toolCall.Args) != args || toolCall.Actor != "U-author" || toolCall.Rule != "two-person" {
 		t.Errorf("tool_call = %+v (args %s)", toolCall, toolCall.Args)
 	}
 	for _, d := range all {
-		if d.Type == EventToolCall && strings.Contains(string(d.Body), `"call":"ask"`) && !strings.Contains(string(d.Body), `"args":`+args+`,`) {
+		if d.Type == webhook.EventToolCall && strings.Contains(string(d.Body), `"call":"ask"`) && !strings.Contains(string(d.Body), `"args":`+args+`,`) {
 			t.Errorf("body %s: want the args spliced in verbatim", d.Body)
 		}
 	}
 	checks := []struct {
 		key  string
-		ok   func(WebhookEvent) bool
+		ok   func(webhook.Event) bool
 		what string
 	}{
-		{"approval_request:", func(e WebhookEvent) bool {
+		{"approval_request:", func(e webhook.Event) bool {
 			return e.Actor == "U-author" && e.Expires != nil && e.Expires.Equal(utc(b.ExpiresAt)) && e.Args == nil
 		}, "actor author, expires"},
-		{"decision:refused", func(e WebhookEvent) bool {
-			return e.Outcome == OutcomeDenied && e.Rule == "no-drops" && e.Actor == "airlock" && string(e.Args) == `{}`
+		{"decision:refused", func(e webhook.Event) bool {
+			return e.Outcome == webhook.OutcomeDenied && e.Rule == "no-drops" && e.Actor == "airlock" && string(e.Args) == `{}`
 		}, "denied by rule no-drops, actor airlock"},
-		{"grant_used:granted", func(e WebhookEvent) bool { return e.Grant == "g-7" && e.Actor == "airlock" }, "grant g-7"},
-		{"approval:ask1", func(e WebhookEvent) bool { return e.Actor == "U-alice" && e.Votes == 1 && e.Required == 2 }, "alice 1/2"},
-		{"approval:ask2", func(e WebhookEvent) bool { return e.Actor == "U-bob" && e.Votes == 2 && e.Required == 2 }, "bob 2/2"},
-		{"decision:ask", func(e WebhookEvent) bool {
-			return e.Outcome == OutcomeAllowed && e.Actor == "U-bob" && string(e.Args) == args
+		{"grant_used:granted", func(e webhook.Event) bool { return e.Grant == "g-7" && e.Actor == "airlock" }, "grant g-7"},
+		{"approval:ask1", func(e webhook.Event) bool { return e.Actor == "U-alice" && e.Votes == 1 && e.Required == 2 }, "alice 1/2"},
+		{"approval:ask2", func(e webhook.Event) bool { return e.Actor == "U-bob" && e.Votes == 2 && e.Required == 2 }, "bob 2/2"},
+		{"decision:ask", func(e webhook.Event) bool {
+			return e.Outcome == webhook.OutcomeAllowed && e.Actor == "U-bob" && string(e.Args) == args
 		}, "allowed by bob, exact args"},
-		{"grant_created:ask", func(e WebhookEvent) bool {
+		{"grant_created:ask", func(e webhook.Event) bool {
 			return e.Grant == "g-1" && e.Actor == "U-bob" && e.Expires != nil && e.Expires.Equal(utc(g.ExpiresAt))
 		}, "grant g-1 by bob"},
-		{"tool_result:ask", func(e WebhookEvent) bool { return e.Outcome == "succeeded" && e.Actor == "airlock" }, "succeeded"},
-		{"tool_result:granted", func(e WebhookEvent) bool { return e.Outcome == "failed" && string(e.Args) == `{"x":1}` }, "failed"},
-		{"grant_revoked:ask", func(e WebhookEvent) bool { return e.Grant == "g-1" && e.Actor == "cli:ops" }, "revoked by cli:ops"},
-		{"rejected_click:", func(e WebhookEvent) bool {
+		{"tool_result:ask", func(e webhook.Event) bool { return e.Outcome == "succeeded" && e.Actor == "airlock" }, "succeeded"},
+		{"tool_result:granted", func(e webhook.Event) bool { return e.Outcome == "failed" && string(e.Args) == `{"x":1}` }, "failed"},
+		{"grant_revoked:ask", func(e webhook.Event) bool { return e.Grant == "g-1" && e.Actor == "cli:ops" }, "revoked by cli:ops"},
+		{"rejected_click:", func(e webhook.Event) bool {
 			return e.Actor == "U-mallory" && e.Reason == "unknown button" && e.Conversation.Platform == "slack" && e.Conversation.Channel == "C-x"
 		}, "mallory, why, platform and channel from the click"},
-		{"expired:k0", func(e WebhookEvent) bool { return e.Outcome == OutcomeExpired && e.Actor == "airlock" }, "expired"},
-		{"decision:k0:abandoned", func(e WebhookEvent) bool { return e.Outcome == OutcomeAbandoned }, "abandoned"},
-		{"decision:k1:abandoned", func(e WebhookEvent) bool { return e.Outcome == OutcomeAbandoned }, "abandoned (allowed earlier)"},
+		{"expired:k0", func(e webhook.Event) bool { return e.Outcome == webhook.OutcomeExpired && e.Actor == "airlock" }, "expired"},
+		{"decision:k0:abandoned", func(e webhook.Event) bool { return e.Outcome == webhook.OutcomeAbandoned }, "abandoned"},
+		{"decision:k1:abandoned", func(e webhook.Event) bool { return e.Outcome == webhook.OutcomeAbandoned }, "abandoned (allowed earlier)"},
 	}
 	for _, c := range checks {
 		e, ok := events[c.key]
@@ -306,7 +307,7 @@ func testOutboxEvents(t *testing.T, db *DB) {
 // later ones back until it is delivered; RetryDelivery revives a dead one.
 func testOutboxClaimsInOrder(t *testing.T, db *DB) {
 	ctx := t.Context()
-	setWebhooks(t, db, WebhookTarget{ID: "w", Events: []EventType{EventToolCall}}, WebhookTarget{ID: "v", Events: []EventType{EventToolCall}})
+	setWebhooks(t, db, WebhookTarget{ID: "w", Events: []webhook.EventType{webhook.EventToolCall}}, WebhookTarget{ID: "v", Events: []webhook.EventType{webhook.EventToolCall}})
 	a := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy, confirm.DecisionAllowedByPolicy, confirm.DecisionAllowedByPolicy)
 	c := newBatch(t, db, later(), confirm.DecisionAllowedByPolicy)
 	now := time.Now().Add(time.Minute)
@@ -321,7 +322,7 @@ func testOutboxClaimsInOrder(t *testing.T, db *DB) {
 	convs := func(ds []Delivery) string {
 		var s []string
 		for _, d := range ds {
-			var ev WebhookEvent
+			var ev webhook.Event
 			_ = json.Unmarshal(d.Body, &ev)
 			s = append(s, fmt.Sprintf("%d/%s", d.ConversationID, ev.Call))
 		}
@@ -422,7 +423,7 @@ func testOutboxClaimsInOrder(t *testing.T, db *DB) {
 // mid-send); the old holder can then no longer record a failure.
 func testOutboxClaimExpiry(t *testing.T, db *DB) {
 	ctx := t.Context()
-	setWebhooks(t, db, WebhookTarget{ID: "w", Events: []EventType{EventApprovalRequest}})
+	setWebhooks(t, db, WebhookTarget{ID: "w", Events: []webhook.EventType{webhook.EventApprovalRequest}})
 	newBatch(t, db, later(), confirm.DecisionPending)
 	now := time.Now().Add(time.Minute)
 	first, err := db.ClaimDeliveries(ctx, "w", "dead-replica", now, 30*time.Second, 5)

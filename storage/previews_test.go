@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 // previewTests are the confirm.PreviewStore contract, run by
@@ -108,7 +109,7 @@ func testRunningPreviews(t *testing.T, db *DB) {
 // the recheck in its audit detail and webhook event.
 func testPreviewRecheckAuditedAndSent(t *testing.T, db *DB) {
 	ctx := t.Context()
-	setWebhooks(t, db, WebhookTarget{ID: "results", Events: []EventType{EventToolResult, EventDecision}})
+	setWebhooks(t, db, WebhookTarget{ID: "results", Events: []webhook.EventType{webhook.EventToolResult, webhook.EventDecision}})
 	b := previewBatch(t, db)
 	approved, now := confirm.PreviewHash("v1"), confirm.PreviewHash("v2")
 	if _, err := db.FinishPreview(ctx, b.ID, "k0", confirm.PreviewDone, "v1", approved, 2); err != nil {
@@ -151,7 +152,7 @@ func testPreviewRecheckAuditedAndSent(t *testing.T, db *DB) {
 	ds := deliveries(t, db, DeliveryFilter{Target: "results"})
 	var sawDecision, sawResult bool
 	for _, d := range ds {
-		var ev WebhookEvent
+		var ev webhook.Event
 		if err := json.Unmarshal(d.Body, &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -159,9 +160,9 @@ func testPreviewRecheckAuditedAndSent(t *testing.T, db *DB) {
 			t.Errorf("%s event preview_hash %q, want %q", ev.Type, ev.PreviewHash, approved)
 		}
 		switch ev.Type {
-		case EventDecision:
+		case webhook.EventDecision:
 			sawDecision = ev.RecheckMatched == nil
-		case EventToolResult:
+		case webhook.EventToolResult:
 			sawResult = ev.RecheckMatched != nil && !*ev.RecheckMatched
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 // testOutboxToolResult: a tool_result event carries the run's stored
@@ -39,14 +40,14 @@ func testOutboxToolResult(t *testing.T, db *DB) {
 	if _, err := db.RecoverRunning(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	resultsOf := func(target string) []WebhookEvent {
+	resultsOf := func(target string) []webhook.Event {
 		t.Helper()
-		var out []WebhookEvent
+		var out []webhook.Event
 		for _, d := range deliveries(t, db, DeliveryFilter{Target: target}) {
-			if d.Type != EventToolResult {
+			if d.Type != webhook.EventToolResult {
 				continue
 			}
-			var ev WebhookEvent
+			var ev webhook.Event
 			if err := json.Unmarshal(d.Body, &ev); err != nil {
 				t.Fatal(err)
 			}

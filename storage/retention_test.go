@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 // retentionTests are audit retention's contract, run by runConformance on
@@ -58,7 +59,7 @@ func prunedChain(t *testing.T, db *DB) ([]int64, []byte, func() time.Time) {
 }
 
 func testPruneThenVerify(t *testing.T, db *DB) {
-	setWebhooks(t, db, WebhookTarget{ID: "w", Events: []EventType{EventAuditCheckpoint}})
+	setWebhooks(t, db, WebhookTarget{ID: "w", Events: []webhook.EventType{webhook.EventAuditCheckpoint}})
 	ids, pub, _ := prunedChain(t, db)
 	for _, o := range []VerifyOptions{{}, {PublicKey: pub}} {
 		v, err := db.VerifyAuditWith(t.Context(), o)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/events/webhook"
 )
 
 var _ confirm.CardStore = (*DB)(nil)
@@ -609,7 +610,7 @@ func testRaceEditDecide(t *testing.T, db *DB) {
 // shape.
 func testOutboxRouteEvents(t *testing.T, db *DB) {
 	ctx := t.Context()
-	setWebhooks(t, db, WebhookTarget{ID: "all"}, WebhookTarget{ID: "edits", Events: []EventType{EventCallEdited}})
+	setWebhooks(t, db, WebhookTarget{ID: "all"}, WebhookTarget{ID: "edits", Events: []webhook.EventType{webhook.EventCallEdited}})
 	t0 := time.Now().Truncate(time.Second)
 	b := extendBatch(t, db, t0, 1)
 	if ok, err := clockAt(db, t0.Add(time.Minute)).MarkEscalated(ctx, b.ID, 0); err != nil || !ok {
@@ -630,22 +631,22 @@ func testOutboxRouteEvents(t *testing.T, db *DB) {
 	if got := types(deliveries(t, db, DeliveryFilter{Target: "edits"})); got != "call_edited:a" {
 		t.Fatalf("edits: %s", got)
 	}
-	ev := map[EventType]WebhookEvent{}
-	body := map[EventType]string{}
+	ev := map[webhook.EventType]webhook.Event{}
+	body := map[webhook.EventType]string{}
 	for _, d := range all {
-		var e WebhookEvent
+		var e webhook.Event
 		if err := json.Unmarshal(d.Body, &e); err != nil {
 			t.Fatal(err)
 		}
 		ev[d.Type], body[d.Type] = e, string(d.Body)
 	}
-	if e := ev[EventEscalated]; e.Step == nil || *e.Step != 1 || e.Actor != "airlock" || e.Batch != b.ID || e.Args != nil {
-		t.Errorf("escalated = %s", body[EventEscalated])
+	if e := ev[webhook.EventEscalated]; e.Step == nil || *e.Step != 1 || e.Actor != "airlock" || e.Batch != b.ID || e.Args != nil {
+		t.Errorf("escalated = %s", body[webhook.EventEscalated])
 	}
-	if e := ev[EventExtended]; e.Expires == nil || !e.Expires.Equal(until) || e.Actor != "U-alice" || e.Batch != b.ID || e.Step != nil {
-		t.Errorf("extended = %s", body[EventExtended])
+	if e := ev[webhook.EventExtended]; e.Expires == nil || !e.Expires.Equal(until) || e.Actor != "U-alice" || e.Batch != b.ID || e.Step != nil {
+		t.Errorf("extended = %s", body[webhook.EventExtended])
 	}
-	for _, typ := range []EventType{EventCallEdited, EventDecision} {
+	for _, typ := range []webhook.EventType{webhook.EventCallEdited, webhook.EventDecision} {
 		e := ev[typ]
 		if string(e.Args) != edited || string(e.ModelArgs) != `{"env":"prod"}` || e.Actor != "U-bob" || e.Call != "a" {
 			t.Errorf("%s = %s; want args the edit, model_args the model's", typ, body[typ])
@@ -655,13 +656,13 @@ func testOutboxRouteEvents(t *testing.T, db *DB) {
 		}
 	}
 	// Unedited calls' events are as before: no model_args, no step.
-	for _, typ := range []EventType{EventToolCall, EventApprovalRequest} {
+	for _, typ := range []webhook.EventType{webhook.EventToolCall, webhook.EventApprovalRequest} {
 		if strings.Contains(body[typ], "model_args") || strings.Contains(body[typ], `"step"`) {
 			t.Errorf("%s = %s", typ, body[typ])
 		}
 	}
-	if e := ev[EventToolCall]; string(e.Args) != `{}` { // the last tool_call kept is p's
-		t.Errorf("tool_call = %s", body[EventToolCall])
+	if e := ev[webhook.EventToolCall]; string(e.Args) != `{}` { // the last tool_call kept is p's
+		t.Errorf("tool_call = %s", body[webhook.EventToolCall])
 	}
 	// Each new event is written in its audit row's transaction.
 	audits, outbox := countRows(t, db, "audit"), countRows(t, db, "outbox")

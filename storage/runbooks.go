@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
 )
 
@@ -105,7 +106,7 @@ func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error
 		return fmt.Errorf("create runbook run: runbook, conversation, snapshot and params are required: %w", errRunbookInput)
 	}
 	if r.ID == "" {
-		r.ID = newID()
+		r.ID = ids.New()
 	}
 	now := db.stamp()
 	r.CreatedAt, r.UpdatedAt = now, now

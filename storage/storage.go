@@ -12,10 +12,8 @@ package storage
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -535,16 +533,6 @@ func (d dbTime) ptr() *time.Time {
 	}
 	t := d.t
 	return &t
-}
-
-// newID returns a random opaque id: 16 bytes from crypto/rand, base32
-// lowercase without padding (26 characters).
-func newID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("storage: crypto/rand: " + err.Error())
-	}
-	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // notFound maps sql.ErrNoRows to confirm.ErrNotFound.

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/airlockhq/airlock/internal/ids"
 )
 
 const postgresDSNEnv = "AIRLOCK_TEST_POSTGRES_DSN"
@@ -119,7 +121,7 @@ func postgresAdmin(tb testing.TB) (*sqlx.DB, string) {
 // DSN (dsn with that search_path); the schema is dropped when the test ends.
 func postgresSchema(tb testing.TB, admin *sqlx.DB, dsn string) string {
 	tb.Helper()
-	schema := "airlock_test_" + newID()[:12]
+	schema := "airlock_test_" + ids.New()[:12]
 	if _, err := admin.ExecContext(tb.Context(), `CREATE SCHEMA `+schema); err != nil {
 		tb.Fatalf("create schema: %v", err)
 	}
@@ -237,19 +239,5 @@ func TestOpenBadPostgresFails(t *testing.T) {
 	}
 	if errors.Is(err, context.Canceled) {
 		t.Fatalf("unexpected cancel: %v", err)
-	}
-}
-
-func TestNewID(t *testing.T) {
-	seen := map[string]bool{}
-	for range 1000 {
-		id := newID()
-		if len(id) != 26 || strings.ToLower(id) != id || strings.Contains(id, "=") {
-			t.Fatalf("newID() = %q, want 26 lowercase unpadded base32 characters", id)
-		}
-		if seen[id] {
-			t.Fatalf("newID() repeated %q", id)
-		}
-		seen[id] = true
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"text/template"
 	"text/template/parse"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -493,16 +492,4 @@ func wholeOutput(out []byte, total int64, whole int, r *redact.Redactor) (string
 		return "", fmt.Errorf("%w: more than %d bytes", ErrPreviewTooLarge, whole)
 	}
 	return r.String(string(out)), nil
-}
-
-// cutUTF8 is at most max bytes of b, not cutting a rune in two.
-func cutUTF8(b []byte, max int) string {
-	if len(b) <= max {
-		return string(b)
-	}
-	cut := max
-	for cut > 0 && cut > max-utf8.UTFMax && !utf8.RuneStart(b[cut]) {
-		cut--
-	}
-	return string(b[:cut])
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlockhq/airlock/adapters/internal/visible"
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/tools"
@@ -302,7 +303,7 @@ func humanDuration(d time.Duration) string {
 	return strings.Join(parts, " ")
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+func oneLine(s string) string { return card.OneLine(s) }
 
 // Summary implements tools.Tool: the read-back names the member and the
 // duration or reason.

@@ -606,15 +606,6 @@ func noticeText(nt card.Notice, button bool) string {
 	return b.String()
 }
 
-// when is a decision's time as a Discord timestamp (each reader sees
-// their own time zone).
-func when(t *time.Time) string {
-	if t == nil || t.IsZero() {
-		return ""
-	}
-	return fmt.Sprintf(" <t:%d:f>", t.Unix())
-}
-
 func colour(c card.Call) int {
 	s := c.Status()
 	switch {

@@ -455,4 +455,4 @@ func short(id string) string {
 }
 
 // oneLine is s on one line, its hidden characters shown escaped.
-func oneLine(s string) string { return strings.Join(strings.Fields(visible.Reveal(s)), " ") }
+func oneLine(s string) string { return cardpkg.OneLine(visible.Reveal(s)) }

@@ -2,13 +2,13 @@ package slack
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/ids"
 )
 
 // Every interaction and every event asking for a turn (a mention, a DM)
@@ -72,7 +72,7 @@ func (a *Adapter) recordEvent(act eventAction, eventID string, payload []byte) (
 
 // interactionKey is the inbox key of an interaction: Slack does not send
 // an interaction again, so each delivery is its own.
-func interactionKey() string { return "interaction:" + rand.Text() }
+func interactionKey() string { return "interaction:" + ids.New() }
 
 // eventKey is the inbox key of an event: its event id, the same in
 // Slack's retries.

@@ -342,13 +342,9 @@ const (
 	maxLiteralPersonL = 60
 )
 
-// people is a set of people as rich text: user and usergroup elements for
-// Slack ids, literal text for anything else.
-func people(s confirm.Approvers) []slack.RichTextSectionElement {
-	return peopleUpTo(s, maxPeoplePerSet)
-}
-
-// peopleUpTo is people naming at most n, the rest counted.
+// peopleUpTo is a set of people as rich text: user and usergroup elements
+// for Slack ids, literal text for anything else; at most n named, the
+// rest counted.
 func peopleUpTo(s confirm.Approvers, n int) []slack.RichTextSectionElement {
 	var names []slack.RichTextSectionElement
 	for _, u := range s.Users {
@@ -457,15 +453,6 @@ func icon(i cardpkg.Icon) []slack.RichTextSectionElement {
 	return nil
 }
 
-// parts lays out a status's parts as rich text, lead before the first
-// (capitalised when capital): Airlock's words as text (labels and
-// stressed words bold), people as user elements, times as date
-// elements, and text from outside Airlock revealed and clipped, within
-// the text element of the words before it.
-func parts(ps []cardpkg.Part, lead string, capital bool) []slack.RichTextSectionElement {
-	return partsWith(ps, lead, capital, fullCaps)
-}
-
 // partsWith is parts with texts from outside Airlock clipped to k.
 func partsWith(ps []cardpkg.Part, lead string, capital bool, k caps) []slack.RichTextSectionElement {
 	var out []slack.RichTextSectionElement
@@ -544,11 +531,9 @@ func footer(c cardpkg.Card) string {
 	return clip(strings.Join(pieces, "  ·  "), maxSectionText)
 }
 
-// decider is who decided: a user element for a Slack user id, words for
-// the bot's own actors, literal text otherwise.
-func decider(id string) slack.RichTextSectionElement { return deciderUpTo(id, maxLiteralPersonL) }
-
-// deciderUpTo is decider with literal text of at most n characters.
+// deciderUpTo is who decided: a user element for a Slack user id, words
+// for the bot's own actors, literal text of at most n characters
+// otherwise.
 func deciderUpTo(id string, n int) slack.RichTextSectionElement {
 	if name, ok := cardpkg.ActorName(id); ok {
 		return rtText(name, nil)
@@ -573,24 +558,6 @@ func personUpTo(id string, n int) slack.RichTextSectionElement {
 		return rtText(cardpkg.Someone, nil)
 	}
 	return rtText(revealClip(oneLine(id), n), nil)
-}
-
-// user is a user id in Airlock's mrkdwn: a mention for a Slack user id.
-func user(id string) string {
-	if userIDPattern.MatchString(id) {
-		return "<@" + id + ">"
-	}
-	return escapeClip(id, 60)
-}
-
-// when is a decision's time as a date element: each reader sees it in
-// their own time zone; the fallback is UTC.
-func when(t *time.Time) []slack.RichTextSectionElement {
-	if t == nil || t.IsZero() {
-		return nil
-	}
-	fallback := t.UTC().Format("2006-01-02 15:04:05 UTC")
-	return []slack.RichTextSectionElement{rtText(" ", nil), slack.NewRichTextSectionDateElement(t.Unix(), "{date_short_pretty} at {time_secs}", nil, &fallback)}
 }
 
 // slackDate is Slack's date token for mrkdwn: each reader sees it in
@@ -817,9 +784,7 @@ func limitLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
+func oneLine(s string) string { return cardpkg.OneLine(s) }
 
 func mrkdwn(s string) *slack.TextBlockObject {
 	return slack.NewTextBlockObject(slack.MarkdownType, s, false, false)

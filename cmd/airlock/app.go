@@ -411,15 +411,19 @@ func newLogger(w io.Writer, l config.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// JobClockSync names the job that measures the database clock's offset
+// again (the job label of airlock_job_seconds).
+const JobClockSync = "clock-sync"
+
 // backgroundJobs is the process's background work, one runner of named
-// jobs: the bot's (sweep, escalate, recover, prune_events), clock_sync
+// jobs: the bot's (sweep, escalate, recover, prune-events), clock-sync
 // (the database clock's offset re-measured every minute, so a drifting
 // local clock never shifts expiry or leases) and, with webhooks, their
 // delivery, and with audit.signing_key the audit's (auditJobs). Their
 // metrics join /metrics.
 func (a *app) backgroundJobs(cfg *config.Config, logger *slog.Logger) (*jobs.Runner, error) {
 	all := a.bot.Jobs(time.Second)
-	all = append(all, jobs.Job{Name: "clock_sync", Every: time.Minute, Timeout: 30 * time.Second, Run: a.store.SyncClock})
+	all = append(all, jobs.Job{Name: JobClockSync, Every: time.Minute, Timeout: 30 * time.Second, Run: a.store.SyncClock})
 	all = append(all, auditJobs(cfg.Audit, a.store)...)
 	if len(cfg.Events.Webhooks) > 0 {
 		host, _ := os.Hostname()

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -299,11 +300,11 @@ func printRecords(w io.Writer, records []*callRecord) {
 		}
 		outcome := r.Outcome
 		if r.Outcome == "failed" || r.Outcome == "unknown" {
-			outcome += ": " + oneLine(r.Result, 60)
+			outcome += ": " + card.Excerpt(card.OneLine(r.Result), 60)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.AskedAt.UTC().Format(time.DateTime), r.ConversationID, shortID(r.BatchID), r.Key, r.Tool, r.AskedBy,
-			r.Decision, by, decided, outcome, oneLine(string(r.Args), 200))
+			r.Decision, by, decided, outcome, card.Excerpt(card.OneLine(string(r.Args)), 200))
 		if len(r.Reasons) > 0 {
 			need := ""
 			if r.Approvals > 1 {
@@ -341,7 +342,7 @@ func printRecords(w io.Writer, records []*callRecord) {
 			fmt.Fprintf(tw, "\t\t\t\t  %s\t\t%s\t\t\t\n", line, g.By)
 		}
 		for _, e := range r.Edits {
-			line := "edited to " + oneLine(string(e.Args), 120)
+			line := "edited to " + card.Excerpt(card.OneLine(string(e.Args)), 120)
 			if len(e.Voided) > 0 {
 				line += "; voided approvals of " + strings.Join(e.Voided, ", ")
 			}
@@ -369,14 +370,6 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // shortHash is a hash's first 12 hex digits; "-" for none.

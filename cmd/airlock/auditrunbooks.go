@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -31,12 +32,12 @@ func printRunbookEvents(w io.Writer, events []confirm.AuditEvent) {
 		switch e.Kind {
 		case confirm.AuditRunbookStarted:
 			_ = json.Unmarshal([]byte(e.Detail), &d)
-			what = "started " + oneLine(string(d.Params), 200)
+			what = "started " + card.Excerpt(card.OneLine(string(d.Params)), 200)
 		case confirm.AuditRunbookStep:
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			what = fmt.Sprintf("step %s (%s, attempt %d): %s", d.Step, e.Tool, d.Attempt, d.Outcome)
 			if d.Result != "" {
-				what += ": " + oneLine(d.Result, 80)
+				what += ": " + card.Excerpt(card.OneLine(d.Result), 80)
 			}
 			if e.BatchID != "" {
 				what += " [call " + shortID(e.BatchID) + "/" + e.CallKey + "]"

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/airlockhq/airlock/card"
 )
 
 // defaultHealthURL is the readiness endpoint of `airlock run` listening on
@@ -106,9 +108,5 @@ func healthOneLine(s string) string {
 		}
 		return r
 	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:200]) + "…"
-	}
-	return s
+	return card.Excerpt(card.OneLine(s), 200)
 }

@@ -66,7 +66,7 @@ events: {webhooks: [{url: %q, secret: webhook-secret-0123456789}]}
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	ran := map[string]bool{"sweep": true, "escalate": true, "prune_events": true, "inbox": true, "webhooks": true, "recover": false, "clock_sync": false}
+	ran := map[string]bool{"sweep": true, "escalate": true, "prune-events": true, "inbox": true, "webhooks": true, "recover": false, "clock-sync": false}
 	var body string
 	waitUntil(t, "the jobs that run at start or every second to have run", func() bool {
 		body = scrape()
