@@ -99,6 +99,18 @@ func Offers(acts []Action, k ActionKind) bool {
 	return false
 }
 
+// Without returns acts without the actions of kind k, in order; acts
+// itself is left as it is.
+func Without(acts []Action, k ActionKind) []Action {
+	out := acts[:0:0]
+	for _, a := range acts {
+		if a.Kind != k {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // CheckAction is "I checked — go on" for the unknown run of call n.
 func CheckAction(ref string, n int) Action {
 	return Action{Kind: ActChecked, Ref: ref, Label: CheckedLabel, NumberedLabel: "[" + strconv.Itoa(n) + "] " + CheckedLabel,

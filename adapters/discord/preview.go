@@ -65,13 +65,7 @@ func previewButtons(acts []card.Action, c card.Call, budget int) []card.Action {
 	if _, cut := previewField(c, previewLimit(budget), true); cut {
 		return acts
 	}
-	out := acts[:0:0]
-	for _, a := range acts {
-		if a.Kind != card.ActShowPreview {
-			out = append(out, a)
-		}
-	}
-	return out
+	return card.Without(acts, card.ActShowPreview)
 }
 
 // PreviewReply is the ephemeral answer to "Show full preview": the whole

@@ -42,13 +42,7 @@ func previewActions(acts []cardpkg.Action, c cardpkg.Call, k caps) []cardpkg.Act
 	if previewCut(c, k) {
 		return acts
 	}
-	out := acts[:0:0]
-	for _, a := range acts {
-		if a.Kind != cardpkg.ActShowPreview {
-			out = append(out, a)
-		}
-	}
-	return out
+	return cardpkg.Without(acts, cardpkg.ActShowPreview)
 }
 
 // previewElements lay out a call's preview: its heading, its output as
