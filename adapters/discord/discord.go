@@ -23,6 +23,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/gorilla/websocket"
 
+	"github.com/airlockhq/airlock/adapters/internal/cardref"
 	"github.com/airlockhq/airlock/adapters/internal/chatbot"
 	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/adapters/internal/sealed"
@@ -347,21 +348,15 @@ func noMentions() *discordgo.MessageAllowedMentions {
 // several messages when it does not fit in one; see RenderMessages) and
 // returns the message ids, comma-separated, as the card's reference.
 func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, cd card.Card) (string, error) {
-	var ids []string
-	for _, m := range RenderMessages(cd) {
-		id, err := a.send(ctx, th, m, "card")
-		if err != nil {
-			return strings.Join(ids, ","), err
-		}
-		ids = append(ids, id)
-	}
-	return strings.Join(ids, ","), nil
+	return cardref.Post(RenderMessages(cd), func(m CardMessage) (string, error) {
+		return a.send(ctx, th, m, "card")
+	})
 }
 
 // UpdateCard implements bot.Platform: it edits the card's messages in
 // place; a complete card loses its buttons.
 func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, cd card.Card) error {
-	ids := strings.Split(ref, ",")
+	ids := cardref.Split(ref)
 	msgs := RenderMessages(cd)
 	if len(msgs) != len(ids) {
 		a.log.Warn("discord: card reference and rendering differ in size", "ref", ref, "messages", len(msgs))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/internal/cardref"
 	"github.com/airlockhq/airlock/adapters/internal/chatbot"
 	"github.com/airlockhq/airlock/adapters/internal/marker"
 	"github.com/airlockhq/airlock/adapters/internal/sealed"
@@ -366,15 +367,9 @@ func (a *Adapter) trace(point string) {
 // reference, every message of which takes clicks and is updated. A post
 // that fails part way returns the messages posted so far with the error.
 func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (string, error) {
-	var refs []string
-	for _, m := range RenderMessages(c, a.grants.of(ctx, c)) {
-		ref, err := a.postBlocks(ctx, th, "card", m.Blocks, m.Text)
-		if err != nil {
-			return strings.Join(refs, ","), err
-		}
-		refs = append(refs, ref)
-	}
-	return strings.Join(refs, ","), nil
+	return cardref.Post(RenderMessages(c, a.grants.of(ctx, c)), func(m CardMessage) (string, error) {
+		return a.postBlocks(ctx, th, "card", m.Blocks, m.Text)
+	})
 }
 
 // UpdateCard replaces each message of the posted card (chat.update), the
@@ -384,7 +379,7 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (
 // gone (bot.ErrMessageGone); other failures are returned together after
 // every message was tried.
 func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
-	refs := strings.Split(ref, ",")
+	refs := cardref.Split(ref)
 	msgs := RenderMessagesIn(c, a.grants.of(ctx, c), len(refs))
 	var gone, failed []error
 	for i, r := range refs {
