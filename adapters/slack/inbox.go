@@ -93,14 +93,9 @@ func (a *Adapter) Replay(_ context.Context, it confirm.InboxItem) error {
 	if a.identity().UserID == "" {
 		return bot.ErrNotReady
 	}
-	// Only what this adapter recorded is worked: a record the database
-	// holds that no Airlock with the bot token sealed (inserted by hand)
-	// is refused.
-	payload, err := a.seal.Open(it)
-	if err != nil {
+	if err := a.seal.Unseal(&it); err != nil { // see sealed.Unseal
 		return fmt.Errorf("slack: %w", err)
 	}
-	it.Payload = payload
 	switch it.Kind {
 	case deliveryInteraction:
 		in, err := parseInteraction(it.Payload)
