@@ -2,6 +2,7 @@ package card
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -111,6 +112,24 @@ func (ch Change) Parts() []Part {
 		key = words(EmptyKey)
 	}
 	return []Part{key, words(": "), side(ch.Before), words(" → "), side(ch.After)}
+}
+
+// Format lays the change out on one line as Parts orders it: its words
+// as they are, its key through key and its values through value (each a
+// renderer's cutting and escaping of Code).
+func (ch Change) Format(key, value func(string) string) string {
+	var b strings.Builder
+	for i, p := range ch.Parts() {
+		switch {
+		case p.Kind != Code:
+			b.WriteString(p.Text)
+		case i == 0:
+			b.WriteString(key(p.Text))
+		default:
+			b.WriteString(value(p.Text))
+		}
+	}
+	return b.String()
 }
 
 // MoreChanges ends a list of changes cut short.

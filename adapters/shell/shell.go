@@ -389,22 +389,15 @@ func changeLines(e *cardpkg.Edit) (lines []string, more string) {
 // is not a plain name is quoted too, so neither can pass for more of the
 // line.
 func change(ch cardpkg.Change) string {
-	var b strings.Builder
-	for i, p := range ch.Parts() {
-		switch {
-		case p.Kind != cardpkg.Code:
-			b.WriteString(p.Text)
-		case i == 0:
-			key := cardpkg.Excerpt(p.Text, maxChangeChars)
-			if !plainKey.MatchString(key) {
-				key = strconv.Quote(key)
-			}
-			b.WriteString(oneLine(key))
-		default:
-			b.WriteString(oneLine(cardpkg.Excerpt(p.Text, maxChangeChars)))
+	return ch.Format(func(key string) string {
+		key = cardpkg.Excerpt(key, maxChangeChars)
+		if !plainKey.MatchString(key) {
+			key = strconv.Quote(key)
 		}
-	}
-	return b.String()
+		return oneLine(key)
+	}, func(v string) string {
+		return oneLine(cardpkg.Excerpt(v, maxChangeChars))
+	})
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)

@@ -311,18 +311,9 @@ func edited(e cardpkg.Edit, k caps) []slack.RichTextElement {
 			lines = append(lines, cardpkg.MoreChanges(len(e.Changes)-i))
 			break
 		}
-		var b strings.Builder
-		for j, p := range ch.Parts() {
-			switch {
-			case p.Kind != cardpkg.Code:
-				b.WriteString(p.Text)
-			case j == 0:
-				b.WriteString(changeValue(p.Text, k.changeKey, ""))
-			default:
-				b.WriteString(changeValue(p.Text, k.changeValue, ""))
-			}
-		}
-		lines = append(lines, b.String())
+		lines = append(lines, ch.Format(
+			func(key string) string { return changeValue(key, k.changeKey, "") },
+			func(v string) string { return changeValue(v, k.changeValue, "") }))
 	}
 	return append(out, &slack.RichTextPreformatted{Type: slack.RTEPreformatted, Elements: []slack.RichTextSectionElement{rtText(strings.Join(lines, "\n"), nil)}})
 }
