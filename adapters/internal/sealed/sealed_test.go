@@ -39,3 +39,18 @@ func TestSealOpen(t *testing.T) {
 		}
 	}
 }
+
+// Unseal gives a replayed record back its payload; a forged one is
+// refused and keeps what the database held.
+func TestUnseal(t *testing.T) {
+	s := New("discord", "bot-token")
+	it := confirm.InboxItem{Platform: "discord", Key: "interaction:1", Kind: "interaction", Payload: []byte(`{"id":"1"}`)}
+	sealed := s.Seal(it)
+	if err := s.Unseal(&sealed); err != nil || string(sealed.Payload) != string(it.Payload) {
+		t.Fatalf("Unseal = %v, payload %q", err, sealed.Payload)
+	}
+	forged := it
+	if err := s.Unseal(&forged); !errors.Is(err, ErrForged) || string(forged.Payload) != string(it.Payload) {
+		t.Fatalf("Unseal of an unsealed record = %v, payload %q", err, forged.Payload)
+	}
+}
