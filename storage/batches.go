@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/jsonobj"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -20,24 +22,24 @@ import (
 // (json.Marshal would compact them and escape <, > and &), but for the
 // secrets scrub removes from them and from the read-back (see WithScrub).
 func toolCallDetail(c confirm.Call, scrub func(string) string) string {
-	var o rawObject
+	var o jsonobj.Object
 	if c.CallID != "" {
-		o.add("call_id", c.CallID)
+		o.Add("call_id", c.CallID)
 	}
-	o.addRaw("args", redact.JSON(c.Args, scrub))
-	o.add("flagged", c.Flagged)
-	o.add("decision", string(c.Decision))
+	o.AddRaw("args", redact.JSON(c.Args, scrub))
+	o.Add("flagged", c.Flagged)
+	o.Add("decision", string(c.Decision))
 	if c.Summary != "" {
-		o.add("summary", scrub(c.Summary))
+		o.Add("summary", scrub(c.Summary))
 	}
 	if len(c.Reasons) > 0 {
-		o.add("reasons", c.Reasons)
+		o.Add("reasons", c.Reasons)
 	}
 	if c.Flagged {
-		o.add("approvals", c.Approvals)
+		o.Add("approvals", c.Approvals)
 	}
 	if len(c.Restrict) > 0 {
-		o.add("restrict", c.Restrict)
+		o.Add("restrict", c.Restrict)
 	}
 	return o.String()
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/airlockhq/airlock/internal/jsonobj"
+
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/redact"
 )
@@ -140,16 +142,16 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 // arguments and read-back are without the secrets scrub removes (see
 // WithScrub); the call keeps them exact.
 func editDetail(model, previous string, e confirm.EditCall, approvals int, voided []string, scrub func(string) string) string {
-	var o rawObject
-	o.addRaw("before", redact.JSON([]byte(model), scrub))
+	var o jsonobj.Object
+	o.AddRaw("before", redact.JSON([]byte(model), scrub))
 	if previous == "" {
-		o.field("previous_edit", []byte("null"))
+		o.AddRaw("previous_edit", []byte("null")) // valid JSON: written as it is
 	} else {
-		o.addRaw("previous_edit", redact.JSON([]byte(previous), scrub))
+		o.AddRaw("previous_edit", redact.JSON([]byte(previous), scrub))
 	}
-	o.addRaw("after", redact.JSON(e.Args, scrub))
-	o.add("summary", scrub(e.Summary))
-	o.add("approvals", approvals)
-	o.add("voided", voided)
+	o.AddRaw("after", redact.JSON(e.Args, scrub))
+	o.Add("summary", scrub(e.Summary))
+	o.Add("approvals", approvals)
+	o.Add("voided", voided)
 	return o.String()
 }

@@ -328,47 +328,6 @@ func jsonDetail(v any) string {
 	return string(b)
 }
 
-// rawObject builds a JSON object field by field, in order.
-type rawObject struct{ b []byte }
-
-// add appends a field whose value json.Marshal renders.
-func (o *rawObject) add(key string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b, _ = json.Marshal(err.Error())
-	}
-	o.field(key, b)
-}
-
-// addRaw appends a field holding raw verbatim when it is valid JSON, and
-// as a JSON string otherwise.
-func (o *rawObject) addRaw(key string, raw []byte) {
-	if len(raw) > 0 && json.Valid(raw) {
-		o.field(key, raw)
-		return
-	}
-	o.add(key, string(raw))
-}
-
-func (o *rawObject) field(key string, value []byte) {
-	if len(o.b) == 0 {
-		o.b = append(o.b, '{')
-	} else {
-		o.b = append(o.b, ',')
-	}
-	k, _ := json.Marshal(key)
-	o.b = append(o.b, k...)
-	o.b = append(o.b, ':')
-	o.b = append(o.b, value...)
-}
-
-func (o *rawObject) String() string {
-	if len(o.b) == 0 {
-		return "{}"
-	}
-	return string(o.b) + "}"
-}
-
 // excerpt cuts s to at most n bytes on a rune boundary.
 func excerpt(s string, n int) (string, bool) {
 	if len(s) <= n {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/jsonobj"
+
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -84,7 +86,7 @@ func (r runbookStepRow) step() confirm.RunbookStep {
 // removes (WithScrub), in every string of it (parameters a person typed,
 // results, names), as a tool_call's arguments are; the run keeps its
 // parameters exact.
-func (db *DB) runbookDetail(d rawObject) string {
+func (db *DB) runbookDetail(d jsonobj.Object) string {
 	return string(redact.JSON([]byte(d.String()), db.scrub))
 }
 
@@ -119,13 +121,13 @@ func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error
 		if err != nil {
 			return fmt.Errorf("insert run: %w", err)
 		}
-		var d rawObject
-		d.add("run_id", r.ID)
-		d.add("runbook", r.Runbook)
-		d.addRaw("params", r.Params) // scrubbed with the rest (runbookDetail)
+		var d jsonobj.Object
+		d.Add("run_id", r.ID)
+		d.Add("runbook", r.Runbook)
+		d.AddRaw("params", r.Params) // scrubbed with the rest (runbookDetail)
 		if r.ParentBatch != "" {
-			d.add("parent_batch", r.ParentBatch)
-			d.add("parent_key", r.ParentKey)
+			d.Add("parent_batch", r.ParentBatch)
+			d.Add("parent_key", r.ParentKey)
 		}
 		return db.insertAudit(ctx, tx, confirm.AuditEvent{
 			At: r.CreatedAt, Kind: confirm.AuditRunbookStarted, ConversationID: r.ConversationID,
@@ -305,18 +307,18 @@ func (db *DB) auditRunbookStepBy(ctx context.Context, tx dbtx, k confirm.StepKey
 		return fmt.Errorf("run of step: %w", notFound(err))
 	}
 	convID := run.ConversationID
-	var d rawObject
-	d.add("run_id", k.RunID)
-	d.add("runbook", run.Runbook)
-	d.add("step", k.StepID)
-	d.add("phase", k.Phase)
-	d.add("attempt", k.Attempt)
-	d.add("outcome", string(status))
+	var d jsonobj.Object
+	d.Add("run_id", k.RunID)
+	d.Add("runbook", run.Runbook)
+	d.Add("step", k.StepID)
+	d.Add("phase", k.Phase)
+	d.Add("attempt", k.Attempt)
+	d.Add("outcome", string(status))
 	if result != "" {
 		text, cut := excerpt(db.scrub(result), resultExcerptLen)
-		d.add("result", text)
+		d.Add("result", text)
 		if cut {
-			d.add("result_truncated", true)
+			d.Add("result_truncated", true)
 		}
 	}
 	key := ""
@@ -418,11 +420,11 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 		if err := lostIfNoRows(err, "update run"); err != nil {
 			return err
 		}
-		var d rawObject
-		d.add("run_id", runID)
-		d.add("outcome", string(status))
+		var d jsonobj.Object
+		d.Add("run_id", runID)
+		d.Add("outcome", string(status))
 		if failedStep != "" {
-			d.add("failed_step", failedStep)
+			d.Add("failed_step", failedStep)
 		}
 		actor := auditSystemActor
 		if stoppedBy != "" {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlockhq/airlock/internal/jsonobj"
+
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -126,64 +128,64 @@ type Conversation struct {
 // Encode renders the event with Args spliced in verbatim (json.Marshal
 // would compact them and escape <, > and &).
 func (ev Event) Encode() []byte {
-	var o object
-	o.add("id", ev.ID)
-	o.add("type", ev.Type)
-	o.add("time", ev.Time.UTC().Format(time.RFC3339Nano))
-	o.add("conversation", ev.Conversation)
+	var o jsonobj.Object
+	o.Add("id", ev.ID)
+	o.Add("type", ev.Type)
+	o.Add("time", ev.Time.UTC().Format(time.RFC3339Nano))
+	o.Add("conversation", ev.Conversation)
 	if ev.Batch != "" {
-		o.add("batch", ev.Batch)
+		o.Add("batch", ev.Batch)
 	}
 	if ev.Call != "" {
-		o.add("call", ev.Call)
+		o.Add("call", ev.Call)
 	}
 	if ev.Tool != "" {
-		o.add("tool", ev.Tool)
+		o.Add("tool", ev.Tool)
 	}
 	if ev.Args != nil {
-		o.addRaw("args", ev.Args)
+		o.AddRaw("args", ev.Args)
 	}
 	if ev.ModelArgs != nil {
-		o.addRaw("model_args", ev.ModelArgs)
+		o.AddRaw("model_args", ev.ModelArgs)
 	}
-	o.add("actor", ev.Actor)
+	o.Add("actor", ev.Actor)
 	for _, f := range []struct{ k, v string }{{"outcome", ev.Outcome}, {"rule", ev.Rule}, {"grant", ev.Grant}, {"reason", ev.Reason}} {
 		if f.v != "" {
-			o.add(f.k, f.v)
+			o.Add(f.k, f.v)
 		}
 	}
 	if ev.Result != nil {
-		o.add("result", *ev.Result)
+		o.Add("result", *ev.Result)
 		if ev.ResultTruncated {
-			o.add("result_truncated", true)
+			o.Add("result_truncated", true)
 		}
 	}
 	if ev.Votes != 0 {
-		o.add("votes", ev.Votes)
+		o.Add("votes", ev.Votes)
 	}
 	if ev.Required != 0 {
-		o.add("required", ev.Required)
+		o.Add("required", ev.Required)
 	}
 	if ev.Expires != nil {
-		o.add("expires", ev.Expires.UTC().Format(time.RFC3339Nano))
+		o.Add("expires", ev.Expires.UTC().Format(time.RFC3339Nano))
 	}
 	if ev.Step != nil {
-		o.add("step", *ev.Step)
+		o.Add("step", *ev.Step)
 	}
 	if ev.Suppressed != 0 {
-		o.add("suppressed", ev.Suppressed)
+		o.Add("suppressed", ev.Suppressed)
 	}
 	if ev.Checkpoint != nil {
-		o.addRaw("checkpoint", ev.Checkpoint)
+		o.AddRaw("checkpoint", ev.Checkpoint)
 	}
 	if ev.AuditRow != 0 {
-		o.add("audit_row", ev.AuditRow)
+		o.Add("audit_row", ev.AuditRow)
 	}
 	if ev.PreviewHash != "" {
-		o.add("preview_hash", ev.PreviewHash)
+		o.Add("preview_hash", ev.PreviewHash)
 	}
 	if ev.RecheckMatched != nil {
-		o.add("recheck_matched", *ev.RecheckMatched)
+		o.Add("recheck_matched", *ev.RecheckMatched)
 	}
 	return []byte(o.String())
 }
@@ -269,45 +271,4 @@ func actor(a string) string {
 		return systemActor
 	}
 	return a
-}
-
-// object builds a JSON object field by field, in order.
-type object struct{ b []byte }
-
-// add appends a field whose value json.Marshal renders.
-func (o *object) add(key string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b, _ = json.Marshal(err.Error())
-	}
-	o.field(key, b)
-}
-
-// addRaw appends a field holding raw verbatim when it is valid JSON, and
-// as a JSON string otherwise.
-func (o *object) addRaw(key string, raw []byte) {
-	if len(raw) > 0 && json.Valid(raw) {
-		o.field(key, raw)
-		return
-	}
-	o.add(key, string(raw))
-}
-
-func (o *object) field(key string, value []byte) {
-	if len(o.b) == 0 {
-		o.b = append(o.b, '{')
-	} else {
-		o.b = append(o.b, ',')
-	}
-	k, _ := json.Marshal(key)
-	o.b = append(o.b, k...)
-	o.b = append(o.b, ':')
-	o.b = append(o.b, value...)
-}
-
-func (o *object) String() string {
-	if len(o.b) == 0 {
-		return "{}"
-	}
-	return string(o.b) + "}"
 }
