@@ -86,13 +86,9 @@ func (b *Bot) answerText(m model.Message) string {
 // to the answers job and is no error of the turn: the answer is stored
 // and will be posted. Called holding the conversation.
 func (b *Bot) answer(ctx context.Context, conv confirm.Conversation, p Platform, msgs ...model.Message) error {
-	stored := make([]confirm.Message, 0, len(msgs))
-	for _, m := range msgs {
-		sm, err := storedMessage(m)
-		if err != nil {
-			return err
-		}
-		stored = append(stored, sm)
+	stored, err := storedMessages(msgs)
+	if err != nil {
+		return err
 	}
 	a, earlier, err := b.store.AppendAnswer(ctx, conv.ID, b.inboxWorker(), AnswerLease, stored...)
 	if err != nil {

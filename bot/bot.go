@@ -433,14 +433,23 @@ func storedMessage(m model.Message) (confirm.Message, error) {
 	return confirm.Message{Role: string(m.Role), Body: body}, nil
 }
 
-func (b *Bot) append(ctx context.Context, convID int64, msgs ...model.Message) error {
+// storedMessages are msgs as the store keeps them.
+func storedMessages(msgs []model.Message) ([]confirm.Message, error) {
 	stored := make([]confirm.Message, 0, len(msgs))
 	for _, m := range msgs {
 		sm, err := storedMessage(m)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		stored = append(stored, sm)
+	}
+	return stored, nil
+}
+
+func (b *Bot) append(ctx context.Context, convID int64, msgs ...model.Message) error {
+	stored, err := storedMessages(msgs)
+	if err != nil {
+		return err
 	}
 	if err := b.store.AppendMessages(ctx, convID, stored...); err != nil {
 		return fmt.Errorf("append messages: %w", err)

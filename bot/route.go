@@ -41,6 +41,21 @@ func refHas(ref, message string) bool {
 	return strings.Contains(ref, ",") && slices.Contains(strings.Split(ref, ","), message)
 }
 
+// cardState is the batch as its messages are about to show it, with the
+// card version read first: a change after that read leaves the messages
+// behind, for the card-sync job, rather than marked current.
+func (b *Bot) cardState(ctx context.Context, batchID string) (int64, *confirm.Batch, error) {
+	version, err := b.store.CardVersion(ctx, batchID)
+	if err != nil {
+		return 0, nil, fmt.Errorf("card version: %w", err)
+	}
+	stored, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		return 0, nil, fmt.Errorf("reload batch: %w", err)
+	}
+	return version, stored, nil
+}
+
 // postCard posts a paused batch's card where its channel's entry says: in
 // the thread, or in the approvals channel with a pointer left in the
 // thread; and, with notify dm, a copy in each approver's DMs. Every
@@ -48,15 +63,9 @@ func refHas(ref, message string) bool {
 // the main card's failure fails the turn; copies and the pointer are
 // logged.
 func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platform, batch *confirm.Batch, intro string) error {
-	// The version is read before the state the messages show: a change
-	// after it leaves them behind, for the card-sync job.
-	version, err := b.store.CardVersion(ctx, batch.ID)
+	version, stored, err := b.cardState(ctx, batch.ID)
 	if err != nil {
-		return fmt.Errorf("card version: %w", err)
-	}
-	stored, err := b.store.Batch(ctx, batch.ID)
-	if err != nil {
-		return fmt.Errorf("reload batch: %w", err)
+		return err
 	}
 	th := threadOf(conv)
 	approvals, dmCopies := b.cfg.Channels.Route(conv.Platform, conv.Channel, conv.DM)
@@ -543,14 +552,9 @@ func (b *Bot) completeCopies(ctx context.Context, conv confirm.Conversation, p P
 		}
 		main = &m
 	}
-	// The version is read before the state the copies show (as postCard).
-	version, err := b.store.CardVersion(ctx, batch.ID)
+	version, stored, err := b.cardState(ctx, batch.ID)
 	if err != nil {
-		return fmt.Errorf("card version: %w", err)
-	}
-	stored, err := b.store.Batch(ctx, batch.ID)
-	if err != nil {
-		return fmt.Errorf("reload batch: %w", err)
+		return err
 	}
 	th := threadOf(conv)
 	c := b.cardOf(conv, stored, b.introOf(ctx, stored))
