@@ -12,10 +12,11 @@ import (
 )
 
 // SystemActor decides for nobody in particular: abandoned pauses, expiry.
-const SystemActor = "airlock"
+// The card names it in words (card.ActorName).
+const SystemActor = card.SystemActor
 
 // PolicyActor records calls the policy let through at pause time.
-const PolicyActor = "policy"
+const PolicyActor = card.PolicyActor
 
 // ruleActor and grantActor record calls a rule refused or a grant allowed.
 func ruleActor(name string) string { return "rule:" + name }

@@ -61,7 +61,7 @@ const (
 )
 
 // Who may act for Airlock itself (State.By): the bot's actors, named in
-// words by ActorName. They equal bot.PolicyActor and bot.SystemActor.
+// words by ActorName. bot.PolicyActor and bot.SystemActor are these.
 const (
 	PolicyActor = "policy"
 	SystemActor = "airlock"
