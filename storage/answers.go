@@ -46,12 +46,12 @@ func (db *DB) AppendAnswer(ctx context.Context, conversationID int64, holder str
 		r       answerRow
 		earlier int
 	)
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		if err := db.appendMessages(ctx, tx, conversationID, out); err != nil {
 			return err
 		}
 		last := out[len(out)-1]
-		now := db.stamp()
+		now := tx.now
 		if err := db.get(ctx, tx, &r, db.q(`INSERT INTO answers (conversation_id, seq, created_at, attempts, claimed_by, claimed_until)
 			VALUES (?, ?, ?, 1, ?, ?) RETURNING `+answerColumns), conversationID, last.Seq, db.ts(now), holder, db.ts(now.Add(ttl))); err != nil {
 			return fmt.Errorf("insert answer: %w", err)
@@ -149,15 +149,9 @@ func (db *DB) ReleaseAnswer(ctx context.Context, id int64, holder string) error 
 	return nil
 }
 
-// AnswerPosted implements confirm.AnswerStore: a transaction of its own,
-// so that on SQLite it commits with the others waiting for the writer
-// (group commit), as FinishInbox.
+// AnswerPosted implements confirm.AnswerStore.
 func (db *DB) AnswerPosted(ctx context.Context, id int64) error {
-	err := db.tx(ctx, func(tx dbtx) error {
-		_, err := db.exec(ctx, tx, db.q(`DELETE FROM answers WHERE id = ?`), id)
-		return err
-	})
-	if err != nil {
+	if _, err := db.exec(ctx, db.x, db.q(`DELETE FROM answers WHERE id = ?`), id); err != nil {
 		return fmt.Errorf("answer %d posted: %w", id, err)
 	}
 	return nil

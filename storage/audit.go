@@ -26,27 +26,28 @@ type auditRow struct {
 // Audit appends an audit event (and its webhook deliveries, in the same
 // transaction); a zero At is now.
 func (db *DB) Audit(ctx context.Context, e confirm.AuditEvent) error {
-	if err := db.tx(ctx, func(tx dbtx) error { return db.insertAudit(ctx, tx, e) }); err != nil {
+	if err := db.tx(ctx, func(tx *txn) error { return db.insertAudit(ctx, tx, e) }); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
 }
 
 // insertAudit is the one place audit rows are written: chained to the
-// head (chain.go) in ex's transaction. With webhooks set, it also writes
-// the event's outbox rows through ex, which must then be the audit row's
-// transaction so both commit or neither does. In a PostgreSQL transaction
-// of db.tx the row is written just before the commit (deferAudit), so the
-// chain's head is locked for as short a time as can be.
-func (db *DB) insertAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) error {
+// head (chain.go) in tx, with the event's outbox rows when webhooks are
+// set, so both commit or neither does; a zero At is the transaction's
+// clock reading. On PostgreSQL the row is written just before the commit
+// (flushAudits), so the chain's head is locked for as short a time as
+// can be.
+func (db *DB) insertAudit(ctx context.Context, tx *txn, e confirm.AuditEvent) error {
 	if e.Kind == "" {
 		return errors.New("audit event without kind")
 	}
-	e.At = db.nowOr(e.At)
-	if db.deferAudit(ex, e) {
+	e.At = tx.nowOr(e.At)
+	if tx.deferAudits {
+		tx.audits = append(tx.audits, e)
 		return nil
 	}
-	return db.writeAudit(ctx, ex, e)
+	return db.writeAudit(ctx, tx, e)
 }
 
 // writeAudit writes the audit row and its outbox rows now.

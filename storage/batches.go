@@ -71,8 +71,6 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 	if nb.Status == "" {
 		nb.Status = confirm.BatchPending
 	}
-	now := db.stamp()
-	nb.CreatedAt = now
 	if !nb.ExpiresAt.IsZero() {
 		nb.ExpiresAt = utc(nb.ExpiresAt)
 	}
@@ -107,8 +105,10 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		}
 	}
 	msgs := []confirm.Message{assistant}
-	err := db.tx(ctx, func(tx dbtx) error {
-		if err := db.checkGrantsActive(ctx, tx, nb.Calls, nb.CreatedAt); err != nil {
+	err := db.tx(ctx, func(tx *txn) error {
+		now := tx.now
+		nb.CreatedAt = now
+		if err := db.checkGrantsActive(ctx, tx, nb.Calls); err != nil {
 			return err
 		}
 		if err := db.appendMessages(ctx, tx, nb.ConversationID, msgs); err != nil {
@@ -154,7 +154,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 			}
 		}
 		for _, c := range nb.Calls {
-			if err := db.auditPauseDecision(ctx, tx, &nb, c, now); err != nil {
+			if err := db.auditPauseDecision(ctx, tx, &nb, c); err != nil {
 				return err
 			}
 		}
@@ -192,12 +192,12 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 // auditPauseDecision audits a call decided at pause time by a rule (a
 // decision event naming the rule) or by a grant (grant_used); other calls
 // need nothing beyond their tool_call event.
-func (db *DB) auditPauseDecision(ctx context.Context, tx dbtx, b *confirm.Batch, c confirm.Call, now time.Time) error {
+func (db *DB) auditPauseDecision(ctx context.Context, tx *txn, b *confirm.Batch, c confirm.Call) error {
 	actor := c.DecidedBy
 	if actor == "" {
 		actor = auditSystemActor
 	}
-	e := confirm.AuditEvent{At: now, ConversationID: b.ConversationID, BatchID: b.ID, CallKey: c.Key, Tool: c.Tool, Actor: actor}
+	e := confirm.AuditEvent{At: tx.now, ConversationID: b.ConversationID, BatchID: b.ID, CallKey: c.Key, Tool: c.Tool, Actor: actor}
 	switch c.Decision {
 	case confirm.DecisionDeniedByRule:
 		e.Kind = confirm.AuditDecision

@@ -85,7 +85,7 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 	// too), so a message is recorded either before a change, which then
 	// raises its desired version, or after it, with the version then.
 	var n int64
-	err = db.tx(ctx, func(tx dbtx) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		if _, err := db.exec(ctx, tx, db.q(`UPDATE `+table+` SET card_version = card_version WHERE id = ?`), subject.ID); err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 				CASE WHEN card_version > ? THEN `+stamp+` ELSE NULL END
 			FROM `+table+` WHERE id = ?
 			ON CONFLICT (batch_id, run_id, grant_id, ref) DO NOTHING`),
-			m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(db.nowOr(m.CreatedAt)), m.Version, m.Version, m.Version, db.ts(db.now()), subject.ID)
+			m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(tx.nowOr(m.CreatedAt)), m.Version, m.Version, m.Version, db.ts(tx.now), subject.ID)
 		return err
 	})
 	if err != nil {

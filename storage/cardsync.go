@@ -15,12 +15,12 @@ import (
 // card, in one transaction that locks the batch's row first (as
 // AddCardMessage does).
 func (db *DB) ChangeCard(ctx context.Context, batchID string) error {
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		if _, err := db.exec(ctx, tx, db.q(`UPDATE batches SET card_version = card_version + 1 WHERE id = ?`), batchID); err != nil {
 			return err
 		}
 		_, err := db.exec(ctx, tx, db.q(`UPDATE cards SET desired = (SELECT card_version FROM batches WHERE batches.id = cards.batch_id),
-			changed_at = COALESCE(changed_at, ?) WHERE batch_id = ? AND gone_at IS NULL`), db.ts(db.now()), batchID)
+			changed_at = COALESCE(changed_at, ?) WHERE batch_id = ? AND gone_at IS NULL`), db.ts(tx.now), batchID)
 		return err
 	})
 	if err != nil {
@@ -40,7 +40,7 @@ func (db *DB) ChangeAndClaim(ctx context.Context, s confirm.Subject, c confirm.C
 		claimed []confirm.CardSync
 		listed  bool
 	)
-	err := db.tx(ctx, func(tx dbtx) (err error) {
+	err := db.tx(ctx, func(tx *txn) (err error) {
 		claimed, listed, err = db.changeAndClaim(ctx, tx, s, c)
 		return err
 	})
@@ -51,7 +51,7 @@ func (db *DB) ChangeAndClaim(ctx context.Context, s confirm.Subject, c confirm.C
 }
 
 // changeAndClaim is ChangeAndClaim in tx.
-func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, s confirm.Subject, c confirm.CardClaim) ([]confirm.CardSync, bool, error) {
+func (db *DB) changeAndClaim(ctx context.Context, tx *txn, s confirm.Subject, c confirm.CardClaim) ([]confirm.CardSync, bool, error) {
 	table, column, err := subjectOf(s)
 	if err != nil {
 		return nil, false, fmt.Errorf("change and claim: %w", err)
@@ -63,7 +63,7 @@ func (db *DB) changeAndClaim(ctx context.Context, tx dbtx, s confirm.Subject, c 
 	if c.Holder == "" || c.TTL <= 0 {
 		return nil, false, errors.New("change and claim cards: a holder and a positive ttl are needed")
 	}
-	now := db.now()
+	now := tx.now
 	var version int64
 	if err := db.get(ctx, tx, &version, db.q(`UPDATE `+table+` SET card_version = card_version + 1 WHERE id = ? RETURNING card_version`), s.ID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -137,10 +137,9 @@ func (db *DB) SubjectVersion(ctx context.Context, s confirm.Subject) (int64, err
 }
 
 // BehindCards implements confirm.CardSyncStore, through the cards_behind
-// index. It reads a reader, not SQLite's one writer: holding the writer
-// to read committed the writer's open group first, and a message listed
-// that is no longer behind is refused by its claim. Every change this
-// process made is committed before its caller returns, so none is missed.
+// index. It reads a reader: a message listed that is no longer behind is
+// refused by its claim, and every change this process made is committed
+// before its caller returns, so none is missed.
 func (db *DB) BehindCards(ctx context.Context, platform, batchID string, limit int) ([]int64, error) {
 	if limit <= 0 {
 		limit = 100
@@ -190,20 +189,12 @@ func (db *DB) ClaimCard(ctx context.Context, id int64, holder string, ttl time.D
 }
 
 // CardRendered implements confirm.CardSyncStore.
-// It is a transaction of its own, not a lone statement, so that on
-// SQLite it commits with the others waiting for the writer (group
-// commit) instead of committing them first and then itself
-// (BENCHMARKS.md, fifteenth round).
 func (db *DB) CardRendered(ctx context.Context, id int64, holder string, version int64) (bool, error) {
-	var n int64
-	err := db.tx(ctx, func(tx dbtx) (err error) {
-		n, err = db.execCount(ctx, tx, db.q(`UPDATE cards SET
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE cards SET
 		rendered = CASE WHEN rendered > ? THEN rendered ELSE ? END,
 		changed_at = CASE WHEN desired <= ? THEN NULL ELSE changed_at END,
 		rendered_at = ?, failures = 0, retry_at = NULL, claimed_by = '', claimed_until = NULL
-		WHERE id = ? AND claimed_by = ?`), version, version, version, db.ts(db.now()), id, holder)
-		return err
-	})
+		WHERE id = ? AND claimed_by = ?`), version, version, version, db.ts(db.stamp()), id, holder)
 	if err != nil {
 		return false, fmt.Errorf("card %d rendered: %w", id, err)
 	}

@@ -8,12 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-
-	"github.com/airlockhq/airlock/confirm"
 )
 
 // The audit is a hash chain (docs/audit.md): each row's hash is
@@ -198,35 +195,13 @@ const auditInsertPostgres = `WITH h AS (
 	SELECT last_id, ?, ?, ?, ?, ?, ?, ?, ?, prev_hash, last_hash FROM h
 	RETURNING id`
 
-// deferredAudits (DB.deferred) holds, by open PostgreSQL transaction of db.tx, the audit
-// events written in it, in order; db.tx writes them just before its
-// commit (flushAudits). The head's row lock then lasts from those
-// statements to the commit, not from the first audit of a transaction
-// through the rest of its work. Nothing reads the audit inside the
-// transaction that writes it.
-type deferredAudits struct{ sync.Map } // *sqlx.Tx → *[]confirm.AuditEvent
-
-// deferAudit queues e when ex is such a transaction.
-func (db *DB) deferAudit(ex dbtx, e confirm.AuditEvent) bool {
-	tx, ok := ex.(*sqlx.Tx)
-	if !ok {
-		return false
-	}
-	q, ok := db.deferred.Load(tx)
-	if !ok {
-		return false
-	}
-	*q.(*[]confirm.AuditEvent) = append(*q.(*[]confirm.AuditEvent), e)
-	return true
-}
-
-// flushAudits writes tx's queued audit events.
-func (db *DB) flushAudits(ctx context.Context, tx *sqlx.Tx) error {
-	q, ok := db.deferred.Load(tx)
-	if !ok {
-		return nil
-	}
-	for _, e := range *q.(*[]confirm.AuditEvent) {
+// flushAudits writes the audit events a PostgreSQL transaction held
+// (insertAudit), in order, just before its commit: the chain head's row
+// lock then lasts from those statements to the commit, not from the first
+// audit of a transaction through the rest of its work. Nothing reads the
+// audit inside the transaction that writes it.
+func (db *DB) flushAudits(ctx context.Context, tx *txn) error {
+	for _, e := range tx.audits {
 		if err := db.writeAudit(ctx, tx, e); err != nil {
 			return err
 		}

@@ -14,8 +14,8 @@ import (
 // was checked already or the call does not exist. Two clicks at once: one
 // wins.
 func (db *DB) MarkChecked(ctx context.Context, batchID, key, by string) (bool, error) {
-	now := db.stamp()
-	won, err := db.transition(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
 		var c struct {
 			Tool           string `db:"tool"`
 			ConversationID int64  `db:"conversation_id"`

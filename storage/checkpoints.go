@@ -80,7 +80,7 @@ func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p Che
 	}
 	var written *AuditCheckpoint
 	mac := NewAuditMAC(key)
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		written = nil
 		var head chainHead
 		if err := db.get(ctx, tx, &head, `SELECT last_id AS prev_id, last_hash AS prev_hash, last_mac AS prev_mac FROM audit_head WHERE one = 1`); err != nil {
@@ -98,7 +98,7 @@ func (db *DB) CheckpointAudit(ctx context.Context, key ed25519.PrivateKey, p Che
 		if head.ID == 0 {
 			return nil
 		}
-		now := utc(db.now())
+		now := tx.now
 		last, err := db.lastSignedCheckpoint(ctx, tx, key.Public().(ed25519.PublicKey))
 		switch {
 		case errors.Is(err, sql.ErrNoRows): // the first: due now
@@ -204,7 +204,7 @@ func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before tim
 	for {
 		var n int64
 		done := false
-		err := db.tx(ctx, func(tx dbtx) error {
+		err := db.tx(ctx, func(tx *txn) error {
 			n, done = 0, true
 			if db.driver == DriverPostgres {
 				if _, err := db.exec(ctx, tx, `SELECT pg_advisory_xact_lock($1)`, pruneLockKey); err != nil {
@@ -235,7 +235,7 @@ func (db *DB) PruneAudit(ctx context.Context, key ed25519.PrivateKey, before tim
 			}
 			done = last < len(rows)-1 || len(rows) < prunePage
 			upto := rows[last]
-			c := AuditCheckpoint{ID: upto.ID, Hash: upto.Hash, At: utc(db.now()), Start: true}
+			c := AuditCheckpoint{ID: upto.ID, Hash: upto.Hash, At: tx.now, Start: true}
 			c.Sign(key)
 			if _, err := db.storeCheckpoint(ctx, tx, c); err != nil {
 				return err

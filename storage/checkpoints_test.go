@@ -324,7 +324,7 @@ func testCheckpointPastAForgedOne(t *testing.T, db *DB) {
 	}
 	fake := AuditCheckpoint{ID: 1000, Hash: AuditGenesis, At: time.Now()}
 	fake.Sign(other)
-	if err := db.tx(t.Context(), func(tx dbtx) error { _, err := db.storeCheckpoint(t.Context(), tx, fake); return err }); err != nil {
+	if err := db.tx(t.Context(), func(tx *txn) error { _, err := db.storeCheckpoint(t.Context(), tx, fake); return err }); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

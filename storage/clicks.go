@@ -24,11 +24,12 @@ const RejectedClickWindow = time.Minute
 // Replicas sharing a database coalesce too: one INSERT wins a window.
 func (db *DB) AuditRejectedClick(ctx context.Context, e confirm.AuditEvent, reason string) (bool, error) {
 	e.Kind = confirm.AuditRejectedClick
-	e.At = db.nowOr(e.At)
-	window := db.ts(e.At.Truncate(RejectedClickWindow))
 	key := []any{e.Actor, e.BatchID, reason}
 	var written bool
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
+		e := e
+		e.At = tx.nowOr(e.At)
+		window := db.ts(e.At.Truncate(RejectedClickWindow))
 		written = false
 		// A window's row deleted by a later window's first click between
 		// this click's INSERT and UPDATE (another replica) is inserted

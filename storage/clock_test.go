@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,5 +130,61 @@ func testOneClock(t *testing.T, db *DB) {
 	b2 := batchIn(t, db, conv.ID, t1.Add(time.Hour), confirm.DecisionPending)
 	if res := decide(t, clockAt(db, t1.Add(2*time.Hour)), confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"}); res.Won {
 		t.Fatalf("decision past the expiry on the store's clock won: %+v", res)
+	}
+}
+
+// testOneReadingPerTransaction: a transaction reads the store's clock
+// once, as it begins, and stamps everything it writes from that reading:
+// with a clock that moves on at every reading, the messages one append
+// stores carry one time, and so do a completion's batch and results
+// message.
+func testOneReadingPerTransaction(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	if ok, err := db.ClaimBatch(ctx, b.ID, "w1"); err != nil || !ok {
+		t.Fatalf("ClaimBatch = %v, %v", ok, err)
+	}
+	if ok, err := db.StartRun(ctx, b.ID, "k0"); err != nil || !ok {
+		t.Fatalf("StartRun = %v, %v", ok, err)
+	}
+	var (
+		mu   sync.Mutex
+		tick = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	)
+	db.setClock(func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		tick = tick.Add(time.Second)
+		return tick
+	})
+	if err := db.AppendMessages(ctx, b.ConversationID,
+		confirm.Message{Role: "user", Body: json.RawMessage(`{"n":1}`)},
+		confirm.Message{Role: "user", Body: json.RawMessage(`{"n":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := db.Messages(ctx, b.ConversationID)
+	if err != nil || len(msgs) < 3 {
+		t.Fatalf("messages %+v, %v", msgs, err)
+	}
+	if a, c := msgs[len(msgs)-2].CreatedAt, msgs[len(msgs)-1].CreatedAt; !a.Equal(c) {
+		t.Errorf("two messages of one append stored at %v and %v", a, c)
+	}
+	if err := db.FinishRun(ctx, b.ID, "k0", confirm.RunSucceeded, "done"); err != nil {
+		t.Fatal(err)
+	}
+	results := confirm.Message{Role: "tool", Body: json.RawMessage(`[{"id":"call_0","out":"done"}]`)}
+	if ok, err := db.CompleteBatch(ctx, b.ID, results); err != nil || !ok {
+		t.Fatalf("CompleteBatch = %v, %v", ok, err)
+	}
+	if msgs, err = db.Messages(ctx, b.ConversationID); err != nil {
+		t.Fatal(err)
+	}
+	var updated dbTime
+	if err := db.get(ctx, db.reader(), &updated, db.q(`SELECT updated_at FROM batches WHERE id = ?`), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if last := msgs[len(msgs)-1]; !last.CreatedAt.Equal(updated.t) {
+		t.Errorf("the completion stored its results message at %v and the batch's update at %v", last.CreatedAt, updated.t)
 	}
 }

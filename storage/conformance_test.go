@@ -76,6 +76,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"RaceCountTurn", testRaceCountTurn},
 		{"ClockSync", testClockSync},
 		{"OneClock", testOneClock},
+		{"OneReadingPerTransaction", testOneReadingPerTransaction},
 		{"OutboxWithAudit", testOutboxWithAudit},
 		{"OutboxNoWebhooks", testOutboxNoWebhooks},
 		{"OutboxEvents", testOutboxEvents},

@@ -70,7 +70,7 @@ func (db *DB) AppendMessages(ctx context.Context, conversationID int64, msgs ...
 		return nil
 	}
 	out := append([]confirm.Message(nil), msgs...)
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		return db.appendMessages(ctx, tx, conversationID, out)
 	})
 	if err != nil {
@@ -85,7 +85,7 @@ func (db *DB) AppendMessages(ctx context.Context, conversationID int64, msgs ...
 // appenders queue: on PostgreSQL on the conversation row's lock, taken
 // first, on SQLite on the transaction's write lock (the primary key on
 // (conversation_id, seq) backs this up).
-func (db *DB) appendMessages(ctx context.Context, tx dbtx, conversationID int64, msgs []confirm.Message) error {
+func (db *DB) appendMessages(ctx context.Context, tx *txn, conversationID int64, msgs []confirm.Message) error {
 	var last int
 	if db.driver == DriverPostgres {
 		var id int64
@@ -117,7 +117,7 @@ func (db *DB) appendMessages(ctx context.Context, tx dbtx, conversationID int64,
 		m := &msgs[i]
 		m.ConversationID = conversationID
 		m.Seq = last + 1 + i
-		m.CreatedAt = db.nowOr(m.CreatedAt)
+		m.CreatedAt = tx.nowOr(m.CreatedAt)
 		if _, err := db.exec(ctx, tx, insert, conversationID, m.Seq, m.Role, string(m.Body), db.ts(m.CreatedAt)); err != nil {
 			return fmt.Errorf("insert message %d: %w", m.Seq, err)
 		}

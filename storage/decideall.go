@@ -30,12 +30,12 @@ func (db *DB) DecideAll(ctx context.Context, ds []confirm.Decide) (confirm.Decid
 			return out, errors.New("decide all: no grants or claims")
 		}
 	}
-	now := db.stamp()
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
+		now := tx.now
 		out = confirm.DecideAllResult{Calls: make([]confirm.DecideResult, len(ds))}
 		for i, d := range ds {
 			res := &out.Calls[i]
-			info, err := db.lockPendingCall(ctx, tx, d.BatchID, d.Key, now)
+			info, err := db.lockPendingCall(ctx, tx, d.BatchID, d.Key)
 			if errors.Is(err, errLost) {
 				continue // decided or expired meanwhile
 			}
@@ -51,7 +51,7 @@ func (db *DB) DecideAll(ctx context.Context, ds []confirm.Decide) (confirm.Decid
 				return fmt.Errorf("decide all: call %s needs %d approvals; one allow does not decide it", d.Key, res.Required)
 			}
 			event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
-			if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface, now); err != nil {
+			if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface); err != nil {
 				return err
 			}
 			res.Won, res.Decided = true, true
@@ -60,7 +60,7 @@ func (db *DB) DecideAll(ctx context.Context, ds []confirm.Decide) (confirm.Decid
 			}
 		}
 		var agg confirm.DecideResult
-		if err := db.finishDecidingInto(ctx, tx, ds[0].BatchID, now, nil, &agg); err != nil {
+		if err := db.finishDecidingInto(ctx, tx, ds[0].BatchID, nil, &agg); err != nil {
 			return err
 		}
 		out.BatchDecided, out.Batch = agg.BatchDecided, agg.Batch

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -14,7 +13,8 @@ import (
 // lockPendingBatch takes the batch row's write lock while it is pending
 // (on PostgreSQL the UPDATE's row lock serialises deciders of one batch)
 // and returns its conversation. ok is false when the batch is not pending.
-func (db *DB) lockPendingBatch(ctx context.Context, tx dbtx, batchID string, now time.Time) (convID int64, ok bool, err error) {
+func (db *DB) lockPendingBatch(ctx context.Context, tx *txn, batchID string) (convID int64, ok bool, err error) {
+	now := tx.now
 	err = db.get(ctx, tx, &convID, db.q(`UPDATE batches SET updated_at = ? WHERE id = ? AND status = 'pending' RETURNING conversation_id`),
 		db.ts(now), batchID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -54,14 +54,13 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 	if allow && d.Grant != nil && d.Grant.ExpiresAt.IsZero() {
 		return confirm.DecideResult{}, errors.New("decide: grant without expiry")
 	}
-	now := db.stamp()
 	var (
 		res   confirm.DecideResult
 		grant *confirm.Grant
 	)
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		res, grant = confirm.DecideResult{}, nil
-		info, err := db.lockPendingCall(ctx, tx, d.BatchID, d.Key, now)
+		info, err := db.lockPendingCall(ctx, tx, d.BatchID, d.Key)
 		if err != nil {
 			return err
 		}
@@ -70,10 +69,10 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			res.Stale = true
 			return errStale
 		}
-		event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
+		event := confirm.AuditEvent{At: tx.now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
 
 		if allow {
-			if err := db.castVote(ctx, tx, event, now, &res); err != nil {
+			if err := db.castVote(ctx, tx, event, &res); err != nil {
 				return err
 			}
 			if res.Votes < res.Required {
@@ -85,18 +84,18 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			}
 		}
 
-		if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface, now); err != nil {
+		if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface); err != nil {
 			return err
 		}
 		res.Won, res.Decided = true, true
 		if allow && d.Grant != nil {
 			g := *d.Grant
-			if err := db.insertGrant(ctx, tx, &g, info.ConversationID, d, info.Tool, now); err != nil {
+			if err := db.insertGrant(ctx, tx, &g, info.ConversationID, d, info.Tool); err != nil {
 				return err
 			}
 			grant = &g
 		}
-		return db.finishDecidingInto(ctx, tx, d.BatchID, now, d.Claim, &res)
+		return db.finishDecidingInto(ctx, tx, d.BatchID, d.Claim, &res)
 	})
 	if errors.Is(err, errLost) {
 		return confirm.DecideResult{}, nil
@@ -134,7 +133,8 @@ type pendingCall struct {
 // that does not exist. On SQLite the transaction's write lock, taken at
 // its start, already holds both: one SELECT checks the batch and loads
 // the call.
-func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string, now time.Time) (pendingCall, error) {
+func (db *DB) lockPendingCall(ctx context.Context, tx *txn, batchID, key string) (pendingCall, error) {
+	now := tx.now
 	var info pendingCall
 	if db.driver == DriverSQLite {
 		err := db.get(ctx, tx, &info, `SELECT b.conversation_id, c.tool, c.approvals, c.revision FROM batches b JOIN calls c ON c.batch_id = b.id
@@ -151,7 +151,7 @@ func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string,
 		}
 		return info, nil
 	}
-	convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+	convID, ok, err := db.lockPendingBatch(ctx, tx, batchID)
 	if err != nil {
 		return info, err
 	}
@@ -182,7 +182,8 @@ func (db *DB) lockPendingCall(ctx context.Context, tx dbtx, batchID, key string,
 // the call in this transaction, which stores who (decided_by), so no row
 // is kept. It sets res.Votes and res.Won, or res.AlreadyVoted with
 // errAlreadyVoted when that person had voted before.
-func (db *DB) castVote(ctx context.Context, tx dbtx, event confirm.AuditEvent, now time.Time, res *confirm.DecideResult) error {
+func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, res *confirm.DecideResult) error {
+	now := tx.now
 	if res.Required == 1 {
 		res.Votes, res.Won = 1, true
 		return nil
@@ -212,7 +213,8 @@ func (db *DB) castVote(ctx context.Context, tx dbtx, event confirm.AuditEvent, n
 // decideCall takes the call event names (pending, its row locked) to
 // status by event.Actor and audits the decision.
 // surface is where the decision came from (confirm.Surface*), "" unknown.
-func (db *DB) decideCall(ctx context.Context, tx dbtx, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason, surface string, now time.Time) error {
+func (db *DB) decideCall(ctx context.Context, tx *txn, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason, surface string) error {
+	now := tx.now
 	n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
 		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
 		string(status), event.Actor, db.ts(now), message, reason, event.BatchID, event.CallKey, db.ts(now))
@@ -229,7 +231,7 @@ func (db *DB) decideCall(ctx context.Context, tx dbtx, event confirm.AuditEvent,
 }
 
 // countVotes counts a call's votes.
-func (db *DB) countVotes(ctx context.Context, tx dbtx, batchID, key string) (int, error) {
+func (db *DB) countVotes(ctx context.Context, tx *txn, batchID, key string) (int, error) {
 	var n int
 	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM votes WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
 		return 0, fmt.Errorf("count votes: %w", err)
@@ -240,7 +242,8 @@ func (db *DB) countVotes(ctx context.Context, tx dbtx, batchID, key string) (int
 // finishDeciding takes the batch from pending to decided when none of its
 // calls is pending any more (one statement); with a worker, straight to
 // running, claimed by it.
-func (db *DB) finishDeciding(ctx context.Context, tx dbtx, batchID, worker string, now time.Time) (bool, error) {
+func (db *DB) finishDeciding(ctx context.Context, tx *txn, batchID, worker string) (bool, error) {
+	now := tx.now
 	set := `status = 'decided', claimed_by = ?`
 	if worker != "" {
 		set = `status = 'running', claimed_by = ?`
@@ -259,12 +262,12 @@ func (db *DB) finishDeciding(ctx context.Context, tx dbtx, batchID, worker strin
 // transaction just warmed, rather than by its runner from a reader after.
 // With claim, the decided batch is claimed and the run of its first call
 // to run started (confirm.Claim), setting res.Claimed and res.Started.
-func (db *DB) finishDecidingInto(ctx context.Context, tx dbtx, batchID string, now time.Time, claim *confirm.Claim, res *confirm.DecideResult) error {
+func (db *DB) finishDecidingInto(ctx context.Context, tx *txn, batchID string, claim *confirm.Claim, res *confirm.DecideResult) error {
 	worker := ""
 	if claim != nil {
 		worker = claim.Worker
 	}
-	decided, err := db.finishDeciding(ctx, tx, batchID, worker, now)
+	decided, err := db.finishDeciding(ctx, tx, batchID, worker)
 	if err != nil || !decided {
 		return err
 	}
@@ -327,11 +330,11 @@ func (db *DB) resolvePending(ctx context.Context, batchID string, status confirm
 	if status == "" || status == confirm.DecisionPending {
 		return 0, fmt.Errorf("resolve pending: invalid decision status %q", status)
 	}
-	now := db.stamp()
 	var changed int
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
+		now := tx.now
 		changed = 0
-		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID)
 		if err != nil {
 			return err
 		}
@@ -376,7 +379,7 @@ func (db *DB) resolvePending(ctx context.Context, batchID string, status confirm
 				}
 			}
 		}
-		if _, err := db.finishDeciding(ctx, tx, batchID, "", now); err != nil {
+		if _, err := db.finishDeciding(ctx, tx, batchID, ""); err != nil {
 			return err
 		}
 		changed = len(all)

@@ -49,11 +49,11 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 	if err != nil {
 		return confirm.DecideResult{}, fmt.Errorf("edit call: restrict: %w", err)
 	}
-	now := db.stamp()
 	var res confirm.DecideResult
-	err = db.tx(ctx, func(tx dbtx) error {
+	err = db.tx(ctx, func(tx *txn) error {
+		now := tx.now
 		res = confirm.DecideResult{}
-		info, err := db.lockPendingCall(ctx, tx, e.BatchID, e.Key, now)
+		info, err := db.lockPendingCall(ctx, tx, e.BatchID, e.Key)
 		if err != nil {
 			return err
 		}
@@ -111,17 +111,17 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return nil
 		}
 
-		if err := db.castVote(ctx, tx, event, now, &res); err != nil {
+		if err := db.castVote(ctx, tx, event, &res); err != nil {
 			return err // errAlreadyVoted cannot happen: the votes are gone
 		}
 		if res.Votes < res.Required {
 			return nil
 		}
-		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, now); err != nil {
+		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", confirm.SurfaceEdit); err != nil {
 			return err
 		}
 		res.Decided = true
-		return db.finishDecidingInto(ctx, tx, e.BatchID, now, nil, &res)
+		return db.finishDecidingInto(ctx, tx, e.BatchID, nil, &res)
 	})
 	if errors.Is(err, errLost) || errors.Is(err, errAlreadyVoted) {
 		return confirm.DecideResult{}, nil

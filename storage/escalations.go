@@ -32,9 +32,9 @@ func (db *DB) MarkEscalated(ctx context.Context, batchID string, step int) (bool
 	if step < 0 {
 		return false, fmt.Errorf("mark escalated: negative step %d", step)
 	}
-	now := db.stamp()
-	won, err := db.transition(ctx, func(tx dbtx) error {
-		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID, now)
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
+		convID, ok, err := db.lockPendingBatch(ctx, tx, batchID)
 		if err != nil {
 			return err
 		}
@@ -78,8 +78,9 @@ func (db *DB) ExtendBatch(ctx context.Context, batchID, by string, until time.Ti
 	if until.IsZero() {
 		return false, errors.New("extend batch: zero deadline")
 	}
-	now, until := db.stamp(), utc(until)
-	won, err := db.transition(ctx, func(tx dbtx) error {
+	until = utc(until)
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
 		var cur struct {
 			ConversationID int64  `db:"conversation_id"`
 			ExpiresAt      dbTime `db:"expires_at"`

@@ -48,7 +48,7 @@ func TestSQLiteAuditExportRoundTrip(t *testing.T) {
 	const rows = 100_000
 	pad := strings.Repeat("x", 500)
 	start := time.Now()
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		for i := range rows {
 			if err := db.insertAudit(ctx, tx, confirm.AuditEvent{Kind: confirm.AuditDecision, ConversationID: int64(i % 10),
 				Tool: "deploy", Actor: "U1", Detail: fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, pad)}); err != nil {

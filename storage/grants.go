@@ -15,7 +15,8 @@ import (
 // Tool (the call's when empty), CreatedBy (d.By when empty), CreatedAt (the
 // transaction's now), BatchID and CallKey; a grant is stored not revoked. Its
 // Requester and CreatorRoles are the caller's (the bot sets them).
-func (db *DB) insertGrant(ctx context.Context, tx dbtx, g *confirm.Grant, convID int64, d confirm.Decide, tool string, now time.Time) error {
+func (db *DB) insertGrant(ctx context.Context, tx *txn, g *confirm.Grant, convID int64, d confirm.Decide, tool string) error {
+	now := tx.now
 	if g.ID == "" {
 		g.ID = ids.New()
 	}
@@ -75,7 +76,8 @@ func (db *DB) ActiveGrants(ctx context.Context, conversationID int64, tool strin
 // ErrGrantInactive when one was revoked or expired since it was looked up.
 // On PostgreSQL the grant row is share-locked, so a revocation racing the
 // batch waits for it and comes after it.
-func (db *DB) checkGrantsActive(ctx context.Context, tx dbtx, calls []confirm.Call, now time.Time) error {
+func (db *DB) checkGrantsActive(ctx context.Context, tx *txn, calls []confirm.Call) error {
+	now := tx.now
 	query := `SELECT COUNT(*) FROM grants WHERE id = ? AND revoked_at IS NULL AND expires_at > ?`
 	if db.driver == DriverPostgres {
 		query = `SELECT COUNT(*) FROM (SELECT 1 FROM grants WHERE id = ? AND revoked_at IS NULL AND expires_at > ? FOR SHARE) g`
@@ -128,8 +130,8 @@ func (db *DB) Grants(ctx context.Context, f confirm.GrantFilter) ([]confirm.Gran
 // and audits grant_revoked, in one transaction; false when the grant was
 // already revoked or does not exist. It is stamped with the store's clock.
 func (db *DB) RevokeGrant(ctx context.Context, id, by string) (bool, error) {
-	now := db.stamp()
-	won, err := db.transition(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
 		var g grantRow
 		err := db.get(ctx, tx, &g, db.q(`UPDATE grants SET revoked_by = ?, revoked_at = ? WHERE id = ? AND revoked_at IS NULL
 			RETURNING `+grantColumns), by, db.ts(now), id)

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -28,20 +26,8 @@ func (r inboxRow) item() confirm.InboxItem {
 	return confirm.InboxItem{Platform: r.Platform, Key: r.Key, Kind: r.Kind, Payload: []byte(r.Payload), ReceivedAt: r.ReceivedAt.t, Attempts: r.Attempts}
 }
 
-// RecordInbox implements confirm.InboxStore: an INSERT in a transaction
-// of its own, so that it commits with the others waiting for SQLite's
-// writer (group commit) rather than committing them first.
-//
-// On SQLite the records waiting meanwhile go in one INSERT of many rows:
-// an acknowledgement waits for the writer, which the decisions keep busy
-// under load, and one turn at it for all the records waiting, rather than
-// one each behind each other, is less of a wait for them and for the
-// decisions; and they wait only for the writer's holder, served ahead of
-// the other callers waiting, and commit at once (withUrgent; BENCHMARKS.md,
-// sixteenth round). The wait for the writer ends with the oldest waiting
-// caller's ctx (the others came after it); once the records' turn has
-// come they are written whatever ctx says, and the caller waits for that:
-// it is never told a record failed that was written.
+// RecordInbox implements confirm.InboxStore: one INSERT, which writes
+// nothing when the platform's key is recorded already.
 func (db *DB) RecordInbox(ctx context.Context, it confirm.InboxItem, worker string, ttl time.Duration) (bool, error) {
 	switch {
 	case it.Platform == "" || it.Key == "" || it.Kind == "":
@@ -49,129 +35,17 @@ func (db *DB) RecordInbox(ctx context.Context, it confirm.InboxItem, worker stri
 	case worker == "" || ttl <= 0:
 		return false, errors.New("record inbox: a worker and a positive ttl are needed")
 	}
-	if db.w == nil {
-		first, err := db.recordInbox(ctx, []*inboxRecord{{it: it, worker: worker, ttl: ttl}})
-		if err != nil {
-			return false, err
-		}
-		return first[0], nil
-	}
-	r := &inboxRecord{it: it, worker: worker, ttl: ttl, ctx: ctx, done: make(chan struct{})}
-	db.recording.mu.Lock()
-	db.recording.waiting = append(db.recording.waiting, r)
-	start := !db.recording.running
-	db.recording.running = true
-	db.recording.mu.Unlock()
-	if start {
-		go db.recordLoop()
-	}
-	<-r.done
-	return r.first, r.err
-}
-
-// inboxRecord is one RecordInbox waiting for its INSERT.
-type inboxRecord struct {
-	it     confirm.InboxItem
-	worker string
-	ttl    time.Duration
-	ctx    context.Context // the caller's: ends its wait for the writer
-	done   chan struct{}   // closed with first and err set
-	first  bool
-	err    error
-}
-
-// recording is the records waiting for SQLite's writer; running while
-// recordLoop writes them.
-type recording struct {
-	mu      sync.Mutex
-	waiting []*inboxRecord
-	running bool
-}
-
-// maxRecordRows bounds the rows of one INSERT (SQLite binds at most
-// 32,766 values; a row has 7).
-const maxRecordRows = 200
-
-// recordLoop writes the records waiting, as many as have come at each
-// turn, until none waits.
-func (db *DB) recordLoop() {
-	for {
-		db.recording.mu.Lock()
-		batch := db.recording.waiting
-		if len(batch) > maxRecordRows {
-			batch = batch[:maxRecordRows]
-		}
-		db.recording.waiting = db.recording.waiting[len(batch):]
-		if len(batch) == 0 {
-			db.recording.waiting, db.recording.running = nil, false
-			db.recording.mu.Unlock()
-			return
-		}
-		db.recording.mu.Unlock()
-		// The wait for the writer ends with the oldest caller's ctx:
-		// the others came later, and are told no sooner than it.
-		var live []*inboxRecord
-		for _, r := range batch {
-			if err := r.ctx.Err(); err != nil {
-				r.err = fmt.Errorf("record inbox: %w", err)
-				close(r.done)
-				continue
-			}
-			live = append(live, r)
-		}
-		if len(live) > 0 {
-			first, err := db.recordInbox(withUrgent(live[0].ctx), live)
-			for i, r := range live {
-				if err != nil {
-					r.err = err
-				} else {
-					r.first = first[i]
-				}
-				close(r.done)
-			}
-		}
-	}
-}
-
-// recordInbox writes records in one INSERT, in a transaction of its own,
-// and says which were new.
-func (db *DB) recordInbox(ctx context.Context, recs []*inboxRecord) ([]bool, error) {
 	now := db.stamp()
-	var values strings.Builder
-	args := make([]any, 0, 7*len(recs))
-	for i, r := range recs {
-		if i > 0 {
-			values.WriteString(", ")
-		}
-		values.WriteString("(?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, r.it.Platform, r.it.Key, r.it.Kind, string(r.it.Payload), db.ts(now), r.worker, db.ts(now.Add(r.ttl)))
-	}
-	var inserted []struct {
-		Platform string `db:"platform"`
-		Key      string `db:"key"`
-	}
-	err := db.tx(ctx, func(tx dbtx) error {
-		return db.sel(ctx, tx, &inserted, db.q(`INSERT INTO inbox (platform, key, kind, payload, received_at, claimed_by, claimed_until)
-			VALUES `+values.String()+` ON CONFLICT (platform, key) DO NOTHING RETURNING platform, key`), args...)
-	})
+	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO inbox (platform, key, kind, payload, received_at, claimed_by, claimed_until)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (platform, key) DO NOTHING`),
+		it.Platform, it.Key, it.Kind, string(it.Payload), db.ts(now), worker, db.ts(now.Add(ttl)))
 	if err != nil {
-		return nil, fmt.Errorf("record inbox: %w", err)
+		return false, fmt.Errorf("record inbox: %w", err)
 	}
-	isNew := map[[2]string]bool{}
-	for _, r := range inserted {
-		isNew[[2]string{r.Platform, r.Key}] = true
-	}
-	first := make([]bool, len(recs))
-	for i, r := range recs {
-		k := [2]string{r.it.Platform, r.it.Key}
-		first[i] = isNew[k]
-		delete(isNew, k) // the same key twice in one INSERT: the first is new
-	}
-	return first, nil
+	return n == 1, nil
 }
 
-// FinishInbox implements confirm.InboxStore (a transaction of its own, as
-// RecordInbox).
+// FinishInbox implements confirm.InboxStore.
 func (db *DB) FinishInbox(ctx context.Context, platform string, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
@@ -181,12 +55,8 @@ func (db *DB) FinishInbox(ctx context.Context, platform string, keys ...string) 
 		in += ", ?"
 		args = append(args, k)
 	}
-	err := db.tx(ctx, func(tx dbtx) error {
-		_, err := db.exec(ctx, tx, db.q(`UPDATE inbox SET done_at = ?, payload = '', claimed_by = '', claimed_until = NULL
-			WHERE platform = ? AND key IN (`+in+`) AND done_at IS NULL`), args...)
-		return err
-	})
-	if err != nil {
+	if _, err := db.exec(ctx, db.x, db.q(`UPDATE inbox SET done_at = ?, payload = '', claimed_by = '', claimed_until = NULL
+		WHERE platform = ? AND key IN (`+in+`) AND done_at IS NULL`), args...); err != nil {
 		return fmt.Errorf("finish inbox: %w", err)
 	}
 	return nil
@@ -262,7 +132,7 @@ func (db *DB) ReleaseInbox(ctx context.Context, platform, key, worker string) er
 // AppendInboxMessage implements confirm.InboxStore.
 func (db *DB) AppendInboxMessage(ctx context.Context, conversationID int64, platform, key string, m confirm.Message) error {
 	msgs := []confirm.Message{m}
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		if err := db.appendMessages(ctx, tx, conversationID, msgs); err != nil {
 			return err
 		}

@@ -181,16 +181,16 @@ func (db *DB) foreignHead(ctx context.Context, ex dbtx, mac *AuditMAC, head chai
 // head locked, a head Airlock did not write gets its audit_foreign_row row
 // (and the head moves to it); an authentic one is left as it was. It
 // returns the head.
-func (db *DB) repairHead(ctx context.Context, ex dbtx, mac *AuditMAC) (chainHead, error) {
-	head, id, err := db.takeHead(ctx, ex)
+func (db *DB) repairHead(ctx context.Context, tx *txn, mac *AuditMAC) (chainHead, error) {
+	head, id, err := db.takeHead(ctx, tx)
 	if err != nil {
 		return chainHead{}, err
 	}
 	if !head.authentic(mac) {
-		return db.foreignHead(ctx, ex, mac, head, id, db.now())
+		return db.foreignHead(ctx, tx, mac, head, id, tx.now)
 	}
 	if db.driver == DriverPostgres { // takeHead moved last_id on
-		if _, err := db.exec(ctx, ex, `UPDATE audit_head SET last_id = $1 WHERE one = 1`, head.ID); err != nil {
+		if _, err := db.exec(ctx, tx, `UPDATE audit_head SET last_id = $1 WHERE one = 1`, head.ID); err != nil {
 			return chainHead{}, fmt.Errorf("%w: %w", ErrAuditHead, err)
 		}
 	}

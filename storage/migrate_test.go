@@ -169,7 +169,7 @@ func TestSQLiteMigrationEightKeepsTheAudit(t *testing.T) {
 			t.Fatalf("%s after the upgrade: %v, want refused (append-only)", q, err)
 		}
 	}
-	if err := db.insertAudit(ctx, db.x, confirm.AuditEvent{Kind: confirm.AuditDecision, ConversationID: conv.ID, Actor: "U2"}); err != nil {
+	if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditDecision, ConversationID: conv.ID, Actor: "U2"}); err != nil {
 		t.Fatal(err)
 	}
 	all, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})

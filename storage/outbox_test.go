@@ -78,7 +78,7 @@ func testOutboxWithAudit(t *testing.T, db *DB) {
 	// A transaction that fails after writing the audit row leaves neither.
 	audits, outbox := countRows(t, db, "audit"), countRows(t, db, "outbox")
 	boom := errors.New("boom")
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		if err := db.insertAudit(ctx, tx, confirm.AuditEvent{Kind: confirm.AuditRejectedClick, ConversationID: b.ConversationID, Actor: "U-x"}); err != nil {
 			return err
 		}

@@ -5,19 +5,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/airlockhq/airlock/confirm"
-	"github.com/jmoiron/sqlx"
 )
 
 // SQLite has one writer connection and a separate pool of read-only
 // connections: a write through a reader is refused, not a second writer.
 func TestSQLiteOneWriterReadOnlyReaders(t *testing.T) {
 	db := openSQLite(t)
-	if db.w == nil {
-		t.Fatal("no held writer")
-	}
-	if n := db.w.pool.Stats().MaxOpenConnections; n != 1 {
+	if n := db.x.Stats().MaxOpenConnections; n != 1 {
 		t.Fatalf("writer pool has %d connections, want 1", n)
 	}
 	if db.r == nil || db.r == db.x {
@@ -60,7 +54,7 @@ func TestSQLiteReaderDSN(t *testing.T) {
 	}
 }
 
-// The held writer's page cache is 1 MiB unless the DSN says, and the
+// The writer's page cache is 1 MiB unless the DSN says, and the
 // connection really has it.
 func TestSQLiteWriterCache(t *testing.T) {
 	w, err := sqliteDSN("/data/a.db?mode=rwc")
@@ -75,9 +69,7 @@ func TestSQLiteWriterCache(t *testing.T) {
 	}
 	db := openSQLite(t)
 	var size int
-	if err := db.w.do(t.Context(), func(h *held) error {
-		return sqlx.GetContext(t.Context(), h, &size, `PRAGMA cache_size`)
-	}); err != nil {
+	if err := db.get(t.Context(), db.x, &size, `PRAGMA cache_size`); err != nil {
 		t.Fatal(err)
 	}
 	if size != -1024 {
@@ -102,57 +94,6 @@ func TestSQLiteInMemory(t *testing.T) {
 	}
 	if _, err := db.ConversationByID(t.Context(), conv.ID); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestStableParams(t *testing.T) {
-	for in, want := range map[string]string{
-		`SELECT a FROM t WHERE b = ? AND c IN (?, ?)`: `SELECT a FROM t WHERE b = +? AND c IN (+?, +?)`,
-		`SELECT '?', x FROM t WHERE y = ? LIMIT ?`:    `SELECT '?', x FROM t WHERE y = +? LIMIT +?`,
-		`SELECT 'it''s ?' WHERE z = ?`:                `SELECT 'it''s ?' WHERE z = +?`,
-		`SELECT 1`:                                    `SELECT 1`,
-	} {
-		if got := stableParams(in); got != want {
-			t.Errorf("stableParams(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// Statements are prepared once per connection and reused: on the read
-// pool, and on the writer, inside a transaction too.
-func TestSQLitePreparedStatements(t *testing.T) {
-	db := openSQLite(t)
-	b := newBatch(t, db, later(), confirm.DecisionPending)
-	for range 3 {
-		if _, err := db.Batch(t.Context(), b.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := len(db.stmts[1].stmts); n == 0 {
-		t.Fatal("no statement prepared on the read pool")
-	}
-	// Decide runs statements only inside a transaction.
-	var before, after int
-	count := func() int {
-		var n int
-		if err := db.w.do(t.Context(), func(*held) error { n = len(db.w.stmts); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before = count()
-	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app"}); err != nil {
-		t.Fatal(err)
-	}
-	if after = count(); after <= before {
-		t.Fatalf("the writer had %d statements prepared before Decide and %d after", before, after)
-	}
-	b2 := newBatch(t, db, later(), confirm.DecisionPending)
-	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U-app"}); err != nil {
-		t.Fatal(err)
-	}
-	if again := count(); again != after {
-		t.Fatalf("a second Decide prepared %d more statements on the writer", again-after)
 	}
 }
 

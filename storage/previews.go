@@ -25,7 +25,7 @@ func (db *DB) FinishPreview(ctx context.Context, batchID, key string, state conf
 		hash, size = "", 0
 	}
 	var n int64
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		var err error
 		n, err = db.execCount(ctx, tx, db.q(`UPDATE calls SET preview_state = ?, preview_output = ?, preview_hash = ?, preview_size = ?,
 				revision = revision + CASE WHEN decision = 'pending' THEN 1 ELSE 0 END
@@ -46,7 +46,7 @@ func (db *DB) RecordRecheck(ctx context.Context, batchID, key string, state conf
 	default:
 		return fmt.Errorf("record recheck: invalid state %q", state)
 	}
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET recheck_state = ?, recheck_hash = ? WHERE batch_id = ? AND key = ?`),
 			string(state), hash, batchID, key)
 		if err == nil && n == 0 {

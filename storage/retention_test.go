@@ -153,7 +153,7 @@ func testPruneStartForged(t *testing.T, db *DB) {
 	_, other := checkpointKey(t)
 	c := AuditCheckpoint{ID: last.ID, Hash: last.Hash, At: clock(), Start: true}
 	c.Sign(other)
-	if err := db.tx(t.Context(), func(tx dbtx) error { _, err := db.storeCheckpoint(t.Context(), tx, c); return err }); err != nil {
+	if err := db.tx(t.Context(), func(tx *txn) error { _, err := db.storeCheckpoint(t.Context(), tx, c); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := db.VerifyAudit(t.Context()); err != nil || v.Start.ID != ids[6] {

@@ -667,7 +667,7 @@ func testOutboxRouteEvents(t *testing.T, db *DB) {
 	// Each new event is written in its audit row's transaction.
 	audits, outbox := countRows(t, db, "audit"), countRows(t, db, "outbox")
 	boom := errors.New("boom")
-	if err := db.tx(ctx, func(tx dbtx) error {
+	if err := db.tx(ctx, func(tx *txn) error {
 		if err := db.insertAudit(ctx, tx, confirm.AuditEvent{Kind: confirm.AuditEscalated, ConversationID: b.ConversationID, BatchID: b.ID, Detail: `{"step":3}`}); err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ var errLost = errors.New("lost")
 // transition runs fn in one transaction as a conditional transition:
 // true when it committed; false, and no error, when fn returned errLost
 // (the transaction rolls back, nothing is written).
-func (db *DB) transition(ctx context.Context, fn func(tx dbtx) error) (bool, error) {
+func (db *DB) transition(ctx context.Context, fn func(tx *txn) error) (bool, error) {
 	err := db.tx(ctx, fn)
 	if errors.Is(err, errLost) {
 		return false, nil
@@ -339,8 +339,9 @@ func excerpt(s string, n int) (string, bool) {
 	return s[:n], true
 }
 
-// stamp is the store's clock now, normalised as stored: a transaction
-// reads it once and writes every time it stamps from it.
+// stamp is the store's clock now, normalised as stored. A write
+// transaction reads it once, as it begins (txn.now); a statement outside
+// one reads it for itself.
 func (db *DB) stamp() time.Time { return utc(db.now()) }
 
 // nowOr returns t, or the store's clock now when t is zero, normalised

@@ -110,10 +110,9 @@ func (db *DB) CreateRunbookRun(ctx context.Context, r *confirm.RunbookRun) error
 	if r.ID == "" {
 		r.ID = ids.New()
 	}
-	now := db.stamp()
-	r.CreatedAt, r.UpdatedAt = now, now
 	r.Status, r.FailedStep, r.StoppedBy, r.ActiveStep, r.DueAt, r.FinishedAt = confirm.RunbookRunning, "", "", "", nil, nil
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
+		r.CreatedAt, r.UpdatedAt = tx.now, tx.now
 		_, err := db.exec(ctx, tx, db.q(`INSERT INTO runbook_runs (`+runbookRunColumns+`)
 			VALUES (?, ?, ?, ?, ?, ?, 'running', '', ?, ?, ?, '', '', NULL, ?, ?, NULL)`),
 			r.ID, r.Runbook, string(r.Snapshot), string(r.Params), r.RequestedBy, r.ConversationID,
@@ -174,13 +173,16 @@ func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool stri
 	if err := validStepKey(k); err != nil {
 		return false, fmt.Errorf("start runbook step: %w", err)
 	}
-	now := db.stamp()
 	active, status := k.Active(), confirm.StepStarted
-	var finished any
 	if skipped {
-		active, status, finished = "", confirm.StepSkipped, db.ts(now)
+		active, status = "", confirm.StepSkipped
 	}
-	won, err := db.transition(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
+		var finished any
+		if skipped {
+			finished = db.ts(now)
+		}
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE runbook_runs SET active_step = ?, due_at = NULL, updated_at = ?
 			WHERE id = ? AND status = 'running' AND active_step = '' AND (due_at IS NULL OR due_at <= ?)`),
 			active, db.ts(now), k.RunID, db.ts(now))
@@ -204,7 +206,7 @@ func (db *DB) StartRunbookStep(ctx context.Context, k confirm.StepKey, tool stri
 			return errLost // this attempt ran before: roll the run's update back
 		}
 		if skipped {
-			return db.auditRunbookStep(ctx, tx, k, tool, status, "", "", now)
+			return db.auditRunbookStep(ctx, tx, k, tool, status, "", "")
 		}
 		return nil
 	})
@@ -259,12 +261,12 @@ func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status c
 	if err := validStepKey(k); err != nil || !finalStep(status) {
 		return false, fmt.Errorf("finish runbook step: status %q: %w", status, errors.Join(err, errRunbookInput))
 	}
-	now := db.stamp()
 	var dueAt any
 	if due != nil {
 		dueAt = db.ts(*due)
 	}
-	won, err := db.transition(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
 		var s struct {
 			Tool    string `db:"tool"`
 			BatchID string `db:"batch_id"`
@@ -283,7 +285,7 @@ func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status c
 			WHERE id = ? AND active_step = ?`), dueAt, db.ts(now), k.RunID, k.Active()); err != nil {
 			return fmt.Errorf("update run: %w", err)
 		}
-		return db.auditRunbookStep(ctx, tx, k, s.Tool, status, s.BatchID, result, now)
+		return db.auditRunbookStep(ctx, tx, k, s.Tool, status, s.BatchID, result)
 	})
 	if err != nil {
 		return false, fmt.Errorf("finish runbook step %s: %w", k.Active(), err)
@@ -294,11 +296,12 @@ func (db *DB) FinishRunbookStep(ctx context.Context, k confirm.StepKey, status c
 // auditRunbookStep writes runbook_step for a step's outcome (the result
 // scrubbed and cut as tool results are; the step's arguments are its
 // call's, which the webhook event carries from the batch).
-func (db *DB) auditRunbookStep(ctx context.Context, tx dbtx, k confirm.StepKey, tool string, status confirm.StepStatus, batchID, result string, now time.Time) error {
-	return db.auditRunbookStepBy(ctx, tx, k, tool, status, batchID, result, auditSystemActor, now)
+func (db *DB) auditRunbookStep(ctx context.Context, tx *txn, k confirm.StepKey, tool string, status confirm.StepStatus, batchID, result string) error {
+	return db.auditRunbookStepBy(ctx, tx, k, tool, status, batchID, result, auditSystemActor)
 }
 
-func (db *DB) auditRunbookStepBy(ctx context.Context, tx dbtx, k confirm.StepKey, tool string, status confirm.StepStatus, batchID, result, actor string, now time.Time) error {
+func (db *DB) auditRunbookStepBy(ctx context.Context, tx *txn, k confirm.StepKey, tool string, status confirm.StepStatus, batchID, result, actor string) error {
+	now := tx.now
 	var run struct {
 		ConversationID int64  `db:"conversation_id"`
 		Runbook        string `db:"runbook"`
@@ -341,8 +344,8 @@ func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by str
 	if err := validStepKey(k); err != nil {
 		return false, fmt.Errorf("mark runbook step done: %w", err)
 	}
-	now := db.stamp()
-	won, err := db.transition(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
 		n, err := db.execCount(ctx, tx, db.q(`UPDATE runbook_runs SET status = 'running', failed_step = '', updated_at = ?
 			WHERE id = ? AND status = 'halted' AND active_step = ''`), db.ts(now), k.RunID)
 		if err != nil {
@@ -366,7 +369,7 @@ func (db *DB) MarkRunbookStepDone(ctx context.Context, k confirm.StepKey, by str
 		if err := lostIfNoRows(err, "update step"); err != nil {
 			return err // errLost: the run's update rolls back
 		}
-		return db.auditRunbookStepBy(ctx, tx, k, s.Tool, confirm.StepSucceeded, s.BatchID, s.Result, by, now)
+		return db.auditRunbookStepBy(ctx, tx, k, s.Tool, confirm.StepSucceeded, s.BatchID, s.Result, by)
 	})
 	if err != nil {
 		return false, fmt.Errorf("mark runbook step done %s: %w", k.Active(), err)
@@ -401,12 +404,12 @@ func (db *DB) FinishRunbookRun(ctx context.Context, runID string, status confirm
 	if !status.Final() {
 		return false, fmt.Errorf("finish runbook run: status %q is not final: %w", status, errRunbookInput)
 	}
-	now := db.stamp()
 	cond := ` AND active_step = ''`
 	if status == confirm.RunbookStopped {
 		cond = ``
 	}
-	won, err := db.transition(ctx, func(tx dbtx) error {
+	won, err := db.transition(ctx, func(tx *txn) error {
+		now := tx.now
 		var r struct {
 			ConversationID int64  `db:"conversation_id"`
 			Runbook        string `db:"runbook"`

@@ -73,8 +73,8 @@ func (db *DB) ClaimBatch(ctx context.Context, batchID, worker string) (bool, err
 // in not_started); the claim stands all the same. A lost claim changes
 // nothing.
 func (db *DB) ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (won, started bool, err error) {
-	err = db.tx(ctx, func(tx dbtx) error {
-		n, err := db.execCount(ctx, tx, db.q(claimBatch), worker, db.ts(db.now()), batchID)
+	err = db.tx(ctx, func(tx *txn) error {
+		n, err := db.execCount(ctx, tx, db.q(claimBatch), worker, db.ts(tx.now), batchID)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -130,7 +130,7 @@ func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm
 	default:
 		return fmt.Errorf("finish run: invalid run status %q", status)
 	}
-	err := db.tx(ctx, func(tx dbtx) error { return db.finishRun(ctx, tx, batchID, key, status, result) })
+	err := db.tx(ctx, func(tx *txn) error { return db.finishRun(ctx, tx, batchID, key, status, result) })
 	if err != nil {
 		return fmt.Errorf("finish run %s/%s: %w", batchID, key, err)
 	}
@@ -138,8 +138,8 @@ func (db *DB) FinishRun(ctx context.Context, batchID, key string, status confirm
 }
 
 // finishRun is FinishRun inside a transaction.
-func (db *DB) finishRun(ctx context.Context, tx dbtx, batchID, key string, status confirm.RunStatus, result string) error {
-	now := utc(db.now())
+func (db *DB) finishRun(ctx context.Context, tx *txn, batchID, key string, status confirm.RunStatus, result string) error {
+	now := tx.now
 	// The UPDATE returns what the audit event needs.
 	var info struct {
 		ConversationID int64  `db:"conversation_id"`
@@ -203,7 +203,7 @@ func resultDetail(status confirm.RunStatus, result string) string {
 // CompleteBatch takes the batch from running to done and appends the
 // tool-results message, in one transaction; false when it was not running.
 func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm.Message) (bool, error) {
-	won, err := db.transition(ctx, func(tx dbtx) error { return db.completeBatch(ctx, tx, batchID, results) })
+	won, err := db.transition(ctx, func(tx *txn) error { return db.completeBatch(ctx, tx, batchID, results) })
 	if err != nil {
 		return false, fmt.Errorf("complete batch %s: %w", batchID, err)
 	}
@@ -233,7 +233,7 @@ func (db *DB) FinishRunCompleteAndClaim(ctx context.Context, batchID, key string
 		claimed []confirm.CardSync
 		listed  bool
 	)
-	won, err := db.transition(ctx, func(tx dbtx) (err error) {
+	won, err := db.transition(ctx, func(tx *txn) (err error) {
 		// The batch first: one not running is "false", whatever its runs.
 		if err := db.completeBatch(ctx, tx, batchID, results); err != nil {
 			return err
@@ -258,8 +258,8 @@ func (db *DB) FinishRunCompleteAndClaim(ctx context.Context, batchID, key string
 
 // completeBatch is CompleteBatch inside a transaction; errLost when the
 // batch was not running.
-func (db *DB) completeBatch(ctx context.Context, tx dbtx, batchID string, results confirm.Message) error {
-	now := utc(db.now())
+func (db *DB) completeBatch(ctx context.Context, tx *txn, batchID string, results confirm.Message) error {
+	now := tx.now
 	var convID int64
 	err := db.updateReturning(ctx, tx, &convID,
 		`UPDATE batches SET status = 'done', updated_at = ? WHERE id = ? AND status = 'running'`, []any{db.ts(now), batchID},
@@ -280,9 +280,9 @@ func (db *DB) completeBatch(ctx context.Context, tx dbtx, batchID string, result
 // (result UnknownOutcomeMessage, a tool_result audit event each): the
 // worker running them died. It returns the batch ids it touched.
 func (db *DB) RecoverRunning(ctx context.Context, batchIDs ...string) ([]string, error) {
-	now := utc(db.now())
 	var ids []string
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
+		now := tx.now
 		ids = nil
 		var calls []changedCall
 		for _, id := range batchIDs {

@@ -51,27 +51,17 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 
 // DB is the SQL store. It is safe for concurrent use.
 //
-// On SQLite, writes and transactions go through w, exactly one
-// connection held by Airlock (see writer): SQLite takes one writer at a
-// time anyway, and a writer queued in Go waits only for the commit before
-// it, where several connections would wait in SQLite's busy handler,
-// which sleeps (1, 2, 5, 10 ms ...) rather than waking when the lock is
-// free. A statement given x outside a transaction runs on w too; x itself
-// (one connection) is left to the migrations at Open and to w's
-// checkpoints, and is the writer of an in-memory database, which has no
-// w. Reads outside transactions go through r, read-only connections that
-// WAL lets read while the writer writes. On PostgreSQL, r is x and there
-// is no w.
+// On SQLite, writes and transactions go through x, a database/sql pool of
+// exactly one connection: SQLite takes one writer at a time, and writers
+// queue in database/sql, woken when the connection is free, rather than
+// in SQLite's busy handler, which sleeps. Reads outside transactions go
+// through r, read-only connections that WAL lets read while the writer
+// writes. An in-memory database has x alone. On PostgreSQL, r is x.
 type DB struct {
-	// deferred holds the audit events of open PostgreSQL transactions
-	// until their commit (see deferredAudits).
-	deferred deferredAudits
-	x        *sqlx.DB     // writes and transactions (SQLite: see above)
-	w        *writer      // SQLite's held write connection (nil: use x)
-	r        *sqlx.DB     // reads outside transactions
-	driver   string       // DriverSQLite or DriverPostgres
-	stmts    [2]stmtCache // SQLite: prepared on x, on r
-	clock    clock        // the database's clock, as measured by SyncClock
+	x      *sqlx.DB // writes and transactions (SQLite: see above)
+	r      *sqlx.DB // reads outside transactions
+	driver string   // DriverSQLite or DriverPostgres
+	clock  clock    // the database's clock, as measured by SyncClock
 	// batchQueries holds loadBatch's statements by condition.
 	batchQueries sync.Map
 	// webhooks are the targets every audit row is queued for (SetWebhooks).
@@ -86,9 +76,6 @@ type DB struct {
 	mac *AuditMAC
 	// onAlarm is told of a chain head Airlock did not write (OnAuditAlarm).
 	onAlarm atomic.Pointer[func(AuditAlarm)]
-	// recording gathers the inbox's records waiting for SQLite's writer
-	// (see RecordInbox).
-	recording recording
 }
 
 // Option is an option of Open.
@@ -132,7 +119,11 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 	default:
 		return nil, fmt.Errorf("open: unknown storage driver %q (want %q or %q)", driver, DriverSQLite, DriverPostgres)
 	}
-	x, err := sqlx.Open(name, dsn)
+	xdsn := dsn
+	if driver == DriverSQLite && !sqliteInMemory(dsn) {
+		xdsn = sqliteWriterDSN(dsn)
+	}
+	x, err := sqlx.Open(name, xdsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", driver, err)
 	}
@@ -175,15 +166,6 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		r.SetMaxOpenConns(sqliteReaders)
 		r.SetMaxIdleConns(sqliteReaders)
 		db.r = r
-		wp, err := sqlx.Open(name, sqliteWriterDSN(dsn))
-		if err != nil {
-			r.Close()
-			x.Close()
-			return nil, fmt.Errorf("open %s writer: %w", driver, err)
-		}
-		wp.SetMaxOpenConns(1)
-		wp.SetMaxIdleConns(1)
-		db.w = newWriter(wp, x)
 	}
 	return db, nil
 }
@@ -192,7 +174,7 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 // can't be written (read-only, on a read-only mount, opened mode=ro) fails
 // here, at start, rather than at the first click.
 func (db *DB) probeWrite(ctx context.Context) error {
-	return db.tx(ctx, func(tx dbtx) error {
+	return db.tx(ctx, func(tx *txn) error {
 		_, err := db.exec(ctx, tx, `UPDATE schema_migrations SET version = version WHERE version < 0`)
 		return err
 	})
@@ -219,12 +201,10 @@ func sqliteReaderDSN(dsn string) string {
 	return sqlitePoolDSN(dsn, "-512", map[string]string{"_txlock": "deferred", "_query_only": "1"})
 }
 
-// sqliteWriterDSN is the DSN of the held writer connection: its page
-// cache is 1 MiB unless the DSN says. The writer's cache is the only one
-// that survives commits, and what it keeps hot is small (the interior
-// pages of the indexes and the newest leaves): at 20,000 pending cards in
-// `airlock bench` a 1 MiB cache wrote as fast as SQLite's default of
-// 2 MB, and the process stayed about 1.7 MB smaller.
+// sqliteWriterDSN is the DSN of the writer connection: its page cache is
+// 1 MiB unless the DSN says (SQLite's default is 2,000 KiB): the writer's
+// cache is the only one that survives commits, and what it keeps hot is
+// small (the interior pages of the indexes and the newest leaves).
 func sqliteWriterDSN(dsn string) string { return sqlitePoolDSN(dsn, "-1024", nil) }
 
 // sqlitePoolDSN is dsn (as sqliteDSN made it) for one pool: its page
@@ -324,9 +304,6 @@ func (db *DB) Close() error {
 	if db.r != nil && db.r != db.x {
 		db.r.Close()
 	}
-	if db.w != nil {
-		db.w.close()
-	}
 	return db.x.Close()
 }
 
@@ -379,7 +356,7 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	err = db.tx(ctx, func(tx dbtx) error {
+	err = db.tx(ctx, func(tx *txn) error {
 		if db.driver == DriverPostgres {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
 				return fmt.Errorf("lock: %w", err)
@@ -425,44 +402,6 @@ func (db *DB) migrateTo(ctx context.Context, last int) error {
 	})
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", db.driver, err)
-	}
-	return nil
-}
-
-// tx runs fn in a transaction, committing when it returns nil.
-func (db *DB) tx(ctx context.Context, fn func(tx dbtx) error) (err error) {
-	defer func() { err = classify(err) }()
-	if db.readOnly {
-		return ErrReadOnly
-	}
-	if db.w != nil {
-		return db.w.tx(ctx, fn)
-	}
-	tx, err := db.x.BeginTxx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if db.driver == DriverPostgres {
-		db.deferred.Store(tx, new([]confirm.AuditEvent))
-		defer db.deferred.Delete(tx)
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			tx.Rollback()
-			panic(p)
-		}
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return err
-	}
-	if err = db.flushAudits(ctx, tx); err != nil {
-		return err
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }

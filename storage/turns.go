@@ -20,10 +20,10 @@ func (db *DB) CountTurn(ctx context.Context, platform, user string, window time.
 	if window <= 0 {
 		return 0, fmt.Errorf("count turn: window %v is not positive", window)
 	}
-	now := db.stamp()
-	since := now.Add(-window)
 	var n int
-	err := db.tx(ctx, func(tx dbtx) error {
+	err := db.tx(ctx, func(tx *txn) error {
+		now := tx.now
+		since := now.Add(-window)
 		if db.driver == DriverPostgres {
 			if _, err := db.exec(ctx, tx, `SELECT pg_advisory_xact_lock($1::integer, hashtext($2::text || chr(31) || $3::text))`,
 				turnLockClass, platform, user); err != nil {
