@@ -110,7 +110,6 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		if err != nil {
 			return nil, err
 		}
-		keepFreedMemory()
 	case "postgres", "postgresql", "pgx":
 		driver, name = DriverPostgres, "pgx"
 		if dsn == "" {

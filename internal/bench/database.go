@@ -52,7 +52,7 @@ func postgresSchema(ctx context.Context, dsn string) (string, func(), error) {
 const rawCommitRuns = 3
 
 // medianRawCommits is the median of rawCommitRuns runs of
-// storage.RawCommits, each on a table of its own (name gets a suffix on
+// rawCommits, each on a table of its own (the file gets a suffix on
 // SQLite).
 func medianRawCommits(ctx context.Context, driver, dsn string, n int) (float64, error) {
 	runs := make([]float64, 0, rawCommitRuns)
@@ -61,7 +61,7 @@ func medianRawCommits(ctx context.Context, driver, dsn string, n int) (float64, 
 		if driver == storage.DriverSQLite {
 			d = fmt.Sprintf("%s.%d", dsn, i)
 		}
-		r, err := storage.RawCommits(ctx, driver, d, n)
+		r, err := rawCommits(ctx, driver, d, n)
 		if err != nil {
 			return 0, err
 		}
