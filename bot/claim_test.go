@@ -12,112 +12,13 @@ import (
 	"github.com/airlockhq/airlock/internal/racetest"
 )
 
-// claimCounter counts the claims a runner makes after a batch was decided.
-type claimCounter struct {
-	confirm.Store
-	claims atomic.Int64
-}
-
-func (c *claimCounter) ClaimBatch(ctx context.Context, batchID, worker string) (bool, error) {
-	c.claims.Add(1)
-	return c.Store.ClaimBatch(ctx, batchID, worker)
-}
-
-func (c *claimCounter) ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (bool, bool, error) {
-	c.claims.Add(1)
-	return c.Store.ClaimBatchStarting(ctx, batchID, worker, key)
-}
-
-func countingClaims(t *testing.T) (*harness, *claimCounter) {
-	var cc *claimCounter
-	h := newHarnessWith(t, "", func(c *bot.Config) {
-		cc = &claimCounter{Store: c.Store}
-		c.Store = cc
-	})
-	return h, cc
-}
-
-// The click that decides a batch claims it in the same write: the batch
-// runs without a claim of its own; a click that leaves a call pending
-// claims nothing.
-func TestTheDecidingClickClaimsTheBatch(t *testing.T) {
-	h, cc := countingClaims(t)
-	h.push(calls(tc("a", "deploy", `{"n":1}`), tc("b", "deploy", `{"n":2}`)), text("deployed twice"))
-	h.turn("bob", "deploy twice")
-	if err := h.click("alice", 1, true, ""); err != nil {
-		t.Fatal(err)
-	}
-	batchID := h.plat.LastCard().BatchID
-	if b, err := h.store.Batch(context.Background(), batchID); err != nil || b.Status != confirm.BatchPending || b.ClaimedBy != "" {
-		t.Fatalf("after the first of two clicks: %+v, %v", b, err)
-	}
-	if err := h.click("alice", 2, true, ""); err != nil {
-		t.Fatal(err)
-	}
-	if n := h.tools["deploy"].Runs.Load(); n != 2 || h.plat.LastPost() != "deployed twice" {
-		t.Fatalf("runs %d, post %q", n, h.plat.LastPost())
-	}
-	if n := cc.claims.Load(); n != 0 {
-		t.Fatalf("the runner claimed the batch again (%d claims)", n)
-	}
-	b, err := h.store.Batch(context.Background(), batchID)
-	if err != nil || b.Status != confirm.BatchDone || b.Calls[0].Run != confirm.RunSucceeded || b.Calls[1].Run != confirm.RunSucceeded {
-		t.Fatalf("batch after the run: %+v, %v", b, err)
-	}
-}
-
-// A click on a batch whose conversation is busy (a turn or another
-// batch's run holds it) decides without claiming; the batch then runs,
-// once, when the conversation is free, claimed by its runner.
-func TestAClickOnABusyConversationLeavesTheClaimToItsRunner(t *testing.T) {
-	h, cc := countingClaims(t)
-	h.push(calls(tc("a", "deploy", `{}`)), text("deployed"))
-	h.turn("bob", "deploy")
-	batchID := h.plat.LastCard().BatchID
-	b, err := h.store.Batch(context.Background(), batchID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := h.bot.HoldConversation(b.ConversationID)
-	done := make(chan error, 1)
-	go func() { done <- h.click("alice", 1, true, "") }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err = h.store.Batch(context.Background(), batchID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.Status != confirm.BatchPending {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the click was not recorded while the conversation was busy")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if b.Status != confirm.BatchDecided || b.ClaimedBy != "" || h.tools["deploy"].Runs.Load() != 0 {
-		t.Fatalf("while the conversation is busy: batch %s claimed by %q, runs %d; want decided, unclaimed, none",
-			b.Status, b.ClaimedBy, h.tools["deploy"].Runs.Load())
-	}
-	release()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n := h.tools["deploy"].Runs.Load(); n != 1 || h.plat.LastPost() != "deployed" {
-		t.Fatalf("runs %d, post %q", n, h.plat.LastPost())
-	}
-	if n := cc.claims.Load(); n != 1 {
-		t.Fatalf("%d claims by the runner, want 1", n)
-	}
-}
-
 // Clicks racing on every call of a batch at once, each call clicked many
-// times: whichever click decides the batch, and whether it claims it or
-// leaves it to its runner, each call is decided once, each runs once, in
-// the model's order, and the model is asked once for the results.
+// times: whichever click decides the batch, each call is decided once,
+// each runs once, in the model's order, and the model is asked once for
+// the results.
 func TestRacingClicksOnEveryCallRunEachOnce(t *testing.T) {
 	for round := range 5 {
-		h, _ := countingClaims(t)
+		h := newHarness(t, "")
 		h.push(calls(tc("a", "deploy", `{"n":1}`), tc("b", "deploy", `{"n":2}`), tc("c", "deploy", `{"n":3}`)), text("all three done"))
 		h.turn("bob", "deploy thrice")
 		card := h.plat.LastCard()
@@ -144,11 +45,10 @@ func TestRacingClicksOnEveryCallRunEachOnce(t *testing.T) {
 	}
 }
 
-// A panic after the deciding click's claim (recovered, as the adapters
-// recover a worker's) does not keep the conversation: the next turn in
-// the thread goes ahead, and the sweep for dead work finishes the batch,
-// its started call unknown, never run.
-func TestAPanicAfterTheClaimReleasesTheConversation(t *testing.T) {
+// A panic after the deciding click (recovered, as the adapters recover a
+// worker's) does not keep the conversation: the next turn in the thread
+// goes ahead, and the sweep for dead work runs the decided batch, once.
+func TestAPanicAfterTheDecidingClickReleasesTheConversation(t *testing.T) {
 	var crashed atomic.Bool
 	h := newHarnessWith(t, "", func(c *bot.Config) {
 		c.SingleProcess = true // the in-process lock alone, as on SQLite
@@ -177,17 +77,17 @@ func TestAPanicAfterTheClaimReleasesTheConversation(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("the next turn waited on the conversation the panicked click had claimed")
+		t.Fatal("the next turn waited on the conversation of the panicked click")
 	}
 	h.push(text("I could not confirm the deploy"))
 	if err := h.bot.RecoverBatches(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := h.tools["deploy"].Runs.Load(); n != 0 {
-		t.Fatalf("the started call ran %d times after the panic", n)
+	if n := h.tools["deploy"].Runs.Load(); n != 1 {
+		t.Fatalf("the allowed call ran %d times after the panic, want once", n)
 	}
 	b, err := h.store.Batch(context.Background(), h.plat.Cards[0].BatchID)
-	if err != nil || b.Status != confirm.BatchDone || b.Calls[0].Run != confirm.RunUnknown {
-		t.Fatalf("batch after recovery: %+v, %v; want done, its call unknown", b, err)
+	if err != nil || b.Status != confirm.BatchDone || b.Calls[0].Run != confirm.RunSucceeded {
+		t.Fatalf("batch after recovery: %+v, %v; want done, its call run", b, err)
 	}
 }

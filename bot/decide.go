@@ -200,27 +200,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	} else {
 		d.Reason = capReason(c.Reason)
 	}
-	// A click that will decide the batch claims it with the decision and
-	// starts its first run (one write less), which needs the
-	// conversation: taken here when it is free; a busy conversation's
-	// batch is claimed by its runner after, as any decided batch. Not
-	// with a grant, whose notice is posted before the run: a crash then
-	// would leave a run started that never reached its tool (unknown).
-	var unlock func()
-	if d.Grant == nil && decidesBatch(batch, call, c.Allow) {
-		if u, ok, err := b.tryLockConversation(ctx, conv.ID); err == nil && ok {
-			// Released by the run, or here if anything before it
-			// panics (a recovered panic must not keep the conversation).
-			unlock = sync.OnceFunc(u)
-			defer unlock()
-			d.Claim = &confirm.Claim{Worker: b.cfg.WorkerID, Runnable: b.runsAtClaim}
-		}
-	}
 	res, err := b.store.Decide(ctx, d)
-	if unlock != nil && (err != nil || !res.Claimed) {
-		unlock()
-		unlock = nil
-	}
 	if err != nil {
 		return fmt.Errorf("decide: %w", err)
 	}
@@ -235,7 +215,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "call no longer pending")
 		return ErrAlreadyClosed
 	}
-	b.decided(ctx, conv, batch, call, d, res, unlock)
+	b.decided(ctx, conv, batch, call, d, res)
 	return nil
 }
 
@@ -255,25 +235,10 @@ func (b *Bot) clickRefusal(ctx context.Context, conv confirm.Conversation, batch
 	return nil
 }
 
-// decidesBatch reports whether a click on call would decide its batch, as
-// loaded: every other call is decided, and the click decides the call (a
-// deny, or the last approval it needs). A batch that changed meanwhile
-// only makes the guess wrong, never the decision.
-func decidesBatch(batch *confirm.Batch, call confirm.Call, allow bool) bool {
-	for _, c := range batch.Calls {
-		if c.Key != call.Key && c.Decision == confirm.DecisionPending {
-			return false
-		}
-	}
-	return !allow || len(call.Votes)+1 >= max(call.Approvals, 1)
-}
-
 // decided finishes a counted decision: metrics and the wait's span, the
 // card and its copies updated, a grant's notice, and, when the batch is
-// fully decided, its run and the conversation's continuation. When the
-// decision claimed the batch (res.Claimed), unlock releases the
-// conversation the caller took for it.
-func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, d confirm.Decide, res confirm.DecideResult, unlock func()) {
+// fully decided, its run and the conversation's continuation.
+func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, call confirm.Call, d confirm.Decide, res confirm.DecideResult) {
 	var waited []trace.Link
 	if l, ok := b.counted(ctx, batch, call, d, res); ok {
 		waited = append(waited, l)
@@ -284,7 +249,7 @@ func (b *Bot) decided(ctx context.Context, conv confirm.Conversation, batch *con
 	if res.Decided && d.Grant != nil {
 		b.postGrantNotice(ctx, conv, d.Grant)
 	}
-	b.batchDecided(ctx, conv, batch.ID, res, unlock, waited)
+	b.batchDecided(ctx, conv, batch.ID, res, waited)
 }
 
 // counted logs a counted decision and, when it decided its call, records
@@ -309,7 +274,7 @@ func (b *Bot) counted(ctx context.Context, batch *confirm.Batch, call confirm.Ca
 
 // batchDecided runs a batch its decisions decided (res.BatchDecided) and
 // continues the conversation; see decided.
-func (b *Bot) batchDecided(ctx context.Context, conv confirm.Conversation, batchID string, res confirm.DecideResult, unlock func(), waited []trace.Link) {
+func (b *Bot) batchDecided(ctx context.Context, conv confirm.Conversation, batchID string, res confirm.DecideResult, waited []trace.Link) {
 	if res.BatchDecided {
 		b.trace("decided")
 		// The batch runs now. Its card is updated once, after the run,
@@ -322,16 +287,11 @@ func (b *Bot) batchDecided(ctx context.Context, conv confirm.Conversation, batch
 		// The batch as deciding it left it, unless its card's reference
 		// was stored after that (a click racing the card's post): then
 		// it is loaded, so the card is updated.
-		var err error
-		if res.Claimed {
-			err = b.resumeClaimed(rctx, conv, res.Batch, res.Started, unlock)
-		} else {
-			decided := res.Batch
-			if decided != nil && decided.CardRef == "" {
-				decided = nil
-			}
-			err = b.resume(rctx, conv, batchID, decided)
+		decided := res.Batch
+		if decided != nil && decided.CardRef == "" {
+			decided = nil
 		}
+		err := b.resume(rctx, conv, batchID, decided)
 		endSpan(span, err)
 		if err != nil {
 			b.log.Error("run decided batch", "batch", batchID, "err", err)

@@ -159,6 +159,6 @@ func (b *Bot) DecideAll(ctx context.Context, c Click) (AllResult, error) {
 		b.refreshCard(ctx, conv, batchID)
 		return out, nil
 	}
-	b.batchDecided(ctx, conv, batchID, confirm.DecideResult{BatchDecided: true, Batch: res.Batch}, nil, waited)
+	b.batchDecided(ctx, conv, batchID, confirm.DecideResult{BatchDecided: true, Batch: res.Batch}, waited)
 	return out, nil
 }

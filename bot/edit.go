@@ -201,7 +201,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	}
 	go func() {
 		defer b.leave()
-		b.decided(context.WithoutCancel(ctx), conv, batch, call, d, res, nil)
+		b.decided(context.WithoutCancel(ctx), conv, batch, call, d, res)
 	}()
 	return nil
 }

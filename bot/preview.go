@@ -130,7 +130,7 @@ func (b *Bot) recoverPreviews(ctx context.Context) error {
 // scrubbed outputs differ, wherever the change is), the recheck failed,
 // or no preview was shown when the call was allowed. The outcome is
 // recorded.
-func (b *Bot) recheck(ctx context.Context, c confirm.Call, o *outcome) string {
+func (b *Bot) recheck(ctx context.Context, c confirm.Call) string {
 	pv, ok := b.previewer(c.Tool)
 	if !ok {
 		return ""
@@ -138,7 +138,6 @@ func (b *Bot) recheck(ctx context.Context, c confirm.Call, o *outcome) string {
 	if _, again := pv.Previews(); !again {
 		return ""
 	}
-	o.rechecked = true // the card is reloaded to show it
 	record := func(state confirm.RecheckState, hash string) {
 		if err := b.store.RecordRecheck(ctx, c.BatchID, c.Key, state, hash); err != nil {
 			b.log.Error("record preview recheck", "batch", c.BatchID, "call", c.Key, "err", err)

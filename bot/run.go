@@ -37,20 +37,6 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 	return b.continueAfter(ctx, conv, batch)
 }
 
-// resumeClaimed is resume for a batch its deciding click claimed (see
-// confirm.Claim), started naming the run the claim started; unlock
-// releases the conversation, held since before the claim.
-func (b *Bot) resumeClaimed(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, started string, unlock func()) error {
-	defer unlock()
-	// The claim's copy of the batch lacks the card's reference when the
-	// click raced its storing: the card is then updated from a reload.
-	done, err := b.runClaimed(ctx, conv, batch, started, batch.CardRef == "")
-	if err != nil || done == nil {
-		return err
-	}
-	return b.continueAfter(ctx, conv, done)
-}
-
 // continueAfter asks the model to answer the results of batch, just
 // completed, unless a newer turn moved the conversation on.
 func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error {
@@ -101,17 +87,16 @@ func endsWithResults(h []model.Message) bool {
 // does not change until claimed, so once the claim is won it is the batch
 // (running), and it is not loaded again.
 func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string, decided *confirm.Batch) (*confirm.Batch, error) {
-	batch, started, err := b.claim(ctx, batchID, decided)
+	batch, err := b.claim(ctx, batchID, decided)
 	if err != nil || batch == nil {
 		return nil, err
 	}
-	return b.runClaimed(ctx, conv, batch, started, false)
+	return b.runClaimed(ctx, conv, batch)
 }
 
 // runClaimed is finishBatch once the batch is claimed: batch is it as
-// claimed (running), started the call whose run the claim started ("" none).
-// With reload, the card is updated from the batch loaded after the run.
-func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, started string, reload bool) (*confirm.Batch, error) {
+// claimed (running).
+func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) (*confirm.Batch, error) {
 	batchID := batch.ID
 	b.trace("claimed")
 	calls := make([]confirm.ToolCall, len(batch.Calls))
@@ -122,15 +107,6 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 		byKey[c.Key] = c
 		decisions[i] = b.decisionFor(c)
 	}
-	// The last call to run has its outcome written with the batch's
-	// completion, in one transaction (one write less per batch); until
-	// then it is held here.
-	last := ""
-	for _, c := range batch.Calls {
-		if c.Decision.Allowed() && c.Run == confirm.RunNotStarted {
-			last = c.Key
-		}
-	}
 	outs := map[string]*outcome{} // each run's outcome, as stored (or to be)
 	awaiting := false             // a runbook call's run has not ended
 	results, err := confirm.Execute(ctx, calls, decisions, b.hasTool, func(ctx context.Context, key string, tc confirm.ToolCall) (string, error) {
@@ -138,7 +114,7 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 		if isRunbookTool(c.Tool) {
 			o := &outcome{}
 			outs[key] = o
-			out, wait, err := b.runbookCall(ctx, conv, batch, c, o, key == last)
+			out, wait, err := b.runbookCall(ctx, conv, batch, c, o)
 			awaiting = awaiting || wait
 			return out, err
 		}
@@ -146,7 +122,7 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 			BatchID: batchID, Key: key, RequestedBy: batch.RequestedBy, DecidedBy: c.DecidedBy}
 		o := &outcome{}
 		outs[key] = o
-		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, o, key == last, key == started)
+		return b.runCall(confirm.WithRunInfo(ctx, info), c, tc, o)
 	})
 	if errors.Is(err, confirm.ErrToolUnavailable) {
 		// An allowed call names a tool the bot no longer carries (the
@@ -164,7 +140,7 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	if awaiting {
 		// The batch waits on the run, running: its results go to the
 		// model, in its order, once the run has ended (resumeParent).
-		b.parkBatch(ctx, conv, batch, outs, last)
+		b.parkBatch(ctx, conv, batch)
 		return nil, nil
 	}
 	msg := model.Message{Role: model.RoleTool}
@@ -186,39 +162,7 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	// a tool ran.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var (
-		done    bool
-		claim   confirm.CardClaim // the card's change, recorded with the completion
-		claimed []confirm.CardSync
-		listed  bool
-	)
-	// This worker holds the claim: once done, the batch is as loaded,
-	// with the outcomes it stored. It is loaded again for its card only
-	// when an outcome could not be written, or with reload; otherwise
-	// the card's change and claims are written with the completion (a
-	// write transaction less per decision: BENCHMARKS.md, fifteenth
-	// round).
-	fromStore := anyLost(outs) || reload || anyRechecked(outs)
-	if !fromStore && batch.CardRef != "" {
-		claim = b.cardClaim()
-	}
-	held := outs[last]
-	if held != nil && held.unwritten {
-		done, claimed, listed, err = b.store.FinishRunCompleteAndClaim(wctx, batchID, last, held.status, held.result, stored, claim)
-		if err != nil {
-			// As if written apart: the outcome is logged if it can't be
-			// recorded, and the batch is completed all the same.
-			b.log.Error("record tool outcome with the batch", "batch", batchID, "call", last, "err", err)
-			b.finishRun(wctx, batchID, last, held)
-			held = nil
-		}
-	} else {
-		held = nil
-	}
-	if held == nil {
-		claim = confirm.CardClaim{}
-		done, err = b.store.CompleteBatch(wctx, batchID, stored)
-	}
+	done, err := b.store.CompleteBatch(wctx, batchID, stored)
 	if err != nil {
 		return nil, fmt.Errorf("complete batch: %w", err)
 	}
@@ -228,25 +172,8 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	lc := lateCardFrom(ctx)
 	lc.stop()
 	fresh := ranBatch(batch, outs)
-	switch {
-	case anyLost(outs) || fromStore:
-		if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
-			fresh = reloaded
-		}
-	case claim.Holder != "":
-		// Rendered from fresh, not loaded again, when no other change
-		// came between the batch's load and the completion's (a preview
-		// landing on a denied call meanwhile, say): fresh is then the
-		// state of the version claimed. The SQLite floor needs the load
-		// saved: 1,018–1,102 decisions/s without it, 1,095–1,217 with it
-		// (BENCHMARKS.md, fifteenth round).
-		var loaded *confirm.Batch
-		if len(claimed) > 0 && claimed[0].Version == batch.CardVersion+1 {
-			loaded = fresh
-		}
-		b.synced(context.WithoutCancel(ctx), conv, fresh, claimed, listed, nil, loaded)
-	default:
-		b.refreshCardOf(ctx, conv, fresh)
+	if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
+		fresh = reloaded
 	}
 	lc.ran()
 	b.noteUnknown(ctx, conv, fresh)
@@ -254,44 +181,27 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 }
 
 // claim takes a decided batch for this worker and returns it (running),
-// or nil when another worker had it or it was not decided. Given decided
-// (the batch as its deciding transaction left it), the claim also starts
-// the run of the first call that will run, in one write, and started
-// names it; otherwise the batch is loaded after the claim and no run is
-// started with it.
-func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch) (batch *confirm.Batch, started string, err error) {
-	if decided == nil || decided.ID != batchID || decided.Status != confirm.BatchDecided {
-		won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
-		if err != nil {
-			return nil, "", fmt.Errorf("claim batch: %w", err)
-		}
-		if !won {
-			return nil, "", nil
-		}
-		if batch, err = b.store.Batch(ctx, batchID); err != nil {
-			return nil, "", fmt.Errorf("load batch: %w", err)
-		}
-		return batch, "", nil
-	}
-	first := confirm.FirstToRun(decided, b.runsAtClaim)
-	won, ok := false, false
-	if first == "" {
-		won, err = b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
-	} else {
-		won, ok, err = b.store.ClaimBatchStarting(ctx, batchID, b.cfg.WorkerID, first)
-	}
+// or nil when another worker had it or it was not decided. decided, when
+// not nil, is the batch as its deciding transaction left it: once the
+// claim is won it is the batch, and it is not loaded again.
+func (b *Bot) claim(ctx context.Context, batchID string, decided *confirm.Batch) (*confirm.Batch, error) {
+	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
 	if err != nil {
-		return nil, "", fmt.Errorf("claim batch: %w", err)
+		return nil, fmt.Errorf("claim batch: %w", err)
 	}
 	if !won {
-		return nil, "", nil
+		return nil, nil
+	}
+	if decided == nil || decided.ID != batchID || decided.Status != confirm.BatchDecided {
+		batch, err := b.store.Batch(ctx, batchID)
+		if err != nil {
+			return nil, fmt.Errorf("load batch: %w", err)
+		}
+		return batch, nil
 	}
 	claimed := *decided
 	claimed.Status, claimed.ClaimedBy = confirm.BatchRunning, b.cfg.WorkerID
-	if ok {
-		started = first
-	}
-	return &claimed, started, nil
+	return &claimed, nil
 }
 
 // hasTool reports whether the bot carries the tool.
@@ -301,26 +211,6 @@ func (b *Bot) hasTool(name string) bool {
 	}
 	_, ok := b.cfg.Tools.Get(name)
 	return ok
-}
-
-// anyRechecked reports whether a call's preview ran again before it.
-func anyRechecked(outs map[string]*outcome) bool {
-	for _, o := range outs {
-		if o.rechecked {
-			return true
-		}
-	}
-	return false
-}
-
-// anyLost reports whether an outcome could not be written.
-func anyLost(outs map[string]*outcome) bool {
-	for _, o := range outs {
-		if o.lost {
-			return true
-		}
-	}
-	return false
 }
 
 // ranBatch is batch, done, with the run outcomes in outs.
@@ -379,16 +269,11 @@ func (b *Bot) decisionFor(c confirm.Call) confirm.Decision {
 // running before the tool is called and to its outcome after; a call that
 // is not in not_started (it ran before a crash, or its outcome is unknown)
 // is never run again: its stored outcome answers the model.
-// The outcome is left in *o; with hold it is not written but marked
-// unwritten for the caller to write with the batch's completion. With
-// started, the run was taken to running with the batch's claim.
-func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, o *outcome, hold, started bool) (string, error) {
-	won := started // its run was started with the batch's claim
-	if !started {
-		var err error
-		if won, err = b.store.StartRun(ctx, c.BatchID, c.Key); err != nil {
-			return "", fmt.Errorf("not executed: could not record the run: %w", err)
-		}
+// The outcome is left in *o.
+func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, o *outcome) (string, error) {
+	won, err := b.store.StartRun(ctx, c.BatchID, c.Key)
+	if err != nil {
+		return "", fmt.Errorf("not executed: could not record the run: %w", err)
 	}
 	if !won {
 		fresh, err := b.store.Batch(ctx, c.BatchID)
@@ -424,13 +309,13 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 		// A runbook step's secret is not configured any more: the tool
 		// does not run (never with the reference in the secret's place).
 		o.status, o.result = confirm.RunFailed, "Not run: "+b.scrub(err.Error())
-		b.settleRun(ctx, c, o, hold)
+		b.settleRun(ctx, c, o)
 		return "", errors.New(o.result)
 	}
-	if refusal := b.recheck(context.WithoutCancel(ctx), c, o); refusal != "" {
+	if refusal := b.recheck(context.WithoutCancel(ctx), c); refusal != "" {
 		// The yes was given for another preview: the tool is not called.
 		o.status, o.result = confirm.RunFailed, refusal
-		b.settleRun(ctx, c, o, hold)
+		b.settleRun(ctx, c, o)
 		return "", errors.New(refusal)
 	}
 	b.log.Info("tool run", "batch", c.BatchID, "call", c.Key, "tool", tc.Name)
@@ -469,7 +354,7 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 	}
 	span.End()
 	o.status, o.result = status, result
-	b.settleRun(ctx, c, o, hold)
+	b.settleRun(ctx, c, o)
 	if runErr != nil {
 		return "", errors.New(result)
 	}
@@ -478,32 +363,23 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 
 // outcome is a run's outcome, as written by FinishRun.
 type outcome struct {
-	status    confirm.RunStatus
-	result    string
-	unwritten bool // held for the batch's completion
-	lost      bool // could not be written
-	rechecked bool // its preview ran again before it (the card shows the outcome)
+	status confirm.RunStatus
+	result string
 }
 
-// settleRun writes a run's outcome o, or with hold leaves it for the
-// transaction of the reply's results. The outcome must be written even
+// settleRun writes a run's outcome o. The outcome must be written even
 // when ctx ended while the tool ran.
-func (b *Bot) settleRun(ctx context.Context, c confirm.Call, o *outcome, hold bool) {
-	if hold {
-		o.unwritten = true
-		return
-	}
+func (b *Bot) settleRun(ctx context.Context, c confirm.Call, o *outcome) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	b.finishRun(wctx, c.BatchID, c.Key, o)
 }
 
 // finishRun records a run's outcome; a failure is logged (the run is left
-// running, hence unknown at the next recovery) and marked in o.
+// running, hence unknown at the next recovery).
 func (b *Bot) finishRun(ctx context.Context, batchID, key string, o *outcome) {
 	if err := b.store.FinishRun(ctx, batchID, key, o.status, o.result); err != nil {
 		b.log.Error("record tool outcome", "batch", batchID, "call", key, "err", err)
-		o.lost = true
 	}
 }
 

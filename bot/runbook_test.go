@@ -668,8 +668,11 @@ func TestRunbookRunningStepUnknownAfterRestart(t *testing.T) {
 	if _, err := first.store.Decide(ctx, confirm.Decide{BatchID: steps[1].BatchID, Key: steps[1].StepKey.IdempotencyKey(), Status: confirm.DecisionAllowed, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, started, err := first.store.ClaimBatchStarting(ctx, steps[1].BatchID, "dead", steps[1].StepKey.IdempotencyKey()); err != nil || !ok || !started {
+	if ok, err := first.store.ClaimBatch(ctx, steps[1].BatchID, "dead"); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := first.store.StartRun(ctx, steps[1].BatchID, steps[1].StepKey.IdempotencyKey()); err != nil || !ok {
+		t.Fatalf("start run: %v %v", ok, err)
 	}
 	second := rbProcess(t, path, extra, false)
 	if err := second.bot.Recover(ctx); err != nil {

@@ -106,19 +106,12 @@ func (b *Bot) runbookSpecs(conv confirm.Conversation) []model.ToolSpec {
 	return out
 }
 
-// runsAtClaim reports whether a call of the tool may have its run started
-// with its batch's claim: not a runbook call, whose run waits on the
-// runbook's run.
-func (b *Bot) runsAtClaim(name string) bool {
-	return !isRunbookTool(name) && b.hasTool(name)
-}
-
 // runbookCall is a model's runbook call as its batch runs: it starts the
 // run the first time (wait: the batch waits on it), reports wait while
 // the run goes on, and once the run has ended records the call's outcome
 // (succeeded when the run did, else failed) with the run's summary as its
-// result. hold: the outcome is held for the batch's completion.
-func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, c confirm.Call, o *outcome, hold bool) (out string, wait bool, err error) {
+// result.
+func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, c confirm.Call, o *outcome) (out string, wait bool, err error) {
 	switch c.Run {
 	case confirm.RunNotStarted:
 	case confirm.RunSucceeded:
@@ -137,22 +130,22 @@ func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch 
 	}
 	e := b.runbookEngine()
 	if e == nil {
-		return b.endRunbookCall(ctx, c, o, hold, confirm.RunFailed, "Not executed: runbooks are not available here.")
+		return b.endRunbookCall(ctx, c, o, confirm.RunFailed, "Not executed: runbooks are not available here.")
 	}
 	run, err := e.Store.RunbookRunByParent(ctx, batch.ID, c.Key)
 	switch {
 	case errors.Is(err, confirm.ErrNotFound):
 		rb := b.runbookNamed(c.Tool)
 		if rb == nil {
-			return b.endRunbookCall(ctx, c, o, hold, confirm.RunFailed, fmt.Sprintf("Not executed: runbook %q is not configured.", strings.TrimPrefix(c.Tool, runbook.ToolPrefix)))
+			return b.endRunbookCall(ctx, c, o, confirm.RunFailed, fmt.Sprintf("Not executed: runbook %q is not configured.", strings.TrimPrefix(c.Tool, runbook.ToolPrefix)))
 		}
 		params, err := rb.ParamsJSON(c.RunArgs())
 		if err != nil {
-			return b.endRunbookCall(ctx, c, o, hold, confirm.RunFailed, b.cfg.Redact("Not executed: "+err.Error()))
+			return b.endRunbookCall(ctx, c, o, confirm.RunFailed, b.cfg.Redact("Not executed: "+err.Error()))
 		}
 		raw, err := runbook.MarshalJSON(params)
 		if err != nil {
-			return b.endRunbookCall(ctx, c, o, hold, confirm.RunFailed, "Not executed: "+err.Error())
+			return b.endRunbookCall(ctx, c, o, confirm.RunFailed, "Not executed: "+err.Error())
 		}
 		cfg := rb.Config()
 		run := &confirm.RunbookRun{Params: raw, RequestedBy: batch.RequestedBy, ConversationID: conv.ID, ParentBatch: batch.ID, ParentKey: c.Key}
@@ -177,18 +170,18 @@ func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch 
 	}
 	rb, err := runbook.Decode(run.Snapshot)
 	if err != nil {
-		return b.endRunbookCall(ctx, c, o, hold, confirm.RunFailed, "The run ended, but its definition could not be read: "+err.Error())
+		return b.endRunbookCall(ctx, c, o, confirm.RunFailed, "The run ended, but its definition could not be read: "+err.Error())
 	}
 	status := confirm.RunFailed
 	if run.Status == confirm.RunbookSucceeded {
 		status = confirm.RunSucceeded
 	}
-	return b.endRunbookCall(ctx, c, o, hold, status, b.scrub(RunSummary(run, rb, steps)))
+	return b.endRunbookCall(ctx, c, o, status, b.scrub(RunSummary(run, rb, steps)))
 }
 
 // endRunbookCall records a runbook call's outcome, as runCall records a
-// tool's (the run taken to running, then to its outcome, held with hold).
-func (b *Bot) endRunbookCall(ctx context.Context, c confirm.Call, o *outcome, hold bool, status confirm.RunStatus, result string) (string, bool, error) {
+// tool's (the run taken to running, then to its outcome).
+func (b *Bot) endRunbookCall(ctx context.Context, c confirm.Call, o *outcome, status confirm.RunStatus, result string) (string, bool, error) {
 	won, err := b.store.StartRun(ctx, c.BatchID, c.Key)
 	if err != nil {
 		return "", false, fmt.Errorf("not executed: could not record the run: %w", err)
@@ -209,24 +202,16 @@ func (b *Bot) endRunbookCall(ctx context.Context, c confirm.Call, o *outcome, ho
 		return "", false, errors.New(result)
 	}
 	o.status, o.result = status, result
-	if hold {
-		o.unwritten = true
-	} else {
-		b.finishRun(context.WithoutCancel(ctx), c.BatchID, c.Key, o)
-	}
+	b.finishRun(context.WithoutCancel(ctx), c.BatchID, c.Key, o)
 	if status != confirm.RunSucceeded {
 		return "", false, errors.New(result)
 	}
 	return result, false, nil
 }
 
-// parkBatch leaves a batch that waits on a runbook run running: the
-// outcome held for the completion is written now, and its card shows
-// where the calls stand.
-func (b *Bot) parkBatch(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, outs map[string]*outcome, last string) {
-	if held := outs[last]; held != nil && held.unwritten {
-		b.finishRun(context.WithoutCancel(ctx), batch.ID, last, held)
-	}
+// parkBatch leaves a batch that waits on a runbook run running: its card
+// shows where the calls stand.
+func (b *Bot) parkBatch(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) {
 	if batch.CardRef != "" {
 		b.refreshCard(ctx, conv, batch.ID)
 	}

@@ -370,15 +370,22 @@ func TestTracesOfRecovery(t *testing.T) {
 				t.Fatalf("recovered %v", r)
 			}
 		}()
-		// Decided (the write claims the batch and starts r1's run), then
-		// the process "dies" before running anything.
+		// Decided, then the process "dies".
 		_ = h.click("alice", 2, true, "")
 	}()
+	// As a process dies that had claimed the batch and started r1's run.
+	ctx := context.Background()
+	if ok, err := h.store.ClaimBatch(ctx, batchID, "dead"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := h.store.StartRun(ctx, batchID, "r1"); err != nil || !ok {
+		t.Fatalf("start r1: %v %v", ok, err)
+	}
 
 	h2, exp := tracedHarnessAt(t, path, nil, nil)
 	h2.now.Add(int64(bot.LeaseTTL + time.Second)) // the dead worker's lease lapsed
 	h2.push(text("deployed after recovery"))
-	if err := h2.bot.Recover(context.Background()); err != nil {
+	if err := h2.bot.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
 	resume := oneSpan(t, exp, bot.SpanResume)

@@ -102,9 +102,6 @@ type Batch struct {
 	// Escalated lists the escalation steps that fired, in order.
 	Escalated []int
 	Calls     []Call // in the model's order
-	// CardVersion is the batch's card version (CardSyncStore.CardVersion)
-	// read with the rest: the state loaded is that version's or newer.
-	CardVersion int64
 	// CopiesPending: the card was recorded, and its copies (the thread's
 	// pointer, DM copies) not yet all posted (SetCardRefWithCopies).
 	CopiesPending bool
@@ -194,41 +191,6 @@ type Decide struct {
 	// transaction (ConversationID comes from the batch, CreatedAt from
 	// the store's clock; the caller sets ID, Tool, CreatedBy, ExpiresAt).
 	Grant *Grant
-	// Claim, when set and this decision decides the batch, claims the
-	// batch for its runner in the same transaction (see Claim).
-	Claim *Claim
-}
-
-// Claim is a decider's claim of the batch its decision may decide: the
-// batch goes from pending straight to running for Worker, and the run of
-// the call FirstToRun names (Runnable says which tools the runner
-// carries) is started, so a click that decides a batch and the start of
-// its run are one write. The caller must already hold the batch's
-// conversation (its turn lock), as a runner does: nothing else may take
-// a batch that is running.
-type Claim struct {
-	Worker   string
-	Runnable func(tool string) bool
-}
-
-// FirstToRun is the key of the batch's first call, in the model's order,
-// that Execute will run: allowed, its tool runnable, not started. It is
-// "" when there is none, or when an allowed call's tool is not runnable
-// (Execute then runs nothing of the batch).
-func FirstToRun(b *Batch, runnable func(tool string) bool) string {
-	first := ""
-	for _, c := range b.Calls {
-		if !c.Decision.Allowed() {
-			continue
-		}
-		if !runnable(c.Tool) {
-			return ""
-		}
-		if first == "" && c.Run == RunNotStarted {
-			first = c.Key
-		}
-	}
-	return first
 }
 
 // DecideResult says what a Decide did.
@@ -243,15 +205,10 @@ type DecideResult struct {
 	// (Decide.Revision is not the call's); nothing changed.
 	Stale bool
 	// Batch is, when BatchDecided, the batch as the deciding transaction
-	// left it (decided, every call decided; running when Claimed), read in
-	// that transaction: a decided batch changes only once claimed, so its
-	// runner need not load it again.
+	// left it (decided, every call decided), read in that transaction: a
+	// decided batch changes only once claimed, so its runner need not load
+	// it again.
 	Batch *Batch
-	// Claimed: the decision decided the batch and Decide.Claim claimed it
-	// (Batch is running). Started names the call whose run the claim
-	// started ("" none); Batch shows that call as before its start.
-	Claimed bool
-	Started string
 }
 
 // DecideAllResult is what a DecideAll did: per decision, in order, whether
@@ -439,9 +396,8 @@ type DecisionStore interface {
 	// as its Approvals-th distinct vote. A call needing one is allowed by
 	// its first, recorded as its decision (no vote is kept). When it
 	// decides the last pending call, the batch goes from pending to
-	// decided, or with d.Claim to running, claimed, with the run of
-	// FirstToRun's call started. With d.Grant, an allow that decides the
-	// call also stores the grant (audited grant_created).
+	// decided. With d.Grant, an allow that decides the call also stores
+	// the grant (audited grant_created).
 	Decide(ctx context.Context, d Decide) (DecideResult, error)
 	// DecideAll takes the one-decision decisions of an Allow all or Deny
 	// all, all calls of one batch, in one transaction (see DecideAllResult).
@@ -464,10 +420,6 @@ type RunStore interface {
 	// ClaimBatch takes a batch from decided to running for worker; only
 	// one caller wins.
 	ClaimBatch(ctx context.Context, batchID, worker string) (bool, error)
-	// ClaimBatchStarting is ClaimBatch and StartRun of the call key in one
-	// transaction; started is false when that run did not start (the
-	// claim stands). A lost claim changes nothing.
-	ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (won, started bool, err error)
 	// StartRun takes a call's run from not_started to running; false when
 	// it was not in not_started (it ran, or is running elsewhere).
 	StartRun(ctx context.Context, batchID, key string) (bool, error)
@@ -477,17 +429,6 @@ type RunStore interface {
 	// CompleteBatch appends the tool-results message and takes the batch
 	// from running to done, in one transaction; false when not running.
 	CompleteBatch(ctx context.Context, batchID string, results Message) (bool, error)
-	// FinishRunAndComplete is FinishRun of the batch's last run and
-	// CompleteBatch in one transaction: false, and nothing written, when
-	// the batch was not running; an error, and nothing written, when the
-	// run was not running.
-	FinishRunAndComplete(ctx context.Context, batchID, key string, status RunStatus, result string, results Message) (bool, error)
-	// FinishRunCompleteAndClaim is FinishRunAndComplete and, when claim
-	// names a holder, the batch's card change with its claims
-	// (CardSyncStore.ChangeAndClaimCards) in the same transaction;
-	// claimed and listed are as ChangeAndClaimCards returns them, none
-	// when the batch was not running.
-	FinishRunCompleteAndClaim(ctx context.Context, batchID, key string, status RunStatus, result string, results Message, claim CardClaim) (done bool, claimed []CardSync, listed bool, err error)
 	// RecoverRunning marks the running calls of the given batches as
 	// unknown (the worker running them died) and returns the batch ids
 	// touched.

@@ -104,9 +104,8 @@ func BenchmarkBatchLoad(b *testing.B) {
 // SQLite, from 16 goroutines as the Slack adapter's workers would: for
 // each pending batch of one gated call (b.N of them, made before the
 // clock starts), the click's batch load, Decide (which returns the
-// decided batch), ClaimBatchStarting (the claim with the run's start),
-// FinishRunAndComplete, the history load and the model's answer
-// appended. One op is one decision.
+// decided batch), ClaimBatch, StartRun, FinishRun, CompleteBatch, the
+// history load and the model's answer appended. One op is one decision.
 func BenchmarkDecisionPath(b *testing.B) {
 	ctx := context.Background()
 	db := benchSQLite(b)
@@ -148,13 +147,21 @@ func BenchmarkDecisionPath(b *testing.B) {
 					b.Error("decide:", err, res)
 					return
 				}
-				if won, started, err := db.ClaimBatchStarting(ctx, it.id, "w", "c1"); err != nil || !won || !started {
-					b.Error("claim and start:", err)
+				if won, err := db.ClaimBatch(ctx, it.id, "w"); err != nil || !won {
+					b.Error("claim:", err)
 					return
 				}
-				if ok, err := db.FinishRunAndComplete(ctx, it.id, "c1", confirm.RunSucceeded, `{"ok":true}`,
-					confirm.Message{Role: "tool", Body: json.RawMessage(`{"results":[{"key":"c1","content":"{\"ok\":true}"}]}`)}); err != nil || !ok {
+				if started, err := db.StartRun(ctx, it.id, "c1"); err != nil || !started {
+					b.Error("start:", err)
+					return
+				}
+				if err := db.FinishRun(ctx, it.id, "c1", confirm.RunSucceeded, `{"ok":true}`); err != nil {
 					b.Error("finish:", err)
+					return
+				}
+				if ok, err := db.CompleteBatch(ctx, it.id,
+					confirm.Message{Role: "tool", Body: json.RawMessage(`{"results":[{"key":"c1","content":"{\"ok\":true}"}]}`)}); err != nil || !ok {
+					b.Error("complete:", err)
 					return
 				}
 				if _, err := db.Messages(ctx, it.conv); err != nil {

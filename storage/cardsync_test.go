@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,58 +21,6 @@ var cardSyncTests = []conformanceTest{
 	{"CardSyncPostedDuringChange", testCardSyncPostedDuringChange},
 	{"RaceClaimCard", testRaceClaimCard},
 	{"ChangeAndClaimCards", testChangeAndClaimCards},
-	{"FinishRunCompleteAndClaim", testFinishRunCompleteAndClaim},
-}
-
-// The completion's card change and its claims are written with the
-// completion, or not at all: a batch not running, or a run not running,
-// changes no card version.
-func testFinishRunCompleteAndClaim(t *testing.T, db *DB) {
-	ctx := t.Context()
-	b := newBatch(t, db, later(), confirm.DecisionPending)
-	m := addCard(t, db, b.ID, confirm.CardMain, "C1", "C1/9.1", 0)
-	results := confirm.Message{Role: "tool", Body: json.RawMessage(`[{"id":"call_0","out":"done"}]`)}
-	claim := confirm.CardClaim{Holder: "r1", TTL: time.Minute, Limit: 8}
-	version := func() int64 {
-		t.Helper()
-		v, err := db.CardVersion(ctx, b.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	if done, claimed, _, err := db.FinishRunCompleteAndClaim(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results, claim); err != nil || done || len(claimed) != 0 || version() != 0 {
-		t.Fatalf("on a pending batch = %v, %v, %v; version %d", done, claimed, err, version())
-	}
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
-	if ok, err := db.ClaimBatch(ctx, b.ID, "w1"); err != nil || !ok {
-		t.Fatalf("ClaimBatch = %v, %v", ok, err)
-	}
-	if _, _, _, err := db.FinishRunCompleteAndClaim(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results, claim); !errors.Is(err, ErrNotRunning) || version() != 0 {
-		t.Fatalf("a run not running: %v; version %d, want the change rolled back", err, version())
-	}
-	if ok, err := db.StartRun(ctx, b.ID, "k0"); err != nil || !ok {
-		t.Fatalf("StartRun = %v, %v", ok, err)
-	}
-	done, claimed, listed, err := db.FinishRunCompleteAndClaim(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results, claim)
-	if err != nil || !done || !listed || len(claimed) != 1 || claimed[0].ID != m || claimed[0].Version != 1 || claimed[0].Holder != "r1" {
-		t.Fatalf("FinishRunCompleteAndClaim = %v, %+v, listed %v, %v", done, claimed, listed, err)
-	}
-	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchDone || got.Calls[0].Run != confirm.RunSucceeded {
-		t.Fatalf("batch %s, run %s", got.Status, got.Calls[0].Run)
-	}
-	if got := behind(t, db); slices.Contains(got, m) {
-		t.Fatalf("behind = %v: the completion's claim is live", got)
-	}
-	if _, ok, _ := db.ClaimCard(ctx, m, "r2", time.Minute); ok {
-		t.Fatal("another holder claimed the message the completion claimed")
-	}
-	if ok, err := db.CardRendered(ctx, m, "r1", claimed[0].Version); err != nil || !ok {
-		t.Fatalf("CardRendered = %v, %v", ok, err)
-	}
-	if n, _ := db.CardsBehind(ctx); n != 0 {
-		t.Fatalf("CardsBehind = %d after the render", n)
-	}
 }
 
 // ChangeAndClaimCards records the change and claims, in one write, the

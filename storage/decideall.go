@@ -26,8 +26,8 @@ func (db *DB) DecideAll(ctx context.Context, ds []confirm.Decide) (confirm.Decid
 			return out, errors.New("decide all: decisions of several batches")
 		case d.Status != confirm.DecisionAllowed && d.Status != confirm.DecisionDenied:
 			return out, fmt.Errorf("decide all: invalid decision status %q", d.Status)
-		case d.Grant != nil || d.Claim != nil:
-			return out, errors.New("decide all: no grants or claims")
+		case d.Grant != nil:
+			return out, errors.New("decide all: no grants")
 		}
 	}
 	err := db.tx(ctx, func(tx *txn) error {
@@ -60,7 +60,7 @@ func (db *DB) DecideAll(ctx context.Context, ds []confirm.Decide) (confirm.Decid
 			}
 		}
 		var agg confirm.DecideResult
-		if err := db.finishDecidingInto(ctx, tx, ds[0].BatchID, nil, &agg); err != nil {
+		if err := db.finishDecidingInto(ctx, tx, ds[0].BatchID, &agg); err != nil {
 			return err
 		}
 		out.BatchDecided, out.Batch = agg.BatchDecided, agg.Batch

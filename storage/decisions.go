@@ -95,7 +95,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			}
 			grant = &g
 		}
-		return db.finishDecidingInto(ctx, tx, d.BatchID, d.Claim, &res)
+		return db.finishDecidingInto(ctx, tx, d.BatchID, &res)
 	})
 	if errors.Is(err, errLost) {
 		return confirm.DecideResult{}, nil
@@ -240,16 +240,10 @@ func (db *DB) countVotes(ctx context.Context, tx *txn, batchID, key string) (int
 }
 
 // finishDeciding takes the batch from pending to decided when none of its
-// calls is pending any more (one statement); with a worker, straight to
-// running, claimed by it.
-func (db *DB) finishDeciding(ctx context.Context, tx *txn, batchID, worker string) (bool, error) {
-	now := tx.now
-	set := `status = 'decided', claimed_by = ?`
-	if worker != "" {
-		set = `status = 'running', claimed_by = ?`
-	}
-	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET `+set+`, updated_at = ? WHERE id = ? AND status = 'pending'
-		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), worker, db.ts(now), batchID, batchID)
+// calls is pending any more (one statement).
+func (db *DB) finishDeciding(ctx context.Context, tx *txn, batchID string) (bool, error) {
+	n, err := db.execCount(ctx, tx, db.q(`UPDATE batches SET status = 'decided', claimed_by = '', updated_at = ? WHERE id = ? AND status = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM calls WHERE batch_id = ? AND decision = 'pending')`), db.ts(tx.now), batchID, batchID)
 	if err != nil {
 		return false, fmt.Errorf("mark batch decided: %w", err)
 	}
@@ -258,36 +252,15 @@ func (db *DB) finishDeciding(ctx context.Context, tx *txn, batchID, worker strin
 
 // finishDecidingInto is finishDeciding for a decision: it sets
 // res.BatchDecided and, when the batch was decided, res.Batch as it now
-// stands. The batch is read on the writer, whose page cache this
-// transaction just warmed, rather than by its runner from a reader after.
-// With claim, the decided batch is claimed and the run of its first call
-// to run started (confirm.Claim), setting res.Claimed and res.Started.
-func (db *DB) finishDecidingInto(ctx context.Context, tx *txn, batchID string, claim *confirm.Claim, res *confirm.DecideResult) error {
-	worker := ""
-	if claim != nil {
-		worker = claim.Worker
-	}
-	decided, err := db.finishDeciding(ctx, tx, batchID, worker)
+// stands, read in the same transaction.
+func (db *DB) finishDecidingInto(ctx context.Context, tx *txn, batchID string, res *confirm.DecideResult) error {
+	decided, err := db.finishDeciding(ctx, tx, batchID)
 	if err != nil || !decided {
 		return err
 	}
-	res.BatchDecided, res.Claimed = true, claim != nil
+	res.BatchDecided = true
 	if res.Batch, err = db.loadBatch(ctx, tx, `b.id = ?`, batchID); err != nil {
 		return fmt.Errorf("load decided batch: %w", err)
-	}
-	if claim == nil {
-		return nil
-	}
-	first := confirm.FirstToRun(res.Batch, claim.Runnable)
-	if first == "" {
-		return nil
-	}
-	n, err := db.execCount(ctx, tx, db.q(startRun), batchID, first)
-	if err != nil {
-		return fmt.Errorf("start run: %w", err)
-	}
-	if n == 1 {
-		res.Started = first // res.Batch shows it not started, as a runner expects
 	}
 	return nil
 }
@@ -379,7 +352,7 @@ func (db *DB) resolvePending(ctx context.Context, batchID string, status confirm
 				}
 			}
 		}
-		if _, err := db.finishDeciding(ctx, tx, batchID, ""); err != nil {
+		if _, err := db.finishDeciding(ctx, tx, batchID); err != nil {
 			return err
 		}
 		changed = len(all)

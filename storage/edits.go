@@ -121,7 +121,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return err
 		}
 		res.Decided = true
-		return db.finishDecidingInto(ctx, tx, e.BatchID, nil, &res)
+		return db.finishDecidingInto(ctx, tx, e.BatchID, &res)
 	})
 	if errors.Is(err, errLost) || errors.Is(err, errAlreadyVoted) {
 		return confirm.DecideResult{}, nil

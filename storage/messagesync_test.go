@@ -267,8 +267,9 @@ func testMigrateMessageSync(t *testing.T, driver, dsn string) {
 	if c, ok, err := db.ClaimCard(ctx, oldID, "r1", time.Minute); err != nil || !ok || c.Version != 3 || c.Message.BatchID != "b1" {
 		t.Fatalf("ClaimCard of the old message = %+v, %v, %v", c, ok, err)
 	}
-	if b := loadBatch(t, db, "b1"); b.CopiesPending || b.CardVersion != 3 {
-		t.Fatalf("old batch: copies pending %v, card version %d", b.CopiesPending, b.CardVersion)
+	v, err := db.CardVersion(ctx, "b1")
+	if b := loadBatch(t, db, "b1"); b.CopiesPending || v != 3 || err != nil {
+		t.Fatalf("old batch: copies pending %v, card version %d, %v", b.CopiesPending, v, err)
 	}
 	if id := addMessage(t, db, confirm.CardMessage{BatchID: "b1", Kind: confirm.CardDM, Channel: "D1", Ref: "D1/1"}); id <= oldID {
 		t.Fatalf("a new message got id %d, not after the old ones", id)

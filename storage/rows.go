@@ -91,16 +91,15 @@ type batchRow struct {
 	ExtendedBy     string         `db:"extended_by"`
 	ExtendedAt     dbTime         `db:"extended_at"`
 	Intro          sql.NullString `db:"intro"`
-	CardVersion    int64          `db:"card_version"`
 	CopiesPending  bool           `db:"copies_pending"`
 }
 
-const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at, intro, card_version, copies_pending`
+const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at, intro, copies_pending`
 
 // fields are the scan destinations of batchColumns, in order.
 func (r *batchRow) fields() []any {
 	return []any{&r.ID, &r.ConversationID, &r.MessageSeq, &r.RequestedBy, &r.Status, &r.CardRef, &r.ClaimedBy, &r.CreatedAt, &r.ExpiresAt,
-		&r.ExtendedBy, &r.ExtendedAt, &r.Intro, &r.CardVersion, &r.CopiesPending}
+		&r.ExtendedBy, &r.ExtendedAt, &r.Intro, &r.CopiesPending}
 }
 
 // batch converts the row, without calls.
@@ -118,7 +117,6 @@ func (r batchRow) batch() *confirm.Batch {
 		ExtendedBy:     r.ExtendedBy,
 		ExtendedAt:     r.ExtendedAt.ptr(),
 		Intro:          nullString(r.Intro),
-		CardVersion:    r.CardVersion,
 		CopiesPending:  r.CopiesPending,
 	}
 }

@@ -66,34 +66,6 @@ func (db *DB) ClaimBatch(ctx context.Context, batchID, worker string) (bool, err
 	return won, nil
 }
 
-// ClaimBatchStarting is ClaimBatch that also starts the run of the
-// batch's call key, as StartRun would, in the same transaction: a
-// runner's claim and its first run's start are one write. started is
-// false when that run was not started (the call is not allowed, or not
-// in not_started); the claim stands all the same. A lost claim changes
-// nothing.
-func (db *DB) ClaimBatchStarting(ctx context.Context, batchID, worker, key string) (won, started bool, err error) {
-	err = db.tx(ctx, func(tx *txn) error {
-		n, err := db.execCount(ctx, tx, db.q(claimBatch), worker, db.ts(tx.now), batchID)
-		if err != nil || n == 0 {
-			return err
-		}
-		won = true
-		n, err = db.execCount(ctx, tx, db.q(startRun), batchID, key)
-		started = n == 1
-		return err
-	})
-	if err != nil {
-		return false, false, fmt.Errorf("claim batch and start run: %w", err)
-	}
-	if !won {
-		if err := db.batchLostOrMissing(ctx, db.reader(), batchID); !errors.Is(err, errLost) {
-			return false, false, fmt.Errorf("claim batch: %w", err)
-		}
-	}
-	return won, started, nil
-}
-
 // ReleaseBatch takes a batch from running back to decided, clearing the
 // claim. A batch not running is left alone.
 func (db *DB) ReleaseBatch(ctx context.Context, batchID string) error {
@@ -208,52 +180,6 @@ func (db *DB) CompleteBatch(ctx context.Context, batchID string, results confirm
 		return false, fmt.Errorf("complete batch %s: %w", batchID, err)
 	}
 	return won, nil
-}
-
-// FinishRunAndComplete is FinishRun of a batch's last run and
-// CompleteBatch, in one transaction: one write less per batch. False, and
-// nothing written, when the batch was not running; an error wrapping
-// ErrNotRunning, and nothing written, when the run was not running.
-func (db *DB) FinishRunAndComplete(ctx context.Context, batchID, key string, status confirm.RunStatus, result string, results confirm.Message) (bool, error) {
-	won, _, _, err := db.FinishRunCompleteAndClaim(ctx, batchID, key, status, result, results, confirm.CardClaim{})
-	return won, err
-}
-
-// FinishRunCompleteAndClaim implements confirm.RunStore: with a claim, the
-// completion's card change and its claims are statements of the
-// completion's own transaction (see ChangeAndClaimCards), a write
-// transaction fewer per decision on SQLite's one writer.
-func (db *DB) FinishRunCompleteAndClaim(ctx context.Context, batchID, key string, status confirm.RunStatus, result string, results confirm.Message, claim confirm.CardClaim) (bool, []confirm.CardSync, bool, error) {
-	switch status {
-	case confirm.RunSucceeded, confirm.RunFailed, confirm.RunUnknown:
-	default:
-		return false, nil, false, fmt.Errorf("finish run: invalid run status %q", status)
-	}
-	var (
-		claimed []confirm.CardSync
-		listed  bool
-	)
-	won, err := db.transition(ctx, func(tx *txn) (err error) {
-		// The batch first: one not running is "false", whatever its runs.
-		if err := db.completeBatch(ctx, tx, batchID, results); err != nil {
-			return err
-		}
-		if err := db.finishRun(ctx, tx, batchID, key, status, result); err != nil {
-			return err
-		}
-		if claim.Holder == "" {
-			return nil
-		}
-		claimed, listed, err = db.changeAndClaim(ctx, tx, confirm.Subject{Kind: confirm.SubjectBatch, ID: batchID}, claim)
-		return err
-	})
-	if err != nil {
-		return false, nil, false, fmt.Errorf("finish run %s/%s and complete: %w", batchID, key, err)
-	}
-	if !won {
-		return false, nil, false, nil
-	}
-	return true, claimed, listed, nil
 }
 
 // completeBatch is CompleteBatch inside a transaction; errLost when the

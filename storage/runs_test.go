@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -116,71 +115,6 @@ func testClaimRunComplete(t *testing.T, db *DB) {
 	}
 	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchDone {
 		t.Errorf("ReleaseBatch moved a done batch to %s", got.Status)
-	}
-}
-
-// FinishRunAndComplete writes the last run's outcome, its tool_result
-// event, the results message and the batch's completion together, or
-// nothing.
-func testFinishRunAndComplete(t *testing.T, db *DB) {
-	ctx := t.Context()
-	b := newBatch(t, db, later(), confirm.DecisionPending)
-	results := confirm.Message{Role: "tool", Body: json.RawMessage(`[{"id":"call_0","out":"done"}]`)}
-	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); err != nil || ok {
-		t.Fatalf("on a pending batch = %v, %v", ok, err)
-	}
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
-	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); err != nil || ok {
-		t.Fatalf("on a batch not running = %v, %v", ok, err)
-	}
-	if ok, err := db.ClaimBatch(ctx, b.ID, "w1"); err != nil || !ok {
-		t.Fatalf("ClaimBatch = %v, %v", ok, err)
-	}
-	// The run was never started: nothing is written, the batch still runs.
-	if _, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("a run not running: %v", err)
-	}
-	if got := loadBatch(t, db, b.ID); got.Status != confirm.BatchRunning || got.Calls[0].Run != confirm.RunNotStarted {
-		t.Fatalf("after a refused finish: batch %s, run %s", got.Status, got.Calls[0].Run)
-	}
-	if _, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunRunning, "x", results); err == nil {
-		t.Fatal("finishing to running succeeded")
-	}
-	if ok, err := db.StartRun(ctx, b.ID, "k0"); err != nil || !ok {
-		t.Fatalf("StartRun = %v, %v", ok, err)
-	}
-	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "done", results); err != nil || !ok {
-		t.Fatalf("FinishRunAndComplete = %v, %v", ok, err)
-	}
-	got := loadBatch(t, db, b.ID)
-	if got.Status != confirm.BatchDone || got.Calls[0].Run != confirm.RunSucceeded || got.Calls[0].Result != "done" {
-		t.Fatalf("after: batch %s, call %+v", got.Status, got.Calls[0])
-	}
-	msgs, err := db.Messages(ctx, b.ConversationID)
-	if err != nil || len(msgs) != 2 || string(msgs[1].Body) != string(results.Body) {
-		t.Fatalf("messages %+v, %v", msgs, err)
-	}
-	evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: b.ConversationID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range evs {
-		if e.Kind == confirm.AuditToolResult && e.CallKey == "k0" {
-			n++
-			if e.Tool != b.Calls[0].Tool || e.BatchID != b.ID || e.ConversationID != b.ConversationID || !strings.Contains(e.Detail, `"done"`) {
-				t.Fatalf("tool_result event %+v", e)
-			}
-		}
-	}
-	if n != 1 {
-		t.Fatalf("%d tool_result events", n)
-	}
-	if msgs[1].Seq != msgs[0].Seq+1 || msgs[1].ConversationID != b.ConversationID {
-		t.Fatalf("results message %+v after %+v", msgs[1], msgs[0])
-	}
-	if ok, err := db.FinishRunAndComplete(ctx, b.ID, "k0", confirm.RunSucceeded, "again", results); err == nil && ok {
-		t.Fatal("a second finish and complete succeeded")
 	}
 }
 
@@ -320,101 +254,5 @@ func testRaceClaim(t *testing.T, db *DB) {
 	}
 	if got := loadBatch(t, db, b.ID); got.ClaimedBy != winner || got.Status != confirm.BatchRunning {
 		t.Fatalf("batch = %s claimed by %q, want running by %q", got.Status, got.ClaimedBy, winner)
-	}
-}
-
-// ClaimBatchStarting claims a decided batch and starts one run in one
-// write: the run starts only with the claim, a denied call's run never
-// starts, and a lost claim changes nothing.
-func testClaimBatchStarting(t *testing.T, db *DB) {
-	ctx := t.Context()
-	b := newBatch(t, db, later(), confirm.DecisionPending, confirm.DecisionPending)
-	if won, started, err := db.ClaimBatchStarting(ctx, b.ID, "w1", "k0"); err != nil || won || started {
-		t.Fatalf("ClaimBatchStarting of a pending batch = %v, %v, %v", won, started, err)
-	}
-	if c := callByKey(t, loadBatch(t, db, b.ID), "k0"); c.Run != confirm.RunNotStarted {
-		t.Fatalf("a lost claim started k0: %s", c.Run)
-	}
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U"})
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k1", Status: confirm.DecisionAllowed, By: "U"})
-	// The denied call: the claim is won, its run does not start.
-	if won, started, err := db.ClaimBatchStarting(ctx, b.ID, "w1", "k0"); err != nil || !won || started {
-		t.Fatalf("ClaimBatchStarting(denied k0) = %v, %v, %v; want won, not started", won, started, err)
-	}
-	got := loadBatch(t, db, b.ID)
-	if got.Status != confirm.BatchRunning || got.ClaimedBy != "w1" {
-		t.Fatalf("batch = %s by %q", got.Status, got.ClaimedBy)
-	}
-	if c := callByKey(t, got, "k0"); c.Run != confirm.RunNotStarted {
-		t.Fatalf("denied k0 run = %s", c.Run)
-	}
-	// A second claim loses and starts nothing.
-	if won, started, err := db.ClaimBatchStarting(ctx, b.ID, "w2", "k1"); err != nil || won || started {
-		t.Fatalf("second ClaimBatchStarting = %v, %v, %v", won, started, err)
-	}
-	if c := callByKey(t, loadBatch(t, db, b.ID), "k1"); c.Run != confirm.RunNotStarted {
-		t.Fatalf("a lost claim started k1: %s", c.Run)
-	}
-	if _, _, err := db.ClaimBatchStarting(ctx, "missing", "w", "k0"); !errors.Is(err, confirm.ErrNotFound) {
-		t.Errorf("ClaimBatchStarting(missing) error = %v, want ErrNotFound", err)
-	}
-
-	// An allowed call: claimed and started at once; StartRun then loses.
-	b2 := newBatch(t, db, later(), confirm.DecisionPending)
-	decide(t, db, confirm.Decide{BatchID: b2.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
-	if won, started, err := db.ClaimBatchStarting(ctx, b2.ID, "w1", "k0"); err != nil || !won || !started {
-		t.Fatalf("ClaimBatchStarting(allowed) = %v, %v, %v", won, started, err)
-	}
-	got = loadBatch(t, db, b2.ID)
-	if c := callByKey(t, got, "k0"); got.Status != confirm.BatchRunning || c.Run != confirm.RunRunning {
-		t.Fatalf("batch %s, k0 run %s; want running, running", got.Status, c.Run)
-	}
-	if ok, err := db.StartRun(ctx, b2.ID, "k0"); err != nil || ok {
-		t.Fatalf("StartRun after ClaimBatchStarting = %v, %v", ok, err)
-	}
-	// A crash now leaves the run unknown: it is never run again.
-	if _, err := db.RecoverRunning(ctx, b2.ID); err != nil {
-		t.Fatal(err)
-	}
-	if c := callByKey(t, loadBatch(t, db, b2.ID), "k0"); c.Run != confirm.RunUnknown {
-		t.Fatalf("recovered k0 run = %s, want unknown", c.Run)
-	}
-}
-
-// Of many runners claiming one batch and starting its run at once,
-// exactly one wins, and the run is started once.
-func testRaceClaimStarting(t *testing.T, db *DB) {
-	b := newBatch(t, db, later(), confirm.DecisionPending)
-	decide(t, db, confirm.Decide{BatchID: b.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
-	const n = 20
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	wins, starts := make([]bool, n), make([]bool, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			wins[i], starts[i], errs[i] = db.ClaimBatchStarting(t.Context(), b.ID, fmt.Sprintf("w%d", i), "k0")
-		})
-	}
-	close(start)
-	wg.Wait()
-	won, started := 0, 0
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("ClaimBatchStarting %d: %v", i, errs[i])
-		}
-		if wins[i] {
-			won++
-		}
-		if starts[i] {
-			started++
-			if !wins[i] {
-				t.Fatalf("runner %d started the run without the claim", i)
-			}
-		}
-	}
-	if won != 1 || started != 1 {
-		t.Fatalf("%d claims won and %d runs started of %d runners, want 1 and 1", won, started, n)
 	}
 }

@@ -107,20 +107,18 @@ func killedBeforeAnyRun(t *testing.T, point string) (*crashRig, string) {
 // ends with an answer or an explicit unknown.
 func TestCrashRecovery(t *testing.T) {
 	skipShort(t)
-	// The deciding click's write also claims the batch and starts its
-	// first run: killed right after the decision or the claim, that call,
-	// which never reached its service, is unknown and never run (at most
-	// once, whatever the timing); the rest of the batch runs after the
-	// restart.
+	// Killed after the deciding click's write, or after a runner claimed
+	// the batch, and before any run started: every call runs once after
+	// the restart.
 	for _, point := range []string{"decided", "claimed"} {
 		t.Run("after the deciding click, before the first run ("+point+")", func(t *testing.T) {
 			r, answer := killedBeforeAnyRun(t, point)
-			time.Sleep(200 * time.Millisecond) // a wrongful run would arrive now
-			if r.count("/status/api") != 0 || r.count("/deploy/api") != 1 {
+			time.Sleep(200 * time.Millisecond) // a wrongful second run would arrive now
+			if r.count("/status/api") != 1 || r.count("/deploy/api") != 1 {
 				t.Fatalf("after restart: %+v", r.tools.calls())
 			}
-			if !strings.Contains(answer, "outcome of this tool call is unknown") || !strings.Contains(answer, "/deploy/api") {
-				t.Fatalf("the model was not told the first call's outcome is unknown and the second's result: %q", answer)
+			if !strings.Contains(answer, "/deploy/api") {
+				t.Fatalf("answer: %q", answer)
 			}
 		})
 	}
@@ -151,10 +149,9 @@ func TestCrashRecovery(t *testing.T) {
 		}
 	})
 
-	// The last run's outcome is written with the batch's results, in one
-	// transaction: killed after the runs and before that write, the first
-	// call's stored result reaches the model and the last call's outcome
-	// is unknown, never run again.
+	// Each run's outcome is stored when it ends: killed after the runs and
+	// before the batch's results were stored, the stored results reach
+	// the model and nothing runs again.
 	t.Run("after the runs, before their results were stored", func(t *testing.T) {
 		r := newCrashRig(t)
 		p := r.pauseDeploy("AIRLOCK_CRASH_AT=ran")
@@ -169,11 +166,8 @@ func TestCrashRecovery(t *testing.T) {
 		if r.count("/status/api") != 1 || r.count("/deploy/api") != 1 {
 			t.Fatalf("a call ran again: %+v", r.tools.calls())
 		}
-		if !strings.Contains(answer, `"path":"/status/api"`) {
-			t.Fatalf("the first call's stored result did not reach the model: %q", answer)
-		}
-		if !strings.Contains(answer, "outcome of this tool call is unknown") {
-			t.Fatalf("the model was not told the last call's outcome is unknown: %q", answer)
+		if !strings.Contains(answer, `"path":"/status/api"`) || !strings.Contains(answer, `"path":"/deploy/api"`) {
+			t.Fatalf("the stored results did not reach the model: %q", answer)
 		}
 	})
 
