@@ -215,8 +215,7 @@ type Bot struct {
 	rbOnce      sync.Once
 	rb          *runbook.Engine // runbook runs (runbook.go); nil when off
 	inboxOnce   sync.Once
-	inboxID     string    // this process's holder name in the inbox (inboxWorker)
-	finishing   finishing // deliveries done, their marks not yet written (Finished)
+	inboxID     string // this process's holder name in the inbox (inboxWorker)
 }
 
 // New checks the config and returns a Bot. Register platforms before use.

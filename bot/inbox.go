@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -76,50 +75,14 @@ func (b *Bot) Record(ctx context.Context, it confirm.InboxItem) (bool, error) {
 	return b.store.RecordInbox(ctx, it, b.inboxWorker(), InboxLease)
 }
 
-// Finished marks a recorded delivery done once its work ended: within
-// finishWait, together with the others finished meanwhile (one statement
-// for many, a write less per click under load; Shutdown and FlushInbox
-// write what waits). A delivery whose mark is lost to a kill, or fails
-// (logged), is worked again later, which is safe (see the inbox above).
-func (b *Bot) Finished(_ context.Context, platform, key string) {
-	b.finishing.mu.Lock()
-	defer b.finishing.mu.Unlock()
-	if b.finishing.keys == nil {
-		b.finishing.keys = map[string][]string{}
-	}
-	b.finishing.keys[platform] = append(b.finishing.keys[platform], key)
-	if !b.finishing.scheduled {
-		b.finishing.scheduled = true
-		time.AfterFunc(finishWait, func() { b.FlushInbox(context.Background()) })
-	}
-}
-
-// finishWait is how long a delivery's done mark waits for others.
-const finishWait = 20 * time.Millisecond
-
-// finishing holds the deliveries finished and not yet marked done.
-type finishing struct {
-	mu        sync.Mutex
-	keys      map[string][]string // by platform
-	scheduled bool                // a flush is due
-}
-
-// FlushInbox marks done the deliveries Finished holds.
-func (b *Bot) FlushInbox(ctx context.Context) {
-	b.finishing.mu.Lock()
-	keys := b.finishing.keys
-	b.finishing.keys, b.finishing.scheduled = nil, false
-	b.finishing.mu.Unlock()
+// Finished marks a recorded delivery done once its work ended. A failure
+// is logged: the delivery is then worked again later, which is safe (see
+// the inbox above).
+func (b *Bot) Finished(ctx context.Context, platform, key string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	for platform, ks := range keys {
-		for len(ks) > 0 {
-			n := min(len(ks), 200)
-			if err := b.store.FinishInbox(ctx, platform, ks[:n]...); err != nil {
-				b.log.Warn("inbox: mark deliveries done; they will be worked again", "platform", platform, "deliveries", n, "err", err)
-			}
-			ks = ks[n:]
-		}
+	if err := b.store.FinishInbox(ctx, platform, key); err != nil {
+		b.log.Warn("inbox: mark a delivery done; it will be worked again", "platform", platform, "key", key, "err", err)
 	}
 }
 
@@ -152,7 +115,7 @@ func (b *Bot) inboxJob(ctx context.Context) error {
 		log := b.log.With("platform", it.Platform, "key", it.Key, "kind", it.Kind, "received", it.ReceivedAt, "attempt", it.Attempts)
 		if it.Attempts > inboxMaxAttempts {
 			log.Error("inbox: a delivery could not be worked in its attempts; given up")
-			b.finishNow(ctx, it)
+			b.Finished(ctx, it.Platform, it.Key)
 			continue
 		}
 		log.Warn("inbox: working a delivery its receiver did not finish")
@@ -163,20 +126,13 @@ func (b *Bot) inboxJob(ctx context.Context) error {
 			}
 		case rerr != nil:
 			log.Error("inbox: a delivery that can't be worked; dropped", "err", rerr)
-			b.finishNow(ctx, it)
+			b.Finished(ctx, it.Platform, it.Key)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("claim inbox: %w", err)
 	}
 	return nil
-}
-
-// finishNow marks a delivery the job will not work done at once.
-func (b *Bot) finishNow(ctx context.Context, it confirm.InboxItem) {
-	if err := b.store.FinishInbox(ctx, it.Platform, it.Key); err != nil {
-		b.log.Warn("inbox: mark a delivery done", "platform", it.Platform, "key", it.Key, "err", err)
-	}
 }
 
 // appendTurn stores a turn's message; with the turn's delivery, as that

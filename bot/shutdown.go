@@ -48,7 +48,6 @@ func (b *Bot) Shutdown(ctx context.Context) error {
 	b.mu.Unlock()
 	done := make(chan struct{})
 	go func() { b.work.Wait(); close(done) }()
-	defer b.FlushInbox(ctx) // the deliveries worked off are marked done
 	select {
 	case <-done:
 		return nil

@@ -32,9 +32,9 @@ type InboxStore interface {
 	// written, when the platform's key is recorded already (a retried
 	// delivery).
 	RecordInbox(ctx context.Context, it InboxItem, worker string, ttl time.Duration) (bool, error)
-	// FinishInbox marks deliveries of a platform done and drops their
-	// payloads, in one statement; done already is no error.
-	FinishInbox(ctx context.Context, platform string, keys ...string) error
+	// FinishInbox marks a delivery done and drops its payload; done
+	// already is no error.
+	FinishInbox(ctx context.Context, platform, key string) error
 	// RenewInbox extends worker's claims on the deliveries it has not
 	// finished to ttl from now; how many.
 	RenewInbox(ctx context.Context, worker string, ttl time.Duration) (int64, error)

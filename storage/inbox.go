@@ -46,17 +46,9 @@ func (db *DB) RecordInbox(ctx context.Context, it confirm.InboxItem, worker stri
 }
 
 // FinishInbox implements confirm.InboxStore.
-func (db *DB) FinishInbox(ctx context.Context, platform string, keys ...string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	in, args := "?", []any{db.ts(db.stamp()), platform, keys[0]}
-	for _, k := range keys[1:] {
-		in += ", ?"
-		args = append(args, k)
-	}
+func (db *DB) FinishInbox(ctx context.Context, platform, key string) error {
 	if _, err := db.exec(ctx, db.x, db.q(`UPDATE inbox SET done_at = ?, payload = '', claimed_by = '', claimed_until = NULL
-		WHERE platform = ? AND key IN (`+in+`) AND done_at IS NULL`), args...); err != nil {
+		WHERE platform = ? AND key = ? AND done_at IS NULL`), db.ts(db.stamp()), platform, key); err != nil {
 		return fmt.Errorf("finish inbox: %w", err)
 	}
 	return nil
