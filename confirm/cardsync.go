@@ -36,11 +36,11 @@ type CardSyncStore interface {
 	// every message's desired version (not a gone one's). No error for a
 	// batch without messages.
 	ChangeCard(ctx context.Context, batchID string) error
-	// ChangeAndClaimCards is ChangeCard and, in the same statement,
+	// ChangeAndClaimCards is ChangeCard and, in the same transaction,
 	// ClaimCard for holder of up to limit of the batch's messages then
-	// behind that may be claimed, lowest id first: one write instead of
-	// one per message, for the change's own render. listed reports
-	// whether the batch has messages at all (gone ones included).
+	// behind that may be claimed, lowest id first, for the change's own
+	// render. listed reports whether the batch has messages at all (gone
+	// ones included).
 	ChangeAndClaimCards(ctx context.Context, batchID, holder string, ttl time.Duration, limit int) (claimed []CardSync, listed bool, err error)
 	// CardVersion is a batch's card version (0 for an unknown batch).
 	// Read before loading the batch to post a message, it is the

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -63,53 +62,49 @@ func (db *DB) changeAndClaim(ctx context.Context, tx *txn, s confirm.Subject, c 
 	if c.Holder == "" || c.TTL <= 0 {
 		return nil, false, errors.New("change and claim cards: a holder and a positive ttl are needed")
 	}
-	now := tx.now
+	now := db.ts(tx.now)
 	var version int64
-	if err := db.get(ctx, tx, &version, db.q(`UPDATE `+table+` SET card_version = card_version + 1 WHERE id = ? RETURNING card_version`), s.ID); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, false, nil
-		}
+	err = db.updateReturning(ctx, tx, &version, `UPDATE `+table+` SET card_version = card_version + 1 WHERE id = ?`, []any{s.ID},
+		`card_version`, db.q(`SELECT card_version FROM `+table+` WHERE id = ?`), s.ID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
 		return nil, false, err
 	}
-	// One statement: every message not gone wants the new version, and
-	// those no live claim holds and no wait keeps are claimed.
-	claimable := `rendered < ? AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?)
-		AND id IN (SELECT id FROM cards WHERE ` + column + ` = ? AND gone_at IS NULL AND rendered < ?
-			AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?) ORDER BY id LIMIT ?)`
-	var rows []struct {
-		cardSyncRow
-		Holder string `db:"claimed_by"`
+	// Every message not gone wants the new version; those no live claim
+	// holds and no wait keeps are claimed, lowest id first.
+	if _, err := db.exec(ctx, tx, db.q(`UPDATE cards SET desired = ?, changed_at = COALESCE(changed_at, ?) WHERE `+column+` = ? AND gone_at IS NULL`),
+		version, now, s.ID); err != nil {
+		return nil, false, err
 	}
-	if err := db.sel(ctx, tx, &rows, db.q(`UPDATE cards SET desired = ?, changed_at = COALESCE(changed_at, ?),
-		claimed_by = CASE WHEN `+claimable+` THEN ? ELSE claimed_by END,
-		claimed_until = CASE WHEN `+claimable+` THEN ? ELSE claimed_until END
-		WHERE `+column+` = ? AND gone_at IS NULL
-		RETURNING id, `+cardColumns+`, desired, changed_at, failures, claimed_by`),
-		version, db.ts(now),
-		version, db.ts(now), db.ts(now), s.ID, version, db.ts(now), db.ts(now), limit, c.Holder,
-		version, db.ts(now), db.ts(now), s.ID, version, db.ts(now), db.ts(now), limit, db.ts(now.Add(c.TTL)),
-		s.ID); err != nil {
+	var ids []int64
+	if err := db.sel(ctx, tx, &ids, db.q(`SELECT id FROM cards WHERE `+column+` = ? AND gone_at IS NULL AND rendered < desired
+		AND (retry_at IS NULL OR retry_at <= ?) AND (claimed_until IS NULL OR claimed_until <= ?) ORDER BY id LIMIT ?`), s.ID, now, now, limit); err != nil {
 		return nil, false, err
 	}
 	var claimed []confirm.CardSync
-	for _, r := range rows {
-		if r.Holder != c.Holder {
-			continue
+	for _, id := range ids {
+		if _, err := db.exec(ctx, tx, db.q(`UPDATE cards SET claimed_by = ?, claimed_until = ? WHERE id = ?`), c.Holder, db.ts(tx.now.Add(c.TTL)), id); err != nil {
+			return nil, false, err
+		}
+		var r cardSyncRow
+		if err := db.get(ctx, tx, &r, db.q(`SELECT id, `+cardColumns+`, desired, changed_at, failures FROM cards WHERE id = ?`), id); err != nil {
+			return nil, false, err
 		}
 		m := r.card()
 		m.Version = r.Desired
 		claimed = append(claimed, confirm.CardSync{ID: r.ID, Holder: c.Holder, Message: m, Version: r.Desired, ChangedAt: r.ChangedAt.t, Failures: r.Failures})
 	}
-	sort.Slice(claimed, func(i, j int) bool { return claimed[i].ID < claimed[j].ID })
-	if len(rows) > 0 {
+	if len(claimed) > 0 {
 		return claimed, true, nil
 	}
-	// Only gone ones, or none at all.
+	// None claimed: any messages at all (gone ones included)?
 	var n int
 	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM cards WHERE `+column+` = ?`), s.ID); err != nil {
 		return nil, false, err
 	}
-	return claimed, n > 0, nil
+	return nil, n > 0, nil
 }
 
 // CardVersion implements confirm.CardSyncStore. It reads the writer, so
