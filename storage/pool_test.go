@@ -117,3 +117,23 @@ func TestSQLiteConcurrentWritersOneConnection(t *testing.T) {
 		return nil
 	})
 }
+
+// On SQLite a parameter is written +? (see stable), never inside a string
+// literal; PostgreSQL's queries are left as they are.
+func TestStableParams(t *testing.T) {
+	db := &DB{driver: DriverSQLite}
+	for in, want := range map[string]string{
+		`SELECT a FROM t WHERE b = ? AND c IN (?, ?)`: `SELECT a FROM t WHERE b = +? AND c IN (+?, +?)`,
+		`SELECT '?', x FROM t WHERE y = ? LIMIT ?`:    `SELECT '?', x FROM t WHERE y = +? LIMIT +?`,
+		`SELECT 'it''s ?' WHERE z = ?`:                `SELECT 'it''s ?' WHERE z = +?`,
+		`SELECT 1`:                                    `SELECT 1`,
+	} {
+		if got := db.stable(in); got != want {
+			t.Errorf("stable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	pg := &DB{driver: DriverPostgres}
+	if got := pg.stable(`SELECT $1`); got != `SELECT $1` {
+		t.Errorf("PostgreSQL query changed: %q", got)
+	}
+}

@@ -228,8 +228,11 @@ func sqliteInMemory(dsn string) bool {
 }
 
 // sqliteDSN turns a plain path (or a DSN that already has "file:" or
-// parameters) into a go-sqlite3 DSN with WAL, a busy timeout, foreign keys
-// and immediate write transactions, keeping parameters already given.
+// parameters) into a go-sqlite3 DSN with WAL, a busy timeout, foreign keys,
+// immediate write transactions, synchronous=NORMAL and go-sqlite3's cache
+// of up to 256 compiled statements a connection (SQLite compiling every
+// statement at every run was the most of a decision's time in storage:
+// BENCHMARKS.md, issue 35), keeping parameters already given.
 func sqliteDSN(dsn string) (string, error) {
 	if strings.TrimSpace(dsn) == "" {
 		return "", errors.New("open sqlite: empty dsn (want a file path)")
@@ -252,6 +255,7 @@ func sqliteDSN(dsn string) (string, error) {
 	set("on", "_foreign_keys", "_fk")
 	set("immediate", "_txlock")
 	set("NORMAL", "_synchronous", "_sync")
+	set("256", "_stmt_cache_size")
 	return base + "?" + q.Encode(), nil
 }
 

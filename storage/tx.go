@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -101,7 +102,7 @@ func (db *DB) stmtCtx(ctx context.Context, ex any) context.Context {
 
 // exec runs a statement through ex (a transaction or a pool).
 func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (sql.Result, error) {
-	res, err := ex.ExecContext(db.stmtCtx(ctx, ex), query, args...)
+	res, err := ex.ExecContext(db.stmtCtx(ctx, ex), db.stable(query), args...)
 	return res, classify(err)
 }
 
@@ -121,16 +122,43 @@ func (db *DB) execCount(ctx context.Context, ex sqlx.ExecerContext, query string
 
 // get scans the one row of a query through q into dest.
 func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
-	return classify(sqlx.GetContext(db.stmtCtx(ctx, q), q, dest, query, args...))
+	return classify(sqlx.GetContext(db.stmtCtx(ctx, q), q, dest, db.stable(query), args...))
 }
 
 // sel scans the rows of a query through q into dest.
 func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
-	return classify(sqlx.SelectContext(db.stmtCtx(ctx, q), q, dest, query, args...))
+	return classify(sqlx.SelectContext(db.stmtCtx(ctx, q), q, dest, db.stable(query), args...))
 }
 
 // query runs a query through q and returns its rows.
 func (db *DB) query(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) (*sqlx.Rows, error) {
-	rows, err := q.QueryxContext(db.stmtCtx(ctx, q), query, args...)
+	rows, err := q.QueryxContext(db.stmtCtx(ctx, q), db.stable(query), args...)
 	return rows, classify(err)
+}
+
+// stable writes each parameter ? of a SQLite query as +? (outside string
+// literals): the same value, affinity and plan, but SQLite does not mark
+// the statement "prepare again when this parameter is bound", which it
+// does for a parameter its planner compared (a partial index's condition,
+// ORDER BY and more). go-sqlite3 clears a cached statement's bindings
+// after each run, and clearing them expires a statement so marked: it
+// was compiled again at every run.
+func (db *DB) stable(query string) string {
+	if db.driver != DriverSQLite || !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 16)
+	quoted := false
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case c == '\'':
+			quoted = !quoted
+		case c == '?' && !quoted:
+			b.WriteByte('+')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
