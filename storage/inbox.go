@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -28,6 +30,15 @@ func (r inboxRow) item() confirm.InboxItem {
 
 // RecordInbox implements confirm.InboxStore: one INSERT, which writes
 // nothing when the platform's key is recorded already.
+//
+// On SQLite the records that wait for the one writer meanwhile go in one
+// INSERT of many rows: each click's acknowledgement waits for its record,
+// and a record each, one behind the other, made the clicks of a busy
+// moment wait for each other's turns at the writer (BENCHMARKS.md,
+// issue 35). The wait for the writer ends with the oldest waiting
+// caller's ctx (the others came after it); once the records' turn has
+// come they are written whatever ctx says, and the caller waits for that:
+// it is never told a record failed that was written.
 func (db *DB) RecordInbox(ctx context.Context, it confirm.InboxItem, worker string, ttl time.Duration) (bool, error) {
 	switch {
 	case it.Platform == "" || it.Key == "" || it.Kind == "":
@@ -35,14 +46,121 @@ func (db *DB) RecordInbox(ctx context.Context, it confirm.InboxItem, worker stri
 	case worker == "" || ttl <= 0:
 		return false, errors.New("record inbox: a worker and a positive ttl are needed")
 	}
-	now := db.stamp()
-	n, err := db.execCount(ctx, db.x, db.q(`INSERT INTO inbox (platform, key, kind, payload, received_at, claimed_by, claimed_until)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (platform, key) DO NOTHING`),
-		it.Platform, it.Key, it.Kind, string(it.Payload), db.ts(now), worker, db.ts(now.Add(ttl)))
-	if err != nil {
-		return false, fmt.Errorf("record inbox: %w", err)
+	if db.driver != DriverSQLite {
+		first, err := db.recordInbox(ctx, []*inboxRecord{{it: it, worker: worker, ttl: ttl}})
+		if err != nil {
+			return false, err
+		}
+		return first[0], nil
 	}
-	return n == 1, nil
+	r := &inboxRecord{it: it, worker: worker, ttl: ttl, ctx: ctx, done: make(chan struct{})}
+	db.recording.mu.Lock()
+	db.recording.waiting = append(db.recording.waiting, r)
+	start := !db.recording.running
+	db.recording.running = true
+	db.recording.mu.Unlock()
+	if start {
+		go db.recordLoop()
+	}
+	<-r.done
+	return r.first, r.err
+}
+
+// inboxRecord is one RecordInbox waiting for its INSERT.
+type inboxRecord struct {
+	it     confirm.InboxItem
+	worker string
+	ttl    time.Duration
+	ctx    context.Context // the caller's: ends its wait for the writer
+	done   chan struct{}   // closed with first and err set
+	first  bool
+	err    error
+}
+
+// recording is the records waiting for SQLite's writer; running while
+// recordLoop writes them.
+type recording struct {
+	mu      sync.Mutex
+	waiting []*inboxRecord
+	running bool
+}
+
+// maxRecordRows bounds the rows of one INSERT (SQLite binds at most
+// 32,766 values; a row has 7).
+const maxRecordRows = 200
+
+// recordLoop writes the records waiting, as many as have come at each
+// turn, until none waits.
+func (db *DB) recordLoop() {
+	for {
+		db.recording.mu.Lock()
+		batch := db.recording.waiting
+		if len(batch) > maxRecordRows {
+			batch = batch[:maxRecordRows]
+		}
+		db.recording.waiting = db.recording.waiting[len(batch):]
+		if len(batch) == 0 {
+			db.recording.waiting, db.recording.running = nil, false
+			db.recording.mu.Unlock()
+			return
+		}
+		db.recording.mu.Unlock()
+		// The wait for the writer ends with the oldest caller's ctx:
+		// the others came later, and are told no sooner than it.
+		var live []*inboxRecord
+		for _, r := range batch {
+			if err := r.ctx.Err(); err != nil {
+				r.err = fmt.Errorf("record inbox: %w", err)
+				close(r.done)
+				continue
+			}
+			live = append(live, r)
+		}
+		if len(live) > 0 {
+			first, err := db.recordInbox(live[0].ctx, live)
+			for i, r := range live {
+				if err != nil {
+					r.err = err
+				} else {
+					r.first = first[i]
+				}
+				close(r.done)
+			}
+		}
+	}
+}
+
+// recordInbox writes records in one INSERT and says which were new.
+func (db *DB) recordInbox(ctx context.Context, recs []*inboxRecord) ([]bool, error) {
+	now := db.stamp()
+	var values strings.Builder
+	args := make([]any, 0, 7*len(recs))
+	for i, r := range recs {
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		values.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		args = append(args, r.it.Platform, r.it.Key, r.it.Kind, string(r.it.Payload), db.ts(now), r.worker, db.ts(now.Add(r.ttl)))
+	}
+	var inserted []struct {
+		Platform string `db:"platform"`
+		Key      string `db:"key"`
+	}
+	if err := db.sel(ctx, db.x, &inserted, db.q(`INSERT INTO inbox (platform, key, kind, payload, received_at, claimed_by, claimed_until)
+		VALUES `+values.String()+` ON CONFLICT (platform, key) DO NOTHING RETURNING platform, key`), args...); err != nil {
+		return nil, fmt.Errorf("record inbox: %w", err)
+	}
+	isNew := map[[2]string]bool{}
+	for _, r := range inserted {
+		isNew[[2]string{r.Platform, r.Key}] = true
+	}
+	first := make([]bool, len(recs))
+	for i, r := range recs {
+		k := [2]string{r.it.Platform, r.it.Key}
+		first[i] = isNew[k]
+		delete(isNew, k) // the same key twice in one INSERT: the first is new
+	}
+	return first, nil
 }
 
 // FinishInbox implements confirm.InboxStore.

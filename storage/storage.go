@@ -72,6 +72,9 @@ type DB struct {
 	// readOnly: opened with OpenReadOnly; every write transaction is
 	// refused (ErrReadOnly).
 	readOnly bool
+	// recording gathers the inbox's records waiting for SQLite's writer
+	// (see RecordInbox).
+	recording recording
 	// mac MACs the audit rows this store writes (WithAuditKey); nil: none.
 	mac *AuditMAC
 	// onAlarm is told of a chain head Airlock did not write (OnAuditAlarm).
