@@ -53,15 +53,17 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 //
 // On SQLite, writes and transactions go through x, a database/sql pool of
 // exactly one connection: SQLite takes one writer at a time, and writers
-// queue in database/sql, woken when the connection is free, rather than
-// in SQLite's busy handler, which sleeps. Reads outside transactions go
-// through r, read-only connections that WAL lets read while the writer
-// writes. An in-memory database has x alone. On PostgreSQL, r is x.
+// wait for it in Go, first come first served (writerTurn), woken when it
+// is free, rather than in SQLite's busy handler, which sleeps. Reads
+// outside transactions go through r, read-only connections that WAL lets
+// read while the writer writes. An in-memory database has x alone. On
+// PostgreSQL, r is x.
 type DB struct {
-	x      *sqlx.DB // writes and transactions (SQLite: see above)
-	r      *sqlx.DB // reads outside transactions
-	driver string   // DriverSQLite or DriverPostgres
-	clock  clock    // the database's clock, as measured by SyncClock
+	x      *sqlx.DB      // writes and transactions (SQLite: see above)
+	r      *sqlx.DB      // reads outside transactions
+	turn   chan struct{} // SQLite: the writer's turn (writerTurn)
+	driver string        // DriverSQLite or DriverPostgres
+	clock  clock         // the database's clock, as measured by SyncClock
 	// batchQueries holds loadBatch's statements by condition.
 	batchQueries sync.Map
 	// webhooks are the targets every audit row is queued for (SetWebhooks).
@@ -141,6 +143,9 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		x.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	db := &DB{x: x, r: x, driver: driver, scrub: func(s string) string { return s }}
+	if driver == DriverSQLite {
+		db.turn = make(chan struct{}, 1)
+	}
 	for _, opt := range opts {
 		opt(db)
 	}

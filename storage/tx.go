@@ -49,6 +49,11 @@ func (db *DB) tx(ctx context.Context, fn func(tx *txn) error) (err error) {
 	}
 	var tx *sqlx.Tx
 	if db.driver == DriverSQLite {
+		done, err := db.writerTurn(ctx, db.x)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer done()
 		c, err := db.x.Connx(ctx)
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
@@ -91,6 +96,24 @@ func (tx *txn) nowOr(t time.Time) time.Time {
 	return utc(t)
 }
 
+// writerTurn waits, first come first served, for SQLite's one write
+// connection when ex is its pool (a transaction has it already), or for
+// ctx to end; done gives the turn to the next waiter. database/sql hands
+// a freed connection to a random waiter, so with the clicks' inbox
+// records and the decisions' writes all waiting for the one writer, a
+// record could wait behind every one of them (BENCHMARKS.md, issue 35).
+func (db *DB) writerTurn(ctx context.Context, ex any) (done func(), err error) {
+	if x, ok := ex.(*sqlx.DB); !ok || x != db.x || db.turn == nil {
+		return func() {}, nil
+	}
+	select {
+	case db.turn <- struct{}{}:
+		return func() { <-db.turn }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // stmtCtx is the context a statement through ex runs with: inside a
 // SQLite write transaction one that cannot end (see tx).
 func (db *DB) stmtCtx(ctx context.Context, ex any) context.Context {
@@ -102,6 +125,11 @@ func (db *DB) stmtCtx(ctx context.Context, ex any) context.Context {
 
 // exec runs a statement through ex (a transaction or a pool).
 func (db *DB) exec(ctx context.Context, ex sqlx.ExecerContext, query string, args ...any) (sql.Result, error) {
+	done, err := db.writerTurn(ctx, ex)
+	if err != nil {
+		return nil, classify(err)
+	}
+	defer done()
 	res, err := ex.ExecContext(db.stmtCtx(ctx, ex), db.stable(query), args...)
 	return res, classify(err)
 }
@@ -122,11 +150,21 @@ func (db *DB) execCount(ctx context.Context, ex sqlx.ExecerContext, query string
 
 // get scans the one row of a query through q into dest.
 func (db *DB) get(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+	done, err := db.writerTurn(ctx, q)
+	if err != nil {
+		return classify(err)
+	}
+	defer done()
 	return classify(sqlx.GetContext(db.stmtCtx(ctx, q), q, dest, db.stable(query), args...))
 }
 
 // sel scans the rows of a query through q into dest.
 func (db *DB) sel(ctx context.Context, q sqlx.QueryerContext, dest any, query string, args ...any) error {
+	done, err := db.writerTurn(ctx, q)
+	if err != nil {
+		return classify(err)
+	}
+	defer done()
 	return classify(sqlx.SelectContext(db.stmtCtx(ctx, q), q, dest, db.stable(query), args...))
 }
 
