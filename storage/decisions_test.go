@@ -3,7 +3,6 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -246,8 +245,4 @@ func testRaceDecideAllCalls(t *testing.T, db *DB) {
 			t.Fatalf("round %d: batch is %s", round, got)
 		}
 	}
-}
-
-func runnable(tools ...string) func(string) bool {
-	return func(tool string) bool { return slices.Contains(tools, tool) }
 }
