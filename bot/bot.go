@@ -74,31 +74,54 @@ type GrantNoticer interface {
 	UpdateGrantNotice(ctx context.Context, th Thread, ref string, n card.GrantNotice) error
 }
 
-// Metrics is what the bot records (*metrics.Metrics has it).
+// Metrics is everything the bot records (*metrics.Metrics has it): one
+// interface, so a recorder lacking a figure is a compile error, never a
+// figure silently not kept.
 type Metrics interface {
 	// Decision records a decision on a call that needed a person
 	// (allowed, denied, expired, abandoned) and its wait since the pause.
 	Decision(outcome string, wait time.Duration)
 	// ToolRun records a run's outcome (succeeded, failed, unknown) and duration.
 	ToolRun(tool, status string, d time.Duration)
+	CallMetrics
+	CardSyncMetrics
+	RunbookMetrics
 }
 
-// CallMetrics, when the Metrics have them, records per-tool decision
-// figures: a person's decision with its surface and wait, and an expiry.
+// CallMetrics records per-tool decision figures: a person's decision with
+// its surface and wait, and an expiry.
 type CallMetrics interface {
 	CallDecided(tool, outcome, surface string, wait time.Duration)
 	CallExpired(tool string)
 }
 
+// noMetrics records nothing (Config.Metrics nil).
 type noMetrics struct{}
 
-func (noMetrics) Decision(string, time.Duration)        {}
-func (noMetrics) ToolRun(string, string, time.Duration) {}
+var _ Metrics = noMetrics{}
+
+func (noMetrics) Decision(string, time.Duration)                    {}
+func (noMetrics) ToolRun(string, string, time.Duration)             {}
+func (noMetrics) CallDecided(string, string, string, time.Duration) {}
+func (noMetrics) CallExpired(string)                                {}
+func (noMetrics) CardsBehind(int)                                   {}
+func (noMetrics) CardSynced(time.Duration)                          {}
+func (noMetrics) PlatformRateLimited(string, string)                {}
+func (noMetrics) RunbookRun(string, string)                         {}
+func (noMetrics) RunbookStep(string, string, time.Duration)         {}
 
 // Tools is what the bot needs from the tool set.
 type Tools interface {
 	Get(name string) (tools.Tool, bool)
 	Specs() []model.ToolSpec
+}
+
+// Store is every storage role the bot uses: confirm.Store's and the
+// runbook runs' (confirm.RunbookStore). One interface, so a store that
+// keeps no runbook runs is a compile error, never runbooks silently off.
+type Store interface {
+	confirm.Store
+	confirm.RunbookStore
 }
 
 // DefaultMaxCallsPerReply is the default bound on the tool calls of one
@@ -107,7 +130,7 @@ const DefaultMaxCallsPerReply = 32
 
 // Config wires a Bot.
 type Config struct {
-	Store         confirm.Store
+	Store         Store
 	Model         model.Provider
 	Tools         Tools
 	Policy        confirm.Policy
@@ -197,7 +220,7 @@ const (
 // Bot runs conversations.
 type Bot struct {
 	cfg         Config
-	store       confirm.Store
+	store       Store
 	now         func() time.Time
 	log         *slog.Logger
 	mu          sync.Mutex
@@ -212,8 +235,7 @@ type Bot struct {
 	posted      postedCache              // each batch's card messages, as this process posted them
 	stepDecided cache[string, time.Time] // when a finished step's call was decided, by batch (run messages)
 	cs          *cardSync                // the card-sync job's wake-up and the platforms' rate limits
-	rbOnce      sync.Once
-	rb          *runbook.Engine // runbook runs (runbook.go); nil when off
+	rb          *runbook.Engine          // runbook runs (runbook.go)
 	inboxOnce   sync.Once
 	inboxID     string // this process's holder name in the inbox (inboxWorker)
 }
@@ -269,7 +291,9 @@ func New(cfg Config) (*Bot, error) {
 		cfg.WorkerID = "airlock"
 	}
 	_, off := cfg.Tracer.(noop.Tracer)
-	return &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off, cs: newCardSync()}, nil
+	b := &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off, cs: newCardSync()}
+	b.rb = newRunbookEngine(b)
+	return b, nil
 }
 
 // Channels returns the channel lookup, for platforms to install their

@@ -923,3 +923,8 @@ func TestRecoverPostsACardNeverRecorded(t *testing.T) {
 		t.Fatalf("%d cards after a second start", len(h2.plat.Cards))
 	}
 }
+
+// storage's DB is every role the bot uses, runbook runs included: a store
+// lacking one does not compile as a bot's, so runbooks are never off for
+// want of a method.
+var _ bot.Store = (*storage.DB)(nil)

@@ -40,7 +40,7 @@ func (e *RateLimitedError) Error() string {
 
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
-// CardSyncMetrics, when the Metrics have them, record the card-sync job:
+// CardSyncMetrics record the card-sync job:
 // messages behind, the time from a change to its rendering, and a
 // platform's rate limits.
 type CardSyncMetrics interface {
@@ -322,10 +322,7 @@ func (b *Bot) cardSyncJob(ctx context.Context) error {
 }
 
 func (b *Bot) reportBehind(ctx context.Context) {
-	m, ok := b.cfg.Metrics.(CardSyncMetrics)
-	if !ok {
-		return
-	}
+	m := b.cfg.Metrics
 	if n, err := b.store.CardsBehind(context.WithoutCancel(ctx)); err == nil {
 		m.CardsBehind(n)
 	}
@@ -448,9 +445,7 @@ func (b *Bot) cardOutcome(ctx context.Context, c confirm.CardSync, err error) bo
 			b.log.Error("record a card message rendered", "batch", m.BatchID, "kind", m.Kind, "err", err)
 		}
 		if ok && !c.ChangedAt.IsZero() {
-			if cm, has := b.cfg.Metrics.(CardSyncMetrics); has {
-				cm.CardSynced(b.now().Sub(c.ChangedAt))
-			}
+			b.cfg.Metrics.CardSynced(b.now().Sub(c.ChangedAt))
 		}
 		return ok
 	case errors.Is(err, ErrMessageGone):
@@ -461,9 +456,7 @@ func (b *Bot) cardOutcome(ctx context.Context, c confirm.CardSync, err error) bo
 	case errors.As(err, &rl):
 		until := b.cs.limit(rl, b.now())
 		b.log.Warn("platform rate limit; the card catches up after it", "platform", rl.Platform, "method", rl.Method, "retry_after", rl.RetryAfter, "batch", m.BatchID)
-		if cm, has := b.cfg.Metrics.(CardSyncMetrics); has {
-			cm.PlatformRateLimited(rl.Platform, rl.Method)
-		}
+		b.cfg.Metrics.PlatformRateLimited(rl.Platform, rl.Method)
 		b.cardRetry(ctx, c, until.Sub(b.now()), false)
 	default:
 		wait := cardBackoff(c.Failures + 1)

@@ -199,7 +199,7 @@ func TestCardSyncGone(t *testing.T) {
 
 // awayOnce is a store whose first SetCardRef finds the database away.
 type awayOnce struct {
-	confirm.Store
+	bot.Store
 	failed atomic.Bool
 }
 

@@ -266,9 +266,7 @@ func (b *Bot) counted(ctx context.Context, batch *confirm.Batch, call confirm.Ca
 	}
 	now := b.now()
 	b.cfg.Metrics.Decision(outcome, now.Sub(batch.CreatedAt))
-	if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
-		cm.CallDecided(call.Tool, outcome, d.Surface, now.Sub(batch.CreatedAt))
-	}
+	b.cfg.Metrics.CallDecided(call.Tool, outcome, d.Surface, now.Sub(batch.CreatedAt))
 	return b.recordWait(ctx, batch, call, outcome, d.By, res.Votes, res.Required, now), true
 }
 

@@ -87,7 +87,7 @@ func TestGrantCoversOnlyItsRequester(t *testing.T) {
 // revokingStore revokes a grant right after the bot looked it up, before
 // the batch planned with it is stored.
 type revokingStore struct {
-	confirm.Store
+	bot.Store
 	once sync.Once
 	on   bool
 }

@@ -37,23 +37,10 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 	return b.continueAfter(ctx, conv, batch)
 }
 
-// continueAfter asks the model to answer the results of batch, just
-// completed, unless a newer turn moved the conversation on.
+// continueAfter gives batch, just completed, to the source its request
+// came from (request.go).
 func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error {
-	if stepBatch(batch) {
-		b.runbookStepDone(ctx, batch) // the engine's, not the model's
-		return nil
-	}
-	// Continue only when this batch's results end the conversation: a newer
-	// turn may already have moved it on.
-	hist, err := b.history(ctx, conv.ID)
-	if err != nil {
-		return err
-	}
-	if !endsWithResults(hist) {
-		return nil
-	}
-	return b.converse(ctx, conv, asker{User: batch.RequestedBy}, hist)
+	return b.sourceOf(batch).Continue(ctx, conv, batch)
 }
 
 // lastAuthor is the author of the newest message addressed to the bot.
@@ -561,11 +548,9 @@ func (b *Bot) sweep(ctx context.Context, escalate bool) error {
 		for range n {
 			b.cfg.Metrics.Decision("expired", b.now().Sub(batch.CreatedAt))
 		}
-		if cm, ok := b.cfg.Metrics.(CallMetrics); ok {
-			for _, c := range batch.Calls {
-				if c.Decision == confirm.DecisionExpired {
-					cm.CallExpired(c.Tool)
-				}
+		for _, c := range batch.Calls {
+			if c.Decision == confirm.DecisionExpired {
+				b.cfg.Metrics.CallExpired(c.Tool)
 			}
 		}
 		waited := b.recordResolved(ctx, nil, batch, confirm.DecisionExpired, "expired")

@@ -31,10 +31,6 @@ const roleRunbookStep = "runbook_step"
 // JobRunbooks advances due runs (retry delays; every run after a restart).
 const JobRunbooks = "runbooks"
 
-// ErrRunbooksOff: the store keeps no runbook runs, or no runbook is
-// configured.
-var ErrRunbooksOff = errors.New("runbooks are not available")
-
 // ErrNotAllowedToStop: only the run's requester or an approver of its
 // channel may stop it (and only approvers may mark done or retry).
 var ErrNotAllowedToStop = errors.New("only the requester or an approver may do that")
@@ -46,38 +42,32 @@ func stepBatch(batch *confirm.Batch) bool {
 	return batch != nil && len(batch.Calls) == 1 && !strings.HasPrefix(batch.Calls[0].IdempotencyKey, batch.ID+"/")
 }
 
-// runbooks is the bot's runbook engine, nil when off.
-func (b *Bot) runbookEngine() *runbook.Engine {
-	b.rbOnce.Do(func() {
-		rs, ok := b.cfg.Store.(runbook.Store)
-		if !ok {
-			return
-		}
-		eval := b.cfg.RunbookEval
-		if eval == nil {
-			eval = &runbook.CEL{}
-		}
-		b.rb = &runbook.Engine{Store: rs, Exec: &runbookExec{b: b}, Eval: eval, Now: b.now, Log: b.log}
-		if m, ok := b.cfg.Metrics.(RunbookMetrics); ok {
-			b.rb.StepEnded = func(name string, outcome confirm.StepStatus, d time.Duration) {
-				m.RunbookStep(name, string(outcome), d)
-			}
-		}
-	})
-	return b.rb
+// newRunbookEngine is the bot's runbook engine: runs are the store's
+// (Store holds them), so it always exists; with no runbook configured
+// nothing starts a run.
+func newRunbookEngine(b *Bot) *runbook.Engine {
+	eval := b.cfg.RunbookEval
+	if eval == nil {
+		eval = &runbook.CEL{}
+	}
+	m := b.cfg.Metrics
+	return &runbook.Engine{Store: b.cfg.Store, Exec: &runbookExec{b: b}, Eval: eval, Now: b.now, Log: b.log,
+		StepEnded: func(name string, outcome confirm.StepStatus, d time.Duration) {
+			m.RunbookStep(name, string(outcome), d)
+		}}
 }
 
-// Runbooks returns the runbook engine (nil when runbooks are off).
-func (b *Bot) Runbooks() *runbook.Engine { return b.runbookEngine() }
+// runbookEngine is the bot's runbook engine.
+func (b *Bot) runbookEngine() *runbook.Engine { return b.rb }
+
+// Runbooks returns the runbook engine.
+func (b *Bot) Runbooks() *runbook.Engine { return b.rb }
 
 // StartRunbook starts a run of rb in the thread for user, with params
 // already validated against rb's schema, and advances it as far as it
 // goes without a person. It returns the run's id.
 func (b *Bot) StartRunbook(ctx context.Context, th Thread, user string, rb *runbook.Config, params map[string]any, parentBatch, parentKey string) (string, error) {
 	e := b.runbookEngine()
-	if e == nil {
-		return "", ErrRunbooksOff
-	}
 	conv, err := b.store.Conversation(ctx, th.Platform, th.Channel, th.Thread, false)
 	if err != nil {
 		return "", fmt.Errorf("conversation: %w", err)
@@ -91,17 +81,6 @@ func (b *Bot) StartRunbook(ctx context.Context, th Thread, user string, rb *runb
 		return run.ID, err
 	}
 	return run.ID, nil
-}
-
-// runbookStepDone routes a step batch's end to the engine; the caller
-// holds the conversation, which the next step takes: it advances in the
-// background.
-func (b *Bot) runbookStepDone(ctx context.Context, batch *confirm.Batch) {
-	e := b.runbookEngine()
-	if e == nil {
-		return
-	}
-	e.KickStep(ctx, batch.ID)
 }
 
 // StopRunbook stops a run at user's word: its requester or an approver of
@@ -150,12 +129,8 @@ func (b *Bot) approverAction(ctx context.Context, runID, user string, roles []st
 }
 
 // runOf is the runbook engine, a run and its conversation
-// (ErrRunbooksOff when no runbook is configured).
 func (b *Bot) runOf(ctx context.Context, runID string) (*runbook.Engine, *confirm.RunbookRun, confirm.Conversation, error) {
 	e := b.runbookEngine()
-	if e == nil {
-		return nil, nil, confirm.Conversation{}, ErrRunbooksOff
-	}
 	run, err := e.Store.RunbookRun(ctx, runID)
 	if errors.Is(err, confirm.ErrNotFound) {
 		err = fmt.Errorf("run %q: %w", runID, runbook.ErrNoSuchRun)
@@ -179,9 +154,6 @@ func (b *Bot) isApprover(ctx context.Context, conv confirm.Conversation, user st
 // runbookJob advances due runs.
 func (b *Bot) runbookJob(ctx context.Context) error {
 	e := b.runbookEngine()
-	if e == nil {
-		return nil
-	}
 	return e.AdvanceDue(ctx)
 }
 
@@ -189,9 +161,6 @@ func (b *Bot) runbookJob(ctx context.Context) error {
 // as its run's snapshot holds it; ok is false for a batch of no step.
 func (b *Bot) stepConfigOf(ctx context.Context, batchID string) (sc runbook.StepConfig, ok bool, err error) {
 	e := b.runbookEngine()
-	if e == nil {
-		return runbook.StepConfig{}, false, nil
-	}
 	st, err := e.Store.RunbookStepByBatch(ctx, batchID)
 	if errors.Is(err, confirm.ErrNotFound) {
 		return runbook.StepConfig{}, false, nil
@@ -225,9 +194,10 @@ type runbookExec struct {
 	posting runPosting
 }
 
-// SubmitStep plans the step's one call like a model's reply (planBatch),
-// adds the step's confirm/approvals, stores the batch with the step's
-// idempotency key, links it to the step, and posts its card or runs it.
+// SubmitStep asks the approval core for the step's one call (a request
+// like a model's reply, request.go), adding the step's confirm/approvals,
+// stores the batch with the step's idempotency key, links it to the step,
+// and posts its card or runs it.
 func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error {
 	b := x.b
 	conv, err := b.conversation(ctx, s.Run.ConversationID)
@@ -261,50 +231,40 @@ func (x *runbookExec) SubmitStep(ctx context.Context, s runbook.StepCall) error 
 	if args, err := runbook.ExpandSecrets(s.Args, s.Config.SecretPaths(), b.stepSecret); err == nil {
 		judged.ToolCalls = []confirm.ToolCall{{ID: reply.ToolCalls[0].ID, Name: s.Config.Tool, Args: args}}
 	}
-	var batch *confirm.Batch
-	for attempt := 1; ; attempt++ {
-		var used map[string]*confirm.Grant
-		batch, used, err = b.planBatch(ctx, conv, requester, judged)
-		if err != nil {
-			return err
-		}
-		if c := &batch.Calls[0]; c.Decision != confirm.DecisionInvalid {
-			c.Args, c.Summary = s.Args, b.summary(reply.ToolCalls[0])
-		} else {
-			c.Args = s.Args
-		}
-		if err := b.addStepGates(ctx, conv, requester, batch, s); err != nil {
-			return err
-		}
-		if batch.Status == confirm.BatchPending {
-			// A step's card counts against limits.pending_per_channel as a
-			// turn's does: in a full channel the step is refused, nothing
-			// stored, and the run goes on as after a failed step.
-			if n, full, err := b.pendingFull(ctx, conv.Platform, conv.Channel); err != nil {
-				return err
-			} else if full {
-				return &runbook.RefusedError{Reason: fmt.Sprintf(
-					"this channel already has %d requests waiting for a decision (limits.pending_per_channel); decide some of them, then start the run again", n)}
+	assistant, err := storedMessage(reply)
+	if err != nil {
+		return err
+	}
+	assistant.Role = roleRunbookStep
+	batch, err := b.request(ctx, approvalRequest{conv: conv, requester: requester, reply: judged, stored: assistant,
+		shape: func(ctx context.Context, batch *confirm.Batch) error {
+			if c := &batch.Calls[0]; c.Decision != confirm.DecisionInvalid {
+				c.Args, c.Summary = s.Args, b.summary(reply.ToolCalls[0])
+			} else {
+				c.Args = s.Args
 			}
-		}
-		// The step's gates may have changed whether a person is asked:
-		// the call's tool's preview runs only if one is.
-		batch.Calls[0].Preview = confirm.Preview{}
-		b.markPreview(&batch.Calls[0])
-		assistant, err := storedMessage(reply)
-		if err != nil {
-			return err
-		}
-		assistant.Role = roleRunbookStep
-		err = b.store.CreateBatch(ctx, batch, assistant)
-		if errors.Is(err, confirm.ErrGrantInactive) && attempt < maxPlanAttempts {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("store step batch: %w", err)
-		}
-		b.notePauseDecisions(ctx, conv, batch, used)
-		break
+			if err := b.addStepGates(ctx, conv, requester, batch, s); err != nil {
+				return err
+			}
+			if batch.Status == confirm.BatchPending {
+				// A step's card counts against limits.pending_per_channel as a
+				// turn's does: in a full channel the step is refused, nothing
+				// stored, and the run goes on as after a failed step.
+				if n, full, err := b.pendingFull(ctx, conv.Platform, conv.Channel); err != nil {
+					return err
+				} else if full {
+					return &runbook.RefusedError{Reason: fmt.Sprintf(
+						"this channel already has %d requests waiting for a decision (limits.pending_per_channel); decide some of them, then start the run again", n)}
+				}
+			}
+			// The step's gates may have changed whether a person is asked:
+			// the call's tool's preview runs only if one is.
+			batch.Calls[0].Preview = confirm.Preview{}
+			b.markPreview(&batch.Calls[0])
+			return nil
+		}})
+	if err != nil {
+		return fmt.Errorf("step: %w", err)
 	}
 	if _, err := b.runbookEngine().Store.SetRunbookStepBatch(ctx, s.Key, batch.ID); err != nil {
 		return err
@@ -404,9 +364,7 @@ func (x *runbookExec) ShowRun(ctx context.Context, run *confirm.RunbookRun, rb *
 
 // Finished tells the run's starter it ended.
 func (x *runbookExec) Finished(ctx context.Context, run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.RunbookStep) {
-	if m, ok := x.b.cfg.Metrics.(RunbookMetrics); ok {
-		m.RunbookRun(run.Runbook, string(run.Status))
-	}
+	x.b.cfg.Metrics.RunbookRun(run.Runbook, string(run.Status))
 	if run.ParentBatch != "" {
 		// The model's call started it: its reply's results go to the
 		// model now (in the background: the caller may hold the
@@ -415,8 +373,7 @@ func (x *runbookExec) Finished(ctx context.Context, run *confirm.RunbookRun, rb 
 	}
 }
 
-// RunbookMetrics is implemented by metrics that count runbook runs by
-// runbook and outcome.
+// RunbookMetrics count runbook runs and steps by runbook and outcome.
 type RunbookMetrics interface {
 	RunbookRun(runbook, outcome string)
 	RunbookStep(runbook, outcome string, d time.Duration)
@@ -440,9 +397,6 @@ type runView struct {
 // loadRun loads a run with its runbook (its snapshot) and its steps.
 func (b *Bot) loadRun(ctx context.Context, id string) (*runView, error) {
 	e := b.runbookEngine()
-	if e == nil {
-		return nil, ErrRunbooksOff
-	}
 	run, err := e.Store.RunbookRun(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("load run %s: %w", id, err)
@@ -851,9 +805,6 @@ func (b *Bot) liveRunsIn(ctx context.Context, th Thread) ([]confirm.RunbookRun, 
 		return nil, nil, err
 	}
 	e := b.runbookEngine()
-	if e == nil {
-		return nil, &conv, nil
-	}
 	live, err := e.Store.LiveRunbookRuns(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -935,9 +886,6 @@ func (b *Bot) waitingNote(ctx context.Context, th Thread, terminal bool) (string
 // named (its id, or the start of it), or the only one; with several and
 // none named, it lists them and stops nothing.
 func (b *Bot) stopInThread(ctx context.Context, th Thread, t Turn, which string) error {
-	if b.runbookEngine() == nil {
-		return b.postIn(ctx, th, "No runbook runs here.")
-	}
 	live, _, err := b.liveRunsIn(ctx, th)
 	if err != nil {
 		return err

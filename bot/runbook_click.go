@@ -34,7 +34,7 @@ func (b *Bot) RunAction(ctx context.Context, c Click, kind card.ActionKind) erro
 		return err
 	}
 	_, run, conv, err := b.runOf(ctx, runID)
-	if errors.Is(err, runbook.ErrNoSuchRun) || errors.Is(err, ErrRunbooksOff) {
+	if errors.Is(err, runbook.ErrNoSuchRun) {
 		return fmt.Errorf("run %q: %w", runID, confirm.ErrBadRef)
 	}
 	if err != nil {

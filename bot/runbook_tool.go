@@ -129,9 +129,6 @@ func (b *Bot) runbookCall(ctx context.Context, conv confirm.Conversation, batch 
 		return "", false, errors.New(c.Result)
 	}
 	e := b.runbookEngine()
-	if e == nil {
-		return b.endRunbookCall(ctx, c, o, confirm.RunFailed, "Not executed: runbooks are not available here.")
-	}
 	run, err := e.Store.RunbookRunByParent(ctx, batch.ID, c.Key)
 	switch {
 	case errors.Is(err, confirm.ErrNotFound):
@@ -234,7 +231,7 @@ func awaitsRunbook(batch *confirm.Batch) bool {
 // (the process died in between) does not hold it.
 func (b *Bot) awaitsLiveRun(ctx context.Context, batch *confirm.Batch) bool {
 	e := b.runbookEngine()
-	if e == nil || batch.Status != confirm.BatchRunning || !awaitsRunbook(batch) {
+	if batch.Status != confirm.BatchRunning || !awaitsRunbook(batch) {
 		return false
 	}
 	for _, c := range batch.Calls {
@@ -370,9 +367,6 @@ func (b *Bot) withStep(c card.Card, batch *confirm.Batch) card.Card {
 		return c
 	}
 	e := b.runbookEngine()
-	if e == nil {
-		return c
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := e.Store.RunbookStepByBatch(ctx, batch.ID)

@@ -483,31 +483,16 @@ func (b *Bot) stopUnrun(ctx context.Context, conv confirm.Conversation, p Platfo
 // after it was looked up is caught by the transaction storing the batch:
 // the reply is planned again.
 func (b *Bot) pause(ctx context.Context, conv confirm.Conversation, requester asker, reply model.Message) (*confirm.Batch, bool, error) {
-	for attempt := 1; ; attempt++ {
-		batch, used, err := b.planBatch(ctx, conv, requester, reply)
-		if err != nil {
-			return nil, false, err
-		}
-		assistant, err := storedMessage(reply)
-		if err != nil {
-			return nil, false, err
-		}
-		err = b.store.CreateBatch(ctx, batch, assistant)
-		if errors.Is(err, confirm.ErrGrantInactive) && attempt < maxPlanAttempts {
-			b.log.Info("a grant ended while its batch was planned; planning again", "conversation", conv.ID, "err", err)
-			continue
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("store batch: %w", err)
-		}
-		b.notePauseDecisions(ctx, conv, batch, used)
-		return batch, batch.Status == confirm.BatchPending, nil
+	assistant, err := storedMessage(reply)
+	if err != nil {
+		return nil, false, err
 	}
+	batch, err := b.request(ctx, approvalRequest{conv: conv, requester: requester, reply: reply, stored: assistant})
+	if err != nil {
+		return nil, false, err
+	}
+	return batch, batch.Status == confirm.BatchPending, nil
 }
-
-// maxPlanAttempts bounds how often a reply is planned again because a
-// grant ended meanwhile (each attempt sees the grants ended before it).
-const maxPlanAttempts = 4
 
 // planBatch judges the calls of a reply (see pause) and returns the batch
 // to store and the grants it uses, by id.

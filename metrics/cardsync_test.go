@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-var _ bot.CardSyncMetrics = (*metrics.Metrics)(nil)
+var _ bot.Metrics = (*metrics.Metrics)(nil)
 
 // The card-sync metrics are registered under their documented names.
 func TestCardSyncMetrics(t *testing.T) {

@@ -290,7 +290,7 @@ func TestAdoptNoLookAlike(t *testing.T) {
 // awayOnce is a store whose first record of a card finds the database
 // away.
 type awayOnce struct {
-	confirm.Store
+	bot.Store
 	failed atomic.Bool
 }
 

@@ -58,8 +58,8 @@ func benchSmoke(t *testing.T, args ...string) bench.Report {
 	if !bytes.Contains(out.Bytes(), []byte(`"rss_per_card_second_half_bytes":`)) || !bytes.Contains(out.Bytes(), []byte(`"rss_per_card_settled_bytes":`)) {
 		t.Errorf("report lacks rss_per_card_second_half_bytes or rss_per_card_settled_bytes:\n%s", out.String())
 	}
-	if len(rep.Targets) != 5 {
-		t.Errorf("%d targets, want 5: %+v", len(rep.Targets), rep.Targets)
+	if len(rep.Targets) != 4 {
+		t.Errorf("%d targets, want 4: %+v", len(rep.Targets), rep.Targets)
 	}
 	for _, p := range []string{"cpu.pprof", "mem.pprof"} {
 		if fi, err := os.Stat(filepath.Join(dir, p)); err != nil || fi.Size() == 0 {

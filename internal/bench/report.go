@@ -115,12 +115,19 @@ type Target struct {
 	Met  bool    `json:"met"`
 }
 
+// targets are issue 35's floors: what users need, met by plain code.
+// The ack's is against the bare handler under the same load when the run
+// measured it (-probe), else against the bare handler alone.
 func (r *Report) targets() {
+	ack := Target{Name: "ack p99 / bare p99", Want: "<= 1.5", Got: r.AckP99OverBare}
+	if r.LoadedBareRequests > 0 {
+		ack = Target{Name: "ack p99 / loaded bare p99", Want: "<= 1.5", Got: r.AckP99OverLoadedBare}
+	}
+	ack.Met = ack.Got <= 1.5
 	r.Targets = []Target{
-		{Name: "ack p99 / bare p99", Want: "<= 2", Got: r.AckP99OverBare, Met: r.AckP99OverBare <= 2},
-		{Name: "decisions/s", Want: ">= 2000", Got: r.DecisionsPerSecond, Met: r.DecisionsPerSecond >= 2000},
-		{Name: "decisions/s ÷ raw commits/s", Want: ">= 0.05", Got: r.DecisionsOverRawCommits, Met: r.DecisionsOverRawCommits >= 0.05},
-		{Name: "RSS bytes per pending card", Want: "<= 1024", Got: r.RSSPerCardBytes, Met: r.RSSPerCardBytes <= 1024},
+		ack,
+		{Name: "decisions/s", Want: ">= 250", Got: r.DecisionsPerSecond, Met: r.DecisionsPerSecond >= 250},
+		{Name: "RSS bytes per pending card", Want: "<= 2048", Got: r.RSSPerCardBytes, Met: r.RSSPerCardBytes <= 2048},
 		{Name: "peak RSS / RSS with every card pending", Want: "<= 2", Got: r.PeakOverPending, Met: r.PeakOverPending <= 2},
 	}
 }

@@ -82,7 +82,7 @@ func (s *soak) run(ctx context.Context) error {
 
 // runStorms starts the bot on db and runs every storm: a turn that posts a
 // card, then -clicks concurrent Allow clicks on it.
-func (s *soak) runStorms(ctx context.Context, db confirm.Store) error {
+func (s *soak) runStorms(ctx context.Context, db bot.Store) error {
 	tool := &soakTool{}
 	b, err := bot.New(bot.Config{
 		Store:    db,
