@@ -3,7 +3,9 @@ package discord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +107,65 @@ func TestRunAndGrantUpdateAnswers(t *testing.T) {
 		if err := c.update(); err != nil {
 			t.Fatalf("%s after the faults: %v", what, err)
 		}
+	}
+}
+
+// A card posted as several messages answers as one card, as on Slack: a
+// message of it deleted is skipped and the others still updated (the
+// card is not gone); only every message gone is the card gone; a rate
+// limit on the first message stops the update there (card sync sends
+// them all after it).
+func TestCardOfSeveralMessagesUpdates(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	a := nopAdapter(t, f)
+	ctx := context.Background()
+	c := sampleCard()
+	for i := 3; i < 8; i++ {
+		call := c.Calls[1]
+		call.Ref, call.Number, call.Key = confirm.RefAt(c.BatchID, i, 0), i+1, fmt.Sprintf("c%d", i)
+		c.Calls = append(c.Calls, call)
+	}
+	th := bot.Thread{Platform: Platform, Channel: approvalsCh}
+	ref, err := a.PostCard(ctx, th, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := strings.Split(ref, ",")
+	if len(ids) < 2 {
+		t.Fatalf("the card was not split: %q", ref)
+	}
+	edits := func() int {
+		n := 0
+		for _, id := range ids {
+			n += len(f.Recorded("PATCH", "/channels/"+approvalsCh+"/messages/"+id))
+		}
+		return n
+	}
+
+	f.AnswerEdits(discordtest.UnknownMessage)
+	if err := a.UpdateCard(ctx, th, ref, c); err != nil {
+		t.Fatalf("one message of the card deleted: %v, want the others updated and no error", err)
+	}
+	if n := edits(); n != len(ids) {
+		t.Fatalf("%d edits, want every message's (%d)", n, len(ids))
+	}
+
+	gone := make([]discordtest.Answer, len(ids))
+	for i := range gone {
+		gone[i] = discordtest.UnknownMessage
+	}
+	f.AnswerEdits(gone...)
+	if err := a.UpdateCard(ctx, th, ref, c); !errors.Is(err, bot.ErrMessageGone) {
+		t.Fatalf("every message deleted: %v, want ErrMessageGone", err)
+	}
+
+	before := edits()
+	f.AnswerEdits(discordtest.RateLimited(time.Second))
+	var rl *bot.RateLimitedError
+	if err := a.UpdateCard(ctx, th, ref, c); !errors.As(err, &rl) {
+		t.Fatalf("rate limited: %v", err)
+	}
+	if n := edits() - before; n != 1 {
+		t.Fatalf("%d edits after a rate limit on the first message, want it to stop there (1)", n)
 	}
 }

@@ -354,23 +354,26 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, cd card.Card) (st
 }
 
 // UpdateCard implements bot.Platform: it edits the card's messages in
-// place; a complete card loses its buttons.
+// place; a complete card loses its buttons. Its answer is a card's (see
+// cardref.Update): a rate limit stops it, and the card is gone only when
+// every message of it is.
 func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, cd card.Card) error {
 	ids := cardref.Split(ref)
 	msgs := RenderMessages(cd)
 	if len(msgs) != len(ids) {
 		a.log.Warn("discord: card reference and rendering differ in size", "ref", ref, "messages", len(msgs))
 	}
-	var errs []error
 	for i, id := range ids {
 		if i >= len(msgs) || id == "" {
+			ids = ids[:i]
 			break
 		}
-		if err := a.editWith(ctx, th, id, msgs[i], "card message", true); err != nil {
-			errs = append(errs, err)
-		}
 	}
-	return errors.Join(errs...)
+	return cardref.Update(ids, func(i int, id string) error {
+		return a.editWith(ctx, th, id, msgs[i], "card message", true)
+	}, func(err error) {
+		a.log.Warn("discord: a message of a card is gone; its other messages are updated", "err", err)
+	})
 }
 
 // PostGrantNotice implements bot.GrantNoticer: the grant's notice in the

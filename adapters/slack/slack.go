@@ -381,30 +381,11 @@ func (a *Adapter) PostCard(ctx context.Context, th bot.Thread, c cardpkg.Card) (
 func (a *Adapter) UpdateCard(ctx context.Context, th bot.Thread, ref string, c cardpkg.Card) error {
 	refs := cardref.Split(ref)
 	msgs := RenderMessagesIn(c, a.grants.of(ctx, c), len(refs))
-	var gone, failed []error
-	for i, r := range refs {
-		err := a.syncUpdate(ctx, r, "card", msgs[i].Blocks, msgs[i].Text)
-		var rl *bot.RateLimitedError
-		switch {
-		case err == nil:
-		case errors.As(err, &rl):
-			return err
-		case errors.Is(err, bot.ErrMessageGone):
-			gone = append(gone, err)
-		default:
-			failed = append(failed, err)
-		}
-	}
-	if len(failed) > 0 {
-		return errors.Join(failed...)
-	}
-	if len(gone) == len(refs) {
-		return errors.Join(gone...)
-	}
-	for _, err := range gone {
+	return cardref.Update(refs, func(i int, r string) error {
+		return a.syncUpdate(ctx, r, "card", msgs[i].Blocks, msgs[i].Text)
+	}, func(err error) {
 		a.log.Warn("slack: a message of a card is gone; its other messages are updated", "err", err)
-	}
-	return nil
+	})
 }
 
 // PostGrantNotice implements bot.GrantNoticer: it posts the notice in
