@@ -6,6 +6,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/airlockhq/airlock/adapters/internal/buttonindex"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -74,24 +75,14 @@ var buttonRows = []buttonRow{
 	{kind: card.ActAllowTyped, action: actionAllowTyped, form: phraseForm, submit: actionPhraseSubmit, input: PhraseInputID},
 }
 
-// The table's indexes: by a button's action, by a submission's action,
-// by kind (customActions: the action a kind's button is rendered with).
-var (
-	rowByAction   = map[string]buttonRow{}
-	rowBySubmit   = map[string]buttonRow{}
-	rowByKind     = map[card.ActionKind]buttonRow{}
-	customActions = map[card.ActionKind]string{}
-)
+// table is buttonRows indexed: by a button's action, by a submission's
+// action (both in the custom id), by kind.
+var table *buttonindex.Index[buttonRow]
 
 func init() {
-	for _, r := range buttonRows {
-		rowByAction[r.action] = r
-		rowByKind[r.kind] = r
-		customActions[r.kind] = r.action
-		if r.submit != "" {
-			rowBySubmit[r.submit] = r
-		}
-	}
+	table = buttonindex.Must(buttonRows, func(r buttonRow) buttonindex.Keys {
+		return buttonindex.Keys{Kind: r.kind, Action: r.action, Submit: r.submit}
+	}, buttonindex.Shared)
 }
 
 func customID(action, ref string) string { return customIDPrefix + action + ":" + ref }
@@ -107,10 +98,10 @@ func parseCustomID(id string) (action, ref string, ok bool) {
 	if !ok || ref == "" {
 		return "", "", false
 	}
-	if _, button := rowByAction[action]; button {
+	if _, button := table.ByAction(action); button {
 		return action, ref, true
 	}
-	if _, submit := rowBySubmit[action]; submit {
+	if _, submit := table.BySubmit(action); submit {
 		return action, ref, true
 	}
 	return "", "", false
@@ -128,12 +119,12 @@ func buttonOf(i *discordgo.Interaction) (row buttonRow, submit bool, ref string,
 	case discordgo.InteractionMessageComponent:
 		data, _ := i.Data.(discordgo.MessageComponentInteractionData)
 		action, ref, parsed := parseCustomID(data.CustomID)
-		row, ok = rowByAction[action]
+		row, ok = table.ByAction(action)
 		return row, false, ref, parsed && ok
 	case discordgo.InteractionModalSubmit:
 		data, _ := i.Data.(discordgo.ModalSubmitInteractionData)
 		action, ref, parsed := parseCustomID(data.CustomID)
-		row, ok = rowBySubmit[action]
+		row, ok = table.BySubmit(action)
 		return row, true, ref, parsed && ok
 	}
 	return buttonRow{}, false, "", false

@@ -151,7 +151,8 @@ var (
 
 // showForm answers a click with the form the core asked for.
 func (a *Adapter) showForm(ctx context.Context, i *discordgo.Interaction, f bot.Form) {
-	fm := rowByKind[f.Kind].form
+	row, _ := table.ByKind(f.Kind)
+	fm := row.form
 	if fm == nil {
 		a.log.Error("discord: the bot asked for a form this adapter has none of", "kind", f.Kind)
 		a.respondEphemeral(ctx, i, unknownButton)

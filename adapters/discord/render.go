@@ -669,7 +669,7 @@ func buttons(acts []card.Action, c card.Call, numbered, showArgs bool) []discord
 // danger style, every other secondary); false when its reference is
 // empty or its custom id too long.
 func button(a card.Action, numbered bool) (discordgo.Button, bool) {
-	id := customID(customActions[a.Kind], a.Ref)
+	id := customID(table.Action(a.Kind), a.Ref)
 	if a.Ref == "" || len(id) > maxCustomID {
 		return discordgo.Button{}, false
 	}

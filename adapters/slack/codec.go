@@ -8,6 +8,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/internal/buttonindex"
 	"github.com/airlockhq/airlock/bot"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -121,23 +122,18 @@ var buttonRows = []buttonRow{
 			answered: true, answer: (*Adapter).phraseAnswer}},
 }
 
-// The table's indexes: by action_id, by callback_id, by kind.
-var (
-	byActionID = map[string]buttonRow{}
-	byCallback = map[string]buttonRow{}
-	byKind     = map[cardpkg.ActionKind]buttonRow{}
-	actionIDs  = map[cardpkg.ActionKind]string{}
-)
+// table is buttonRows indexed: by action_id, by callback_id (a
+// namespace of its own), by kind.
+var table *buttonindex.Index[buttonRow]
 
 func init() {
-	for _, b := range buttonRows {
-		byActionID[b.actionID] = b
-		byKind[b.kind] = b
-		actionIDs[b.kind] = b.actionID
-		if b.submit != nil {
-			byCallback[b.submit.callbackID] = b
+	table = buttonindex.Must(buttonRows, func(r buttonRow) buttonindex.Keys {
+		k := buttonindex.Keys{Kind: r.kind, Action: r.actionID}
+		if r.submit != nil {
+			k.Submit = r.submit.callbackID
 		}
-	}
+		return k
+	}, buttonindex.Separate)
 }
 
 // interaction is a validated interactivity payload: the neutral
@@ -152,7 +148,7 @@ type interaction struct {
 }
 
 // row is the interaction's row of the table.
-func (in interaction) row() buttonRow { return byKind[in.Kind] }
+func (in interaction) row() buttonRow { r, _ := table.ByKind(in.Kind); return r }
 
 // answered reports whether the interaction is a submission answered with
 // its outcome, not acknowledged at once (see submission.answered).
@@ -277,7 +273,7 @@ func parseClick(p *interactionPayload, in *interaction) error {
 		return badInteraction("block_actions without an action")
 	}
 	act := p.Actions[0]
-	b, ok := byActionID[act.ActionID]
+	b, ok := table.ByAction(act.ActionID)
 	if !ok {
 		return badInteraction("unknown action_id %q", clip(act.ActionID, 60))
 	}
@@ -330,7 +326,7 @@ func parseSubmission(p *interactionPayload, in *interaction) error {
 	if p.View == nil {
 		return badInteraction("view_submission without a view")
 	}
-	b, ok := byCallback[p.View.CallbackID]
+	b, ok := table.BySubmit(p.View.CallbackID)
 	if !ok {
 		return badInteraction("view_submission of unknown view %q", clip(p.View.CallbackID, 60))
 	}

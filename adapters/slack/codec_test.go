@@ -28,11 +28,8 @@ var sampleRefs = map[cardpkg.RefKind]string{
 // opens a form has the form's renderer; a form that comes back submitted
 // decodes to the kind's submission with what was typed.
 func TestCodecRoundTripsEveryKind(t *testing.T) {
-	if len(byActionID) != len(buttonRows) || len(byKind) != len(buttonRows) {
-		t.Fatalf("%d rows, %d action ids, %d kinds: a row repeats one", len(buttonRows), len(byActionID), len(byKind))
-	}
 	for _, b := range cardpkg.Buttons() {
-		row, ok := byKind[b.Kind]
+		row, ok := table.ByKind(b.Kind)
 		if !ok {
 			t.Errorf("%s: no row in Slack's table", b.Name)
 			continue

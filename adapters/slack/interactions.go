@@ -97,7 +97,8 @@ var (
 // openForm opens the modal of a form the core asked for, with the
 // click's trigger_id.
 func (a *Adapter) openForm(ctx context.Context, in interaction, f bot.Form) {
-	fm := byKind[f.Kind].form
+	row, _ := table.ByKind(f.Kind)
+	fm := row.form
 	if fm == nil {
 		a.log.Error("slack: the bot asked for a form this adapter has none of", "kind", f.Kind)
 		return

@@ -392,7 +392,7 @@ func callActions(cd cardpkg.Card, c cardpkg.Call, cut bool) []cardpkg.Action {
 func actionsBlock(id string, acts []cardpkg.Action) slack.Block {
 	els := make([]slack.BlockElement, 0, len(acts))
 	for _, a := range acts {
-		btn := slack.NewButtonBlockElement(actionIDs[a.Kind], a.Ref, plain(a.Label))
+		btn := slack.NewButtonBlockElement(table.Action(a.Kind), a.Ref, plain(a.Label))
 		switch a.Emphasis {
 		case cardpkg.Primary:
 			btn.Style = slack.StylePrimary
