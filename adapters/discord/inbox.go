@@ -148,37 +148,45 @@ func (a *Adapter) Replay(_ context.Context, it confirm.InboxItem) error {
 	if !ready {
 		return bot.ErrNotReady
 	}
-	if err := a.seal.Unseal(&it); err != nil { // see sealed.Unseal
+	err := a.seal.Replay(it, map[string]func(*confirm.InboxItem) error{ // see sealed.Unseal
+		deliveryInteraction: a.replayInteraction,
+		deliveryMessage:     a.replayMessage,
+	})
+	if err != nil && !errors.Is(err, bot.ErrNotReady) {
 		return fmt.Errorf("discord: %w", err)
 	}
-	switch it.Kind {
-	case deliveryInteraction:
-		i, err := decodeInteraction(it.Payload)
-		if err != nil {
-			return err
-		}
-		if !a.spawn(func(ctx context.Context) {
-			defer a.finish(&it)
-			a.handleInteraction(context.WithValue(ctx, replayKey{}, &it), i)
-		}) {
-			return bot.ErrNotReady
-		}
-	case deliveryMessage:
-		var m discordgo.Message
-		if err := json.Unmarshal(it.Payload, &m); err != nil {
-			return fmt.Errorf("discord: decode the message: %w", err)
-		}
-		if m.ID == "" || m.ChannelID == "" || m.Author == nil {
-			return errors.New("discord: a message without its id, channel or author")
-		}
-		p := &pendingRecord{done: make(chan struct{}), it: &it, first: true}
-		close(p.done)
-		a.enqueue(m.ChannelID, func(ctx context.Context) {
-			a.handleMessage(context.WithValue(ctx, replayKey{}, &it), &m, p)
-		})
-	default:
-		return fmt.Errorf("discord: a delivery of unknown kind %q", it.Kind)
+	return err
+}
+
+// replayInteraction works a recorded interaction again.
+func (a *Adapter) replayInteraction(it *confirm.InboxItem) error {
+	i, err := decodeInteraction(it.Payload)
+	if err != nil {
+		return err
 	}
+	if !a.spawn(func(ctx context.Context) {
+		defer a.finish(it)
+		a.handleInteraction(context.WithValue(ctx, replayKey{}, it), i)
+	}) {
+		return bot.ErrNotReady
+	}
+	return nil
+}
+
+// replayMessage works a recorded message again, in its channel's turn.
+func (a *Adapter) replayMessage(it *confirm.InboxItem) error {
+	var m discordgo.Message
+	if err := json.Unmarshal(it.Payload, &m); err != nil {
+		return fmt.Errorf("decode the message: %w", err)
+	}
+	if m.ID == "" || m.ChannelID == "" || m.Author == nil {
+		return errors.New("a message without its id, channel or author")
+	}
+	p := &pendingRecord{done: make(chan struct{}), it: it, first: true}
+	close(p.done)
+	a.enqueue(m.ChannelID, func(ctx context.Context) {
+		a.handleMessage(context.WithValue(ctx, replayKey{}, it), &m, p)
+	})
 	return nil
 }
 

@@ -93,40 +93,49 @@ func (a *Adapter) Replay(_ context.Context, it confirm.InboxItem) error {
 	if a.identity().UserID == "" {
 		return bot.ErrNotReady
 	}
-	if err := a.seal.Unseal(&it); err != nil { // see sealed.Unseal
+	err := a.seal.Replay(it, map[string]func(*confirm.InboxItem) error{ // see sealed.Unseal
+		deliveryInteraction: a.replayInteraction,
+		deliveryEvent:       a.replayEvent,
+	})
+	if err != nil {
 		return fmt.Errorf("slack: %w", err)
 	}
-	switch it.Kind {
-	case deliveryInteraction:
-		in, err := parseInteraction(it.Payload)
-		if err != nil {
-			return err
-		}
-		in.Replayed, in.delivery = true, &it
-		a.spawn("replayed interaction", func(ctx context.Context) {
-			defer a.finish(&it)
-			a.interact(ctx, in)
-		})
-	case deliveryEvent:
-		ev, err := parseEvent(it.Payload)
-		if err != nil {
-			return err
-		}
-		act, err := classify(ev, a.identity())
-		if err != nil {
-			return err
-		}
-		if act.Kind == actIgnore {
-			return errors.New("slack: the event asks nothing: " + act.Why)
-		}
-		act.Turn.Inbox, act.Turn.Replayed = it.Key, true
-		a.spawn("replayed event "+ev.EventID, func(ctx context.Context) {
-			defer a.finish(&it)
-			a.handleEvent(ctx, act, 0)
-		})
-	default:
-		return fmt.Errorf("slack: a delivery of unknown kind %q", it.Kind)
+	return nil
+}
+
+// replayInteraction works a recorded interaction again.
+func (a *Adapter) replayInteraction(it *confirm.InboxItem) error {
+	in, err := parseInteraction(it.Payload)
+	if err != nil {
+		return err
 	}
+	in.Replayed, in.delivery = true, it
+	a.spawn("replayed interaction", func(ctx context.Context) {
+		defer a.finish(it)
+		a.interact(ctx, in)
+	})
+	return nil
+}
+
+// replayEvent works a recorded event again: a turn already stored asks
+// the model only when it was not answered.
+func (a *Adapter) replayEvent(it *confirm.InboxItem) error {
+	ev, err := parseEvent(it.Payload)
+	if err != nil {
+		return err
+	}
+	act, err := classify(ev, a.identity())
+	if err != nil {
+		return err
+	}
+	if act.Kind == actIgnore {
+		return errors.New("the event asks nothing: " + act.Why)
+	}
+	act.Turn.Inbox, act.Turn.Replayed = it.Key, true
+	a.spawn("replayed event "+ev.EventID, func(ctx context.Context) {
+		defer a.finish(it)
+		a.handleEvent(ctx, act, 0)
+	})
 	return nil
 }
 

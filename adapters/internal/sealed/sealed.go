@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -75,6 +76,20 @@ func (s Sealer) Unseal(it *confirm.InboxItem) error {
 	}
 	it.Payload = payload
 	return nil
+}
+
+// Replay unseals it and works it with the replayer of its kind, one for
+// each kind the adapter records: a forged record (ErrForged) or one of a
+// kind the adapter never records is refused, and nothing is worked.
+func (s Sealer) Replay(it confirm.InboxItem, kinds map[string]func(*confirm.InboxItem) error) error {
+	if err := s.Unseal(&it); err != nil {
+		return err
+	}
+	replay, ok := kinds[it.Kind]
+	if !ok {
+		return fmt.Errorf("a delivery of unknown kind %q", it.Kind)
+	}
+	return replay(&it)
 }
 
 func (s Sealer) mac(platform, key, kind string, payload []byte) []byte {

@@ -54,3 +54,29 @@ func TestUnseal(t *testing.T) {
 		t.Fatalf("Unseal of an unsealed record = %v, payload %q", err, forged.Payload)
 	}
 }
+
+// Replay works a sealed record with its kind's replayer, on the payload
+// it sealed; a forged record, or a sealed one of a kind the adapter does
+// not replay, is refused and nothing is worked.
+func TestReplay(t *testing.T) {
+	s := New("slack", "xoxb-one")
+	var worked []string
+	kinds := map[string]func(*confirm.InboxItem) error{
+		"interaction": func(it *confirm.InboxItem) error { worked = append(worked, string(it.Payload)); return nil },
+	}
+	it := confirm.InboxItem{Platform: "slack", Key: "interaction:1", Kind: "interaction", Payload: []byte(`{"user":{"id":"UALICE"}}`)}
+	if err := s.Replay(s.Seal(it), kinds); err != nil || len(worked) != 1 || worked[0] != string(it.Payload) {
+		t.Fatalf("Replay = %v, worked %q", err, worked)
+	}
+	if err := s.Replay(it, kinds); !errors.Is(err, ErrForged) {
+		t.Fatalf("an unsealed record: %v, want ErrForged", err)
+	}
+	other := it
+	other.Kind = "event"
+	if err := s.Replay(s.Seal(other), kinds); err == nil || errors.Is(err, ErrForged) {
+		t.Fatalf("a sealed record of a kind not replayed: %v, want refused", err)
+	}
+	if len(worked) != 1 {
+		t.Fatalf("worked %q after refusals", worked)
+	}
+}
