@@ -1,12 +1,16 @@
-// Package bot owns the turn loop: it takes chat turns and approval clicks
-// from the platforms, pauses model replies whose calls need a person's yes,
-// records every decision once, runs what was allowed, and continues the
-// model in the same thread. It also decides who may talk to it and who may
-// decide, makes and honours grants, routes cards (approvals channel, DM
-// copies) and keeps every card message in step with storage (card sync),
-// orchestrates runbook runs through the same decision path, works the
-// inbox and posts stored answers, and owns the background jobs that
-// expire, escalate and recover paused calls.
+// Package bot owns the approval core and our model's turn loop beside
+// it. The core takes requests for approval of calls from any source
+// (request.go): it plans them (the policy, rules, grants, quorum), stores
+// each as a batch, posts its card where the channel's routing says and
+// keeps every card message in step with storage (card sync), decides
+// clicks once in SQL, runs what was allowed in the model's order and
+// gives the results back to the request's Source. It also decides who
+// may talk to it and who may decide, makes and honours grants,
+// orchestrates runbook runs (one source), works the inbox, and owns the
+// background jobs that expire, escalate and recover paused calls. The
+// turn loop (turn.go, answers.go and the history here) is the other
+// source: it takes chat turns, asks the model, pauses replies whose calls
+// need a person and posts the model's answers.
 package bot
 
 import (

@@ -56,6 +56,11 @@ func (a *Adapter) record(kind, key string, payload []byte) (*confirm.InboxItem, 
 	if err != nil {
 		return nil, false, fmt.Errorf("slack: record the delivery: %w", err)
 	}
+	// The payload is the database's now: the live path has it parsed,
+	// and a replay reads it back. A delivery waiting for a worker keeps
+	// only its key (a burst of clicks acknowledged faster than they are
+	// worked holds no copy of each).
+	it.Payload = nil
 	return it, first, nil
 }
 

@@ -97,6 +97,11 @@ type Report struct {
 	HeapPerCardBytes float64 `json:"heap_per_card_bytes"`
 	RSSPeakBytes     int64   `json:"rss_peak_bytes"`
 	PeakOverPending  float64 `json:"peak_over_pending"`
+	// RSSPeakCardsBytes is VmHWM once every card is pending, and
+	// RSSPeakBareBytes once the bare handler's clicks are answered: where
+	// in the run the peak was reached.
+	RSSPeakCardsBytes int64 `json:"rss_peak_cards_bytes"`
+	RSSPeakBareBytes  int64 `json:"rss_peak_bare_bytes"`
 
 	ToolRuns        int64 `json:"tool_runs"`
 	ExactlyOnce     bool  `json:"exactly_once"`
@@ -155,7 +160,8 @@ func (r *Report) print(w io.Writer) {
 		mib(r.RSSBeforeBytes), mib(r.RSSPendingBytes), r.Cards, r.RSSPerCardBytes, r.HeapPerCardBytes)
 	fmt.Fprintf(w, "  RSS per card while the second half was made: %.0f bytes; once the runtime returned its free memory: %.0f bytes\n",
 		r.RSSPerCardSecondHalfBytes, r.RSSPerCardSettledBytes)
-	fmt.Fprintf(w, "  RSS peak         %.1f MiB: %.2f × the pending figure\n", mib(r.RSSPeakBytes), r.PeakOverPending)
+	fmt.Fprintf(w, "  RSS peak         %.1f MiB: %.2f × the pending figure (%.1f MiB once the cards were made, %.1f after the bare clicks)\n",
+		mib(r.RSSPeakBytes), r.PeakOverPending, mib(r.RSSPeakCardsBytes), mib(r.RSSPeakBareBytes))
 	fmt.Fprintf(w, "  tool runs %d, card updates %d, refusals %d, unexpected posts %d\n", r.ToolRuns, r.CardUpdates, r.Refusals, r.UnexpectedPosts)
 	for _, t := range r.Targets {
 		mark := "met"

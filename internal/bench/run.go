@@ -168,6 +168,7 @@ func (r *benchRun) pendingMemory(before, settledBefore, atHalf figures) error {
 	}
 	cards := float64(r.o.cards)
 	r.rep.RSSBeforeBytes, r.rep.RSSPendingBytes = before.RSS, pending.RSS
+	r.rep.RSSPeakCardsBytes = pending.Peak
 	r.rep.RSSPerCardBytes = float64(pending.RSS-before.RSS) / cards
 	r.rep.RSSPerCardSettledBytes = float64(settledPending.RSS-settledBefore.RSS) / cards
 	r.rep.HeapPerCardBytes = float64(pending.HeapLive-before.HeapLive) / cards
@@ -219,6 +220,7 @@ func (r *benchRun) bareClicks(ctx context.Context) (timed, error) {
 		return timed{}, err
 	}
 	r.rep.BareCPUMsPerRequest = float64(cpu1.CPU-cpu0.CPU) / float64(time.Millisecond) / float64(r.o.cards)
+	r.rep.RSSPeakBareBytes = cpu1.Peak
 	return bare, nil
 }
 
