@@ -1,16 +1,16 @@
-// Package bot owns the approval core and our model's turn loop beside
-// it. The core takes requests for approval of calls from any source
-// (request.go): it plans them (the policy, rules, grants, quorum), stores
-// each as a batch, posts its card where the channel's routing says and
-// keeps every card message in step with storage (card sync), decides
-// clicks once in SQL, runs what was allowed in the model's order and
-// gives the results back to the request's Source. It also decides who
-// may talk to it and who may decide, makes and honours grants,
-// orchestrates runbook runs (one source), works the inbox, and owns the
-// background jobs that expire, escalate and recover paused calls. The
-// turn loop (turn.go, answers.go and the history here) is the other
-// source: it takes chat turns, asks the model, pauses replies whose calls
-// need a person and posts the model's answers.
+// Package bot owns the approval core. It takes requests for approval of
+// calls from any source (request.go): it plans them (the policy, rules,
+// grants, quorum), stores each as a batch, posts its card where the
+// channel's routing says and keeps every card message in step with
+// storage (card sync), decides clicks once in SQL, runs what was allowed
+// in the model's order and gives the results back to the request's
+// Source. It also takes chat turns (who may talk to it, the limits, a
+// waiting card abandoned, runbook commands), decides who may decide,
+// makes and honours grants, orchestrates runbook runs (one source),
+// works the inbox, stores and posts answers, and owns the background
+// jobs that expire, escalate and recover paused calls. Our model's turn
+// loop is another source, package agent, which it builds and reaches
+// through agent.Agent (and which reaches it through agent.Core).
 package bot
 
 import (
@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
@@ -240,6 +241,7 @@ type Bot struct {
 	stepDecided cache[string, time.Time] // when a finished step's call was decided, by batch (run messages)
 	cs          *cardSync                // the card-sync job's wake-up and the platforms' rate limits
 	rb          *runbook.Engine          // runbook runs (runbook.go)
+	agent       *agent.Agent             // our model's turn loop, one source of requests
 	inboxOnce   sync.Once
 	inboxID     string // this process's holder name in the inbox (inboxWorker)
 }
@@ -297,6 +299,13 @@ func New(cfg Config) (*Bot, error) {
 	_, off := cfg.Tracer.(noop.Tracer)
 	b := &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off, cs: newCardSync()}
 	b.rb = newRunbookEngine(b)
+	a, err := agent.New(agent.Config{Core: agentCore{b}, Messages: cfg.Store, Model: cfg.Model, SystemPrompt: cfg.SystemPrompt,
+		MaxToolRounds: cfg.MaxToolRounds, MaxCallsPerReply: cfg.MaxCallsPerReply,
+		MaxHistoryMessages: cfg.MaxHistoryMessages, MaxMessageChars: cfg.MaxMessageChars, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("bot: %w", err)
+	}
+	b.agent = a
 	return b, nil
 }
 
@@ -356,102 +365,6 @@ func threadOf(c confirm.Conversation) Thread {
 	return Thread{Platform: c.Platform, Channel: c.Channel, Thread: c.Thread}
 }
 
-// history loads the conversation's messages as model messages.
-func (b *Bot) history(ctx context.Context, convID int64) ([]model.Message, error) {
-	stored, err := b.store.Messages(ctx, convID)
-	if err != nil {
-		return nil, fmt.Errorf("load history: %w", err)
-	}
-	out := make([]model.Message, 0, len(stored))
-	for _, m := range stored {
-		if m.Role == roleRunbookStep {
-			continue // a runbook step's call and result: the model never made that call
-		}
-		var mm model.Message
-		if err := json.Unmarshal(m.Body, &mm); err != nil {
-			return nil, fmt.Errorf("decode message %d: %w", m.Seq, err)
-		}
-		out = append(out, mm)
-	}
-	return b.bound(arrange(out)), nil
-}
-
-// bound keeps the history within MaxHistoryMessages, dropping the oldest
-// messages first. The kept part starts at a user message (or, when no
-// user message is late enough, at a reply with tool calls), so a tool call
-// is never separated from its results. Any text longer than
-// MaxMessageChars is cut with a note.
-func (b *Bot) bound(h []model.Message) []model.Message {
-	if over := len(h) - b.cfg.MaxHistoryMessages; over > 0 {
-		cut := -1
-		for i := over; i < len(h) && cut < 0; i++ {
-			if h[i].Role == model.RoleUser {
-				cut = i
-			}
-		}
-		for i := over; i < len(h) && cut < 0; i++ {
-			if h[i].Role == model.RoleAssistant && len(h[i].ToolCalls) > 0 {
-				cut = i
-			}
-		}
-		if cut > 0 {
-			h = h[cut:]
-		}
-	}
-	max := b.cfg.MaxMessageChars
-	for i := range h {
-		m := &h[i]
-		m.Text = cutText(m.Text, max)
-		if len(m.Results) > 0 {
-			rs := make([]model.ToolResult, len(m.Results))
-			copy(rs, m.Results)
-			for j := range rs {
-				rs[j].Content = cutText(rs[j].Content, max)
-			}
-			m.Results = rs
-		}
-	}
-	return h
-}
-
-// cutText cuts s to max runes with a note saying how much was left out.
-func cutText(s string, max int) string {
-	r := []rune(s)
-	if len(r) <= max {
-		return s
-	}
-	return string(r[:max]) + fmt.Sprintf("\n[cut by Airlock: %d more characters not shown]", len(r)-max)
-}
-
-// arrange moves asides said while a reply's tool calls waited for their
-// results to just after those results, so every tool call is directly
-// followed by its results as providers require, and labels asides for
-// the model.
-func arrange(h []model.Message) []model.Message {
-	out := make([]model.Message, 0, len(h))
-	var held []model.Message
-	waiting := false
-	for _, m := range h {
-		if m.Role == model.RoleUser && m.Aside {
-			m.Text = fmt.Sprintf("[said in the thread by %s, not addressed to you] %s", m.Author, m.Text)
-			if waiting {
-				held = append(held, m)
-				continue
-			}
-		}
-		out = append(out, m)
-		switch {
-		case m.Role == model.RoleAssistant && len(m.ToolCalls) > 0:
-			waiting = true
-		case m.Role == model.RoleTool:
-			waiting = false
-			out = append(out, held...)
-			held = nil
-		}
-	}
-	return append(out, held...)
-}
-
 func storedMessage(m model.Message) (confirm.Message, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
@@ -482,18 +395,4 @@ func (b *Bot) append(ctx context.Context, convID int64, msgs ...model.Message) e
 		return fmt.Errorf("append messages: %w", err)
 	}
 	return nil
-}
-
-// roundsThisTurn counts the tool rounds since the last user message.
-func roundsThisTurn(h []model.Message) int {
-	n := 0
-	for i := len(h) - 1; i >= 0; i-- {
-		switch {
-		case h[i].Role == model.RoleUser && !h[i].Aside:
-			return n
-		case h[i].Role == model.RoleAssistant && len(h[i].ToolCalls) > 0:
-			n++
-		}
-	}
-	return n
 }

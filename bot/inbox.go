@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/model"
@@ -191,7 +192,7 @@ func (b *Bot) replayedTurn(ctx context.Context, conv confirm.Conversation, t Tur
 		return true, nil // kept as context: nothing to answer
 	}
 	b.log.Warn("inbox: asking the model to answer a turn its receiver stored and did not answer", "conversation", conv.ID, "seq", seq)
-	return true, b.converse(ctx, conv, asker{User: t.User, Roles: t.Roles}, nil)
+	return true, b.agent.Converse(ctx, conv, agent.Requester{User: t.User, Roles: t.Roles}, nil)
 }
 
 // replayedStored reports whether a turn worked again had its message

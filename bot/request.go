@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 )
@@ -79,31 +80,12 @@ type Source interface {
 	Continue(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error
 }
 
-// The sources of this bot's requests.
+// The sources of this bot's requests: our model's turn loop (package
+// agent) and runbooks.
 var (
-	_ Source = modelSource{}
+	_ Source = (*agent.Agent)(nil)
 	_ Source = runbookSource{}
 )
-
-// modelSource is our model's turn loop: a completed batch's results go
-// to the model, which answers them or calls again.
-type modelSource struct{ b *Bot }
-
-// Continue asks the model to answer the results of batch, unless a newer
-// turn moved the conversation on.
-func (s modelSource) Continue(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error {
-	b := s.b
-	// Continue only when this batch's results end the conversation: a newer
-	// turn may already have moved it on.
-	hist, err := b.history(ctx, conv.ID)
-	if err != nil {
-		return err
-	}
-	if !endsWithResults(hist) {
-		return nil
-	}
-	return b.converse(ctx, conv, asker{User: batch.RequestedBy}, hist)
-}
 
 // runbookSource is the runbook engine: a completed step's batch goes to
 // the engine, which records the step and advances the run.
@@ -121,5 +103,54 @@ func (b *Bot) sourceOf(batch *confirm.Batch) Source {
 	if stepBatch(batch) {
 		return runbookSource{b}
 	}
-	return modelSource{b}
+	return b.agent
+}
+
+// agentCore is the approval core as our model's turn loop sees it.
+type agentCore struct{ b *Bot }
+
+var _ agent.Core = agentCore{}
+
+func (c agentCore) Specs(conv confirm.Conversation) []model.ToolSpec { return c.b.specsFor(conv) }
+
+func (c agentCore) Say(ctx context.Context, conv confirm.Conversation, text string) error {
+	p, err := c.b.platform(conv.Platform)
+	if err != nil {
+		return err
+	}
+	return p.Post(ctx, threadOf(conv), text)
+}
+
+// Request plans and stores the reply's calls (pause); when a person must
+// decide, it posts the card and starts the previews.
+func (c agentCore) Request(ctx context.Context, conv confirm.Conversation, requester agent.Requester, reply model.Message) (*confirm.Batch, bool, error) {
+	b := c.b
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return nil, false, err
+	}
+	batch, paused, err := b.pause(ctx, conv, asker{User: requester.User, Roles: requester.Roles}, reply)
+	if err != nil || !paused {
+		return batch, paused, err
+	}
+	err = b.postCard(ctx, conv, p, batch, reply.Text)
+	b.startPreviews(ctx, conv, batch)
+	return batch, true, err
+}
+
+// Finish runs a batch as pause stored it (nothing waited on a person).
+func (c agentCore) Finish(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) (bool, error) {
+	done, err := c.b.finishBatch(ctx, conv, batch.ID, batch)
+	if err != nil {
+		return false, err
+	}
+	return done == nil && awaitsRunbook(batch), nil
+}
+
+func (c agentCore) Answer(ctx context.Context, conv confirm.Conversation, msgs ...model.Message) error {
+	p, err := c.b.platform(conv.Platform)
+	if err != nil {
+		return err
+	}
+	return c.b.answer(ctx, conv, p, msgs...)
 }

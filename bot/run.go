@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/redact"
@@ -41,28 +42,6 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 // came from (request.go).
 func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error {
 	return b.sourceOf(batch).Continue(ctx, conv, batch)
-}
-
-// lastAuthor is the author of the newest message addressed to the bot.
-func lastAuthor(h []model.Message) string {
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].Role == model.RoleUser && !h[i].Aside {
-			return h[i].Author
-		}
-	}
-	return ""
-}
-
-// endsWithResults reports whether the newest message other than asides is
-// a tool-results message: the model has not answered it yet.
-func endsWithResults(h []model.Message) bool {
-	for i := len(h) - 1; i >= 0; i-- {
-		if h[i].Role == model.RoleUser && h[i].Aside {
-			continue
-		}
-		return h[i].Role == model.RoleTool
-	}
-	return false
 }
 
 // finishBatch claims a decided batch, runs its allowed calls in the model's
@@ -423,11 +402,11 @@ func (b *Bot) Recover(ctx context.Context) error {
 		if err != nil || !ok {
 			continue // a live worker has it
 		}
-		hist, err := b.history(ctx, id)
-		if err == nil && endsWithResults(hist) {
+		hist, err := b.agent.History(ctx, id)
+		if err == nil && agent.EndsWithResults(hist) {
 			b.log.Warn("continuing a conversation left without an answer", "conversation", id)
 			rctx, span := b.startResume(ctx, resumeRecovery, conv, "")
-			err = b.converse(rctx, conv, asker{User: lastAuthor(hist)}, hist)
+			err = b.agent.Converse(rctx, conv, agent.Requester{User: agent.LastAuthor(hist)}, hist)
 			endSpan(span, err)
 		}
 		unlock()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
@@ -26,7 +27,7 @@ import (
 
 // roleRunbookStep is the stored role of a step batch's messages: the
 // model never sees them (it never made those calls).
-const roleRunbookStep = "runbook_step"
+const roleRunbookStep = confirm.RoleRunbookStep
 
 // JobRunbooks advances due runs (retry delays; every run after a restart).
 const JobRunbooks = "runbooks"
@@ -621,9 +622,9 @@ func RunCard(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Runboo
 					state += ", marked done by " + last.MarkedBy
 				}
 			case confirm.StepFailed:
-				state = "failed (" + cutText(last.Result, 200) + ")"
+				state = "failed (" + agent.CutText(last.Result, 200) + ")"
 			case confirm.StepSkipped:
-				state = "skipped: its when is false (" + cutText(sc.When, 120) + ")"
+				state = "skipped: its when is false (" + agent.CutText(sc.When, 120) + ")"
 			default:
 				state = string(last.Status)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
@@ -346,7 +347,7 @@ func RunSummary(run *confirm.RunbookRun, rb *runbook.Config, steps []confirm.Run
 			fmt.Fprintf(&sb, " (marked done by %s)", st.MarkedBy)
 		}
 		if st.Result != "" {
-			sb.WriteString(": " + cutText(st.Result, summaryResultChars))
+			sb.WriteString(": " + agent.CutText(st.Result, summaryResultChars))
 		}
 	}
 	for _, sc := range rb.Steps {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/model"
 )
@@ -160,7 +160,7 @@ func (b *Bot) handleTurn(ctx context.Context, t Turn) error {
 	if err := b.appendTurn(ctx, conv.ID, t, model.Message{Role: model.RoleUser, Author: t.User, Text: t.Text}); err != nil {
 		return err
 	}
-	return b.converse(ctx, conv, asker{User: t.User, Roles: t.Roles}, nil)
+	return b.agent.Converse(ctx, conv, agent.Requester{User: t.User, Roles: t.Roles}, nil)
 }
 
 // asker is the author of the turn a model reply answers: its requester.
@@ -282,106 +282,6 @@ func (b *Bot) settle(ctx context.Context, conv confirm.Conversation) error {
 		}
 	}
 	return nil
-}
-
-// converse asks the model and acts on its reply until the model answers in
-// text, pauses on a gated call, or the turn runs out of tool rounds. hist,
-// when not nil, is the conversation's history as the caller just loaded
-// it, used for the first request.
-func (b *Bot) converse(ctx context.Context, conv confirm.Conversation, requester asker, hist []model.Message) error {
-	th := threadOf(conv)
-	p, err := b.platform(conv.Platform)
-	if err != nil {
-		return err
-	}
-	for first := true; ; first = false {
-		if !first || hist == nil {
-			var err error
-			if hist, err = b.history(ctx, conv.ID); err != nil {
-				return err
-			}
-		}
-		gctx := model.WithWaitNotice(ctx, func(wait time.Duration, err error) {
-			what := "the model's rate limit"
-			if !model.RateLimited(err) {
-				what = "the model to recover"
-			}
-			if perr := p.Post(ctx, th, fmt.Sprintf("Waiting %s for %s…", wait.Round(time.Second), what)); perr != nil {
-				b.log.Error("post in thread", "err", perr)
-			}
-		})
-		reply, err := b.cfg.Model.Generate(gctx, model.Request{System: b.cfg.SystemPrompt, Messages: hist, Tools: b.specsFor(conv)})
-		if err != nil {
-			b.log.Error("model request failed", "conversation", conv.ID, "err", err)
-			msg := "I could not reach the model, so I stopped here. Nothing was lost: write again to retry."
-			if perr := p.Post(ctx, th, msg); perr != nil {
-				b.log.Error("post in thread", "err", perr)
-			}
-			return nil // told in the thread and logged; the history is intact for a retry
-		}
-		reply.Role = model.RoleAssistant
-		if len(reply.ToolCalls) == 0 {
-			return b.answer(ctx, conv, p, reply)
-		}
-		if len(reply.ToolCalls) > b.cfg.MaxCallsPerReply {
-			return b.stopForCalls(ctx, conv, p, reply)
-		}
-		if err := confirm.CheckRounds(roundsThisTurn(hist), b.cfg.MaxToolRounds); err != nil {
-			return b.stopForRounds(ctx, conv, p, reply)
-		}
-		batch, paused, err := b.pause(ctx, conv, requester, reply)
-		if err != nil {
-			return err
-		}
-		if paused {
-			err := b.postCard(ctx, conv, p, batch, reply.Text)
-			b.startPreviews(ctx, conv, batch)
-			return err
-		}
-		// Nothing waited on a person: the batch is as pause stored it.
-		done, err := b.finishBatch(ctx, conv, batch.ID, batch)
-		if err != nil {
-			return err
-		}
-		if done == nil && awaitsRunbook(batch) {
-			return nil // it waits on a runbook run; the model goes on when the run has ended
-		}
-	}
-}
-
-// stopForRounds answers every call of a reply past the round limit without
-// running it, so the history stays whole, and says so in the thread.
-func (b *Bot) stopForRounds(ctx context.Context, conv confirm.Conversation, p Platform, reply model.Message) error {
-	return b.stopUnrun(ctx, conv, p, reply,
-		fmt.Sprintf("Not executed: this turn reached its limit of %d tool rounds.", b.cfg.MaxToolRounds),
-		fmt.Sprintf("I stopped: this turn reached its limit of %d tool rounds (model.max_tool_rounds). Nothing more was run.", b.cfg.MaxToolRounds))
-}
-
-// stopForCalls answers a reply with more calls than model.max_calls_per_reply
-// whole as invalid: no call runs, no card asks anyone, every call gets the
-// same error result, and the thread is told in one line.
-func (b *Bot) stopForCalls(ctx context.Context, conv confirm.Conversation, p Platform, reply model.Message) error {
-	why := fmt.Sprintf("too many calls in one reply: %d, at most %d", len(reply.ToolCalls), b.cfg.MaxCallsPerReply)
-	b.log.Warn("reply refused: "+why, "conversation", conv.ID)
-	return b.stopUnrun(ctx, conv, p, reply, "Not executed: "+why+".",
-		"I stopped: the model asked for "+why+" (model.max_calls_per_reply). Nothing was run.")
-}
-
-// stopUnrun answers every call of a reply with result without running it,
-// so the history stays whole, ends the turn with notice and posts it (as
-// an answer).
-func (b *Bot) stopUnrun(ctx context.Context, conv confirm.Conversation, p Platform, reply model.Message, result, notice string) error {
-	keys := confirm.Keys(reply.ToolCalls)
-	results := model.Message{Role: model.RoleTool}
-	for i, c := range reply.ToolCalls {
-		results.Results = append(results.Results, model.ToolResult{
-			CallID: c.ID, Key: keys[i], Name: c.Name, IsError: true, Content: result,
-		})
-	}
-	// The notice ends the turn in the history too, so a restart finds
-	// nothing left to answer and never asks the model again; it is
-	// posted as an answer is (see answer).
-	return b.answer(ctx, conv, p, reply, results, model.Message{Role: model.RoleAssistant, Text: notice})
 }
 
 // pause stores a reply with tool calls as a batch. The policy judges each

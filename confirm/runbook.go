@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// RoleRunbookStep is the stored role of a runbook step batch's messages:
+// the model never sees them (it never made those calls).
+const RoleRunbookStep = "runbook_step"
+
 // RunbookStatus is where a runbook run stands.
 type RunbookStatus string
 
