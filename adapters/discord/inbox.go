@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -29,10 +28,6 @@ const (
 	deliveryInteraction = "interaction" // the interaction, as discordgo encodes it
 	deliveryMessage     = "message"     // the message, as discordgo encodes it
 )
-
-// recordTimeout bounds the inbox's insert: the acknowledgement it holds
-// back must reach Discord within 3 seconds.
-const recordTimeout = 2 * time.Second
 
 // notRecordedClick answers a click that could not be recorded.
 var notRecordedClick = bot.UserMessage(confirm.ErrUnavailable)
@@ -62,18 +57,10 @@ func (a *Adapter) record(kind, key string, v any) (*confirm.InboxItem, bool, err
 	if err != nil {
 		return nil, false, fmt.Errorf("discord: encode the delivery: %w", err)
 	}
-	it := &confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload}
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-	defer cancel()
-	first, err := a.inbox.Record(ctx, a.seal.Seal(*it))
+	it, first, err := a.seal.Record(context.Background(), a.inbox, confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload})
 	if err != nil {
-		return nil, false, fmt.Errorf("discord: record the delivery: %w", err)
+		return nil, false, fmt.Errorf("discord: %w", err)
 	}
-	// The payload is the database's now: the live path has it parsed,
-	// and a replay reads it back. A delivery waiting for a worker keeps
-	// only its key (a burst of clicks acknowledged faster than they are
-	// worked holds no copy of each).
-	it.Payload = nil
 	return it, first, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
@@ -23,10 +22,6 @@ const (
 	deliveryInteraction = "interaction" // an interactivity payload, as its JSON
 	deliveryEvent       = "event"       // an Events API callback, as its JSON body
 )
-
-// recordTimeout bounds the inbox's insert: the acknowledgement it holds
-// back must reach Slack within 3 seconds.
-const recordTimeout = 2 * time.Second
 
 // lastRetry is the X-Slack-Retry-Num of Slack's last try of an event
 // (it retries three times, over about five minutes): an event that
@@ -49,18 +44,10 @@ func (a *Adapter) record(kind, key string, payload []byte) (*confirm.InboxItem, 
 	if a.inbox == nil {
 		return nil, true, nil
 	}
-	it := &confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.context()), recordTimeout)
-	defer cancel()
-	first, err := a.inbox.Record(ctx, a.seal.Seal(*it))
+	it, first, err := a.seal.Record(a.context(), a.inbox, confirm.InboxItem{Platform: Platform, Key: key, Kind: kind, Payload: payload})
 	if err != nil {
-		return nil, false, fmt.Errorf("slack: record the delivery: %w", err)
+		return nil, false, fmt.Errorf("slack: %w", err)
 	}
-	// The payload is the database's now: the live path has it parsed,
-	// and a replay reads it back. A delivery waiting for a worker keeps
-	// only its key (a burst of clicks acknowledged faster than they are
-	// worked holds no copy of each).
-	it.Payload = nil
 	return it, first, nil
 }
 

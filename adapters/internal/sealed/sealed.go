@@ -9,12 +9,14 @@ package sealed
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/airlockhq/airlock/confirm"
 )
@@ -90,6 +92,35 @@ func (s Sealer) Replay(it confirm.InboxItem, kinds map[string]func(*confirm.Inbo
 		return fmt.Errorf("a delivery of unknown kind %q", it.Kind)
 	}
 	return replay(&it)
+}
+
+// Recorder is the inbox a delivery is recorded in (the bot's Record).
+type Recorder interface {
+	Record(ctx context.Context, it confirm.InboxItem) (bool, error)
+}
+
+// RecordTimeout bounds the inbox's insert: the acknowledgement it holds
+// back must reach the platform within 3 seconds.
+const RecordTimeout = 2 * time.Second
+
+// Record seals it and records it in the inbox, within RecordTimeout,
+// before the platform's delivery is acknowledged. It returns the
+// delivery as the live path keeps it, and whether it was recorded now
+// (false: recorded already, a platform's retry or another replica's). The
+// delivery returned holds no payload: the payload is the database's now,
+// the live path has it parsed and a replay reads it back, so a delivery
+// waiting for a worker keeps only its key (a burst of clicks acknowledged
+// faster than they are worked holds no copy of each). An error: it was
+// not recorded; do not acknowledge it as taken.
+func (s Sealer) Record(ctx context.Context, inbox Recorder, it confirm.InboxItem) (*confirm.InboxItem, bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RecordTimeout)
+	defer cancel()
+	first, err := inbox.Record(ctx, s.Seal(it))
+	if err != nil {
+		return nil, false, fmt.Errorf("record the delivery: %w", err)
+	}
+	it.Payload = nil
+	return &it, first, nil
 }
 
 func (s Sealer) mac(platform, key, kind string, payload []byte) []byte {

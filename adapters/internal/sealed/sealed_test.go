@@ -1,6 +1,7 @@
 package sealed
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -78,5 +79,34 @@ func TestReplay(t *testing.T) {
 	}
 	if len(worked) != 1 {
 		t.Fatalf("worked %q after refusals", worked)
+	}
+}
+
+type inbox struct{ got []confirm.InboxItem }
+
+func (i *inbox) Record(_ context.Context, it confirm.InboxItem) (bool, error) {
+	i.got = append(i.got, it)
+	return len(i.got) == 1, nil
+}
+
+// Record stores the delivery sealed (a replay opens it to its payload)
+// and hands the live path the delivery without its payload: the
+// database keeps it, the queue of work does not.
+func TestRecordKeepsThePayloadInTheDatabaseOnly(t *testing.T) {
+	s := New("discord", "bot-token")
+	in := &inbox{}
+	payload := []byte(`{"id":"1","data":{"custom_id":"al:a:x"}}`)
+	it, first, err := s.Record(context.Background(), in, confirm.InboxItem{Platform: "discord", Key: "interaction:1", Kind: "interaction", Payload: payload})
+	if err != nil || !first {
+		t.Fatalf("Record = %v, %v", first, err)
+	}
+	if it.Key != "interaction:1" || it.Platform != "discord" || it.Payload != nil {
+		t.Fatalf("live delivery %+v, want its key and no payload", it)
+	}
+	if len(in.got) != 1 {
+		t.Fatalf("%d recorded", len(in.got))
+	}
+	if got, err := s.Open(in.got[0]); err != nil || string(got) != string(payload) {
+		t.Fatalf("the recorded delivery opens to %q, %v", got, err)
 	}
 }
