@@ -140,14 +140,7 @@ func (a *Adapter) Replay(_ context.Context, it confirm.InboxItem) error {
 	if !ready {
 		return bot.ErrNotReady
 	}
-	err := a.seal.Replay(it, map[string]func(*confirm.InboxItem) error{ // see sealed.Unseal
-		deliveryInteraction: a.replayInteraction,
-		deliveryMessage:     a.replayMessage,
-	})
-	if err != nil && !errors.Is(err, bot.ErrNotReady) {
-		return fmt.Errorf("discord: %w", err)
-	}
-	return err
+	return a.seal.Replay(it, map[string]func(*confirm.InboxItem) error{deliveryInteraction: a.replayInteraction, deliveryMessage: a.replayMessage})
 }
 
 // replayInteraction works a recorded interaction again.

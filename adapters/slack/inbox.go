@@ -85,14 +85,7 @@ func (a *Adapter) Replay(_ context.Context, it confirm.InboxItem) error {
 	if a.identity().UserID == "" {
 		return bot.ErrNotReady
 	}
-	err := a.seal.Replay(it, map[string]func(*confirm.InboxItem) error{ // see sealed.Unseal
-		deliveryInteraction: a.replayInteraction,
-		deliveryEvent:       a.replayEvent,
-	})
-	if err != nil {
-		return fmt.Errorf("slack: %w", err)
-	}
-	return nil
+	return a.seal.Replay(it, map[string]func(*confirm.InboxItem) error{deliveryInteraction: a.replayInteraction, deliveryEvent: a.replayEvent})
 }
 
 // replayInteraction works a recorded interaction again.

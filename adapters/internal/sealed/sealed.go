@@ -30,7 +30,10 @@ var ErrForged = errors.New("the inbox record's seal does not verify: it was not 
 const prefix = "sealed1 "
 
 // Sealer seals and opens one platform's inbox records.
-type Sealer struct{ key []byte }
+type Sealer struct {
+	platform string
+	key      []byte
+}
 
 // New derives the sealing key from a platform's credential (a bot
 // token): every replica holding it seals and opens alike.
@@ -38,7 +41,7 @@ func New(platform, credential string) Sealer {
 	m := hmac.New(sha256.New, []byte("airlock inbox seal v1"))
 	field(m, platform)
 	field(m, credential)
-	return Sealer{key: m.Sum(nil)}
+	return Sealer{platform: platform, key: m.Sum(nil)}
 }
 
 // Seal returns it with its payload sealed: bound to its platform, key and
@@ -82,16 +85,20 @@ func (s Sealer) Unseal(it *confirm.InboxItem) error {
 
 // Replay unseals it and works it with the replayer of its kind, one for
 // each kind the adapter records: a forged record (ErrForged) or one of a
-// kind the adapter never records is refused, and nothing is worked.
+// kind the adapter never records is refused, and nothing is worked. Its
+// errors name the platform and wrap the cause.
 func (s Sealer) Replay(it confirm.InboxItem, kinds map[string]func(*confirm.InboxItem) error) error {
 	if err := s.Unseal(&it); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", s.platform, err)
 	}
 	replay, ok := kinds[it.Kind]
 	if !ok {
-		return fmt.Errorf("a delivery of unknown kind %q", it.Kind)
+		return fmt.Errorf("%s: a delivery of unknown kind %q", s.platform, it.Kind)
 	}
-	return replay(&it)
+	if err := replay(&it); err != nil {
+		return fmt.Errorf("%s: %w", s.platform, err)
+	}
+	return nil
 }
 
 // Recorder is the inbox a delivery is recorded in (the bot's Record).
