@@ -312,12 +312,7 @@ func TestFindCardOfSeveralMessages(t *testing.T) {
 	f := newFakeDiscord(t, false)
 	a := nopAdapter(t, f)
 	ctx := context.Background()
-	c := sampleCard()
-	for i := 3; i < 8; i++ {
-		call := c.Calls[1]
-		call.Ref, call.Number, call.Key = confirm.RefAt(c.BatchID, i, 0), i+1, fmt.Sprintf("c%d", i)
-		c.Calls = append(c.Calls, call)
-	}
+	c := longCard()
 	th := bot.Thread{Platform: Platform, Channel: channelID, Thread: threadCh}
 	f.PostAs(threadCh, botID, true, "the agent's answer", nil)
 	first, err := a.PostCard(ctx, th, c)

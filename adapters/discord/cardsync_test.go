@@ -3,7 +3,6 @@ package discord
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -119,12 +118,7 @@ func TestCardOfSeveralMessagesUpdates(t *testing.T) {
 	f := newFakeDiscord(t, false)
 	a := nopAdapter(t, f)
 	ctx := context.Background()
-	c := sampleCard()
-	for i := 3; i < 8; i++ {
-		call := c.Calls[1]
-		call.Ref, call.Number, call.Key = confirm.RefAt(c.BatchID, i, 0), i+1, fmt.Sprintf("c%d", i)
-		c.Calls = append(c.Calls, call)
-	}
+	c := longCard()
 	th := bot.Thread{Platform: Platform, Channel: approvalsCh}
 	ref, err := a.PostCard(ctx, th, c)
 	if err != nil {

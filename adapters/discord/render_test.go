@@ -59,6 +59,17 @@ func render(c card.Card) rendered {
 	return rendered{content, embeds, components}
 }
 
+// longCard is sampleCard with five calls more: posted as two messages.
+func longCard() card.Card {
+	c := sampleCard()
+	for i := 3; i < 8; i++ {
+		call := c.Calls[1]
+		call.Ref, call.Number, call.Key = confirm.RefAt(c.BatchID, i, 0), i+1, fmt.Sprintf("c%d", i)
+		c.Calls = append(c.Calls, call)
+	}
+	return c
+}
+
 func sampleCard() card.Card {
 	created := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
 	toolFlag := []confirm.Reason{{Kind: confirm.ReasonToolFlag}}
