@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/airlockhq/airlock/hook"
 )
 
 // runFunc runs a command on its arguments (its name left out) and returns
@@ -50,6 +52,7 @@ var commands = []command{
 	{name: "runbooks", args: "-config FILE", help: "every runbook, its parameters and steps, and whether and why each step needs approval", run: noStdin(listRunbooks)},
 	{name: "grants", args: "-config FILE [-active]", help: `list grants ("Allow for" approvals of a tool in a thread)`, run: noStdin(grants),
 		sub: []command{{name: "grants revoke", args: "-config FILE ID", help: "revoke a grant"}}},
+	{name: "hook", args: hook.Usage, help: "a coding agent's pre-tool hook: asks Airlock's approval API about the call on stdin, answers in the agent's format; denies on any failure", run: hook.Main},
 	{name: "health", args: "[-url URL]", help: "GET URL (default http://127.0.0.1:8080/readyz); exit 0 on 2xx, else 1 with the reason", run: noStdin(health)},
 }
 
