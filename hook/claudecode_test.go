@@ -74,12 +74,14 @@ func TestClaudeCodeAllowConsumesOnce(t *testing.T) {
 	}
 }
 
+// A deny is PreToolUse's deny with the reason, and exit 2 (Claude Code's
+// block, which holds even if the JSON were not read).
 func TestClaudeCodeDenyWithReason(t *testing.T) {
 	f := newFakeAPI(t)
 	f.onCreate = func(a *fakeApproval) { a.Status, a.Reason = StatusDenied, "not on a Friday" }
 	v, _, code := runHook(t, f, "claude-code", claudeInput("PreToolUse", "make deploy"))
 	dec, reason, _ := preToolUse(t, v)
-	if code != 0 || dec != "deny" || !strings.Contains(reason, "not on a Friday") || !strings.Contains(reason, "Nothing ran") {
+	if code != 2 || dec != "deny" || !strings.Contains(reason, "not on a Friday") || !strings.Contains(reason, "Nothing ran") {
 		t.Fatalf("exit %d, %s %q", code, dec, reason)
 	}
 	if _, c := f.counts(); c != 0 {
@@ -181,7 +183,7 @@ func TestClaudeCodeFailsClosed(t *testing.T) {
 	} {
 		v, _, code := runHook(t, f, "claude-code", tc.input, tc.args...)
 		dec, reason, _ := preToolUse(t, v)
-		if dec != "deny" || code != 0 || !strings.Contains(reason, "Nothing ran") {
+		if dec != "deny" || code != 2 || !strings.Contains(reason, "Nothing ran") {
 			t.Errorf("%s: exit %d, %s %q", name, code, dec, reason)
 		}
 	}

@@ -22,8 +22,8 @@ import (
 )
 
 // DefaultDeadline is how long the hook waits for a person before it
-// denies: under Claude Code's 10-minute hook timeout, which would let the
-// call run.
+// denies: under Claude Code's and Codex's 10-minute hook timeout, at which
+// they would let the call run. (Cursor and Gemini CLI: ShortDeadline.)
 const DefaultDeadline = 9 * time.Minute
 
 // maxInput bounds the hook input read from stdin.
@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(stderr)
 	base := fs.String("url", env("AIRLOCK_URL"), "Airlock's base URL (default $AIRLOCK_URL)")
 	token := fs.String("token", "", "the client's token (default $AIRLOCK_TOKEN)")
-	deadline := fs.Duration("deadline", DefaultDeadline, "how long to wait for a person before denying")
+	deadline := fs.Duration("deadline", ag.deadline, "how long to wait for a person before denying (keep it under the agent's hook timeout)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -82,8 +82,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		// Nothing to ask about: the call is denied all the same (a
 		// hook that cannot read its input must not let a call through).
-		fmt.Fprintf(stderr, "airlock hook: %v\n", err)
-		return answer(ag, c, Decision{Reason: fmt.Sprintf("Airlock's hook could not read this call (%s), so it is denied. Nothing ran.", oneLine(err.Error(), 300))}, stdout)
+		return respond(ag, c, Decision{Reason: fmt.Sprintf("Airlock's hook could not read this call (%s), so it is denied. Nothing ran.", oneLine(err.Error(), 300))}, stdout, stderr)
 	}
 	var d Decision
 	switch {
@@ -95,13 +94,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		client := &Client{URL: *base, Token: *token, HTTP: &http.Client{Timeout: poll + 35*time.Second}}
 		d = decide(ctx, client, Request{Tool: c.Tool, Args: c.Args, Session: c.Session, CallID: c.CallID}, now().Add(*deadline), now)
 	}
-	return answer(ag, c, d, stdout)
+	return respond(ag, c, d, stdout, stderr)
 }
 
-func answer(ag agent, c call, d Decision, stdout io.Writer) int {
-	out, code := ag.answer(c, d)
-	if _, err := stdout.Write(append(out, '\n')); err != nil {
+func respond(ag agent, c call, d Decision, stdout, stderr io.Writer) int {
+	a := ag.answer(c, d)
+	if a.Stderr != "" {
+		fmt.Fprintln(stderr, a.Stderr)
+	}
+	if _, err := stdout.Write(append(a.Stdout, '\n')); err != nil {
 		return 2 // the answer did not reach the agent: block
 	}
-	return code
+	return a.Exit
 }
