@@ -88,7 +88,7 @@ func parseClaudeStyle(who string, events ...string) func([]byte) (call, error) {
 			return call{}, fmt.Errorf("%w: event %q (configure the hook for %v)", errNotACall, v.Event, events)
 		}
 		if v.Tool == "" {
-			return call{}, fmt.Errorf("%s's hook input names no tool_name", who)
+			return call{}, fmt.Errorf("the hook input from %s names no tool_name", who)
 		}
 		return call{Event: v.Event, Tool: v.Tool, Args: orEmpty(v.Input), Session: v.Session, CallID: v.ToolUseID}, nil
 	}
@@ -179,7 +179,7 @@ func parseCursor(in []byte) (call, error) {
 		var s string
 		if json.Unmarshal(v.Input, &s) == nil { // a JSON string holding the arguments
 			if !json.Valid([]byte(s)) {
-				return call{}, errors.New("Cursor's beforeMCPExecution tool_input is not JSON")
+				return call{}, errors.New("the tool_input of Cursor's beforeMCPExecution is not JSON")
 			}
 			c.Args = orEmpty(json.RawMessage(s))
 		}
@@ -189,7 +189,7 @@ func parseCursor(in []byte) (call, error) {
 		return call{}, fmt.Errorf("%w: event %q (configure preToolUse, beforeShellExecution, beforeMCPExecution or beforeReadFile)", errNotACall, v.Event)
 	}
 	if c.Tool == "" || c.Tool == "MCP:" {
-		return call{}, errors.New("Cursor's hook input names no tool")
+		return call{}, errors.New("the hook input from Cursor names no tool")
 	}
 	return c, nil
 }
@@ -231,7 +231,7 @@ func parseGemini(in []byte) (call, error) {
 		return call{}, fmt.Errorf("%w: event %q (configure the hook for BeforeTool)", errNotACall, v.Event)
 	}
 	if v.Tool == "" {
-		return call{}, errors.New("Gemini CLI's hook input names no tool_name")
+		return call{}, errors.New("the hook input from Gemini CLI names no tool_name")
 	}
 	return call{Event: v.Event, Tool: v.Tool, Args: orEmpty(v.Input), Session: v.Session}, nil
 }

@@ -124,7 +124,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, want 
 	resp, err := hc.Do(req)
 	if err != nil {
 		// The error names the URL, never the token (it is a header).
-		return Approval{}, fmt.Errorf("Airlock could not be reached: %w", err)
+		return Approval{}, fmt.Errorf("could not reach Airlock: %w", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
@@ -141,10 +141,10 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, want 
 		return a, &APIError{Status: resp.StatusCode, Text: oneLine(e.Error, 200)}
 	}
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return Approval{}, fmt.Errorf("Airlock's answer is not an approval: %w", err)
+		return Approval{}, fmt.Errorf("the answer from Airlock is not an approval: %w", err)
 	}
 	if a.ID == "" || a.Status == "" {
-		return Approval{}, errors.New("Airlock's answer is not an approval: no id or status")
+		return Approval{}, errors.New("the answer from Airlock is not an approval: no id or status")
 	}
 	return a, nil
 }
