@@ -19,6 +19,7 @@ import (
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/keyerr"
 	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/rules"
@@ -43,6 +44,9 @@ type Config struct {
 	Telemetry    telemetry.Config  `yaml:"telemetry"`
 	Debug        Debug             `yaml:"debug"`
 	Audit        Audit             `yaml:"audit"`
+	// Gateway lists the agents outside Airlock that may ask for approval
+	// over HTTP (issue 36; the API is not built yet).
+	Gateway gateway.Config `yaml:"gateway"`
 	// ShutdownTimeout is how long `airlock run` lets started work (tool
 	// runs) finish after SIGTERM; default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -736,6 +740,7 @@ func typeProblem(n *yaml.Node, t reflect.Type) string {
 }
 
 func (c *Config) applyDefaults() {
+	c.Gateway.SetDefaults()
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -801,6 +806,7 @@ func (c *Config) Validate() error {
 		tools.ValidateAll(c.Tools),         // names tools[N].<key>
 		mcptools.ValidateAll(c.MCPServers), // names mcp_servers[N].<key>
 		validateChannels("channels", c.Channels),
+		c.Gateway.Validate("gateway"),
 		runbook.ValidateAll("runbooks", c.Runbooks), // names runbooks[N].<key>
 		c.crossCheck(),
 	} {
@@ -823,6 +829,9 @@ func validateShutdownTimeout(d time.Duration) error {
 // prefix), and no configured tool takes a name under an MCP server's
 // prefix.
 func (c *Config) crossCheck() error {
+	if err := c.checkGatewayClients(); err != nil {
+		return err
+	}
 	// An MCP server's tools are known only once it answers: a name under a
 	// configured server's prefix is accepted.
 	mcpServerOf := func(name string) int {
@@ -1059,6 +1068,30 @@ func (c Confirmation) validateEscalation(list string) error {
 		}
 		if len(st.Mention) == 0 && st.ApproverSet().Empty() {
 			return keyerr.New(key, "a step needs mention, approvers, approver_groups or approver_roles")
+		}
+	}
+	return nil
+}
+
+// checkGatewayClients checks each gateway client against the channels:
+// its channel is served by a channels entry of its platform (that id, or
+// "*"), its platform is configured, and acts_for is a user id of that
+// platform.
+func (c *Config) checkGatewayClients() error {
+	for i, cl := range c.Gateway.Clients {
+		k := fmt.Sprintf("gateway.clients[%d]", i)
+		configured := cl.Channel.Platform == "slack" && c.Slack != nil || cl.Channel.Platform == "discord" && c.Discord != nil
+		if !configured {
+			return keyerr.New(k+".channel.platform", "%s is not configured (no %s: section)", cl.Channel.Platform, cl.Channel.Platform)
+		}
+		served := slices.ContainsFunc(c.Channels, func(ch Channel) bool {
+			return ch.Platform == cl.Channel.Platform && (ch.ID == cl.Channel.ID || ch.ID == "*")
+		})
+		if !served {
+			return keyerr.New(k+".channel.id", "%s channel %q has no channels entry (its approvers decide the client's cards)", cl.Channel.Platform, cl.Channel.ID)
+		}
+		if cl.Channel.Platform == "slack" && !slackUserID.MatchString(cl.ActsFor) || cl.Channel.Platform == "discord" && !snowflake.MatchString(cl.ActsFor) {
+			return keyerr.New(k+".acts_for", "%q is not a %s user id", cl.ActsFor, cl.Channel.Platform)
 		}
 	}
 	return nil

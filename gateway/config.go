@@ -1,0 +1,180 @@
+// Package gateway is Airlock as the approval plane for agents it does not
+// run (issue 36): the clients that may ask for approval over HTTP, who
+// each acts for, where their cards go, and which of their tools need a
+// yes. This file holds the configuration (`gateway:`); the API is not
+// built yet.
+package gateway
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"path"
+	"regexp"
+
+	"github.com/airlockhq/airlock/keyerr"
+)
+
+// Config is the `gateway:` section.
+type Config struct {
+	Clients []Client `yaml:"clients"`
+}
+
+// Client is one agent (or the laptop it runs on) allowed to ask.
+type Client struct {
+	// Name is shown on cards and in the audit: [a-z0-9_-]{1,48}, unique.
+	Name string `yaml:"name"`
+	// Token is the client's bearer token, at least MinTokenLength
+	// characters; compared in constant time, never logged.
+	Token string `yaml:"token"`
+	// ActsFor is the person the agent works for, as the channel's
+	// platform knows them: the requester of its calls (self-approval,
+	// requester rules, grants).
+	ActsFor string `yaml:"acts_for"`
+	// Channel is a configured channel: its cards go there, its approvers
+	// decide.
+	Channel ChannelRef `yaml:"channel"`
+	// Ask are tool-name globs whose calls need a yes; rules may add.
+	Ask []string `yaml:"ask"`
+	// Deny are tool-name globs never allowed (no card).
+	Deny []string `yaml:"deny"`
+	// Allow, when given, is an allow-list: any other tool is denied.
+	Allow []string `yaml:"allow"`
+	// MaxPending bounds the client's waiting approvals; default
+	// DefaultMaxPending.
+	MaxPending int `yaml:"max_pending"`
+	// RequestsPerMinute bounds the client's requests; default
+	// DefaultRequestsPerMinute.
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	// CallbackSecret signs the decisions POSTed to a request's
+	// callback_url; without it a request may not carry one.
+	CallbackSecret string `yaml:"callback_secret"`
+}
+
+// ChannelRef names a configured channel.
+type ChannelRef struct {
+	Platform string `yaml:"platform"`
+	ID       string `yaml:"id"`
+}
+
+// Bounds and defaults.
+const (
+	MinTokenLength           = 32
+	DefaultMaxPending        = 20
+	DefaultRequestsPerMinute = 120
+)
+
+var clientName = regexp.MustCompile(`^[a-z0-9_-]{1,48}$`)
+
+// SetDefaults fills in what a client left out.
+func (c *Config) SetDefaults() {
+	for i := range c.Clients {
+		cl := &c.Clients[i]
+		if cl.MaxPending == 0 {
+			cl.MaxPending = DefaultMaxPending
+		}
+		if cl.RequestsPerMinute == 0 {
+			cl.RequestsPerMinute = DefaultRequestsPerMinute
+		}
+	}
+}
+
+// Validate checks the section at key ("gateway"), naming the key at
+// fault. Whether each client's channel is configured, and its acts_for
+// a user id of that platform, is the config's cross-check (it knows the
+// channels).
+func (c Config) Validate(key string) error {
+	tokens := map[string]int{}
+	return keyerr.List(key+".clients", c.Clients, func(cl Client, k string) error {
+		if err := cl.validate(k); err != nil {
+			return err
+		}
+		for t, j := range tokens {
+			if subtle.ConstantTimeCompare([]byte(t), []byte(cl.Token)) == 1 {
+				return keyerr.New(k+".token", "the same token as clients[%d]: each client needs its own", j)
+			}
+		}
+		tokens[cl.Token] = len(tokens)
+		return nil
+	}, func(cl Client) string { return cl.Name }, func(cl Client, k string, first int) error {
+		return keyerr.New(k+".name", "%q is also clients[%d]'s name", cl.Name, first)
+	})
+}
+
+func (cl Client) validate(k string) error {
+	switch {
+	case !clientName.MatchString(cl.Name):
+		return keyerr.New(k+".name", "%q: 1 to 48 of a-z, 0-9, _ and -", cl.Name)
+	case len(cl.Token) < MinTokenLength:
+		return keyerr.New(k+".token", "at least %d characters (got %d)", MinTokenLength, len(cl.Token))
+	case cl.ActsFor == "":
+		return keyerr.New(k+".acts_for", "required: the user id of the person the agent works for")
+	case cl.Channel.Platform != "slack" && cl.Channel.Platform != "discord":
+		return keyerr.New(k+".channel.platform", "%q: slack or discord", cl.Channel.Platform)
+	case cl.Channel.ID == "" || cl.Channel.ID == "*" || cl.Channel.ID == "dm":
+		return keyerr.New(k+".channel.id", "%q: one channel's id", cl.Channel.ID)
+	case cl.MaxPending < 0:
+		return keyerr.New(k+".max_pending", "must not be negative")
+	case cl.RequestsPerMinute < 0:
+		return keyerr.New(k+".requests_per_minute", "must not be negative")
+	case cl.CallbackSecret != "" && len(cl.CallbackSecret) < MinTokenLength:
+		return keyerr.New(k+".callback_secret", "at least %d characters", MinTokenLength)
+	}
+	for field, globs := range map[string][]string{"ask": cl.Ask, "deny": cl.Deny, "allow": cl.Allow} {
+		for i, g := range globs {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				return keyerr.New(fmt.Sprintf("%s.%s[%d]", k, field, i), "%q is not a tool-name glob", g)
+			}
+		}
+	}
+	return nil
+}
+
+// Verdict is what a client's lists say of a tool, before the rules
+// (which may only add: ask, or deny).
+type Verdict int
+
+const (
+	// Free: no list names it; allowed, and audited.
+	Free Verdict = iota
+	// Asks: a person must decide.
+	Asks
+	// Denied: never allowed, no card (deny, or not on an allow-list).
+	Denied
+)
+
+// Judge is what the client's lists say of tool: deny wins, then an
+// allow-list that leaves it out, then ask.
+func (cl Client) Judge(tool string) Verdict {
+	switch {
+	case matchAny(cl.Deny, tool):
+		return Denied
+	case len(cl.Allow) > 0 && !matchAny(cl.Allow, tool) && !matchAny(cl.Ask, tool):
+		return Denied
+	case matchAny(cl.Ask, tool):
+		return Asks
+	}
+	return Free
+}
+
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ByToken is the client whose token is token, compared in constant time
+// against every client's (so the time taken says nothing of which, or
+// how much, matched).
+func (c Config) ByToken(token string) (Client, bool) {
+	var found Client
+	ok := 0
+	for _, cl := range c.Clients {
+		if subtle.ConstantTimeCompare([]byte(cl.Token), []byte(token)) == 1 {
+			found, ok = cl, 1
+		}
+	}
+	return found, ok == 1 && token != ""
+}
