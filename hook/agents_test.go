@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/gateway"
 )
 
 // Each agent's documented hook input (docs/hooks.md has the sources).
@@ -137,14 +139,14 @@ func TestEveryAgentsAnswers(t *testing.T) {
 	for name, tc := range cases {
 		for _, step := range []string{"allow", "deny", "edit"} {
 			f := newFakeAPI(t)
-			f.onCreate = func(a *fakeApproval) {
+			f.mem.OnCreate = func(a *gateway.Approval) {
 				switch step {
 				case "allow":
-					a.Status = StatusAllowed
+					a.Status = gateway.StatusAllowed
 				case "deny":
-					a.Status, a.Reason = StatusDenied, "not today"
+					a.Status, a.Reason = gateway.StatusDenied, "not today"
 				case "edit":
-					a.Status, a.Args = StatusAllowed, edited
+					a.Status, a.Args = gateway.StatusAllowed, edited
 				}
 			}
 			r := hookRun(t, f, tc.agent, tc.input)
@@ -158,7 +160,7 @@ func TestEveryAgentsAnswers(t *testing.T) {
 			if n, c := f.counts(); n != 1 || (step == "allow" && c != 1) || (step == "deny" && c != 0) {
 				t.Errorf("%s, %s: %d approvals, %d consumes", name, step, n, c)
 			}
-			if got := f.requests[0].Tool; got != tc.tool {
+			if got := f.requests()[0].Tool; got != tc.tool {
 				t.Errorf("%s: asked about tool %q, want %q", name, got, tc.tool)
 			}
 		}
@@ -181,9 +183,9 @@ func TestAgentsAskAboutTheCall(t *testing.T) {
 		"gemini":      {"gemini", geminiBeforeTool, "run_shell_command", "sess-g", `{"command":"make deploy"}`},
 	} {
 		f := newFakeAPI(t)
-		f.onCreate = func(a *fakeApproval) { a.Status = StatusAllowed }
+		f.mem.OnCreate = func(a *gateway.Approval) { a.Status = gateway.StatusAllowed }
 		hookRun(t, f, tc.agent, tc.input)
-		r := f.requests[0]
+		r := f.requests()[0]
 		if r.Tool != tc.tool || r.Session != tc.session || !sameJSON(r.Args, []byte(tc.args)) {
 			t.Errorf("%s: asked %+v (args %s)", name, r, r.Args)
 		}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/gateway"
+	"github.com/airlockhq/airlock/gateway/gatewaytest"
 )
 
 // claudeInput is Claude Code's documented hook input for a Bash call.
@@ -59,7 +62,7 @@ func preToolUse(t *testing.T, v map[string]any) (decision, reason string, update
 
 func TestClaudeCodeAllowConsumesOnce(t *testing.T) {
 	f := newFakeAPI(t)
-	f.onCreate = func(a *fakeApproval) { a.Status, a.Reason = StatusAllowed, "allowed by U0APPROVER" }
+	f.mem.OnCreate = func(a *gateway.Approval) { a.Status, a.Reason = gateway.StatusAllowed, "allowed by U0APPROVER" }
 	v, _, code := runHook(t, f, "claude-code", claudeInput("PreToolUse", "make deploy"))
 	dec, reason, updated := preToolUse(t, v)
 	if code != 0 || dec != "allow" || updated != nil || !strings.Contains(reason, "U0APPROVER") {
@@ -68,7 +71,7 @@ func TestClaudeCodeAllowConsumesOnce(t *testing.T) {
 	if n, c := f.counts(); n != 1 || c != 1 {
 		t.Fatalf("%d approvals, %d consumes; want 1 and 1", n, c)
 	}
-	r := f.requests[0]
+	r := f.requests()[0]
 	if r.Tool != "Bash" || r.Session != "sess-1" || r.CallID != "toolu_01" || !sameJSON(r.Args, []byte(`{"command":"make deploy","description":"deploy"}`)) {
 		t.Fatalf("request %+v", r)
 	}
@@ -78,7 +81,7 @@ func TestClaudeCodeAllowConsumesOnce(t *testing.T) {
 // block, which holds even if the JSON were not read).
 func TestClaudeCodeDenyWithReason(t *testing.T) {
 	f := newFakeAPI(t)
-	f.onCreate = func(a *fakeApproval) { a.Status, a.Reason = StatusDenied, "not on a Friday" }
+	f.mem.OnCreate = func(a *gateway.Approval) { a.Status, a.Reason = gateway.StatusDenied, "not on a Friday" }
 	v, _, code := runHook(t, f, "claude-code", claudeInput("PreToolUse", "make deploy"))
 	dec, reason, _ := preToolUse(t, v)
 	if code != 2 || dec != "deny" || !strings.Contains(reason, "not on a Friday") || !strings.Contains(reason, "Nothing ran") {
@@ -95,7 +98,7 @@ func TestClaudeCodeEditedArguments(t *testing.T) {
 	edited := json.RawMessage(`{"command":"make deploy ENV=staging","description":"deploy"}`)
 	for _, event := range []string{"PreToolUse", "PermissionRequest"} {
 		f := newFakeAPI(t)
-		f.onCreate = func(a *fakeApproval) { a.Status, a.Args = StatusAllowed, edited }
+		f.mem.OnCreate = func(a *gateway.Approval) { a.Status, a.Args = gateway.StatusAllowed, edited }
 		v, _, code := runHook(t, f, "claude-code", claudeInput(event, "make deploy ENV=prod"))
 		o, _ := v["hookSpecificOutput"].(map[string]any)
 		var updated any
@@ -132,7 +135,7 @@ func TestClaudeCodeDeadlineThenLateApprovalOnce(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("the hook waited %v past a 1 s deadline", took)
 	}
-	f.decide("a1", StatusAllowed, "allowed by U0APPROVER", nil)
+	f.decide("a1", gateway.StatusAllowed, "allowed by U0APPROVER")
 	v, _, _ = runHook(t, f, "claude-code", in, "-deadline", "1s")
 	if dec, reason, _ := preToolUse(t, v); dec != "allow" || !strings.Contains(reason, "a1") {
 		t.Fatalf("the retry after a late Allow: %s %q", dec, reason)
@@ -148,8 +151,8 @@ func TestClaudeCodeDeadlineThenLateApprovalOnce(t *testing.T) {
 
 // The approval another retry consumed first is not carried out twice.
 func TestClaudeCodeConsumedElsewhereIsDenied(t *testing.T) {
-	f := newFakeAPI(t)
-	f.onCreate = func(a *fakeApproval) { a.Status, a.consumed = StatusAllowed, true }
+	mem := &gatewaytest.Memory{OnCreate: func(a *gateway.Approval) { a.Status = gateway.StatusAllowed }}
+	f := newFakeAPIOver(t, mem, consumedFirst{mem})
 	v, _, _ := runHook(t, f, "claude-code", claudeInput("PreToolUse", "make deploy"))
 	if dec, reason, _ := preToolUse(t, v); dec != "deny" || !strings.Contains(reason, "already used") {
 		t.Fatalf("%s %q", dec, reason)
@@ -160,7 +163,7 @@ func TestClaudeCodeConsumedElsewhereIsDenied(t *testing.T) {
 // input that is not a tool call: denied, never allowed.
 func TestClaudeCodeFailsClosed(t *testing.T) {
 	f := newFakeAPI(t)
-	f.onCreate = func(a *fakeApproval) { a.Status = StatusAllowed }
+	f.mem.OnCreate = func(a *gateway.Approval) { a.Status = gateway.StatusAllowed }
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

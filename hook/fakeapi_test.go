@@ -1,173 +1,53 @@
 package hook
 
 import (
-	"encoding/json"
-	"fmt"
-	"net/http"
+	"context"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlockhq/airlock/gateway"
+	"github.com/airlockhq/airlock/gateway/gatewaytest"
 )
 
-// fakeAPI speaks the approval API's wire format (issue 36) on 127.0.0.1:
-// bearer tokens, approvals created pending (or decided by onCreate),
-// long-polled, bound (a request with the same session, tool and
-// arguments as one pending or allowed and not consumed is that one), and
-// consumed once.
+// fakeAPI is Airlock's approval API as package gateway serves it, on
+// 127.0.0.1, over approvals kept in memory (gatewaytest.Memory: bound and
+// consumed as the API's contract says), decided by the test as an
+// approver would.
 type fakeAPI struct {
-	t     *testing.T
 	srv   *httptest.Server
+	mem   *gatewaytest.Memory
 	token string
-	// onCreate, when set, decides a new approval before it is answered.
-	onCreate func(a *fakeApproval)
-
-	mu        sync.Mutex
-	approvals map[string]*fakeApproval
-	order     []string
-	consumes  int
-	requests  []Request
 }
 
-type fakeApproval struct {
-	Approval
-	req      Request
-	consumed bool
-	changed  chan struct{}
-}
+func newFakeAPI(t *testing.T) *fakeAPI { return newFakeAPIOver(t, &gatewaytest.Memory{}, nil) }
 
-func newFakeAPI(t *testing.T) *fakeAPI {
-	f := &fakeAPI{t: t, token: strings.Repeat("t", 40), approvals: map[string]*fakeApproval{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/approvals", f.create)
-	mux.HandleFunc("GET /v1/approvals/{id}", f.get)
-	mux.HandleFunc("POST /v1/approvals/{id}/consume", f.consume)
-	f.srv = httptest.NewServer(f.auth(mux))
+func newFakeAPIOver(t *testing.T, mem *gatewaytest.Memory, approvals gateway.Approvals) *fakeAPI {
+	t.Helper()
+	f := &fakeAPI{mem: mem, token: strings.Repeat("t", 40)}
+	if approvals == nil {
+		approvals = mem
+	}
+	cfg := gateway.Config{Clients: []gateway.Client{{Name: "alice-laptop", Token: f.token, ActsFor: "U0ALICE",
+		Channel: gateway.ChannelRef{Platform: "slack", ID: "C0OPS"}, Ask: []string{"*"}}}}
+	cfg.SetDefaults()
+	f.srv = httptest.NewServer((&gateway.API{Config: cfg, Approvals: approvals, Now: time.Now}).Handler())
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
-func (f *fakeAPI) auth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+f.token {
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
+func (f *fakeAPI) decide(id, status, reason string) { f.mem.Decide(id, status, reason, nil) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func (f *fakeAPI) counts() (approvals, consumes int) { return f.mem.Counts() }
 
-func bindKey(r Request) string {
-	var v any
-	_ = json.Unmarshal(r.Args, &v)
-	canon, _ := json.Marshal(v)
-	return r.Session + "\x00" + r.Tool + "\x00" + string(canon)
-}
+func (f *fakeAPI) requests() []gateway.Request { return f.mem.Requests() }
 
-func (f *fakeAPI) create(w http.ResponseWriter, r *http.Request) {
-	var req Request
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Tool == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "tool: required"})
-		return
-	}
-	wait, _ := time.ParseDuration(req.Wait)
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	var a *fakeApproval
-	for _, id := range f.order {
-		x := f.approvals[id]
-		if bindKey(x.req) == bindKey(req) && (x.Status == StatusPending || (x.Status == StatusAllowed && !x.consumed)) {
-			a = x
-		}
-	}
-	if a == nil {
-		id := fmt.Sprintf("a%d", len(f.order)+1)
-		a = &fakeApproval{Approval: Approval{ID: id, Status: StatusPending, Args: req.Args, Where: "#ops",
-			ExpiresAt: time.Now().Add(30 * time.Minute), CardURL: "https://slack.example/archives/C0OPS/p1"}, req: req, changed: make(chan struct{})}
-		f.approvals[id], f.order = a, append(f.order, id)
-		if f.onCreate != nil {
-			f.onCreate(a)
-		}
-	}
-	f.mu.Unlock()
-	writeJSON(w, http.StatusOK, f.waitFor(a, wait))
-}
+// consumedFirst is approvals whose allowed approval another retry
+// consumes just before this one does.
+type consumedFirst struct{ *gatewaytest.Memory }
 
-func (f *fakeAPI) get(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	a, ok := f.approvals[r.PathValue("id")]
-	f.mu.Unlock()
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such approval"})
-		return
-	}
-	wait, _ := time.ParseDuration(r.URL.Query().Get("wait"))
-	writeJSON(w, http.StatusOK, f.waitFor(a, wait))
-}
-
-func (f *fakeAPI) consume(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	a, ok := f.approvals[r.PathValue("id")]
-	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such approval"})
-		return
-	}
-	if a.Status != StatusAllowed || a.consumed {
-		why := a.Status
-		if a.consumed {
-			why = "already consumed"
-		}
-		writeJSON(w, http.StatusConflict, map[string]any{"error": why, "id": a.ID, "status": a.Status})
-		return
-	}
-	a.consumed = true
-	f.consumes++
-	writeJSON(w, http.StatusOK, a.Approval)
-}
-
-// waitFor is a as it is once decided, or after wait.
-func (f *fakeAPI) waitFor(a *fakeApproval, wait time.Duration) Approval {
-	f.mu.Lock()
-	st, ch := a.Approval, a.changed
-	f.mu.Unlock()
-	if st.Status != StatusPending || wait <= 0 {
-		return st
-	}
-	select {
-	case <-ch:
-	case <-time.After(wait):
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return a.Approval
-}
-
-// decide decides approval id as an approver would.
-func (f *fakeAPI) decide(id, status, reason string, args json.RawMessage) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	a := f.approvals[id]
-	if a == nil {
-		f.t.Fatalf("no approval %s", id)
-	}
-	a.Status, a.Reason, a.DecidedBy = status, reason, "U0APPROVER"
-	if args != nil {
-		a.Args = args
-	}
-	close(a.changed)
-	a.changed = make(chan struct{})
-}
-
-func (f *fakeAPI) counts() (approvals, consumes int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.order), f.consumes
+func (c consumedFirst) Consume(ctx context.Context, cl gateway.Client, id string) (gateway.Approval, error) {
+	c.MarkConsumed(id)
+	return c.Memory.Consume(ctx, cl, id)
 }
