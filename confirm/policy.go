@@ -23,7 +23,10 @@ type Request struct {
 	Platform  string
 	Channel   string
 	Requester string // platform user id of the turn's author
-	Now       time.Time
+	// Client is the gateway client that asked (gateway.clients[].name);
+	// "" for Airlock's own agent and runbooks.
+	Client string
+	Now    time.Time
 }
 
 // ReasonKind says why a call needs a person's yes, or was refused.

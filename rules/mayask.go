@@ -22,7 +22,7 @@ func (s *Set) MayAsk(r confirm.Request) bool {
 		return false
 	}
 	known := map[string]any{"tool": r.Call.Name}
-	unknown := []*cel.AttributePatternType{cel.AttributePattern("args"), cel.AttributePattern("user"), cel.AttributePattern("now")}
+	unknown := []*cel.AttributePatternType{cel.AttributePattern("args"), cel.AttributePattern("user"), cel.AttributePattern("client"), cel.AttributePattern("now")}
 	if r.Platform == "" && r.Channel == "" { // anywhere (airlock tools)
 		unknown = append(unknown, cel.AttributePattern("platform"), cel.AttributePattern("channel"))
 	} else {

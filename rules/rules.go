@@ -99,6 +99,7 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("platform", cel.StringType),
 		cel.Variable("channel", cel.StringType),
 		cel.Variable("user", cel.StringType),
+		cel.Variable("client", cel.StringType),
 		cel.Variable("now", cel.TimestampType),
 		ext.Strings(),
 		cel.CrossTypeNumericComparisons(true),
@@ -302,6 +303,7 @@ func (s *Set) Evaluate(r confirm.Request) confirm.Verdict {
 		"platform": r.Platform,
 		"channel":  r.Channel,
 		"user":     r.Requester,
+		"client":   r.Client,
 		"now":      now.UTC(),
 	}
 	args, argsErr := decodeArgs(r.Call.Args)

@@ -636,3 +636,20 @@ func TestRuleRisk(t *testing.T) {
 		}
 	}
 }
+
+// A rule may name the gateway client that asked; Airlock's own agent is
+// client "", so a client's rule never asks about it; MayAsk, not knowing
+// the client, counts the rule as one that may ask.
+func TestClientVariable(t *testing.T) {
+	s := mustCompile(t, Config{Name: "alice-force-push", When: `tool == "Bash" && client == "alice-laptop" && args.command.matches("git push.*--force")`,
+		Action: "ask", Approvals: 2})
+	r := req("Bash", `{"command":"git push origin main --force"}`)
+	wantPass(t, s.Evaluate(r))
+	r.Client = "alice-laptop"
+	if v := s.Evaluate(r); !v.Ask || v.Approvals != 2 {
+		t.Fatalf("alice's force push: %+v", v)
+	}
+	if !s.MayAsk(confirm.Request{Call: confirm.ToolCall{Name: "Bash"}}) {
+		t.Fatal("MayAsk: a rule on the client does not count as one that may ask")
+	}
+}
