@@ -28,6 +28,7 @@ import (
 	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/tools"
@@ -202,6 +203,9 @@ type Config struct {
 	// Runbooks are the compiled runbooks (channels[].runbooks narrows
 	// which are offered where).
 	Runbooks []*runbook.Runbook
+	// Gateway lists the agents outside Airlock that may ask for approval
+	// (gateway.go).
+	Gateway gateway.Config
 	// StepSecret is the value of a secret reference a runbook step's
 	// arguments keep as text (config.Config.StepSecret): put in, in
 	// memory only, right before the step's tool (or its preview) runs;
@@ -362,6 +366,9 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 }
 
 func threadOf(c confirm.Conversation) Thread {
+	if isGateway(c) {
+		return Thread{Platform: c.Platform, Channel: c.Channel} // a gateway session's cards are the channel's
+	}
 	return Thread{Platform: c.Platform, Channel: c.Channel, Thread: c.Thread}
 }
 

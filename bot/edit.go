@@ -138,7 +138,7 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	}
 	now := b.now().UTC()
 	v := policy.Evaluate(confirm.Request{
-		Call: judged, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Now: now,
+		Call: judged, Tool: &info, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy, Client: b.clientName(conv), Now: now,
 	})
 	if v.Deny {
 		msg := "refused by rule " + v.DenyRule

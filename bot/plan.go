@@ -34,7 +34,7 @@ func (b *Bot) planBatch(ctx context.Context, conv confirm.Conversation, requeste
 		return nil, nil, err
 	}
 	now := b.now().UTC()
-	base := confirm.Request{Platform: conv.Platform, Channel: conv.Channel, Requester: requester.User, Now: now}
+	base := confirm.Request{Platform: conv.Platform, Channel: conv.Channel, Requester: requester.User, Client: b.clientName(conv), Now: now}
 	planned, _ := confirm.Plan(reply.ToolCalls, base, lookup, policy, validate)
 	intro := reply.Text
 	batch := &confirm.Batch{
@@ -247,6 +247,9 @@ func uncheckedPolicy(unknown []confirm.Call) confirm.Policy {
 // offered returns the tool when the bot carries it and the conversation's
 // channel offers it.
 func (b *Bot) offered(conv confirm.Conversation, name string) (tools.Tool, bool) {
+	if c, ok := b.gatewayClient(conv); ok {
+		return gatewayTool{client: c, name: name}, true // the client's tool, not one of ours
+	}
 	if isRunbookTool(name) {
 		return b.runbookToolIn(conv, name) // channels[].runbooks, not channels[].tools
 	}

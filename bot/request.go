@@ -99,7 +99,10 @@ func (s runbookSource) Continue(ctx context.Context, _ confirm.Conversation, bat
 
 // sourceOf is the source of a stored batch: a runbook step's (its call
 // carries the step's idempotency key), else the model's.
-func (b *Bot) sourceOf(batch *confirm.Batch) Source {
+func (b *Bot) sourceOf(conv confirm.Conversation, batch *confirm.Batch) Source {
+	if isGateway(conv) {
+		return gatewayApprovals{b}
+	}
 	if stepBatch(batch) {
 		return runbookSource{b}
 	}

@@ -41,7 +41,7 @@ func (b *Bot) resumeLocked(ctx context.Context, conv confirm.Conversation, batch
 // continueAfter gives batch, just completed, to the source its request
 // came from (request.go).
 func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) error {
-	return b.sourceOf(batch).Continue(ctx, conv, batch)
+	return b.sourceOf(conv, batch).Continue(ctx, conv, batch)
 }
 
 // finishBatch claims a decided batch, runs its allowed calls in the model's
@@ -53,6 +53,9 @@ func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batc
 // does not change until claimed, so once the claim is won it is the batch
 // (running), and it is not loaded again.
 func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string, decided *confirm.Batch) (*confirm.Batch, error) {
+	if isGateway(conv) {
+		return b.finishGateway(ctx, conv, batchID) // Airlock runs none of a gateway client's calls
+	}
 	batch, err := b.claim(ctx, batchID, decided)
 	if err != nil || batch == nil {
 		return nil, err

@@ -375,6 +375,10 @@ type BatchStore interface {
 	// PendingInChannel counts the pending batches of the conversations in
 	// a channel of a platform (all its threads).
 	PendingInChannel(ctx context.Context, platform, channel string) (int, error)
+	// PendingInThreads counts the pending batches of the channel's
+	// conversations whose thread begins with prefix (a gateway client's
+	// sessions).
+	PendingInThreads(ctx context.Context, platform, channel, prefix string) (int, error)
 	// UnknownCalls lists the conversation's calls whose run outcome is
 	// unknown and that nobody marked checked yet, oldest first.
 	UnknownCalls(ctx context.Context, conversationID int64) ([]Call, error)

@@ -421,6 +421,18 @@ func (db *DB) PendingInChannel(ctx context.Context, platform, channel string) (i
 	return n, nil
 }
 
+// PendingInThreads counts the pending batches of the channel's
+// conversations whose thread begins with prefix (compared exactly: no
+// character of prefix is a pattern).
+func (db *DB) PendingInThreads(ctx context.Context, platform, channel, prefix string) (int, error) {
+	var n int
+	if err := db.get(ctx, db.reader(), &n, db.q(`SELECT COUNT(*) FROM batches b JOIN conversations c ON c.id = b.conversation_id
+		WHERE c.platform = ? AND c.channel = ? AND substr(c.thread, 1, length(CAST(? AS TEXT))) = CAST(? AS TEXT) AND b.status = 'pending'`), platform, channel, prefix, prefix); err != nil {
+		return 0, fmt.Errorf("pending in threads: %w", err)
+	}
+	return n, nil
+}
+
 // UnknownCalls lists the conversation's calls whose run outcome is unknown
 // and that nobody marked checked yet (see MarkChecked), oldest first (by
 // batch creation, then position).

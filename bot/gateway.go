@@ -1,0 +1,318 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/gateway"
+	"github.com/airlockhq/airlock/model"
+)
+
+// The gateway source (issue 36): agents outside Airlock ask for approval
+// of their calls over HTTP (package gateway serves the API over the
+// gateway.Approvals this file implements). A client's session is a
+// conversation of its channel, keyed by the thread gateway/<client>/<session>
+// (no Slack or Discord thread id has that form; client names hold no
+// "/"), and its cards are posted at the channel's top level (threadOf).
+// Requests go through the one path (request.go): the client's acts_for
+// is the requester, its ask/deny/allow lists and the rules judge, cards,
+// clicks, quorum, grants and card sync are the core's. Airlock runs none
+// of these calls: an allowed one waits to be consumed (its run taken
+// from not_started to running, once) and its outcome is reported.
+
+const gatewayPrefix = "gateway/"
+
+// roleGateway is the stored role of a gateway request's message: no model
+// reads a gateway conversation.
+const roleGateway = "gateway"
+
+func gatewayThread(client, session string) string { return gatewayPrefix + client + "/" + session }
+
+// isGateway reports whether conv is a gateway client's session.
+func isGateway(conv confirm.Conversation) bool { return strings.HasPrefix(conv.Thread, gatewayPrefix) }
+
+// gatewayClient is the configured client whose session conv is.
+func (b *Bot) gatewayClient(conv confirm.Conversation) (gateway.Client, bool) {
+	name, _, ok := strings.Cut(strings.TrimPrefix(conv.Thread, gatewayPrefix), "/")
+	if !ok || !isGateway(conv) {
+		return gateway.Client{}, false
+	}
+	for _, c := range b.cfg.Gateway.Clients {
+		if c.Name == name && c.Channel.Platform == conv.Platform && c.Channel.ID == conv.Channel {
+			return c, true
+		}
+	}
+	return gateway.Client{}, false
+}
+
+// gatewayTool is a client's tool as the core judges it: any name, asked
+// about when the client's lists say so (rules may add), its arguments
+// any JSON object, shown as they are. It never runs in Airlock.
+type gatewayTool struct {
+	client gateway.Client
+	name   string
+}
+
+func (t gatewayTool) Spec() model.ToolSpec { return model.ToolSpec{Name: t.name} }
+func (t gatewayTool) Confirm() bool        { return t.client.Judge(t.name) == gateway.Asks }
+func (t gatewayTool) Validate(args json.RawMessage) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil || m == nil {
+		return errors.New("the arguments are not a JSON object")
+	}
+	return nil
+}
+func (t gatewayTool) Summary(args json.RawMessage) (string, error) {
+	return t.name + " " + card.Excerpt(compactJSON(args), 300), nil
+}
+func (t gatewayTool) Run(context.Context, json.RawMessage, string) (string, error) {
+	return "", errors.New("a gateway client's call is carried out by the client")
+}
+
+// clientName is the gateway client whose session conv is; "" for every
+// other conversation (the rules' client variable).
+func (b *Bot) clientName(conv confirm.Conversation) string {
+	c, _ := b.gatewayClient(conv)
+	return c.Name
+}
+
+// Gateway is the approval core as the gateway's API sees it.
+func (b *Bot) Gateway() gateway.Approvals { return gatewayApprovals{b} }
+
+type gatewayApprovals struct{ b *Bot }
+
+var (
+	_ gateway.Approvals = gatewayApprovals{}
+	_ Source            = gatewayApprovals{}
+)
+
+// Continue: nothing to hand back; the client's long-polls read the batch.
+func (gatewayApprovals) Continue(context.Context, confirm.Conversation, *confirm.Batch) error {
+	return nil
+}
+
+// Request binds the request to the session's approval of the same tool
+// and arguments that is pending, or allowed and not consumed; else asks
+// the core for a new one, whose card it posts.
+func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gateway.Request) (gateway.Approval, error) {
+	b := g.b
+	args, ok := canonicalJSON(r.Args)
+	if !ok {
+		return gateway.Approval{}, errors.New("args: not JSON")
+	}
+	conv, err := b.store.Conversation(ctx, c.Channel.Platform, c.Channel.ID, gatewayThread(c.Name, r.Session), false)
+	if err != nil {
+		return gateway.Approval{}, err
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return gateway.Approval{}, err
+	}
+	unlock, err := b.lockConversation(ctx, conv.ID)
+	if err != nil {
+		return gateway.Approval{}, err
+	}
+	defer unlock()
+	if bound, err := g.bound(ctx, conv, r.Tool, args); err != nil || bound != nil {
+		if err != nil {
+			return gateway.Approval{}, err
+		}
+		return approvalOf(bound), nil
+	}
+	body, _ := json.Marshal(map[string]any{"client": c.Name, "session": r.Session, "call_id": r.CallID, "tool": r.Tool, "args": args})
+	reply := model.Message{Role: model.RoleAssistant, Text: r.Reason, ToolCalls: []confirm.ToolCall{{ID: r.CallID, Name: r.Tool, Args: args}}}
+	batch, err := b.request(ctx, approvalRequest{conv: conv, requester: asker{User: c.ActsFor}, reply: reply,
+		stored: confirm.Message{Role: roleGateway, Body: body},
+		shape: func(_ context.Context, batch *confirm.Batch) error {
+			call := &batch.Calls[0]
+			if c.Judge(r.Tool) == gateway.Denied && call.Decision != confirm.DecisionInvalid {
+				now := b.now().UTC()
+				call.Decision, call.DecidedBy, call.DecidedAt = confirm.DecisionDeniedByRule, PolicyActor, &now
+				call.DenyMessage = fmt.Sprintf("Not allowed: %s is on this client's deny list (gateway.clients[].deny), or off its allow list.", r.Tool)
+				call.Flagged = false
+				batch.Status = confirm.BatchDecided
+			}
+			return nil
+		}})
+	if err != nil {
+		return gateway.Approval{}, err
+	}
+	if batch.Status == confirm.BatchPending {
+		if err := b.postCard(ctx, conv, p, batch, r.Reason); err != nil {
+			b.log.Warn("gateway: post a card; card sync and recovery go on with it", "batch", batch.ID, "err", err)
+		}
+		b.startPreviews(ctx, conv, batch)
+	} else if _, err := b.finishGateway(ctx, conv, batch.ID); err != nil {
+		return gateway.Approval{}, err
+	}
+	return approvalOf(batch), nil
+}
+
+// bound is the session's batch a request of tool with args binds to.
+func (g gatewayApprovals) bound(ctx context.Context, conv confirm.Conversation, tool string, args []byte) (*confirm.Batch, error) {
+	b := g.b
+	pending, err := b.store.PendingBatches(ctx, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	open, err := b.store.OpenBatches(ctx, conv.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range append(pending, open...) {
+		batch, err := b.store.Batch(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(batch.Calls) != 1 {
+			continue
+		}
+		c := batch.Calls[0]
+		live := c.Decision == confirm.DecisionPending || c.Decision.Allowed() && c.Run == confirm.RunNotStarted
+		if live && c.Tool == tool && bytes.Equal(c.Args, args) {
+			return batch, nil
+		}
+	}
+	return nil, nil
+}
+
+// find is the client's batch id, or gateway.ErrNotFound (another
+// client's, or no gateway batch, is not found either).
+func (g gatewayApprovals) find(ctx context.Context, c gateway.Client, id string) (*confirm.Batch, confirm.Conversation, error) {
+	batch, err := g.b.store.Batch(ctx, id)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return nil, confirm.Conversation{}, gateway.ErrNotFound
+	}
+	if err != nil {
+		return nil, confirm.Conversation{}, err
+	}
+	conv, err := g.b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return nil, conv, err
+	}
+	if owner, ok := g.b.gatewayClient(conv); !ok || owner.Name != c.Name || len(batch.Calls) != 1 {
+		return nil, conv, gateway.ErrNotFound
+	}
+	return batch, conv, nil
+}
+
+func (g gatewayApprovals) Get(ctx context.Context, c gateway.Client, id string) (gateway.Approval, error) {
+	batch, _, err := g.find(ctx, c, id)
+	if err != nil {
+		return gateway.Approval{}, err
+	}
+	return approvalOf(batch), nil
+}
+
+// Consume takes the allowed call's run from not_started to running: one
+// conditional UPDATE, whose affected row decides.
+func (g gatewayApprovals) Consume(ctx context.Context, c gateway.Client, id string) (gateway.Approval, error) {
+	batch, conv, err := g.find(ctx, c, id)
+	if err != nil {
+		return gateway.Approval{}, err
+	}
+	call := batch.Calls[0]
+	if !call.Decision.Allowed() {
+		return approvalOf(batch), gateway.ErrNotConsumable
+	}
+	won, err := g.b.store.StartRun(ctx, batch.ID, call.Key)
+	if err != nil {
+		return gateway.Approval{}, err
+	}
+	if !won {
+		return approvalOf(batch), gateway.ErrNotConsumable
+	}
+	g.b.refreshCard(ctx, conv, batch.ID)
+	return approvalOf(batch), nil
+}
+
+// Result records a consumed call's outcome (scrubbed and cut like any
+// result), then completes its batch.
+func (g gatewayApprovals) Result(ctx context.Context, c gateway.Client, id string, ok bool, output string) error {
+	batch, conv, err := g.find(ctx, c, id)
+	if err != nil {
+		return err
+	}
+	call := batch.Calls[0]
+	if call.Run != confirm.RunRunning {
+		return gateway.ErrNotConsumable
+	}
+	status := confirm.RunSucceeded
+	if !ok {
+		status = confirm.RunFailed
+	}
+	if err := g.b.store.FinishRun(ctx, batch.ID, call.Key, status, g.b.scrub(output)); err != nil {
+		return err
+	}
+	_, err = g.b.finishGateway(ctx, conv, batch.ID)
+	return err
+}
+
+// Pending counts the client's waiting approvals, over all its sessions.
+func (g gatewayApprovals) Pending(ctx context.Context, c gateway.Client) (int, error) {
+	return g.b.store.PendingInThreads(ctx, c.Channel.Platform, c.Channel.ID, gatewayThread(c.Name, ""))
+}
+
+// finishGateway completes a decided gateway batch once nothing of it is
+// left to carry out (no call allowed, or its outcome reported): claimed
+// and done, the card updated. A batch with a call allowed and not yet
+// reported stays decided: Airlock runs nothing of it.
+func (b *Bot) finishGateway(ctx context.Context, conv confirm.Conversation, batchID string) (*confirm.Batch, error) {
+	batch, err := b.store.Batch(ctx, batchID)
+	if err != nil {
+		return nil, err
+	}
+	if batch.Status != confirm.BatchDecided {
+		return nil, nil
+	}
+	for _, c := range batch.Calls {
+		if c.Decision.Allowed() && (c.Run == confirm.RunNotStarted || c.Run == confirm.RunRunning) {
+			return nil, nil
+		}
+	}
+	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
+	if err != nil || !won {
+		return nil, err
+	}
+	body, _ := json.Marshal(map[string]any{"gateway": "done"})
+	if _, err := b.store.CompleteBatch(ctx, batchID, confirm.Message{Role: roleGateway, Body: body}); err != nil {
+		return nil, err
+	}
+	b.refreshCard(ctx, conv, batchID)
+	return nil, nil
+}
+
+// approvalOf is a gateway batch as the API shows it.
+func approvalOf(batch *confirm.Batch) gateway.Approval {
+	c := batch.Calls[0]
+	a := gateway.Approval{ID: batch.ID, Args: c.RunArgs(), DecidedBy: c.DecidedBy, ExpiresAt: batch.ExpiresAt}
+	switch {
+	case c.Decision == confirm.DecisionPending:
+		a.Status = gateway.StatusPending
+	case c.Decision.Allowed():
+		a.Status = gateway.StatusAllowed
+		switch c.Decision {
+		case confirm.DecisionAllowedByPolicy:
+			a.Reason = "no rule asks"
+		case confirm.DecisionAllowedByGrant:
+			a.Reason = "a grant covers it (" + c.GrantID + ")"
+		default:
+			a.Reason = "allowed by " + c.DecidedBy
+		}
+	case c.Decision == confirm.DecisionExpired:
+		a.Status, a.Reason = gateway.StatusExpired, "nobody decided in time"
+	default:
+		a.Status = gateway.StatusDenied
+		a.Reason = card.OneLine(c.DenyMessage)
+		if c.DenyReason != "" {
+			a.Reason = card.OneLine(c.DenyReason)
+		}
+	}
+	return a
+}

@@ -1,0 +1,127 @@
+package bot_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/gateway"
+)
+
+func gatewayHarness(t *testing.T, path string, edit ...func(*gateway.Client)) (*harness, gateway.Approvals, gateway.Client) {
+	t.Helper()
+	cl := gateway.Client{Name: "alice-laptop", Token: strings.Repeat("a", 40), ActsFor: "carol",
+		Channel: gateway.ChannelRef{Platform: "test", ID: "C1"}, Ask: []string{"Bash"}, Deny: []string{"WebFetch"}}
+	for _, e := range edit {
+		e(&cl)
+	}
+	gc := gateway.Config{Clients: []gateway.Client{cl}}
+	gc.SetDefaults()
+	h := newHarnessWith(t, path, func(c *bot.Config) { c.Gateway = gc })
+	return h, h.bot.Gateway(), gc.Clients[0]
+}
+
+func gwRequest(tool, args string) gateway.Request {
+	return gateway.Request{Tool: tool, Args: json.RawMessage(args), Session: "s1", CallID: "toolu_1", Reason: "deploying the fix"}
+}
+
+// A gateway request the client's ask list names posts the usual card in
+// the client's channel; an approver's Allow makes it allowed; the
+// identical retry is bound to it; it is consumed once, and its outcome
+// recorded; nothing of it runs in Airlock.
+func TestGatewayRequestAllowConsumeOnce(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, driver, dsn string) {
+		h, g, cl := gatewayHarness(t, dsn)
+		ctx := context.Background()
+		a, err := g.Request(ctx, cl, gwRequest("Bash", `{"command":"make deploy", "env":"prod"}`))
+		if err != nil || a.Status != gateway.StatusPending {
+			t.Fatalf("request: %+v %v", a, err)
+		}
+		card := h.plat.LastCard()
+		if len(card.Calls) != 1 || card.Calls[0].Tool != "Bash" {
+			t.Fatalf("card %+v", card)
+		}
+		if err := h.click("alice", 1, true, ""); err != nil {
+			t.Fatal(err)
+		}
+		if a, _ = g.Get(ctx, cl, a.ID); a.Status != gateway.StatusAllowed || !strings.Contains(a.Reason, "alice") {
+			t.Fatalf("after Allow: %+v", a)
+		}
+		// The retry, its keys in another order, binds to the same approval.
+		b, err := g.Request(ctx, cl, gwRequest("Bash", `{"env":"prod","command":"make deploy"}`))
+		if err != nil || b.ID != a.ID {
+			t.Fatalf("retry: %+v %v, want %s", b, err, a.ID)
+		}
+		if _, err := g.Consume(ctx, cl, a.ID); err != nil {
+			t.Fatalf("consume: %v", err)
+		}
+		if _, err := g.Consume(ctx, cl, a.ID); !errors.Is(err, gateway.ErrNotConsumable) {
+			t.Fatalf("a second consume: %v", err)
+		}
+		if err := g.Result(ctx, cl, a.ID, true, "deployed"); err != nil {
+			t.Fatalf("result: %v", err)
+		}
+		if got := h.ranCalls(); len(got) != 0 {
+			t.Fatalf("Airlock ran %v", got)
+		}
+		// Consumed, a new identical request is a new approval.
+		c, err := g.Request(ctx, cl, gwRequest("Bash", `{"command":"make deploy","env":"prod"}`))
+		if err != nil || c.ID == a.ID || c.Status != gateway.StatusPending {
+			t.Fatalf("after the consume: %+v %v", c, err)
+		}
+		if n, _ := g.Pending(ctx, cl); n != 1 {
+			t.Fatalf("%d pending", n)
+		}
+		// Deny with a reason: the client reads the approver's words.
+		h.plat.Mu.Lock()
+		ref := h.plat.Cards[len(h.plat.Cards)-1].Calls[0].Ref
+		h.plat.Mu.Unlock()
+		if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Reason: "not on a Friday"}); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ = g.Get(ctx, cl, c.ID); c.Status != gateway.StatusDenied || !strings.Contains(c.Reason, "not on a Friday") {
+			t.Fatalf("after Deny: %+v", c)
+		}
+		if _, err := g.Consume(ctx, cl, c.ID); !errors.Is(err, gateway.ErrNotConsumable) {
+			t.Fatalf("a denied approval consumed: %v", err)
+		}
+	})
+}
+
+// The requester is the client's acts_for: with self-approval off, acts_for
+// cannot approve its own agent's call; a deny's reason reaches the client;
+// a tool on the deny list is denied without a card; a tool on no list is
+// allowed by policy; another client's id is not found.
+func TestGatewayRequesterDenyAndLists(t *testing.T) {
+	h, g, cl := gatewayHarness(t, "", func(c *gateway.Client) { c.ActsFor = "alice" })
+	ctx := context.Background()
+	a, err := g.Request(ctx, cl, gwRequest("Bash", `{"command":"rm -rf /"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.click("alice", 1, true, "") // refused: alice is the requester
+	if a, _ = g.Get(ctx, cl, a.ID); a.Status != gateway.StatusPending {
+		t.Fatalf("the client's own person decided its agent's call with self-approval off: %+v", a)
+	}
+	if err := h.click("bob", 1, false, "not on prod"); err == nil {
+		t.Fatal("bob, no approver of the channel, decided")
+	}
+	cards := func() int { h.plat.Mu.Lock(); defer h.plat.Mu.Unlock(); return len(h.plat.Cards) }
+	posts := cards()
+	d, err := g.Request(ctx, cl, gwRequest("WebFetch", `{"url":"https://evil.example"}`))
+	if err != nil || d.Status != gateway.StatusDenied || !strings.Contains(d.Reason, "deny list") || cards() != posts {
+		t.Fatalf("a denied tool: %+v %v (cards %d → %d)", d, err, posts, cards())
+	}
+	f, err := g.Request(ctx, cl, gwRequest("Read", `{"path":"README.md"}`))
+	if err != nil || f.Status != gateway.StatusAllowed || f.Reason != "no rule asks" {
+		t.Fatalf("a free tool: %+v %v", f, err)
+	}
+	other := cl
+	other.Name = "bob-ci"
+	if _, err := g.Get(ctx, other, a.ID); !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("another client's approval: %v", err)
+	}
+}
