@@ -197,6 +197,9 @@ func (b *Bot) mayGrant(ctx context.Context, conv confirm.Conversation, c confirm
 // notePauseDecisions tells the thread, one line each, about calls decided
 // at pause time without a card: refused by a rule, or allowed by a grant.
 func (b *Bot) notePauseDecisions(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, grants map[string]*confirm.Grant) {
+	if isGateway(conv) {
+		return // the client is told through the API, the audit keeps it; the channel is not a session's thread
+	}
 	for _, c := range batch.Calls {
 		var msg string
 		switch c.Decision {

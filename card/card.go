@@ -65,6 +65,17 @@ type Card struct {
 	// call, not the agent's (Intro is then empty, and RequestedBy is who
 	// started the run).
 	Step *Step
+	// Client, when set, says the card's call is a gateway client's: an
+	// agent outside Airlock asked, for RequestedBy, in one of its
+	// sessions.
+	Client *Client
+}
+
+// Client names the gateway client that asked (gateway.clients[].name)
+// and its session (the agent's words: shown inert).
+type Client struct {
+	Name    string
+	Session string
 }
 
 // Step names the runbook step a card's call is.

@@ -1,6 +1,7 @@
 package card
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +46,20 @@ func TestPartNote(t *testing.T) {
 	}
 	if got := c.PartNote(3, 6, 11, 16); got != "Approval request abc, continued (message 3 of 6): calls 11–16." {
 		t.Errorf("third: %q", got)
+	}
+}
+
+// A gateway client's card says which client asked, for whom and in which
+// session, the session as code (inert).
+func TestLeadOfAGatewayCall(t *testing.T) {
+	c := Card{RequestedBy: "UBOB", Client: &Client{Name: "bob-laptop", Session: "sess <@U1>"}, Calls: []Call{{Number: 1, State: State{Kind: Waiting}}}}
+	got := PlainText(c.Lead().Parts)
+	if !strings.Contains(got, "Asked by bob-laptop, the agent of UBOB, in its session sess <@U1>; it wants to run 1 call.") {
+		t.Fatalf("lead %q", got)
+	}
+	for _, p := range c.Lead().Parts {
+		if p.Text == "sess <@U1>" && p.Kind != Code {
+			t.Fatalf("the session is shown as %v, not inert code", p.Kind)
+		}
 	}
 }

@@ -108,7 +108,11 @@ func (c Card) Lead() Line {
 	}
 	var ps []Part
 	who := "The agent"
-	if c.RequestedBy != "" {
+	if cl := c.Client; cl != nil {
+		ps = []Part{words("Asked by "), {Kind: Code, Text: cl.Name}, words(", the agent of "), {Kind: Person, Text: c.RequestedBy},
+			words(", in its session "), {Kind: Code, Text: Excerpt(cl.Session, 60)}}
+		who = "; it"
+	} else if c.RequestedBy != "" {
 		ps = []Part{words("Asked by "), {Kind: Person, Text: c.RequestedBy}}
 		who = "; the agent"
 	}

@@ -36,6 +36,7 @@ type Metrics struct {
 	auditForeignHeads prometheus.Counter
 	rb                runbookCollectors
 	cs                cardSyncCollectors
+	gwUnauthorized    prometheus.Counter
 }
 
 // New registers Airlock's metrics, plus the Go runtime's and the
@@ -44,9 +45,10 @@ type Metrics struct {
 func New(pending func() float64) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		reg: reg,
-		rb:  newRunbookCollectors(),
-		cs:  newCardSyncCollectors(),
+		reg:            reg,
+		rb:             newRunbookCollectors(),
+		cs:             newCardSyncCollectors(),
+		gwUnauthorized: newGatewayUnauthorized(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_decisions_total", Help: "Decisions on calls that needed a person, by outcome (allowed, denied, expired, abandoned).",
 		}, []string{"outcome"}),
@@ -92,6 +94,7 @@ func New(pending func() float64) *Metrics {
 		m.webhookDeliveries, m.ackSeconds, m.decisionSeconds, m.callsDecided, m.callsExpired, m.auditForeignHeads, m.rb.runs, m.rb.stepSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(m.cs.all()...)
+	reg.MustRegister(m.gwUnauthorized)
 	if pending != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "airlock_pending_approvals", Help: "Calls waiting for a person's decision.",

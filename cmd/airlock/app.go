@@ -21,6 +21,7 @@ import (
 	"github.com/airlockhq/airlock/config"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/jobs"
 	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/metrics"
@@ -179,6 +180,7 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		Logger:             logger,
 		WorkerID:           fmt.Sprintf("%s/%d", host, os.Getpid()),
 		Trace:              crashTrace,
+		Gateway:            cfg.Gateway,
 	})
 	if err != nil {
 		db.Close()
@@ -286,6 +288,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	routes["GET /metrics"] = a.metrics.Handler()
+	if len(cfg.Gateway.Clients) > 0 {
+		api := (&gateway.API{Config: cfg.Gateway, Approvals: a.bot.Gateway(), Metrics: a.metrics, Now: time.Now}).Handler()
+		routes["/v1/approvals"] = api
+		routes["/v1/approvals/"] = api
+	}
 	if cfg.Debug.Pprof {
 		logger.Warn("debug.pprof is on: /debug/pprof/ is served on listen; keep it off the public internet")
 		routes["/debug/pprof/"] = http.HandlerFunc(pprof.Index)
