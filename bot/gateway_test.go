@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -123,5 +124,54 @@ func TestGatewayRequesterDenyAndLists(t *testing.T) {
 	other.Name = "bob-ci"
 	if _, err := g.Get(ctx, other, a.ID); !errors.Is(err, gateway.ErrNotFound) {
 		t.Fatalf("another client's approval: %v", err)
+	}
+}
+
+// An approver's Edit… allows the call with other arguments: the client
+// is given them, and consumes what was approved.
+func TestGatewayEditedArguments(t *testing.T) {
+	h, g, cl := gatewayHarness(t, "")
+	ctx := context.Background()
+	a, err := g.Request(ctx, cl, gwRequest("Bash", `{"command":"make deploy ENV=prod"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.bot.Edit(ctx, onCard(t, h, "alice", a.ID), `{"command":"make deploy ENV=staging"}`); err != nil {
+		t.Fatal(err)
+	}
+	a, _ = g.Get(ctx, cl, a.ID)
+	if a.Status != gateway.StatusAllowed || string(a.Args) != `{"command":"make deploy ENV=staging"}` {
+		t.Fatalf("after the edit: %+v (args %s)", a, a.Args)
+	}
+	if c, err := g.Consume(ctx, cl, a.ID); err != nil || string(c.Args) != `{"command":"make deploy ENV=staging"}` {
+		t.Fatalf("consume: %s %v", c.Args, err)
+	}
+}
+
+// A restart while a request waits loses nothing: the new process finds
+// the approval, the card's Allow counts, and it is consumed once.
+func TestGatewayRequestSurvivesARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	_, g1, cl := gatewayHarness(t, path)
+	ctx := context.Background()
+	a, err := g1.Request(ctx, cl, gwRequest("Bash", `{"command":"make deploy"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, g2, _ := gatewayHarness(t, path)
+	if err := h2.bot.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := g2.Request(ctx, cl, gwRequest("Bash", `{"command":"make deploy"}`)); err != nil || b.ID != a.ID {
+		t.Fatalf("the retry after the restart: %+v %v", b, err)
+	}
+	if err := h2.bot.Decide(ctx, allowOn(t, h2, "alice", a.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g2.Consume(ctx, cl, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g1.Consume(ctx, cl, a.ID); !errors.Is(err, gateway.ErrNotConsumable) {
+		t.Fatalf("the old process consumed it again: %v", err)
 	}
 }

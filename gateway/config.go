@@ -45,9 +45,6 @@ type Client struct {
 	// RequestsPerMinute bounds the client's requests; default
 	// DefaultRequestsPerMinute.
 	RequestsPerMinute int `yaml:"requests_per_minute"`
-	// CallbackSecret signs the decisions POSTed to a request's
-	// callback_url; without it a request may not carry one.
-	CallbackSecret string `yaml:"callback_secret"`
 }
 
 // ChannelRef names a configured channel.
@@ -116,8 +113,6 @@ func (cl Client) validate(k string) error {
 		return keyerr.New(k+".max_pending", "must not be negative")
 	case cl.RequestsPerMinute < 0:
 		return keyerr.New(k+".requests_per_minute", "must not be negative")
-	case cl.CallbackSecret != "" && len(cl.CallbackSecret) < MinTokenLength:
-		return keyerr.New(k+".callback_secret", "at least %d characters", MinTokenLength)
 	}
 	for field, globs := range map[string][]string{"ask": cl.Ask, "deny": cl.Deny, "allow": cl.Allow} {
 		for i, g := range globs {

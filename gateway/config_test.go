@@ -27,7 +27,6 @@ func TestValidateNamesTheKey(t *testing.T) {
 		"gateway.clients[0].ask[1]":              func(c *Config) { c.Clients[0].Ask[1] = "[" },
 		"gateway.clients[0].max_pending":         func(c *Config) { c.Clients[0].MaxPending = -1 },
 		"gateway.clients[0].requests_per_minute": func(c *Config) { c.Clients[0].RequestsPerMinute = -1 },
-		"gateway.clients[0].callback_secret":     func(c *Config) { c.Clients[0].CallbackSecret = "x" },
 		"gateway.clients[1].name": func(c *Config) {
 			b := goodClient()
 			b.Token = strings.Repeat("b", 40)
