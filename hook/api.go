@@ -11,40 +11,24 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/airlockhq/airlock/gateway"
 )
 
-// Statuses of an approval, as the API writes them.
+// The API's wire format is package gateway's (which imports nothing of
+// the server): the request, the approval object and its statuses.
+type (
+	Request  = gateway.Request
+	Approval = gateway.Approval
+)
+
+// Statuses of an approval.
 const (
-	StatusAllowed = "allowed"
-	StatusDenied  = "denied"
-	StatusPending = "pending"
-	StatusExpired = "expired"
+	StatusAllowed = gateway.StatusAllowed
+	StatusDenied  = gateway.StatusDenied
+	StatusPending = gateway.StatusPending
+	StatusExpired = gateway.StatusExpired
 )
-
-// Request is the body of POST /v1/approvals.
-type Request struct {
-	Tool    string          `json:"tool"`
-	Args    json.RawMessage `json:"args"`
-	Session string          `json:"session"`
-	CallID  string          `json:"call_id,omitempty"`
-	Reason  string          `json:"reason,omitempty"`
-	Wait    string          `json:"wait,omitempty"`
-}
-
-// Approval is the API's approval object.
-type Approval struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	// Args are what may run: the request's, or an approver's edit.
-	Args      json.RawMessage `json:"args"`
-	Reason    string          `json:"reason"`
-	DecidedBy string          `json:"decided_by"`
-	ExpiresAt time.Time       `json:"expires_at"`
-	CardURL   string          `json:"card_url"`
-	// Where names the channel the card waits in ("#ops"), when the
-	// server says.
-	Where string `json:"where,omitempty"`
-}
 
 // APIError is an answer of the API other than the one asked for: its
 // status and its {"error"} text.

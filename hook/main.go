@@ -4,8 +4,9 @@
 // agent in its own hook format. It fails closed: Airlock unreachable, a
 // bad token, a bad answer, a denial, an expiry or the deadline passing
 // all deny, with the reason, and nothing runs; an allowed approval is
-// consumed first and allowed only if the consume succeeded. It imports
-// nothing of Airlock's server.
+// consumed first and allowed only if the consume succeeded. Of Airlock
+// it imports only the API's wire format (package gateway), nothing of the
+// server.
 package hook
 
 import (
