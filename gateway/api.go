@@ -289,6 +289,11 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, c Client) {
 // another replica may decide it).
 func (a *API) answer(w http.ResponseWriter, r *http.Request, c Client, ap Approval, wait time.Duration) {
 	deadline := a.Now().Add(wait)
+	if wait > 0 {
+		// The server's write timeout is for ordinary requests: a held one
+		// may answer up to its wait later.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
+	}
 	for ap.Status == StatusPending && a.Now().Before(deadline) {
 		select {
 		case <-r.Context().Done():

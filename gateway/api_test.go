@@ -199,3 +199,23 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("%d approvals, want 3", n)
 	}
 }
+
+// A request held longer than the server's write timeout still gets its
+// answer (airlock run's is 30 s; a wait may be 60 s).
+func TestWaitOutlivesTheWriteTimeout(t *testing.T) {
+	mem := &gatewaytest.Memory{}
+	cfg := gateway.Config{Clients: []gateway.Client{{Name: "alice-laptop", Token: aliceToken, ActsFor: "U0ALICE", Channel: gateway.ChannelRef{Platform: "slack", ID: "C0OPS"}}}}
+	cfg.SetDefaults()
+	srv := httptest.NewUnstartedServer((&gateway.API{Config: cfg, Approvals: mem, Now: time.Now}).Handler())
+	srv.Config.WriteTimeout = 500 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		mem.Decide("a1", gateway.StatusDenied, "no", nil)
+	}()
+	status, v := call(t, "POST", srv.URL+"/v1/approvals", aliceToken, strings.Replace(bash, `"call_id"`, `"wait":"5s","call_id"`, 1))
+	if status != 200 || v["status"] != "denied" {
+		t.Fatalf("%d %v", status, v)
+	}
+}
