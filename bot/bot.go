@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -363,7 +362,7 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 		escalation: b.cfg.Escalation,
 		now:        b.now(), selfApproval: b.cfg.SelfApproval,
 	}), b.cfg.Redact)
-	if name, session, ok := strings.Cut(strings.TrimPrefix(conv.Thread, gatewayPrefix), "/"); ok && isGateway(conv) {
+	if name, session, ok := gateway.SessionOf(conv.Thread); ok {
 		c.Client = &card.Client{Name: name, Session: b.cfg.Redact(session)}
 	}
 	return b.withStep(c, batch)

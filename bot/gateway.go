@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -26,21 +25,20 @@ import (
 // of these calls: an allowed one waits to be consumed (its run taken
 // from not_started to running, once) and its outcome is reported.
 
-const gatewayPrefix = "gateway/"
-
 // roleGateway is the stored role of a gateway request's message: no model
 // reads a gateway conversation.
 const roleGateway = "gateway"
 
-func gatewayThread(client, session string) string { return gatewayPrefix + client + "/" + session }
-
 // isGateway reports whether conv is a gateway client's session.
-func isGateway(conv confirm.Conversation) bool { return strings.HasPrefix(conv.Thread, gatewayPrefix) }
+func isGateway(conv confirm.Conversation) bool {
+	_, _, ok := gateway.SessionOf(conv.Thread)
+	return ok
+}
 
 // gatewayClient is the configured client whose session conv is.
 func (b *Bot) gatewayClient(conv confirm.Conversation) (gateway.Client, bool) {
-	name, _, ok := strings.Cut(strings.TrimPrefix(conv.Thread, gatewayPrefix), "/")
-	if !ok || !isGateway(conv) {
+	name, _, ok := gateway.SessionOf(conv.Thread)
+	if !ok {
 		return gateway.Client{}, false
 	}
 	for _, c := range b.cfg.Gateway.Clients {
@@ -106,7 +104,7 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 	if !ok {
 		return gateway.Approval{}, errors.New("args: not JSON")
 	}
-	conv, err := b.store.Conversation(ctx, c.Channel.Platform, c.Channel.ID, gatewayThread(c.Name, r.Session), false)
+	conv, err := b.store.Conversation(ctx, c.Channel.Platform, c.Channel.ID, gateway.SessionThread(c.Name, r.Session), false)
 	if err != nil {
 		return gateway.Approval{}, err
 	}
@@ -256,7 +254,7 @@ func (g gatewayApprovals) Result(ctx context.Context, c gateway.Client, id strin
 
 // Pending counts the client's waiting approvals, over all its sessions.
 func (g gatewayApprovals) Pending(ctx context.Context, c gateway.Client) (int, error) {
-	return g.b.store.PendingInThreads(ctx, c.Channel.Platform, c.Channel.ID, gatewayThread(c.Name, ""))
+	return g.b.store.PendingInThreads(ctx, c.Channel.Platform, c.Channel.ID, gateway.SessionThread(c.Name, ""))
 }
 
 // finishGateway completes a decided gateway batch once nothing of it is

@@ -75,6 +75,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"OutboxWithAudit", testOutboxWithAudit},
 		{"OutboxNoWebhooks", testOutboxNoWebhooks},
 		{"OutboxEvents", testOutboxEvents},
+		{"OutboxGatewaySession", testOutboxGatewaySession},
 		{"OutboxClaimsInOrder", testOutboxClaimsInOrder},
 		{"OutboxClaimExpiry", testOutboxClaimExpiry},
 	}

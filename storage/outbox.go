@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events/webhook"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
 )
@@ -119,6 +120,7 @@ func (db *DB) enqueue(ctx context.Context, ex dbtx, e confirm.AuditEvent, target
 		}
 		if conv.Platform != "" || conv.Channel != "" { // else the detail's (a rejected click outside any conversation)
 			ev.Conversation = webhook.Conversation{Platform: conv.Platform, Channel: conv.Channel, Thread: conv.Thread}
+			ev.Conversation.Client, ev.Conversation.Session, _ = gateway.SessionOf(conv.Thread)
 		}
 	}
 	ev.Conversation.ID = e.ConversationID

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/events/webhook"
+	"github.com/airlockhq/airlock/gateway"
 )
 
 func setWebhooks(t *testing.T, db *DB, targets ...WebhookTarget) {
@@ -535,5 +536,42 @@ func testOutboxReplicas(t *testing.T, driver, dsn string) {
 		if n != 1 {
 			t.Errorf("delivery %d sent %d times", id, n)
 		}
+	}
+}
+
+// testOutboxGatewaySession: an event of a gateway client's session names
+// the client and the session; a chat thread's names neither.
+func testOutboxGatewaySession(t *testing.T, db *DB) {
+	ctx := t.Context()
+	setWebhooks(t, db, WebhookTarget{ID: "siem"})
+	gw, err := db.Conversation(ctx, "slack", "C-ops", gateway.SessionThread("bob-laptop", "sess-1"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := db.Conversation(ctx, "slack", "C-ops", "1700000000.000100", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{gw.ID, chat.ID} {
+		if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditToolCall, ConversationID: id, Tool: "Bash", Actor: "UBOB", Detail: `{}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	convOf := func(id int64) webhook.Conversation {
+		ds := deliveries(t, db, DeliveryFilter{Target: "siem", ConversationID: id})
+		if len(ds) != 1 {
+			t.Fatalf("%d deliveries", len(ds))
+		}
+		var ev webhook.Event
+		if err := json.Unmarshal(ds[0].Body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev.Conversation
+	}
+	if c := convOf(gw.ID); c.Client != "bob-laptop" || c.Session != "sess-1" {
+		t.Errorf("the gateway session's event: %+v", c)
+	}
+	if c := convOf(chat.ID); c.Client != "" || c.Session != "" {
+		t.Errorf("a chat thread's event: %+v", c)
 	}
 }

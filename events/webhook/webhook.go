@@ -123,6 +123,10 @@ type Conversation struct {
 	Platform string `json:"platform"`
 	Channel  string `json:"channel"`
 	Thread   string `json:"thread"`
+	// Client and Session name the gateway client and its session, for a
+	// conversation that is one (its thread is then gateway/<client>/<session>).
+	Client  string `json:"client,omitempty"`
+	Session string `json:"session,omitempty"`
 }
 
 // Encode renders the event with Args spliced in verbatim (json.Marshal
