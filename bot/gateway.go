@@ -10,6 +10,7 @@ import (
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/gateway"
+	"github.com/airlockhq/airlock/internal/jsonobj"
 	"github.com/airlockhq/airlock/model"
 )
 
@@ -100,7 +101,7 @@ func (gatewayApprovals) Continue(context.Context, confirm.Conversation, *confirm
 // the core for a new one, whose card it posts.
 func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gateway.Request) (gateway.Approval, error) {
 	b := g.b
-	args, ok := canonicalJSON(r.Args)
+	args, ok := jsonobj.Canonical(r.Args)
 	if !ok {
 		return gateway.Approval{}, errors.New("args: not JSON")
 	}
@@ -146,7 +147,7 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 			b.log.Warn("gateway: post a card; card sync and recovery go on with it", "batch", batch.ID, "err", err)
 		}
 		b.startPreviews(ctx, conv, batch)
-	} else if _, err := b.finishGateway(ctx, conv, batch.ID); err != nil {
+	} else if err := b.finishGateway(ctx, conv, batch.ID); err != nil {
 		return gateway.Approval{}, err
 	}
 	return approvalOf(batch), nil
@@ -248,8 +249,7 @@ func (g gatewayApprovals) Result(ctx context.Context, c gateway.Client, id strin
 	if err := g.b.store.FinishRun(ctx, batch.ID, call.Key, status, g.b.scrub(output)); err != nil {
 		return err
 	}
-	_, err = g.b.finishGateway(ctx, conv, batch.ID)
-	return err
+	return g.b.finishGateway(ctx, conv, batch.ID)
 }
 
 // Pending counts the client's waiting approvals, over all its sessions.
@@ -261,29 +261,26 @@ func (g gatewayApprovals) Pending(ctx context.Context, c gateway.Client) (int, e
 // left to carry out (no call allowed, or its outcome reported): claimed
 // and done, the card updated. A batch with a call allowed and not yet
 // reported stays decided: Airlock runs nothing of it.
-func (b *Bot) finishGateway(ctx context.Context, conv confirm.Conversation, batchID string) (*confirm.Batch, error) {
+func (b *Bot) finishGateway(ctx context.Context, conv confirm.Conversation, batchID string) error {
 	batch, err := b.store.Batch(ctx, batchID)
-	if err != nil {
-		return nil, err
-	}
-	if batch.Status != confirm.BatchDecided {
-		return nil, nil
+	if err != nil || batch.Status != confirm.BatchDecided {
+		return err
 	}
 	for _, c := range batch.Calls {
 		if c.Decision.Allowed() && (c.Run == confirm.RunNotStarted || c.Run == confirm.RunRunning) {
-			return nil, nil
+			return nil
 		}
 	}
 	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
 	if err != nil || !won {
-		return nil, err
+		return err
 	}
 	body, _ := json.Marshal(map[string]any{"gateway": "done"})
 	if _, err := b.store.CompleteBatch(ctx, batchID, confirm.Message{Role: roleGateway, Body: body}); err != nil {
-		return nil, err
+		return err
 	}
 	b.refreshCard(ctx, conv, batchID)
-	return nil, nil
+	return nil
 }
 
 // approvalOf is a gateway batch as the API shows it.

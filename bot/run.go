@@ -54,7 +54,7 @@ func (b *Bot) continueAfter(ctx context.Context, conv confirm.Conversation, batc
 // (running), and it is not loaded again.
 func (b *Bot) finishBatch(ctx context.Context, conv confirm.Conversation, batchID string, decided *confirm.Batch) (*confirm.Batch, error) {
 	if isGateway(conv) {
-		return b.finishGateway(ctx, conv, batchID) // Airlock runs none of a gateway client's calls
+		return nil, b.finishGateway(ctx, conv, batchID) // Airlock runs none of a gateway client's calls
 	}
 	batch, err := b.claim(ctx, batchID, decided)
 	if err != nil || batch == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/internal/jsonobj"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/runbook"
 )
@@ -311,7 +312,7 @@ func (b *Bot) addStepGates(ctx context.Context, conv confirm.Conversation, reque
 			return fmt.Errorf("the approved attempt of the step: %w", err)
 		}
 		if len(prev.Calls) == 1 && prev.Calls[0].Flagged && prev.Calls[0].Decision.Allowed() && prev.Calls[0].Tool == c.Tool &&
-			sameArgs(prev.Calls[0].RunArgs(), c.Args) {
+			jsonobj.Same(prev.Calls[0].RunArgs(), c.Args) {
 			now := b.now().UTC()
 			c.Decision, c.DecidedBy, c.DecidedAt = prev.Calls[0].Decision, prev.Calls[0].DecidedBy, &now
 			c.GrantID = prev.Calls[0].GrantID

@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,33 +9,6 @@ import (
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/runbook"
 )
-
-// canonicalJSON is a JSON value as one text whatever its spacing and key
-// order (keys sorted, numbers as written, no HTML escaping): two
-// arguments are the same when their canonical texts are equal. ok is
-// false for text that is not one JSON value.
-func canonicalJSON(raw []byte) (out []byte, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
-		return nil, false
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, false
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), true
-}
-
-// sameArgs reports whether a and b are the same arguments (canonicalJSON).
-func sameArgs(a, b []byte) bool {
-	ca, okA := canonicalJSON(a)
-	cb, okB := canonicalJSON(b)
-	return okA && okB && bytes.Equal(ca, cb)
-}
 
 // stepCall reports whether c is a runbook step's call: its idempotency
 // key is the step's, not <batch id>/<key> (see stepBatch).

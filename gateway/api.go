@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,7 +196,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c Client) {
 		return
 	}
 	var req Request
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		fail(w, http.StatusBadRequest, "body: %s", jsonError(err))

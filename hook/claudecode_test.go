@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/gateway/gatewaytest"
+	"github.com/airlockhq/airlock/internal/jsonobj"
 )
 
 // claudeInput is Claude Code's documented hook input for a Bash call.
@@ -72,7 +73,7 @@ func TestClaudeCodeAllowConsumesOnce(t *testing.T) {
 		t.Fatalf("%d approvals, %d consumes; want 1 and 1", n, c)
 	}
 	r := f.requests()[0]
-	if r.Tool != "Bash" || r.Session != "sess-1" || r.CallID != "toolu_01" || !sameJSON(r.Args, []byte(`{"command":"make deploy","description":"deploy"}`)) {
+	if r.Tool != "Bash" || r.Session != "sess-1" || r.CallID != "toolu_01" || !jsonobj.Same(r.Args, []byte(`{"command":"make deploy","description":"deploy"}`)) {
 		t.Fatalf("request %+v", r)
 	}
 }
@@ -115,7 +116,7 @@ func TestClaudeCodeEditedArguments(t *testing.T) {
 			updated = d["updatedInput"]
 		}
 		got, _ := json.Marshal(updated)
-		if code != 0 || !sameJSON(got, edited) {
+		if code != 0 || !jsonobj.Same(got, edited) {
 			t.Fatalf("%s: updatedInput %s, want %s", event, got, edited)
 		}
 	}

@@ -1,12 +1,13 @@
 package hook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/airlockhq/airlock/internal/jsonobj"
 )
 
 // Decision is what the hook tells the agent.
@@ -56,7 +57,7 @@ func decide(ctx context.Context, c *Client, r Request, deadline time.Time, now f
 		return Decision{Reason: failed(err)}
 	}
 	d := Decision{Allow: true, Reason: fmt.Sprintf("Allowed in Airlock (request %s): %s", a.ID, orSaid(a.Reason, "allowed"))}
-	if len(a.Args) > 0 && !sameJSON(a.Args, r.Args) {
+	if len(a.Args) > 0 && !jsonobj.Same(a.Args, r.Args) {
 		d.Args = a.Args
 	}
 	return d
@@ -79,15 +80,4 @@ func orSaid(s, otherwise string) string {
 		return s
 	}
 	return otherwise
-}
-
-// sameJSON reports whether two JSON texts hold the same value.
-func sameJSON(a, b []byte) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return bytes.Equal(a, b)
-	}
-	ca, _ := json.Marshal(x)
-	cb, _ := json.Marshal(y)
-	return bytes.Equal(ca, cb)
 }

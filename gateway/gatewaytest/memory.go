@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/gateway"
+	"github.com/airlockhq/airlock/internal/jsonobj"
 )
 
 // Memory is an in-memory gateway.Approvals.
@@ -37,10 +38,8 @@ type entry struct {
 var _ gateway.Approvals = (*Memory)(nil)
 
 func canonical(raw json.RawMessage) string {
-	var v any
-	_ = json.Unmarshal(raw, &v)
-	b, _ := json.Marshal(v)
-	return string(b)
+	c, _ := jsonobj.Canonical(raw)
+	return string(c)
 }
 
 // Request binds or creates.

@@ -117,7 +117,8 @@ const RecordTimeout = 2 * time.Second
 // delivery returned holds no payload: the payload is the database's now,
 // the live path has it parsed and a replay reads it back, so a delivery
 // waiting for a worker keeps only its key (a burst of clicks acknowledged
-// faster than they are worked holds no copy of each). An error: it was
+// faster than they are worked holds no copy of each: the peak-memory
+// floor needs it, BENCHMARKS.md, eighteenth round). An error: it was
 // not recorded; do not acknowledge it as taken.
 func (s Sealer) Record(ctx context.Context, inbox Recorder, it confirm.InboxItem) (*confirm.InboxItem, bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RecordTimeout)
