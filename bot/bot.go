@@ -364,6 +364,9 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 	}), b.cfg.Redact)
 	if name, session, ok := gateway.SessionOf(conv.Thread); ok {
 		c.Client = &card.Client{Name: name, Session: b.cfg.Redact(session)}
+		for i := range c.Calls {
+			c.Calls[i].CarriedBy = name
+		}
 	}
 	return b.withStep(c, batch)
 }

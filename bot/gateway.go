@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -122,7 +123,7 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 		if err != nil {
 			return gateway.Approval{}, err
 		}
-		return approvalOf(bound), nil
+		return approvalOf(conv, bound), g.addCallback(ctx, c, conv, bound.ID, r.CallbackURL)
 	}
 	body, _ := json.Marshal(map[string]any{"client": c.Name, "session": r.Session, "call_id": r.CallID, "tool": r.Tool, "args": args})
 	reply := model.Message{Role: model.RoleAssistant, Text: r.Reason, ToolCalls: []confirm.ToolCall{{ID: r.CallID, Name: r.Tool, Args: args}}}
@@ -150,7 +151,50 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 	} else if err := b.finishGateway(ctx, conv, batch.ID); err != nil {
 		return gateway.Approval{}, err
 	}
-	return approvalOf(batch), nil
+	return approvalOf(conv, batch), g.addCallback(ctx, c, conv, batch.ID, r.CallbackURL)
+}
+
+// addCallback registers the request's callback_url (checked by the API
+// against the client's callback_urls) with its approval; the callbacks
+// job queues it once the approval is decided.
+func (g gatewayApprovals) addCallback(ctx context.Context, c gateway.Client, conv confirm.Conversation, batchID, url string) error {
+	if url == "" {
+		return nil
+	}
+	return g.b.store.AddCallback(ctx, confirm.Callback{BatchID: batchID, URL: url, Client: c.Name, ConversationID: conv.ID})
+}
+
+// JobCallbacks names the job that queues the callbacks of decided
+// approvals in the events outbox (callbacksJob).
+const JobCallbacks = "gateway-callbacks"
+
+// callbacksJob queues each due callback (its approval decided) in the
+// events outbox, with the approval object as its body: once, whatever the
+// replicas (QueueCallback's conditional update decides). The outbox's
+// deliverer signs and sends it, retrying until accepted.
+func (b *Bot) callbacksJob(ctx context.Context) error {
+	due, err := b.store.DueCallbacks(ctx, 100)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, cb := range due {
+		batch, err := b.store.Batch(ctx, cb.BatchID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		conv, err := b.conversation(ctx, batch.ConversationID)
+		if err != nil || len(batch.Calls) != 1 {
+			errs = append(errs, fmt.Errorf("callback of %s: %w", cb.BatchID, err))
+			continue
+		}
+		body, _ := json.Marshal(approvalOf(conv, batch))
+		if _, err := b.store.QueueCallback(ctx, cb, gateway.CallbackTarget(cb.Client), body); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // bound is the session's batch a request of tool with args binds to.
@@ -202,11 +246,26 @@ func (g gatewayApprovals) find(ctx context.Context, c gateway.Client, id string)
 }
 
 func (g gatewayApprovals) Get(ctx context.Context, c gateway.Client, id string) (gateway.Approval, error) {
-	batch, _, err := g.find(ctx, c, id)
+	batch, conv, err := g.find(ctx, c, id)
 	if err != nil {
 		return gateway.Approval{}, err
 	}
-	return approvalOf(batch), nil
+	a := approvalOf(conv, batch)
+	a.CardURL = g.cardURL(ctx, conv, batch)
+	return a, nil
+}
+
+// cardURL is a link to the batch's card (a Slack permalink, a Discord
+// jump URL), cached; "" before the card is posted or where the platform
+// cannot say.
+func (g gatewayApprovals) cardURL(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) string {
+	p, err := g.b.platform(conv.Platform)
+	r, ok := p.(Router)
+	if err != nil || !ok || batch.CardRef == "" {
+		return ""
+	}
+	first, _, _ := strings.Cut(batch.CardRef, ",")
+	return g.b.link(ctx, r, threadOf(conv), first)
 }
 
 // Consume takes the allowed call's run from not_started to running: one
@@ -218,17 +277,20 @@ func (g gatewayApprovals) Consume(ctx context.Context, c gateway.Client, id stri
 	}
 	call := batch.Calls[0]
 	if !call.Decision.Allowed() {
-		return approvalOf(batch), gateway.ErrNotConsumable
+		return approvalOf(conv, batch), gateway.ErrNotConsumable
 	}
 	won, err := g.b.store.StartRun(ctx, batch.ID, call.Key)
 	if err != nil {
 		return gateway.Approval{}, err
 	}
 	if !won {
-		return approvalOf(batch), gateway.ErrNotConsumable
+		return approvalOf(conv, batch), gateway.ErrNotConsumable
+	}
+	if err := g.b.finishGateway(ctx, conv, batch.ID); err != nil {
+		g.b.log.Warn("gateway: complete a consumed batch; recovery completes it", "batch", batch.ID, "err", err)
 	}
 	g.b.refreshCard(ctx, conv, batch.ID)
-	return approvalOf(batch), nil
+	return approvalOf(conv, batch), nil
 }
 
 // Result records a consumed call's outcome (scrubbed and cut like any
@@ -249,7 +311,8 @@ func (g gatewayApprovals) Result(ctx context.Context, c gateway.Client, id strin
 	if err := g.b.store.FinishRun(ctx, batch.ID, call.Key, status, g.b.scrub(output)); err != nil {
 		return err
 	}
-	return g.b.finishGateway(ctx, conv, batch.ID)
+	g.b.refreshCard(ctx, conv, batch.ID)
+	return nil
 }
 
 // Pending counts the client's waiting approvals, over all its sessions.
@@ -258,16 +321,19 @@ func (g gatewayApprovals) Pending(ctx context.Context, c gateway.Client) (int, e
 }
 
 // finishGateway completes a decided gateway batch once nothing of it is
-// left to carry out (no call allowed, or its outcome reported): claimed
-// and done, the card updated. A batch with a call allowed and not yet
-// reported stays decided: Airlock runs nothing of it.
+// left for Airlock to hand out (no call allowed, or its call consumed):
+// claimed and done, the card updated. A batch with an allowed call not
+// yet consumed stays decided: Airlock runs nothing of it. A consumed
+// call's run stays running, on a done batch, until the client reports
+// its outcome (Result), which may be never: the card then says so, and
+// neither recovery nor binding looks at it again.
 func (b *Bot) finishGateway(ctx context.Context, conv confirm.Conversation, batchID string) error {
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil || batch.Status != confirm.BatchDecided {
 		return err
 	}
 	for _, c := range batch.Calls {
-		if c.Decision.Allowed() && (c.Run == confirm.RunNotStarted || c.Run == confirm.RunRunning) {
+		if c.Decision.Allowed() && c.Run == confirm.RunNotStarted {
 			return nil
 		}
 	}
@@ -283,10 +349,11 @@ func (b *Bot) finishGateway(ctx context.Context, conv confirm.Conversation, batc
 	return nil
 }
 
-// approvalOf is a gateway batch as the API shows it.
-func approvalOf(batch *confirm.Batch) gateway.Approval {
+// approvalOf is a gateway batch of the session conv as the API shows it.
+func approvalOf(conv confirm.Conversation, batch *confirm.Batch) gateway.Approval {
 	c := batch.Calls[0]
-	a := gateway.Approval{ID: batch.ID, Args: c.RunArgs(), DecidedBy: c.DecidedBy, ExpiresAt: batch.ExpiresAt}
+	_, session, _ := gateway.SessionOf(conv.Thread)
+	a := gateway.Approval{ID: batch.ID, Args: c.RunArgs(), DecidedBy: c.DecidedBy, ExpiresAt: batch.ExpiresAt, Session: session, CallID: c.CallID}
 	switch {
 	case c.Decision == confirm.DecisionPending:
 		a.Status = gateway.StatusPending

@@ -175,3 +175,68 @@ func TestGatewayRequestSurvivesARestart(t *testing.T) {
 		t.Fatalf("the old process consumed it again: %v", err)
 	}
 }
+
+// A consumed call whose client never reports its outcome: its batch is
+// done (binding and recovery leave it alone), the card says the client
+// carried it out and has not reported; a worker that died while
+// completing it leaves no "unknown" behind; the late result is recorded.
+func TestGatewayConsumedAndNotReported(t *testing.T) {
+	h, g, cl := gatewayHarness(t, "")
+	ctx := context.Background()
+	a, err := g.Request(ctx, cl, gwRequest("Bash", `{"command":"make deploy"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.click("alice", 1, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Consume(ctx, cl, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := h.store.Batch(ctx, a.ID)
+	if err != nil || batch.Status != "done" || batch.Calls[0].Run != "running" {
+		t.Fatalf("after the consume: %+v %v", batch, err)
+	}
+	if open, _ := h.store.OpenBatches(ctx, batch.ConversationID); len(open) != 0 {
+		t.Fatalf("open batches after the consume: %v", open)
+	}
+	c := h.plat.LastCard().Calls[0]
+	if c.CarriedBy != "alice-laptop" || c.Run != "running" {
+		t.Fatalf("the card's call: %+v", c)
+	}
+
+	// The same, but the worker dies between its claim and the completion.
+	b, err := g.Request(ctx, cl, gwRequest("Bash", `{"command":"make migrate"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.plat.Mu.Lock()
+	ref := h.plat.Cards[len(h.plat.Cards)-1].Calls[0].Ref
+	h.plat.Mu.Unlock()
+	if err := h.clickRef("alice", ref, true); err != nil {
+		t.Fatal(err)
+	}
+	key := "toolu_1"
+	if won, err := h.store.StartRun(ctx, b.ID, key); err != nil || !won {
+		t.Fatalf("start run: %v %v", won, err)
+	}
+	if won, err := h.store.ClaimBatch(ctx, b.ID, "a-dead-worker"); err != nil || !won {
+		t.Fatalf("claim: %v %v", won, err)
+	}
+	if err := h.bot.RecoverBatches(ctx); err != nil {
+		t.Fatal(err)
+	}
+	batch, _ = h.store.Batch(ctx, b.ID)
+	if batch.Status != "done" || batch.Calls[0].Run != "running" {
+		t.Fatalf("after recovery: %s, run %s; want done, the client's run still running", batch.Status, batch.Calls[0].Run)
+	}
+	if err := g.Result(ctx, cl, b.ID, false, "migration failed"); err != nil {
+		t.Fatalf("the late result: %v", err)
+	}
+	if batch, _ = h.store.Batch(ctx, b.ID); batch.Calls[0].Run != "failed" {
+		t.Fatalf("after the result: %s", batch.Calls[0].Run)
+	}
+	if got := h.ranCalls(); len(got) != 0 {
+		t.Fatalf("Airlock ran %v", got)
+	}
+}

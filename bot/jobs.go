@@ -39,14 +39,16 @@ const eventRetention = 24 * time.Hour
 // card that could not be rendered at once); at start and every five
 // intervals, this process's inbox claims renewed and the deliveries dead
 // processes left worked off (inbox); at start and every interval, the
-// answers stored and left unposted posted (answers); every ten
+// answers stored and left unposted posted (answers); with a gateway
+// client's callbacks, at start and every interval, the callbacks of
+// decided approvals queued (gateway-callbacks); every ten
 // intervals, work dead workers left (recover); at start and every 3,600
 // intervals, old platform event IDs and inbox deliveries (prune-events).
 func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	return []jobs.Job{
+	all := []jobs.Job{
 		{Name: JobSweep, Every: interval, Timeout: sweepTimeout, Run: func(ctx context.Context) error { return b.sweep(ctx, false) }},
 		{Name: JobEscalate, Every: interval, Timeout: escalateTimeout, Run: b.escalateJob},
 		{Name: JobRecover, Every: 10 * interval, Timeout: recoverTimeout, Run: b.RecoverBatches},
@@ -56,6 +58,12 @@ func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 		{Name: JobAnswers, Every: interval, Timeout: answersTimeout, AtStart: true, Run: b.answersJob},
 		{Name: JobPruneEvents, Every: 3600 * interval, Timeout: pruneTimeout, AtStart: true, Run: b.pruneEvents},
 	}
+	for _, c := range b.cfg.Gateway.Clients {
+		if c.CallbackSecret != "" {
+			return append(all, jobs.Job{Name: JobCallbacks, Every: interval, Timeout: pruneTimeout, AtStart: true, Run: b.callbacksJob})
+		}
+	}
+	return all
 }
 
 // Run runs the bot's jobs (see Jobs) until ctx ends, then waits for the

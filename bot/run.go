@@ -463,8 +463,14 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 	if b.awaitsLiveRun(ctx, batch) {
 		return nil // it waits on a runbook run, which takes it up when it ends
 	}
-	switch batch.Status {
-	case confirm.BatchRunning:
+	switch {
+	case batch.Status == confirm.BatchRunning && isGateway(conv):
+		// Claimed to be completed, by a worker that died: its calls run
+		// at the client (a running one is the client's, not unknown).
+		if err := b.store.ReleaseBatch(ctx, id); err != nil {
+			return fmt.Errorf("release batch: %w", err)
+		}
+	case batch.Status == confirm.BatchRunning:
 		if _, err := b.store.RecoverRunning(ctx, id); err != nil {
 			return fmt.Errorf("mark running calls unknown: %w", err)
 		}
@@ -472,7 +478,7 @@ func (b *Bot) recoverBatch(ctx context.Context, id string) error {
 			return fmt.Errorf("release batch: %w", err)
 		}
 		b.log.Warn("recovered a batch a dead worker left running", "batch", id, "claimed_by", batch.ClaimedBy)
-	case confirm.BatchDecided:
+	case batch.Status == confirm.BatchDecided:
 	default:
 		return nil
 	}

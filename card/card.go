@@ -171,6 +171,9 @@ type Call struct {
 	Check *Check
 	// Preview is the call's dry run (tools[].preview); nil when none.
 	Preview *Preview
+	// CarriedBy is the gateway client that runs the call once allowed
+	// (gateway.clients[].name); "" when Airlock runs it.
+	CarriedBy string
 }
 
 // CheckedLabel is the label of the button that marks an unknown run checked.
@@ -250,6 +253,9 @@ type State struct {
 	// renderer knows it; the status then names them instead of the grant.
 	GrantBy string
 }
+
+// allows reports whether the decision lets the call run.
+func (k Kind) allows() bool { return k == Allowed || k == AllowedByPolicy || k == AllowedByGrant }
 
 // Open reports whether the call still waits for a decision.
 func (c Call) Open() bool { return c.State.Kind == Waiting }

@@ -40,6 +40,9 @@ type Cover struct {
 	// Only are the sets a decider must belong to, every one, when rules
 	// narrowed who may decide.
 	Only []confirm.Approvers
+	// CarriedBy is the gateway client that runs the call ("" : Airlock):
+	// a yes lets it run the call, and a grant covers its session.
+	CarriedBy string
 }
 
 // GrantCover is what a grant made by "Allow for" would cover: later
@@ -78,6 +81,7 @@ func (c Card) Cover(call Call) (Cover, bool) {
 	if !c.SelfApproval && c.RequestedBy != "" {
 		v.Barred = c.RequestedBy
 	}
+	v.CarriedBy = call.CarriedBy
 	return v, true
 }
 
@@ -103,31 +107,36 @@ func (v Cover) Line() Line {
 	if v.Attempts > 1 {
 		it, the = "this step", "the step"
 	}
+	runs, runsOnce, where := "runs "+it+" once", the+" runs once", " in this thread"
+	if v.CarriedBy != "" { // Airlock runs nothing: the agent does, once
+		runs, runsOnce = "lets "+v.CarriedBy+" run "+it+" once", v.CarriedBy+" may run "+the+" once"
+		where = " by " + v.CarriedBy + " in this session"
+	}
 	var ps []Part
 	switch n := max(v.Approvals, 1); {
 	case n == 1:
-		ps = append(ps, w(allow+"runs "+it+" once."))
+		ps = append(ps, w(allow+runs+"."))
 	case v.Given+1 >= n:
 		if v.Phrase {
 			allow += "gives "
 		} else {
 			allow += "is "
 		}
-		ps = append(ps, w(allow+"the last of "+strconv.Itoa(n)+" approvals needed and runs "+it+" once."))
+		ps = append(ps, w(allow+"the last of "+strconv.Itoa(n)+" approvals needed and "+runs+"."))
 	default:
 		if v.Phrase {
 			allow += "gives "
 		} else {
 			allow += "is "
 		}
-		ps = append(ps, w(allow+"approval "+strconv.Itoa(v.Given+1)+" of "+strconv.Itoa(n)+" needed; "+the+" runs once, after the last."))
+		ps = append(ps, w(allow+"approval "+strconv.Itoa(v.Given+1)+" of "+strconv.Itoa(n)+" needed; "+runsOnce+", after the last."))
 	}
 	if v.Attempts > 1 {
 		ps = append(ps, w(" One yes covers up to "+strconv.Itoa(v.Attempts)+" attempts."))
 	}
 	if g := v.Grant; g != nil {
 		ps = append(ps, w(" "+g.Label+" also allows later calls of "), Part{Kind: Code, Text: v.Tool},
-			w(" in this thread, requested by "), Part{Kind: Person, Text: g.Requester}, w(" or an approver, "))
+			w(where+", requested by "), Part{Kind: Person, Text: g.Requester}, w(" or an approver, "))
 		if g.Until.IsZero() {
 			ps = append(ps, w("for "+Duration(g.Duration)+" from the click."))
 		} else {

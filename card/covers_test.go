@@ -36,6 +36,14 @@ func TestCoverSaysWhatEachButtonDoes(t *testing.T) {
 		},
 			Cover{Tool: "restart_service", Approvals: 1, Grant: &GrantCover{Label: "Allow for 30m", Duration: 30 * time.Minute, Requester: "bob"}},
 			"Allow runs this call once. Allow for 30m also allows later calls of restart_service in this thread, requested by bob or an approver, for 30m from the click."},
+		{"a gateway client's call, granted in its session", func(c *Card, cl *Call) {
+			c.SelfApproval, c.GrantFor, cl.Grantable, cl.CarriedBy = true, time.Hour, true, "bob-laptop"
+		},
+			Cover{Tool: "restart_service", Approvals: 1, CarriedBy: "bob-laptop", Grant: &GrantCover{Label: "Allow for 1h", Duration: time.Hour, Requester: "bob", Until: now.Add(time.Hour)}},
+			"Allow lets bob-laptop run this call once. Allow for 1h also allows later calls of restart_service by bob-laptop in this session, requested by bob or an approver, until 14:30 UTC if clicked now."},
+		{"a gateway client's call, quorum", func(c *Card, cl *Call) { cl.Approvals, cl.CarriedBy = 2, "bob-laptop" },
+			Cover{Tool: "restart_service", Approvals: 2, Barred: "bob", CarriedBy: "bob-laptop"},
+			"Allow is approval 1 of 2 needed; bob-laptop may run the call once, after the last. bob asked for it and may not allow it."},
 		{"quorum, requester barred", func(c *Card, cl *Call) { cl.Approvals = 2 },
 			Cover{Tool: "restart_service", Approvals: 2, Barred: "bob"},
 			"Allow is approval 1 of 2 needed; the call runs once, after the last. bob asked for it and may not allow it."},

@@ -154,9 +154,17 @@ func (c Call) Status() Status {
 	default: // a state this version does not know
 		return Status{Decision: Line{IconQuestion, []Part{w("state "), {Kind: Code, Text: string(st.Kind)}}}}
 	}
+	switch {
+	case c.CarriedBy != "" && c.Run == confirm.RunNotStarted && st.Kind.allows():
+		s.Run = Line{IconRunning, []Part{w("for "), {Kind: Code, Text: c.CarriedBy}, w(" to carry out; not started yet")}}
+	case c.CarriedBy != "" && c.Run == confirm.RunRunning:
+		s.Run = Line{IconRunning, []Part{w("carried out by "), {Kind: Code, Text: c.CarriedBy}, w("; outcome not reported yet")}}
+	}
 	switch c.Run {
 	case confirm.RunRunning:
-		s.Run = Line{IconRunning, []Part{w("running")}}
+		if s.Run.Parts == nil {
+			s.Run = Line{IconRunning, []Part{w("running")}}
+		}
 	case confirm.RunSucceeded:
 		s.Run = Line{IconSucceeded, []Part{w("succeeded")}}
 	case confirm.RunFailed:
@@ -273,6 +281,9 @@ func (c Call) Brief() string {
 	}
 	switch c.Run {
 	case confirm.RunRunning:
+		if c.CarriedBy != "" {
+			return who + "; carried out by the agent, outcome not reported yet"
+		}
 		return who + "; running"
 	case confirm.RunSucceeded:
 		return who + "; succeeded"

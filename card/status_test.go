@@ -179,3 +179,29 @@ func TestExtendAction(t *testing.T) {
 		}
 	}
 }
+
+// A gateway client's allowed call is the client's to carry out: the card
+// says it waits for the client, then that the client carried it out and
+// has not reported how it went, never that Airlock is running it.
+func TestStatusOfACallTheClientCarriesOut(t *testing.T) {
+	call := Call{Number: 1, Tool: "Bash", Flagged: true, Approvals: 1, CarriedBy: "bob-laptop", State: State{Kind: Allowed, By: "U1"}}
+	for run, want := range map[confirm.RunStatus]string{
+		confirm.RunNotStarted: "for bob-laptop to carry out; not started yet",
+		confirm.RunRunning:    "carried out by bob-laptop; outcome not reported yet",
+		confirm.RunSucceeded:  "succeeded",
+	} {
+		call.Run = run
+		if got := PlainText(call.Status().Run.Parts); !strings.Contains(got, want) || strings.Contains(got, "running") {
+			t.Errorf("%s: %q, want %q", run, got, want)
+		}
+	}
+	call.Run = confirm.RunRunning
+	if got := call.Brief(); got != "allowed; carried out by the agent, outcome not reported yet" {
+		t.Errorf("brief: %q", got)
+	}
+	call.State = State{Kind: Denied, By: "U1"}
+	call.Run = confirm.RunNotStarted
+	if got := PlainText(call.Status().Run.Parts); got != "" {
+		t.Errorf("a denied call: %q", got)
+	}
+}

@@ -316,6 +316,7 @@ type Store interface {
 	PreviewStore
 	InboxStore
 	AnswerStore
+	CallbackStore
 
 	Ping(ctx context.Context) error
 	Close() error
@@ -388,6 +389,31 @@ type BatchStore interface {
 	// (no SetCardRef), and batches of any status whose copies are still
 	// pending (SetCardRefWithCopies and no CopiesPosted), oldest first.
 	UncardedBatches(ctx context.Context) ([]string, error)
+}
+
+// Callback is where an agent outside Airlock asked to be told of its
+// approval's decision (the gateway's callback_url).
+type Callback struct {
+	BatchID        string
+	URL            string
+	Client         string // the gateway client that asked
+	ConversationID int64
+}
+
+// CallbackStore holds the callbacks asked for: once a batch is decided,
+// its callbacks are queued in the events outbox (each once, whatever the
+// replicas), which delivers them signed, retried until accepted.
+type CallbackStore interface {
+	// AddCallback registers a callback of the batch; adding one again is
+	// a no-op.
+	AddCallback(ctx context.Context, c Callback) error
+	// DueCallbacks lists up to limit callbacks of batches no longer
+	// pending that are not queued yet, oldest first.
+	DueCallbacks(ctx context.Context, limit int) ([]Callback, error)
+	// QueueCallback queues body for the callback in the outbox, to target,
+	// and marks it queued, in one transaction: false when it was queued
+	// already.
+	QueueCallback(ctx context.Context, c Callback, target string, body []byte) (bool, error)
 }
 
 // DecisionStore decides calls: a person's decision, expiry, abandon.

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/jobs"
 	"github.com/airlockhq/airlock/storage"
@@ -71,6 +72,18 @@ type Options struct {
 	// Metrics counts attempts by outcome (delivered, failed, dead);
 	// *metrics.Metrics has it. Nil counts nothing.
 	Metrics interface{ WebhookDelivery(status string) }
+	// Callbacks are the gateway clients whose callbacks to send (those
+	// with a callback_secret), each signed with its client's secret, to
+	// the URL stored with it if the client's callback_urls still allow it.
+	Callbacks []gateway.Client
+}
+
+// dest is where a target's deliveries go: a webhook's URL, or for a
+// callback (url "") the URL stored with each delivery, which allowed
+// checks.
+type dest struct {
+	id, name, url, secret string
+	allowed               func(url string) error
 }
 
 // Outbox is what delivery needs of storage (*storage.DB has it): claims
@@ -91,7 +104,7 @@ var _ Outbox = (*storage.DB)(nil)
 // with one replica at a time.
 type Deliverer struct {
 	db        Outbox
-	hooks     []Webhook
+	dests     []dest
 	opts      Options
 	client    *http.Client
 	log       *slog.Logger
@@ -140,8 +153,17 @@ func NewDeliverer(db Outbox, hooks []Webhook, opts Options) *Deliverer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var dests []dest
+	for _, h := range hooks {
+		dests = append(dests, dest{id: h.ID(), name: h.Name(), url: h.URL, secret: h.Secret})
+	}
+	for _, c := range opts.Callbacks {
+		if c.CallbackSecret != "" {
+			dests = append(dests, dest{id: gateway.CallbackTarget(c.Name), name: "callbacks of " + c.Name, secret: c.CallbackSecret, allowed: c.CallbackAllowed})
+		}
+	}
 	return &Deliverer{
-		db: db, hooks: append([]Webhook(nil), hooks...), opts: opts, client: client,
+		db: db, dests: dests, opts: opts, client: client,
 		log: log.With("job", "webhooks"), base: log,
 	}
 }
@@ -207,9 +229,9 @@ func (d *Deliverer) round(ctx context.Context) (int, error) {
 		delivered int
 		errs      []error
 	)
-	for i := range d.hooks {
-		h := &d.hooks[i]
-		claims, err := d.db.ClaimDeliveries(ctx, h.ID(), d.opts.Worker, d.opts.Now(), d.opts.ClaimTTL, d.opts.Parallel)
+	for i := range d.dests {
+		h := &d.dests[i]
+		claims, err := d.db.ClaimDeliveries(ctx, h.id, d.opts.Worker, d.opts.Now(), d.opts.ClaimTTL, d.opts.Parallel)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -232,7 +254,7 @@ func (d *Deliverer) round(ctx context.Context) (int, error) {
 }
 
 // deliver makes one attempt of a claimed delivery and records its outcome.
-func (d *Deliverer) deliver(ctx context.Context, h *Webhook, dl storage.Delivery) (bool, error) {
+func (d *Deliverer) deliver(ctx context.Context, h *dest, dl storage.Delivery) (bool, error) {
 	sendErr := d.send(ctx, h, dl)
 	if ctx.Err() != nil {
 		// Stopping: the claim lapses and another attempt follows. A 2xx
@@ -260,7 +282,7 @@ func (d *Deliverer) deliver(ctx context.Context, h *Webhook, dl storage.Delivery
 	if _, err := d.db.MarkFailed(rec, dl.ID, d.opts.Worker, now, next, dead, sendErr.Error()); err != nil {
 		return false, err
 	}
-	attrs := []any{"webhook", h.Name(), "delivery", dl.ID, "event", dl.EventID, "type", dl.Type, "attempt", dl.Attempts, "err", sendErr}
+	attrs := []any{"webhook", h.name, "delivery", dl.ID, "event", dl.EventID, "type", dl.Type, "attempt", dl.Attempts, "err", sendErr}
 	if dead {
 		d.count("dead")
 	} else {
@@ -285,17 +307,24 @@ func (d *Deliverer) backoff(n int) time.Duration {
 
 // send POSTs the delivery's body, signed at the attempt's time; nil only
 // for a 2xx answer.
-func (d *Deliverer) send(ctx context.Context, h *Webhook, dl storage.Delivery) error {
+func (d *Deliverer) send(ctx context.Context, h *dest, dl storage.Delivery) error {
 	ctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(dl.Body))
+	to := h.url
+	if h.allowed != nil { // a callback: its own URL; a webhook's is the config's
+		if err := h.allowed(dl.URL); err != nil {
+			return fmt.Errorf("callback URL: %w", err)
+		}
+		to = dl.URL
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to, bytes.NewReader(dl.Body))
 	if err != nil {
 		return fmt.Errorf("request: %v", stripURL(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "airlock-webhooks")
 	req.Header.Set(EventIDHeader, dl.EventID)
-	req.Header.Set(SignatureHeader, Sign(h.Secret, d.opts.Now(), dl.Body))
+	req.Header.Set(SignatureHeader, Sign(h.secret, d.opts.Now(), dl.Body))
 	resp, err := d.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {

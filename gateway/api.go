@@ -55,7 +55,10 @@ type Approval struct {
 	DecidedBy string          `json:"decided_by"`
 	ExpiresAt time.Time       `json:"expires_at"`
 	CardURL   string          `json:"card_url"`
-	Where     string          `json:"where,omitempty"`
+	// Session and CallID are the request's, so that a callback's
+	// receiver can tell which of its waits it ends.
+	Session string `json:"session,omitempty"`
+	CallID  string `json:"call_id,omitempty"`
 }
 
 // Result is the body of POST /v1/approvals/{id}/result.
@@ -239,10 +242,13 @@ func (req *Request) check(c Client) (int, error) {
 		return http.StatusBadRequest, fmt.Errorf("call_id: at most %d characters", MaxIDLen)
 	case len([]rune(req.Reason)) > MaxReasonLen:
 		return http.StatusBadRequest, fmt.Errorf("reason: at most %d characters", MaxReasonLen)
-	case req.CallbackURL != "":
+	}
+	if req.CallbackURL != "" {
 		// Refused rather than ignored: a durable runtime waiting on a
 		// callback that never comes would wait forever.
-		return http.StatusBadRequest, errors.New("callback_url: callbacks are not built yet; poll GET /v1/approvals/{id}?wait=25s")
+		if err := c.CallbackAllowed(req.CallbackURL); err != nil {
+			return http.StatusBadRequest, fmt.Errorf("callback_url: %w", err)
+		}
 	}
 	if _, err := parseWait("wait", req.Wait); err != nil {
 		return http.StatusBadRequest, err

@@ -1,15 +1,18 @@
 // Package gateway is Airlock as the approval plane for agents it does not
 // run (issue 36): the clients that may ask for approval over HTTP, who
 // each acts for, where their cards go, and which of their tools need a
-// yes. This file holds the configuration (`gateway:`); the API is not
-// built yet.
+// yes. This file holds the configuration (`gateway:`); api.go serves the
+// API over the approval core's Approvals.
 package gateway
 
 import (
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"regexp"
+	"strings"
 
 	"github.com/airlockhq/airlock/keyerr"
 )
@@ -45,6 +48,15 @@ type Client struct {
 	// RequestsPerMinute bounds the client's requests; default
 	// DefaultRequestsPerMinute.
 	RequestsPerMinute int `yaml:"requests_per_minute"`
+	// CallbackSecret signs the callbacks of the client's requests (the
+	// webhooks' Airlock-Signature); without it a request's callback_url
+	// is refused.
+	CallbackSecret string `yaml:"callback_secret"`
+	// CallbackURLs are where callbacks may go: a request's callback_url
+	// must have one's scheme and host and lie under its path. Required
+	// with CallbackSecret, so that a client's token cannot make Airlock
+	// POST anywhere it can reach.
+	CallbackURLs []string `yaml:"callback_urls"`
 }
 
 // ChannelRef names a configured channel.
@@ -56,6 +68,8 @@ type ChannelRef struct {
 // Bounds and defaults.
 const (
 	MinTokenLength           = 32
+	MinCallbackSecretLength  = 16
+	MaxCallbackURLLength     = 2000
 	DefaultMaxPending        = 20
 	DefaultRequestsPerMinute = 120
 )
@@ -113,6 +127,9 @@ func (cl Client) validate(k string) error {
 		return keyerr.New(k+".max_pending", "must not be negative")
 	case cl.RequestsPerMinute < 0:
 		return keyerr.New(k+".requests_per_minute", "must not be negative")
+	}
+	if err := cl.validateCallbacks(k); err != nil {
+		return err
 	}
 	for field, globs := range map[string][]string{"ask": cl.Ask, "deny": cl.Deny, "allow": cl.Allow} {
 		for i, g := range globs {
@@ -172,4 +189,70 @@ func (c Config) ByToken(token string) (Client, bool) {
 		}
 	}
 	return found, ok == 1 && token != ""
+}
+
+func (cl Client) validateCallbacks(k string) error {
+	switch {
+	case cl.CallbackSecret != "" && len(cl.CallbackSecret) < MinCallbackSecretLength:
+		return keyerr.New(k+".callback_secret", "at least %d characters (e.g. openssl rand -hex 32, given as ${AIRLOCK_CALLBACK_SECRET})", MinCallbackSecretLength)
+	case cl.CallbackSecret != "" && len(cl.CallbackURLs) == 0:
+		return keyerr.New(k+".callback_urls", "required with callback_secret: the URLs (prefixes) callbacks may go to")
+	case cl.CallbackSecret == "" && len(cl.CallbackURLs) > 0:
+		return keyerr.New(k+".callback_secret", "required with callback_urls: it signs the callbacks")
+	}
+	for i, raw := range cl.CallbackURLs {
+		if _, err := parseCallbackURL(raw); err != nil {
+			return keyerr.New(fmt.Sprintf("%s.callback_urls[%d]", k, i), "%v", err)
+		}
+	}
+	return nil
+}
+
+// parseCallbackURL reads an http or https URL with a host, no user, no
+// fragment, and no . or .. in its path.
+func parseCallbackURL(raw string) (*url.URL, error) {
+	if len(raw) > MaxCallbackURLLength {
+		return nil, fmt.Errorf("over %d characters", MaxCallbackURLLength)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, errors.New("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return nil, errors.New("must be an http:// or https:// URL with a host")
+	case u.User != nil:
+		return nil, errors.New("must not hold a user or password")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return nil, errors.New("must not have a #fragment")
+	}
+	for seg := range strings.SplitSeq(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return nil, errors.New("must not have . or .. in its path")
+		}
+	}
+	return u, nil
+}
+
+// CallbackAllowed checks a request's callback_url against the client's
+// callback_urls: the same scheme and host, and a path under one's path
+// (at a / boundary). Its error says why, without echoing the URL.
+func (cl Client) CallbackAllowed(raw string) error {
+	if cl.CallbackSecret == "" {
+		return errors.New("this client has no callback_secret (gateway.clients[].callback_secret): poll GET /v1/approvals/{id}?wait=25s instead")
+	}
+	u, err := parseCallbackURL(raw)
+	if err != nil {
+		return err
+	}
+	for _, allowed := range cl.CallbackURLs {
+		p, err := parseCallbackURL(allowed)
+		if err != nil || !strings.EqualFold(p.Scheme, u.Scheme) || !strings.EqualFold(p.Host, u.Host) {
+			continue
+		}
+		prefix := strings.TrimSuffix(p.Path, "/")
+		if u.Path == prefix || strings.HasPrefix(u.Path, prefix+"/") {
+			return nil
+		}
+	}
+	return errors.New("not under any of this client's callback_urls (gateway.clients[].callback_urls)")
 }

@@ -27,6 +27,13 @@ func TestValidateNamesTheKey(t *testing.T) {
 		"gateway.clients[0].ask[1]":              func(c *Config) { c.Clients[0].Ask[1] = "[" },
 		"gateway.clients[0].max_pending":         func(c *Config) { c.Clients[0].MaxPending = -1 },
 		"gateway.clients[0].requests_per_minute": func(c *Config) { c.Clients[0].RequestsPerMinute = -1 },
+		"gateway.clients[0].callback_secret": func(c *Config) {
+			c.Clients[0].CallbackSecret, c.Clients[0].CallbackURLs = "short", []string{"https://hooks.example.com/"}
+		},
+		"gateway.clients[0].callback_urls": func(c *Config) { c.Clients[0].CallbackSecret = strings.Repeat("s", 32) },
+		"gateway.clients[0].callback_urls[0]": func(c *Config) {
+			c.Clients[0].CallbackSecret, c.Clients[0].CallbackURLs = strings.Repeat("s", 32), []string{"ftp://hooks.example.com/"}
+		},
 		"gateway.clients[1].name": func(c *Config) {
 			b := goodClient()
 			b.Token = strings.Repeat("b", 40)
@@ -79,6 +86,50 @@ func TestByToken(t *testing.T) {
 	for _, tok := range []string{"", strings.Repeat("b", 39), strings.Repeat("b", 41), strings.Repeat("c", 40)} {
 		if _, ok := c.ByToken(tok); ok {
 			t.Errorf("%q found a client", tok)
+		}
+	}
+}
+
+// A callback_url must lie under one of the client's callback_urls: the
+// same scheme and host, under its path at a "/"; tricks with a longer
+// host, a longer path segment, "..", a user or a fragment are refused.
+func TestCallbackAllowed(t *testing.T) {
+	c := goodClient()
+	if err := c.CallbackAllowed("https://hooks.example.com/airlock/x"); err == nil {
+		t.Fatal("a client without callback_secret allowed a callback")
+	}
+	c.CallbackSecret = strings.Repeat("s", 32)
+	c.CallbackURLs = []string{"https://hooks.example.com/airlock/", "http://127.0.0.1:8088/cb"}
+	for _, ok := range []string{
+		"https://hooks.example.com/airlock/",
+		"https://hooks.example.com/airlock/wf/123?run=abc",
+		"https://HOOKS.example.com/airlock/x",
+		"http://127.0.0.1:8088/cb",
+		"http://127.0.0.1:8088/cb/7",
+	} {
+		if err := c.CallbackAllowed(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"https://hooks.example.com.evil.test/airlock/x",
+		"https://hooks.example.com/airlockx",
+		"https://hooks.example.com/",
+		"https://hooks.example.com/airlock/../admin",
+		"http://hooks.example.com/airlock/x",
+		"https://user:pw@hooks.example.com/airlock/x",
+		"https://hooks.example.com/airlock/x#frag",
+		"http://127.0.0.1:8089/cb",
+		"http://127.0.0.1:8088/cbx",
+		"http://169.254.169.254/latest/meta-data",
+		"file:///etc/passwd",
+		"https://hooks.example.com/airlock/" + strings.Repeat("a", MaxCallbackURLLength),
+	} {
+		err := c.CallbackAllowed(bad)
+		if err == nil {
+			t.Errorf("%s was allowed", bad)
+		} else if strings.Contains(err.Error(), "evil") || strings.Contains(err.Error(), "169.254") {
+			t.Errorf("the error echoes the URL: %v", err)
 		}
 	}
 }

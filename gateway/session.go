@@ -21,3 +21,7 @@ func SessionOf(thread string) (client, session string, ok bool) {
 	client, session, ok = strings.Cut(rest, "/")
 	return client, session, ok && client != ""
 }
+
+// CallbackTarget is the events outbox's target of a client's callbacks
+// (a webhook's target is its URL's hash, never of this form).
+func CallbackTarget(client string) string { return "callback/" + client }

@@ -130,7 +130,7 @@ func TestClaudeCodeDeadlineThenLateApprovalOnce(t *testing.T) {
 	start := time.Now()
 	v, _, _ := runHook(t, f, "claude-code", in, "-deadline", "1s")
 	dec, reason, _ := preToolUse(t, v)
-	if dec != "deny" || !strings.Contains(reason, "Waiting for approval in #ops (request a1). Nothing ran. Call the same tool with the same arguments again once it is approved.") {
+	if dec != "deny" || !strings.Contains(reason, "Waiting for approval in https://slack.example/archives/C0OPS/p1 (request a1). Nothing ran. Call the same tool with the same arguments again once it is approved.") {
 		t.Fatalf("%s %q", dec, reason)
 	}
 	if took := time.Since(start); took > 10*time.Second {

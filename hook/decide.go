@@ -66,7 +66,7 @@ func decide(ctx context.Context, c *Client, r Request, deadline time.Time, now f
 // waiting is the deny at the deadline: the card still waits, and the
 // agent's identical retry will find the approval once it is given.
 func waiting(a Approval) string {
-	where := orSaid(a.Where, orSaid(a.CardURL, "Airlock"))
+	where := orSaid(a.CardURL, "Airlock")
 	return fmt.Sprintf("Waiting for approval in %s (request %s). Nothing ran. Call the same tool with the same arguments again once it is approved.", where, a.ID)
 }
 

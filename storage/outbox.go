@@ -213,6 +213,9 @@ type Delivery struct {
 	ConversationID int64
 	AuditID        int64
 	Body           json.RawMessage // the exact bytes to POST
+	// URL is where a callback goes; "" for a webhook's delivery (its URL
+	// is the config's).
+	URL            string
 	Status         DeliveryStatus
 	Attempts       int
 	CreatedAt      time.Time
@@ -234,6 +237,7 @@ type deliveryRow struct {
 	ConversationID int64  `db:"conversation_id"`
 	AuditID        int64  `db:"audit_id"`
 	Body           string `db:"body"`
+	URL            string `db:"url"`
 	Status         string `db:"status"`
 	Attempts       int    `db:"attempts"`
 	CreatedAt      dbTime `db:"created_at"`
@@ -247,13 +251,13 @@ type deliveryRow struct {
 	DeadAt         dbTime `db:"dead_at"`
 }
 
-const deliveryColumns = `id, event_id, target, type, conversation_id, audit_id, body, status, attempts, created_at, next_attempt_at,
+const deliveryColumns = `id, event_id, target, type, conversation_id, audit_id, body, url, status, attempts, created_at, next_attempt_at,
 	first_attempt_at, last_attempt_at, last_error, claimed_by, claim_expires_at, delivered_at, dead_at`
 
 func (r deliveryRow) delivery() Delivery {
 	return Delivery{
 		ID: r.ID, EventID: r.EventID, Target: r.Target, Type: webhook.EventType(r.Type), ConversationID: r.ConversationID,
-		AuditID: r.AuditID, Body: json.RawMessage(r.Body), Status: DeliveryStatus(r.Status), Attempts: r.Attempts,
+		AuditID: r.AuditID, Body: json.RawMessage(r.Body), URL: r.URL, Status: DeliveryStatus(r.Status), Attempts: r.Attempts,
 		CreatedAt: r.CreatedAt.t, NextAttemptAt: r.NextAttemptAt.t, FirstAttemptAt: r.FirstAttemptAt.ptr(),
 		LastAttemptAt: r.LastAttemptAt.ptr(), LastError: r.LastError, ClaimedBy: r.ClaimedBy,
 		ClaimExpiresAt: r.ClaimExpiresAt.ptr(), DeliveredAt: r.DeliveredAt.ptr(), DeadAt: r.DeadAt.ptr(),

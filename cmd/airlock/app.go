@@ -426,15 +426,22 @@ const JobClockSync = "clock-sync"
 // jobs: the bot's (sweep, escalate, recover, prune-events), clock-sync
 // (the database clock's offset re-measured every minute, so a drifting
 // local clock never shifts expiry or leases) and, with webhooks, their
-// delivery, and with audit.signing_key the audit's (auditJobs). Their
+// delivery (and the gateway clients' callbacks'), and with audit.signing_key the audit's (auditJobs). Their
 // metrics join /metrics.
 func (a *app) backgroundJobs(cfg *config.Config, logger *slog.Logger) (*jobs.Runner, error) {
 	all := a.bot.Jobs(time.Second)
 	all = append(all, jobs.Job{Name: JobClockSync, Every: time.Minute, Timeout: 30 * time.Second, Run: a.store.SyncClock})
 	all = append(all, auditJobs(cfg.Audit, a.store)...)
-	if len(cfg.Events.Webhooks) > 0 {
+	var callbacks []gateway.Client
+	for _, c := range cfg.Gateway.Clients {
+		if c.CallbackSecret != "" {
+			callbacks = append(callbacks, c)
+		}
+	}
+	if len(cfg.Events.Webhooks) > 0 || len(callbacks) > 0 {
 		host, _ := os.Hostname()
-		d := events.NewDeliverer(a.store, cfg.Events.Webhooks, events.Options{Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Logger: logger, Metrics: a.metrics})
+		d := events.NewDeliverer(a.store, cfg.Events.Webhooks, events.Options{Worker: fmt.Sprintf("%s/%d", host, os.Getpid()), Logger: logger,
+			Metrics: a.metrics, Callbacks: callbacks})
 		all = append(all, d.Job())
 	}
 	r := jobs.New(jobs.Options{Logger: logger, Registerer: a.metrics.Registerer()})

@@ -109,7 +109,7 @@ gateway:
 	// The same call again: a new approval (the first is consumed); the
 	// deadline denies it while it waits.
 	d, reason, code := hookRun(t, addr, gwToken, claudePreToolUse("make deploy"), 2*time.Second)
-	if d != "deny" || code != 2 || !strings.Contains(reason, "Waiting for approval") || !strings.Contains(reason, "Call the same tool with the same arguments again") {
+	if d != "deny" || code != 2 || !strings.Contains(reason, "Waiting for approval in https://") || !strings.Contains(reason, "Call the same tool with the same arguments again") {
 		t.Fatalf("at the deadline: %s %q %d", d, reason, code)
 	}
 	waitUntil(t, "the second card", func() bool {

@@ -58,7 +58,7 @@ func (m *Memory) Request(_ context.Context, c gateway.Client, r gateway.Request)
 		}
 	}
 	id := fmt.Sprintf("a%d", len(m.order)+1)
-	e := &entry{Approval: gateway.Approval{ID: id, Status: gateway.StatusPending, Args: r.Args, Where: "#ops",
+	e := &entry{Approval: gateway.Approval{ID: id, Status: gateway.StatusPending, Args: r.Args,
 		ExpiresAt: time.Now().Add(30 * time.Minute), CardURL: "https://slack.example/archives/C0OPS/p1"}, client: c.Name, req: r}
 	if m.OnCreate != nil {
 		m.OnCreate(&e.Approval)
