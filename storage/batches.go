@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/internal/ids"
 	"github.com/airlockhq/airlock/redact"
 )
@@ -21,10 +22,14 @@ import (
 // call's arguments spliced in as the exact bytes the model sent
 // (json.Marshal would compact them and escape <, > and &), but for the
 // secrets scrub removes from them and from the read-back (see WithScrub).
-func toolCallDetail(c confirm.Call, scrub func(string) string) string {
+func toolCallDetail(c confirm.Call, client, session string, scrub func(string) string) string {
 	var o jsonobj.Object
 	if c.CallID != "" {
 		o.Add("call_id", c.CallID)
+	}
+	if client != "" { // a gateway client's call (package gateway)
+		o.Add("client", client)
+		o.Add("session", scrub(session))
 	}
 	o.AddRaw("args", redact.JSON(c.Args, scrub))
 	o.Add("flagged", c.Flagged)
@@ -143,11 +148,18 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 				return fmt.Errorf("insert call %q: %w", c.Key, err)
 			}
 		}
+		// A gateway client's session names the client and the session in
+		// each call's tool_call row (chained with it).
+		var thread string
+		if err := db.get(ctx, tx, &thread, db.q(`SELECT thread FROM conversations WHERE id = ?`), nb.ConversationID); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("load conversation: %w", err)
+		}
+		client, session, _ := gateway.SessionOf(thread)
 		for _, c := range nb.Calls {
 			err := db.insertAudit(ctx, tx, confirm.AuditEvent{
 				At: now, Kind: confirm.AuditToolCall, ConversationID: nb.ConversationID, BatchID: nb.ID,
 				CallKey: c.Key, Tool: c.Tool, Actor: nb.RequestedBy,
-				Detail: toolCallDetail(c, db.scrub),
+				Detail: toolCallDetail(c, client, session, db.scrub),
 			})
 			if err != nil {
 				return err

@@ -1,15 +1,51 @@
 package storage
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/gateway"
 )
 
 var callbackTests = []conformanceTest{
 	{"CallbacksWaitForTheDecision", testCallbacksWaitForTheDecision},
 	{"RaceQueueCallback", testRaceQueueCallback},
+	{"ToolCallNamesTheClient", testToolCallNamesTheClient},
+}
+
+// testToolCallNamesTheClient: the tool_call row of a gateway client's
+// call names the client and the session (chained with the row); a chat
+// thread's names neither.
+func testToolCallNamesTheClient(t *testing.T, db *DB) {
+	ctx := t.Context()
+	gw, err := db.Conversation(ctx, "slack", "C-ops", gateway.SessionThread("bob-laptop", "sess-1"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := newConversation(t, db)
+	for _, conv := range []confirm.Conversation{gw, chat} {
+		batchIn(t, db, conv.ID, later(), confirm.DecisionPending)
+		evs, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct{ Client, Session *string }
+		for _, e := range evs {
+			if e.Kind == confirm.AuditToolCall {
+				if err := json.Unmarshal([]byte(e.Detail), &d); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		switch {
+		case conv.ID == gw.ID && (d.Client == nil || *d.Client != "bob-laptop" || d.Session == nil || *d.Session != "sess-1"):
+			t.Errorf("the gateway call's tool_call: client %v, session %v", d.Client, d.Session)
+		case conv.ID == chat.ID && (d.Client != nil || d.Session != nil):
+			t.Errorf("a chat call's tool_call names a client: %v %v", d.Client, d.Session)
+		}
+	}
 }
 
 // testCallbacksWaitForTheDecision: a callback is due once its batch is

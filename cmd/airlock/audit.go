@@ -21,6 +21,8 @@ type callRecord struct {
 	Key            string          `json:"call_key"`
 	Tool           string          `json:"tool"`
 	AskedBy        string          `json:"asked_by"`
+	Client         string          `json:"client,omitempty"`  // the gateway client that asked ("": Airlock's agent, a runbook)
+	Session        string          `json:"session,omitempty"` // the gateway client's session
 	AskedAt        time.Time       `json:"asked_at"`
 	Args           json.RawMessage `json:"args"`
 	Summary        string          `json:"summary,omitempty"`
@@ -116,10 +118,13 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 				Summary   string           `json:"summary"`
 				Reasons   []confirm.Reason `json:"reasons"`
 				Approvals int              `json:"approvals"`
+				Client    string           `json:"client"`
+				Session   string           `json:"session"`
 			}
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
 			r.AskedBy, r.AskedAt, r.Args, r.NeedsApproval, r.Summary = e.Actor, e.At, d.Args, d.Flagged, d.Summary
+			r.Client, r.Session = d.Client, d.Session
 			r.Approvals = d.Approvals
 			for _, reason := range d.Reasons {
 				r.Reasons = append(r.Reasons, reason.String())
@@ -305,6 +310,9 @@ func printRecords(w io.Writer, records []*callRecord) {
 		fmt.Fprintf(tw, "%s\t%d\t%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			r.AskedAt.UTC().Format(time.DateTime), r.ConversationID, shortID(r.BatchID), r.Key, r.Tool, r.AskedBy,
 			r.Decision, by, decided, outcome, card.Excerpt(card.OneLine(string(r.Args)), 200))
+		if r.Client != "" {
+			fmt.Fprintf(tw, "\t\t\t\t  asked by client\t%s, session %s\t\t\t\t\n", r.Client, card.Excerpt(card.OneLine(r.Session), 80))
+		}
 		if len(r.Reasons) > 0 {
 			need := ""
 			if r.Approvals > 1 {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +15,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/adapters/discord/discordtest"
-	"github.com/airlockhq/airlock/events"
+	"github.com/airlockhq/airlock/examples/callback"
 )
 
 const (
@@ -46,39 +49,36 @@ func gwCall(t *testing.T, method, url, token, body string) (int, map[string]any)
 	return resp.StatusCode, v
 }
 
-// callbackReceiver records the callbacks it is sent, each checked against
-// the client's callback secret.
+// callbackReceiver is examples/callback's handler, the client's secret
+// its key: it records the callbacks it takes, and refuses the first
+// (500), which Airlock must send again.
 type callbackReceiver struct {
 	*httptest.Server
-	mu  sync.Mutex
-	got []map[string]any
-	bad []string
+	mu       sync.Mutex
+	attempts int
+	got      []callback.Approval
+	paths    []string
 }
 
 func newCallbackReceiver(t *testing.T, secret string) *callbackReceiver {
 	r := &callbackReceiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
+	r.Server = httptest.NewServer(callback.Handler(secret, func(_ context.Context, _ string, a callback.Approval, req *http.Request) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if err := events.Verify(secret, req.Header.Get(events.SignatureHeader), body, time.Now(), 5*time.Minute); err != nil {
-			r.bad = append(r.bad, err.Error())
-			w.WriteHeader(http.StatusUnauthorized)
-			return
+		if r.attempts++; r.attempts == 1 {
+			return errors.New("the workflow engine is down")
 		}
-		var v map[string]any
-		_ = json.Unmarshal(body, &v)
-		v["path"] = req.URL.Path
-		r.got = append(r.got, v)
+		r.got, r.paths = append(r.got, a), append(r.paths, req.URL.Path)
+		return nil
 	}))
 	t.Cleanup(r.Close)
 	return r
 }
 
-func (r *callbackReceiver) received() ([]map[string]any, []string) {
+func (r *callbackReceiver) received() ([]callback.Approval, []string, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]map[string]any(nil), r.got...), append([]string(nil), r.bad...)
+	return append([]callback.Approval(nil), r.got...), append([]string(nil), r.paths...), r.attempts
 }
 
 // gatewaySlackConfig is a Slack `airlock run` with two gateway clients:
@@ -139,6 +139,18 @@ func TestGatewayAPIOverSlack(t *testing.T) {
 		t.Fatalf("a wrong token: %d %v", status, v)
 	}
 
+	// A callback to where the client may not send one, or from a client
+	// without a callback secret: 400 naming callback_url, no card.
+	for token, to := range map[string]string{gwBobToken: "http://169.254.169.254/latest/meta-data", gwAliceToken: cb.URL + "/cb/x"} {
+		status, v := gwCall(t, "POST", base, token, `{"tool":"Bash","args":{"command":"ls"},"session":"s9","callback_url":"`+to+`"}`)
+		if msg, _ := v["error"].(string); status != 400 || !strings.HasPrefix(msg, "callback_url:") || strings.Contains(msg, "169.254") {
+			t.Fatalf("a callback_url refused: %d %v", status, v)
+		}
+	}
+	if n := len(api.posts()); n != 0 {
+		t.Fatalf("%d messages posted for refused requests", n)
+	}
+
 	// Pending, with a callback; then a restart.
 	status, v := gwCall(t, "POST", base, gwBobToken, `{"tool":"Bash","args":{"command":"make deploy"},"session":"s1","call_id":"toolu_1",
 		"reason":"deploying <!channel> the fix","callback_url":"`+cb.URL+`/cb/wf-7"}`)
@@ -180,10 +192,10 @@ func TestGatewayAPIOverSlack(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the long-poll did not return after the Allow")
 	}
-	waitUntil(t, "the callback", func() bool { got, _ := cb.received(); return len(got) == 1 })
-	got, bad := cb.received()
-	if c := got[0]; c["id"] != id || c["status"] != "allowed" || c["session"] != "s1" || c["path"] != "/cb/wf-7" || len(bad) != 0 {
-		t.Fatalf("the callback: %v (refused: %v)", c, bad)
+	waitUntil(t, "the callback, sent again after a 500", func() bool { got, _, _ := cb.received(); return len(got) == 1 })
+	got, paths, attempts := cb.received()
+	if c := got[0]; c.ID != id || c.Status != "allowed" || c.Session != "s1" || c.CallID != "toolu_1" || c.DecidedBy != "UALICE" || paths[0] != "/cb/wf-7" || attempts != 2 {
+		t.Fatalf("the callback: %+v at %v after %d attempts", c, paths, attempts)
 	}
 	codes := map[int]int{}
 	for range 3 {
@@ -244,6 +256,32 @@ func TestGatewayAPIOverSlack(t *testing.T) {
 	}
 	if _, v := gwCall(t, "POST", base, gwAliceToken, `{"tool":"Bash","args":{"command":"ls -la"},"session":"s2"}`); v["status"] != "pending" {
 		t.Fatalf("another client's call in a session of the same name: %v", v)
+	}
+
+	// The audit tells who asked: the person, the client and its session.
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"audit", "-config", path, "-json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("airlock audit: %d %s", code, errOut.String())
+	}
+	var records []struct {
+		BatchID                  string `json:"batch_id"`
+		AskedBy                  string `json:"asked_by"`
+		Client, Session, Outcome string
+	}
+	if err := json.Unmarshal(out.Bytes(), &records); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range records {
+		if r.BatchID == id {
+			found = r.Client == "bob-laptop" && r.Session == "s1" && r.AskedBy == "UBOB" && r.Outcome == "succeeded"
+			if !found {
+				t.Fatalf("the audit's record of the first call: %+v", r)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no audit record of %s in %s", id, out.String())
 	}
 }
 
