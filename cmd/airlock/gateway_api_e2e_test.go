@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -379,5 +381,68 @@ gateway:
 	}
 	if status, v := gwCall(t, "POST", base+"/"+id+"/consume", gwBobToken, ""); status != 200 || !strings.Contains(fmt.Sprint(v["args"]), "canary") {
 		t.Fatalf("consume after Edit…: %d %v", status, v)
+	}
+}
+
+// TestGatewayReplicasConsumeOnce: two `airlock run` replicas on one
+// PostgreSQL database. A request made on one is allowed by a click on the
+// other; twenty consumes at once, ten on each, carry it out once; the
+// callback is queued once and delivered once.
+func TestGatewayReplicasConsumeOnce(t *testing.T) {
+	pg := os.Getenv("AIRLOCK_TEST_POSTGRES_DSN")
+	if pg == "" || testing.Short() {
+		t.Skip("set AIRLOCK_TEST_POSTGRES_DSN (CI does) to run the replica test")
+	}
+	dsn := freshSchema(t, pg)
+	api := newSlackAPI(t)
+	model := callingModel(t)
+	cb := newCallbackReceiver(t, gwCallbackKey)
+	dir := t.TempDir()
+	var addrs []string
+	for i := range 2 {
+		addr := freeAddr(t)
+		path := filepath.Join(dir, fmt.Sprintf("replica%d.yaml", i))
+		if err := os.WriteFile(path, []byte(gatewaySlackConfig(slackRunHead(addr, "postgres", dsn, model.BaseURL(), api.URL+"/api/"), cb.URL)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		startRun(t, path)
+		waitReady(t, addr)
+		addrs = append(addrs, addr)
+	}
+	status, v := gwCall(t, "POST", "http://"+addrs[0]+"/v1/approvals", gwBobToken,
+		`{"tool":"Bash","args":{"command":"make deploy"},"session":"s1","callback_url":"`+cb.URL+`/cb/wf-1"}`)
+	if status != 200 || v["status"] != "pending" {
+		t.Fatalf("create: %d %v", status, v)
+	}
+	id := v["id"].(string)
+	waitUntil(t, "the card", func() bool { return len(api.buttons(slackAllow)) == 1 })
+	if code, err := postSigned(addrs[1], actionBody("UALICE", slackAllow, api.buttons(slackAllow)[0]), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click on replica 1: %d %v", code, err)
+	}
+	if _, v := gwCall(t, "GET", "http://"+addrs[0]+"/v1/approvals/"+id+"?wait=10s", gwBobToken, ""); v["status"] != "allowed" {
+		t.Fatalf("replica 0 after the click on replica 1: %v", v)
+	}
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 20 {
+		wg.Go(func() {
+			<-start
+			status, _ := gwCall(t, "POST", "http://"+addrs[i%2]+"/v1/approvals/"+id+"/consume", gwBobToken, "")
+			mu.Lock()
+			defer mu.Unlock()
+			codes[status]++
+		})
+	}
+	close(start)
+	wg.Wait()
+	if codes[200] != 1 || codes[409] != 19 {
+		t.Fatalf("twenty consumes on two replicas: %v, want one 200", codes)
+	}
+	waitUntil(t, "the callback", func() bool { got, _, _ := cb.received(); return len(got) == 1 })
+	time.Sleep(3 * time.Second) // both replicas' jobs and deliverers ran meanwhile
+	if got, _, attempts := cb.received(); len(got) != 1 || attempts != 2 {
+		t.Fatalf("callbacks: %d delivered in %d attempts; want one, after one refused", len(got), attempts)
 	}
 }
