@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,6 +137,12 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 				call.Flagged = false
 				batch.Status = confirm.BatchDecided
 			}
+			if batch.Status == confirm.BatchDecided {
+				// Decided as it is made (no list or rule asks, a grant, a
+				// deny): stored done, as finishGateway would leave it, in
+				// the one transaction that stores it.
+				batch.Status = confirm.BatchDone
+			}
 			return nil
 		}})
 	if err != nil {
@@ -197,32 +202,14 @@ func (b *Bot) callbacksJob(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// bound is the session's batch a request of tool with args binds to.
+// bound is the session's batch a request of tool with args (canonical,
+// as stored) binds to: its call pending, or allowed and not consumed.
 func (g gatewayApprovals) bound(ctx context.Context, conv confirm.Conversation, tool string, args []byte) (*confirm.Batch, error) {
-	b := g.b
-	pending, err := b.store.PendingBatches(ctx, conv.ID)
-	if err != nil {
+	id, err := g.b.store.BindableBatch(ctx, conv.ID, tool, args)
+	if err != nil || id == "" {
 		return nil, err
 	}
-	open, err := b.store.OpenBatches(ctx, conv.ID)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range append(pending, open...) {
-		batch, err := b.store.Batch(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if len(batch.Calls) != 1 {
-			continue
-		}
-		c := batch.Calls[0]
-		live := c.Decision == confirm.DecisionPending || c.Decision.Allowed() && c.Run == confirm.RunNotStarted
-		if live && c.Tool == tool && bytes.Equal(c.Args, args) {
-			return batch, nil
-		}
-	}
-	return nil, nil
+	return g.b.store.Batch(ctx, id)
 }
 
 // find is the client's batch id, or gateway.ErrNotFound (another
@@ -286,9 +273,6 @@ func (g gatewayApprovals) Consume(ctx context.Context, c gateway.Client, id stri
 	if !won {
 		return approvalOf(conv, batch), gateway.ErrNotConsumable
 	}
-	if err := g.b.finishGateway(ctx, conv, batch.ID); err != nil {
-		g.b.log.Warn("gateway: complete a consumed batch; recovery completes it", "batch", batch.ID, "err", err)
-	}
 	g.b.refreshCard(ctx, conv, batch.ID)
 	return approvalOf(conv, batch), nil
 }
@@ -320,22 +304,18 @@ func (g gatewayApprovals) Pending(ctx context.Context, c gateway.Client) (int, e
 	return g.b.store.PendingInThreads(ctx, c.Channel.Platform, c.Channel.ID, gateway.SessionThread(c.Name, ""))
 }
 
-// finishGateway completes a decided gateway batch once nothing of it is
-// left for Airlock to hand out (no call allowed, or its call consumed):
-// claimed and done, the card updated. A batch with an allowed call not
-// yet consumed stays decided: Airlock runs nothing of it. A consumed
-// call's run stays running, on a done batch, until the client reports
-// its outcome (Result), which may be never: the card then says so, and
-// neither recovery nor binding looks at it again.
+// finishGateway completes a gateway batch as soon as it is decided:
+// claimed and done, the card updated. Airlock runs nothing of it, so
+// nothing is left for it to do; the call goes on without the batch. An
+// allowed call is consumed (its run from not_started to running) and its
+// outcome reported (Result) on the done batch, which may be never: the
+// card then says so. Nothing decided lingers for recovery or the sweep,
+// however many approvals a client never consumes; binding finds the live
+// calls by their own index (BindableBatch).
 func (b *Bot) finishGateway(ctx context.Context, conv confirm.Conversation, batchID string) error {
 	batch, err := b.store.Batch(ctx, batchID)
 	if err != nil || batch.Status != confirm.BatchDecided {
 		return err
-	}
-	for _, c := range batch.Calls {
-		if c.Decision.Allowed() && c.Run == confirm.RunNotStarted {
-			return nil
-		}
 	}
 	won, err := b.store.ClaimBatch(ctx, batchID, b.cfg.WorkerID)
 	if err != nil || !won {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/gateway"
 )
 
@@ -176,10 +177,11 @@ func TestGatewayRequestSurvivesARestart(t *testing.T) {
 	}
 }
 
-// A consumed call whose client never reports its outcome: its batch is
-// done (binding and recovery leave it alone), the card says the client
+// A gateway batch is done once decided; a consumed call whose client never
+// reports its outcome stays running on it, and the card says the client
 // carried it out and has not reported; a worker that died while
-// completing it leaves no "unknown" behind; the late result is recorded.
+// completing a batch leaves no "unknown" behind; the late result is
+// recorded.
 func TestGatewayConsumedAndNotReported(t *testing.T) {
 	h, g, cl := gatewayHarness(t, "")
 	ctx := context.Background()
@@ -189,6 +191,9 @@ func TestGatewayConsumedAndNotReported(t *testing.T) {
 	}
 	if err := h.click("alice", 1, true, ""); err != nil {
 		t.Fatal(err)
+	}
+	if batch, _ := h.store.Batch(ctx, a.ID); batch.Status != "done" || batch.Calls[0].Run != "not_started" {
+		t.Fatalf("allowed, not consumed: %s, run %s", batch.Status, batch.Calls[0].Run)
 	}
 	if _, err := g.Consume(ctx, cl, a.ID); err != nil {
 		t.Fatal(err)
@@ -205,18 +210,17 @@ func TestGatewayConsumedAndNotReported(t *testing.T) {
 		t.Fatalf("the card's call: %+v", c)
 	}
 
-	// The same, but the worker dies between its claim and the completion.
+	// The same, but the worker that decided it died after claiming it to
+	// complete, and the client had consumed it meanwhile (the decision is
+	// stored as a worker would, which then dies before finishing).
 	b, err := g.Request(ctx, cl, gwRequest("Bash", `{"command":"make migrate"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.plat.Mu.Lock()
-	ref := h.plat.Cards[len(h.plat.Cards)-1].Calls[0].Ref
-	h.plat.Mu.Unlock()
-	if err := h.clickRef("alice", ref, true); err != nil {
+	key := "toolu_1"
+	if _, err := h.store.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: key, Status: confirm.DecisionAllowed, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	key := "toolu_1"
 	if won, err := h.store.StartRun(ctx, b.ID, key); err != nil || !won {
 		t.Fatalf("start run: %v %v", won, err)
 	}

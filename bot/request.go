@@ -34,8 +34,10 @@ type approvalRequest struct {
 	stored confirm.Message
 	// shape, when set, is the source's own part of the plan, applied to
 	// each planned batch before it is stored: it may only add to what the
-	// core asks (a runbook step's confirm and approvals), and an error
-	// refuses the request with nothing stored.
+	// core asks (a runbook step's confirm and approvals; a gateway
+	// client's deny list), or store a batch decided as it is made as done
+	// (the gateway: nothing of it runs in Airlock), and an error refuses
+	// the request with nothing stored.
 	shape func(ctx context.Context, batch *confirm.Batch) error
 }
 

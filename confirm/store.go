@@ -376,6 +376,11 @@ type BatchStore interface {
 	// PendingInChannel counts the pending batches of the conversations in
 	// a channel of a platform (all its threads).
 	PendingInChannel(ctx context.Context, platform, channel string) (int, error)
+	// BindableBatch is the newest batch of the conversation whose one call
+	// is of tool with exactly args (bytes) and still live: pending, or
+	// allowed by people or a grant and not started; "" when none (a
+	// gateway request's binding).
+	BindableBatch(ctx context.Context, conversationID int64, tool string, args []byte) (string, error)
 	// PendingInThreads counts the pending batches of the channel's
 	// conversations whose thread begins with prefix (a gateway client's
 	// sessions).

@@ -505,6 +505,27 @@ func (db *DB) OpenBatches(ctx context.Context, conversationID int64) ([]string, 
 	return ids, nil
 }
 
+// BindableBatch is the newest batch of the conversation whose one call is
+// of tool with exactly args and still live: pending, or allowed by people
+// (or a grant) and not yet started; "" when none. A call the policy
+// allowed (no list or rule asks) is never bound: its retry is allowed
+// again. The live calls have their own index (calls_bindable), so the
+// query reads them alone, whatever else the conversation holds.
+func (db *DB) BindableBatch(ctx context.Context, conversationID int64, tool string, args []byte) (string, error) {
+	var ids []string
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM calls c JOIN batches b ON b.id = c.batch_id
+		WHERE c.tool = ? AND (c.decision = 'pending' OR c.decision IN ('allowed', 'allowed_by_grant') AND c.run_status = 'not_started')
+		AND b.conversation_id = ? AND c.args = ?
+		AND NOT EXISTS (SELECT 1 FROM calls o WHERE o.batch_id = c.batch_id AND o.key <> c.key)
+		ORDER BY b.created_at DESC, b.id DESC LIMIT 1`), tool, conversationID, string(args)); err != nil {
+		return "", fmt.Errorf("bindable batch: %w", err)
+	}
+	if len(ids) == 0 {
+		return "", nil
+	}
+	return ids[0], nil
+}
+
 // attachVotes loads the votes query selects (batch_id, key, approver, at;
 // oldest first) and sets each call's Votes.
 func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, args ...any) error {

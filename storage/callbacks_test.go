@@ -13,6 +13,7 @@ var callbackTests = []conformanceTest{
 	{"CallbacksWaitForTheDecision", testCallbacksWaitForTheDecision},
 	{"RaceQueueCallback", testRaceQueueCallback},
 	{"ToolCallNamesTheClient", testToolCallNamesTheClient},
+	{"BindableBatch", testBindableBatch},
 }
 
 // testToolCallNamesTheClient: the tool_call row of a gateway client's
@@ -116,5 +117,53 @@ func testRaceQueueCallback(t *testing.T, db *DB) {
 	ds, err := db.Deliveries(ctx, DeliveryFilter{Target: "callback/c"})
 	if wins != 1 || err != nil || len(ds) != 1 {
 		t.Fatalf("%d wins, %d deliveries (%v); want one each", wins, len(ds), err)
+	}
+}
+
+// testBindableBatch: a gateway request binds to the newest live one-call
+// batch of its conversation with the same tool and exact arguments:
+// pending, or allowed by a person and not started. Not to one the policy
+// allowed, one consumed, one denied, one of several calls, one of another
+// conversation or tool.
+func testBindableBatch(t *testing.T, db *DB) {
+	ctx := t.Context()
+	conv := newConversation(t, db)
+	other := newConversation(t, db)
+	args := []byte(`{"n": 0}`) // batchIn's first call's
+	find := func(convID int64, tool string, a []byte) string {
+		t.Helper()
+		id, err := db.BindableBatch(ctx, convID, tool, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	batchIn(t, db, conv.ID, later(), confirm.DecisionAllowedByPolicy)
+	batchIn(t, db, conv.ID, later(), confirm.DecisionPending, confirm.DecisionPending)
+	if id := find(conv.ID, "deploy", args); id != "" {
+		t.Fatalf("bound to %s: policy-allowed, or of two calls", id)
+	}
+	older := batchIn(t, db, conv.ID, later(), confirm.DecisionPending)
+	newer := batchIn(t, db, conv.ID, later(), confirm.DecisionPending)
+	if id := find(conv.ID, "deploy", args); id != newer.ID {
+		t.Fatalf("bound to %q, want the newest pending %s", id, newer.ID)
+	}
+	for name, id := range map[string]string{
+		"other args": find(conv.ID, "deploy", []byte(`{"n":0}`)), "other tool": find(conv.ID, "restart", args), "other conversation": find(other.ID, "deploy", args),
+	} {
+		if id != "" {
+			t.Errorf("%s: bound to %s", name, id)
+		}
+	}
+	decide(t, db, confirm.Decide{BatchID: newer.ID, Key: "k0", Status: confirm.DecisionDenied, By: "U"})
+	decide(t, db, confirm.Decide{BatchID: older.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	if id := find(conv.ID, "deploy", args); id != older.ID {
+		t.Fatalf("bound to %q, want the allowed, not started %s", id, older.ID)
+	}
+	if won, err := db.StartRun(ctx, older.ID, "k0"); err != nil || !won {
+		t.Fatal(won, err)
+	}
+	if id := find(conv.ID, "deploy", args); id != "" {
+		t.Fatalf("bound to %s after its consume", id)
 	}
 }

@@ -88,6 +88,7 @@ func TestSQLiteBatchQueriesUseIndexes(t *testing.T) {
 		func() error { _, err := clockAt(db, now).DueReminders(ctx, now.Add(time.Hour)); return err },
 		func() error { _, err := db.UnknownCalls(ctx, b.ConversationID); return err },
 		func() error { _, err := db.Batch(ctx, b.ID); return err },
+		func() error { _, err := db.BindableBatch(ctx, b.ConversationID, "deploy", []byte(`{}`)); return err },
 	}
 	for i, call := range calls {
 		if err := call(); err != nil {
@@ -121,6 +122,9 @@ func TestSQLiteBatchQueriesUseIndexes(t *testing.T) {
 			plan = append(plan, detail)
 		}
 		rows.Close()
+		if strings.Contains(q, "NOT EXISTS (SELECT 1 FROM calls o") && !strings.Contains(strings.Join(plan, ";"), "calls_bindable") {
+			t.Errorf("binding does not read the live calls' index:\n%s\nplan: %s", q, strings.Join(plan, "; "))
+		}
 		for _, step := range plan {
 			// "SCAN b" or "SCAN batches": every batch read.
 			if f := strings.Fields(step); len(f) == 2 && f[0] == "SCAN" && (f[1] == "b" || f[1] == "batches") {

@@ -61,6 +61,7 @@ const migrationLockKey int64 = 0x6169726c6f636b // "airlock"
 type DB struct {
 	x      *sqlx.DB      // writes and transactions (SQLite: see above)
 	r      *sqlx.DB      // reads outside transactions
+	ck     *sqlx.DB      // SQLite file: the WAL checkpoints' connection (walcheckpoint.go)
 	turn   chan struct{} // SQLite: the writer's turn (writerTurn)
 	driver string        // DriverSQLite or DriverPostgres
 	clock  clock         // the database's clock, as measured by SyncClock
@@ -173,6 +174,12 @@ func Open(ctx context.Context, driver, dsn string, opts ...Option) (*DB, error) 
 		r.SetMaxOpenConns(sqliteReaders)
 		r.SetMaxIdleConns(sqliteReaders)
 		db.r = r
+		if !db.readOnly {
+			if err := db.openCheckpointer(ctx, name, dsn); err != nil {
+				db.Close()
+				return nil, fmt.Errorf("open %s checkpoints: %w", driver, err)
+			}
+		}
 	}
 	return db, nil
 }
@@ -314,6 +321,9 @@ func (db *DB) reader() *sqlx.DB {
 func (db *DB) Close() error {
 	if db.r != nil && db.r != db.x {
 		db.r.Close()
+	}
+	if db.ck != nil {
+		db.ck.Close()
 	}
 	return db.x.Close()
 }

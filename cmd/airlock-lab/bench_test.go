@@ -149,3 +149,33 @@ func TestBenchFlags(t *testing.T) {
 		}
 	}
 }
+
+// bench-gateway sends its requests to the approval API of a real core on
+// SQLite and to a bare handler, and reports both; every call came back
+// allowed and was audited, or it fails.
+func TestBenchGatewaySmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"bench-gateway", "-rate", "40", "-duration", "1s", "-sessions", "3", "-json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var rep struct {
+		Requests, Audited, Sessions int
+		APIP99                      float64 `json:"api_p99_ms"`
+		BareP99                     float64 `json:"bare_p99_ms"`
+		Added                       float64 `json:"added_p99_ms"`
+		Floor                       float64 `json:"floor_added_p99_ms"`
+		Met                         bool    `json:"floor_met"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Requests != 40 || rep.Audited != 40 || !(rep.APIP99 > 0) || !(rep.BareP99 > 0) || rep.Added != rep.APIP99-rep.BareP99 ||
+		rep.Floor != 5 || rep.Met != (rep.Added <= rep.Floor) {
+		t.Fatalf("report: %+v", rep)
+	}
+	if code := run(ctx, []string{"bench-gateway", "-rate", "0"}, nil, &out, &errOut); code != 2 {
+		t.Fatalf("a rate of 0: exit %d", code)
+	}
+}

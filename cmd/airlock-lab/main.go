@@ -29,6 +29,8 @@ Usage:
                     conversations against the airlock binary (built from this checkout unless -airlock) under injected faults, then the checks
   airlock-lab bench [-cards N] [-clickers N] [-driver sqlite|postgres -dsn DSN] [-json] [-cpuprofile F] [-memprofile F] [-workers N] [-probe N]
                     measure click acks, decisions/s and memory per card against fakes, with baselines
+  airlock-lab bench-gateway [-rate N] [-duration D] [-sessions N] [-json] [-check]
+                    the approval API's added latency for calls no rule asks about, against a bare handler (SQLite)
 
 Each command's -h lists all its flags.
 `
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	case "bench":
 		return bench.Bench(ctx, args[1:], stdout, stderr, benchHTTP)
+	case bench.GatewayCommand:
+		return bench.Gateway(ctx, args[1:], stdout, stderr, benchHTTP)
 	case "soak":
 		if len(args) > 1 && (args[1] == "-chaos" || args[1] == "--chaos") {
 			return chaos.Run(ctx, args[2:], stdout, stderr)

@@ -423,13 +423,14 @@ func newLogger(w io.Writer, l config.Log) *slog.Logger {
 const JobClockSync = "clock-sync"
 
 // backgroundJobs is the process's background work, one runner of named
-// jobs: the bot's (sweep, escalate, recover, prune-events), clock-sync
+// jobs: the bot's (sweep, escalate, recover, prune-events), storage's
+// (wal-checkpoint on SQLite), clock-sync
 // (the database clock's offset re-measured every minute, so a drifting
 // local clock never shifts expiry or leases) and, with webhooks, their
 // delivery (and the gateway clients' callbacks'), and with audit.signing_key the audit's (auditJobs). Their
 // metrics join /metrics.
 func (a *app) backgroundJobs(cfg *config.Config, logger *slog.Logger) (*jobs.Runner, error) {
-	all := a.bot.Jobs(time.Second)
+	all := append(a.bot.Jobs(time.Second), a.store.Jobs()...)
 	all = append(all, jobs.Job{Name: JobClockSync, Every: time.Minute, Timeout: 30 * time.Second, Run: a.store.SyncClock})
 	all = append(all, auditJobs(cfg.Audit, a.store)...)
 	var callbacks []gateway.Client

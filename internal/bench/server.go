@@ -16,6 +16,8 @@ import (
 	"github.com/airlockhq/airlock/adapters/slack"
 	"github.com/airlockhq/airlock/bot"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/gateway"
+	"github.com/airlockhq/airlock/jobs"
 	airmetrics "github.com/airlockhq/airlock/metrics"
 	"github.com/airlockhq/airlock/storage"
 )
@@ -63,7 +65,7 @@ func Server(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintln(stderr, "airlock bench-server: -dsn and -slack are required (it is started by airlock bench)")
 		return 2
 	}
-	in, err := startInstance(ctx, *driver, *dsn, *slackAPI, *workers, serverLogger(stderr))
+	in, err := startInstance(ctx, *driver, *dsn, *slackAPI, *workers, serverLogger(stderr), gateway.Config{})
 	if err == nil {
 		err = in.serve(ctx, stdin, stdout, h)
 		in.close()
@@ -109,12 +111,13 @@ type instance struct {
 	db      *storage.DB
 	sa      *slack.Adapter
 	tool    *countingTool
+	bot     *bot.Bot
 	metrics *airmetrics.Metrics
 	stop    context.CancelFunc
 	bg      sync.WaitGroup
 }
 
-func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers int, logger *slog.Logger) (*instance, error) {
+func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers int, logger *slog.Logger, gw gateway.Config) (*instance, error) {
 	db, err := storage.Open(ctx, driver, dsn)
 	if err != nil {
 		return nil, err
@@ -122,7 +125,7 @@ func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers in
 	in := &instance{db: db, tool: &countingTool{runs: map[string]int{}}, metrics: airmetrics.New(nil)}
 	runCtx, stop := context.WithCancel(ctx)
 	in.stop = stop
-	if err := in.start(runCtx, slackAPI, workers, logger); err != nil {
+	if err := in.start(runCtx, slackAPI, workers, logger, gw); err != nil {
 		in.close()
 		return nil, err
 	}
@@ -131,7 +134,7 @@ func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers in
 
 // start wires the bot and the adapter as airlock run does and starts
 // their background work.
-func (in *instance) start(ctx context.Context, slackAPI string, workers int, logger *slog.Logger) error {
+func (in *instance) start(ctx context.Context, slackAPI string, workers int, logger *slog.Logger, gw gateway.Config) error {
 	if err := in.db.SyncClock(ctx); err != nil {
 		return err
 	}
@@ -146,12 +149,14 @@ func (in *instance) start(ctx context.Context, slackAPI string, workers int, log
 		Now:           in.db.Clock(),
 		Logger:        logger,
 		WorkerID:      fmt.Sprintf("bench/%d", os.Getpid()),
+		Gateway:       gw,
 		// The per-person and per-channel limits guard the turn path,
 		// not decisions: off, so one requester can make every card.
 	})
 	if err != nil {
 		return err
 	}
+	in.bot = b
 	in.sa, err = slack.New(slack.Config{
 		Mode: slack.ModeHTTP, BotToken: "xoxb-bench", SigningSecret: signingSecret, APIURL: slackAPI + "/api/", Logger: logger,
 		Workers: workers, Metrics: in.metrics,
@@ -164,7 +169,14 @@ func (in *instance) start(ctx context.Context, slackAPI string, workers int, log
 	}
 	b.Register(slack.Platform, in.sa)
 	in.bg.Go(func() { _ = in.sa.Run(ctx) })
-	in.bg.Go(func() { b.Run(ctx, time.Second) })
+	// The background jobs airlock run runs: the bot's and storage's.
+	r := jobs.New(jobs.Options{Logger: logger})
+	for _, j := range append(b.Jobs(time.Second), in.db.Jobs()...) {
+		if err := r.Add(j); err != nil {
+			return err
+		}
+	}
+	in.bg.Go(func() { _ = r.Run(ctx) })
 	return nil
 }
 
