@@ -328,15 +328,15 @@ func discordForm(t *testing.T, fd *discordtest.Server, seq *int, user string, ro
 	fd.WaitFor("POST", "/interactions/"+id+"/token-"+id+"/callback", 1)
 }
 
-// TestGatewayAPIOverDiscord: a gateway client's cards in a Discord
-// channel; Deny with reason… gives the agent the approver's reason, and
-// Edit… allows the approver's arguments, which are what the agent runs.
-func TestGatewayAPIOverDiscord(t *testing.T) {
-	skipShort(t)
+// discordGateway starts `airlock run` on Discord (the fake, its channel's
+// approvers those with the moderator role) with one gateway client, whose
+// token is gwBobToken, acting for discordtest.Requester and asking about
+// the tools ask; it returns the fake and the address, once connected.
+func discordGateway(t *testing.T, client, ask string) (*discordtest.Server, string) {
+	t.Helper()
 	fd := discordtest.New(t, true)
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	base := "http://" + addr + "/v1/approvals"
 	cfg := fmt.Sprintf(`listen: %s
 storage: {dsn: %q}
 model: {provider: openai, name: m, base_url: "http://127.0.0.1:9/v1"}
@@ -344,11 +344,21 @@ discord: {token: "${DISCORD_BOT_TOKEN}", api_url: %s}
 channels: [{platform: discord, id: %q, approver_roles: [%q]}]
 gateway:
   clients:
-    - {name: ci-bot, token: %q, acts_for: %q, channel: {platform: discord, id: %q}, ask: ["deploy*"]}
-`, addr, dir+"/a.db", fd.APIURL(), discordtest.ChannelID, discordtest.ModRole, gwBobToken, discordtest.Requester, discordtest.ChannelID)
+    - {name: %s, token: %q, acts_for: %q, channel: {platform: discord, id: %q}, ask: %s}
+`, addr, dir+"/a.db", fd.APIURL(), discordtest.ChannelID, discordtest.ModRole, client, gwBobToken, discordtest.Requester, discordtest.ChannelID, ask)
 	_, logs := startRun(t, writeConfig(t, dir, cfg), "DISCORD_BOT_TOKEN="+discordtest.Token)
 	waitReady(t, addr)
 	waitUntil(t, "connected", func() bool { return strings.Contains(logs.String(), "discord: connected") })
+	return fd, addr
+}
+
+// TestGatewayAPIOverDiscord: a gateway client's cards in a Discord
+// channel; Deny with reason… gives the agent the approver's reason, and
+// Edit… allows the approver's arguments, which are what the agent runs.
+func TestGatewayAPIOverDiscord(t *testing.T) {
+	skipShort(t)
+	fd, addr := discordGateway(t, "ci-bot", `["deploy*"]`)
+	base := "http://" + addr + "/v1/approvals"
 	mod := []string{discordtest.ModRole}
 	seq := 0
 	cards := func() int { return len(fd.Recorded("POST", "/channels/"+discordtest.ChannelID+"/messages")) }

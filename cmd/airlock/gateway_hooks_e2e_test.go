@@ -150,21 +150,7 @@ var agentCases = []agentCase{
 // edited arguments; and with Airlock down, every agent is told no.
 func TestHookOfEveryAgent(t *testing.T) {
 	skipShort(t)
-	fd := discordtest.New(t, true)
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	cfg := fmt.Sprintf(`listen: %s
-storage: {dsn: %q}
-model: {provider: openai, name: m, base_url: "http://127.0.0.1:9/v1"}
-discord: {token: "${DISCORD_BOT_TOKEN}", api_url: %s}
-channels: [{platform: discord, id: %q, approver_roles: [%q]}]
-gateway:
-  clients:
-    - {name: dev-laptop, token: %q, acts_for: %q, channel: {platform: discord, id: %q}, ask: [Bash, Shell, run_shell_command]}
-`, addr, dir+"/a.db", fd.APIURL(), discordtest.ChannelID, discordtest.ModRole, gwBobToken, discordtest.Requester, discordtest.ChannelID)
-	_, logs := startRun(t, writeConfig(t, dir, cfg), "DISCORD_BOT_TOKEN="+discordtest.Token)
-	waitReady(t, addr)
-	waitUntil(t, "connected", func() bool { return strings.Contains(logs.String(), "discord: connected") })
+	fd, addr := discordGateway(t, "dev-laptop", "[Bash, Shell, run_shell_command]")
 	mod := []string{discordtest.ModRole}
 	seq := 0
 	cards := func() int { return len(fd.Recorded("POST", "/channels/"+discordtest.ChannelID+"/messages")) }
