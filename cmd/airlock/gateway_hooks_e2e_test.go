@@ -200,6 +200,27 @@ func TestHookOfEveryAgent(t *testing.T) {
 		}
 	}
 
+	// The deadline: the hook denies while the card waits, saying where;
+	// after a late Allow the identical retry is allowed, once.
+	for _, c := range agentCases {
+		before := cards()
+		o := runHook(t, c.agent, "http://"+addr, gwBobToken, c.input(c.agent+"-late", c.args), time.Second)
+		if !c.deny(o, "Waiting for approval in https://discord.com/channels/") {
+			t.Errorf("%s at its deadline: exit %d, %s (stderr %q)", c.agent, o.code, o.raw, o.stderr)
+		}
+		waitUntil(t, c.agent+"'s late card", func() bool { return cards() > before })
+		id, msg := discordButton(t, fd, discordtest.ChannelID, "Allow")
+		seq++
+		fd.Send("INTERACTION_CREATE", discordtest.Click(fmt.Sprint(7500+seq), discordtest.ChannelID, discordtest.Moderator, mod, id, msg))
+		fd.WaitFor("POST", "/interactions/"+fmt.Sprint(7500+seq)+"/token-"+fmt.Sprint(7500+seq)+"/callback", 1)
+		if o := runHook(t, c.agent, "http://"+addr, gwBobToken, c.input(c.agent+"-late", c.args), 10*time.Second); !c.allow(o) {
+			t.Errorf("%s's retry after a late Allow: exit %d, %s (stderr %q)", c.agent, o.code, o.raw, o.stderr)
+		}
+		if cards() != before+1 {
+			t.Errorf("%s's retry posted a card of its own", c.agent)
+		}
+	}
+
 	// Airlock down: nothing listens at the URL. Every agent is told no.
 	down := "http://" + freeAddr(t)
 	for _, c := range agentCases {
