@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
@@ -122,7 +123,7 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 		if err != nil {
 			return gateway.Approval{}, err
 		}
-		return approvalOf(conv, bound), g.addCallback(ctx, c, conv, bound.ID, r.CallbackURL)
+		return g.approval(ctx, conv, bound), g.addCallback(ctx, c, conv, bound.ID, r.CallbackURL)
 	}
 	body, _ := json.Marshal(map[string]any{"client": c.Name, "session": r.Session, "call_id": r.CallID, "tool": r.Tool, "args": args})
 	reply := model.Message{Role: model.RoleAssistant, Text: r.Reason, ToolCalls: []confirm.ToolCall{{ID: r.CallID, Name: r.Tool, Args: args}}}
@@ -156,7 +157,7 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 	} else if err := b.finishGateway(ctx, conv, batch.ID); err != nil {
 		return gateway.Approval{}, err
 	}
-	return approvalOf(conv, batch), g.addCallback(ctx, c, conv, batch.ID, r.CallbackURL)
+	return g.approval(ctx, conv, batch), g.addCallback(ctx, c, conv, batch.ID, r.CallbackURL)
 }
 
 // addCallback registers the request's callback_url (checked by the API
@@ -194,7 +195,7 @@ func (b *Bot) callbacksJob(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("callback of %s: %w", cb.BatchID, err))
 			continue
 		}
-		body, _ := json.Marshal(approvalOf(conv, batch))
+		body, _ := json.Marshal(gatewayApprovals{b}.approval(ctx, conv, batch))
 		if _, err := b.store.QueueCallback(ctx, cb, gateway.CallbackTarget(cb.Client), body); err != nil {
 			errs = append(errs, err)
 		}
@@ -237,9 +238,21 @@ func (g gatewayApprovals) Get(ctx context.Context, c gateway.Client, id string) 
 	if err != nil {
 		return gateway.Approval{}, err
 	}
-	a := approvalOf(conv, batch)
+	a := g.approval(ctx, conv, batch)
 	a.CardURL = g.cardURL(ctx, conv, batch)
 	return a, nil
+}
+
+// approval is approvalOf with the grant that allowed the call, if one
+// did, named in its reason.
+func (g gatewayApprovals) approval(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) gateway.Approval {
+	a := approvalOf(conv, batch)
+	if c := batch.Calls[0]; c.Decision == confirm.DecisionAllowedByGrant && c.GrantID != "" {
+		if gr, err := g.b.store.Grant(ctx, c.GrantID); err == nil {
+			a.Reason = fmt.Sprintf("a grant of %s by %s until %s (grant %s)", gr.Tool, gr.CreatedBy, gr.ExpiresAt.UTC().Format(time.RFC3339), gr.ID)
+		}
+	}
+	return a
 }
 
 // cardURL is a link to the batch's card (a Slack permalink, a Discord
