@@ -365,14 +365,16 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 	if name, session, ok := gateway.SessionOf(conv.Thread); ok {
 		c.Client = &card.Client{Name: name, Session: b.cfg.Redact(session)}
 		for i := range c.Calls {
-			c.Calls[i].CarriedBy = name
+			if isGateway(conv) { // the client carries it out; over MCP, Airlock does
+				c.Calls[i].CarriedBy = name
+			}
 		}
 	}
 	return b.withStep(c, batch)
 }
 
 func threadOf(c confirm.Conversation) Thread {
-	if isGateway(c) {
+	if isClientSession(c) {
 		return Thread{Platform: c.Platform, Channel: c.Channel} // a gateway session's cards are the channel's
 	}
 	return Thread{Platform: c.Platform, Channel: c.Channel, Thread: c.Thread}

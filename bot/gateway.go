@@ -31,8 +31,14 @@ import (
 // reads a gateway conversation.
 const roleGateway = "gateway"
 
-// isGateway reports whether conv is a gateway client's session.
-func isGateway(conv confirm.Conversation) bool {
+// isGateway reports whether conv is a gateway client's session of the
+// approval API (whose calls the client carries out; isMCP for MCP's).
+func isGateway(conv confirm.Conversation) bool { return gateway.IsAPISession(conv.Thread) }
+
+// isClientSession reports whether conv is a gateway client's session, of
+// the approval API or MCP: its cards are posted at the channel's top level
+// (no chat thread is the session's).
+func isClientSession(conv confirm.Conversation) bool {
 	_, _, ok := gateway.SessionOf(conv.Thread)
 	return ok
 }
@@ -227,8 +233,8 @@ func (g gatewayApprovals) find(ctx context.Context, c gateway.Client, id string)
 	if err != nil {
 		return nil, conv, err
 	}
-	if owner, ok := g.b.gatewayClient(conv); !ok || owner.Name != c.Name || len(batch.Calls) != 1 {
-		return nil, conv, gateway.ErrNotFound
+	if owner, ok := g.b.gatewayClient(conv); !ok || !isGateway(conv) || owner.Name != c.Name || len(batch.Calls) != 1 {
+		return nil, conv, gateway.ErrNotFound // an MCP call is Airlock's to run: never consumed over the API
 	}
 	return batch, conv, nil
 }

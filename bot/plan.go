@@ -197,8 +197,8 @@ func (b *Bot) mayGrant(ctx context.Context, conv confirm.Conversation, c confirm
 // notePauseDecisions tells the thread, one line each, about calls decided
 // at pause time without a card: refused by a rule, or allowed by a grant.
 func (b *Bot) notePauseDecisions(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, grants map[string]*confirm.Grant) {
-	if isGateway(conv) {
-		return // the client is told through the API, the audit keeps it; the channel is not a session's thread
+	if isClientSession(conv) {
+		return // the client is told through the API or MCP, the audit keeps it; the channel is not a session's thread
 	}
 	for _, c := range batch.Calls {
 		var msg string
@@ -251,6 +251,9 @@ func uncheckedPolicy(unknown []confirm.Call) confirm.Policy {
 // channel offers it.
 func (b *Bot) offered(conv confirm.Conversation, name string) (tools.Tool, bool) {
 	if c, ok := b.gatewayClient(conv); ok {
+		if isMCP(conv) {
+			return b.offeredMCP(c, name) // one of ours, as the client is offered it
+		}
 		return gatewayTool{client: c, name: name}, true // the client's tool, not one of ours
 	}
 	if isRunbookTool(name) {

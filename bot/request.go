@@ -105,6 +105,9 @@ func (b *Bot) sourceOf(conv confirm.Conversation, batch *confirm.Batch) Source {
 	if isGateway(conv) {
 		return gatewayApprovals{b}
 	}
+	if isMCP(conv) {
+		return mcpSource{}
+	}
 	if stepBatch(batch) {
 		return runbookSource{b}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlockhq/airlock/agent"
 	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/model"
 	"github.com/airlockhq/airlock/redact"
 	"github.com/airlockhq/airlock/tools"
@@ -400,6 +401,9 @@ func (b *Bot) Recover(ctx context.Context) error {
 		}
 		if _, err := b.platform(conv.Platform); err != nil {
 			continue // a process serving that platform will answer it
+		}
+		if _, _, gw := gateway.SessionOf(conv.Thread); gw {
+			continue // a gateway client's session: no model answers it
 		}
 		unlock, ok, err := b.tryLockConversation(ctx, id)
 		if err != nil || !ok {

@@ -1078,6 +1078,9 @@ func (c Confirmation) validateEscalation(list string) error {
 // "*"), its platform is configured, and acts_for is a user id of that
 // platform.
 func (c *Config) checkGatewayClients() error {
+	if c.Gateway.MCP.Path != "" && len(c.Gateway.Clients) == 0 {
+		return keyerr.New("gateway.mcp.path", "no gateway.clients to serve: each client's token opens its MCP sessions")
+	}
 	for i, cl := range c.Gateway.Clients {
 		k := fmt.Sprintf("gateway.clients[%d]", i)
 		configured := cl.Channel.Platform == "slack" && c.Slack != nil || cl.Channel.Platform == "discord" && c.Discord != nil

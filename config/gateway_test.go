@@ -45,6 +45,9 @@ func TestGatewayClientRefused(t *testing.T) {
 		"gateway.clients[0].acts_for":         gatewayBase + strings.Replace(gatewayClient(""), "U0ALICE", "alice", 1),
 		"gateway.clients[0].token":            gatewayBase + strings.Replace(gatewayClient(""), "\"${AIRLOCK_CLIENT_ALICE}\"", "short", 1),
 		"gateway.clients[0].acts_as":          gatewayBase + gatewayClient(", acts_as: U0BOB"),
+		"gateway.mcp.path":                    gatewayBase + "gateway: {mcp: {path: /mcp}}\n",
+		"gateway.mcp.hold":                    gatewayBase + strings.Replace(gatewayClient(""), "gateway:\n", "gateway:\n  mcp: {path: /mcp, hold: 10m}\n", 1),
+		"gateway.clients[0].tools[0]":         gatewayBase + gatewayClient(`, tools: ["["]`),
 	} {
 		_, err := Parse([]byte(src), env(map[string]string{"AIRLOCK_CLIENT_ALICE": token}))
 		var ke *keyerr.Error

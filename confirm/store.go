@@ -381,6 +381,10 @@ type BatchStore interface {
 	// allowed by people or a grant and not started; "" when none (a
 	// gateway request's binding).
 	BindableBatch(ctx context.Context, conversationID int64, tool string, args []byte) (string, error)
+	// AskedBatch is the newest batch of the conversation whose one call is
+	// of tool with exactly args and was put to a person, whatever became
+	// of it; "" when none (an MCP call's retry).
+	AskedBatch(ctx context.Context, conversationID int64, tool string, args []byte) (string, error)
 	// PendingInThreads counts the pending batches of the channel's
 	// conversations whose thread begins with prefix (a gateway client's
 	// sessions).

@@ -13,14 +13,34 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/airlockhq/airlock/keyerr"
 )
 
 // Config is the `gateway:` section.
 type Config struct {
+	// MCP serves Airlock's tools to the clients over MCP (issue 37);
+	// off while its path is empty.
+	MCP     MCP      `yaml:"mcp"`
 	Clients []Client `yaml:"clients"`
 }
+
+// MCP is `gateway.mcp`: MCP over streamable HTTP on `listen`.
+type MCP struct {
+	// Path is where it is served, such as /mcp; "" serves nothing.
+	Path string `yaml:"path"`
+	// Hold is how long a call that needs a yes waits inside tools/call
+	// before answering that it waits; default DefaultHold, at most
+	// MaxHold.
+	Hold time.Duration `yaml:"hold"`
+}
+
+// Bounds of gateway.mcp.hold.
+const (
+	DefaultHold = 45 * time.Second
+	MaxHold     = 5 * time.Minute
+)
 
 // Client is one agent (or the laptop it runs on) allowed to ask.
 type Client struct {
@@ -42,6 +62,10 @@ type Client struct {
 	Deny []string `yaml:"deny"`
 	// Allow, when given, is an allow-list: any other tool is denied.
 	Allow []string `yaml:"allow"`
+	// Tools are globs of Airlock's own tools (config tools, upstream MCP
+	// servers' tools under their Airlock names, runbook__<name>) the
+	// client is offered over MCP; none when absent.
+	Tools []string `yaml:"tools"`
 	// MaxPending bounds the client's waiting approvals; default
 	// DefaultMaxPending.
 	MaxPending int `yaml:"max_pending"`
@@ -78,6 +102,9 @@ var clientName = regexp.MustCompile(`^[a-z0-9_-]{1,48}$`)
 
 // SetDefaults fills in what a client left out.
 func (c *Config) SetDefaults() {
+	if c.MCP.Path != "" && c.MCP.Hold == 0 {
+		c.MCP.Hold = DefaultHold
+	}
 	for i := range c.Clients {
 		cl := &c.Clients[i]
 		if cl.MaxPending == 0 {
@@ -94,6 +121,9 @@ func (c *Config) SetDefaults() {
 // a user id of that platform, is the config's cross-check (it knows the
 // channels).
 func (c Config) Validate(key string) error {
+	if err := c.MCP.validate(key + ".mcp"); err != nil {
+		return err
+	}
 	tokens := map[string]int{}
 	return keyerr.List(key+".clients", c.Clients, func(cl Client, k string) error {
 		if err := cl.validate(k); err != nil {
@@ -131,7 +161,7 @@ func (cl Client) validate(k string) error {
 	if err := cl.validateCallbacks(k); err != nil {
 		return err
 	}
-	for field, globs := range map[string][]string{"ask": cl.Ask, "deny": cl.Deny, "allow": cl.Allow} {
+	for field, globs := range map[string][]string{"ask": cl.Ask, "deny": cl.Deny, "allow": cl.Allow, "tools": cl.Tools} {
 		for i, g := range globs {
 			if _, err := path.Match(g, ""); err != nil || g == "" {
 				return keyerr.New(fmt.Sprintf("%s.%s[%d]", k, field, i), "%q is not a tool-name glob", g)
@@ -256,3 +286,28 @@ func (cl Client) CallbackAllowed(raw string) error {
 	}
 	return errors.New("not under any of this client's callback_urls (gateway.clients[].callback_urls)")
 }
+
+// Reserved paths gateway.mcp.path may not take: airlock run serves them.
+var reservedPaths = []string{"/v1/", "/slack/", "/metrics", "/healthz", "/readyz"}
+
+func (m MCP) validate(k string) error {
+	switch {
+	case m.Path == "" && m.Hold != 0:
+		return keyerr.New(k+".path", "required with hold: where MCP is served, such as /mcp")
+	case m.Path == "":
+		return nil
+	case !strings.HasPrefix(m.Path, "/") || strings.ContainsAny(m.Path, "?# {}") || path.Clean(m.Path) != m.Path || m.Path == "/":
+		return keyerr.New(k+".path", "%q: a path such as /mcp", m.Path)
+	case m.Hold < 0 || m.Hold > MaxHold:
+		return keyerr.New(k+".hold", "%s: between 0 (the default, %s) and %s", m.Hold, DefaultHold, MaxHold)
+	}
+	for _, r := range reservedPaths {
+		if strings.HasPrefix(m.Path+"/", r) || strings.HasPrefix(r, m.Path+"/") {
+			return keyerr.New(k+".path", "%q: taken by %s", m.Path, r)
+		}
+	}
+	return nil
+}
+
+// Offers reports whether the client's tools globs name Airlock's tool.
+func (cl Client) Offers(tool string) bool { return matchAny(cl.Tools, tool) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlockhq/airlock/keyerr"
 )
@@ -130,6 +131,43 @@ func TestCallbackAllowed(t *testing.T) {
 			t.Errorf("%s was allowed", bad)
 		} else if strings.Contains(err.Error(), "evil") || strings.Contains(err.Error(), "169.254") {
 			t.Errorf("the error echoes the URL: %v", err)
+		}
+	}
+}
+
+// gateway.mcp: a path such as /mcp, not one airlock run serves; a hold
+// of at most 5 minutes, 45 s by default.
+func TestMCPConfig(t *testing.T) {
+	for _, ok := range []MCP{{}, {Path: "/mcp"}, {Path: "/agents/mcp", Hold: 5 * time.Minute}} {
+		c := Config{MCP: ok, Clients: []Client{goodClient()}}
+		if err := c.Validate("gateway"); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+	for want, bad := range map[string]MCP{
+		"gateway.mcp.path": {Path: "mcp"},
+		"gateway.mcp.hold": {Path: "/mcp", Hold: 6 * time.Minute},
+	} {
+		var ke *keyerr.Error
+		if err := (Config{MCP: bad}).Validate("gateway"); !errors.As(err, &ke) || ke.Key != want {
+			t.Errorf("%+v: %v, want %s", bad, err, want)
+		}
+	}
+	for _, p := range []string{"/v1/approvals", "/slack/events", "/metrics", "/", "/mcp/../v1", "/a b"} {
+		if err := (Config{MCP: MCP{Path: p}}).Validate("gateway"); err == nil {
+			t.Errorf("path %q accepted", p)
+		}
+	}
+	c := Config{MCP: MCP{Path: "/mcp"}}
+	c.SetDefaults()
+	if c.MCP.Hold != DefaultHold {
+		t.Errorf("default hold %s", c.MCP.Hold)
+	}
+	cl := goodClient()
+	cl.Tools = []string{"service_*", "runbook__restart"}
+	for tool, want := range map[string]bool{"service_status": true, "runbook__restart": true, "runbook__drop": false, "ban_member": false} {
+		if cl.Offers(tool) != want {
+			t.Errorf("Offers(%s) = %v", tool, !want)
 		}
 	}
 }

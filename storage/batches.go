@@ -526,6 +526,23 @@ func (db *DB) BindableBatch(ctx context.Context, conversationID int64, tool stri
 	return ids[0], nil
 }
 
+// AskedBatch is the newest batch of the conversation whose one call is of
+// tool with exactly args and was put to a person (flagged), whatever its
+// decision and run since; "" when none (an MCP call's retry).
+func (db *DB) AskedBatch(ctx context.Context, conversationID int64, tool string, args []byte) (string, error) {
+	var ids []string
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM batches b JOIN calls c ON c.batch_id = b.id
+		WHERE b.conversation_id = ? AND c.tool = ? AND c.flagged AND c.args = ?
+		AND NOT EXISTS (SELECT 1 FROM calls o WHERE o.batch_id = c.batch_id AND o.key <> c.key)
+		ORDER BY b.created_at DESC, b.id DESC LIMIT 1`), conversationID, tool, string(args)); err != nil {
+		return "", fmt.Errorf("asked batch: %w", err)
+	}
+	if len(ids) == 0 {
+		return "", nil
+	}
+	return ids[0], nil
+}
+
 // attachVotes loads the votes query selects (batch_id, key, approver, at;
 // oldest first) and sets each call's Votes.
 func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, args ...any) error {

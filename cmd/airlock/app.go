@@ -23,6 +23,7 @@ import (
 	"github.com/airlockhq/airlock/events"
 	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/jobs"
+	"github.com/airlockhq/airlock/mcpserver"
 	"github.com/airlockhq/airlock/mcptools"
 	"github.com/airlockhq/airlock/metrics"
 	"github.com/airlockhq/airlock/model"
@@ -292,6 +293,10 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		api := (&gateway.API{Config: cfg.Gateway, Approvals: a.bot.Gateway(), Metrics: a.metrics, Now: time.Now}).Handler()
 		routes["/v1/approvals"] = api
 		routes["/v1/approvals/"] = api
+		if cfg.Gateway.MCP.Path != "" {
+			srv := &mcpserver.Server{Config: cfg.Gateway, Tools: a.bot.MCP(), Metrics: a.metrics, Logger: logger}
+			routes[cfg.Gateway.MCP.Path] = srv.Handler()
+		}
 	}
 	if cfg.Debug.Pprof {
 		logger.Warn("debug.pprof is on: /debug/pprof/ is served on listen; keep it off the public internet")

@@ -1,0 +1,200 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/gateway"
+	"github.com/airlockhq/airlock/internal/jsonobj"
+	"github.com/airlockhq/airlock/model"
+	"github.com/airlockhq/airlock/tools"
+)
+
+// The MCP source (issue 37): a gateway client connected to Airlock's MCP
+// server calls Airlock's own tools (package mcpserver serves MCP over the
+// gateway.Tools this file implements). A client's MCP session is a
+// conversation of its channel keyed by the thread mcp/<client>/<session>.
+// Its calls go through the one path (request.go), as the built-in agent's
+// do: the client's acts_for is the requester; the tool's flag,
+// confirmation.tools, the rules (with `client`), the client's ask and deny
+// lists judge; an ungated call runs at once, a gated one when allowed;
+// Airlock runs them (runCall), exactly once. Nothing is handed back
+// (mcpSource): the waiting tools/call reads the batch.
+
+// isMCP reports whether conv is a gateway client's MCP session.
+func isMCP(conv confirm.Conversation) bool { return gateway.IsMCPSession(conv.Thread) }
+
+// mcpTool is one of Airlock's tools as a client's MCP call of it is
+// judged: it asks when the tool does, or when the client's ask list names
+// it (rules may add, as everywhere).
+type mcpTool struct {
+	tools.Tool
+	client gateway.Client
+	name   string
+}
+
+func (t mcpTool) Confirm() bool { return t.Tool.Confirm() || t.client.Judge(t.name) == gateway.Asks }
+
+// offeredMCP is tool name as the MCP session conv's client may call it:
+// one of Airlock's own tools its `tools` globs name (runbooks are not
+// offered over MCP yet).
+func (b *Bot) offeredMCP(c gateway.Client, name string) (tools.Tool, bool) {
+	if !c.Offers(name) || isRunbookTool(name) {
+		return nil, false
+	}
+	t, ok := b.cfg.Tools.Get(name)
+	if !ok {
+		return nil, false
+	}
+	return mcpTool{Tool: t, client: c, name: name}, true
+}
+
+// MCP is the approval core as the MCP server sees it.
+func (b *Bot) MCP() gateway.Tools { return mcpCore{b} }
+
+type mcpCore struct{ b *Bot }
+
+var (
+	_ gateway.Tools = mcpCore{}
+	_ Source        = mcpSource{}
+)
+
+// mcpSource: nothing to hand back; the client's tools/call reads the
+// batch.
+type mcpSource struct{}
+
+func (mcpSource) Continue(context.Context, confirm.Conversation, *confirm.Batch) error { return nil }
+
+// Offered lists Airlock's tools the client's globs name, as the tool set
+// describes them.
+func (m mcpCore) Offered(c gateway.Client) []gateway.Tool {
+	var out []gateway.Tool
+	for _, s := range m.b.cfg.Tools.Specs() {
+		if _, ok := m.b.offeredMCP(c, s.Name); !ok {
+			continue
+		}
+		schema := s.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		out = append(out, gateway.Tool{Name: s.Name, Description: s.Description, InputSchema: schema})
+	}
+	return out
+}
+
+// Call makes the client's call in its MCP session's conversation, or joins
+// the session's call of the same tool and arguments a person was asked
+// about. An ungated call has run when it returns.
+func (m mcpCore) Call(ctx context.Context, c gateway.Client, session, tool string, args json.RawMessage) (gateway.Outcome, error) {
+	b := m.b
+	if _, ok := b.offeredMCP(c, tool); !ok {
+		return gateway.Outcome{}, gateway.ErrUnknownTool
+	}
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	canon, ok := jsonobj.Canonical(args)
+	if !ok {
+		return gateway.Outcome{}, errors.New("the arguments are not JSON")
+	}
+	conv, err := b.store.Conversation(ctx, c.Channel.Platform, c.Channel.ID, gateway.MCPThread(c.Name, session), false)
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	unlock, err := b.lockConversation(ctx, conv.ID)
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	defer unlock()
+	if id, err := b.store.AskedBatch(ctx, conv.ID, tool, canon); err != nil || id != "" {
+		if err != nil {
+			return gateway.Outcome{}, err
+		}
+		return m.outcome(ctx, conv, id)
+	}
+	body, _ := json.Marshal(map[string]any{"client": c.Name, "session": session, "tool": tool, "args": json.RawMessage(canon)})
+	reply := model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{{Name: tool, Args: canon}}}
+	batch, err := b.request(ctx, approvalRequest{conv: conv, requester: asker{User: c.ActsFor}, reply: reply,
+		stored: confirm.Message{Role: roleGateway, Body: body},
+		shape: func(_ context.Context, batch *confirm.Batch) error {
+			call := &batch.Calls[0]
+			if c.Judge(tool) == gateway.Denied && call.Decision != confirm.DecisionInvalid {
+				now := b.now().UTC()
+				call.Decision, call.DecidedBy, call.DecidedAt = confirm.DecisionDeniedByRule, PolicyActor, &now
+				call.DenyMessage = fmt.Sprintf("Not allowed: %s is on this client's deny list (gateway.clients[].deny), or off its allow list.", tool)
+				call.Flagged = false
+				batch.Status = confirm.BatchDecided
+			}
+			return nil
+		}})
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	if batch.Status == confirm.BatchPending {
+		if err := b.postCard(ctx, conv, p, batch, ""); err != nil {
+			b.log.Warn("mcp: post a card; card sync and recovery go on with it", "batch", batch.ID, "err", err)
+		}
+		b.startPreviews(ctx, conv, batch)
+	} else if _, err := b.finishBatch(ctx, conv, batch.ID, batch); err != nil {
+		return gateway.Outcome{}, err
+	}
+	return m.outcome(ctx, conv, batch.ID)
+}
+
+// Outcome is where the client's call id stands; another client's id, or
+// one that is not an MCP call, is not found.
+func (m mcpCore) Outcome(ctx context.Context, c gateway.Client, id string) (gateway.Outcome, error) {
+	batch, err := m.b.store.Batch(ctx, id)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return gateway.Outcome{}, gateway.ErrNotFound
+	}
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	conv, err := m.b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	if owner, ok := m.b.gatewayClient(conv); !ok || !isMCP(conv) || owner.Name != c.Name || len(batch.Calls) != 1 {
+		return gateway.Outcome{}, gateway.ErrNotFound
+	}
+	return m.outcomeOf(ctx, conv, batch), nil
+}
+
+func (m mcpCore) outcome(ctx context.Context, conv confirm.Conversation, id string) (gateway.Outcome, error) {
+	batch, err := m.b.store.Batch(ctx, id)
+	if err != nil {
+		return gateway.Outcome{}, err
+	}
+	return m.outcomeOf(ctx, conv, batch), nil
+}
+
+// outcomeOf is the batch's one call as the MCP client is told: its result
+// once it ran, what Airlock's agent would be told when it did not.
+func (m mcpCore) outcomeOf(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) gateway.Outcome {
+	c := batch.Calls[0]
+	o := gateway.Outcome{ID: batch.ID, State: gateway.CallWaiting}
+	switch {
+	case c.Decision == confirm.DecisionPending:
+		o.CardURL = gatewayApprovals(m).cardURL(ctx, conv, batch)
+	case c.Decision.Allowed():
+		switch c.Run {
+		case confirm.RunSucceeded:
+			o.State, o.Result = gateway.CallDone, c.Result
+		case confirm.RunFailed:
+			o.State, o.Result, o.IsError = gateway.CallDone, c.Result, true
+		case confirm.RunUnknown:
+			o.State, o.Result, o.IsError = gateway.CallDone, confirm.UnknownOutcomeMessage, true
+		}
+	default:
+		o.State, o.Result, o.IsError = gateway.CallRefused, m.b.decisionFor(c).DenyMessage(), true
+	}
+	return o
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bearer adds a client's token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// mcpConnect connects the Go MCP SDK's client to Airlock's MCP endpoint
+// with the token.
+func mcpConnect(t *testing.T, endpoint, token string) (*mcp.ClientSession, error) {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	tr := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
+	cs, err := client.Connect(t.Context(), tr, nil)
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+// text is a tool result's text.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// TestMCPServerOverSlack drives Airlock's MCP endpoint of a real `airlock
+// run` (Slack, SQLite) with the Go MCP SDK's client: it lists exactly the
+// client's tools; an ungated call runs; a gated call waits in tools/call
+// until the card's Allow, then returns the tool's result, the tool having
+// run once; a deny returns the deny message; a call still waiting at the
+// hold says so, its identical retry after Allow runs it once, and a
+// further retry returns the stored result without running it again; a
+// wrong token is refused with 401.
+func TestMCPServerOverSlack(t *testing.T) {
+	skipShort(t)
+	api := newSlackAPI(t)
+	model := callingModel(t)
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	path := writeConfig(t, dir, fmt.Sprintf(`
+%s
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+  - name: service_status
+    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
+    http: {method: POST, url: "%s/status/{{.service}}"}
+%s
+  - name: other_tool
+    parameters: {type: object, properties: {}}
+    http: {method: POST, url: "%s/other"}
+gateway:
+  mcp: {path: /mcp, hold: 3s}
+  clients:
+    - {name: bob-cursor, token: %q, acts_for: UBOB, channel: {platform: slack, id: COPS}, tools: ["service_*", "deploy"]}
+`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), tools.URL,
+		deployToolYAML(tools.URL, "service"), tools.URL, gwBobToken))
+	startRun(t, path)
+	waitReady(t, addr)
+	endpoint := "http://" + addr + "/mcp"
+	press := func(actionID, value string) {
+		t.Helper()
+		if code, err := postSigned(addr, actionBody("UALICE", actionID, value), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+			t.Fatalf("click: %d %v", code, err)
+		}
+	}
+	seen := 0
+	newCard := func(actionID string) string {
+		t.Helper()
+		waitUntil(t, "a new card", func() bool { return len(api.buttons(slackAllow)) > seen })
+		seen = len(api.buttons(slackAllow))
+		vs := api.buttons(actionID)
+		return vs[len(vs)-1]
+	}
+
+	// A wrong token: 401 with WWW-Authenticate, before any MCP.
+	req, _ := http.NewRequest("POST", endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("x", 40))
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("a wrong token: %v %v", resp, err)
+	}
+	if _, err := mcpConnect(t, endpoint, strings.Repeat("x", 40)); err == nil {
+		t.Fatal("the SDK connected with a wrong token")
+	}
+
+	cs, err := mcpConnect(t, endpoint, gwBobToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"deploy", "service_status"}) {
+		t.Fatalf("tools listed: %v", names)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "other_tool", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a tool the client is not offered was called")
+	}
+
+	// Ungated: runs at once.
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "service_status", Arguments: map[string]any{"service": "api"}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "/status/api") || tools.count("/status/api") != 1 {
+		t.Fatalf("ungated call: %v %v (%d runs)", text(res), err, tools.count("/status/api"))
+	}
+
+	// Gated: waits inside tools/call until the card's Allow.
+	type called struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan called, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "api"}})
+		done <- called{res, err}
+	}()
+	press(slackAllow, newCard(slackAllow))
+	c := <-done
+	if c.err != nil || c.res.IsError || !strings.Contains(text(c.res), "/deploy/api") || tools.count("/deploy/api") != 1 {
+		t.Fatalf("gated call after Allow: %v %v (%d runs)", c.res, c.err, tools.count("/deploy/api"))
+	}
+
+	// Denied: the deny message, nothing ran.
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "db"}})
+		done <- called{res, err}
+	}()
+	press("airlock_deny", newCard("airlock_deny"))
+	c = <-done
+	if c.err != nil || !c.res.IsError || !strings.Contains(strings.ToLower(text(c.res)), "denied") || tools.count("/deploy/db") != 0 {
+		t.Fatalf("denied call: %q %v", text(c.res), c.err)
+	}
+
+	// Still waiting at the hold (3 s): says so; the retry after Allow
+	// runs it once; a further retry returns the stored result.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "web"}})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "Waiting for approval in ") || !strings.Contains(text(res), "Nothing ran") {
+		t.Fatalf("at the hold: %q %v", text(res), err)
+	}
+	// An MCP call is Airlock's to run: the approval API does not find it,
+	// so it cannot be consumed there (which would run it twice).
+	_, id, _ := strings.Cut(text(res), "(request ")
+	id, _, _ = strings.Cut(id, ")")
+	if status, _ := gwCall(t, "POST", "http://"+addr+"/v1/approvals/"+id+"/consume", gwBobToken, ""); id == "" || status != 404 {
+		t.Fatalf("the MCP call %q consumed over the approval API: %d", id, status)
+	}
+	press(slackAllow, newCard(slackAllow))
+	waitUntil(t, "the allowed call's run", func() bool { return tools.count("/deploy/web") == 1 })
+	for i := range 2 {
+		res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "web"}})
+		if err != nil || res.IsError || !strings.Contains(text(res), "/deploy/web") {
+			t.Fatalf("retry %d: %q %v", i+1, text(res), err)
+		}
+	}
+	if n := tools.count("/deploy/web"); n != 1 {
+		t.Fatalf("the tool ran %d times for one approval", n)
+	}
+	if n := len(api.buttons(slackAllow)); n != seen {
+		t.Fatalf("the retries posted %d cards", n-seen)
+	}
+}
