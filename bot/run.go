@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -142,8 +143,12 @@ func (b *Bot) runClaimed(ctx context.Context, conv confirm.Conversation, batch *
 	lc := lateCardFrom(ctx)
 	lc.stop()
 	fresh := ranBatch(batch, outs)
-	if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
-		fresh = reloaded
+	if slices.ContainsFunc(batch.Calls, func(c confirm.Call) bool { return c.Flagged }) {
+		// Only a batch a person was asked about ever has a card: one that
+		// ran unasked (an ungated call) skips the card's change and reload.
+		if reloaded := b.refreshCard(ctx, conv, batchID); reloaded != nil {
+			fresh = reloaded
+		}
 	}
 	lc.ran()
 	b.noteUnknown(ctx, conv, fresh)

@@ -531,10 +531,10 @@ func (db *DB) BindableBatch(ctx context.Context, conversationID int64, tool stri
 // decision and run since; "" when none (an MCP call's retry).
 func (db *DB) AskedBatch(ctx context.Context, conversationID int64, tool string, args []byte) (string, error) {
 	var ids []string
-	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM batches b JOIN calls c ON c.batch_id = b.id
-		WHERE b.conversation_id = ? AND c.tool = ? AND c.flagged AND c.args = ?
+	if err := db.sel(ctx, db.reader(), &ids, db.q(`SELECT b.id FROM calls c JOIN batches b ON b.id = c.batch_id
+		WHERE c.tool = ? AND c.flagged AND b.conversation_id = ? AND c.args = ?
 		AND NOT EXISTS (SELECT 1 FROM calls o WHERE o.batch_id = c.batch_id AND o.key <> c.key)
-		ORDER BY b.created_at DESC, b.id DESC LIMIT 1`), conversationID, tool, string(args)); err != nil {
+		ORDER BY b.created_at DESC, b.id DESC LIMIT 1`), tool, conversationID, string(args)); err != nil {
 		return "", fmt.Errorf("asked batch: %w", err)
 	}
 	if len(ids) == 0 {

@@ -89,6 +89,7 @@ func TestSQLiteBatchQueriesUseIndexes(t *testing.T) {
 		func() error { _, err := db.UnknownCalls(ctx, b.ConversationID); return err },
 		func() error { _, err := db.Batch(ctx, b.ID); return err },
 		func() error { _, err := db.BindableBatch(ctx, b.ConversationID, "deploy", []byte(`{}`)); return err },
+		func() error { _, err := db.AskedBatch(ctx, b.ConversationID, "deploy", []byte(`{}`)); return err },
 	}
 	for i, call := range calls {
 		if err := call(); err != nil {
@@ -122,7 +123,10 @@ func TestSQLiteBatchQueriesUseIndexes(t *testing.T) {
 			plan = append(plan, detail)
 		}
 		rows.Close()
-		if strings.Contains(q, "NOT EXISTS (SELECT 1 FROM calls o") && !strings.Contains(strings.Join(plan, ";"), "calls_bindable") {
+		if strings.Contains(q, "c.flagged AND b.conversation_id") && !strings.Contains(strings.Join(plan, ";"), "calls_asked") {
+			t.Errorf("an MCP retry's lookup does not read the asked calls' index:\n%s\nplan: %s", q, strings.Join(plan, "; "))
+		}
+		if strings.Contains(q, "c.run_status = 'not_started'") && !strings.Contains(strings.Join(plan, ";"), "calls_bindable") {
 			t.Errorf("binding does not read the live calls' index:\n%s\nplan: %s", q, strings.Join(plan, "; "))
 		}
 		for _, step := range plan {

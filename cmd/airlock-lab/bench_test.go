@@ -179,3 +179,29 @@ func TestBenchGatewaySmoke(t *testing.T) {
 		t.Fatalf("a rate of 0: exit %d", code)
 	}
 }
+
+// bench-mcp calls an upstream MCP server's tool through Airlock's MCP
+// server and directly, and reports both; the upstream ran every call
+// once, or it fails.
+func TestBenchMCPSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"bench-mcp", "-rate", "20", "-duration", "1s", "-json"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var rep struct {
+		Calls  int     `json:"calls"`
+		Runs   int     `json:"upstream_runs"`
+		Direct float64 `json:"direct_p99_ms"`
+		Air    float64 `json:"airlock_p99_ms"`
+		Added  float64 `json:"added_p99_ms"`
+		Met    bool    `json:"floor_met"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if rep.Calls != 20 || rep.Runs != 40 || !(rep.Direct > 0) || !(rep.Air > 0) || rep.Added != rep.Air-rep.Direct || rep.Met != (rep.Added <= 5) {
+		t.Fatalf("report: %+v", rep)
+	}
+}

@@ -31,6 +31,8 @@ Usage:
                     measure click acks, decisions/s and memory per card against fakes, with baselines
   airlock-lab bench-gateway [-rate N] [-duration D] [-sessions N] [-json] [-check]
                     the approval API's added latency for calls no rule asks about, against a bare handler (SQLite)
+  airlock-lab bench-mcp [-rate N] [-duration D] [-json] [-check]
+                    an ungated tools/call through Airlock's MCP server to an upstream MCP server, against calling it directly
 
 Each command's -h lists all its flags.
 `
@@ -65,6 +67,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return bench.Bench(ctx, args[1:], stdout, stderr, benchHTTP)
 	case bench.GatewayCommand:
 		return bench.Gateway(ctx, args[1:], stdout, stderr, benchHTTP)
+	case bench.MCPCommand:
+		return bench.MCP(ctx, args[1:], stdout, stderr, benchHTTP)
 	case "soak":
 		if len(args) > 1 && (args[1] == "-chaos" || args[1] == "--chaos") {
 			return chaos.Run(ctx, args[2:], stdout, stderr)

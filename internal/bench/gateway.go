@@ -126,7 +126,7 @@ func runGateway(ctx context.Context, rate int, duration time.Duration, sessions 
 	gw := gateway.Config{Clients: []gateway.Client{client}}
 	gw.SetDefaults()
 	dsn := filepath.Join(dir, "airlock.db")
-	in, err := startInstance(ctx, storage.DriverSQLite, dsn, fake.URL, 0, serverLogger(io.Discard), gw)
+	in, err := startInstance(ctx, storage.DriverSQLite, dsn, fake.URL, 0, serverLogger(io.Discard), instanceOptions{gateway: gw})
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func Server(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		fmt.Fprintln(stderr, "airlock bench-server: -dsn and -slack are required (it is started by airlock bench)")
 		return 2
 	}
-	in, err := startInstance(ctx, *driver, *dsn, *slackAPI, *workers, serverLogger(stderr), gateway.Config{})
+	in, err := startInstance(ctx, *driver, *dsn, *slackAPI, *workers, serverLogger(stderr), instanceOptions{})
 	if err == nil {
 		err = in.serve(ctx, stdin, stdout, h)
 		in.close()
@@ -117,7 +117,14 @@ type instance struct {
 	bg      sync.WaitGroup
 }
 
-func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers int, logger *slog.Logger, gw gateway.Config) (*instance, error) {
+// instanceOptions add to the bench's Airlock: gateway clients, and a tool
+// set of its own instead of the counting tool.
+type instanceOptions struct {
+	gateway gateway.Config
+	tools   bot.Tools
+}
+
+func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers int, logger *slog.Logger, o instanceOptions) (*instance, error) {
 	db, err := storage.Open(ctx, driver, dsn)
 	if err != nil {
 		return nil, err
@@ -125,7 +132,7 @@ func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers in
 	in := &instance{db: db, tool: &countingTool{runs: map[string]int{}}, metrics: airmetrics.New(nil)}
 	runCtx, stop := context.WithCancel(ctx)
 	in.stop = stop
-	if err := in.start(runCtx, slackAPI, workers, logger, gw); err != nil {
+	if err := in.start(runCtx, slackAPI, workers, logger, o); err != nil {
 		in.close()
 		return nil, err
 	}
@@ -134,22 +141,26 @@ func startInstance(ctx context.Context, driver, dsn, slackAPI string, workers in
 
 // start wires the bot and the adapter as airlock run does and starts
 // their background work.
-func (in *instance) start(ctx context.Context, slackAPI string, workers int, logger *slog.Logger, gw gateway.Config) error {
+func (in *instance) start(ctx context.Context, slackAPI string, workers int, logger *slog.Logger, o instanceOptions) error {
 	if err := in.db.SyncClock(ctx); err != nil {
 		return err
+	}
+	var set bot.Tools = toolSet{in.tool}
+	if o.tools != nil {
+		set = o.tools
 	}
 	b, err := bot.New(bot.Config{
 		SingleProcess: in.db.Driver() == storage.DriverSQLite,
 		Store:         in.db,
 		Model:         in.metrics.Provider(instantModel{}, "bench"),
-		Tools:         toolSet{in.tool},
+		Tools:         set,
 		Policy:        confirm.NewPolicy(true, nil),
 		Channels:      bot.NewChannels([]bot.Channel{{Platform: slack.Platform, ID: "*", Approvers: []string{approver}}}),
 		Metrics:       in.metrics,
 		Now:           in.db.Clock(),
 		Logger:        logger,
 		WorkerID:      fmt.Sprintf("bench/%d", os.Getpid()),
-		Gateway:       gw,
+		Gateway:       o.gateway,
 		// The per-person and per-channel limits guard the turn path,
 		// not decisions: off, so one requester can make every card.
 	})
