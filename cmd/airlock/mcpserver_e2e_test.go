@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -56,8 +61,11 @@ func text(res *mcp.CallToolResult) string {
 // hold says so, its identical retry after Allow runs it once, and a
 // further retry returns the stored result without running it again; a
 // wrong token is refused with 401.
-func TestMCPServerOverSlack(t *testing.T) {
-	skipShort(t)
+// mcpRig starts `airlock run` (Slack HTTP mode, SQLite) serving MCP at
+// /mcp with a hold of 3 s to bob-cursor (gwBobToken), offered
+// service_status (ungated) and deploy (gated), and not other_tool.
+func mcpRig(t *testing.T) (*slackAPI, *toolServer, string) {
+	t.Helper()
 	api := newSlackAPI(t)
 	model := callingModel(t)
 	tools := newToolServer(t)
@@ -82,6 +90,12 @@ gateway:
 		deployToolYAML(tools.URL, "service"), tools.URL, gwBobToken))
 	startRun(t, path)
 	waitReady(t, addr)
+	return api, tools, addr
+}
+
+func TestMCPServerOverSlack(t *testing.T) {
+	skipShort(t)
+	api, tools, addr := mcpRig(t)
 	endpoint := "http://" + addr + "/mcp"
 	press := func(actionID, value string) {
 		t.Helper()
@@ -190,5 +204,59 @@ gateway:
 	}
 	if n := len(api.buttons(slackAllow)); n != seen {
 		t.Fatalf("the retries posted %d cards", n-seen)
+	}
+}
+
+// TestMCPServerWithTheTypeScriptSDK drives Airlock's MCP server with the
+// official TypeScript SDK's client (@modelcontextprotocol/sdk, installed by
+// .ci/run with npm ci): it lists its tools, makes an ungated call, and a
+// gated one that returns the tool's result once the card's Allow is
+// clicked in the fake Slack.
+func TestMCPServerWithTheTypeScriptSDK(t *testing.T) {
+	skipShort(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node")
+	}
+	dir, _ := filepath.Abs(filepath.Join("testdata", "tsclient"))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Skip("the TypeScript SDK is not installed: npm ci --prefix cmd/airlock/testdata/tsclient (.ci/run does)")
+	}
+	api, tools, addr := mcpRig(t)
+	cmd := exec.Command(node, filepath.Join(dir, "client.mjs"), "http://"+addr+"/mcp", gwBobToken)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the gated call's card", func() bool { return len(api.buttons(slackAllow)) == 1 })
+	if code, err := postSigned(addr, actionBody("UALICE", slackAllow, api.buttons(slackAllow)[0]), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the TypeScript client: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	var got struct {
+		Tools   []string
+		Ungated struct {
+			IsError bool
+			Text    string
+		}
+		Gated struct {
+			IsError bool
+			Text    string
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if !slices.Equal(got.Tools, []string{"deploy", "service_status"}) {
+		t.Fatalf("tools: %v", got.Tools)
+	}
+	if got.Ungated.IsError || !strings.Contains(got.Ungated.Text, "/status/ts") {
+		t.Fatalf("ungated: %+v", got.Ungated)
+	}
+	if got.Gated.IsError || !strings.Contains(got.Gated.Text, "/deploy/ts") || tools.count("/deploy/ts") != 1 {
+		t.Fatalf("gated: %+v (%d runs)", got.Gated, tools.count("/deploy/ts"))
 	}
 }
