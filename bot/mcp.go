@@ -38,18 +38,30 @@ type mcpTool struct {
 
 func (t mcpTool) Confirm() bool { return t.Tool.Confirm() || t.client.Judge(t.name) == gateway.Asks }
 
-// offeredMCP is tool name as the MCP session conv's client may call it:
-// one of Airlock's own tools its `tools` globs name (runbooks are not
-// offered over MCP yet).
+// offeredMCP is tool name as the MCP session's client may call it: one
+// of Airlock's own tools its `tools` globs name, or a runbook its channel
+// offers (runbook__<name>) that they name.
 func (b *Bot) offeredMCP(c gateway.Client, name string) (tools.Tool, bool) {
-	if !c.Offers(name) || isRunbookTool(name) {
+	if !c.Offers(name) {
 		return nil, false
 	}
-	t, ok := b.cfg.Tools.Get(name)
+	var t tools.Tool
+	ok := false
+	if isRunbookTool(name) {
+		t, ok = b.runbookToolIn(clientChannel(c), name)
+	} else {
+		t, ok = b.cfg.Tools.Get(name)
+	}
 	if !ok {
 		return nil, false
 	}
 	return mcpTool{Tool: t, client: c, name: name}, true
+}
+
+// clientChannel is the client's channel, as a conversation is looked up
+// for what it offers.
+func clientChannel(c gateway.Client) confirm.Conversation {
+	return confirm.Conversation{Platform: c.Channel.Platform, Channel: c.Channel.ID}
 }
 
 // MCP is the approval core as the MCP server sees it.
@@ -72,7 +84,7 @@ func (mcpSource) Continue(context.Context, confirm.Conversation, *confirm.Batch)
 // describes them.
 func (m mcpCore) Offered(c gateway.Client) []gateway.Tool {
 	var out []gateway.Tool
-	for _, s := range m.b.cfg.Tools.Specs() {
+	for _, s := range append(m.b.cfg.Tools.Specs(), m.b.runbookSpecs(clientChannel(c))...) {
 		if _, ok := m.b.offeredMCP(c, s.Name); !ok {
 			continue
 		}
@@ -113,7 +125,7 @@ func (m mcpCore) Call(ctx context.Context, c gateway.Client, session, tool strin
 		return gateway.Outcome{}, err
 	}
 	defer unlock()
-	if id, err := b.store.AskedBatch(ctx, conv.ID, tool, canon); err != nil || id != "" {
+	if id, err := m.bound(ctx, conv, tool, canon); err != nil || id != "" {
 		if err != nil {
 			return gateway.Outcome{}, err
 		}
@@ -146,6 +158,30 @@ func (m mcpCore) Call(ctx context.Context, c gateway.Client, session, tool strin
 		return gateway.Outcome{}, err
 	}
 	return m.outcome(ctx, conv, batch.ID)
+}
+
+// bound is the session's call a retry of tool with args joins: one a
+// person was asked about, whatever became of it; or a runbook's run still
+// going (started unasked, it would otherwise start again).
+func (m mcpCore) bound(ctx context.Context, conv confirm.Conversation, tool string, args []byte) (string, error) {
+	id, err := m.b.store.AskedBatch(ctx, conv.ID, tool, args)
+	if err != nil || id != "" || !isRunbookTool(tool) {
+		return id, err
+	}
+	open, err := m.b.store.OpenBatches(ctx, conv.ID) // the runs under way: few
+	if err != nil {
+		return "", err
+	}
+	for _, id := range open {
+		batch, err := m.b.store.Batch(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if c := batch.Calls; len(c) == 1 && c[0].Tool == tool && string(c[0].Args) == string(args) {
+			return id, nil
+		}
+	}
+	return "", nil
 }
 
 // Outcome is where the client's call id stands; another client's id, or

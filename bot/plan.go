@@ -251,10 +251,15 @@ func uncheckedPolicy(unknown []confirm.Call) confirm.Policy {
 // channel offers it.
 func (b *Bot) offered(conv confirm.Conversation, name string) (tools.Tool, bool) {
 	if c, ok := b.gatewayClient(conv); ok {
-		if isMCP(conv) {
-			return b.offeredMCP(c, name) // one of ours, as the client is offered it
+		if !isMCP(conv) {
+			return gatewayTool{client: c, name: name}, true // the client's tool, not one of ours
 		}
-		return gatewayTool{client: c, name: name}, true // the client's tool, not one of ours
+		if t, ok := b.offeredMCP(c, name); ok {
+			return t, true // one of ours, as the client is offered it
+		}
+		// Else a step of a runbook the client started: the run's own
+		// tool, offered as the channel offers it (the client's calls of
+		// tools it is not offered never get here: mcpCore.Call refuses).
 	}
 	if isRunbookTool(name) {
 		return b.runbookToolIn(conv, name) // channels[].runbooks, not channels[].tools

@@ -260,3 +260,73 @@ func TestMCPServerWithTheTypeScriptSDK(t *testing.T) {
 		t.Fatalf("gated: %+v (%d runs)", got.Gated, tools.count("/deploy/ts"))
 	}
 }
+
+// TestMCPServerRunsARunbook: a runbook offered over MCP (runbook__restart)
+// runs as a model-started one does: its gated step's card waits in chat,
+// and once allowed the run goes on; the call's result is the run's
+// summary, and each step ran once.
+func TestMCPServerRunsARunbook(t *testing.T) {
+	skipShort(t)
+	api := newSlackAPI(t)
+	model := callingModel(t)
+	tools := newToolServer(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	path := writeConfig(t, dir, fmt.Sprintf(`
+%s
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+  - name: status
+    parameters: {type: object, properties: {service: {type: string}}, required: [service]}
+    http: {method: POST, url: "%s/status/{{.service}}"}
+%s
+runbooks:
+  - name: restart
+    description: Restart a service and check it came back.
+    parameters: {type: object, properties: {service: {type: string, enum: [api, web]}}, required: [service]}
+    steps:
+      - {id: before, tool: status, args: {service: "{{ params.service }}"}}
+      - {id: deploy, tool: deploy, args: {service: "{{ params.service }}"}}
+      - {id: after, tool: status, args: {service: "{{ params.service }}"}}
+gateway:
+  mcp: {path: /mcp, hold: 30s}
+  clients:
+    - {name: bob-cursor, token: %q, acts_for: UBOB, channel: {platform: slack, id: COPS}, tools: ["runbook__restart"]}
+`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), tools.URL, deployToolYAML(tools.URL, "service"), gwBobToken))
+	startRun(t, path)
+	waitReady(t, addr)
+	cs, err := mcpConnect(t, "http://"+addr+"/mcp", gwBobToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil || len(list.Tools) != 1 || list.Tools[0].Name != "runbook__restart" {
+		t.Fatalf("tools: %+v %v", list, err)
+	}
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "runbook__restart", Arguments: map[string]any{"service": "api"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	waitUntil(t, "the deploy step's card", func() bool { return len(api.buttons(slackAllow)) == 1 })
+	if code, err := postSigned(addr, actionBody("UALICE", slackAllow, api.buttons(slackAllow)[0]), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	var res *mcp.CallToolResult
+	select {
+	case res = <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the runbook call did not return")
+	}
+	if res == nil || res.IsError || !strings.Contains(text(res), "Runbook restart") || !strings.Contains(text(res), "succeeded") {
+		t.Fatalf("the runbook's result: %v", res)
+	}
+	if tools.count("/deploy/api") != 1 || tools.count("/status/api") != 2 {
+		t.Fatalf("steps ran: deploy %d, status %d", tools.count("/deploy/api"), tools.count("/status/api"))
+	}
+}
