@@ -131,6 +131,13 @@ func (m mcpCore) Call(ctx context.Context, c gateway.Client, session, tool strin
 		}
 		return m.outcome(ctx, conv, id)
 	}
+	// A new call: within the client's max_pending, over all its MCP
+	// sessions (a retry joining a waiting call is never refused).
+	if n, err := b.store.PendingInThreads(ctx, c.Channel.Platform, c.Channel.ID, gateway.MCPThread(c.Name, "")); err != nil {
+		return gateway.Outcome{}, err
+	} else if n >= c.MaxPending {
+		return gateway.Outcome{}, gateway.ErrTooManyPending
+	}
 	body, _ := json.Marshal(map[string]any{"client": c.Name, "session": session, "tool": tool, "args": json.RawMessage(canon)})
 	reply := model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{{Name: tool, Args: canon}}}
 	batch, err := b.request(ctx, approvalRequest{conv: conv, requester: asker{User: c.ActsFor}, reply: reply,

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -102,13 +101,7 @@ type API struct {
 	Metrics   Metrics
 	Now       func() time.Time
 
-	mu    sync.Mutex
-	rates map[string]*window // requests this minute, by client
-}
-
-type window struct {
-	start time.Time
-	n     int
+	rates Limiter
 }
 
 // Handler is the API's routes.
@@ -150,24 +143,7 @@ func (a *API) authed(h func(w http.ResponseWriter, r *http.Request, c Client)) h
 }
 
 // allow counts a request against the client's requests a minute.
-func (a *API) allow(c Client) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.rates == nil {
-		a.rates = map[string]*window{}
-	}
-	now := a.Now()
-	wd := a.rates[c.Name]
-	if wd == nil || now.Sub(wd.start) >= time.Minute {
-		wd = &window{start: now}
-		a.rates[c.Name] = wd
-	}
-	if wd.n >= c.RequestsPerMinute {
-		return false
-	}
-	wd.n++
-	return true
-}
+func (a *API) allow(c Client) bool { return a.rates.Allow(c, a.Now()) }
 
 // parseWait reads a wait ("25s"): at most MaxWait.
 func parseWait(field, s string) (time.Duration, error) {

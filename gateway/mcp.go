@@ -47,5 +47,11 @@ type Tools interface {
 	Outcome(ctx context.Context, c Client, id string) (Outcome, error)
 }
 
-// ErrUnknownTool is a tool the client is not offered.
-var ErrUnknownTool = errors.New("unknown tool")
+// Errors of Tools.Call.
+var (
+	// ErrUnknownTool is a tool the client is not offered.
+	ErrUnknownTool = errors.New("unknown tool")
+	// ErrTooManyPending: a new call would put more of the client's calls
+	// in wait than its max_pending (a retry joining one is never refused).
+	ErrTooManyPending = errors.New("too many calls wait for approval")
+)

@@ -50,6 +50,8 @@ type Server struct {
 	// ProgressEvery is the interval of a held call's progress
 	// notifications; default DefaultProgressEvery.
 	ProgressEvery time.Duration
+
+	rates gateway.Limiter
 }
 
 // Handler is the MCP endpoint: every request authenticated by a client's
@@ -119,11 +121,16 @@ func (s *Server) serverFor(c gateway.Client) *mcp.Server {
 // hold, with progress notifications when the client asked for them.
 func (s *Server) handler(c gateway.Client, tool string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if !s.rates.Allow(c, time.Now()) {
+			return errorResult(fmt.Sprintf("Refused: over %d calls a minute (gateway.clients[].requests_per_minute). Nothing ran; call again in a minute.", c.RequestsPerMinute)), nil
+		}
 		session := req.Session.ID()
 		out, err := s.Tools.Call(ctx, c, session, tool, req.Params.Arguments)
 		switch {
 		case errors.Is(err, gateway.ErrUnknownTool):
 			return nil, fmt.Errorf("unknown tool %q", tool)
+		case errors.Is(err, gateway.ErrTooManyPending):
+			return errorResult(fmt.Sprintf("Refused: %d calls of this client wait for approval already (gateway.clients[].max_pending). Nothing ran; call again once they are decided.", c.MaxPending)), nil
 		case err != nil:
 			return errorResult("Airlock could not record the call; nothing ran. Try again."), nil
 		}

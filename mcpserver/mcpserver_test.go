@@ -46,12 +46,16 @@ func (w *waitingTools) Outcome(context.Context, gateway.Client, string) (gateway
 	return gateway.Outcome{ID: "b1", State: gateway.CallWaiting, CardURL: "https://slack.example/archives/C0OPS/p1"}, nil
 }
 
-func newServer(t *testing.T, tools gateway.Tools, hold time.Duration) string {
+func newServer(t *testing.T, tools gateway.Tools, hold time.Duration, rpm int) string {
 	t.Helper()
 	cfg := gateway.Config{MCP: gateway.MCP{Path: "/mcp", Hold: hold}, Clients: []gateway.Client{
 		{Name: "alice", Token: aliceToken, ActsFor: "U1", Channel: gateway.ChannelRef{Platform: "slack", ID: "C1"}},
 		{Name: "bob", Token: bobToken, ActsFor: "U2", Channel: gateway.ChannelRef{Platform: "slack", ID: "C1"}},
 	}}
+	cfg.SetDefaults()
+	if rpm > 0 {
+		cfg.Clients[0].RequestsPerMinute = rpm
+	}
 	s := &Server{Config: cfg, Tools: tools, ProgressEvery: 100 * time.Millisecond}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
@@ -85,7 +89,7 @@ func connect(t *testing.T, url, token string, opts *mcp.ClientOptions) *mcp.Clie
 // decided while held returns the result.
 func TestHeldCallProgressAndHold(t *testing.T) {
 	tools := &waitingTools{}
-	url := newServer(t, tools, 700*time.Millisecond)
+	url := newServer(t, tools, 700*time.Millisecond, 0)
 	var progress atomic.Int32
 	cs := connect(t, url, aliceToken, &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) {
 		progress.Add(1)
@@ -117,7 +121,7 @@ func TestHeldCallProgressAndHold(t *testing.T) {
 // session is refused, and no call is made.
 func TestSessionBoundToItsClient(t *testing.T) {
 	tools := &waitingTools{}
-	url := newServer(t, tools, time.Second)
+	url := newServer(t, tools, time.Second, 0)
 	cs := connect(t, url, aliceToken, nil)
 	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"deploy","arguments":{}}}`
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
@@ -133,5 +137,27 @@ func TestSessionBoundToItsClient(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden || len(tools.calls) != 0 {
 		t.Fatalf("bob on alice's session: %d, %d calls", resp.StatusCode, len(tools.calls))
+	}
+}
+
+// Past its requests a minute, a client's call is refused, saying which
+// setting, and the core is not asked.
+func TestCallsAMinute(t *testing.T) {
+	tools := &waitingTools{}
+	tools.decided.Store(true)
+	url := newServer(t, tools, time.Second, 2)
+	cs := connect(t, url, aliceToken, nil)
+	for i := range 3 {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		txt := res.Content[0].(*mcp.TextContent).Text
+		if refused := strings.Contains(txt, "requests_per_minute"); refused != (i == 2) || refused && !res.IsError {
+			t.Fatalf("call %d: %q", i+1, txt)
+		}
+	}
+	if len(tools.calls) != 2 {
+		t.Fatalf("the core was asked %d times", len(tools.calls))
 	}
 }

@@ -85,7 +85,7 @@ tools:
 gateway:
   mcp: {path: /mcp, hold: 3s}
   clients:
-    - {name: bob-cursor, token: %q, acts_for: UBOB, channel: {platform: slack, id: COPS}, tools: ["service_*", "deploy"]}
+    - {name: bob-cursor, token: %q, acts_for: UBOB, channel: {platform: slack, id: COPS}, tools: ["service_*", "deploy"], max_pending: 1}
 `, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), tools.URL,
 		deployToolYAML(tools.URL, "service"), tools.URL, gwBobToken))
 	startRun(t, path)
@@ -183,6 +183,12 @@ func TestMCPServerOverSlack(t *testing.T) {
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "web"}})
 	if err != nil || !res.IsError || !strings.Contains(text(res), "Waiting for approval in ") || !strings.Contains(text(res), "Nothing ran") {
 		t.Fatalf("at the hold: %q %v", text(res), err)
+	}
+	// One call waits (max_pending 1): a new one is refused, its retry is
+	// not.
+	res2, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "cache"}})
+	if err != nil || !res2.IsError || !strings.Contains(text(res2), "max_pending") || len(api.buttons(slackAllow)) != seen+1 {
+		t.Fatalf("a second waiting call: %q %v", text(res2), err)
 	}
 	// An MCP call is Airlock's to run: the approval API does not find it,
 	// so it cannot be consumed there (which would run it twice).
