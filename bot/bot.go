@@ -363,7 +363,7 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 		now:        b.now(), selfApproval: b.cfg.SelfApproval,
 	}), b.cfg.Redact)
 	if name, session, ok := gateway.SessionOf(conv.Thread); ok {
-		c.Client = &card.Client{Name: name, Session: b.cfg.Redact(session)}
+		c.Client = &card.Client{Name: name, Session: b.cfg.Redact(session), LeftAt: batch.ClientLeftAt}
 		for i := range c.Calls {
 			if isGateway(conv) { // the client carries it out; over MCP, Airlock does
 				c.Calls[i].CarriedBy = name

@@ -211,6 +211,28 @@ func (m mcpCore) Outcome(ctx context.Context, c gateway.Client, id string) (gate
 	return m.outcomeOf(ctx, conv, batch), nil
 }
 
+// Left records that the client stopped waiting for its pending call id,
+// and updates the card to say so.
+func (m mcpCore) Left(ctx context.Context, c gateway.Client, id string) error {
+	if _, err := m.Outcome(ctx, c, id); err != nil {
+		return err // not the client's
+	}
+	won, err := m.b.store.MarkClientLeft(ctx, id)
+	if err != nil || !won {
+		return err
+	}
+	batch, err := m.b.store.Batch(ctx, id)
+	if err != nil {
+		return err
+	}
+	conv, err := m.b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return err
+	}
+	m.b.refreshCard(ctx, conv, id)
+	return nil
+}
+
 func (m mcpCore) outcome(ctx context.Context, conv confirm.Conversation, id string) (gateway.Outcome, error) {
 	batch, err := m.b.store.Batch(ctx, id)
 	if err != nil {

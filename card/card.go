@@ -76,6 +76,9 @@ type Card struct {
 type Client struct {
 	Name    string
 	Session string
+	// LeftAt is when the client stopped waiting for the decision (an MCP
+	// client that cancelled its call); nil while it waits.
+	LeftAt *time.Time
 }
 
 // Step names the runbook step a card's call is.

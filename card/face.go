@@ -120,8 +120,13 @@ func (c Card) Lead() Line {
 	if c.Complete() {
 		return Line{Parts: append(ps, words(fmt.Sprintf("%s wanted to run %d %s. Every call is decided; the outcomes are below.", who, n, Plural(n, "call", "calls"))))}
 	}
-	return Line{Parts: append(ps, words(fmt.Sprintf("%s wants to run %d %s. ", who, n, Plural(n, "call", "calls"))),
-		Part{Kind: Strong, Text: "Nothing runs until each call that needs approval is allowed or denied."})}
+	ps = append(ps, words(fmt.Sprintf("%s wants to run %d %s. ", who, n, Plural(n, "call", "calls"))),
+		Part{Kind: Strong, Text: "Nothing runs until each call that needs approval is allowed or denied."})
+	if cl := c.Client; cl != nil && cl.LeftAt != nil {
+		ps = append(ps, words(" The agent stopped waiting "), Part{Kind: Time, At: *cl.LeftAt},
+			words("; if it calls again with the same arguments, it gets this decision."))
+	}
+	return Line{Parts: ps}
 }
 
 // titleParts is the step in parts: "Step restart of runbook restart",

@@ -205,3 +205,20 @@ func TestStatusOfACallTheClientCarriesOut(t *testing.T) {
 		t.Errorf("a denied call: %q", got)
 	}
 }
+
+// The lead of a gateway client's card that still waits says when the
+// client stopped waiting, and that a retry gets the decision; once
+// decided, it no longer does.
+func TestLeadSaysTheClientStoppedWaiting(t *testing.T) {
+	left := time.Date(2026, 12, 7, 14, 30, 0, 0, time.UTC)
+	c := Card{RequestedBy: "U1", Client: &Client{Name: "bob-cursor", Session: "s1", LeftAt: &left},
+		Calls: []Call{{Number: 1, Tool: "deploy", Flagged: true, Approvals: 1, State: State{Kind: Waiting}}}}
+	got := PlainText(c.Lead().Parts)
+	if !strings.Contains(got, "The agent stopped waiting at 14:30") || !strings.Contains(got, "if it calls again with the same arguments, it gets this decision.") {
+		t.Fatalf("lead: %q", got)
+	}
+	c.Calls[0].State = State{Kind: Allowed, By: "U2"}
+	if got := PlainText(c.Lead().Parts); strings.Contains(got, "stopped waiting") {
+		t.Fatalf("a decided card's lead: %q", got)
+	}
+}

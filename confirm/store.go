@@ -105,6 +105,10 @@ type Batch struct {
 	// CopiesPending: the card was recorded, and its copies (the thread's
 	// pointer, DM copies) not yet all posted (SetCardRefWithCopies).
 	CopiesPending bool
+	// ClientLeftAt is when the MCP client whose call the batch is stopped
+	// waiting for it, while it was pending (MarkClientLeft); nil if it did
+	// not.
+	ClientLeftAt *time.Time
 }
 
 // Call is one call of a batch.
@@ -381,6 +385,10 @@ type BatchStore interface {
 	// allowed by people or a grant and not started; "" when none (a
 	// gateway request's binding).
 	BindableBatch(ctx context.Context, conversationID int64, tool string, args []byte) (string, error)
+	// MarkClientLeft records that the MCP client stopped waiting for the
+	// pending batch (once: false when it was recorded already, or the
+	// batch is no longer pending).
+	MarkClientLeft(ctx context.Context, batchID string) (bool, error)
 	// AskedBatch is the newest batch of the conversation whose one call is
 	// of tool with exactly args and was put to a person, whatever became
 	// of it; "" when none (an MCP call's retry).

@@ -45,6 +45,10 @@ type Tools interface {
 	Call(ctx context.Context, c Client, session, tool string, args json.RawMessage) (Outcome, error)
 	// Outcome is where the client's call id stands now.
 	Outcome(ctx context.Context, c Client, id string) (Outcome, error)
+	// Left records that the client stopped waiting for its call id
+	// (cancelled, or went away) while a person had not decided: the card
+	// waits on, and says so.
+	Left(ctx context.Context, c Client, id string) error
 }
 
 // Errors of Tools.Call.

@@ -120,6 +120,10 @@ func (s *Server) serverFor(c gateway.Client) *mcp.Server {
 // retry joins it) and, while a person has not decided, held for up to the
 // hold, with progress notifications when the client asked for them.
 func (s *Server) handler(c gateway.Client, tool string) mcp.ToolHandler {
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if !s.rates.Allow(c, time.Now()) {
 			return errorResult(fmt.Sprintf("Refused: over %d calls a minute (gateway.clients[].requests_per_minute). Nothing ran; call again in a minute.", c.RequestsPerMinute)), nil
@@ -140,8 +144,11 @@ func (s *Server) handler(c gateway.Client, tool string) mcp.ToolHandler {
 		for out.State == gateway.CallWaiting && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
-				// The client stopped waiting: the card waits on, and a
-				// retry joins it.
+				// The client stopped waiting: the card waits on, says
+				// so, and a retry joins it.
+				if err := s.Tools.Left(context.WithoutCancel(ctx), c, out.ID); err != nil {
+					log.Warn("mcp: record that a client stopped waiting", "client", c.Name, "request", out.ID, "err", err)
+				}
 				return nil, ctx.Err()
 			case <-time.After(min(pollEvery, time.Until(deadline))):
 			}

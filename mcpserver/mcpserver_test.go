@@ -26,6 +26,20 @@ type waitingTools struct {
 	decided atomic.Bool
 	mu      sync.Mutex
 	calls   []string // client/session/tool
+	left    []string // client/id told Left
+}
+
+func (w *waitingTools) Left(_ context.Context, c gateway.Client, id string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.left = append(w.left, c.Name+"/"+id)
+	return nil
+}
+
+func (w *waitingTools) lefts() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.left...)
 }
 
 func (w *waitingTools) Offered(c gateway.Client) []gateway.Tool {
@@ -159,5 +173,25 @@ func TestCallsAMinute(t *testing.T) {
 	}
 	if len(tools.calls) != 2 {
 		t.Fatalf("the core was asked %d times", len(tools.calls))
+	}
+}
+
+// A client that stops waiting (its call cancelled) is recorded as gone,
+// so the card can say so; the call is not refused or run for it.
+func TestCancelledCallIsRecorded(t *testing.T) {
+	tools := &waitingTools{}
+	url := newServer(t, tools, 5*time.Second, 0)
+	cs := connect(t, url, aliceToken, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a cancelled call returned")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tools.lefts()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := tools.lefts(); len(got) != 1 || got[0] != "alice/b1" {
+		t.Fatalf("told Left: %v", got)
 	}
 }

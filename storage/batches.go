@@ -526,6 +526,18 @@ func (db *DB) BindableBatch(ctx context.Context, conversationID int64, tool stri
 	return ids[0], nil
 }
 
+// MarkClientLeft records that the MCP client stopped waiting for the
+// pending batch: false when it was recorded already, or the batch is no
+// longer pending.
+func (db *DB) MarkClientLeft(ctx context.Context, batchID string) (bool, error) {
+	n, err := db.execCount(ctx, db.x, db.q(`UPDATE batches SET client_left_at = ?, updated_at = ? WHERE id = ? AND status = 'pending' AND client_left_at IS NULL`),
+		db.ts(db.now()), db.ts(db.now()), batchID)
+	if err != nil {
+		return false, fmt.Errorf("mark client left %s: %w", batchID, err)
+	}
+	return n == 1, nil
+}
+
 // AskedBatch is the newest batch of the conversation whose one call is of
 // tool with exactly args and was put to a person (flagged), whatever its
 // decision and run since; "" when none (an MCP call's retry).

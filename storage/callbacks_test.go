@@ -14,6 +14,30 @@ var callbackTests = []conformanceTest{
 	{"RaceQueueCallback", testRaceQueueCallback},
 	{"ToolCallNamesTheClient", testToolCallNamesTheClient},
 	{"BindableBatch", testBindableBatch},
+	{"MarkClientLeft", testMarkClientLeft},
+}
+
+// testMarkClientLeft: a pending batch records once when its MCP client
+// stopped waiting; a decided one does not.
+func testMarkClientLeft(t *testing.T, db *DB) {
+	ctx := t.Context()
+	b := newBatch(t, db, later(), confirm.DecisionPending)
+	for i, want := range []bool{true, false} {
+		if won, err := db.MarkClientLeft(ctx, b.ID); err != nil || won != want {
+			t.Fatalf("mark %d: %v %v, want %v", i+1, won, err, want)
+		}
+	}
+	if got := loadBatch(t, db, b.ID); got.ClientLeftAt == nil {
+		t.Fatal("ClientLeftAt not loaded")
+	}
+	decided := newBatch(t, db, later(), confirm.DecisionPending)
+	decide(t, db, confirm.Decide{BatchID: decided.ID, Key: "k0", Status: confirm.DecisionAllowed, By: "U"})
+	if won, err := db.MarkClientLeft(ctx, decided.ID); err != nil || won {
+		t.Fatalf("a decided batch: %v %v", won, err)
+	}
+	if got := loadBatch(t, db, decided.ID); got.ClientLeftAt != nil {
+		t.Fatal("a decided batch's ClientLeftAt set")
+	}
 }
 
 // testToolCallNamesTheClient: the tool_call row of a gateway client's

@@ -92,14 +92,15 @@ type batchRow struct {
 	ExtendedAt     dbTime         `db:"extended_at"`
 	Intro          sql.NullString `db:"intro"`
 	CopiesPending  bool           `db:"copies_pending"`
+	ClientLeftAt   dbTime         `db:"client_left_at"`
 }
 
-const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at, intro, copies_pending`
+const batchColumns = `id, conversation_id, message_seq, requested_by, status, card_ref, claimed_by, created_at, expires_at, extended_by, extended_at, intro, copies_pending, client_left_at`
 
 // fields are the scan destinations of batchColumns, in order.
 func (r *batchRow) fields() []any {
 	return []any{&r.ID, &r.ConversationID, &r.MessageSeq, &r.RequestedBy, &r.Status, &r.CardRef, &r.ClaimedBy, &r.CreatedAt, &r.ExpiresAt,
-		&r.ExtendedBy, &r.ExtendedAt, &r.Intro, &r.CopiesPending}
+		&r.ExtendedBy, &r.ExtendedAt, &r.Intro, &r.CopiesPending, &r.ClientLeftAt}
 }
 
 // batch converts the row, without calls.
@@ -118,6 +119,7 @@ func (r batchRow) batch() *confirm.Batch {
 		ExtendedAt:     r.ExtendedAt.ptr(),
 		Intro:          nullString(r.Intro),
 		CopiesPending:  r.CopiesPending,
+		ClientLeftAt:   r.ClientLeftAt.ptr(),
 	}
 }
 

@@ -211,6 +211,21 @@ func TestMCPServerOverSlack(t *testing.T) {
 	if n := len(api.buttons(slackAllow)); n != seen {
 		t.Fatalf("the retries posted %d cards", n-seen)
 	}
+
+	// A client that gives up: the card waits on and says so.
+	short, stop := context.WithTimeout(ctx, time.Second)
+	defer stop()
+	if _, err := cs.CallTool(short, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "late"}}); err == nil {
+		t.Fatal("a cancelled call returned")
+	}
+	waitUntil(t, "the card saying the agent stopped waiting", func() bool {
+		for _, u := range api.updates() {
+			if strings.Contains(u.Get("blocks"), "stopped waiting") {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // TestMCPServerWithTheTypeScriptSDK drives Airlock's MCP server with the
