@@ -112,15 +112,7 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 	if !ok {
 		return gateway.Approval{}, errors.New("args: not JSON")
 	}
-	conv, err := b.store.Conversation(ctx, c.Channel.Platform, c.Channel.ID, gateway.SessionThread(c.Name, r.Session), false)
-	if err != nil {
-		return gateway.Approval{}, err
-	}
-	p, err := b.platform(conv.Platform)
-	if err != nil {
-		return gateway.Approval{}, err
-	}
-	unlock, err := b.lockConversation(ctx, conv.ID)
+	conv, p, unlock, err := b.clientSession(ctx, c, gateway.SessionThread(c.Name, r.Session))
 	if err != nil {
 		return gateway.Approval{}, err
 	}
@@ -135,14 +127,9 @@ func (g gatewayApprovals) Request(ctx context.Context, c gateway.Client, r gatew
 	reply := model.Message{Role: model.RoleAssistant, Text: r.Reason, ToolCalls: []confirm.ToolCall{{ID: r.CallID, Name: r.Tool, Args: args}}}
 	batch, err := b.request(ctx, approvalRequest{conv: conv, requester: asker{User: c.ActsFor}, reply: reply,
 		stored: confirm.Message{Role: roleGateway, Body: body},
-		shape: func(_ context.Context, batch *confirm.Batch) error {
-			call := &batch.Calls[0]
-			if c.Judge(r.Tool) == gateway.Denied && call.Decision != confirm.DecisionInvalid {
-				now := b.now().UTC()
-				call.Decision, call.DecidedBy, call.DecidedAt = confirm.DecisionDeniedByRule, PolicyActor, &now
-				call.DenyMessage = fmt.Sprintf("Not allowed: %s is on this client's deny list (gateway.clients[].deny), or off its allow list.", r.Tool)
-				call.Flagged = false
-				batch.Status = confirm.BatchDecided
+		shape: func(ctx context.Context, batch *confirm.Batch) error {
+			if err := b.clientLists(c, r.Tool)(ctx, batch); err != nil {
+				return err
 			}
 			if batch.Status == confirm.BatchDecided {
 				// Decided as it is made (no list or rule asks, a grant, a
@@ -207,6 +194,43 @@ func (b *Bot) callbacksJob(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// clientSession is the conversation of a client's session (thread: of
+// the approval API or MCP), its platform, and the session held (the
+// caller releases it with unlock): two racing identical requests do not
+// both create.
+func (b *Bot) clientSession(ctx context.Context, c gateway.Client, thread string) (confirm.Conversation, Platform, func(), error) {
+	conv, err := b.store.Conversation(ctx, c.Channel.Platform, c.Channel.ID, thread, false)
+	if err != nil {
+		return conv, nil, nil, err
+	}
+	p, err := b.platform(conv.Platform)
+	if err != nil {
+		return conv, nil, nil, err
+	}
+	unlock, err := b.lockConversation(ctx, conv.ID)
+	if err != nil {
+		return conv, nil, nil, err
+	}
+	return conv, p, unlock, nil
+}
+
+// clientLists is the request's shape for a client's call of tool: a tool
+// on its deny list, or off its allow list, is refused like a rule's deny,
+// without a card (its ask list is the tool's Confirm).
+func (b *Bot) clientLists(c gateway.Client, tool string) func(context.Context, *confirm.Batch) error {
+	return func(_ context.Context, batch *confirm.Batch) error {
+		call := &batch.Calls[0]
+		if c.Judge(tool) == gateway.Denied && call.Decision != confirm.DecisionInvalid {
+			now := b.now().UTC()
+			call.Decision, call.DecidedBy, call.DecidedAt = confirm.DecisionDeniedByRule, PolicyActor, &now
+			call.DenyMessage = fmt.Sprintf("Not allowed: %s is on this client's deny list (gateway.clients[].deny), or off its allow list.", tool)
+			call.Flagged = false
+			batch.Status = confirm.BatchDecided
+		}
+		return nil
+	}
 }
 
 // bound is the session's batch a request of tool with args (canonical,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/gateway"
@@ -112,15 +111,7 @@ func (m mcpCore) Call(ctx context.Context, c gateway.Client, session, tool strin
 	if !ok {
 		return gateway.Outcome{}, errors.New("the arguments are not JSON")
 	}
-	conv, err := b.store.Conversation(ctx, c.Channel.Platform, c.Channel.ID, gateway.MCPThread(c.Name, session), false)
-	if err != nil {
-		return gateway.Outcome{}, err
-	}
-	p, err := b.platform(conv.Platform)
-	if err != nil {
-		return gateway.Outcome{}, err
-	}
-	unlock, err := b.lockConversation(ctx, conv.ID)
+	conv, p, unlock, err := b.clientSession(ctx, c, gateway.MCPThread(c.Name, session))
 	if err != nil {
 		return gateway.Outcome{}, err
 	}
@@ -142,17 +133,7 @@ func (m mcpCore) Call(ctx context.Context, c gateway.Client, session, tool strin
 	reply := model.Message{Role: model.RoleAssistant, ToolCalls: []confirm.ToolCall{{Name: tool, Args: canon}}}
 	batch, err := b.request(ctx, approvalRequest{conv: conv, requester: asker{User: c.ActsFor}, reply: reply,
 		stored: confirm.Message{Role: roleGateway, Body: body},
-		shape: func(_ context.Context, batch *confirm.Batch) error {
-			call := &batch.Calls[0]
-			if c.Judge(tool) == gateway.Denied && call.Decision != confirm.DecisionInvalid {
-				now := b.now().UTC()
-				call.Decision, call.DecidedBy, call.DecidedAt = confirm.DecisionDeniedByRule, PolicyActor, &now
-				call.DenyMessage = fmt.Sprintf("Not allowed: %s is on this client's deny list (gateway.clients[].deny), or off its allow list.", tool)
-				call.Flagged = false
-				batch.Status = confirm.BatchDecided
-			}
-			return nil
-		}})
+		shape:  b.clientLists(c, tool)})
 	if err != nil {
 		return gateway.Outcome{}, err
 	}

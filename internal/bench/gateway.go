@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,9 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/airlockhq/airlock/adapters/slack"
@@ -66,22 +63,16 @@ func Gateway(ctx context.Context, args []string, stdout, stderr io.Writer, h HTT
 	dir := fs.String("dir", "", "where the SQLite file goes (default: a new temporary directory)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	check := fs.Bool("check", false, "exit 1 when the floor is missed")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock-lab bench-gateway: -cpuprofile: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+	stop, err := cpuProfile(*profile)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock-lab bench-gateway: -cpuprofile: %v\n", err)
+		return 1
 	}
+	defer stop()
 	if *rate <= 0 || *duration <= 0 || *sessions <= 0 {
 		fmt.Fprintln(stderr, "airlock-lab bench-gateway: -rate, -duration and -sessions must be positive")
 		return 2
@@ -150,42 +141,15 @@ func runGateway(ctx context.Context, rate int, duration time.Duration, sessions 
 
 	hc := newClient(64)
 	n := int(duration.Seconds() * float64(rate))
-	apiLat, bareLat := make([]time.Duration, n), make([]time.Duration, n)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(errs) < 5 {
-			errs = append(errs, err)
-		}
+	body := func(i int) []byte {
+		return fmt.Appendf(nil, `{"tool":"Read","args":{"file_path":"/srv/app/file-%d.txt"},"session":"s%d","call_id":"c%d"}`, i, i%sessions, i)
 	}
-	tick := time.Second / time.Duration(rate)
 	start := time.Now()
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		time.Sleep(time.Until(start.Add(time.Duration(i) * tick)))
-		body := fmt.Appendf(nil, `{"tool":"Read","args":{"file_path":"/srv/app/file-%d.txt"},"session":"s%d","call_id":"c%d"}`, i, i%sessions, i)
-		wg.Go(func() {
-			d, err := gwPost(ctx, hc, bareURL+"/v1/approvals", body)
-			if err != nil {
-				fail(fmt.Errorf("bare: %w", err))
-			}
-			bareLat[i] = d
-		})
-		wg.Go(func() {
-			d, err := gwPost(ctx, hc, apiURL+"/v1/approvals", body)
-			if err != nil {
-				fail(fmt.Errorf("request %d: %w", i, err))
-			}
-			apiLat[i] = d
-		})
-	}
-	wg.Wait()
+	bareLat, apiLat, err := pairs(ctx, n, rate,
+		func(i int) (time.Duration, error) { return gwPost(ctx, hc, bareURL+"/v1/approvals", body(i)) },
+		func(i int) (time.Duration, error) { return gwPost(ctx, hc, apiURL+"/v1/approvals", body(i)) })
 	elapsed := time.Since(start)
-	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	events, err := in.db.AuditEvents(ctx, confirm.AuditFilter{})

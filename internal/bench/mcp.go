@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -64,22 +62,16 @@ func MCP(ctx context.Context, args []string, stdout, stderr io.Writer, h HTTP) i
 	duration := fs.Duration("duration", 15*time.Second, "how long to call")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	check := fs.Bool("check", false, "exit 1 when the floor is missed")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	profile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "airlock-lab bench-mcp: -cpuprofile: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+	stop, err := cpuProfile(*profile)
+	if err != nil {
+		fmt.Fprintf(stderr, "airlock-lab bench-mcp: -cpuprofile: %v\n", err)
+		return 1
 	}
+	defer stop()
 	if *rate <= 0 || *duration <= 0 {
 		fmt.Fprintln(stderr, "airlock-lab bench-mcp: -rate and -duration must be positive")
 		return 2
@@ -173,52 +165,22 @@ func runMCP(ctx context.Context, rate int, duration time.Duration, h HTTP) (*mcp
 	defer through.Close()
 
 	n := int(duration.Seconds() * float64(rate))
-	directLat, airLat := make([]time.Duration, n), make([]time.Duration, n)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(errs) < 5 {
-			errs = append(errs, err)
-		}
-	}
 	call := func(cs *mcp.ClientSession, name, arg string) (time.Duration, error) {
 		start := time.Now()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"n": arg}})
 		took := time.Since(start)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("%s(%s): %w", name, arg, err)
 		}
 		if res.IsError || len(res.Content) != 1 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "echo "+arg) {
 			return 0, fmt.Errorf("%s(%s): an unexpected result %+v", name, arg, res.Content)
 		}
 		return took, nil
 	}
-	tick := time.Second / time.Duration(rate)
-	start := time.Now()
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		time.Sleep(time.Until(start.Add(time.Duration(i) * tick)))
-		wg.Go(func() {
-			d, err := call(direct, "echo", fmt.Sprintf("d%d", i))
-			if err != nil {
-				fail(fmt.Errorf("direct: %w", err))
-			}
-			directLat[i] = d
-		})
-		wg.Go(func() {
-			d, err := call(through, "up__echo", fmt.Sprintf("a%d", i))
-			if err != nil {
-				fail(fmt.Errorf("through Airlock: %w", err))
-			}
-			airLat[i] = d
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+	directLat, airLat, err := pairs(ctx, n, rate,
+		func(i int) (time.Duration, error) { return call(direct, "echo", fmt.Sprintf("d%d", i)) },
+		func(i int) (time.Duration, error) { return call(through, "up__echo", fmt.Sprintf("a%d", i)) })
+	if err != nil {
 		return nil, err
 	}
 	runs := 0
