@@ -169,12 +169,16 @@ func TestMCPServerOverSlack(t *testing.T) {
 
 	// Denied: the deny message, nothing ran.
 	go func() {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "db"}})
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "deploy", Arguments: map[string]any{"service": "db <!channel> <@UALICE>"}})
 		done <- called{res, err}
 	}()
-	press("airlock_deny", newCard("airlock_deny"))
+	deny := newCard("airlock_deny")
+	if posts := api.posts(); strings.Contains(posts[len(posts)-1].Get("blocks"), "<!channel>") || strings.Contains(posts[len(posts)-1].Get("blocks"), "<@UALICE>") {
+		t.Fatalf("the client's arguments ping on the card: %s", posts[len(posts)-1].Get("blocks"))
+	}
+	press("airlock_deny", deny)
 	c = <-done
-	if c.err != nil || !c.res.IsError || !strings.Contains(strings.ToLower(text(c.res)), "denied") || tools.count("/deploy/db") != 0 {
+	if c.err != nil || !c.res.IsError || !strings.Contains(strings.ToLower(text(c.res)), "denied") || tools.countPrefix("/deploy/db") != 0 {
 		t.Fatalf("denied call: %q %v", text(c.res), c.err)
 	}
 
