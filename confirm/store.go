@@ -321,6 +321,7 @@ type Store interface {
 	InboxStore
 	AnswerStore
 	CallbackStore
+	QuestionStore
 
 	Ping(ctx context.Context) error
 	Close() error

@@ -70,6 +70,7 @@ type Manager struct {
 	set    *tools.Set
 	log    *slog.Logger
 	redact *redact.Redactor // scrubs results and stderr lines before they are cut
+	asker  Asker            // answers the servers' questions; nil: none asked
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -96,13 +97,16 @@ func Start(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return startWith(ctx, cfgs, set, log, nil, o.redact)
+	return startWith(ctx, cfgs, set, log, nil, o)
 }
 
 // Option is an option of Start.
 type Option func(*options)
 
-type options struct{ redact *redact.Redactor }
+type options struct {
+	redact *redact.Redactor
+	asker  Asker
+}
 
 // WithRedactor scrubs the servers' results, and the stderr lines logged,
 // with r before they are cut (so no secret is left in part at the cut),
@@ -110,15 +114,15 @@ type options struct{ redact *redact.Redactor }
 func WithRedactor(r *redact.Redactor) Option { return func(o *options) { o.redact = r } }
 
 func start(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger, dial dialFunc) *Manager {
-	return startWith(ctx, cfgs, set, log, dial, nil)
+	return startWith(ctx, cfgs, set, log, dial, options{})
 }
 
-func startWith(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger, dial dialFunc, r *redact.Redactor) *Manager {
+func startWith(ctx context.Context, cfgs []Config, set *tools.Set, log *slog.Logger, dial dialFunc, o options) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	m := &Manager{set: set, log: log, redact: r, ctx: mctx, cancel: cancel, ready: make(chan struct{})}
+	m := &Manager{set: set, log: log, redact: o.redact, asker: o.asker, ctx: mctx, cancel: cancel, ready: make(chan struct{})}
 	seen := map[string]bool{}
 	for i, cfg := range cfgs {
 		key := fmt.Sprintf("mcp_servers[%d]", i)
@@ -255,6 +259,9 @@ type server struct {
 	lastErr error
 	names   []string // names this server holds in the set
 	tools   []*mcpTool
+
+	inflightMu sync.Mutex
+	inflight   map[*inflight]struct{} // its calls running (elicit.go)
 }
 
 func newServer(m *Manager, cfg Config, dial dialFunc) *server {
@@ -281,13 +288,17 @@ func newServer(m *Manager, cfg Config, dial dialFunc) *server {
 	}
 	opts := &mcp.ClientOptions{
 		Logger:       s.log,
-		Capabilities: &mcp.ClientCapabilities{}, // no roots, sampling or elicitation
+		Capabilities: &mcp.ClientCapabilities{}, // no roots or sampling; elicitation (form) with an Asker
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case s.refreshCh <- struct{}{}:
 			default:
 			}
 		},
+	}
+	if m.asker != nil {
+		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+		opts.ElicitationHandler = s.elicit
 	}
 	if cfg.URL != "" {
 		// Over stdio a dead server ends the stream; over HTTP only pings

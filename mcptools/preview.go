@@ -35,7 +35,12 @@ func (t *mcpTool) Preview(ctx context.Context, args json.RawMessage) (string, er
 	if err != nil {
 		return "", fmt.Errorf("mcp server %s: %w", t.srv.cfg.Name, err)
 	}
-	res, err := sess.CallTool(runCtx, &mcp.CallToolParams{Name: t.preview, Arguments: json.RawMessage(tools.NormalizeArgs(args))})
+	// A preview is in flight too, so a question during it is not taken
+	// for another call's; its own questions are declined (no key).
+	call := &inflight{tool: t.name}
+	done := t.srv.begin(call)
+	res, err := sess.CallTool(withCall(runCtx, call), &mcp.CallToolParams{Name: t.preview, Arguments: json.RawMessage(tools.NormalizeArgs(args))})
+	done()
 	if err != nil {
 		return "", fmt.Errorf("mcp server %s: preview %s: %w", t.srv.cfg.Name, t.preview, err)
 	}

@@ -17,7 +17,7 @@ const token = "ghp_0123456789abcdefTOKEN"
 func partsTool(t *testing.T) tools.Tool {
 	t.Helper()
 	set := &tools.Set{}
-	m := startWith(context.Background(), []Config{memConfig("mem")}, set, nil, memDial(newTestServer(&recorder{}, nil)), redact.New([]string{token}))
+	m := startWith(context.Background(), []Config{memConfig("mem")}, set, nil, memDial(newTestServer(&recorder{}, nil)), options{redact: redact.New([]string{token})})
 	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -166,6 +166,25 @@ func newTestServer(rec *recorder, h *hooks) *mcp.Server {
 			}
 			return res, nil, nil
 		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask", Description: "Asks which environment (elicitation), then says the answer."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
+			URL bool `json:"url,omitempty"`
+		}) (*mcp.CallToolResult, any, error) {
+			rec.add(req)
+			if r, ok := req.Params.InputResponses["env"].(*mcp.ElicitResult); ok {
+				text := r.Action
+				if r.Action == "accept" {
+					text += " " + fmt.Sprint(r.Content["env"])
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+			}
+			p := &mcp.ElicitParams{Message: "Which environment?", RequestedSchema: json.RawMessage(
+				`{"type":"object","properties":{"env":{"type":"string","enum":["prod","staging"]}},"required":["env"]}`)}
+			if in.URL {
+				p = &mcp.ElicitParams{Mode: "url", Message: "Sign in", URL: "https://example.invalid/signin", ElicitationID: "e1"}
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"env": p}}, nil, nil
+		})
 	mcp.AddTool(srv, &mcp.Tool{Name: "say", Description: "Writes a line to stderr."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in struct {
 			Text string `json:"text"`

@@ -165,8 +165,10 @@ func (t *mcpTool) Run(ctx context.Context, args json.RawMessage, idempotencyKey 
 		return "", err
 	}
 	timeout := t.srv.cfg.timeout()
-	runCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	dl := newDeadline(timeout, func() { cancel(errCallTimeout) })
+	defer dl.stop()
 	sess, err := t.srv.session(runCtx)
 	if err != nil {
 		return "", fmt.Errorf("mcp server %s: %w", t.srv.cfg.Name, err)
@@ -175,8 +177,11 @@ func (t *mcpTool) Run(ctx context.Context, args json.RawMessage, idempotencyKey 
 	if idempotencyKey != "" {
 		params.Meta = mcp.Meta{IdempotencyMetaKey: idempotencyKey}
 	}
-	callCtx, st := withCallState(runCtx)
+	call := &inflight{tool: t.name, key: idempotencyKey, dl: dl}
+	callCtx, st := withCallState(withCall(runCtx, call))
+	done := t.srv.begin(call)
 	res, err := sess.CallTool(callCtx, params)
+	done()
 	if err != nil {
 		return "", t.failure(ctx, runCtx, st.sent.Load(), timeout, err)
 	}
@@ -188,7 +193,7 @@ func (t *mcpTool) Run(ctx context.Context, args json.RawMessage, idempotencyKey 
 // wrapping tools.ErrOutcomeUnknown.
 func (t *mcpTool) failure(ctx, runCtx context.Context, sent bool, timeout time.Duration, err error) error {
 	op := fmt.Sprintf("mcp server %s: tools/call %s", t.srv.cfg.Name, t.remote)
-	timedOut := ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded)
+	timedOut := ctx.Err() == nil && errors.Is(context.Cause(runCtx), errCallTimeout)
 	if serverAnswered(err) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
