@@ -247,7 +247,8 @@ type Bot struct {
 	rb          *runbook.Engine          // runbook runs (runbook.go)
 	agent       *agent.Agent             // our model's turn loop, one source of requests
 	inboxOnce   sync.Once
-	inboxID     string // this process's holder name in the inbox (inboxWorker)
+	inboxID     string   // this process's holder name in the inbox (inboxWorker)
+	running     sync.Map // idempotency key -> confirm.Call, while its tool runs here (question.go)
 }
 
 // New checks the config and returns a Bot. Register platforms before use.

@@ -95,6 +95,9 @@ var refusals = []struct {
 	{ErrPhraseRequired, "This call is critical: allowing it needs its confirmation phrase typed. Use the card's Allow… button, which asks for it."},
 	{ErrWrongPhrase, "The phrase you typed doesn't match the one asked for."},
 	{ErrAlreadyClosed, "This call was already decided, has expired, or was superseded."},
+	{ErrQuestionClosed, "This question was already answered, declined or cancelled."},
+	{ErrNotOnQuestion, unknownButton},
+	{confirm.ErrBadAnswer, "Your answer doesn't fit the form."},
 	{confirm.ErrBadRef, unknownButton},
 	{ErrWrongChannel, unknownButton},
 	{confirm.ErrNotFound, unknownButton},
@@ -120,6 +123,7 @@ func IsRefusal(err error) bool {
 func UserMessage(err error) string {
 	var ve *VoteError
 	var ee *EditError
+	var ae *confirm.AnswerError
 	switch {
 	case err == nil:
 		return ""
@@ -131,6 +135,8 @@ func UserMessage(err error) string {
 		return "You already approved this call; it needs " + more + " from someone else. Nothing changed."
 	case errors.As(err, &ee):
 		return "Edit refused: " + ee.Message + ". Nothing changed."
+	case errors.As(err, &ae):
+		return "Answer refused: " + ae.Message + ". Nothing changed."
 	case errors.Is(err, ErrShuttingDown):
 		return "Airlock is restarting; nothing changed. Click again in a minute."
 	case errors.Is(err, confirm.ErrUnavailable):

@@ -34,6 +34,9 @@ type Interaction struct {
 	// reason of Deny with reason…, the arguments of Edit…, the phrase of
 	// Allow…) or a command's (the terminal's /deny N reason).
 	Value string
+	// Values are the inputs of a submitted form of several (a server's
+	// question's Answer…), in the form's order.
+	Values []string
 	// Replayed: worked again from the inbox (Click.Replayed).
 	Replayed bool
 }
@@ -71,9 +74,10 @@ type Form struct {
 	// when its card could not be loaded: the submission is judged then)
 	// and the full arguments and preview views (nil: the card no longer
 	// waits, nothing to show).
-	Call   *card.Call
-	Edit   EditForm     // ActEdit: what the edit form shows
-	Phrase PhrasePrompt // ActAllowTyped: what the phrase form asks
+	Call     *card.Call
+	Edit     EditForm            // ActEdit: what the edit form shows
+	Phrase   PhrasePrompt        // ActAllowTyped: what the phrase form asks
+	Question card.QuestionNotice // ActAnswer: the question its form answers (card.AnswerForm)
 }
 
 // Buttons are the core's answers to clicks, one per kind of work;
@@ -102,6 +106,12 @@ type Buttons interface {
 	// the edit form shows (Edit…); Edit applies its submission.
 	EditForm(ctx context.Context, c Click) (EditForm, error)
 	Edit(ctx context.Context, c Click, args string) error
+	// QuestionForm checks the clicker may answer a server's question and
+	// returns it (Answer…); AnswerQuestion applies its submission;
+	// DeclineQuestion is its Decline.
+	QuestionForm(ctx context.Context, c Click) (card.QuestionNotice, error)
+	AnswerQuestion(ctx context.Context, c Click, values []string) error
+	DeclineQuestion(ctx context.Context, c Click) error
 }
 
 var _ Buttons = (*Bot)(nil)
@@ -189,6 +199,23 @@ func Dispatch(ctx context.Context, b Buttons, in Interaction) (Reply, error) {
 		return Reply{}, b.MarkChecked(ctx, c)
 	case card.ActRunStop, card.ActRunMarkDone, card.ActRunRetry:
 		return Reply{}, b.RunAction(ctx, c, in.Kind)
+	case card.ActAnswer:
+		if in.Submit {
+			return Reply{}, b.AnswerQuestion(ctx, c, in.Values)
+		}
+		q, err := b.QuestionForm(ctx, c)
+		if err != nil {
+			return Reply{}, err
+		}
+		if len(q.Fields) == 0 {
+			// Nothing to ask: Accept answers at once.
+			then := in
+			then.Submit, then.Values = true, nil
+			return Reply{Then: &then}, nil
+		}
+		return Reply{Form: &Form{Kind: in.Kind, Ref: in.Ref, Question: q}}, nil
+	case card.ActDecline:
+		return Reply{}, b.DeclineQuestion(ctx, c)
 	}
 	return Reply{}, fmt.Errorf("button %s: %w: %w", in.Kind, errNoAnswer, confirm.ErrBadRef)
 }

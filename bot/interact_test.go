@@ -60,6 +60,20 @@ func (s *buttonsSpy) Edit(_ context.Context, c bot.Click, args string) error {
 	return nil
 }
 
+func (s *buttonsSpy) QuestionForm(_ context.Context, c bot.Click) (card.QuestionNotice, error) {
+	s.rec("QuestionForm", c)
+	return card.QuestionNotice{Ref: c.Ref, Server: "deploy", Fields: []confirm.QuestionField{{Name: "env", Type: "string"}}}, nil
+}
+func (s *buttonsSpy) AnswerQuestion(_ context.Context, c bot.Click, values []string) error {
+	s.rec("AnswerQuestion", c)
+	s.args = strings.Join(values, "|")
+	return nil
+}
+func (s *buttonsSpy) DeclineQuestion(_ context.Context, c bot.Click) error {
+	s.rec("DeclineQuestion", c)
+	return nil
+}
+
 var _ bot.Buttons = (*buttonsSpy)(nil)
 
 // Every kind of button card lists has its answer in the core (a kind
@@ -74,10 +88,11 @@ func TestDispatchAnswersEveryKind(t *testing.T) {
 		card.ActChecked: "MarkChecked", card.ActExtend: "Extend", card.ActRunStop: "RunAction",
 		card.ActRunMarkDone: "RunAction", card.ActRunRetry: "RunAction", card.ActAllowAll: "DecideAll allow",
 		card.ActDenyAll: "DecideAll deny", card.ActAllowTyped: "PhraseFor", card.ActShowPreview: "ClickedCard",
-		card.ActRevoke: "Revoke",
+		card.ActRevoke: "Revoke", card.ActAnswer: "QuestionForm", card.ActDecline: "DeclineQuestion",
 	}
 	submitted := map[card.ActionKind]string{
 		card.ActDenyReason: "Decide deny", card.ActEdit: "Edit", card.ActAllowTyped: "Decide allow",
+		card.ActAnswer: "AnswerQuestion",
 	}
 	describe := func(s *buttonsSpy) string {
 		d := s.method
@@ -121,7 +136,7 @@ func TestDispatchAnswersEveryKind(t *testing.T) {
 				t.Errorf("%s opens no form: %+v", b.Name, r)
 			case (!b.Opens || submit) && r.Form != nil:
 				t.Errorf("%s (submitted %v) opens a form: %+v", b.Name, submit, r.Form)
-			case r.Form != nil && (r.Form.Kind != b.Kind || r.Form.Ref != ref || r.Form.Number != 1):
+			case r.Form != nil && (r.Form.Kind != b.Kind || r.Form.Ref != ref || (r.Form.Number != 1 && b.Kind != card.ActAnswer)):
 				t.Errorf("%s: form %+v", b.Name, r.Form)
 			}
 		}
@@ -133,6 +148,9 @@ func TestDispatchAnswersEveryKind(t *testing.T) {
 	}
 	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActEdit, Ref: ref, Submit: true, Value: `{"n":2}`}); err != nil || s.args != `{"n":2}` {
 		t.Errorf("edit: %v %q", err, s.args)
+	}
+	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActAnswer, Ref: confirm.QuestionRef("q1"), Submit: true, Values: []string{"prod", "3"}}); err != nil || s.args != "prod|3" {
+		t.Errorf("answer: %v %q", err, s.args)
 	}
 	if _, err := bot.Dispatch(context.Background(), s, bot.Interaction{Kind: card.ActAllowTyped, Ref: ref, Submit: true, Value: " prod/api "}); err != nil || s.click.Phrase != " prod/api " {
 		t.Errorf("phrase: %v %+v", err, s.click)
@@ -157,7 +175,7 @@ func TestInteractRefusesAnUnknownButton(t *testing.T) {
 	ctx := context.Background()
 	for _, in := range []bot.Interaction{
 		{Kind: 0},
-		{Kind: card.ActRevoke + 1},
+		{Kind: card.ActDecline + 1},
 		{Kind: 200},
 		{Kind: card.ActAllow, Submit: true},
 		{Kind: card.ActShowArgs, Submit: true},

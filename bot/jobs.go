@@ -56,6 +56,7 @@ func (b *Bot) Jobs(interval time.Duration) []jobs.Job {
 		{Name: JobCardSync, Every: interval, Timeout: cardSyncTimeout, AtStart: true, Wake: b.cs.wake, Run: b.cardSyncJob},
 		{Name: JobInbox, Every: inboxEvery * interval, Timeout: pruneTimeout, AtStart: true, Run: b.inboxJob},
 		{Name: JobAnswers, Every: interval, Timeout: answersTimeout, AtStart: true, Run: b.answersJob},
+		{Name: JobQuestions, Every: 10 * interval, Timeout: pruneTimeout, Run: b.questionJob},
 		{Name: JobPruneEvents, Every: 3600 * interval, Timeout: pruneTimeout, AtStart: true, Run: b.pruneEvents},
 	}
 	for _, c := range b.cfg.Gateway.Clients {

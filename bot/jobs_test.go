@@ -37,6 +37,7 @@ func TestJobs(t *testing.T) {
 		{bot.JobCardSync, 2 * time.Second, true},
 		{bot.JobInbox, 10 * time.Second, true},
 		{bot.JobAnswers, 2 * time.Second, true},
+		{bot.JobQuestions, 20 * time.Second, false},
 	} {
 		j, ok := byName[want.name]
 		if !ok || j.Every != want.every || j.AtStart != want.atStart || j.Timeout <= 0 || j.Run == nil {
@@ -49,7 +50,7 @@ func TestJobs(t *testing.T) {
 	if j := byName[bot.JobCardSync]; j.Wake == nil {
 		t.Error("the card-sync job has no wake-up")
 	}
-	if len(byName) != 8 {
+	if len(byName) != 9 {
 		t.Errorf("jobs %v", byName)
 	}
 

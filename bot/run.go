@@ -306,7 +306,9 @@ func (b *Bot) runCall(ctx context.Context, c confirm.Call, tc confirm.ToolCall, 
 	// action that may have happened. The tool's own timeout bounds it; a
 	// process that exits meanwhile leaves it running, hence unknown.
 	t0 := time.Now()
+	forget := b.runningCall(c.IdempotencyKey, c)
 	out, runErr := tool.Run(context.WithoutCancel(ctx), args, c.IdempotencyKey)
+	forget()
 	elapsed := time.Since(t0)
 	status, result := confirm.RunSucceeded, b.scrub(out)
 	switch {

@@ -39,6 +39,12 @@ const (
 	ActShowPreview
 	// ActRevoke is a grant notice's Revoke (Ref: confirm.GrantRef).
 	ActRevoke
+	// ActAnswer is a server's question's Answer… (Ref:
+	// confirm.QuestionRef): it opens the question's form; submitting
+	// sends the answer. A question without fields takes it as Accept.
+	ActAnswer
+	// ActDecline is a server's question's Decline.
+	ActDecline
 )
 
 // RefKind is which reference a button carries: opaque, issued by the
@@ -46,11 +52,12 @@ const (
 type RefKind uint8
 
 const (
-	RefCall    RefKind = iota + 1 // a call's (confirm.Ref; Extend: any call of the card)
-	RefGrant                      // a grant's (confirm.GrantRef)
-	RefAll                        // a card's, for Allow all and Deny all (confirm.AllRef)
-	RefRun                        // a runbook run's (confirm.RunRef)
-	RefChecked                    // an unknown run's (confirm.CheckedRef)
+	RefCall     RefKind = iota + 1 // a call's (confirm.Ref; Extend: any call of the card)
+	RefGrant                       // a grant's (confirm.GrantRef)
+	RefAll                         // a card's, for Allow all and Deny all (confirm.AllRef)
+	RefRun                         // a runbook run's (confirm.RunRef)
+	RefChecked                     // an unknown run's (confirm.CheckedRef)
+	RefQuestion                    // a server's question's (confirm.QuestionRef)
 )
 
 // String names the reference in words: "a <name> reference".
@@ -66,6 +73,8 @@ func (r RefKind) String() string {
 		return "run"
 	case RefChecked:
 		return "checked"
+	case RefQuestion:
+		return "question"
 	}
 	return "unknown"
 }
@@ -87,6 +96,8 @@ func (r RefKind) Parse(ref string) error {
 		_, err = confirm.ParseRunRef(ref)
 	case RefChecked:
 		_, _, err = confirm.ParseCheckedRef(ref)
+	case RefQuestion:
+		_, err = confirm.ParseQuestionRef(ref)
 	default:
 		err = confirm.ErrBadRef
 	}
@@ -130,6 +141,8 @@ var buttons = [...]Button{
 	ActAllowTyped:  {Kind: ActAllowTyped, Name: "allow_typed", Ref: RefCall, Opens: true, Submits: true},
 	ActShowPreview: {Kind: ActShowPreview, Name: "show_preview", Ref: RefCall, Opens: true},
 	ActRevoke:      {Kind: ActRevoke, Name: "revoke", Ref: RefGrant},
+	ActAnswer:      {Kind: ActAnswer, Name: "answer", Ref: RefQuestion, Opens: true, Submits: true},
+	ActDecline:     {Kind: ActDecline, Name: "decline", Ref: RefQuestion},
 }
 
 // Buttons are every kind of button, in the order of their values.

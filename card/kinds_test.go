@@ -12,7 +12,7 @@ import (
 func TestEveryKindHasItsRow(t *testing.T) {
 	names := map[string]ActionKind{}
 	all := Buttons()
-	for k := ActAllow; k <= ActRevoke; k++ {
+	for k := ActAllow; k <= ActDecline; k++ {
 		b, ok := k.Button()
 		if !ok || b.Kind != k || b.Name == "" || b.Ref == 0 {
 			t.Errorf("kind %d: row %+v, %v", uint8(k), b, ok)
@@ -29,10 +29,10 @@ func TestEveryKindHasItsRow(t *testing.T) {
 			t.Errorf("kind %d says %q", uint8(k), k.String())
 		}
 	}
-	if len(all) != len(names) || len(all) != int(ActRevoke) {
+	if len(all) != len(names) || len(all) != int(ActDecline) {
 		t.Errorf("Buttons lists %d kinds, %d named", len(all), len(names))
 	}
-	for _, k := range []ActionKind{0, ActRevoke + 1, 255} {
+	for _, k := range []ActionKind{0, ActDecline + 1, 255} {
 		if b, ok := k.Button(); ok {
 			t.Errorf("value %d is a kind: %+v", uint8(k), b)
 		}

@@ -45,6 +45,7 @@ var notCardWords = map[string][]string{
 		"Your edit was not applied: ",
 		" Nothing changed.",
 		"I could not open the confirmation form. Try again. Nothing changed.",
+		"I could not open the answer form. Try again. Nothing changed.",
 		"This card no longer waits for a decision, or has no preview to show.",
 		"I could not open the preview. Try again.",
 		"I have no commands. Mention me in a channel to start a conversation.",
@@ -172,7 +173,9 @@ var notCardWords = map[string][]string{
 		"view_submission without a view",
 		"view_submission of unknown view %q",
 		"view_submission: malformed private_metadata",
-		"view_submission: private_metadata holds no call reference",
+		"view_submission: private_metadata holds no %s reference",
+		"view_submission: more inputs than a form holds",
+		"view_submission: inputs the form does not have",
 		"view_submission: private_metadata holds no channel",
 		"view_submission: malformed thread in private_metadata",
 		"view_submission: private_metadata holds no card message",
@@ -188,7 +191,7 @@ var notCardWords = map[string][]string{
 	"names of operations in logs": {
 		"unknown outcome", "grant notice", "edit answer", "replayed interaction", "replayed event ",
 		"card message", "PATCH message", "run message",
-		"deny reason", "reason modal", "edit modal", "phrase modal",
+		"deny reason", "reason modal", "edit modal", "phrase modal", "answer modal",
 	},
 }
 

@@ -128,9 +128,21 @@ type Question struct {
 // form (nested objects, arrays, too many fields): the question is declined.
 var ErrUnsupportedForm = errors.New("the requested form cannot be shown")
 
-// ErrBadAnswer wraps why a submitted answer is refused, naming the field:
-// nothing changes and the person may submit again.
+// ErrBadAnswer is why a submitted answer is refused (an *AnswerError is
+// one): nothing changes and the person may submit again.
 var ErrBadAnswer = errors.New("the answer does not fit the form")
+
+// AnswerError says which field of a submitted answer does not fit, and
+// why, in words naming it (Field -1: the form as a whole).
+type AnswerError struct {
+	Field   int
+	Message string
+}
+
+func (e *AnswerError) Error() string { return e.Message }
+
+// Is makes an AnswerError an ErrBadAnswer.
+func (e *AnswerError) Is(target error) bool { return target == ErrBadAnswer }
 
 // wireSchema is the part of a requested schema Airlock reads.
 type wireSchema struct {
@@ -218,55 +230,58 @@ func clipWords(s string) string {
 // ParseAnswer reads the values typed in a question's form, one per field
 // in order: an empty value leaves an optional field out; a number, an
 // integer, yes or no (true, false) and a choice must be one. Whatever does
-// not fit wraps ErrBadAnswer, naming the field.
+// not fit is an *AnswerError naming the field.
 func ParseAnswer(fields []QuestionField, values []string) (map[string]any, error) {
 	if len(values) != len(fields) {
-		return nil, fmt.Errorf("%w: %d values for %d fields", ErrBadAnswer, len(values), len(fields))
+		return nil, &AnswerError{Field: -1, Message: fmt.Sprintf("%d values for %d fields", len(values), len(fields))}
 	}
 	out := make(map[string]any, len(fields))
+	bad := func(i int, format string, args ...any) error {
+		return &AnswerError{Field: i, Message: fmt.Sprintf(format, args...)}
+	}
 	for i, f := range fields {
 		v := strings.TrimSpace(values[i])
 		name := f.Label()
 		if v == "" {
 			if f.Required {
-				return nil, fmt.Errorf("%w: %s is required", ErrBadAnswer, name)
+				return nil, bad(i, "%s is required", name)
 			}
 			continue
 		}
 		if utf8.RuneCountInString(v) > MaxFieldChars {
-			return nil, fmt.Errorf("%w: %s is longer than %d characters", ErrBadAnswer, name, MaxFieldChars)
+			return nil, bad(i, "%s is longer than %d characters", name, MaxFieldChars)
 		}
 		switch f.Type {
 		case FieldString:
 			if len(f.Choices) > 0 {
 				j := slices.IndexFunc(f.Choices, func(c string) bool { return strings.EqualFold(c, v) })
 				if j < 0 {
-					return nil, fmt.Errorf("%w: %s must be one of: %s", ErrBadAnswer, name, strings.Join(f.Choices, ", "))
+					return nil, bad(i, "%s must be one of: %s", name, strings.Join(f.Choices, ", "))
 				}
 				out[f.Name] = f.Choices[j]
 				continue
 			}
 			n := utf8.RuneCountInString(v)
 			if f.MinLen > 0 && n < f.MinLen {
-				return nil, fmt.Errorf("%w: %s needs at least %d characters", ErrBadAnswer, name, f.MinLen)
+				return nil, bad(i, "%s needs at least %d characters", name, f.MinLen)
 			}
 			if f.MaxLen > 0 && n > f.MaxLen {
-				return nil, fmt.Errorf("%w: %s holds at most %d characters", ErrBadAnswer, name, f.MaxLen)
+				return nil, bad(i, "%s holds at most %d characters", name, f.MaxLen)
 			}
 			out[f.Name] = v
 		case FieldNumber, FieldInteger:
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil || math.IsInf(x, 0) || math.IsNaN(x) {
-				return nil, fmt.Errorf("%w: %s must be a number", ErrBadAnswer, name)
+				return nil, bad(i, "%s must be a number", name)
 			}
 			if f.Type == FieldInteger && x != math.Trunc(x) {
-				return nil, fmt.Errorf("%w: %s must be a whole number", ErrBadAnswer, name)
+				return nil, bad(i, "%s must be a whole number", name)
 			}
 			if f.Min != nil && x < *f.Min {
-				return nil, fmt.Errorf("%w: %s must be at least %s", ErrBadAnswer, name, formatNumber(*f.Min))
+				return nil, bad(i, "%s must be at least %s", name, formatNumber(*f.Min))
 			}
 			if f.Max != nil && x > *f.Max {
-				return nil, fmt.Errorf("%w: %s must be at most %s", ErrBadAnswer, name, formatNumber(*f.Max))
+				return nil, bad(i, "%s must be at most %s", name, formatNumber(*f.Max))
 			}
 			if f.Type == FieldInteger {
 				out[f.Name] = int64(x)
@@ -280,10 +295,10 @@ func ParseAnswer(fields []QuestionField, values []string) (map[string]any, error
 			case "no", "n", "false":
 				out[f.Name] = false
 			default:
-				return nil, fmt.Errorf("%w: %s must be yes or no", ErrBadAnswer, name)
+				return nil, bad(i, "%s must be yes or no", name)
 			}
 		default:
-			return nil, fmt.Errorf("%w: %s is of a type a form does not hold", ErrBadAnswer, name)
+			return nil, bad(i, "%s is of a type a form does not hold", name)
 		}
 	}
 	return out, nil

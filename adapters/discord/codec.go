@@ -41,6 +41,9 @@ const (
 	actionRunAgain     = "y" // Retry, on a halted run
 	actionAllowTyped   = "c" // a critical call's "Allow…" button: opens the phrase modal
 	actionPhraseSubmit = "p" // the phrase modal's submit
+	actionAnswer       = "q" // a server's question's Answer…: opens the answer modal (ref: confirm.QuestionRef)
+	actionAnswerSubmit = "u" // the answer modal's submit
+	actionDecline      = "z" // a server's question's Decline
 )
 
 // buttonRow is Discord's row of a kind of button: its custom id action;
@@ -53,6 +56,7 @@ type buttonRow struct {
 	form   *form
 	submit string
 	input  string
+	fields bool // the form has several inputs, read as Values (answerValues)
 }
 
 // buttonRows are Discord's rows, one per kind of button Airlock posts.
@@ -73,6 +77,8 @@ var buttonRows = []buttonRow{
 	{kind: card.ActRunMarkDone, action: actionRunDone},
 	{kind: card.ActRunRetry, action: actionRunAgain},
 	{kind: card.ActAllowTyped, action: actionAllowTyped, form: phraseForm, submit: actionPhraseSubmit, input: PhraseInputID},
+	{kind: card.ActAnswer, action: actionAnswer, form: answerForm, submit: actionAnswerSubmit, fields: true},
+	{kind: card.ActDecline, action: actionDecline},
 }
 
 // table is buttonRows indexed: by a button's action, by a submission's
@@ -161,7 +167,11 @@ func (a *Adapter) decode(ctx context.Context, i *discordgo.Interaction, row butt
 	}
 	if submit {
 		data, _ := i.Data.(discordgo.ModalSubmitInteractionData)
-		in.Value = textInputValue(data.Components, row.input)
+		if row.fields {
+			in.Values = answerValues(data.Components)
+		} else {
+			in.Value = textInputValue(data.Components, row.input)
+		}
 	}
 	return in, "", true
 }

@@ -16,11 +16,12 @@ import (
 
 // sampleRefs are well-formed references of each kind.
 var sampleRefs = map[card.RefKind]string{
-	card.RefCall:    confirm.Ref("abcdefgh", 1),
-	card.RefGrant:   confirm.GrantRef("g1"),
-	card.RefAll:     confirm.AllRef("abcdefgh", 3),
-	card.RefRun:     confirm.RunRef("r1"),
-	card.RefChecked: confirm.CheckedRef("abcdefgh", 1),
+	card.RefCall:     confirm.Ref("abcdefgh", 1),
+	card.RefGrant:    confirm.GrantRef("g1"),
+	card.RefAll:      confirm.AllRef("abcdefgh", 3),
+	card.RefRun:      confirm.RunRef("r1"),
+	card.RefChecked:  confirm.CheckedRef("abcdefgh", 1),
+	card.RefQuestion: confirm.QuestionRef("q1"),
 }
 
 func dmComponent(customID string) *discordgo.Interaction {
@@ -76,19 +77,29 @@ func TestCodecRoundTripsEveryKind(t *testing.T) {
 		if !b.Submits {
 			continue
 		}
-		r, instead := row.form.show(bot.Form{Kind: b.Kind, Ref: ref, Number: 2, Edit: bot.EditForm{Ref: ref, Args: "{}"}, Phrase: bot.PhrasePrompt{Ref: ref, Number: 2, Phrase: "p"}})
+		r, instead := row.form.show(bot.Form{Kind: b.Kind, Ref: ref, Number: 2, Edit: bot.EditForm{Ref: ref, Args: "{}"}, Phrase: bot.PhrasePrompt{Ref: ref, Number: 2, Phrase: "p"},
+			Question: card.QuestionNotice{Ref: ref, Fields: []confirm.QuestionField{{Name: "env", Type: "string"}}}})
 		data, _ := r.Data, instead
 		if r == nil || r.Type != discordgo.InteractionResponseModal || data == nil {
 			t.Errorf("%s: the form is no modal: %+v %q", b.Name, r, instead)
 			continue
 		}
-		sub := dmModal(data.CustomID, row.input, "typed")
+		input := row.input
+		if row.fields {
+			input = answerInputID(0)
+		}
+		sub := dmModal(data.CustomID, input, "typed")
 		got, submit, gotRef, ok = buttonOf(sub)
 		if !ok || got.kind != b.Kind || !submit || gotRef != ref {
 			t.Errorf("%s: its modal %q decoded as %s %v %q %v", b.Name, data.CustomID, got.kind, submit, gotRef, ok)
 			continue
 		}
-		if in, _, ok := a.decode(ctx, sub, got, submit, gotRef); !ok || !in.Submit || in.Value != "typed" || in.Kind != b.Kind {
+		in, _, ok = a.decode(ctx, sub, got, submit, gotRef)
+		typed := in.Value == "typed"
+		if row.fields {
+			typed = len(in.Values) == 1 && in.Values[0] == "typed"
+		}
+		if !ok || !in.Submit || !typed || in.Kind != b.Kind {
 			t.Errorf("%s: submission %+v", b.Name, in)
 		}
 	}
@@ -122,7 +133,7 @@ func TestUnknownButtonRefused(t *testing.T) {
 	h.start()
 	ref := confirm.Ref("abcdefgh", 1)
 	sends := map[string]map[string]any{
-		"8961": click("8961", threadCh, moderator, []string{modRole}, "al:z:"+ref, "9100"),
+		"8961": click("8961", threadCh, moderator, []string{modRole}, "al:Z:"+ref, "9100"),
 		"8962": click("8962", threadCh, moderator, []string{modRole}, "al:m:"+ref, "9100"),
 		"8963": click("8963", threadCh, moderator, []string{modRole}, "al:p:"+ref, "9100"),
 		"8964": click("8964", threadCh, moderator, []string{modRole}, "al:a:", "9100"),

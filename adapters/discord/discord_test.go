@@ -986,3 +986,9 @@ func (nopBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
 func (nopBot) PhraseFor(context.Context, bot.Click) (bot.PhrasePrompt, bool, error) {
 	return bot.PhrasePrompt{}, false, nil
 }
+
+func (nopBot) QuestionForm(context.Context, bot.Click) (card.QuestionNotice, error) {
+	return card.QuestionNotice{}, nil
+}
+func (nopBot) AnswerQuestion(context.Context, bot.Click, []string) error { return nil }
+func (nopBot) DeclineQuestion(context.Context, bot.Click) error          { return nil }

@@ -168,7 +168,7 @@ func TestAllowAndDenyByStyleAlone(t *testing.T) {
 			t.Fatalf("parse %q", id)
 		}
 	}
-	for _, id := range []string{"", "al:", "al:a:", "al:z:x.1", "x:a:x.1", "al:a:" + strings.Repeat("a", 100)} {
+	for _, id := range []string{"", "al:", "al:a:", "al:Z:x.1", "x:a:x.1", "al:a:" + strings.Repeat("a", 100)} {
 		if _, _, ok := parseCustomID(id); ok {
 			t.Fatalf("parse %q accepted", id)
 		}

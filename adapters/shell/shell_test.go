@@ -629,3 +629,9 @@ func TestUnknownCommandChangesNothing(t *testing.T) {
 		"/allow takes call numbers only.",
 	)
 }
+
+func (f *fakeBot) QuestionForm(context.Context, bot.Click) (card.QuestionNotice, error) {
+	return card.QuestionNotice{}, nil
+}
+func (f *fakeBot) AnswerQuestion(context.Context, bot.Click, []string) error { return nil }
+func (f *fakeBot) DeclineQuestion(context.Context, bot.Click) error          { return nil }

@@ -312,3 +312,9 @@ func (s *stubBot) DecideAll(context.Context, bot.Click) (bot.AllResult, error) {
 func (s *stubBot) PhraseFor(context.Context, bot.Click) (bot.PhrasePrompt, bool, error) {
 	return bot.PhrasePrompt{}, false, nil
 }
+
+func (s *stubBot) QuestionForm(context.Context, bot.Click) (cardpkg.QuestionNotice, error) {
+	return cardpkg.QuestionNotice{}, nil
+}
+func (s *stubBot) AnswerQuestion(context.Context, bot.Click, []string) error { return nil }
+func (s *stubBot) DeclineQuestion(context.Context, bot.Click) error          { return nil }

@@ -90,8 +90,12 @@ type submission struct {
 	maxRunes        int
 	trim            bool
 	messageOptional bool
-	answered        bool
-	answer          func(a *Adapter, in interaction, err error, modalOpen bool) editAnswer
+	// fields: a form of several inputs (blocks answerBlockID(0), (1), …,
+	// each holding at most confirm.MaxFieldChars), read in order as the
+	// interaction's Values.
+	fields   bool
+	answered bool
+	answer   func(a *Adapter, in interaction, err error, modalOpen bool) editAnswer
 }
 
 // buttonRows are Slack's rows, one per kind of button Airlock posts here.
@@ -116,6 +120,9 @@ var buttonRows = []buttonRow{
 	{kind: cardpkg.ActAllowAll, actionID: ActionAllowAll},
 	{kind: cardpkg.ActDenyAll, actionID: ActionDenyAll},
 	{kind: cardpkg.ActShowPreview, actionID: ActionPreview, form: previewForm},
+	{kind: cardpkg.ActAnswer, actionID: ActionAnswer, form: answerForm,
+		submit: &submission{callbackID: CallbackAnswer, fields: true, answered: true, answer: (*Adapter).answerAnswer}},
+	{kind: cardpkg.ActDecline, actionID: ActionDecline},
 	{kind: cardpkg.ActAllowTyped, actionID: ActionAllowTyped, form: phraseForm,
 		// The phrase is the bot's to trim and compare.
 		submit: &submission{callbackID: CallbackPhrase, block: PhraseBlockID, action: phraseActionID, maxRunes: maxPhraseInput,
@@ -319,6 +326,33 @@ func parseClick(p *interactionPayload, in *interaction) error {
 	return nil
 }
 
+// parseFields reads the inputs of a form of several, in order: an input
+// left empty (an optional one) is "", one longer than it holds or past the
+// most a form has is refused.
+func parseFields(p *interactionPayload, in *interaction) error {
+	for i := 0; ; i++ {
+		block, ok := p.View.State.Values[answerBlockID(i)]
+		if !ok {
+			break
+		}
+		if i == confirm.MaxQuestionFields {
+			return badInteraction("view_submission: more inputs than a form holds")
+		}
+		v := ""
+		if f, ok := block[answerActionID]; ok && f.Value != nil {
+			v = *f.Value
+		}
+		if utf8.RuneCountInString(v) > confirm.MaxFieldChars {
+			return badInteraction("view_submission: a value longer than the form holds")
+		}
+		in.Values = append(in.Values, v)
+	}
+	if len(p.View.State.Values) != len(in.Values) {
+		return badInteraction("view_submission: inputs the form does not have")
+	}
+	return nil
+}
+
 // parseSubmission reads a view_submission payload: the modal (by its
 // callback_id's row), the call, card and card message its metadata
 // names, and the value of its input.
@@ -335,8 +369,9 @@ func parseSubmission(p *interactionPayload, in *interaction) error {
 	if err := json.Unmarshal([]byte(p.View.PrivateMetadata), &meta); err != nil {
 		return badInteraction("view_submission: malformed private_metadata")
 	}
-	if _, _, err := confirm.ParseRef(meta.Ref); err != nil {
-		return badInteraction("view_submission: private_metadata holds no call reference")
+	if err := b.kind.ParseRef(meta.Ref); err != nil {
+		row, _ := b.kind.Button()
+		return badInteraction("view_submission: private_metadata holds no %s reference", row.Ref)
 	}
 	if !channelIDPattern.MatchString(meta.Channel) {
 		return badInteraction("view_submission: private_metadata holds no channel")
@@ -353,6 +388,11 @@ func parseSubmission(p *interactionPayload, in *interaction) error {
 			return badInteraction("view_submission: malformed card message in private_metadata")
 		}
 	}
+	in.Kind, in.Submit = b.kind, true
+	in.Ref, in.Channel, in.Thread, in.Message = meta.Ref, meta.Channel, meta.Thread, meta.Message
+	if s.fields {
+		return parseFields(p, in)
+	}
 	field, ok := p.View.State.Values[s.block][s.action]
 	if !ok || field.Value == nil {
 		return badInteraction("view_submission without a value")
@@ -360,8 +400,6 @@ func parseSubmission(p *interactionPayload, in *interaction) error {
 	if s.maxRunes > 0 && utf8.RuneCountInString(*field.Value) > s.maxRunes {
 		return badInteraction("view_submission: a value longer than the form holds")
 	}
-	in.Kind, in.Submit = b.kind, true
-	in.Ref, in.Channel, in.Thread, in.Message = meta.Ref, meta.Channel, meta.Thread, meta.Message
 	in.Value = *field.Value
 	if s.trim {
 		in.Value = strings.TrimSpace(in.Value)

@@ -15,11 +15,12 @@ import (
 
 // sampleRefs are well-formed references of each kind.
 var sampleRefs = map[cardpkg.RefKind]string{
-	cardpkg.RefCall:    confirm.Ref("abcdefgh", 1),
-	cardpkg.RefGrant:   confirm.GrantRef("g1"),
-	cardpkg.RefAll:     confirm.AllRef("abcdefgh", 3),
-	cardpkg.RefRun:     confirm.RunRef("r1"),
-	cardpkg.RefChecked: confirm.CheckedRef("abcdefgh", 1),
+	cardpkg.RefCall:     confirm.Ref("abcdefgh", 1),
+	cardpkg.RefGrant:    confirm.GrantRef("g1"),
+	cardpkg.RefAll:      confirm.AllRef("abcdefgh", 3),
+	cardpkg.RefRun:      confirm.RunRef("r1"),
+	cardpkg.RefChecked:  confirm.CheckedRef("abcdefgh", 1),
+	cardpkg.RefQuestion: confirm.QuestionRef("q1"),
 }
 
 // Every kind of button card lists has its row here (a kind added without
@@ -61,8 +62,18 @@ func TestCodecRoundTripsEveryKind(t *testing.T) {
 		v["state"] = map[string]any{"values": map[string]any{
 			row.submit.block: map[string]any{row.submit.action: map[string]any{"type": "plain_text_input", "value": "typed"}},
 		}}
+		if row.submit.fields {
+			v["state"] = map[string]any{"values": map[string]any{
+				answerBlockID(0): map[string]any{answerActionID: map[string]any{"type": "plain_text_input", "value": "typed"}},
+				answerBlockID(1): map[string]any{answerActionID: map[string]any{"type": "plain_text_input", "value": nil}},
+			}}
+		}
 		in, err = parseInteraction(mustJSON(p))
-		if err != nil || in.Kind != b.Kind || !in.Submit || in.Ref != ref || in.Value != "typed" || in.Message != CardRef(chanOps, cardTS) {
+		typed := in.Value == "typed"
+		if row.submit.fields {
+			typed = len(in.Values) == 2 && in.Values[0] == "typed" && in.Values[1] == ""
+		}
+		if err != nil || in.Kind != b.Kind || !in.Submit || in.Ref != ref || !typed || in.Message != CardRef(chanOps, cardTS) {
 			t.Errorf("%s: submission decoded as %+v, %v", b.Name, in, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -582,4 +583,71 @@ func sampleRun(st confirm.RunbookStatus) cardpkg.Run {
 		r.Steps[1].State = "denied"
 	}
 	return r
+}
+
+// mrkdwnTexts are the texts of the blocks that Slack formats (mrkdwn),
+// where "<!channel>" would ping and "<url|x>" would link; every other
+// text is plain or literal rich text.
+func mrkdwnTexts(t *testing.T, blocks []slack.Block) []string {
+	t.Helper()
+	raw, err := json.Marshal(blocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(any)
+	walk = func(x any) {
+		switch y := x.(type) {
+		case map[string]any:
+			if y["type"] == "mrkdwn" {
+				s, _ := y["text"].(string)
+				out = append(out, s)
+			}
+			for _, z := range y {
+				walk(z)
+			}
+		case []any:
+			for _, z := range y {
+				walk(z)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// A server's question is inert: its message and its fields' names and
+// titles are literal rich text, never formatted, so they cannot ping,
+// link or hide; the fallback names only the server and the tool.
+func TestQuestionIsInert(t *testing.T) {
+	hostile := "<!channel> <@U0ALICE> <https://evil.example|click> *bold*"
+	n := cardpkg.QuestionNotice{Ref: confirm.QuestionRef("q1"), Server: "deployer", Tool: "deployer__ship", Message: hostile,
+		Fields: []confirm.QuestionField{{Name: "env", Title: hostile, Type: "string", Choices: []string{"<!here>", "b"}}},
+		Status: confirm.QuestionPending, Expires: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+	blocks := RenderQuestion(n)
+	for _, s := range mrkdwnTexts(t, blocks) {
+		if strings.Contains(s, "<!") || strings.Contains(s, "<@") || strings.Contains(s, "<http") {
+			t.Fatalf("formatted text holds the server's words: %q", s)
+		}
+	}
+	raw, _ := json.Marshal(blocks)
+	var decoded any
+	_ = json.Unmarshal(raw, &decoded)
+	all := fmt.Sprint(decoded)
+	if !strings.Contains(all, "<!channel> <@U0ALICE>") || !strings.Contains(all, ActionAnswer) {
+		t.Fatalf("the message is not shown literally: %s", raw)
+	}
+	if fb := QuestionText(n); strings.Contains(fb, "<!") || strings.Contains(fb, "<@") {
+		t.Fatalf("fallback %q", fb)
+	}
+	m := AnswerModal(ModalMeta{Ref: n.Ref, Channel: "C1"}, n)
+	for _, s := range mrkdwnTexts(t, m.Blocks.BlockSet) {
+		if strings.Contains(s, "<!") || strings.Contains(s, "<@") || strings.Contains(s, "<http") {
+			t.Fatalf("the form formats the server's words: %q", s)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlockhq/airlock/adapters/discord"
@@ -78,7 +79,8 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 	}
 	// MCP servers connect concurrently; their tools join the set before
 	// anything else runs (recovery and clicks need them), at most 15 s.
-	mcp, err := startMCP(ctx, cfg, set, logger)
+	asker := &lateAsker{}
+	mcp, err := startMCP(ctx, cfg, set, logger, asker)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +189,20 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		db.Close()
 		return nil, err
 	}
+	asker.b.Store(b)
 	return &app{store: db, bot: b, tools: set, metrics: m, flushTraces: flushTraces, mcp: mcp}, nil
+}
+
+// lateAsker hands the MCP servers' questions to the bot, which is built
+// after the servers connect (their tools join the set it is built with);
+// a question before that is declined.
+type lateAsker struct{ b atomic.Pointer[bot.Bot] }
+
+func (l *lateAsker) Ask(ctx context.Context, q confirm.Elicitation) confirm.ElicitAnswer {
+	if b := l.b.Load(); b != nil {
+		return b.Ask(ctx, q)
+	}
+	return confirm.ElicitAnswer{Action: confirm.ElicitDecline}
 }
 
 func newProvider(ctx context.Context, m config.Model) (model.Provider, error) {
@@ -381,12 +396,18 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 }
 
 // startMCP connects the configured MCP servers and waits until each has
-// listed its tools or failed its first attempt (at most 15 s).
-func startMCP(ctx context.Context, cfg *config.Config, set *tools.Set, logger *slog.Logger) (*mcptools.Manager, error) {
+// listed its tools or failed its first attempt (at most 15 s). With an
+// asker, their questions (elicitation) go to it; without, they are asked
+// none (the commands that only list tools).
+func startMCP(ctx context.Context, cfg *config.Config, set *tools.Set, logger *slog.Logger, asker mcptools.Asker) (*mcptools.Manager, error) {
 	if len(cfg.MCPServers) == 0 {
 		return nil, nil
 	}
-	m := mcptools.Start(ctx, cfg.MCPServers, set, logger.With("component", "mcp"), mcptools.WithRedactor(redact.New(cfg.Secrets())))
+	opts := []mcptools.Option{mcptools.WithRedactor(redact.New(cfg.Secrets()))}
+	if asker != nil {
+		opts = append(opts, mcptools.WithAsker(asker))
+	}
+	m := mcptools.Start(ctx, cfg.MCPServers, set, logger.With("component", "mcp"), opts...)
 	if err := m.WaitReady(ctx); err != nil {
 		m.Close()
 		return nil, err

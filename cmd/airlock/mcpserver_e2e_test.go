@@ -173,8 +173,10 @@ func TestMCPServerOverSlack(t *testing.T) {
 		done <- called{res, err}
 	}()
 	deny := newCard("airlock_deny")
-	if posts := api.posts(); strings.Contains(posts[len(posts)-1].Get("blocks"), "<!channel>") || strings.Contains(posts[len(posts)-1].Get("blocks"), "<@UALICE>") {
+	if posts := api.posts(); pings(t, posts[len(posts)-1].Get("blocks"), "db <") {
 		t.Fatalf("the client's arguments ping on the card: %s", posts[len(posts)-1].Get("blocks"))
+	} else if all, _ := formatted(t, posts[len(posts)-1].Get("blocks")); !strings.Contains(all, "<!channel>") {
+		t.Fatalf("the client's arguments are not on the card as sent: %s", all)
 	}
 	press("airlock_deny", deny)
 	c = <-done

@@ -33,7 +33,7 @@ func listRunbooks(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 0
 	}
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), secrets))
-	mcp, err := startMCP(ctx, cfg, set, logger)
+	mcp, err := startMCP(ctx, cfg, set, logger, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1

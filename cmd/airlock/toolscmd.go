@@ -30,7 +30,7 @@ func listTools(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	why := map[string]string{} // an MCP tool's own reason for its flag
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), secrets))
-	mcp, err := startMCP(ctx, cfg, set, logger)
+	mcp, err := startMCP(ctx, cfg, set, logger, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "airlock: %v\n", err)
 		return 1
