@@ -2,8 +2,9 @@
 // paused reply, what it needs (approvals, who may decide, why), where it
 // stands (a structured state), and what shows of it: the buttons it offers
 // (Actions) and its status as typed parts (Status); likewise a runbook's
-// run message (Run) and the notices beside cards (a grant's, an unknown
-// outcome's). Chat platforms only lay these out, within their own limits;
+// run message (Run), the notices beside cards (a grant's, an unknown
+// outcome's) and an MCP server's question with the form that answers it
+// (QuestionNotice, AnswerForm). Chat platforms only lay these out, within their own limits;
 // the words are chosen here.
 package card
 

@@ -3,7 +3,9 @@
 // lends its tools to the bot's tools.Set as "<server>__<tool>". They are
 // validated against the server's input schema, summarised for the approval
 // card, gated by the server's confirm flag, and run once with the call's
-// idempotency key in the request's _meta.
+// idempotency key in the request's _meta. A server's questions during a
+// call (elicitation, form mode) go to an Asker with the call they belong to
+// (elicit.go).
 package mcptools
 
 import (
@@ -44,6 +46,10 @@ type Config struct {
 	// TrustAnnotations lets a tool annotated readOnlyHint: true run
 	// without approval. Otherwise annotations are shown, never trusted.
 	TrustAnnotations bool `yaml:"trust_annotations"`
+	// Elicitation is whether the server may ask a person questions during
+	// a call (MCP elicitation, form mode); nil means true. false declares
+	// no such capability: a server that asks gets an error.
+	Elicitation *bool `yaml:"elicitation"`
 	// Timeout bounds one call; 0 means DefaultTimeout.
 	Timeout time.Duration `yaml:"timeout"`
 	// Summaries are read-backs by tool name (the server's, without the
@@ -72,6 +78,9 @@ func (c Config) ToolName(tool string) string { return c.Name + Separator + tool 
 
 // confirm is the server's confirm flag, true when unset.
 func (c Config) confirm() bool { return c.Confirm == nil || *c.Confirm }
+
+// asks reports whether the server may ask questions (Elicitation).
+func (c Config) asks() bool { return c.Elicitation == nil || *c.Elicitation }
 
 // timeout is the per-call timeout.
 func (c Config) timeout() time.Duration {

@@ -84,6 +84,19 @@ func TestNoAskerNoQuestions(t *testing.T) {
 	}
 }
 
+// A server configured with elicitation: false is asked nothing: its
+// question fails, and the Asker is never reached.
+func TestElicitationOff(t *testing.T) {
+	cfg := memConfig("mem")
+	off := false
+	cfg.Elicitation = &off
+	a := &asker{answer: confirm.ElicitAnswer{Action: confirm.ElicitAccept, Content: map[string]any{"env": "prod"}}}
+	set, _ := startAsking(t, cfg, a)
+	if out, err := mustTool(t, set, "mem__ask").Run(context.Background(), json.RawMessage(`{}`), "b/k"); err == nil || len(a.questions()) != 0 {
+		t.Fatalf("Run = %q, %v, asked %d; want an error, nobody asked", out, err, len(a.questions()))
+	}
+}
+
 // A URL-mode question is declined without asking anyone.
 func TestURLQuestionDeclined(t *testing.T) {
 	a := &asker{answer: confirm.ElicitAnswer{Action: confirm.ElicitAccept}}

@@ -296,7 +296,7 @@ func newServer(m *Manager, cfg Config, dial dialFunc) *server {
 			}
 		},
 	}
-	if m.asker != nil {
+	if m.asker != nil && cfg.asks() {
 		opts.Capabilities.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
 		opts.ElicitationHandler = s.elicit
 	}

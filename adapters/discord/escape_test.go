@@ -444,3 +444,33 @@ func checkRows(t *testing.T, rows []discordgo.MessageComponent) {
 		}
 	}
 }
+
+// A server's question is inert: its message, its fields' titles and its
+// answers cannot ping, link or format; the form's labels show hidden
+// characters escaped.
+func TestQuestionIsInert(t *testing.T) {
+	hostile := "@everyone <@&" + modRole + "> [x](http://evil) ||spoiler|| **b** \u202egnp"
+	n := card.QuestionNotice{Ref: confirm.QuestionRef("q1"), Server: "deployer", Tool: "deployer__ship", Message: hostile,
+		Fields: []confirm.QuestionField{{Name: "env", Title: hostile, Type: "string"}}, Status: confirm.QuestionPending,
+		Expires: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}
+	for _, st := range []confirm.QuestionStatus{confirm.QuestionPending, confirm.QuestionAccepted} {
+		n.Status = st
+		n.By, n.Answer = "1100000000000000303", map[string]any{"env": hostile}
+		m := RenderQuestion(n)
+		// Airlock's own markup (bold words, a person, a time) aside, the
+		// server's words are escaped wherever they appear.
+		for _, live := range []string{" @everyone", "\n@everyone", "<@&", "[x](", "||spoiler", "**b**"} {
+			if strings.Contains(m.Content, live) {
+				t.Errorf("%s: %q live in %q", st, live, m.Content)
+			}
+		}
+		if !strings.Contains(shown(m.Content), "@everyone") || !strings.Contains(m.Content, `\u202egnp`) {
+			t.Errorf("%s: the message is not shown, escaped: %q", st, m.Content)
+		}
+	}
+	d := AnswerModal(n.Ref, n)
+	in := d.Components[0].(discordgo.ActionsRow).Components[0].(discordgo.TextInput)
+	if strings.Contains(in.Label, "\u202e") || in.CustomID != answerInputID(0) {
+		t.Errorf("the input %+v", in)
+	}
+}

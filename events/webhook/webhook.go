@@ -39,6 +39,12 @@ const (
 	// EventUnknownChecked: a person marked a run whose outcome was unknown
 	// checked; later calls of its tool are judged by the policy again.
 	EventUnknownChecked EventType = "unknown_checked"
+	// EventQuestionAsked: an upstream MCP server asked a question during a
+	// call (its form posted, or declined at once by Airlock).
+	EventQuestionAsked EventType = EventType(confirm.AuditQuestionAsked)
+	// EventQuestionAnswered: a question ended; outcome accepted, declined
+	// or cancelled, reason why Airlock declined or cancelled it.
+	EventQuestionAnswered EventType = EventType(confirm.AuditQuestionAnswered)
 	// EventAuditCheckpoint carries a signed checkpoint of the audit's chain
 	// (checkpoint); it has no audit row of its own.
 	EventAuditCheckpoint EventType = "audit_checkpoint"
@@ -52,6 +58,7 @@ var EventTypes = []EventType{
 	EventToolCall, EventApprovalRequest, EventApproval, EventDecision, EventExpired,
 	EventRejectedClick, EventToolResult, EventGrantCreated, EventGrantUsed, EventGrantRevoked,
 	EventExtended, EventEscalated, EventCallEdited, EventUnknownChecked, EventAuditCheckpoint, EventAuditForeignRow,
+	EventQuestionAsked, EventQuestionAnswered,
 }
 
 // Outcomes of decision, expired and tool_result events.
@@ -262,6 +269,8 @@ func Of(e confirm.AuditEvent) Event {
 		ev.Step = d.Step
 	case confirm.AuditForeignRow:
 		ev.AuditRow, ev.Reason = d.Row, d.Why
+	case confirm.AuditQuestionAnswered:
+		ev.Outcome, ev.Reason = d.Status, d.Why
 	}
 	return ev
 }
