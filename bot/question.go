@@ -288,41 +288,40 @@ func (b *Bot) QuestionForm(ctx context.Context, c Click) (card.QuestionNotice, e
 // nothing. Values are scrubbed of the config's secrets before they are
 // stored and sent.
 func (b *Bot) AnswerQuestion(ctx context.Context, c Click, values []string) error {
-	if !b.enter() {
-		return ErrShuttingDown
-	}
-	defer b.leave()
-	q, err := b.clickedQuestion(ctx, c)
-	if err != nil {
-		if errors.Is(err, ErrQuestionClosed) && c.Replayed {
-			return nil
+	return b.onQuestion(ctx, c, func(q confirm.Question) error {
+		for i := range values {
+			values[i] = b.scrub(values[i])
 		}
-		return err
-	}
-	for i := range values {
-		values[i] = b.scrub(values[i])
-	}
-	answer, err := confirm.ParseAnswer(q.Fields, values)
-	if err != nil {
-		return err
-	}
-	return b.endQuestion(ctx, q, confirm.QuestionAccepted, answer, c)
+		answer, err := confirm.ParseAnswer(q.Fields, values)
+		if err != nil {
+			return err
+		}
+		return b.endQuestion(ctx, q, confirm.QuestionAccepted, answer, c)
+	})
 }
 
 // DeclineQuestion declines a question: the server is told no.
 func (b *Bot) DeclineQuestion(ctx context.Context, c Click) error {
+	return b.onQuestion(ctx, c, func(q confirm.Question) error {
+		return b.endQuestion(ctx, q, confirm.QuestionDeclined, nil, c)
+	})
+}
+
+// onQuestion works a question's button with do, once the click is found
+// to be on a waiting question and from someone who may answer; a replayed
+// click of a question already ended is no error.
+func (b *Bot) onQuestion(ctx context.Context, c Click, do func(confirm.Question) error) error {
 	if !b.enter() {
 		return ErrShuttingDown
 	}
 	defer b.leave()
 	q, err := b.clickedQuestion(ctx, c)
-	if err != nil {
-		if errors.Is(err, ErrQuestionClosed) && c.Replayed {
-			return nil
-		}
+	if errors.Is(err, ErrQuestionClosed) && c.Replayed {
+		return nil
+	} else if err != nil {
 		return err
 	}
-	return b.endQuestion(ctx, q, confirm.QuestionDeclined, nil, c)
+	return do(q)
 }
 
 func (b *Bot) endQuestion(ctx context.Context, q confirm.Question, st confirm.QuestionStatus, answer map[string]any, c Click) error {

@@ -193,27 +193,34 @@ func (a *Adapter) interactionThread(ctx context.Context, i *discordgo.Interactio
 	return th, nil
 }
 
-// textInputValue finds a modal's text input by custom id.
+// textInputValue finds a modal's text input by custom id ("" for none).
 func textInputValue(components []discordgo.MessageComponent, id string) string {
+	v, _ := textInput(components, id)
+	return v
+}
+
+// textInput finds a modal's text input by custom id: its value, and
+// whether the modal holds it.
+func textInput(components []discordgo.MessageComponent, id string) (string, bool) {
 	for _, c := range components {
 		switch v := c.(type) {
 		case *discordgo.ActionsRow:
-			if s := textInputValue(v.Components, id); s != "" {
-				return s
+			if s, ok := textInput(v.Components, id); ok {
+				return s, true
 			}
 		case discordgo.ActionsRow:
-			if s := textInputValue(v.Components, id); s != "" {
-				return s
+			if s, ok := textInput(v.Components, id); ok {
+				return s, true
 			}
 		case *discordgo.TextInput:
 			if v.CustomID == id {
-				return v.Value
+				return v.Value, true
 			}
 		case discordgo.TextInput:
 			if v.CustomID == id {
-				return v.Value
+				return v.Value, true
 			}
 		}
 	}
-	return ""
+	return "", false
 }

@@ -75,38 +75,13 @@ func AnswerModal(ref string, n card.QuestionNotice) *discordgo.InteractionRespon
 func answerValues(components []discordgo.MessageComponent) []string {
 	var out []string
 	for i := range confirm.MaxQuestionFields {
-		id := answerInputID(i)
-		if !hasTextInput(components, id) {
+		v, ok := textInput(components, answerInputID(i))
+		if !ok {
 			break
 		}
-		out = append(out, textInputValue(components, id))
+		out = append(out, v)
 	}
 	return out
-}
-
-// hasTextInput reports whether a modal's components hold the input id.
-func hasTextInput(components []discordgo.MessageComponent, id string) bool {
-	for _, c := range components {
-		switch v := c.(type) {
-		case *discordgo.ActionsRow:
-			if hasTextInput(v.Components, id) {
-				return true
-			}
-		case discordgo.ActionsRow:
-			if hasTextInput(v.Components, id) {
-				return true
-			}
-		case *discordgo.TextInput:
-			if v.CustomID == id {
-				return true
-			}
-		case discordgo.TextInput:
-			if v.CustomID == id {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 var _ bot.Questioner = (*Adapter)(nil)

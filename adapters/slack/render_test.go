@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/internal/testkit"
@@ -594,30 +594,11 @@ func mrkdwnTexts(t *testing.T, blocks []slack.Block) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	_, md, err := slacktest.Formatted(raw)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	var walk func(any)
-	walk = func(x any) {
-		switch y := x.(type) {
-		case map[string]any:
-			if y["type"] == "mrkdwn" {
-				s, _ := y["text"].(string)
-				out = append(out, s)
-			}
-			for _, z := range y {
-				walk(z)
-			}
-		case []any:
-			for _, z := range y {
-				walk(z)
-			}
-		}
-	}
-	walk(v)
-	return out
+	return md
 }
 
 // A server's question is inert: its message and its fields' names and
@@ -635,10 +616,8 @@ func TestQuestionIsInert(t *testing.T) {
 		}
 	}
 	raw, _ := json.Marshal(blocks)
-	var decoded any
-	_ = json.Unmarshal(raw, &decoded)
-	all := fmt.Sprint(decoded)
-	if !strings.Contains(all, "<!channel> <@U0ALICE>") || !strings.Contains(all, ActionAnswer) {
+	all, _, _ := slacktest.Formatted(raw)
+	if !strings.Contains(all, "<!channel> <@U0ALICE>") || !strings.Contains(string(raw), ActionAnswer) {
 		t.Fatalf("the message is not shown literally: %s", raw)
 	}
 	if fb := QuestionText(n); strings.Contains(fb, "<!") || strings.Contains(fb, "<@") {

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/airlockhq/airlock/adapters/slack"
+	"github.com/airlockhq/airlock/adapters/slack/slacktest"
 )
 
 // askingServer is an upstream MCP server (streamable HTTP, the Go SDK's)
@@ -217,37 +218,15 @@ gateway:
 	}
 }
 
-// formatted splits a Block Kit blocks parameter as Slack received it:
-// every text in it (JSON decoded, so "<" is "<" again), and the texts
-// Slack formats (mrkdwn), where "<!channel>" would ping.
+// formatted is slacktest.Formatted of a blocks parameter as Slack
+// received it.
 func formatted(t *testing.T, blocks string) (all string, mrkdwn []string) {
 	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(blocks), &v); err != nil {
+	all, mrkdwn, err := slacktest.Formatted([]byte(blocks))
+	if err != nil {
 		t.Fatalf("blocks %q: %v", blocks, err)
 	}
-	var texts []string
-	var walk func(any)
-	walk = func(x any) {
-		switch y := x.(type) {
-		case map[string]any:
-			if s, ok := y["text"].(string); ok {
-				texts = append(texts, s)
-				if y["type"] == "mrkdwn" {
-					mrkdwn = append(mrkdwn, s)
-				}
-			}
-			for _, z := range y {
-				walk(z)
-			}
-		case []any:
-			for _, z := range y {
-				walk(z)
-			}
-		}
-	}
-	walk(v)
-	return strings.Join(texts, "\n"), mrkdwn
+	return all, mrkdwn
 }
 
 // pings reports whether a text Slack formats in blocks holds
