@@ -250,6 +250,7 @@ func (b *Bot) clickedQuestion(ctx context.Context, c Click) (confirm.Question, e
 	} else if err != nil {
 		return confirm.Question{}, fmt.Errorf("load question: %w", err)
 	}
+	q = b.awaitNoticeRef(ctx, q)
 	conv, err := b.conversation(ctx, q.ConversationID)
 	if err != nil {
 		return confirm.Question{}, fmt.Errorf("load conversation: %w", err)
@@ -266,6 +267,28 @@ func (b *Bot) clickedQuestion(ctx context.Context, c Click) (confirm.Question, e
 		return confirm.Question{}, ErrQuestionClosed
 	}
 	return q, nil
+}
+
+// noticeRefWait bounds how long a click waits for the reference of a
+// question's message posted a moment ago (it is stored right after the
+// post returns, and a person may click between the two).
+const noticeRefWait = 3 * time.Second
+
+// awaitNoticeRef is q once its message's reference is stored, waiting at
+// most noticeRefWait for a pending question that has none yet.
+func (b *Bot) awaitNoticeRef(ctx context.Context, q confirm.Question) confirm.Question {
+	deadline := time.Now().Add(noticeRefWait)
+	for q.NoticeRef == "" && q.Status == confirm.QuestionPending && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return q
+		case <-time.After(50 * time.Millisecond):
+		}
+		if fresh, err := b.store.Question(ctx, q.ID); err == nil {
+			q = fresh
+		}
+	}
+	return q
 }
 
 // QuestionForm checks the clicker may answer and returns what Answer…

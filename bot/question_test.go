@@ -23,13 +23,17 @@ type questionPlatform struct {
 	mu      sync.Mutex
 	posted  []cardpkg.QuestionNotice
 	updated []cardpkg.QuestionNotice
+	slow    time.Duration // how long PostQuestion takes after the message is up
 }
 
 func (p *questionPlatform) PostQuestion(_ context.Context, _ bot.Thread, n cardpkg.QuestionNotice) (string, error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.posted = append(p.posted, n)
-	return fmt.Sprintf("q-msg-%d", len(p.posted)), nil
+	ref := fmt.Sprintf("q-msg-%d", len(p.posted))
+	slow := p.slow
+	p.mu.Unlock()
+	time.Sleep(slow) // the message is up: a person may click now
+	return ref, nil
 }
 
 func (p *questionPlatform) UpdateQuestion(_ context.Context, _ bot.Thread, _ string, n cardpkg.QuestionNotice) error {
@@ -254,6 +258,35 @@ func TestQuestionDeclinedExpiredOrLeft(t *testing.T) {
 			t.Fatalf("a question during no call: %+v, posts %v", a, h.plat.Posts)
 		}
 	})
+}
+
+// A click on a question whose message is up but whose reference is not
+// stored yet (the post has not returned) is judged once it is, not
+// refused.
+func TestQuestionClickedBeforeItsReferenceIsStored(t *testing.T) {
+	h := newHarness(t, "")
+	qp := &questionPlatform{Platform: h.plat, slow: 500 * time.Millisecond}
+	tool := &askTool{schema: shipSchema, stop: make(chan struct{})}
+	b, err := bot.New(bot.Config{Store: h.store, Model: h.model, Tools: toolSetWith{"ask": tool}, Policy: confirm.ForTools(),
+		Channels: bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice"}}}),
+		Timeout:  10 * time.Minute, Now: func() time.Time { return time.Unix(0, h.now.Load()).UTC() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Register("test", qp)
+	tool.b = func() *bot.Bot { return b }
+	h.push(calls(tc("a", "ask", `{}`)), text("done"))
+	done := make(chan error, 1)
+	go func() {
+		done <- b.HandleTurn(context.Background(), bot.Turn{Platform: "test", Channel: "C1", Thread: "T1", User: "bob", Text: "ship"})
+	}()
+	q := waitQuestion(t, qp)
+	if err := b.AnswerQuestion(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: q.Ref, Message: "q-msg-1"}, []string{"prod", ""}); err != nil {
+		t.Fatalf("an answer while the post returns: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A question Airlock cannot show (a list) is declined at once, saying so
