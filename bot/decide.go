@@ -36,6 +36,10 @@ type Click struct {
 	// Phrase is the confirmation phrase the clicker typed in the prompt
 	// an Allow of a critical call opens (see PhraseFor); "" otherwise.
 	Phrase string
+	// page: the decision was made on the web console's approval page
+	// (DecideOnPage), by a person it signed in: on no message. Only the
+	// bot sets it.
+	page bool
 	// Replayed: the click is worked again from the inbox, the process
 	// that acknowledged it having died. Already counted, it changes
 	// nothing and is no error; otherwise it counts, or is refused, as
@@ -431,7 +435,7 @@ func (b *Bot) resolveClick(ctx context.Context, c Click) (clicked, error) {
 	if err != nil {
 		return clicked{}, fmt.Errorf("load conversation: %w", err)
 	}
-	if !b.onCard(ctx, conv, batch, c) {
+	if !c.page && !b.onCard(ctx, conv, batch, c) {
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, "button not on this batch's card")
 		return clicked{}, ErrWrongChannel
 	}

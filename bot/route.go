@@ -295,6 +295,9 @@ func (b *Bot) clickSurface(ctx context.Context, conv confirm.Conversation, batch
 	if c.Platform == "shell" {
 		return confirm.SurfaceTerminal
 	}
+	if c.page {
+		return confirm.SurfaceWeb
+	}
 	channel := c.Channel
 	if msgs, err := b.cardMessages(ctx, batch.ID); err == nil {
 		for _, m := range msgs {

@@ -26,6 +26,7 @@ import (
 	"github.com/airlockhq/airlock/runbook"
 	"github.com/airlockhq/airlock/telemetry"
 	"github.com/airlockhq/airlock/tools"
+	"github.com/airlockhq/airlock/web"
 )
 
 // Config is the whole configuration file. The yaml key names are a contract:
@@ -47,6 +48,9 @@ type Config struct {
 	// Gateway lists the agents outside Airlock that may ask for approval
 	// over HTTP (issue 36; the API is not built yet).
 	Gateway gateway.Config `yaml:"gateway"`
+	// Web is the signed-in web console (issue 38); off without a
+	// base_url.
+	Web web.Config `yaml:"web"`
 	// ShutdownTimeout is how long `airlock run` lets started work (tool
 	// runs) finish after SIGTERM; default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -807,6 +811,7 @@ func (c *Config) Validate() error {
 		mcptools.ValidateAll(c.MCPServers), // names mcp_servers[N].<key>
 		validateChannels("channels", c.Channels),
 		c.Gateway.Validate("gateway"),
+		c.Web.Validate("web"),
 		runbook.ValidateAll("runbooks", c.Runbooks), // names runbooks[N].<key>
 		c.crossCheck(),
 	} {

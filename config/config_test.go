@@ -229,6 +229,13 @@ var keyCases = []struct {
 	{"discord api url", minimal + "discord: {token: abc, api_url: 'ftp://x/'}\n", "discord.api_url"},
 	{"slack api url", minimal + "slack: {bot_token: x, app_token: y, api_url: 'ftp://x/'}\n", "slack.api_url"},
 	{"empty discord token", minimal + "discord: {token: ''}\n", "discord.token"},
+	{"web without base_url", minimal + "web: {oidc: {issuer: 'https://id.example.com', client_id: a}}\n", "web.base_url"},
+	{"web over plain http", minimal + "web: {base_url: 'http://airlock.example.com', oidc: {issuer: 'https://id.example.com', client_id: a}, people: [{email: a@example.com, slack: UAA1}]}\n", "web.base_url"},
+	{"web without an issuer", minimal + "web: {base_url: 'https://airlock.example.com', oidc: {client_id: a}, people: [{email: a@example.com, slack: UAA1}]}\n", "web.oidc.issuer"},
+	{"web without people", minimal + "web: {base_url: 'https://airlock.example.com', oidc: {issuer: 'https://id.example.com', client_id: a}}\n", "web.people"},
+	{"web person without chat", minimal + "web: {base_url: 'https://airlock.example.com', oidc: {issuer: 'https://id.example.com', client_id: a}, people: [{email: a@example.com}]}\n", "web.people[0]"},
+	{"web person's email twice", minimal + "web: {base_url: 'https://airlock.example.com', oidc: {issuer: 'https://id.example.com', client_id: a}, people: [{email: a@example.com, slack: UAA1}, {email: A@example.com, slack: UBB1}]}\n", "web.people[1].email"},
+	{"web unknown key", minimal + "web: {base_url: 'https://airlock.example.com', auditors: [a@example.com]}\n", "web.auditors"},
 }
 
 func TestErrorsNameTheKey(t *testing.T) {

@@ -27,6 +27,7 @@ const (
 	SurfaceDM        = "dm"
 	SurfaceTerminal  = "terminal"
 	SurfaceEdit      = "edit_modal"
+	SurfaceWeb       = "web" // the web console's approval page
 )
 
 // CardMessage is one message Airlock posted for a batch (or, of kind

@@ -322,6 +322,7 @@ type Store interface {
 	AnswerStore
 	CallbackStore
 	QuestionStore
+	WebStore
 
 	Ping(ctx context.Context) error
 	Close() error

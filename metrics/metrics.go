@@ -81,7 +81,7 @@ func New(pending func() float64) *Metrics {
 			Buckets: []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600},
 		}, []string{"tool", "outcome"}),
 		callsDecided: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "airlock_calls_decided_total", Help: "Calls a person decided, by tool, outcome (allowed, denied) and surface (thread, approvals_channel, dm, terminal, edit_modal).",
+			Name: "airlock_calls_decided_total", Help: "Calls a person decided, by tool, outcome (allowed, denied) and surface (thread, approvals_channel, dm, terminal, edit_modal, web).",
 		}, []string{"tool", "outcome", "surface"}),
 		callsExpired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "airlock_calls_expired_total", Help: "Calls that expired without a decision, by tool.",

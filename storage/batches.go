@@ -589,3 +589,26 @@ func (db *DB) PendingApprovals(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// ConsoleBatches lists the ids of the batches the web console's inbox may
+// show, newest first, at most limit of each kind: those pending (waiting
+// for someone; who may decide is the bot's to say), and the recent ones
+// (of the last week) that one of requesters asked for.
+func (db *DB) ConsoleBatches(ctx context.Context, requesters []string, limit int) (pending, asked []string, err error) {
+	if err := db.sel(ctx, db.reader(), &pending, db.q(`SELECT id FROM batches
+		WHERE status = 'pending' AND status <> 'done' ORDER BY created_at DESC, id DESC LIMIT ?`), limit); err != nil {
+		return nil, nil, fmt.Errorf("console batches: %w", err)
+	}
+	if len(requesters) == 0 {
+		return pending, nil, nil
+	}
+	q, args, err := sqlx.In(`SELECT id FROM batches WHERE requested_by IN (?) AND created_at > ? ORDER BY created_at DESC, id DESC LIMIT ?`,
+		requesters, db.ts(db.stamp().Add(-7*24*time.Hour)), limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("console batches: %w", err)
+	}
+	if err := db.sel(ctx, db.reader(), &asked, db.q(q), args...); err != nil {
+		return nil, nil, fmt.Errorf("console batches: %w", err)
+	}
+	return pending, asked, nil
+}

@@ -34,6 +34,7 @@ import (
 	"github.com/airlockhq/airlock/storage"
 	"github.com/airlockhq/airlock/telemetry"
 	"github.com/airlockhq/airlock/tools"
+	"github.com/airlockhq/airlock/web"
 )
 
 func migrate(ctx context.Context, cfg *config.Config, stdout io.Writer) error {
@@ -312,6 +313,13 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 			srv := &mcpserver.Server{Config: cfg.Gateway, Tools: a.bot.MCP(), Metrics: a.metrics, Logger: logger}
 			routes[cfg.Gateway.MCP.Path] = srv.Handler()
 		}
+	}
+	if cfg.Web.On() {
+		console, err := web.New(web.Options{Config: cfg.Web, Console: a.bot, Store: a.store, Log: logger.With("component", "web"), Say: bot.UserMessage})
+		if err != nil {
+			return err
+		}
+		routes["/ui/"] = console.Handler()
 	}
 	if cfg.Debug.Pprof {
 		logger.Warn("debug.pprof is on: /debug/pprof/ is served on listen; keep it off the public internet")

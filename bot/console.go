@@ -1,0 +1,139 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/web"
+)
+
+// The web console's view of the core (web.Console): a signed-in person,
+// known on each platform by the ids web.people gives, sees the requests
+// they may decide or asked for, each as its card shows it, and decides
+// on the page with the single-use decision of a click (surface "web").
+// Who may decide is the channel's, as for a click; a person known only
+// by roles (Discord approver_roles) is not one here, as the page knows no
+// roles.
+
+var _ web.Console = (*Bot)(nil)
+
+// consoleLimit bounds the requests the inbox looks at, of each kind.
+const consoleLimit = 200
+
+// Inbox implements web.Console.
+func (b *Bot) Inbox(ctx context.Context, p web.Who) ([]web.Entry, error) {
+	var ids []string
+	for _, id := range p.IDs {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	pending, asked, err := b.store.ConsoleBatches(ctx, ids, consoleLimit)
+	if err != nil {
+		return nil, err
+	}
+	var out []web.Entry
+	seen := map[string]bool{}
+	for _, id := range slices.Concat(pending, asked) {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		batch, err := b.store.Batch(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("inbox: %w", err)
+		}
+		conv, err := b.conversation(ctx, batch.ConversationID)
+		if err != nil {
+			return nil, fmt.Errorf("inbox: %w", err)
+		}
+		v := b.visibility(ctx, conv, batch, p)
+		if !v.approver && !v.mine {
+			continue
+		}
+		e := web.Entry{BatchID: batch.ID, Platform: conv.Platform, Channel: conv.Channel, Requester: batch.RequestedBy,
+			CreatedAt: batch.CreatedAt, ExpiresAt: batch.ExpiresAt, Mine: v.mine, MayDecide: v.decide}
+		for _, c := range batch.Calls {
+			if c.Decision == confirm.DecisionPending {
+				e.Waiting++
+				e.Tools = append(e.Tools, c.Tool)
+			}
+		}
+		if e.Waiting == 0 && !v.mine {
+			continue // decided since: the inbox is what waits, and one's own
+		}
+		out = append(out, e)
+	}
+	slices.SortStableFunc(out, func(a, b web.Entry) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	return out, nil
+}
+
+// visible is what a person may see of a batch and do on its page.
+type visible struct {
+	approver bool // they may decide one of its calls (whatever its state)
+	mine     bool // they asked for it
+	decide   bool // a call waits that they may decide
+}
+
+func (b *Bot) visibility(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, p web.Who) visible {
+	user := p.IDs[conv.Platform]
+	if user == "" {
+		return visible{}
+	}
+	v := visible{mine: batch.RequestedBy == user}
+	for _, c := range batch.Calls {
+		if !c.Flagged || !b.mayDecide(ctx, conv, batch, c, user, nil) {
+			continue
+		}
+		v.approver = true
+		if c.Decision == confirm.DecisionPending {
+			v.decide = true
+		}
+	}
+	return v
+}
+
+// Approval implements web.Console.
+func (b *Bot) Approval(ctx context.Context, batchID string, p web.Who) (web.Approval, error) {
+	batch, err := b.store.Batch(ctx, batchID)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return web.Approval{}, confirm.ErrNotFound
+	} else if err != nil {
+		return web.Approval{}, err
+	}
+	conv, err := b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return web.Approval{}, err
+	}
+	v := b.visibility(ctx, conv, batch, p)
+	if !v.approver && !v.mine {
+		return web.Approval{}, confirm.ErrNotFound
+	}
+	return web.Approval{Card: b.cardOf(conv, batch, ""), Platform: conv.Platform, MayDecide: v.decide}, nil
+}
+
+// DecideOnPage implements web.Console: the person's decision on the page, as
+// a click of theirs on the platform of the request's conversation.
+func (b *Bot) DecideOnPage(ctx context.Context, p web.Who, d web.Decision) error {
+	ref, err := confirm.ParseCallRef(d.Ref)
+	if err != nil {
+		return confirm.ErrBadRef
+	}
+	batch, err := b.store.Batch(ctx, ref.Batch)
+	if err != nil {
+		return confirm.ErrBadRef
+	}
+	conv, err := b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return err
+	}
+	user := p.IDs[conv.Platform]
+	if user == "" {
+		return ErrNotApprover
+	}
+	return b.Decide(ctx, Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Ref: d.Ref,
+		Allow: d.Allow, Reason: d.Reason, Phrase: d.Phrase, page: true})
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/adapters/slack"
+	"github.com/airlockhq/airlock/internal/testkit"
+	"github.com/airlockhq/airlock/model/modeltest"
+	"github.com/airlockhq/airlock/web/webtest"
+)
+
+// browser is a person's cookie jar against the console; it follows
+// redirects, as a browser does.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, Timeout: 20 * time.Second}}
+}
+
+// get fetches a page: its status and body.
+func (b *browser) get(path string) (int, string) {
+	b.t.Helper()
+	resp, err := b.c.Get(b.base + path)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// post submits a form as the console's own page would (same origin),
+// or from origin when given: status and body, redirects not followed.
+func (b *browser) post(path string, form url.Values, origin string) (int, string) {
+	b.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, b.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin == "" {
+		origin = b.base
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	} else {
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+	}
+	req.Header.Set("Origin", origin)
+	c := *b.c
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var (
+	csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	refField  = regexp.MustCompile(`name="ref" value="([^"]+)"`)
+)
+
+func field(t *testing.T, re *regexp.Regexp, page string) string {
+	t.Helper()
+	m := re.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no %s in the page:\n%s", re, page)
+	}
+	return m[1]
+}
+
+// TestWebConsoleOverSlack drives a real `airlock run` (Slack HTTP mode,
+// SQLite) with the console on and a real OpenID Connect sign-in against a
+// test provider: a person is sent to sign in and brought back; the
+// session cookie is HttpOnly and SameSite=Lax; the approver's inbox lists
+// the waiting call and the requester's lists their own request; someone
+// who is neither gets 404 for the page and its form; a cross-site POST
+// and a POST without the page's token change nothing; the approver's
+// Allow on the page runs the tool once and a second Allow is refused;
+// signing out ends the session.
+func TestWebConsoleOverSlack(t *testing.T) {
+	skipShort(t)
+	api := newSlackAPI(t)
+	tools := newToolServer(t)
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
+	idp := webtest.New("airlock", "client-secret-for-tests")
+	defer idp.Close()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	base := "http://" + addr
+	path := writeConfig(t, dir, fmt.Sprintf(`
+%s
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+tools:
+%s
+web:
+  base_url: %s
+  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
+  people:
+    - {email: alice@example.com, slack: UALICE}
+    - {email: req@example.com, slack: UREQ}
+    - {email: carol@example.com, slack: UCAROL}
+`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service"), base, idp.URL))
+	startRun(t, path)
+	waitReady(t, addr)
+	if code, err := postSigned(addr, mentionBody("EvWeb1", "1800000060.000001", "", "deploy api"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("mention: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return len(api.buttons(slack.ActionAllow)) == 1 })
+	batch, _, _ := strings.Cut(api.buttons(slack.ActionAllow)[0], ".")
+
+	signIn := func(email string) *browser {
+		t.Helper()
+		b := newBrowser(t, base)
+		idp.SignIn(email, true, time.Time{})
+		code, page := b.get("/ui/")
+		if code != 200 || !strings.Contains(page, email) {
+			t.Fatalf("%s signing in: %d\n%s", email, code, page)
+		}
+		return b
+	}
+
+	// Sign-in: the cookie is the browser's only, and not sent cross-site.
+	alice := signIn("alice@example.com")
+	u, _ := url.Parse(base + "/ui/")
+	var session *http.Cookie
+	for _, c := range alice.c.Jar.Cookies(u) {
+		if c.Name == "airlock_session" {
+			session = c
+		}
+	}
+	if session == nil {
+		t.Fatal("no session cookie")
+	}
+	// The flags are on the callback's Set-Cookie, which the jar hides:
+	// sign in once more by hand and read it.
+	b2 := newBrowser(t, base)
+	b2.c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if strings.HasPrefix(req.URL.Path, "/ui/") && req.URL.Path != "/ui/callback" && req.URL.Path != "/ui/login" {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	resp, err := b2.c.Get(base + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	setCookie := strings.Join(resp.Header.Values("Set-Cookie"), "\n")
+	if !strings.Contains(setCookie, "airlock_session=") || !strings.Contains(setCookie, "HttpOnly") || !strings.Contains(setCookie, "SameSite=Lax") {
+		t.Fatalf("session cookie: %q", setCookie)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Fatalf("CSP %q", csp)
+	}
+
+	// The approver's inbox lists the waiting call; the requester's lists
+	// their request; the page shows the call whole.
+	if _, page := alice.get("/ui/"); !strings.Contains(page, batch) || !strings.Contains(page, "deploy") {
+		t.Fatalf("alice's inbox:\n%s", page)
+	}
+	req := signIn("req@example.com")
+	if _, page := req.get("/ui/"); !strings.Contains(page, "Nothing waits on you") || !strings.Contains(page, batch) {
+		t.Fatalf("the requester's inbox:\n%s", page)
+	}
+	code, page := alice.get("/ui/approvals/" + batch)
+	if code != 200 || !strings.Contains(page, `&#34;service&#34;: &#34;api&#34;`) {
+		t.Fatalf("the approval page: %d\n%s", code, page)
+	}
+	csrf, ref := field(t, csrfField, page), field(t, refField, page)
+
+	// Someone who may neither decide nor asked: 404, page and form alike.
+	carol := signIn("carol@example.com")
+	if code, _ := carol.get("/ui/approvals/" + batch); code != 404 {
+		t.Fatalf("carol's view of the page: %d", code)
+	}
+	_, carolInbox := carol.get("/ui/")
+	carolCSRF := field(t, csrfField, carolInbox)
+	if code, _ := carol.post("/ui/approvals/"+batch, url.Values{"csrf": {carolCSRF}, "ref": {ref}, "action": {"allow"}}, ""); code != 404 {
+		t.Fatalf("carol's allow: %d", code)
+	}
+	if code, _ := carol.get("/ui/approvals/nosuchbatch"); code != 404 {
+		t.Fatalf("no such request: %d", code)
+	}
+
+	// Forged requests: cross-site, and without the page's token.
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {ref}, "action": {"allow"}}, "http://evil.example"); code != 403 {
+		t.Fatalf("a cross-site allow: %d", code)
+	}
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"ref": {ref}, "action": {"allow"}}, ""); code != 403 {
+		t.Fatalf("an allow without the token: %d", code)
+	}
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {carolCSRF}, "ref": {ref}, "action": {"allow"}}, ""); code != 403 {
+		t.Fatalf("an allow with another session's token: %d", code)
+	}
+	// The requester may see the page but not allow their own call.
+	_, reqPage := req.get("/ui/approvals/" + batch)
+	if code, page := req.post("/ui/approvals/"+batch, url.Values{"csrf": {field(t, csrfField, reqPage)}, "ref": {ref}, "action": {"allow"}}, ""); code != 409 || !strings.Contains(page, "can&#39;t approve") && !strings.Contains(page, "can&#39;t allow") {
+		t.Fatalf("the requester's allow: %d\n%s", code, page)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatalf("deploy ran %d times before the approver's allow", n)
+	}
+
+	// The approver's Allow: the tool runs once; a second is refused.
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {ref}, "action": {"allow"}}, ""); code != 303 {
+		t.Fatalf("alice's allow: %d", code)
+	}
+	waitUntil(t, "the deploy", func() bool { return tools.count("/deploy/api") == 1 })
+	if code, page := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {ref}, "action": {"allow"}}, ""); code != 409 || !strings.Contains(page, "already decided") {
+		t.Fatalf("a second allow: %d\n%s", code, page)
+	}
+	testkit.Eventually(t, 10*time.Second, "the card updated", func() bool {
+		us := api.updates()
+		return len(us) > 0 && strings.Contains(us[len(us)-1].Get("blocks"), "UALICE")
+	})
+	if n := tools.countPrefix("/deploy/"); n != 1 {
+		t.Fatalf("deploy ran %d times", n)
+	}
+
+	// Signing out ends the session: the next page asks to sign in again.
+	if code, _ := alice.post("/ui/logout", url.Values{"csrf": {csrf}}, ""); code != 200 {
+		t.Fatalf("sign out: %d", code)
+	}
+	idp.SignIn("", true, time.Time{})
+	if code, _ := alice.get("/ui/"); code != 403 {
+		t.Fatalf("after signing out: %d (the provider signs nobody in, so a new sign-in fails)", code)
+	}
+}

@@ -1,0 +1,63 @@
+package web
+
+import (
+	"context"
+	"time"
+
+	"github.com/airlockhq/airlock/card"
+)
+
+// Console is what the pages need of the approval core (the bot implements
+// it: bot/console.go). A person is who the provider vouched for, with
+// their chat identities; the core says what they may see and do.
+type Console interface {
+	// Inbox lists the waiting requests the person may decide, and their
+	// own recent requests, newest first.
+	Inbox(ctx context.Context, p Who) ([]Entry, error)
+	// Approval is one request as its card shows it, to a person who may
+	// decide it or asked for it; confirm.ErrNotFound for anyone else (and
+	// for no such request), so a page never says which exist.
+	Approval(ctx context.Context, batchID string, p Who) (Approval, error)
+	// DecideOnPage is an Allow or a Deny (with a reason) of one call, made on
+	// its page by the person, with the single-use decision of a click;
+	// its errors are the click's (bot.UserMessage says them).
+	DecideOnPage(ctx context.Context, p Who, d Decision) error
+}
+
+// Who is a signed-in person: their email and their user id on each chat
+// platform ("slack", "discord").
+type Who struct {
+	Email string
+	IDs   map[string]string
+}
+
+// Entry is one request in the inbox.
+type Entry struct {
+	BatchID   string
+	Platform  string
+	Channel   string
+	Tools     []string // of the calls that wait (untrusted)
+	Waiting   int      // calls waiting for a person
+	Requester string   // a platform user id
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	MayDecide bool // the person may decide a call of it
+	Mine      bool // the person asked for it
+}
+
+// Approval is one request's page: its card, and what the person may do.
+type Approval struct {
+	Card      card.Card
+	Platform  string
+	MayDecide bool // some call waits and the person may decide it
+}
+
+// Decision is a person's Allow or Deny of the call of Ref (the card's
+// call reference, with its revision), with an optional reason, and for
+// a critical call the phrase typed.
+type Decision struct {
+	Ref    string
+	Allow  bool
+	Reason string
+	Phrase string // a critical call's confirmation phrase, typed
+}

@@ -1,0 +1,449 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/airlockhq/airlock/confirm"
+)
+
+// Cookies and lifetimes.
+const (
+	sessionCookie = "airlock_session"
+	loginCookie   = "airlock_login"
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL = 12 * time.Hour
+	// loginTTL is how long a sign-in may take at the provider.
+	loginTTL = 10 * time.Minute
+)
+
+//go:embed assets/*
+var assets embed.FS
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// csp is every page's Content-Security-Policy: nothing but the console's
+// own stylesheet, no script, no frame, forms only to itself.
+const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Options wire a Server.
+type Options struct {
+	Config  Config
+	Console Console
+	Store   confirm.WebStore
+	Log     *slog.Logger
+	// HTTPClient reaches the provider (discovery, keys, token); nil: the
+	// default client.
+	HTTPClient *http.Client
+	// Say is the safe message of a decision that changed nothing (the
+	// core's: bot.UserMessage).
+	Say func(error) string
+}
+
+// Server serves the console under /ui/.
+type Server struct {
+	cfg     Config
+	console Console
+	store   confirm.WebStore
+	log     *slog.Logger
+	client  *http.Client
+	base    *url.URL
+	secure  bool
+	pages   *template.Template
+	cop     *http.CrossOriginProtection
+	say     func(error) string
+
+	mu       sync.Mutex
+	provider *oidc.Provider // discovered at the first sign-in
+}
+
+// New checks the options and returns a Server. The provider is reached
+// at the first sign-in, not here: a provider down at start delays
+// nothing else.
+func New(o Options) (*Server, error) {
+	if o.Console == nil || o.Store == nil || o.Say == nil {
+		return nil, errors.New("web: a console, a store and its messages are required")
+	}
+	if err := o.Config.Validate("web"); err != nil {
+		return nil, err
+	}
+	if !o.Config.On() {
+		return nil, errors.New("web: not configured (web.base_url)")
+	}
+	base, _ := url.Parse(strings.TrimSuffix(o.Config.BaseURL, "/"))
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+	}
+	pages, err := template.New("pages").Funcs(funcs).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("web: templates: %w", err)
+	}
+	cop := http.NewCrossOriginProtection()
+	return &Server{cfg: o.Config, console: o.Console, store: o.Store, log: o.Log, client: o.HTTPClient, base: base,
+		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say}, nil
+}
+
+// Handler serves the console: /ui/ and below.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(mustSub(assets, "assets"))))
+	mux.HandleFunc("GET /ui/login", s.login)
+	mux.HandleFunc("GET /ui/callback", s.callback)
+	mux.HandleFunc("POST /ui/logout", s.signedIn(s.logout))
+	mux.HandleFunc("GET /ui/{$}", s.signedIn(s.inbox))
+	mux.HandleFunc("GET /ui/approvals/{id}", s.signedIn(s.approval))
+	mux.HandleFunc("POST /ui/approvals/{id}", s.signedIn(s.decide))
+	mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) { s.notFound(w, r) })
+	return s.headers(s.cop.Handler(mux))
+}
+
+// headers sets what every answer carries.
+func (s *Server) headers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Frame-Options", "DENY")
+		if !strings.HasPrefix(r.URL.Path, "/ui/static/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// session is a signed-in request's person and session.
+type session struct {
+	who    Who
+	csrf   string
+	idHash string
+}
+
+// signedIn runs h for a request with a live session of a known person;
+// others go to the sign-in, which brings them back.
+func (s *Server) signedIn(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(sessionCookie)
+		if err == nil && c.Value != "" {
+			idHash := hash(c.Value)
+			ws, err := s.store.WebSession(r.Context(), idHash)
+			if err == nil {
+				if p, ok := s.cfg.Person(ws.Email); ok {
+					h(w, r, session{who: whoOf(p), csrf: ws.CSRF, idHash: idHash})
+					return
+				}
+			} else if !errors.Is(err, confirm.ErrNotFound) {
+				s.fail(w, r, "load session", err)
+				return
+			}
+		}
+		if r.Method != http.MethodGet {
+			s.page(w, http.StatusForbidden, "message", pageData{Title: "Signed out", Message: "You are not signed in (or your session ended). Nothing changed. Sign in and try again."})
+			return
+		}
+		http.Redirect(w, r, "/ui/login?return="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+	}
+}
+
+func whoOf(p Person) Who {
+	ids := map[string]string{}
+	if p.Slack != "" {
+		ids["slack"] = p.Slack
+	}
+	if p.Discord != "" {
+		ids["discord"] = p.Discord
+	}
+	return Who{Email: p.Email, IDs: ids}
+}
+
+// oauth is the provider's configuration, discovered once.
+func (s *Server) oauth(ctx context.Context) (*oidc.Provider, *oauth2.Config, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.provider == nil {
+		p, err := oidc.NewProvider(oidc.ClientContext(ctx, s.client), s.cfg.OIDC.Issuer)
+		if err != nil {
+			return nil, nil, fmt.Errorf("discover %s: %w", s.cfg.OIDC.Issuer, err)
+		}
+		s.provider = p
+	}
+	return s.provider, &oauth2.Config{
+		ClientID: s.cfg.OIDC.ClientID, ClientSecret: s.cfg.OIDC.ClientSecret,
+		Endpoint:    s.provider.Endpoint(),
+		RedirectURL: s.base.String() + "/ui/callback",
+		Scopes:      []string{oidc.ScopeOpenID, "email"},
+	}, nil
+}
+
+// login sends the browser to the provider: a fresh state (kept hashed,
+// and in a cookie binding the callback to this browser), nonce and PKCE
+// verifier.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	_, oc, err := s.oauth(r.Context())
+	if err != nil {
+		s.log.Error("web: sign-in provider unreachable", "err", err)
+		s.page(w, http.StatusServiceUnavailable, "message", pageData{Title: "Sign-in unavailable", Message: "The sign-in provider can't be reached right now. Try again in a minute."})
+		return
+	}
+	state, nonce, verifier := token(), token(), oauth2.GenerateVerifier()
+	if err := s.store.StartLogin(r.Context(), hash(state), confirm.WebLogin{Nonce: nonce, Verifier: verifier, ReturnTo: returnTo(r.URL.Query().Get("return"))}, loginTTL); err != nil {
+		s.fail(w, r, "start login", err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: state, Path: "/ui/callback", MaxAge: int(loginTTL.Seconds()),
+		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, oc.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusFound)
+}
+
+// returnTo is where a sign-in may bring the person back: a console path,
+// never another site.
+func returnTo(p string) string {
+	if !strings.HasPrefix(p, "/ui/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+		return "/ui/"
+	}
+	return p
+}
+
+// callback ends a sign-in: the state must be this browser's and taken
+// once, the code is exchanged with the verifier, the ID token verified
+// (issuer, audience, expiry, signature, nonce), and its email must be
+// verified and one of web.people.
+func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	c, err := r.Cookie(loginCookie)
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: "/ui/callback", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	refuse := func(why string, args ...any) {
+		s.log.Warn("web: sign-in refused", append([]any{"why", why}, args...)...)
+		s.page(w, http.StatusForbidden, "message", pageData{Title: "Sign-in failed", Message: "This sign-in can't be completed. Start again from the sign-in page.", Link: "/ui/login"})
+	}
+	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
+		refuse("state does not match this browser's")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		refuse("the provider answered an error", "error", clip(e, 100))
+		return
+	}
+	l, err := s.store.TakeLogin(r.Context(), hash(state))
+	if err != nil {
+		refuse("unknown, expired or used state", "err", err)
+		return
+	}
+	p, oc, err := s.oauth(r.Context())
+	if err != nil {
+		s.fail(w, r, "provider", err)
+		return
+	}
+	ctx := oidc.ClientContext(r.Context(), s.client)
+	tok, err := oc.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(l.Verifier))
+	if err != nil {
+		refuse("code exchange failed", "err", err)
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	idt, err := p.Verifier(&oidc.Config{ClientID: s.cfg.OIDC.ClientID}).Verify(ctx, raw)
+	if err != nil {
+		refuse("ID token not valid", "err", err)
+		return
+	}
+	var claims struct {
+		Email    string `json:"email"`
+		Verified *bool  `json:"email_verified"`
+		AuthTime int64  `json:"auth_time"`
+	}
+	if err := idt.Claims(&claims); err != nil || subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(l.Nonce)) != 1 {
+		refuse("nonce does not match")
+		return
+	}
+	if claims.Email == "" || (claims.Verified != nil && !*claims.Verified) {
+		refuse("no verified email in the ID token")
+		return
+	}
+	person, ok := s.cfg.Person(claims.Email)
+	if !ok {
+		s.log.Warn("web: sign-in of an email not in web.people", "email", claims.Email)
+		s.page(w, http.StatusForbidden, "message", pageData{Title: "Not a known person",
+			Message: "You signed in as " + claims.Email + ", who is not in Airlock's web.people. Ask an operator to add you."})
+		return
+	}
+	auth := idt.IssuedAt
+	if claims.AuthTime > 0 {
+		auth = time.Unix(claims.AuthTime, 0).UTC()
+	}
+	sid := token()
+	ws, err := s.store.CreateWebSession(r.Context(), hash(sid), confirm.WebSession{Email: person.Email, CSRF: token(), AuthTime: auth}, SessionTTL)
+	if err != nil {
+		s.fail(w, r, "create session", err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sid, Path: "/ui/", Expires: ws.ExpiresAt, HttpOnly: true, Secure: s.secure,
+		SameSite: http.SameSiteLaxMode})
+	s.log.Info("web: signed in", "email", person.Email)
+	http.Redirect(w, r, l.ReturnTo, http.StatusSeeOther)
+}
+
+// logout ends the session.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, se session) {
+	if !s.csrfOK(r, se) {
+		s.page(w, http.StatusForbidden, "message", pageData{Title: "Refused", Message: "This request did not come from the console's own page. Nothing changed."})
+		return
+	}
+	if err := s.store.EndWebSession(r.Context(), se.idHash); err != nil {
+		s.fail(w, r, "end session", err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/ui/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
+	s.page(w, http.StatusOK, "message", pageData{Title: "Signed out", Message: "You are signed out.", Link: "/ui/login"})
+}
+
+// csrfOK checks a state-changing form: its token is the session's (the
+// cross-origin check has run before: a cross-site POST never gets here).
+func (s *Server) csrfOK(r *http.Request, se session) bool {
+	return subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(se.csrf)) == 1 && se.csrf != ""
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request, se session) {
+	es, err := s.console.Inbox(r.Context(), se.who)
+	if err != nil {
+		s.fail(w, r, "inbox", err)
+		return
+	}
+	d := pageData{Title: "Inbox", Who: se.who, CSRF: se.csrf}
+	for _, e := range es {
+		if e.MayDecide {
+			d.Waiting = append(d.Waiting, e)
+		}
+		if e.Mine {
+			d.Mine = append(d.Mine, e)
+		}
+	}
+	s.page(w, http.StatusOK, "inbox", d)
+}
+
+func (s *Server) approval(w http.ResponseWriter, r *http.Request, se session) {
+	s.showApproval(w, r, se, http.StatusOK, "")
+}
+
+func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, se session, status int, message string) {
+	a, err := s.console.Approval(r.Context(), r.PathValue("id"), se.who)
+	if errors.Is(err, confirm.ErrNotFound) {
+		s.notFound(w, r)
+		return
+	} else if err != nil {
+		s.fail(w, r, "approval", err)
+		return
+	}
+	s.page(w, status, "approval", pageData{Title: "Request " + a.Card.BatchID, Who: se.who, CSRF: se.csrf, Approval: &a, Message: message})
+}
+
+// decide takes an Allow or a Deny from the page: the session's own
+// form, for a request the person may see; the decision is the core's.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
+	if !s.csrfOK(r, se) {
+		s.page(w, http.StatusForbidden, "message", pageData{Title: "Refused", Who: se.who, Message: "This request did not come from the console's own page. Nothing changed."})
+		return
+	}
+	if _, err := s.console.Approval(r.Context(), r.PathValue("id"), se.who); err != nil {
+		if errors.Is(err, confirm.ErrNotFound) {
+			s.notFound(w, r)
+			return
+		}
+		s.fail(w, r, "approval", err)
+		return
+	}
+	ref := r.PostFormValue("ref")
+	if b, _, err := confirm.ParseRef(ref); err != nil || b != r.PathValue("id") {
+		s.notFound(w, r)
+		return
+	}
+	d := Decision{Ref: ref, Reason: strings.TrimSpace(r.PostFormValue("reason")), Phrase: r.PostFormValue("phrase")}
+	switch r.PostFormValue("action") {
+	case "allow":
+		d.Allow = true
+	case "deny":
+	default:
+		s.showApproval(w, r, se, http.StatusBadRequest, "Choose Allow or Deny. Nothing changed.")
+		return
+	}
+	if err := s.console.DecideOnPage(r.Context(), se.who, d); err != nil {
+		s.log.Info("web: decision refused", "email", se.who.Email, "ref", ref, "err", err)
+		s.showApproval(w, r, se, http.StatusConflict, s.refusal(err))
+		return
+	}
+	s.log.Info("web: decided", "email", se.who.Email, "ref", ref, "allow", d.Allow)
+	http.Redirect(w, r, "/ui/approvals/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
+}
+
+func (s *Server) refusal(err error) string { return s.say(err) }
+
+func (s *Server) notFound(w http.ResponseWriter, _ *http.Request) {
+	s.page(w, http.StatusNotFound, "message", pageData{Title: "Not found", Message: "There is nothing here for you.", Link: "/ui/"})
+}
+
+// fail answers an error of Airlock's own: logged in detail, said safely.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.log.Error("web: "+what, "path", r.URL.Path, "err", err)
+	s.page(w, http.StatusInternalServerError, "message", pageData{Title: "Something went wrong", Message: "Something went wrong; nothing changed. The operators have the details in the logs."})
+}
+
+// pageData is what a page's template reads.
+type pageData struct {
+	Title    string
+	Who      Who
+	CSRF     string
+	Message  string
+	Link     string
+	Waiting  []Entry
+	Mine     []Entry
+	Approval *Approval
+}
+
+func (s *Server) page(w http.ResponseWriter, status int, name string, d pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := s.pages.ExecuteTemplate(w, name+".html", d); err != nil {
+		s.log.Error("web: render", "page", name, "err", err)
+	}
+}
+
+// token is 32 random bytes, URL-safe.
+func token() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// hash is what storage keeps of a token: its SHA-256, in hex.
+func hash(t string) string {
+	sum := sha256.Sum256([]byte(t))
+	return hex.EncodeToString(sum[:])
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

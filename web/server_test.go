@@ -1,0 +1,211 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/storage"
+	"github.com/airlockhq/airlock/web"
+	"github.com/airlockhq/airlock/web/webtest"
+)
+
+// console is a core with one request, b1, which alice may decide.
+type console struct{ decided []web.Decision }
+
+func (c *console) Inbox(context.Context, web.Who) ([]web.Entry, error) { return nil, nil }
+
+func (c *console) Approval(_ context.Context, id string, p web.Who) (web.Approval, error) {
+	if id != "b1" || p.IDs["slack"] != "UALICE" {
+		return web.Approval{}, confirm.ErrNotFound
+	}
+	return web.Approval{Platform: "slack", MayDecide: true, Card: card.Card{BatchID: "b1", Calls: []card.Call{{
+		Ref: confirm.Ref("b1", 0), Number: 1, Tool: "deploy", Flagged: true, Approvals: 1,
+		Summary: `deploy <script>alert(1)</script>`, Args: `{"service": "<img src=x onerror=alert(1)>"}`,
+		State: card.State{Kind: card.Waiting}}}}}, nil
+}
+
+func (c *console) DecideOnPage(_ context.Context, _ web.Who, d web.Decision) error {
+	c.decided = append(c.decided, d)
+	return nil
+}
+
+type rig struct {
+	t    *testing.T
+	srv  *httptest.Server
+	idp  *webtest.Provider
+	core *console
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	db, err := storage.Open(context.Background(), storage.DriverSQLite, filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	idp := webtest.New("airlock", "client-secret")
+	t.Cleanup(idp.Close)
+	r := &rig{t: t, idp: idp, core: &console{}}
+	mux := http.NewServeMux()
+	r.srv = httptest.NewServer(mux)
+	t.Cleanup(r.srv.Close)
+	s, err := web.New(web.Options{Store: db, Console: r.core, Say: func(err error) string { return err.Error() },
+		Config: web.Config{BaseURL: r.srv.URL, OIDC: web.OIDC{Issuer: idp.URL, ClientID: "airlock", ClientSecret: "client-secret"},
+			People: []web.Person{{Email: "alice@example.com", Slack: "UALICE"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/ui/", s.Handler())
+	return r
+}
+
+// client is a browser: a cookie jar, following redirects unless told.
+func (r *rig) client(follow bool) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	if !follow {
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	return c
+}
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// startLogin runs the sign-in up to the provider's redirect back: the
+// callback's URL, not yet visited.
+func (r *rig) startLogin(c *http.Client, ret string) string {
+	r.t.Helper()
+	resp, _ := get(r.t, c, r.srv.URL+"/ui/login?return="+url.QueryEscape(ret))
+	if resp.StatusCode != http.StatusFound {
+		r.t.Fatalf("login: %d", resp.StatusCode)
+	}
+	resp, _ = get(r.t, c, resp.Header.Get("Location")) // the provider signs in at once
+	if resp.StatusCode != http.StatusFound || !strings.Contains(resp.Header.Get("Location"), "/ui/callback?") {
+		r.t.Fatalf("authorize: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	return resp.Header.Get("Location")
+}
+
+func sessionOf(c *http.Client, base string) string {
+	u, _ := url.Parse(base + "/ui/")
+	for _, k := range c.Jar.Cookies(u) {
+		if k.Name == "airlock_session" {
+			return k.Value
+		}
+	}
+	return ""
+}
+
+// A sign-in completes only for the browser that started it, once, with
+// the nonce it sent, for a verified email of a known person; the way
+// back never leaves the console.
+func TestSignInRefusesForgeries(t *testing.T) {
+	r := newRig(t)
+	r.idp.SignIn("alice@example.com", true, time.Time{})
+
+	// The happy path, asking to come back to another site: back to /ui/.
+	c := r.client(false)
+	cb := r.startLogin(c, "//evil.example/x")
+	resp, _ := get(t, c, cb)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/" || sessionOf(c, r.srv.URL) == "" {
+		t.Fatalf("callback: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// The same callback again (a replay): refused, no new session.
+	c2 := r.client(false)
+	if resp, _ := get(t, c2, cb); resp.StatusCode != http.StatusForbidden || sessionOf(c2, r.srv.URL) != "" {
+		t.Fatalf("a replayed callback: %d", resp.StatusCode)
+	}
+	// Another browser's callback (a login forced on a victim): refused.
+	c3 := r.client(false)
+	cb = r.startLogin(r.client(false), "/ui/")
+	if resp, _ := get(t, c3, cb); resp.StatusCode != http.StatusForbidden || sessionOf(c3, r.srv.URL) != "" {
+		t.Fatalf("another browser's callback: %d", resp.StatusCode)
+	}
+	// An ID token made for another sign-in (its nonce): refused.
+	c4 := r.client(false)
+	cb = r.startLogin(c4, "/ui/")
+	r.idp.Nonce = "another-sign-in"
+	if resp, _ := get(t, c4, cb); resp.StatusCode != http.StatusForbidden || sessionOf(c4, r.srv.URL) != "" {
+		t.Fatalf("another sign-in's token: %d", resp.StatusCode)
+	}
+	// An unverified email, and an email nobody configured: refused.
+	for _, tc := range []struct {
+		email    string
+		verified bool
+	}{{"alice@example.com", false}, {"mallory@example.com", true}} {
+		r.idp.SignIn(tc.email, tc.verified, time.Time{})
+		c := r.client(false)
+		cb := r.startLogin(c, "/ui/")
+		if resp, _ := get(t, c, cb); resp.StatusCode != http.StatusForbidden || sessionOf(c, r.srv.URL) != "" {
+			t.Fatalf("%s (verified %v): %d", tc.email, tc.verified, resp.StatusCode)
+		}
+	}
+}
+
+// Without a session a page sends the person to sign in and back; a form
+// posted without one changes nothing.
+func TestPagesNeedASession(t *testing.T) {
+	r := newRig(t)
+	c := r.client(false)
+	resp, _ := get(t, c, r.srv.URL+"/ui/approvals/b1")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login?return=%2Fui%2Fapprovals%2Fb1" {
+		t.Fatalf("no session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	form := url.Values{"ref": {confirm.Ref("b1", 0)}, "action": {"allow"}}
+	req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/ui/approvals/b1", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || len(r.core.decided) != 0 {
+		t.Fatalf("a post without a session: %d, decided %v", resp.StatusCode, r.core.decided)
+	}
+	// A cookie that is no session's is none.
+	u, _ := url.Parse(r.srv.URL + "/ui/")
+	c.Jar.SetCookies(u, []*http.Cookie{{Name: "airlock_session", Value: "forged"}})
+	if resp, _ := get(t, c, r.srv.URL+"/ui/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a forged cookie: %d", resp.StatusCode)
+	}
+}
+
+// Text from outside Airlock is shown, never run: the page holds no
+// markup of its own, and no script may run on it at all.
+func TestApprovalPageIsInert(t *testing.T) {
+	r := newRig(t)
+	r.idp.SignIn("alice@example.com", true, time.Time{})
+	c := r.client(true)
+	resp, page := get(t, c, r.srv.URL+"/ui/approvals/b1")
+	if resp.StatusCode != 200 {
+		t.Fatalf("page: %d\n%s", resp.StatusCode, page)
+	}
+	if strings.Contains(page, "<script") || strings.Contains(page, "<img") || !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatalf("the page runs or hides outside text:\n%s", page)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+		t.Fatalf("CSP %q", csp)
+	}
+	if resp, _ := get(t, c, r.srv.URL+"/ui/approvals/b2"); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("another request: %d", resp.StatusCode)
+	}
+}
