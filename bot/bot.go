@@ -153,6 +153,11 @@ type Config struct {
 	DefaultApprovals int
 	// SelfApproval lets requesters allow their own calls.
 	SelfApproval bool
+	// StepUp is what each risk tier's allows need (confirmation.step_up);
+	// ConsoleURL is the web console's base URL (web.base_url), for the
+	// link a refused chat Allow is sent.
+	StepUp     confirm.StepUp
+	ConsoleURL string
 	// ModelOff: no model is configured (Model answers model.OffReply).
 	// Free text is then answered with that line and changes nothing: it
 	// abandons no waiting card.

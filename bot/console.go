@@ -112,7 +112,16 @@ func (b *Bot) Approval(ctx context.Context, batchID string, p web.Who) (web.Appr
 	if !v.approver && !v.mine {
 		return web.Approval{}, confirm.ErrNotFound
 	}
-	return web.Approval{Card: b.cardOf(conv, batch, ""), Platform: conv.Platform, MayDecide: v.decide}, nil
+	a := web.Approval{Card: b.cardOf(conv, batch, ""), Platform: conv.Platform, MayDecide: v.decide}
+	for _, c := range a.Card.Calls {
+		if need := b.cfg.StepUp.Needs(c.Risk); need.Rank() > 0 && c.Flagged {
+			if a.StepUp == nil {
+				a.StepUp = map[string]confirm.Assurance{}
+			}
+			a.StepUp[c.Ref] = need
+		}
+	}
+	return a, nil
 }
 
 // DecideOnPage implements web.Console: the person's decision on the page, as
@@ -135,5 +144,5 @@ func (b *Bot) DecideOnPage(ctx context.Context, p web.Who, d web.Decision) error
 		return ErrNotApprover
 	}
 	return b.Decide(ctx, Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Ref: d.Ref,
-		Allow: d.Allow, Reason: d.Reason, Phrase: d.Phrase, page: true})
+		Allow: d.Allow, Reason: d.Reason, Phrase: d.Phrase, page: true, assurance: d.Assurance})
 }

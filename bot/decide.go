@@ -36,6 +36,11 @@ type Click struct {
 	// Phrase is the confirmation phrase the clicker typed in the prompt
 	// an Allow of a critical call opens (see PhraseFor); "" otherwise.
 	Phrase string
+	// assurance is how the person proved who they are (step-up); the
+	// zero value is a chat click's. Only the bot sets it.
+	assurance confirm.Assurance
+	// edit: the click is an Edit…'s submission, its editor's Allow.
+	edit bool
 	// page: the decision was made on the web console's approval page
 	// (DecideOnPage), by a person it signed in: on no message. Only the
 	// bot sets it.
@@ -99,6 +104,7 @@ var refusals = []struct {
 	{ErrPhraseRequired, "This call is critical: allowing it needs its confirmation phrase typed. Use the card's Allow… button, which asks for it."},
 	{ErrWrongPhrase, "The phrase you typed doesn't match the one asked for."},
 	{ErrAlreadyClosed, "This call was already decided, has expired, or was superseded."},
+	{ErrStepUp, "This call needs a stronger proof of who is allowing it, on the web console."},
 	{ErrQuestionClosed, "This question was already answered, declined or cancelled."},
 	{ErrNotOnQuestion, unknownButton},
 	{confirm.ErrBadAnswer, "Your answer doesn't fit the form."},
@@ -128,6 +134,7 @@ func UserMessage(err error) string {
 	var ve *VoteError
 	var ee *EditError
 	var ae *confirm.AnswerError
+	var su *StepUpError
 	switch {
 	case err == nil:
 		return ""
@@ -141,6 +148,12 @@ func UserMessage(err error) string {
 		return "Edit refused: " + ee.Message + ". Nothing changed."
 	case errors.As(err, &ae):
 		return "Answer refused: " + ae.Message + ". Nothing changed."
+	case errors.As(err, &su):
+		how := "a fresh sign-in (within 5 minutes)"
+		if su.Needs == confirm.AssurancePasskey {
+			how = "your passkey"
+		}
+		return "This call needs " + how + " to allow: allow it on its page, " + su.URL + " . Nothing changed."
 	case errors.Is(err, ErrShuttingDown):
 		return "Airlock is restarting; nothing changed. Click again in a minute."
 	case errors.Is(err, confirm.ErrUnavailable):
@@ -188,7 +201,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return err
 	}
 	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: t.revision,
-		Surface: b.clickSurface(ctx, conv, batch, c)}
+		Surface: b.clickSurface(ctx, conv, batch, c), Assurance: c.assurance}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
 		if c.Grant {
@@ -242,7 +255,39 @@ func (b *Bot) clickRefusal(ctx context.Context, conv confirm.Conversation, batch
 	case c.Allow && requester && !b.cfg.SelfApproval:
 		return ErrSelfApproval
 	}
-	return nil
+	return b.stepUpRefusal(batch, call, c)
+}
+
+// ErrStepUp: an allow of a call whose tier needs more than a chat click
+// (confirmation.step_up) was not made with it. A *StepUpError says where
+// it can be.
+var ErrStepUp = errors.New("this call needs a stronger proof of who is allowing it")
+
+// StepUpError is an allow that needs Needs, to be made on the call's page
+// at URL.
+type StepUpError struct {
+	Needs confirm.Assurance
+	URL   string
+}
+
+func (e *StepUpError) Error() string        { return fmt.Sprintf("%v (%s, on %s)", ErrStepUp, e.Needs, e.URL) }
+func (e *StepUpError) Is(target error) bool { return target == ErrStepUp }
+
+// stepUpRefusal is why an allow of call by c does not count: its tier
+// needs a step-up c was not made with; nil for a deny or when it was.
+func (b *Bot) stepUpRefusal(batch *confirm.Batch, call confirm.Call, c Click) error {
+	if !c.Allow && !c.edit || b.cfg.StepUp.Satisfied(call.Risk, c.assurance) {
+		return nil
+	}
+	return &StepUpError{Needs: b.cfg.StepUp.Needs(call.Risk), URL: b.consoleURL(batch.ID)}
+}
+
+// consoleURL is the web console's page of a batch ("" without a console).
+func (b *Bot) consoleURL(batchID string) string {
+	if b.cfg.ConsoleURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(b.cfg.ConsoleURL, "/") + "/ui/approvals/" + batchID
 }
 
 // decided finishes a counted decision: metrics and the wait's span, the

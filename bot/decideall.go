@@ -113,6 +113,12 @@ func (b *Bot) DecideAll(ctx context.Context, c Click) (AllResult, error) {
 		case errors.Is(refusal, ErrSelfApproval):
 			left("you asked for it")
 			continue
+		case errors.Is(refusal, ErrStepUp):
+			left("it needs a fresh sign-in: allow it on its page")
+			continue
+		case refusal != nil: // any other refusal: never counted
+			left("you can't decide it")
+			continue
 		case c.Allow && call.Preview.State == confirm.PreviewRunning:
 			left("its preview is still running")
 			continue

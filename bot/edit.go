@@ -60,6 +60,7 @@ func (b *Bot) EditForm(ctx context.Context, c Click) (EditForm, error) {
 // editTarget resolves and checks a click that edits a call: on one of its
 // batch's cards, by someone who may allow it, while it waits.
 func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
+	c.edit = true
 	t, err := b.resolveClick(ctx, c)
 	if err != nil {
 		return clicked{}, err
@@ -74,6 +75,10 @@ func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
 	if c.User == t.batch.RequestedBy && !b.cfg.SelfApproval {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "self-approval (edit)")
 		return clicked{}, ErrSelfApproval
+	}
+	if err := b.stepUpRefusal(t.batch, t.call, c); err != nil { // an edit is its editor's Allow
+		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "step-up needed (edit)")
+		return clicked{}, err
 	}
 	if t.call.Decision != confirm.DecisionPending || b.now().After(t.call.ExpiresAt) {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "call no longer pending (edit)")

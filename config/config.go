@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
@@ -331,8 +332,22 @@ type Confirmation struct {
 	// After (since the pause) its people are mentioned where the card is,
 	// and the card's approvers widen as the step says.
 	Escalation []EscalationStep `yaml:"escalation"`
+	// StepUp names, by risk tier, what an allow of its calls needs:
+	// passkey, sso (a fresh sign-in on the web console) or chat (default).
+	StepUp map[string]string `yaml:"step_up"`
 
 	compiled *rules.Set
+}
+
+func validTier(t string) bool { r, err := confirm.ParseRisk(t); return err == nil && r != "" }
+
+// StepUpSet is StepUp as the core reads it.
+func (c Confirmation) StepUpSet() confirm.StepUp {
+	out := confirm.StepUp{}
+	for tier, a := range c.StepUp {
+		out[confirm.Risk(tier)] = confirm.Assurance(a)
+	}
+	return out
 }
 
 // EscalationStep is one `confirmation.escalation[]` step.
@@ -426,6 +441,18 @@ func (c Confirmation) Validate(key string) error {
 	}
 	if a := c.Approvals; a < 0 || a > 10 {
 		return keyerr.New(key+".approvals", "must be between 1 and 10 (0 means the default, 1)")
+	}
+	tiers := slices.Sorted(maps.Keys(c.StepUp))
+	for _, tier := range tiers {
+		a := confirm.Assurance(c.StepUp[tier])
+		switch {
+		case !validTier(tier):
+			return keyerr.New(key+".step_up."+tier, "not a risk tier (low, medium, high, critical)")
+		case !a.Valid():
+			return keyerr.New(key+".step_up."+tier, "%q is not passkey, sso or chat", c.StepUp[tier])
+		case a == confirm.AssurancePasskey:
+			return keyerr.New(key+".step_up."+tier, "passkey is not built yet (issue 38); use sso, a fresh sign-in on the web console")
+		}
 	}
 	if d := c.Grants.Duration; d < 0 || d > MaxGrantDuration || (d > 0 && d < time.Minute) {
 		return keyerr.New(key+".grants.duration", "must be between 1m and 24h, with its unit: 30m, 1h")
@@ -836,6 +863,11 @@ func validateShutdownTimeout(d time.Duration) error {
 func (c *Config) crossCheck() error {
 	if err := c.checkGatewayClients(); err != nil {
 		return err
+	}
+	for _, tier := range slices.Sorted(maps.Keys(c.Confirmation.StepUp)) {
+		if confirm.Assurance(c.Confirmation.StepUp[tier]) != confirm.AssuranceChat && !c.Web.On() {
+			return keyerr.New("confirmation.step_up."+tier, "needs the web console (web.base_url): a step-up vote is made on its page")
+		}
 	}
 	// An MCP server's tools are known only once it answers: a name under a
 	// configured server's prefix is accepted.

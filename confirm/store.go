@@ -188,6 +188,10 @@ type Decide struct {
 	Message string         // deny message for the model (may be empty: DefaultDenyMessage)
 	Reason  string         // a deny's reason in the person's words (may be empty)
 	Surface string         // where the click came from (SurfaceThread, ...), for the audit
+	// Assurance is how the decider proved who they are, for the audit,
+	// where it is known (a decision on the web console's page); "" for a
+	// chat click.
+	Assurance Assurance
 	// Revision is the revision of the call's arguments the decider saw: a
 	// decision at another revision changes nothing (DecideResult.Stale).
 	Revision int

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/card"
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // Console is what the pages need of the approval core (the bot implements
@@ -50,6 +51,9 @@ type Approval struct {
 	Card      card.Card
 	Platform  string
 	MayDecide bool // some call waits and the person may decide it
+	// StepUp names, by call reference, what an allow of the call needs
+	// when it is more than a chat click (confirmation.step_up).
+	StepUp map[string]confirm.Assurance
 }
 
 // Decision is a person's Allow or Deny of the call of Ref (the card's
@@ -60,4 +64,7 @@ type Decision struct {
 	Allow  bool
 	Reason string
 	Phrase string // a critical call's confirmation phrase, typed
+	// Assurance is how the person proved who they are: sso when they
+	// signed in within FreshSignIn, else chat (a session, no more).
+	Assurance confirm.Assurance
 }

@@ -32,6 +32,8 @@ const (
 	SessionTTL = 12 * time.Hour
 	// loginTTL is how long a sign-in may take at the provider.
 	loginTTL = 10 * time.Minute
+	// FreshSignIn is how recent a sign-in must be for a step-up of sso.
+	FreshSignIn = 5 * time.Minute
 )
 
 //go:embed assets/*
@@ -56,6 +58,8 @@ type Options struct {
 	// Say is the safe message of a decision that changed nothing (the
 	// core's: bot.UserMessage).
 	Say func(error) string
+	// Now is the clock sign-ins are judged fresh by; nil: time.Now.
+	Now func() time.Time
 }
 
 // Server serves the console under /ui/.
@@ -70,6 +74,7 @@ type Server struct {
 	pages   *template.Template
 	cop     *http.CrossOriginProtection
 	say     func(error) string
+	now     func() time.Time
 
 	mu       sync.Mutex
 	provider *oidc.Provider // discovered at the first sign-in
@@ -100,8 +105,11 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("web: templates: %w", err)
 	}
 	cop := http.NewCrossOriginProtection()
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &Server{cfg: o.Config, console: o.Console, store: o.Store, log: o.Log, client: o.HTTPClient, base: base,
-		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say}, nil
+		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say, now: o.Now}, nil
 }
 
 // Handler serves the console: /ui/ and below.
@@ -138,6 +146,7 @@ type session struct {
 	who    Who
 	csrf   string
 	idHash string
+	auth   time.Time // when the provider last authenticated the person
 }
 
 // signedIn runs h for a request with a live session of a known person;
@@ -150,7 +159,7 @@ func (s *Server) signedIn(h func(http.ResponseWriter, *http.Request, session)) h
 			ws, err := s.store.WebSession(r.Context(), idHash)
 			if err == nil {
 				if p, ok := s.cfg.Person(ws.Email); ok {
-					h(w, r, session{who: whoOf(p), csrf: ws.CSRF, idHash: idHash})
+					h(w, r, session{who: whoOf(p), csrf: ws.CSRF, idHash: idHash, auth: ws.AuthTime})
 					return
 				}
 			} else if !errors.Is(err, confirm.ErrNotFound) {
@@ -213,7 +222,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: state, Path: "/ui/callback", MaxAge: int(loginTTL.Seconds()),
 		HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
-	http.Redirect(w, r, oc.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusFound)
+	opts := []oauth2.AuthCodeOption{oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)}
+	if r.URL.Query().Get("fresh") == "1" {
+		// A step-up: the provider must authenticate the person again.
+		opts = append(opts, oauth2.SetAuthURLParam("max_age", "0"), oauth2.SetAuthURLParam("prompt", "login"))
+	}
+	http.Redirect(w, r, oc.AuthCodeURL(state, opts...), http.StatusFound)
 }
 
 // returnTo is where a sign-in may bring the person back: a console path,
@@ -355,7 +369,8 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, se session
 		s.fail(w, r, "approval", err)
 		return
 	}
-	s.page(w, status, "approval", pageData{Title: "Request " + a.Card.BatchID, Who: se.who, CSRF: se.csrf, Approval: &a, Message: message})
+	s.page(w, status, "approval", pageData{Title: "Request " + a.Card.BatchID, Who: se.who, CSRF: se.csrf, Approval: &a, Message: message,
+		Fresh: s.assurance(se) == confirm.AssuranceSSO, Here: r.URL.Path})
 }
 
 // decide takes an Allow or a Deny from the page: the session's own
@@ -378,7 +393,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
 		s.notFound(w, r)
 		return
 	}
-	d := Decision{Ref: ref, Reason: strings.TrimSpace(r.PostFormValue("reason")), Phrase: r.PostFormValue("phrase")}
+	d := Decision{Ref: ref, Reason: strings.TrimSpace(r.PostFormValue("reason")), Phrase: r.PostFormValue("phrase"),
+		Assurance: s.assurance(se)}
 	switch r.PostFormValue("action") {
 	case "allow":
 		d.Allow = true
@@ -397,6 +413,15 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
 }
 
 func (s *Server) refusal(err error) string { return s.say(err) }
+
+// assurance is what the session proves: a sign-in within FreshSignIn is
+// sso; an older one, no more than a chat click.
+func (s *Server) assurance(se session) confirm.Assurance {
+	if !se.auth.IsZero() && s.now().Sub(se.auth) <= FreshSignIn {
+		return confirm.AssuranceSSO
+	}
+	return confirm.AssuranceChat
+}
 
 func (s *Server) notFound(w http.ResponseWriter, _ *http.Request) {
 	s.page(w, http.StatusNotFound, "message", pageData{Title: "Not found", Message: "There is nothing here for you.", Link: "/ui/"})
@@ -418,6 +443,8 @@ type pageData struct {
 	Waiting  []Entry
 	Mine     []Entry
 	Approval *Approval
+	Fresh    bool   // the session's sign-in is fresh (a step-up of sso holds)
+	Here     string // the page's path, for a sign-in to come back to
 }
 
 func (s *Server) page(w http.ResponseWriter, status int, name string, d pageData) {

@@ -161,6 +161,8 @@ func build(ctx context.Context, cfg *config.Config, logger *slog.Logger, extraCh
 		Policy:             confirm.NewPolicy(cfg.Confirmation.FlagHonoured(), cfg.Confirmation.Tools, cfg.Confirmation.RuleSet()),
 		DefaultApprovals:   cfg.Confirmation.Approvals,
 		SelfApproval:       cfg.Confirmation.SelfApproval,
+		StepUp:             cfg.Confirmation.StepUpSet(),
+		ConsoleURL:         cfg.Web.BaseURL,
 		ModelOff:           cfg.Model.Off(),
 		GrantFor:           cfg.Confirmation.Grants.For(),
 		Channels:           bot.NewChannels(entries),

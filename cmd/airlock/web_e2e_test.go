@@ -239,3 +239,94 @@ web:
 		t.Fatalf("after signing out: %d (the provider signs nobody in, so a new sign-in fails)", code)
 	}
 }
+
+// TestWebStepUpOverSlack drives confirmation.step_up on a real `airlock
+// run`: a critical call needs a fresh sign-in. Its Allow… in Slack
+// changes nothing and the clicker is sent the page's link; on the page, a
+// session signed in ten minutes ago is asked to sign in again, and its
+// Allow (posted anyway) changes nothing; after a fresh sign-in a wrong
+// phrase changes nothing and the right one runs the call once, audited
+// with assurance sso.
+func TestWebStepUpOverSlack(t *testing.T) {
+	skipShort(t)
+	api := newSlackAPI(t)
+	tools := newToolServer(t)
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
+	idp := webtest.New("airlock", "client-secret-for-tests")
+	defer idp.Close()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	base := "http://" + addr
+	path := writeConfig(t, dir, fmt.Sprintf(`
+%s
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+confirmation: {step_up: {critical: sso}}
+tools:
+%s
+web:
+  base_url: %s
+  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
+  people: [{email: alice@example.com, slack: UALICE}]
+`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), criticalDeployYAML(tools.URL), base, idp.URL))
+	startRun(t, path)
+	waitReady(t, addr)
+	if code, err := postSigned(addr, mentionBody("EvStep1", "1800000070.000001", "", "deploy api"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("mention: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return len(api.buttons(slack.ActionAllowTyped)) == 1 })
+	ref := api.buttons(slack.ActionAllowTyped)[0]
+	batch, _, _ := strings.Cut(ref, ".")
+
+	// Chat: Allow… changes nothing; the clicker is sent the page.
+	if code, err := postSigned(addr, actionBody("UALICE", slack.ActionAllowTyped, ref), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "the link to the page", api.told("UALICE", base+"/ui/approvals/"+batch))
+	if n := len(api.callsTo("views.open")); n != 0 {
+		t.Fatalf("the phrase form opened (%d) for a call that needs a step-up", n)
+	}
+
+	// The page, signed in ten minutes ago: asked to sign in again.
+	alice := newBrowser(t, base)
+	idp.SignIn("alice@example.com", true, time.Now().Add(-10*time.Minute))
+	code, page := alice.get("/ui/approvals/" + batch)
+	if code != 200 || !strings.Contains(page, "needs a fresh sign-in") || strings.Contains(page, `value="allow"`) {
+		t.Fatalf("a stale session's page: %d\n%s", code, page)
+	}
+	csrf, callRef := field(t, csrfField, page), field(t, refField, page)
+	if code, page := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {callRef}, "action": {"allow"}, "phrase": {"prod/api"}}, ""); code != 409 || !strings.Contains(page, "fresh sign-in") {
+		t.Fatalf("a stale session's allow: %d\n%s", code, page)
+	}
+
+	// A fresh sign-in: the phrase must still be right.
+	idp.SignIn("alice@example.com", true, time.Time{})
+	if code, _ := alice.get("/ui/login?fresh=1&return=" + url.QueryEscape("/ui/approvals/"+batch)); code != 200 {
+		t.Fatalf("signing in again: %d", code)
+	}
+	code, page = alice.get("/ui/approvals/" + batch)
+	if code != 200 || !strings.Contains(page, `value="allow"`) || !strings.Contains(page, `name="phrase"`) {
+		t.Fatalf("a fresh session's page: %d\n%s", code, page)
+	}
+	csrf = field(t, csrfField, page)
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {callRef}, "action": {"allow"}, "phrase": {"prod/db"}}, ""); code != 409 {
+		t.Fatalf("a wrong phrase: %d", code)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatalf("deploy ran %d times before the step-up allow", n)
+	}
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {callRef}, "action": {"allow"}, "phrase": {"prod/api"}}, ""); code != 303 {
+		t.Fatalf("the step-up allow: %d", code)
+	}
+	waitUntil(t, "the deploy", func() bool { return tools.count("/deploy/api") == 1 })
+	var out, errOut strings.Builder
+	if code := run(t.Context(), []string{"audit", "export", "-config", path, "-format", "jsonl"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("audit export: %d %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `\"assurance\":\"sso\"`) && !strings.Contains(out.String(), `"assurance":"sso"`) {
+		t.Fatalf("no decision with assurance sso in the audit:\n%s", out.String())
+	}
+	if n := tools.countPrefix("/deploy/"); n != 1 {
+		t.Fatalf("deploy ran %d times", n)
+	}
+}

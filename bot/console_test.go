@@ -1,0 +1,115 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/confirm"
+	"github.com/airlockhq/airlock/web"
+)
+
+// stepUpHarness has a high-risk deploy waiting for a yes, its tier
+// needing a fresh sign-in.
+func stepUpHarness(t *testing.T) (*harness, string) {
+	t.Helper()
+	h := newHarnessWith(t, "", func(c *bot.Config) {
+		c.StepUp = confirm.StepUp{confirm.RiskHigh: confirm.AssuranceSSO}
+		c.ConsoleURL = "https://airlock.example.com/"
+		c.GrantFor = 3600e9
+	})
+	h.tools["deploy"].Rating = confirm.RiskHigh
+	h.push(calls(tc("a", "deploy", `{"svc":"api"}`)), text("deployed"))
+	h.turn("bob", "deploy")
+	return h, h.plat.LastCard().Calls[0].Ref
+}
+
+// An allow of a call whose tier needs a fresh sign-in counts in no chat
+// form (Allow, Allow for…, Allow all, Edit…): each changes nothing and
+// says where to allow it; Deny stays in chat.
+func TestStepUpRefusesChatAllows(t *testing.T) {
+	h, ref := stepUpHarness(t)
+	ctx := context.Background()
+	batch, _, _ := strings.Cut(ref, ".")
+	c := bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}
+	var su *bot.StepUpError
+	for name, try := range map[string]func() error{
+		"allow":     func() error { return h.bot.Decide(ctx, c) },
+		"allow for": func() error { g := c; g.Grant = true; return h.bot.Decide(ctx, g) },
+		"allow all": func() error {
+			all := c
+			all.Ref = confirm.AllRef(batch, 0)
+			res, err := h.bot.DecideAll(ctx, all)
+			if err != nil || res.Decided > 0 || len(res.Left) != 1 || !strings.Contains(res.Message(), "fresh sign-in") {
+				return fmt.Errorf("allow all: %+v (%q), %v", res, res.Message(), err)
+			}
+			return &bot.StepUpError{URL: "https://airlock.example.com/ui/approvals/" + batch}
+		},
+		"edit": func() error { e := c; e.Allow = false; return h.bot.Edit(ctx, e, `{"svc":"api"}`) },
+	} {
+		err := try()
+		if !errors.As(err, &su) || su.URL != "https://airlock.example.com/ui/approvals/"+batch {
+			t.Errorf("%s: %v, want a step-up naming the page", name, err)
+		}
+		if msg := bot.UserMessage(err); name != "allow all" && (!strings.Contains(msg, "/ui/approvals/"+batch) || !strings.Contains(msg, "Nothing changed")) {
+			t.Errorf("%s: told %q", name, msg)
+		}
+	}
+	if n := h.tools["deploy"].Runs.Load(); n != 0 || !h.plat.LastCard().Calls[0].Open() {
+		t.Fatalf("a chat allow counted: %d runs", n)
+	}
+	// The page: a session without a fresh sign-in is no more than chat;
+	// with one, the allow counts.
+	alice := web.Who{Email: "alice@example.com", IDs: map[string]string{"test": "alice"}}
+	if err := h.bot.DecideOnPage(ctx, alice, web.Decision{Ref: ref, Allow: true, Assurance: confirm.AssuranceChat}); !errors.Is(err, bot.ErrStepUp) {
+		t.Fatalf("a stale session's allow: %v", err)
+	}
+	if err := h.bot.DecideOnPage(ctx, alice, web.Decision{Ref: ref, Allow: true, Assurance: confirm.AssuranceSSO}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].Runs.Load(); n != 1 {
+		t.Fatalf("deploy ran %d times", n)
+	}
+}
+
+// Deny needs no step-up, in chat.
+func TestStepUpLeavesDenyInChat(t *testing.T) {
+	h, ref := stepUpHarness(t)
+	if err := h.bot.Decide(context.Background(), bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref)}); err != nil {
+		t.Fatal(err)
+	}
+	if h.plat.LastCard().Calls[0].Open() {
+		t.Fatal("the deny did not count")
+	}
+}
+
+// The page shows a request only to who may decide it or asked for it,
+// and says which calls need a step-up.
+func TestConsoleShowsOnlyWhatIsYours(t *testing.T) {
+	h, ref := stepUpHarness(t)
+	ctx := context.Background()
+	batch, _, _ := strings.Cut(ref, ".")
+	alice := web.Who{IDs: map[string]string{"test": "alice"}}
+	a, err := h.bot.Approval(ctx, batch, alice)
+	if err != nil || !a.MayDecide || a.StepUp[ref] != confirm.AssuranceSSO {
+		t.Fatalf("alice's page: %+v, %v", a, err)
+	}
+	if a, err := h.bot.Approval(ctx, batch, web.Who{IDs: map[string]string{"test": "bob"}}); err != nil || a.MayDecide {
+		t.Fatalf("the requester's page: %+v, %v", a, err)
+	}
+	for _, who := range []web.Who{{IDs: map[string]string{"test": "carol"}}, {IDs: map[string]string{"slack": "alice"}}, {}} {
+		if _, err := h.bot.Approval(ctx, batch, who); !errors.Is(err, confirm.ErrNotFound) {
+			t.Errorf("%v sees the page: %v", who.IDs, err)
+		}
+	}
+	es, err := h.bot.Inbox(ctx, alice)
+	if err != nil || len(es) != 1 || es[0].BatchID != batch || !es[0].MayDecide || es[0].Waiting != 1 {
+		t.Fatalf("alice's inbox: %+v, %v", es, err)
+	}
+	if es, _ := h.bot.Inbox(ctx, web.Who{IDs: map[string]string{"test": "carol"}}); len(es) != 0 {
+		t.Fatalf("carol's inbox: %+v", es)
+	}
+}
