@@ -368,6 +368,7 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 		escalation: b.cfg.Escalation,
 		now:        b.now(), selfApproval: b.cfg.SelfApproval,
 	}), b.cfg.Redact)
+	c.PageURL = b.consoleURL(batch.ID)
 	if name, session, ok := gateway.SessionOf(conv.Thread); ok {
 		c.Client = &card.Client{Name: name, Session: b.cfg.Redact(session), LeftAt: batch.ClientLeftAt}
 		for i := range c.Calls {

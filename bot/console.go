@@ -144,5 +144,5 @@ func (b *Bot) DecideOnPage(ctx context.Context, p web.Who, d web.Decision) error
 		return ErrNotApprover
 	}
 	return b.Decide(ctx, Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Ref: d.Ref,
-		Allow: d.Allow, Reason: d.Reason, Phrase: d.Phrase, page: true, assurance: d.Assurance})
+		Allow: d.Allow, Reason: d.Reason, Phrase: d.Phrase, page: true, assurance: d.Assurance, credential: d.Credential})
 }

@@ -97,6 +97,9 @@ func TestConsoleShowsOnlyWhatIsYours(t *testing.T) {
 	if err != nil || !a.MayDecide || a.StepUp[ref] != confirm.AssuranceSSO {
 		t.Fatalf("alice's page: %+v, %v", a, err)
 	}
+	if got := h.plat.LastCard().PageURL; got != "https://airlock.example.com/ui/approvals/"+batch {
+		t.Fatalf("the card links to %q", got)
+	}
 	if a, err := h.bot.Approval(ctx, batch, web.Who{IDs: map[string]string{"test": "bob"}}); err != nil || a.MayDecide {
 		t.Fatalf("the requester's page: %+v, %v", a, err)
 	}

@@ -38,7 +38,8 @@ type Click struct {
 	Phrase string
 	// assurance is how the person proved who they are (step-up); the
 	// zero value is a chat click's. Only the bot sets it.
-	assurance confirm.Assurance
+	assurance  confirm.Assurance
+	credential string // the passkey's id of a passkey vote
 	// edit: the click is an Edit…'s submission, its editor's Allow.
 	edit bool
 	// page: the decision was made on the web console's approval page
@@ -194,14 +195,17 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 	}
 	if err := b.clickRefusal(ctx, conv, batch, call, c); err != nil {
 		why := "not an approver"
-		if errors.Is(err, ErrSelfApproval) {
+		switch {
+		case errors.Is(err, ErrSelfApproval):
 			why = "self-approval"
+		case errors.Is(err, ErrStepUp):
+			why = "step-up needed"
 		}
 		b.rejectClick(ctx, c, conv.ID, batchID, call.Key, why)
 		return err
 	}
 	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: t.revision,
-		Surface: b.clickSurface(ctx, conv, batch, c), Assurance: c.assurance}
+		Surface: b.clickSurface(ctx, conv, batch, c), Assurance: c.assurance, Credential: c.credential}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
 		if c.Grant {

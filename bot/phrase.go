@@ -141,8 +141,11 @@ func (b *Bot) PhraseFor(ctx context.Context, c Click) (PhrasePrompt, bool, error
 	}
 	if err := b.clickRefusal(ctx, t.conv, t.batch, t.call, c); err != nil {
 		why := "not an approver (phrase)"
-		if errors.Is(err, ErrSelfApproval) {
+		switch {
+		case errors.Is(err, ErrSelfApproval):
 			why = "self-approval (phrase)"
+		case errors.Is(err, ErrStepUp):
+			why = "step-up needed (phrase)"
 		}
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, why)
 		return PhrasePrompt{}, false, err

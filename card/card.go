@@ -19,6 +19,9 @@ import (
 
 // Card is the approval card of a paused reply.
 type Card struct {
+	// PageURL is the request's page on the web console (web.base_url);
+	// "" without one. The footer links to it.
+	PageURL     string
 	BatchID     string
 	Intro       string // the model's own words in the paused reply, if any (untrusted)
 	RequestedBy string // platform user id

@@ -267,8 +267,14 @@ func (c Card) Footer() []Line {
 	if c.BatchID != "" {
 		out = append(out, Line{Parts: []Part{words("Request " + c.BatchID)}}) // Airlock's own id
 	}
+	if c.PageURL != "" {
+		out = append(out, Line{Parts: []Part{{Kind: Link, Text: PageLinkWords, URL: c.PageURL}}})
+	}
 	return out
 }
+
+// PageLinkWords label the card's link to its page on the web console.
+const PageLinkWords = "Open in the web console"
 
 // plainName is a tool name that is inert everywhere as it is.
 var plainName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)

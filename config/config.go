@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -450,8 +452,6 @@ func (c Confirmation) Validate(key string) error {
 			return keyerr.New(key+".step_up."+tier, "not a risk tier (low, medium, high, critical)")
 		case !a.Valid():
 			return keyerr.New(key+".step_up."+tier, "%q is not passkey, sso or chat", c.StepUp[tier])
-		case a == confirm.AssurancePasskey:
-			return keyerr.New(key+".step_up."+tier, "passkey is not built yet (issue 38); use sso, a fresh sign-in on the web console")
 		}
 	}
 	if d := c.Grants.Duration; d < 0 || d > MaxGrantDuration || (d > 0 && d < time.Minute) {
@@ -865,8 +865,12 @@ func (c *Config) crossCheck() error {
 		return err
 	}
 	for _, tier := range slices.Sorted(maps.Keys(c.Confirmation.StepUp)) {
-		if confirm.Assurance(c.Confirmation.StepUp[tier]) != confirm.AssuranceChat && !c.Web.On() {
+		a := confirm.Assurance(c.Confirmation.StepUp[tier])
+		if a != confirm.AssuranceChat && !c.Web.On() {
 			return keyerr.New("confirmation.step_up."+tier, "needs the web console (web.base_url): a step-up vote is made on its page")
+		}
+		if u, err := url.Parse(c.Web.BaseURL); a == confirm.AssurancePasskey && err == nil && net.ParseIP(u.Hostname()) != nil {
+			return keyerr.New("web.base_url", "passkeys (confirmation.step_up.%s) need a domain name here, not an IP address", tier)
 		}
 	}
 	// An MCP server's tools are known only once it answers: a name under a

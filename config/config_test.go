@@ -237,7 +237,6 @@ var keyCases = []struct {
 	{"web person's email twice", minimal + "web: {base_url: 'https://airlock.example.com', oidc: {issuer: 'https://id.example.com', client_id: a}, people: [{email: a@example.com, slack: UAA1}, {email: A@example.com, slack: UBB1}]}\n", "web.people[1].email"},
 	{"step-up tier", minimal + "confirmation: {step_up: {severe: sso}}\n", "confirmation.step_up.severe"},
 	{"step-up method", minimal + "confirmation: {step_up: {critical: mfa}}\n", "confirmation.step_up.critical"},
-	{"step-up passkey", minimal + "confirmation: {step_up: {critical: passkey}}\n", "confirmation.step_up.critical"},
 	{"step-up without web", minimal + "confirmation: {step_up: {high: sso}}\n", "confirmation.step_up.high"},
 	{"web unknown key", minimal + "web: {base_url: 'https://airlock.example.com', auditors: [a@example.com]}\n", "web.auditors"},
 }

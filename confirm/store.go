@@ -192,6 +192,8 @@ type Decide struct {
 	// where it is known (a decision on the web console's page); "" for a
 	// chat click.
 	Assurance Assurance
+	// Credential is the passkey's id of a passkey vote, for the audit.
+	Credential string
 	// Revision is the revision of the call's arguments the decider saw: a
 	// decision at another revision changes nothing (DecideResult.Stale).
 	Revision int
@@ -327,6 +329,7 @@ type Store interface {
 	CallbackStore
 	QuestionStore
 	WebStore
+	PasskeyStore
 
 	Ping(ctx context.Context) error
 	Close() error

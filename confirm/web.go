@@ -44,3 +44,17 @@ type WebStore interface {
 	// those of the last week that one of requesters asked for.
 	ConsoleBatches(ctx context.Context, requesters []string, limit int) (pending, asked []string, err error)
 }
+
+// PasskeyStore keeps the console's passkeys and its WebAuthn ceremonies.
+// A ceremony (a registration, or a vote's assertion) is taken once, by
+// the person who began it, before it expires.
+type PasskeyStore interface {
+	AddPasskey(ctx context.Context, email, id, credential string) error
+	// Passkeys are the person's credentials (as AddPasskey stored them).
+	Passkeys(ctx context.Context, email string) ([]string, error)
+	UpdatePasskey(ctx context.Context, id, credential string) error
+	StartCeremony(ctx context.Context, idHash, email, kind, data string, ttl time.Duration) error
+	// TakeCeremony returns and deletes the ceremony, by one conditional
+	// DELETE; ErrNotFound when none of that person and kind is live.
+	TakeCeremony(ctx context.Context, idHash, email, kind string) (string, error)
+}

@@ -51,7 +51,7 @@ func (db *DB) DecideAll(ctx context.Context, ds []confirm.Decide) (confirm.Decid
 				return fmt.Errorf("decide all: call %s needs %d approvals; one allow does not decide it", d.Key, res.Required)
 			}
 			event := confirm.AuditEvent{At: now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
-			if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface, d.Assurance); err != nil {
+			if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface, d.Assurance, d.Credential); err != nil {
 				return err
 			}
 			res.Won, res.Decided = true, true

@@ -84,7 +84,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 			}
 		}
 
-		if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface, d.Assurance); err != nil {
+		if err := db.decideCall(ctx, tx, event, d.Status, d.Message, d.Reason, d.Surface, d.Assurance, d.Credential); err != nil {
 			return err
 		}
 		res.Won, res.Decided = true, true
@@ -213,7 +213,7 @@ func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, r
 // decideCall takes the call event names (pending, its row locked) to
 // status by event.Actor and audits the decision.
 // surface is where the decision came from (confirm.Surface*), "" unknown.
-func (db *DB) decideCall(ctx context.Context, tx *txn, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason, surface string, assurance confirm.Assurance) error {
+func (db *DB) decideCall(ctx context.Context, tx *txn, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason, surface string, assurance confirm.Assurance, credential string) error {
 	now := tx.now
 	n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
 		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
@@ -226,7 +226,7 @@ func (db *DB) decideCall(ctx context.Context, tx *txn, event confirm.AuditEvent,
 	}
 	e := event
 	e.Kind = confirm.AuditDecision
-	e.Detail = decisionDetailWith(status, message, reason, surface, assurance, false)
+	e.Detail = decisionDetailWith(status, message, reason, surface, assurance, credential, false)
 	return db.insertAudit(ctx, tx, e)
 }
 
@@ -271,20 +271,21 @@ func decisionDetail(status confirm.DecisionStatus, message, reason string, aband
 
 // decisionDetailFrom is decisionDetail naming the decision's surface.
 func decisionDetailFrom(status confirm.DecisionStatus, message, reason, surface string, abandoned bool) string {
-	return decisionDetailWith(status, message, reason, surface, "", abandoned)
+	return decisionDetailWith(status, message, reason, surface, "", "", abandoned)
 }
 
 // decisionDetailWith is decisionDetailFrom naming how the decider proved
 // who they are, where known.
-func decisionDetailWith(status confirm.DecisionStatus, message, reason, surface string, assurance confirm.Assurance, abandoned bool) string {
+func decisionDetailWith(status confirm.DecisionStatus, message, reason, surface string, assurance confirm.Assurance, credential string, abandoned bool) string {
 	return jsonDetail(struct {
-		Status    string `json:"status"`
-		Message   string `json:"message"`
-		Reason    string `json:"reason,omitempty"`
-		Abandoned bool   `json:"abandoned,omitempty"`
-		Surface   string `json:"surface,omitempty"`
-		Assurance string `json:"assurance,omitempty"`
-	}{string(status), message, reason, abandoned, surface, string(assurance)})
+		Status     string `json:"status"`
+		Message    string `json:"message"`
+		Reason     string `json:"reason,omitempty"`
+		Abandoned  bool   `json:"abandoned,omitempty"`
+		Surface    string `json:"surface,omitempty"`
+		Assurance  string `json:"assurance,omitempty"`
+		Credential string `json:"credential,omitempty"`
+	}{string(status), message, reason, abandoned, surface, string(assurance), credential})
 }
 
 // ExpirePending decides every still-pending call of a pending batch

@@ -117,7 +117,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 		if res.Votes < res.Required {
 			return nil
 		}
-		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, ""); err != nil {
+		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, "", ""); err != nil {
 			return err
 		}
 		res.Decided = true

@@ -14,6 +14,48 @@ import (
 var webTests = []conformanceTest{
 	{"WebLoginTakenOnce", testWebLoginTakenOnce},
 	{"WebSessions", testWebSessions},
+	{"WebCeremonies", testWebCeremonies},
+}
+
+// A ceremony is taken once, only by the person who began it and as its
+// kind, before it expires; passkeys are listed by person and updated.
+func testWebCeremonies(t *testing.T, db *DB) {
+	ctx := t.Context()
+	if err := db.StartCeremony(ctx, "c1", "alice@example.com", "vote", `{"x":1}`, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range [][2]string{{"bob@example.com", "vote"}, {"alice@example.com", "register"}} {
+		if _, err := db.TakeCeremony(ctx, "c1", other[0], other[1]); !errors.Is(err, confirm.ErrNotFound) {
+			t.Fatalf("taken as %v: %v", other, err)
+		}
+	}
+	if data, err := db.TakeCeremony(ctx, "c1", "alice@example.com", "vote"); err != nil || data != `{"x":1}` {
+		t.Fatalf("TakeCeremony = %q, %v", data, err)
+	}
+	if _, err := db.TakeCeremony(ctx, "c1", "alice@example.com", "vote"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("taken twice: %v", err)
+	}
+	if err := db.StartCeremony(ctx, "c2", "alice@example.com", "vote", `{}`, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clockAt(db, time.Now().Add(2*time.Minute)).TakeCeremony(ctx, "c2", "alice@example.com", "vote"); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("an expired ceremony: %v", err)
+	}
+	if err := db.AddPasskey(ctx, "alice@example.com", "k1", `{"id":"k1"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UpdatePasskey(ctx, "k1", `{"id":"k1","n":2}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.UpdatePasskey(ctx, "nope", `{}`); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("UpdatePasskey(unknown) = %v", err)
+	}
+	if ks, err := db.Passkeys(ctx, "alice@example.com"); err != nil || len(ks) != 1 || ks[0] != `{"id":"k1","n":2}` {
+		t.Fatalf("Passkeys = %v, %v", ks, err)
+	}
+	if ks, _ := db.Passkeys(ctx, "bob@example.com"); len(ks) != 0 {
+		t.Fatalf("bob's passkeys: %v", ks)
+	}
 }
 
 // A login is taken once, by one of eight racing callbacks; an expired one

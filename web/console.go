@@ -67,4 +67,6 @@ type Decision struct {
 	// Assurance is how the person proved who they are: sso when they
 	// signed in within FreshSignIn, else chat (a session, no more).
 	Assurance confirm.Assurance
+	// Credential is the passkey's id (base64url) of a passkey vote.
+	Credential string
 }

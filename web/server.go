@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-webauthn/webauthn/webauthn"
 	"golang.org/x/oauth2"
 
 	"github.com/airlockhq/airlock/confirm"
@@ -43,14 +45,15 @@ var assets embed.FS
 var templateFS embed.FS
 
 // csp is every page's Content-Security-Policy: nothing but the console's
-// own stylesheet, no script, no frame, forms only to itself.
-const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+// own stylesheet and script (passkeys), no inline script, no frame, forms
+// and requests only to itself.
+const csp = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // Options wire a Server.
 type Options struct {
 	Config  Config
 	Console Console
-	Store   confirm.WebStore
+	Store   Store
 	Log     *slog.Logger
 	// HTTPClient reaches the provider (discovery, keys, token); nil: the
 	// default client.
@@ -66,7 +69,8 @@ type Options struct {
 type Server struct {
 	cfg     Config
 	console Console
-	store   confirm.WebStore
+	store   Store
+	wa      *webauthn.WebAuthn
 	log     *slog.Logger
 	client  *http.Client
 	base    *url.URL
@@ -108,8 +112,17 @@ func New(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	// Passkeys need a domain name (a WebAuthn relying party is never an
+	// IP address): on an IP the console has none (config refuses a
+	// step-up of passkey there).
+	var wa *webauthn.WebAuthn
+	if net.ParseIP(base.Hostname()) == nil {
+		if wa, err = newWebAuthn(base); err != nil {
+			return nil, fmt.Errorf("web: passkeys: %w", err)
+		}
+	}
 	return &Server{cfg: o.Config, console: o.Console, store: o.Store, log: o.Log, client: o.HTTPClient, base: base,
-		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say, now: o.Now}, nil
+		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say, now: o.Now, wa: wa}, nil
 }
 
 // Handler serves the console: /ui/ and below.
@@ -122,6 +135,11 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /ui/approvals/{id}", s.signedIn(s.approval))
 	mux.HandleFunc("POST /ui/approvals/{id}", s.signedIn(s.decide))
+	mux.HandleFunc("POST /ui/approvals/{id}/passkey/begin", s.signedIn(s.voteBegin))
+	mux.HandleFunc("POST /ui/approvals/{id}/passkey/finish", s.signedIn(s.voteFinish))
+	mux.HandleFunc("GET /ui/passkeys", s.signedIn(s.passkeys))
+	mux.HandleFunc("POST /ui/passkeys/begin", s.signedIn(s.registerBegin))
+	mux.HandleFunc("POST /ui/passkeys/finish", s.signedIn(s.registerFinish))
 	mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) { s.notFound(w, r) })
 	return s.headers(s.cop.Handler(mux))
 }
@@ -369,8 +387,13 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, se session
 		s.fail(w, r, "approval", err)
 		return
 	}
+	keys, err := s.store.Passkeys(r.Context(), se.who.Email)
+	if err != nil {
+		s.fail(w, r, "passkeys", err)
+		return
+	}
 	s.page(w, status, "approval", pageData{Title: "Request " + a.Card.BatchID, Who: se.who, CSRF: se.csrf, Approval: &a, Message: message,
-		Fresh: s.assurance(se) == confirm.AssuranceSSO, Here: r.URL.Path})
+		Fresh: s.assurance(se) == confirm.AssuranceSSO, Here: r.URL.Path, Passkeys: len(keys)})
 }
 
 // decide takes an Allow or a Deny from the page: the session's own
@@ -445,6 +468,7 @@ type pageData struct {
 	Approval *Approval
 	Fresh    bool   // the session's sign-in is fresh (a step-up of sso holds)
 	Here     string // the page's path, for a sign-in to come back to
+	Passkeys int    // how many passkeys the person has
 }
 
 func (s *Server) page(w http.ResponseWriter, status int, name string, d pageData) {

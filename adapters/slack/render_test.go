@@ -630,3 +630,15 @@ func TestQuestionIsInert(t *testing.T) {
 		}
 	}
 }
+
+// With the web console, a card's footer links to the request's page.
+func TestCardLinksToItsPage(t *testing.T) {
+	c := cardpkg.Card{BatchID: "b1", RequestedBy: "U0BOB", PageURL: "https://airlock.example.com/ui/approvals/b1"}
+	if got := footer(c); !strings.Contains(got, "<https://airlock.example.com/ui/approvals/b1|Open in the web console>") {
+		t.Fatalf("footer %q", got)
+	}
+	c.PageURL = "javascript:alert(1)"
+	if got := footer(c); strings.Contains(got, "javascript") {
+		t.Fatalf("footer %q", got)
+	}
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 
 	"github.com/airlockhq/airlock/adapters/slack"
@@ -186,6 +189,144 @@ web:
 	waitUntil(t, "the deploy", func() bool { return tools.count("/deploy/api") == 1 })
 	if !strings.Contains(status, "UALICE") {
 		t.Fatalf("the page after Allow: %q", status)
+	}
+	if n := tools.countPrefix("/deploy/"); n != 1 {
+		t.Fatalf("deploy ran %d times", n)
+	}
+}
+
+// TestPasskeyStepUpInChromium drives a step-up of passkey in real Chromium
+// with Chrome's virtual authenticator (user verification on): a critical
+// call's Allow in Slack changes nothing; a person registers a passkey on
+// the console (after a fresh sign-in) and allows the call on its page with
+// it and its phrase: the tool runs once, and the audit names the
+// assurance. An assertion made for arguments that changed since (the
+// database edited by hand between the challenge and the answer) is
+// refused, and nothing runs.
+func TestPasskeyStepUpInChromium(t *testing.T) {
+	skipShort(t)
+	ctx := browserCtx(t)
+	api := newSlackAPI(t)
+	tools := newToolServer(t)
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
+	idp := webtest.New("airlock", "client-secret-for-tests")
+	defer idp.Close()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	base := "http://localhost:" + port // a WebAuthn relying party is a domain name, never an IP
+	path := writeConfig(t, dir, fmt.Sprintf(`
+%s
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+confirmation: {step_up: {critical: passkey}}
+tools:
+%s
+web:
+  base_url: %s
+  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
+  people: [{email: alice@example.com, slack: UALICE}]
+`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), criticalDeployYAML(tools.URL), base, idp.URL))
+	startRun(t, path)
+	waitReady(t, addr)
+	mention := func(id, ts, service string) string {
+		t.Helper()
+		n := len(api.buttons(slack.ActionAllowTyped))
+		if code, err := postSigned(addr, mentionBody(id, ts, "", "deploy "+service), "application/json"); err != nil || code != 200 {
+			t.Fatalf("mention: %d %v", code, err)
+		}
+		waitUntil(t, "the card", func() bool { return len(api.buttons(slack.ActionAllowTyped)) == n+1 })
+		ref := api.buttons(slack.ActionAllowTyped)[n]
+		return ref
+	}
+	ref := mention("EvKey1", "1800000090.000001", "api")
+	batch, _, _ := strings.Cut(ref, ".")
+	if code, err := postSigned(addr, actionBody("UALICE", slack.ActionAllowTyped, ref), "application/x-www-form-urlencoded"); err != nil || code != 200 {
+		t.Fatalf("click: %d %v", code, err)
+	}
+	waitUntil(t, "the Slack Allow refused with the page", api.told("UALICE", "needs your passkey"))
+
+	// Chrome's virtual authenticator, verifying its user.
+	if _, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
+		t.Fatalf("WebAuthn.enable: %v", err)
+	}
+	if _, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
+		Protocol: webauthn.AuthenticatorProtocolCtap2, Transport: webauthn.AuthenticatorTransportInternal,
+		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
+	}}); err != nil {
+		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
+	}
+
+	// Register a passkey, signed in a moment ago.
+	idp.SignIn("alice@example.com", true, time.Time{})
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ui/passkeys"),
+		chromedp.WaitVisible(chromedp.CSS(`#add-passkey`)),
+		chromedp.Click(chromedp.CSS(`#add-passkey`)),
+		chromedp.WaitVisible(chromedp.CSS(`#passkey-result[data-state="added"]`)),
+	); err != nil {
+		out, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
+		t.Fatalf("registering a passkey: %v\n%s", err, out)
+	}
+
+	// A vote whose challenge was made for other arguments: refused.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/approvals/"+batch), chromedp.WaitVisible(chromedp.CSS(`button.passkey-allow`))); err != nil {
+		t.Fatalf("the approval page: %v", err)
+	}
+	begin, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`fetch(document.querySelector("button.passkey-allow").dataset.begin, {method: "POST",
+		headers: {"Content-Type": "application/json", "X-CSRF-Token": document.querySelector('meta[name="csrf"]').content},
+		body: JSON.stringify({ref: document.querySelector("button.passkey-allow").dataset.ref, phrase: "prod/api"})}).then(r => r.json())`, chromedp.EvalAwaitPromise))
+	if err != nil || begin["ceremony"] == nil {
+		t.Fatalf("begin a vote: %v %v", begin, err)
+	}
+	db, err := sql.Open("sqlite3", "file:"+dir+"/airlock.db?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE calls SET args = '{"service":"db"}' WHERE batch_id = ?`, batch); err != nil {
+		t.Fatalf("edit by hand: %v", err)
+	}
+	beginJSON, _ := json.Marshal(begin)
+	answer, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+		const begin = `+string(beginJSON)+`;
+		const dec = (s) => { s = s.replace(/-/g, "+").replace(/_/g, "/"); while (s.length % 4) s += "="; return Uint8Array.from(atob(s), c => c.charCodeAt(0)); };
+		const enc = (b) => btoa(String.fromCharCode(...new Uint8Array(b))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+		const pk = begin.options.publicKey;
+		pk.challenge = dec(pk.challenge);
+		(pk.allowCredentials || []).forEach(c => { c.id = dec(c.id); });
+		const a = await navigator.credentials.get({publicKey: pk});
+		const r = await fetch(document.querySelector("button.passkey-allow").dataset.finish + "?ceremony=" + encodeURIComponent(begin.ceremony), {method: "POST",
+			headers: {"Content-Type": "application/json", "X-CSRF-Token": document.querySelector('meta[name="csrf"]').content},
+			body: JSON.stringify({id: a.id, rawId: enc(a.rawId), type: a.type, response: {clientDataJSON: enc(a.response.clientDataJSON),
+				authenticatorData: enc(a.response.authenticatorData), signature: enc(a.response.signature), userHandle: a.response.userHandle ? enc(a.response.userHandle) : null}})});
+		return r.status + " " + (await r.text());
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil || !strings.HasPrefix(answer, "409") || !strings.Contains(answer, "arguments changed") {
+		t.Fatalf("a vote for other arguments: %q %v", answer, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatalf("deploy ran %d times after a vote for other arguments", n)
+	}
+
+	// A second request, allowed with the passkey and its phrase.
+	ref2 := mention("EvKey2", "1800000090.000002", "again") // the model asks for service api again
+	batch2, _, _ := strings.Cut(ref2, ".")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ui/approvals/"+batch2),
+		chromedp.WaitVisible(chromedp.CSS(`button.passkey-allow`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="phrase"]`), "prod/api"),
+		chromedp.Click(chromedp.CSS(`button.passkey-allow`)),
+	); err != nil {
+		t.Fatalf("allow with the passkey: %v", err)
+	}
+	waitUntil(t, "the deploy", func() bool { return tools.count("/deploy/api") == 1 })
+	var out, errOut strings.Builder
+	if code := run(t.Context(), []string{"audit", "export", "-config", path, "-format", "jsonl"}, nil, &out, &errOut); code != 0 {
+		t.Fatalf("audit export: %d %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), `assurance\":\"passkey`) && !strings.Contains(out.String(), `"assurance":"passkey"`) {
+		t.Fatalf("no decision with assurance passkey in the audit:\n%s", out.String())
 	}
 	if n := tools.countPrefix("/deploy/"); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
