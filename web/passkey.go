@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -100,7 +101,22 @@ func (s *Server) passkeys(w http.ResponseWriter, r *http.Request, se session) {
 // jsonCSRF checks a script's request: the session's token in its header
 // (the cross-origin check has run before).
 func jsonCSRF(r *http.Request, se session) bool {
-	return se.csrf != "" && r.Header.Get("X-CSRF-Token") == se.csrf
+	return se.csrf != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("X-CSRF-Token")), []byte(se.csrf)) == 1
+}
+
+// script runs h, a passkey request of the console's script: only where
+// passkeys can be, and only with the session's token.
+func (s *Server) script(h func(http.ResponseWriter, *http.Request, session)) func(http.ResponseWriter, *http.Request, session) {
+	return func(w http.ResponseWriter, r *http.Request, se session) {
+		switch {
+		case s.wa == nil:
+			jsonError(w, http.StatusNotFound, noPasskeys)
+		case !jsonCSRF(r, se):
+			jsonError(w, http.StatusForbidden, "This request did not come from the console's own page. Nothing changed.")
+		default:
+			h(w, r, se)
+		}
+	}
 }
 
 // ceremonyReply is what a ceremony's start answers the page's script.
@@ -122,14 +138,6 @@ func jsonError(w http.ResponseWriter, status int, msg string) {
 
 // registerBegin starts a registration: within FreshSignIn only.
 func (s *Server) registerBegin(w http.ResponseWriter, r *http.Request, se session) {
-	if s.wa == nil {
-		jsonError(w, http.StatusNotFound, noPasskeys)
-		return
-	}
-	if !jsonCSRF(r, se) {
-		jsonError(w, http.StatusForbidden, "This request did not come from the console's own page. Nothing changed.")
-		return
-	}
 	if s.assurance(se) != confirm.AssuranceSSO {
 		jsonError(w, http.StatusForbidden, "Adding a passkey needs a fresh sign-in (within the last 5 minutes). Sign in again, then add it.")
 		return
@@ -195,14 +203,6 @@ func (s *Server) takeCeremony(r *http.Request, se session, kind string) (ceremon
 
 // registerFinish verifies the new credential and keeps it.
 func (s *Server) registerFinish(w http.ResponseWriter, r *http.Request, se session) {
-	if s.wa == nil {
-		jsonError(w, http.StatusNotFound, noPasskeys)
-		return
-	}
-	if !jsonCSRF(r, se) {
-		jsonError(w, http.StatusForbidden, "This request did not come from the console's own page. Nothing changed.")
-		return
-	}
 	c, err := s.takeCeremony(r, se, ceremonyRegister)
 	if err != nil {
 		jsonError(w, http.StatusConflict, "This registration expired or was already used. Start again.")
@@ -238,14 +238,6 @@ func argsHash(args string) string {
 // see: the challenge binds the call's reference (with its revision), its
 // arguments and a nonce.
 func (s *Server) voteBegin(w http.ResponseWriter, r *http.Request, se session) {
-	if s.wa == nil {
-		jsonError(w, http.StatusNotFound, noPasskeys)
-		return
-	}
-	if !jsonCSRF(r, se) {
-		jsonError(w, http.StatusForbidden, "This request did not come from the console's own page. Nothing changed.")
-		return
-	}
 	var in struct {
 		Ref    string `json:"ref"`
 		Phrase string `json:"phrase"`
@@ -292,14 +284,6 @@ func (s *Server) voteBegin(w http.ResponseWriter, r *http.Request, se session) {
 // the call still has the arguments the challenge bound, and casts the
 // vote with assurance passkey at the bound revision.
 func (s *Server) voteFinish(w http.ResponseWriter, r *http.Request, se session) {
-	if s.wa == nil {
-		jsonError(w, http.StatusNotFound, noPasskeys)
-		return
-	}
-	if !jsonCSRF(r, se) {
-		jsonError(w, http.StatusForbidden, "This request did not come from the console's own page. Nothing changed.")
-		return
-	}
 	c, err := s.takeCeremony(r, se, ceremonyVote)
 	if err != nil || c.Vote == nil {
 		jsonError(w, http.StatusConflict, "This passkey request expired or was already used. Try again. Nothing changed.")

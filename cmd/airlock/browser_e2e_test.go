@@ -18,8 +18,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/airlockhq/airlock/adapters/slack"
-	"github.com/airlockhq/airlock/model/modeltest"
-	"github.com/airlockhq/airlock/web/webtest"
 )
 
 // chromium is Debian's Chromium, which .ci/run installs. Without it the
@@ -89,31 +87,10 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 func TestConsoleInChromium(t *testing.T) {
 	skipShort(t)
 	ctx := browserCtx(t)
-	api := newSlackAPI(t)
-	tools := newToolServer(t)
-	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api","note":"<img src=x onerror=alert(1)>"}`})
-	idp := webtest.New("airlock", "client-secret-for-tests")
-	defer idp.Close()
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	base := "http://" + addr
-	path := writeConfig(t, dir, fmt.Sprintf(`
-%s
-channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
-tools:
-%s
-web:
-  base_url: %s
-  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
-  people: [{email: alice@example.com, slack: UALICE}]
-`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service", "note"), base, idp.URL))
-	startRun(t, path)
-	waitReady(t, addr)
-	if code, err := postSigned(addr, mentionBody("EvChrome1", "1800000080.000001", "", "deploy api"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("mention: %d %v", code, err)
-	}
-	waitUntil(t, "the card", func() bool { return len(api.buttons(slack.ActionAllow)) == 1 })
-	batch, _, _ := strings.Cut(api.buttons(slack.ActionAllow)[0], ".")
+	r := newConsoleRig(t, `{"service":"api","note":"<img src=x onerror=alert(1)>"}`, func(u string) string { return deployToolYAML(u, "service", "note") },
+		"", alicePerson, false)
+	tools, idp, base := r.tools, r.idp, r.base
+	batch, _, _ := strings.Cut(r.mention(t, "EvChrome1", "1800000080.000001", slack.ActionAllow), ".")
 
 	// Sign in: through the provider and back to the inbox.
 	idp.SignIn("alice@example.com", true, time.Time{})
@@ -206,39 +183,9 @@ web:
 func TestPasskeyStepUpInChromium(t *testing.T) {
 	skipShort(t)
 	ctx := browserCtx(t)
-	api := newSlackAPI(t)
-	tools := newToolServer(t)
-	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
-	idp := webtest.New("airlock", "client-secret-for-tests")
-	defer idp.Close()
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	_, port, _ := strings.Cut(addr, ":")
-	base := "http://localhost:" + port // a WebAuthn relying party is a domain name, never an IP
-	path := writeConfig(t, dir, fmt.Sprintf(`
-%s
-channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
-confirmation: {step_up: {critical: passkey}}
-tools:
-%s
-web:
-  base_url: %s
-  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
-  people: [{email: alice@example.com, slack: UALICE}]
-`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), criticalDeployYAML(tools.URL), base, idp.URL))
-	startRun(t, path)
-	waitReady(t, addr)
-	mention := func(id, ts, service string) string {
-		t.Helper()
-		n := len(api.buttons(slack.ActionAllowTyped))
-		if code, err := postSigned(addr, mentionBody(id, ts, "", "deploy "+service), "application/json"); err != nil || code != 200 {
-			t.Fatalf("mention: %d %v", code, err)
-		}
-		waitUntil(t, "the card", func() bool { return len(api.buttons(slack.ActionAllowTyped)) == n+1 })
-		ref := api.buttons(slack.ActionAllowTyped)[n]
-		return ref
-	}
-	ref := mention("EvKey1", "1800000090.000001", "api")
+	r := newConsoleRig(t, `{"service":"api"}`, criticalDeployYAML, "confirmation: {step_up: {critical: passkey}}", alicePerson, true)
+	api, tools, idp, base, addr, path, dir := r.api, r.tools, r.idp, r.base, r.addr, r.path, r.dir
+	ref := r.mention(t, "EvKey1", "1800000090.000001", slack.ActionAllowTyped)
 	batch, _, _ := strings.Cut(ref, ".")
 	if code, err := postSigned(addr, actionBody("UALICE", slack.ActionAllowTyped, ref), "application/x-www-form-urlencoded"); err != nil || code != 200 {
 		t.Fatalf("click: %d %v", code, err)
@@ -310,7 +257,7 @@ web:
 	}
 
 	// A second request, allowed with the passkey and its phrase.
-	ref2 := mention("EvKey2", "1800000090.000002", "again") // the model asks for service api again
+	ref2 := r.mention(t, "EvKey2", "1800000090.000002", slack.ActionAllowTyped) // the model asks for service api again
 	batch2, _, _ := strings.Cut(ref2, ".")
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/ui/approvals/"+batch2),

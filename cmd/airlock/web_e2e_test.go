@@ -66,6 +66,62 @@ func (b *browser) post(path string, form url.Values, origin string) (int, string
 	return resp.StatusCode, string(body)
 }
 
+// consoleRig is a real `airlock run` (Slack HTTP mode, SQLite) with the
+// web console and the test provider: channel COPS, whose approver is
+// UALICE; the model calls deploy with args; tools and the rest of the
+// config as given; the console on localhost (a domain name, as passkeys
+// need) or on 127.0.0.1.
+type consoleRig struct {
+	api   *slackAPI
+	tools *toolServer
+	idp   *webtest.Provider
+	addr  string
+	base  string
+	path  string
+	dir   string
+}
+
+func newConsoleRig(t *testing.T, args string, tools func(url string) string, extra, people string, onDomain bool) *consoleRig {
+	t.Helper()
+	r := &consoleRig{api: newSlackAPI(t), tools: newToolServer(t), idp: webtest.New("airlock", "client-secret-for-tests"), dir: t.TempDir(), addr: freeAddr(t)}
+	t.Cleanup(r.idp.Close)
+	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: args})
+	r.base = "http://" + r.addr
+	if onDomain {
+		_, port, _ := strings.Cut(r.addr, ":")
+		r.base = "http://localhost:" + port
+	}
+	r.path = writeConfig(t, r.dir, fmt.Sprintf(`
+%s
+channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
+%s
+tools:
+%s
+web:
+  base_url: %s
+  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
+  people:
+%s
+`, slackRunHead(r.addr, "sqlite", r.dir+"/airlock.db", model.BaseURL(), r.api.URL+"/api/"), extra, tools(r.tools.URL), r.base, r.idp.URL, people))
+	startRun(t, r.path)
+	waitReady(t, r.addr)
+	return r
+}
+
+// mention asks for a deploy in COPS and returns the new card's reference
+// of the button actionID.
+func (r *consoleRig) mention(t *testing.T, id, ts, actionID string) string {
+	t.Helper()
+	n := len(r.api.buttons(actionID))
+	if code, err := postSigned(r.addr, mentionBody(id, ts, "", "deploy"), "application/json"); err != nil || code != 200 {
+		t.Fatalf("mention: %d %v", code, err)
+	}
+	waitUntil(t, "the card", func() bool { return len(r.api.buttons(actionID)) == n+1 })
+	return r.api.buttons(actionID)[n]
+}
+
+const alicePerson = "    - {email: alice@example.com, slack: UALICE}"
+
 var (
 	csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 	refField  = regexp.MustCompile(`name="ref" value="([^"]+)"`)
@@ -91,34 +147,10 @@ func field(t *testing.T, re *regexp.Regexp, page string) string {
 // signing out ends the session.
 func TestWebConsoleOverSlack(t *testing.T) {
 	skipShort(t)
-	api := newSlackAPI(t)
-	tools := newToolServer(t)
-	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
-	idp := webtest.New("airlock", "client-secret-for-tests")
-	defer idp.Close()
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	base := "http://" + addr
-	path := writeConfig(t, dir, fmt.Sprintf(`
-%s
-channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
-tools:
-%s
-web:
-  base_url: %s
-  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
-  people:
-    - {email: alice@example.com, slack: UALICE}
-    - {email: req@example.com, slack: UREQ}
-    - {email: carol@example.com, slack: UCAROL}
-`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), deployToolYAML(tools.URL, "service"), base, idp.URL))
-	startRun(t, path)
-	waitReady(t, addr)
-	if code, err := postSigned(addr, mentionBody("EvWeb1", "1800000060.000001", "", "deploy api"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("mention: %d %v", code, err)
-	}
-	waitUntil(t, "the card", func() bool { return len(api.buttons(slack.ActionAllow)) == 1 })
-	batch, _, _ := strings.Cut(api.buttons(slack.ActionAllow)[0], ".")
+	r := newConsoleRig(t, `{"service":"api"}`, func(u string) string { return deployToolYAML(u, "service") }, "",
+		alicePerson+"\n    - {email: req@example.com, slack: UREQ}\n    - {email: carol@example.com, slack: UCAROL}", false)
+	api, tools, idp, base := r.api, r.tools, r.idp, r.base
+	batch, _, _ := strings.Cut(r.mention(t, "EvWeb1", "1800000060.000001", slack.ActionAllow), ".")
 
 	signIn := func(email string) *browser {
 		t.Helper()
@@ -249,32 +281,9 @@ web:
 // with assurance sso.
 func TestWebStepUpOverSlack(t *testing.T) {
 	skipShort(t)
-	api := newSlackAPI(t)
-	tools := newToolServer(t)
-	model := callingModel(t, modeltest.OpenAIToolCall{ID: "c1", Name: "deploy", Arguments: `{"service":"api"}`})
-	idp := webtest.New("airlock", "client-secret-for-tests")
-	defer idp.Close()
-	dir := t.TempDir()
-	addr := freeAddr(t)
-	base := "http://" + addr
-	path := writeConfig(t, dir, fmt.Sprintf(`
-%s
-channels: [{platform: slack, id: COPS, approvers: [UALICE]}]
-confirmation: {step_up: {critical: sso}}
-tools:
-%s
-web:
-  base_url: %s
-  oidc: {issuer: %q, client_id: airlock, client_secret: client-secret-for-tests}
-  people: [{email: alice@example.com, slack: UALICE}]
-`, slackRunHead(addr, "sqlite", dir+"/airlock.db", model.BaseURL(), api.URL+"/api/"), criticalDeployYAML(tools.URL), base, idp.URL))
-	startRun(t, path)
-	waitReady(t, addr)
-	if code, err := postSigned(addr, mentionBody("EvStep1", "1800000070.000001", "", "deploy api"), "application/json"); err != nil || code != 200 {
-		t.Fatalf("mention: %d %v", code, err)
-	}
-	waitUntil(t, "the card", func() bool { return len(api.buttons(slack.ActionAllowTyped)) == 1 })
-	ref := api.buttons(slack.ActionAllowTyped)[0]
+	r := newConsoleRig(t, `{"service":"api"}`, criticalDeployYAML, "confirmation: {step_up: {critical: sso}}", alicePerson, false)
+	api, tools, idp, base, addr, path := r.api, r.tools, r.idp, r.base, r.addr, r.path
+	ref := r.mention(t, "EvStep1", "1800000070.000001", slack.ActionAllowTyped)
 	batch, _, _ := strings.Cut(ref, ".")
 
 	// Chat: Allow… changes nothing; the clicker is sent the page.
