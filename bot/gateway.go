@@ -289,13 +289,18 @@ func (g gatewayApprovals) approval(ctx context.Context, conv confirm.Conversatio
 // jump URL), cached; "" before the card is posted or where the platform
 // cannot say.
 func (g gatewayApprovals) cardURL(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) string {
-	p, err := g.b.platform(conv.Platform)
+	return g.b.cardURL(ctx, conv, batch)
+}
+
+// cardURL is a link to a batch's card ("" when the platform can't say).
+func (b *Bot) cardURL(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) string {
+	p, err := b.platform(conv.Platform)
 	r, ok := p.(Router)
 	if err != nil || !ok || batch.CardRef == "" {
 		return ""
 	}
 	first, _, _ := strings.Cut(batch.CardRef, ",")
-	return g.b.link(ctx, r, threadOf(conv), first)
+	return b.link(ctx, r, threadOf(conv), first)
 }
 
 // Consume takes the allowed call's run from not_started to running: one

@@ -148,6 +148,7 @@ var notCardWords = map[string][]string{
 		"no type",
 		"event type ",
 		"hidden message",
+		"app_home_opened: not the Home tab, or no user",
 		"no user",
 		"from the bot itself",
 		"%s %s: missing or malformed channel",

@@ -53,6 +53,7 @@ type messageEvent struct {
 	TS          string `json:"ts"`
 	ThreadTS    string `json:"thread_ts"`
 	Hidden      bool   `json:"hidden"`
+	Tab         string `json:"tab"` // app_home_opened: home or messages
 }
 
 // errBadEvent marks a body that is not a usable Events API request.
@@ -106,6 +107,7 @@ const (
 	actIgnore actionKind = iota
 	actTurn              // a turn: mention, or any DM message
 	actNote              // an aside in a thread: kept as context if the thread holds a conversation
+	actHome              // a person opened Airlock's Home tab: publish their home view
 )
 
 // eventAction is what to do with an event.
@@ -130,6 +132,12 @@ func classify(req eventRequest, self identity) (eventAction, error) {
 	e := req.Event
 	ignore := func(why string) (eventAction, error) {
 		return eventAction{Kind: actIgnore, Why: why, EventID: req.EventID}, nil
+	}
+	if e.Type == "app_home_opened" {
+		if e.Tab != "home" || !userIDPattern.MatchString(e.User) {
+			return ignore("app_home_opened: not the Home tab, or no user")
+		}
+		return eventAction{Kind: actHome, EventID: req.EventID, Turn: bot.Turn{Platform: Platform, User: e.User}}, nil
 	}
 	if e.Type != "app_mention" && e.Type != "message" {
 		return ignore("event type " + e.Type)
@@ -245,6 +253,10 @@ const emptyMentionHint = "Hi! Mention me with what you need, for example: “@Ai
 // event id (the inbox did, for an event recorded there), then runs the
 // turn or keeps the aside.
 func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
+	if act.Kind == actHome {
+		a.publishHome(ctx, act.Turn.User) // idempotent: no dedup needed
+		return
+	}
 	th := bot.Thread{Platform: Platform, Channel: act.Turn.Channel, Thread: act.Turn.Thread}
 	log := a.log.With("event", act.EventID, "channel", th.Channel, "thread", th.Thread, "user", act.Turn.User)
 	if act.Kind == actNote {

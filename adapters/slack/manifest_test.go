@@ -94,6 +94,7 @@ var clientMethods = map[string]string{
 	"OpenConversationContext":       "conversations.open",
 	"GetConversationRepliesContext": "conversations.replies",
 	"GetConversationHistoryContext": "conversations.history",
+	"PublishViewContext":            "views.publish",
 	// The client handed to Socket Mode, which opens its connection with
 	// the app-level token.
 	"socketmode.New": "apps.connections.open",
@@ -116,10 +117,12 @@ var methodScopes = map[string][]string{
 	// ... and in an approvals channel or a DM (a DM copy).
 	"conversations.history": {"channels:history", "groups:history", "im:history", "mpim:history"},
 	"apps.connections.open": nil,
+	"views.publish":         nil, // the Home tab
 }
 
 // eventScopes are the scopes each subscribed bot event needs.
 var eventScopes = map[string][]string{
+	"app_home_opened":  nil,
 	"app_mention":      {"app_mentions:read"},
 	"message.im":       {"im:history"},
 	"message.mpim":     {"mpim:history"},

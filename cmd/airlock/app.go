@@ -371,7 +371,7 @@ func startPlatforms(ctx context.Context, cfg *config.Config, a *app, logger *slo
 	if s := cfg.Slack; s != nil {
 		sa, err := slack.New(slack.Config{
 			Mode: s.Mode, BotToken: s.BotToken, AppToken: s.AppToken, SigningSecret: s.SigningSecret,
-			APIURL: s.APIURL, Logger: logger, Metrics: a.metrics, Trace: crashTrace,
+			APIURL: s.APIURL, Logger: logger, Metrics: a.metrics, Trace: crashTrace, Home: a.bot,
 		}, a.bot, a.store)
 		if err != nil {
 			return fmt.Errorf("slack: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -224,6 +225,18 @@ func TestWebConsoleOverSlack(t *testing.T) {
 	}
 	if code, _ := carol.get("/ui/approvals/nosuchbatch"); code != 404 {
 		t.Fatalf("no such request: %d", code)
+	}
+
+	// Slack's Home tab: alice's lists the waiting call with its links.
+	home, _ := json.Marshal(map[string]any{"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvHome1",
+		"event_time": time.Now().Unix(), "event": map[string]any{"type": "app_home_opened", "user": "UALICE", "channel": "D0HOME", "tab": "home", "event_ts": "1800000060.000009"}})
+	if code, err := postSigned(r.addr, home, "application/json"); err != nil || code != 200 {
+		t.Fatalf("app_home_opened: %d %v", code, err)
+	}
+	waitUntil(t, "the Home tab", func() bool { return len(api.callsTo("views.publish")) == 1 })
+	if pub := api.callsTo("views.publish")[0]; pub.Get("user_id") != "UALICE" || !strings.Contains(pub.Get("view"), "deploy") ||
+		!strings.Contains(pub.Get("view"), base+"/ui/approvals/"+batch) {
+		t.Fatalf("the Home tab published: %v", pub)
 	}
 
 	// Forged requests: cross-site, and without the page's token.

@@ -654,6 +654,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call Call) {
 		}
 		writeJSON(w, map[string]any{"ok": true, "view": map[string]any{"id": "V0001", "type": "modal", "callback_id": view.CallbackID,
 			"private_metadata": view.PrivateMetadata, "blocks": view.Blocks}})
+	case "views.publish":
+		if call.Param("user_id") == "" {
+			fail(w, "invalid_arguments")
+			return
+		}
+		writeJSON(w, map[string]any{"ok": true, "view": map[string]any{"id": "V0002", "type": "home"}})
 	case "chat.getPermalink":
 		ch, ts := call.Param("channel"), call.Param("message_ts")
 		if ch == "" {
