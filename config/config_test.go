@@ -238,7 +238,8 @@ var keyCases = []struct {
 	{"step-up tier", minimal + "confirmation: {step_up: {severe: sso}}\n", "confirmation.step_up.severe"},
 	{"step-up method", minimal + "confirmation: {step_up: {critical: mfa}}\n", "confirmation.step_up.critical"},
 	{"step-up without web", minimal + "confirmation: {step_up: {high: sso}}\n", "confirmation.step_up.high"},
-	{"web unknown key", minimal + "web: {base_url: 'https://airlock.example.com', auditors: [a@example.com]}\n", "web.auditors"},
+	{"web auditor not a person", minimal + "web: {base_url: 'https://airlock.example.com', oidc: {issuer: 'https://id.example.com', client_id: a}, people: [{email: a@example.com, slack: UAA1}], auditors: [b@example.com]}\n", "web.auditors[0]"},
+	{"web unknown key", minimal + "web: {base_url: 'https://airlock.example.com', auditor: [a@example.com]}\n", "web.auditor"},
 }
 
 func TestErrorsNameTheKey(t *testing.T) {

@@ -351,3 +351,19 @@ func (db *DB) auditHeadOn(ctx context.Context, rd sqlx.QueryerContext) (id int64
 
 // ErrAuditChain is wrapped by every AuditBreak.
 var ErrAuditChain = errors.New("audit chain broken")
+
+// RecentAudit lists the newest audit rows the filter selects, newest
+// first, at most limit (the web console's audit page).
+func (db *DB) RecentAudit(ctx context.Context, f AuditRecordFilter, limit int) ([]AuditRecord, error) {
+	where, args := db.auditWhere(f)
+	var rows []auditRecordRow
+	q := `SELECT ` + auditRecordColumns + ` FROM audit WHERE id > 0` + where + ` ORDER BY id DESC LIMIT ` + strconv.Itoa(limit)
+	if err := db.sel(ctx, db.reader(), &rows, db.q(q), args...); err != nil {
+		return nil, fmt.Errorf("recent audit: %w", err)
+	}
+	out := make([]AuditRecord, len(rows))
+	for i, r := range rows {
+		out[i] = r.record()
+	}
+	return out, nil
+}

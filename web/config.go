@@ -28,6 +28,9 @@ type Config struct {
 	OIDC    OIDC   `yaml:"oidc"`
 	// People are who a signed-in person is on each platform.
 	People []Person `yaml:"people"`
+	// Auditors are the emails (of People) who may read the audit on the
+	// console.
+	Auditors []string `yaml:"auditors"`
 }
 
 // OIDC is `web.oidc`: the provider people sign in with.
@@ -59,7 +62,7 @@ var (
 // Its error is a *keyerr.Error naming the key.
 func (c Config) Validate(section string) error {
 	if !c.On() {
-		if c.OIDC != (OIDC{}) || len(c.People) > 0 {
+		if c.OIDC != (OIDC{}) || len(c.People) > 0 || len(c.Auditors) > 0 {
 			return keyerr.New(section+".base_url", "required when %s is set", section)
 		}
 		return nil
@@ -104,7 +107,22 @@ func (c Config) Validate(section string) error {
 			return keyerr.New(key+".discord", "%q is not a Discord user id", p.Discord)
 		}
 	}
+	for i, a := range c.Auditors {
+		if _, ok := seen[strings.ToLower(strings.TrimSpace(a))]; !ok {
+			return keyerr.New(fmt.Sprintf("%s.auditors[%d]", section, i), "%q is not one of %s.people", a, section)
+		}
+	}
 	return nil
+}
+
+// Auditor reports whether email is one of the auditors.
+func (c Config) Auditor(email string) bool {
+	for _, a := range c.Auditors {
+		if strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(email)) {
+			return true
+		}
+	}
+	return false
 }
 
 func loopback(host string) bool {

@@ -63,6 +63,8 @@ type Options struct {
 	Say func(error) string
 	// Now is the clock sign-ins are judged fresh by; nil: time.Now.
 	Now func() time.Time
+	// Audit is what the audit page reads; nil: no audit page.
+	Audit Audit
 }
 
 // Server serves the console under /ui/.
@@ -79,6 +81,7 @@ type Server struct {
 	cop     *http.CrossOriginProtection
 	say     func(error) string
 	now     func() time.Time
+	audit   Audit
 
 	mu       sync.Mutex
 	provider *oidc.Provider // discovered at the first sign-in
@@ -122,7 +125,7 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	return &Server{cfg: o.Config, console: o.Console, store: o.Store, log: o.Log, client: o.HTTPClient, base: base,
-		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say, now: o.Now, wa: wa}, nil
+		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say, now: o.Now, wa: wa, audit: o.Audit}, nil
 }
 
 // Handler serves the console: /ui/ and below.
@@ -138,6 +141,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/approvals/{id}/passkey/begin", s.signedIn(s.script(s.voteBegin)))
 	mux.HandleFunc("POST /ui/approvals/{id}/passkey/finish", s.signedIn(s.script(s.voteFinish)))
 	mux.HandleFunc("GET /ui/passkeys", s.signedIn(s.passkeys))
+	mux.HandleFunc("GET /ui/audit", s.signedIn(s.auditPage))
+	mux.HandleFunc("GET /ui/audit/export", s.signedIn(s.auditExport))
 	mux.HandleFunc("POST /ui/passkeys/begin", s.signedIn(s.script(s.registerBegin)))
 	mux.HandleFunc("POST /ui/passkeys/finish", s.signedIn(s.script(s.registerFinish)))
 	mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) { s.notFound(w, r) })
@@ -469,9 +474,14 @@ type pageData struct {
 	Fresh    bool   // the session's sign-in is fresh (a step-up of sso holds)
 	Here     string // the page's path, for a sign-in to come back to
 	Passkeys int    // how many passkeys the person has
+	Auditor  bool   // the person may read the audit
+	Audit    *auditView
 }
 
 func (s *Server) page(w http.ResponseWriter, status int, name string, d pageData) {
+	if d.Who.Email != "" && s.audit != nil && s.cfg.Auditor(d.Who.Email) {
+		d.Auditor = true
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := s.pages.ExecuteTemplate(w, name+".html", d); err != nil {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -44,24 +45,28 @@ type rig struct {
 	srv  *httptest.Server
 	idp  *webtest.Provider
 	core *console
+	db   *storage.DB
+	path string // the SQLite file, for a hand's edit
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	db, err := storage.Open(context.Background(), storage.DriverSQLite, filepath.Join(t.TempDir(), "airlock.db"))
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	db, err := storage.Open(context.Background(), storage.DriverSQLite, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	idp := webtest.New("airlock", "client-secret")
 	t.Cleanup(idp.Close)
-	r := &rig{t: t, idp: idp, core: &console{}}
+	r := &rig{t: t, idp: idp, core: &console{}, db: db, path: path}
 	mux := http.NewServeMux()
 	r.srv = httptest.NewServer(mux)
 	t.Cleanup(r.srv.Close)
-	s, err := web.New(web.Options{Store: db, Console: r.core, Say: func(err error) string { return err.Error() },
+	s, err := web.New(web.Options{Store: db, Audit: db, Console: r.core, Say: func(err error) string { return err.Error() },
 		Config: web.Config{BaseURL: r.srv.URL, OIDC: web.OIDC{Issuer: idp.URL, ClientID: "airlock", ClientSecret: "client-secret"},
-			People: []web.Person{{Email: "alice@example.com", Slack: "UALICE"}}}})
+			People:   []web.Person{{Email: "alice@example.com", Slack: "UALICE"}, {Email: "bob@example.com", Slack: "UBOB"}},
+			Auditors: []string{"alice@example.com"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,5 +214,54 @@ func TestApprovalPageIsInert(t *testing.T) {
 	}
 	if resp, _ := get(t, c, r.srv.URL+"/ui/approvals/b2"); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("another request: %d", resp.StatusCode)
+	}
+}
+
+// The audit page is the auditors': it lists the rows the filters select,
+// verifies the chain on demand (and says so when a row was edited by
+// hand), and exports the rows; anyone else gets 404, page and export.
+func TestAuditPageIsTheAuditors(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	for _, tool := range []string{"deploy", "status", "deploy"} {
+		if err := r.db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditToolCall, Tool: tool, Actor: "UBOB", Detail: `{"args":"<b>x</b>"}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.idp.SignIn("bob@example.com", true, time.Time{})
+	bob := r.client(true)
+	for _, p := range []string{"/ui/audit", "/ui/audit/export"} {
+		if resp, _ := get(t, bob, r.srv.URL+p); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("bob's %s: %d", p, resp.StatusCode)
+		}
+	}
+	r.idp.SignIn("alice@example.com", true, time.Time{})
+	alice := r.client(true)
+	resp, page := get(t, alice, r.srv.URL+"/ui/audit?tool=deploy")
+	if resp.StatusCode != 200 || strings.Count(page, "<code>deploy</code>") != 2 || strings.Contains(page, "<code>status</code>") || strings.Contains(page, "<b>x</b>") {
+		t.Fatalf("alice's audit page: %d\n%s", resp.StatusCode, page)
+	}
+	if _, page := get(t, alice, r.srv.URL+"/ui/audit?verify=1"); !strings.Contains(page, `id="verified"`) {
+		t.Fatalf("verification:\n%s", page)
+	}
+	_, export := get(t, alice, r.srv.URL+"/ui/audit/export?tool=deploy")
+	if n := strings.Count(strings.TrimSpace(export), "\n") + 1; n != 2 || !strings.Contains(export, `"kind":"tool_call"`) {
+		t.Fatalf("export of %d lines:\n%s", n, export)
+	}
+	if resp, page := get(t, alice, r.srv.URL+"/ui/audit?since=yesterday"); resp.StatusCode != 400 || !strings.Contains(page, "since: a date") {
+		t.Fatalf("a bad filter: %d", resp.StatusCode)
+	}
+	hand, err := sql.Open("sqlite3", "file:"+r.path+"?_busy_timeout=5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hand.Close()
+	for _, q := range []string{`DROP TRIGGER audit_no_update`, `UPDATE audit SET detail = '{}' WHERE tool = 'status'`} {
+		if _, err := hand.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, page := get(t, alice, r.srv.URL+"/ui/audit?verify=1"); !strings.Contains(page, `id="verify-failed"`) {
+		t.Fatalf("a row edited by hand verifies:\n%s", page)
 	}
 }

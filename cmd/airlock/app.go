@@ -317,7 +317,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		}
 	}
 	if cfg.Web.On() {
-		console, err := web.New(web.Options{Config: cfg.Web, Console: a.bot, Store: a.store, Log: logger.With("component", "web"), Say: bot.UserMessage})
+		console, err := web.New(web.Options{Config: cfg.Web, Console: a.bot, Store: a.store, Audit: a.store, Log: logger.With("component", "web"), Say: bot.UserMessage})
 		if err != nil {
 			return err
 		}
