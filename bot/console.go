@@ -146,3 +146,28 @@ func (b *Bot) DecideOnPage(ctx context.Context, p web.Who, d web.Decision) error
 	return b.Decide(ctx, Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Ref: d.Ref,
 		Allow: d.Allow, Reason: d.Reason, Phrase: d.Phrase, page: true, assurance: d.Assurance, credential: d.Credential})
 }
+
+// RunPage implements web.Console.
+func (b *Bot) RunPage(ctx context.Context, runID string, p web.Who) (web.Run, error) {
+	v, err := b.loadRun(ctx, runID)
+	if errors.Is(err, confirm.ErrNotFound) {
+		return web.Run{}, confirm.ErrNotFound
+	} else if err != nil {
+		return web.Run{}, err
+	}
+	conv, err := b.conversation(ctx, v.run.ConversationID)
+	if err != nil {
+		return web.Run{}, err
+	}
+	user := p.IDs[conv.Platform]
+	if user == "" || (v.run.RequestedBy != user && !b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, user, nil)) {
+		return web.Run{}, confirm.ErrNotFound
+	}
+	out := web.Run{Run: b.runCard(ctx, v), Requests: map[string]string{}}
+	for _, st := range v.steps {
+		if st.BatchID != "" {
+			out.Requests[st.StepID] = st.BatchID
+		}
+	}
+	return out, nil
+}

@@ -116,3 +116,25 @@ func TestConsoleShowsOnlyWhatIsYours(t *testing.T) {
 		t.Fatalf("carol's inbox: %+v", es)
 	}
 }
+
+// A run's page is for who started it and the approvers of its channel;
+// it lists the steps and each step's request.
+func TestRunPageIsTheStartersAndApprovers(t *testing.T) {
+	h := newRBHarness(t, nil)
+	id := h.start(restartBook(), "bob")
+	ctx := context.Background()
+	for _, user := range []string{"alice", "bob"} {
+		r, err := h.bot.RunPage(ctx, id, web.Who{IDs: map[string]string{"test": user}})
+		if err != nil || r.Run.ID != id || len(r.Run.Steps) == 0 || r.Requests["restart"] == "" {
+			t.Fatalf("%s's run page: %+v, %v", user, r, err)
+		}
+	}
+	for _, who := range []web.Who{{IDs: map[string]string{"test": "dave"}}, {}} {
+		if _, err := h.bot.RunPage(ctx, id, who); !errors.Is(err, confirm.ErrNotFound) {
+			t.Errorf("%v sees the run: %v", who.IDs, err)
+		}
+	}
+	if _, err := h.bot.RunPage(ctx, "nosuchrun", web.Who{IDs: map[string]string{"test": "alice"}}); !errors.Is(err, confirm.ErrNotFound) {
+		t.Errorf("no such run: %v", err)
+	}
+}

@@ -23,6 +23,17 @@ type Console interface {
 	// its page by the person, with the single-use decision of a click;
 	// its errors are the click's (bot.UserMessage says them).
 	DecideOnPage(ctx context.Context, p Who, d Decision) error
+	// RunPage is a runbook run as its message shows it, with its steps'
+	// requests, to the person who started it or an approver of its
+	// channel; confirm.ErrNotFound for anyone else.
+	RunPage(ctx context.Context, runID string, p Who) (Run, error)
+}
+
+// Run is a runbook run's page: its message, and each step's request
+// (its approval page), by step id.
+type Run struct {
+	Run      card.Run
+	Requests map[string]string // step id -> batch id of its latest attempt
 }
 
 // Who is a signed-in person: their email and their user id on each chat

@@ -141,6 +141,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/approvals/{id}/passkey/begin", s.signedIn(s.script(s.voteBegin)))
 	mux.HandleFunc("POST /ui/approvals/{id}/passkey/finish", s.signedIn(s.script(s.voteFinish)))
 	mux.HandleFunc("GET /ui/passkeys", s.signedIn(s.passkeys))
+	mux.HandleFunc("GET /ui/runs/{id}", s.signedIn(s.runPage))
 	mux.HandleFunc("GET /ui/audit", s.signedIn(s.auditPage))
 	mux.HandleFunc("GET /ui/audit/export", s.signedIn(s.auditExport))
 	mux.HandleFunc("POST /ui/passkeys/begin", s.signedIn(s.script(s.registerBegin)))
@@ -451,6 +452,19 @@ func (s *Server) assurance(se session) confirm.Assurance {
 	return confirm.AssuranceChat
 }
 
+// runPage shows a runbook run: its steps and their requests.
+func (s *Server) runPage(w http.ResponseWriter, r *http.Request, se session) {
+	run, err := s.console.RunPage(r.Context(), r.PathValue("id"), se.who)
+	if errors.Is(err, confirm.ErrNotFound) {
+		s.notFound(w, r)
+		return
+	} else if err != nil {
+		s.fail(w, r, "run", err)
+		return
+	}
+	s.page(w, http.StatusOK, "run", pageData{Title: "Run " + run.Run.ID, Who: se.who, CSRF: se.csrf, Run: &run})
+}
+
 func (s *Server) notFound(w http.ResponseWriter, _ *http.Request) {
 	s.page(w, http.StatusNotFound, "message", pageData{Title: "Not found", Message: "There is nothing here for you.", Link: "/ui/"})
 }
@@ -476,6 +490,7 @@ type pageData struct {
 	Passkeys int    // how many passkeys the person has
 	Auditor  bool   // the person may read the audit
 	Audit    *auditView
+	Run      *Run
 }
 
 func (s *Server) page(w http.ResponseWriter, status int, name string, d pageData) {

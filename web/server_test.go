@@ -35,6 +35,14 @@ func (c *console) Approval(_ context.Context, id string, p web.Who) (web.Approva
 		State: card.State{Kind: card.Waiting}}}}}, nil
 }
 
+func (c *console) RunPage(_ context.Context, id string, p web.Who) (web.Run, error) {
+	if id != "r1" || p.IDs["slack"] != "UALICE" {
+		return web.Run{}, confirm.ErrNotFound
+	}
+	return web.Run{Run: card.Run{ID: "r1", Runbook: "restart", RequestedBy: "UALICE", Status: confirm.RunbookRunning,
+		Steps: []card.RunStep{{ID: "restart", Tool: "restart", State: "needs approval <b>x</b>"}}}, Requests: map[string]string{"restart": "b1"}}, nil
+}
+
 func (c *console) DecideOnPage(_ context.Context, _ web.Who, d web.Decision) error {
 	c.decided = append(c.decided, d)
 	return nil
@@ -263,5 +271,20 @@ func TestAuditPageIsTheAuditors(t *testing.T) {
 	}
 	if _, page := get(t, alice, r.srv.URL+"/ui/audit?verify=1"); !strings.Contains(page, `id="verify-failed"`) {
 		t.Fatalf("a row edited by hand verifies:\n%s", page)
+	}
+}
+
+// A run's page lists its steps with links to their requests; text from
+// outside Airlock stays text; anyone else gets 404.
+func TestRunPage(t *testing.T) {
+	r := newRig(t)
+	r.idp.SignIn("alice@example.com", true, time.Time{})
+	alice := r.client(true)
+	resp, page := get(t, alice, r.srv.URL+"/ui/runs/r1")
+	if resp.StatusCode != 200 || !strings.Contains(page, `href="/ui/approvals/b1"`) || strings.Contains(page, "<b>x</b>") {
+		t.Fatalf("the run page: %d\n%s", resp.StatusCode, page)
+	}
+	if resp, _ := get(t, alice, r.srv.URL+"/ui/runs/r2"); resp.StatusCode != 404 {
+		t.Fatalf("another run: %d", resp.StatusCode)
 	}
 }
