@@ -111,7 +111,7 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 
 // stateOf turns a stored decision into the card's structured state.
 func stateOf(c confirm.Call, requester string) card.State {
-	st := card.State{By: c.DecidedBy, At: c.DecidedAt}
+	st := card.State{By: c.DecidedBy, At: c.DecidedAt, Via: c.DecidedVia}
 	switch c.Decision {
 	case confirm.DecisionPending:
 		st.Kind, st.By, st.At = card.Waiting, "", nil

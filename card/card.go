@@ -259,6 +259,9 @@ type State struct {
 	// GrantBy is who granted the grant (platform user id), when the
 	// renderer knows it; the status then names them instead of the grant.
 	GrantBy string
+	// Via is how the decider proved who they are when it was more than a
+	// chat click (confirmation.step_up): "passkey" or "sso".
+	Via confirm.Assurance
 }
 
 // allows reports whether the decision lets the call run.

@@ -150,6 +150,12 @@ func (c Call) Status() Status {
 		} else {
 			ps = append(ps, Part{Kind: Person, Text: st.By})
 		}
+		switch st.Via {
+		case confirm.AssurancePasskey:
+			ps = append(ps, w(" with a passkey"))
+		case confirm.AssuranceSSO:
+			ps = append(ps, w(" after a fresh sign-in"))
+		}
 		s.Decision = Line{IconAllowed, append(ps, at()...)}
 	default: // a state this version does not know
 		return Status{Decision: Line{IconQuestion, []Part{w("state "), {Kind: Code, Text: string(st.Kind)}}}}

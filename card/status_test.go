@@ -222,3 +222,19 @@ func TestLeadSaysTheClientStoppedWaiting(t *testing.T) {
 		t.Fatalf("a decided card's lead: %q", got)
 	}
 }
+
+// A step-up decision says how the decider proved who they are.
+func TestStatusSaysHowTheDeciderProvedWhoTheyAre(t *testing.T) {
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for via, want := range map[confirm.Assurance]string{
+		confirm.AssurancePasskey: "allowed by U0ALICE with a passkey at 12:00:00 UTC",
+		confirm.AssuranceSSO:     "allowed by U0ALICE after a fresh sign-in at 12:00:00 UTC",
+		"":                       "allowed by U0ALICE at 12:00:00 UTC",
+		confirm.AssuranceChat:    "allowed by U0ALICE at 12:00:00 UTC",
+	} {
+		c := Call{Flagged: true, Approvals: 1, State: State{Kind: Allowed, By: "U0ALICE", At: &at, Via: via}}
+		if got := PlainText(c.Status().Decision.Parts); got != want {
+			t.Errorf("%q: %q, want %q", via, got, want)
+		}
+	}
+}

@@ -135,9 +135,12 @@ type Call struct {
 	// Risk is the tier of a flagged call (medium unless its tool or a rule
 	// said); "" for calls nobody was asked about, and for calls stored
 	// before tiers existed.
-	Risk        Risk
-	Decision    DecisionStatus
-	DecidedBy   string // platform user id; "airlock", "policy", "rule:<name>", "grant:<id>"
+	Risk      Risk
+	Decision  DecisionStatus
+	DecidedBy string // platform user id; "airlock", "policy", "rule:<name>", "grant:<id>"
+	// DecidedVia is how the decider proved who they are (a decision on
+	// the web console's page); "" for a chat click.
+	DecidedVia  Assurance
 	DecidedAt   *time.Time
 	DenyMessage string // what the model is told for a deny not made by a person (moved on, rule, invalid...)
 	// DenyReason is a person's own words with a deny, as data (capped); the

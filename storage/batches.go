@@ -127,7 +127,7 @@ func (db *DB) CreateBatch(ctx context.Context, b *confirm.Batch, assistant confi
 		if err != nil {
 			return fmt.Errorf("insert batch: %w", err)
 		}
-		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?, ?, '', '', '', '', 0)`)
+		insert := db.q(`INSERT INTO calls (` + callColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', '', NULL, 0, '', NULL, '', ?, ?, '', '', '', '', 0, '')`)
 		for _, c := range nb.Calls {
 			var decidedAt any
 			if c.DecidedAt != nil {

@@ -215,9 +215,9 @@ func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, r
 // surface is where the decision came from (confirm.Surface*), "" unknown.
 func (db *DB) decideCall(ctx context.Context, tx *txn, event confirm.AuditEvent, status confirm.DecisionStatus, message, reason, surface string, assurance confirm.Assurance, credential string) error {
 	now := tx.now
-	n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?
+	n, err := db.execCount(ctx, tx, db.q(`UPDATE calls SET decision = ?, decided_by = ?, decided_at = ?, deny_message = ?, deny_reason = ?, decided_via = ?
 		WHERE batch_id = ? AND key = ? AND decision = 'pending' AND (expires_at IS NULL OR expires_at > ?)`),
-		string(status), event.Actor, db.ts(now), message, reason, event.BatchID, event.CallKey, db.ts(now))
+		string(status), event.Actor, db.ts(now), message, reason, string(assurance), event.BatchID, event.CallKey, db.ts(now))
 	if err != nil {
 		return fmt.Errorf("update call: %w", err)
 	}

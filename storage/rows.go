@@ -168,16 +168,17 @@ type callRow struct {
 	RecheckState   string `db:"recheck_state"`
 	RecheckHash    string `db:"recheck_hash"`
 	PreviewSize    int64  `db:"preview_size"`
+	DecidedVia     string `db:"decided_via"`
 }
 
-const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk, preview_state, preview_output, preview_hash, recheck_state, recheck_hash, preview_size`
+const callColumns = `batch_id, key, position, call_id, tool, args, summary, flagged, decision, decided_by, decided_at, deny_message, run_status, result, idempotency_key, expires_at, reasons, approvals, restrict_to, grantable, deny_reason, grant_id, edited_args, edited_by, edited_at, revision, checked_by, checked_at, notice_ref, risk, preview_state, preview_output, preview_hash, recheck_state, recheck_hash, preview_size, decided_via`
 
 // fields are the scan destinations of callColumns, in order.
 func (r *callRow) fields() []any {
 	return []any{&r.BatchID, &r.Key, &r.Position, &r.CallID, &r.Tool, &r.Args, &r.Summary, &r.Flagged, &r.Decision, &r.DecidedBy,
 		&r.DecidedAt, &r.DenyMessage, &r.Run, &r.Result, &r.IdempotencyKey, &r.ExpiresAt, &r.Reasons, &r.Approvals, &r.Restrict,
 		&r.Grantable, &r.DenyReason, &r.GrantID, &r.EditedArgs, &r.EditedBy, &r.EditedAt, &r.Revision, &r.CheckedBy, &r.CheckedAt, &r.NoticeRef, &r.Risk,
-		&r.PreviewState, &r.PreviewOutput, &r.PreviewHash, &r.RecheckState, &r.RecheckHash, &r.PreviewSize}
+		&r.PreviewState, &r.PreviewOutput, &r.PreviewHash, &r.RecheckState, &r.RecheckHash, &r.PreviewSize, &r.DecidedVia}
 }
 
 // call converts the row; Votes are loaded separately (see attachVotes).
@@ -207,6 +208,7 @@ func (r callRow) call() (confirm.Call, error) {
 		Decision:       confirm.DecisionStatus(r.Decision),
 		DecidedBy:      r.DecidedBy,
 		DecidedAt:      r.DecidedAt.ptr(),
+		DecidedVia:     confirm.Assurance(r.DecidedVia),
 		DenyMessage:    r.DenyMessage,
 		DenyReason:     r.DenyReason,
 		GrantID:        r.GrantID,

@@ -34,6 +34,7 @@ type callRecord struct {
 	Grant          *grantStory     `json:"grant,omitempty"` // the grant this call created or used
 	Decision       string          `json:"decision"`
 	DecidedBy      string          `json:"decided_by,omitempty"`
+	DecidedVia     string          `json:"decided_via,omitempty"` // how the decider proved who they are: passkey, sso (the web console)
 	DecidedAt      *time.Time      `json:"decided_at,omitempty"`
 	DenyMessage    string          `json:"deny_message,omitempty"`
 	Outcome        string          `json:"outcome"`
@@ -134,15 +135,19 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 			}
 		case confirm.AuditDecision:
 			var d struct {
-				Status  string `json:"status"`
-				Message string `json:"message"`
-				Reason  string `json:"reason"`
-				Rule    string `json:"rule"`
+				Status    string `json:"status"`
+				Message   string `json:"message"`
+				Reason    string `json:"reason"`
+				Rule      string `json:"rule"`
+				Assurance string `json:"assurance"`
 			}
 			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
 			at := e.At
 			r.Decision, r.DecidedBy, r.DecidedAt, r.DenyMessage, r.Rule = d.Status, e.Actor, &at, d.Message, d.Rule
+			if d.Assurance != string(confirm.AssuranceChat) {
+				r.DecidedVia = d.Assurance
+			}
 			if d.Reason != "" {
 				r.DenyMessage = d.Reason
 			}
@@ -302,6 +307,9 @@ func printRecords(w io.Writer, records []*callRecord) {
 		by := r.DecidedBy
 		if by == "" {
 			by = "-"
+		}
+		if r.DecidedVia != "" {
+			by += " (" + r.DecidedVia + ")"
 		}
 		outcome := r.Outcome
 		if r.Outcome == "failed" || r.Outcome == "unknown" {

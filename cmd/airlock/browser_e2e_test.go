@@ -275,6 +275,18 @@ func TestPasskeyStepUpInChromium(t *testing.T) {
 	if !strings.Contains(out.String(), `assurance\":\"passkey`) && !strings.Contains(out.String(), `"assurance":"passkey"`) {
 		t.Fatalf("no decision with assurance passkey in the audit:\n%s", out.String())
 	}
+	waitUntil(t, "the card saying how it was allowed", func() bool {
+		for _, u := range api.updates() {
+			if all, _ := formatted(t, u.Get("blocks")); strings.Contains(all, "with a passkey") {
+				return true
+			}
+		}
+		return false
+	})
+	var table, tableErr strings.Builder
+	if code := run(t.Context(), []string{"audit", "-config", path}, nil, &table, &tableErr); code != 0 || !strings.Contains(table.String(), "UALICE (passkey)") {
+		t.Fatalf("airlock audit: %d %s\n%s", code, tableErr.String(), table.String())
+	}
 	if n := tools.countPrefix("/deploy/"); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
 	}
