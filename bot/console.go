@@ -25,6 +25,28 @@ const consoleLimit = 200
 
 // Inbox implements web.Console.
 func (b *Bot) Inbox(ctx context.Context, p web.Who) ([]web.Entry, error) {
+	items, err := b.inbox(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Entry, len(items))
+	for i, it := range items {
+		out[i] = it.Entry
+	}
+	return out, nil
+}
+
+// inboxed is an inbox entry with the batch and conversation it was made
+// from, for views that link to its card (the Home tab).
+type inboxed struct {
+	web.Entry
+	batch *confirm.Batch
+	conv  confirm.Conversation
+}
+
+// inbox lists the requests waiting on p that p may decide, and p's own
+// recent ones, newest first.
+func (b *Bot) inbox(ctx context.Context, p web.Who) ([]inboxed, error) {
 	var ids []string
 	for _, id := range p.IDs {
 		if id != "" {
@@ -35,7 +57,7 @@ func (b *Bot) Inbox(ctx context.Context, p web.Who) ([]web.Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []web.Entry
+	var out []inboxed
 	seen := map[string]bool{}
 	for _, id := range slices.Concat(pending, asked) {
 		if seen[id] {
@@ -65,9 +87,9 @@ func (b *Bot) Inbox(ctx context.Context, p web.Who) ([]web.Entry, error) {
 		if e.Waiting == 0 && !v.mine {
 			continue // decided since: the inbox is what waits, and one's own
 		}
-		out = append(out, e)
+		out = append(out, inboxed{Entry: e, batch: batch, conv: conv})
 	}
-	slices.SortStableFunc(out, func(a, b web.Entry) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	slices.SortStableFunc(out, func(a, b inboxed) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	return out, nil
 }
 

@@ -269,7 +269,7 @@ func (g gatewayApprovals) Get(ctx context.Context, c gateway.Client, id string) 
 		return gateway.Approval{}, err
 	}
 	a := g.approval(ctx, conv, batch)
-	a.CardURL = g.cardURL(ctx, conv, batch)
+	a.CardURL = g.b.cardURL(ctx, conv, batch)
 	return a, nil
 }
 
@@ -288,11 +288,6 @@ func (g gatewayApprovals) approval(ctx context.Context, conv confirm.Conversatio
 // cardURL is a link to the batch's card (a Slack permalink, a Discord
 // jump URL), cached; "" before the card is posted or where the platform
 // cannot say.
-func (g gatewayApprovals) cardURL(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) string {
-	return g.b.cardURL(ctx, conv, batch)
-}
-
-// cardURL is a link to a batch's card ("" when the platform can't say).
 func (b *Bot) cardURL(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch) string {
 	p, err := b.platform(conv.Platform)
 	r, ok := p.(Router)

@@ -14,22 +14,14 @@ const maxHomeItems = 40
 // requests waiting on them there and their own, as the console's inbox
 // lists them, each with its card's link and, with the console, its page.
 func (b *Bot) Home(ctx context.Context, platform, user string) (card.Home, error) {
-	es, err := b.Inbox(ctx, web.Who{IDs: map[string]string{platform: user}})
+	es, err := b.inbox(ctx, web.Who{IDs: map[string]string{platform: user}}) // only the platform's requests are visible
 	if err != nil {
 		return card.Home{}, err
 	}
 	var h card.Home
 	for _, e := range es {
-		if e.Platform != platform {
-			continue
-		}
 		item := card.HomeItem{BatchID: e.BatchID, Tools: e.Tools, Waiting: e.Waiting, Channel: e.Channel, Requester: e.Requester,
-			ExpiresAt: e.ExpiresAt, PageURL: b.consoleURL(e.BatchID)}
-		if batch, err := b.store.Batch(ctx, e.BatchID); err == nil {
-			if conv, err := b.conversation(ctx, batch.ConversationID); err == nil {
-				item.CardURL = b.cardURL(ctx, conv, batch)
-			}
-		}
+			ExpiresAt: e.ExpiresAt, PageURL: b.consoleURL(e.BatchID), CardURL: b.cardURL(ctx, e.conv, e.batch)}
 		if e.MayDecide && e.Waiting > 0 && len(h.Waiting) < maxHomeItems {
 			h.Waiting = append(h.Waiting, item)
 		}

@@ -229,7 +229,7 @@ func (m mcpCore) outcomeOf(ctx context.Context, conv confirm.Conversation, batch
 	o := gateway.Outcome{ID: batch.ID, State: gateway.CallWaiting}
 	switch {
 	case c.Decision == confirm.DecisionPending:
-		o.CardURL = gatewayApprovals(m).cardURL(ctx, conv, batch)
+		o.CardURL = m.b.cardURL(ctx, conv, batch)
 	case c.Decision.Allowed():
 		switch c.Run {
 		case confirm.RunSucceeded:

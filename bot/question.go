@@ -113,7 +113,7 @@ func (b *Bot) Ask(ctx context.Context, e confirm.Elicitation) confirm.ElicitAnsw
 	}
 	b.postQuestion(context.WithoutCancel(ctx), p, th, q)
 	log.Info("question posted")
-	return b.awaitAnswer(ctx, p, th, q)
+	return b.awaitAnswer(ctx, q)
 }
 
 // postQuestion posts the question's message (as text where the platform
@@ -166,7 +166,7 @@ func (b *Bot) updateQuestion(ctx context.Context, id string) {
 
 // awaitAnswer waits until q ends (a person, on any replica), expires, or
 // ctx ends, and says what the server is told.
-func (b *Bot) awaitAnswer(ctx context.Context, p Platform, th Thread, q confirm.Question) confirm.ElicitAnswer {
+func (b *Bot) awaitAnswer(ctx context.Context, q confirm.Question) confirm.ElicitAnswer {
 	bg := context.WithoutCancel(ctx)
 	tick := time.NewTicker(questionPoll)
 	defer tick.Stop()
@@ -182,6 +182,9 @@ func (b *Bot) awaitAnswer(ctx context.Context, p Platform, th Thread, q confirm.
 		select {
 		case <-ctx.Done():
 			b.cancelQuestion(bg, q.ID, card.WhyCallEnded)
+			if cur, err := b.store.Question(bg, q.ID); err == nil && cur.Status != confirm.QuestionPending {
+				return answerOf(cur) // an answer that won just before stands
+			}
 			return confirm.ElicitAnswer{Action: confirm.ElicitCancel}
 		case <-tick.C:
 		}

@@ -56,12 +56,9 @@ func withCall(ctx context.Context, c *inflight) context.Context {
 }
 
 // callOf is the call whose context ctx is; nil for none.
-func callOf(ctx context.Context) (*inflight, int) {
+func callOf(ctx context.Context) *inflight {
 	c, _ := ctx.Value(inflightKey{}).(*inflight)
-	if c == nil {
-		return nil, 0
-	}
-	return c, 1
+	return c
 }
 
 // begin records a call in flight; the returned func forgets it.
@@ -101,7 +98,7 @@ func (s *server) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elici
 		s.log.Warn("mcp server asked for a URL elicitation; declined: Airlock has no page to send a person to")
 		return decline, nil
 	}
-	call, n := callOf(ctx)
+	call, n := callOf(ctx), 1
 	if call == nil {
 		call, n = s.asking()
 	}

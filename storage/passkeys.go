@@ -55,19 +55,8 @@ func (db *DB) StartCeremony(ctx context.Context, idHash, email, kind, data strin
 func (db *DB) TakeCeremony(ctx context.Context, idHash, email, kind string) (string, error) {
 	var data string
 	err := db.tx(ctx, func(tx *txn) error {
-		if db.driver == DriverPostgres {
-			return notFound(db.get(ctx, tx, &data, db.q(`DELETE FROM web_ceremonies WHERE id_hash = ? AND email = ? AND kind = ? AND expires_at > ? RETURNING data`),
-				idHash, email, kind, db.ts(tx.now)))
-		}
-		if err := db.get(ctx, tx, &data, `SELECT data FROM web_ceremonies WHERE id_hash = ? AND email = ? AND kind = ? AND expires_at > ?`,
-			idHash, email, kind, db.ts(tx.now)); err != nil {
-			return notFound(err)
-		}
-		n, err := db.execCount(ctx, tx, `DELETE FROM web_ceremonies WHERE id_hash = ? AND expires_at > ?`, idHash, db.ts(tx.now))
-		if err == nil && n != 1 {
-			err = confirm.ErrNotFound
-		}
-		return err
+		return db.takeRow(ctx, tx, &data, "web_ceremonies", "data", "id_hash = ? AND email = ? AND kind = ? AND expires_at > ?",
+			idHash, email, kind, db.ts(tx.now))
 	})
 	if err != nil {
 		return "", fmt.Errorf("take ceremony: %w", err)

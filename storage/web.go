@@ -44,23 +44,30 @@ func (db *DB) TakeLogin(ctx context.Context, stateHash string) (confirm.WebLogin
 		ReturnTo string `db:"return_to"`
 	}
 	err := db.tx(ctx, func(tx *txn) error {
-		if db.driver == DriverPostgres {
-			return notFound(db.get(ctx, tx, &r, db.q(`DELETE FROM web_logins WHERE state_hash = ? AND expires_at > ? RETURNING nonce, verifier, return_to`),
-				stateHash, db.ts(tx.now)))
-		}
-		if err := db.get(ctx, tx, &r, `SELECT nonce, verifier, return_to FROM web_logins WHERE state_hash = ? AND expires_at > ?`, stateHash, db.ts(tx.now)); err != nil {
-			return notFound(err)
-		}
-		n, err := db.execCount(ctx, tx, `DELETE FROM web_logins WHERE state_hash = ? AND expires_at > ?`, stateHash, db.ts(tx.now))
-		if err == nil && n != 1 {
-			err = confirm.ErrNotFound
-		}
-		return err
+		return db.takeRow(ctx, tx, &r, "web_logins", "nonce, verifier, return_to", "state_hash = ? AND expires_at > ?", stateHash, db.ts(tx.now))
 	})
 	if err != nil {
 		return confirm.WebLogin{}, fmt.Errorf("take login: %w", err)
 	}
 	return confirm.WebLogin{Nonce: r.Nonce, Verifier: r.Verifier, ReturnTo: r.ReturnTo}, nil
+}
+
+// takeRow reads cols of the one row of table that where selects into
+// dest and deletes it: one conditional DELETE (PostgreSQL: with
+// RETURNING; SQLite: the SELECT, then the DELETE, in the same write
+// transaction), so a row is taken once; confirm.ErrNotFound when none.
+func (db *DB) takeRow(ctx context.Context, tx *txn, dest any, table, cols, where string, args ...any) error {
+	if db.driver == DriverPostgres {
+		return notFound(db.get(ctx, tx, dest, db.q(`DELETE FROM `+table+` WHERE `+where+` RETURNING `+cols), args...))
+	}
+	if err := db.get(ctx, tx, dest, `SELECT `+cols+` FROM `+table+` WHERE `+where, args...); err != nil {
+		return notFound(err)
+	}
+	n, err := db.execCount(ctx, tx, `DELETE FROM `+table+` WHERE `+where, args...)
+	if err == nil && n != 1 {
+		err = confirm.ErrNotFound
+	}
+	return err
 }
 
 // CreateWebSession stores a signed-in session until ttl from now.

@@ -434,14 +434,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
 	}
 	if err := s.console.DecideOnPage(r.Context(), se.who, d); err != nil {
 		s.log.Info("web: decision refused", "email", se.who.Email, "ref", ref, "err", err)
-		s.showApproval(w, r, se, http.StatusConflict, s.refusal(err))
+		s.showApproval(w, r, se, http.StatusConflict, s.say(err))
 		return
 	}
 	s.log.Info("web: decided", "email", se.who.Email, "ref", ref, "allow", d.Allow)
 	http.Redirect(w, r, "/ui/approvals/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
 }
-
-func (s *Server) refusal(err error) string { return s.say(err) }
 
 // assurance is what the session proves: a sign-in within FreshSignIn is
 // sso; an older one, no more than a chat click.
