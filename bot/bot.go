@@ -367,6 +367,7 @@ func (b *Bot) cardOf(conv confirm.Conversation, batch *confirm.Batch, intro stri
 		editable:   func(tool string) bool { _, ok := b.offered(conv, tool); return ok },
 		escalation: b.cfg.Escalation,
 		now:        b.now(), selfApproval: b.cfg.SelfApproval,
+		stepUp: b.cfg.StepUp,
 	}), b.cfg.Redact)
 	c.PageURL = b.consoleURL(batch.ID)
 	if name, session, ok := gateway.SessionOf(conv.Thread); ok {

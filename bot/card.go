@@ -32,6 +32,9 @@ type cardExtras struct {
 	// now ends); selfApproval whether requesters may allow their own calls.
 	now          time.Time
 	selfApproval bool
+	// stepUp is what each tier's votes need to count (a vote made with
+	// less is not shown as one).
+	stepUp confirm.StepUp
 }
 
 // cardWith builds the card of a batch. grantFor is the "Allow for"
@@ -67,7 +70,7 @@ func cardWith(b *confirm.Batch, intro string, approvers confirm.Approvers, grant
 			Flagged:   call.Flagged,
 			Reasons:   call.Reasons,
 			Approvals: max(call.Approvals, 1),
-			Votes:     call.Votes,
+			Votes:     countingVotes(call.Votes, x.stepUp.Needs(call.Risk)),
 			Restrict:  call.Restrict,
 			Grantable: grantFor > 0 && call.Grantable && st.Kind == card.Waiting,
 			Risk:      call.Risk,

@@ -3,6 +3,7 @@ package bot_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -132,5 +133,105 @@ func TestRunPageIsTheStartersAndApprovers(t *testing.T) {
 	}
 	if _, err := h.bot.RunPage(ctx, "nosuchrun", web.Who{IDs: map[string]string{"test": "alice"}}); !errors.Is(err, confirm.ErrNotFound) {
 		t.Errorf("no such run: %v", err)
+	}
+}
+
+// A quorum counts only the votes of the assurance the call's tier needs
+// now: a chat vote cast before step_up asked for a fresh sign-in is not
+// counted (nor shown on the card) after the restart that changed it, so
+// two page votes are still needed; its voter votes again on the page.
+func TestQuorumCountsOnlyVotesOfTheNeededAssurance(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "airlock.db")
+	quorum := func(c *bot.Config) {
+		c.DefaultApprovals = 2
+		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", Approvers: []string{"alice", "carol"}}})
+		c.ConsoleURL = "https://airlock.example.com/"
+	}
+	h := newHarnessWith(t, path, quorum)
+	h.tools["deploy"].Rating = confirm.RiskHigh
+	h.push(calls(tc("a", "deploy", `{"svc":"api"}`)))
+	h.turn("bob", "deploy")
+	ref := h.plat.LastCard().Calls[0].Ref
+	batch, _, _ := strings.Cut(ref, ".")
+	ctx := context.Background()
+	if err := h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	if v := h.plat.LastCard().Calls[0].Votes; len(v) != 1 {
+		t.Fatalf("alice's chat vote: %+v", v)
+	}
+	h.store.Close()
+
+	// Restarted with step_up asking high calls for a fresh sign-in.
+	h2 := newHarnessWith(t, path, func(c *bot.Config) {
+		quorum(c)
+		c.StepUp = confirm.StepUp{confirm.RiskHigh: confirm.AssuranceSSO}
+	})
+	h2.tools["deploy"].Rating = confirm.RiskHigh
+	h2.push(text("deployed"))
+	page := func(user string) error {
+		return h2.bot.DecideOnPage(ctx, web.Who{IDs: map[string]string{"test": user}}, web.Decision{Ref: ref, Allow: true, Assurance: confirm.AssuranceSSO})
+	}
+	if err := page("carol"); err != nil {
+		t.Fatal(err)
+	}
+	a, err := h2.bot.Approval(ctx, batch, web.Who{IDs: map[string]string{"test": "carol"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := a.Card.Calls[0]; !c.Open() || len(c.Votes) != 1 || c.Votes[0].By != "carol" {
+		t.Fatalf("after carol's page vote: open %v, votes %+v", c.Open(), c.Votes)
+	}
+	if n := h2.tools["deploy"].Runs.Load(); n != 0 {
+		t.Fatalf("a chat vote from before step_up counted: deploy ran %d times", n)
+	}
+	// Alice's chat vote does not stand for her: she votes on the page.
+	if err := page("alice"); err != nil {
+		t.Fatalf("alice's page vote after her chat vote: %v", err)
+	}
+	if n := h2.tools["deploy"].Runs.Load(); n != 1 {
+		t.Fatalf("deploy ran %d times after two page votes", n)
+	}
+	if err := page("alice"); err == nil {
+		t.Fatal("a vote on an allowed call counted")
+	}
+}
+
+// An Edit… in chat that raises the call to a tier needing step-up is
+// stored, but it is not the editor's allow: the call waits for an allow
+// with the needed assurance, on the page.
+func TestChatEditRaisingTheTierWaitsForTheStepUp(t *testing.T) {
+	byEnv := confirm.PolicyFunc(func(r confirm.Request) confirm.Verdict {
+		if r.Call.Name != "deploy" {
+			return confirm.Verdict{}
+		}
+		if strings.Contains(string(r.Call.Args), "prod") {
+			return confirm.Verdict{Ask: true, Risk: confirm.RiskHigh}
+		}
+		return confirm.Verdict{Ask: true}
+	})
+	h := newHarnessWith(t, "", withPolicy(byEnv, func(c *bot.Config) {
+		c.StepUp = confirm.StepUp{confirm.RiskHigh: confirm.AssuranceSSO}
+		c.ConsoleURL = "https://airlock.example.com/"
+	}))
+	h.push(calls(tc("a", "deploy", `{"env":"dev"}`)), text("deployed"))
+	h.turn("dave", "deploy")
+	ref := h.plat.LastCard().Calls[0].Ref
+	ctx := context.Background()
+	if err := h.bot.Edit(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref)}, `{"env":"prod"}`); err != nil {
+		t.Fatalf("the edit: %v", err)
+	}
+	c := h.plat.LastCard().Calls[0]
+	if !c.Open() || c.Risk != confirm.RiskHigh || !strings.Contains(c.Args, "prod") {
+		t.Fatalf("after the edit: open %v, risk %s, args %s", c.Open(), c.Risk, c.Args)
+	}
+	if n := h.tools["deploy"].Runs.Load(); n != 0 {
+		t.Fatalf("a chat edit to a step-up tier ran the call (%d runs)", n)
+	}
+	if err := h.bot.DecideOnPage(ctx, web.Who{IDs: map[string]string{"test": "carol"}}, web.Decision{Ref: c.Ref, Allow: true, Assurance: confirm.AssuranceSSO}); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.tools["deploy"].Runs.Load(); n != 1 {
+		t.Fatalf("deploy ran %d times", n)
 	}
 }

@@ -181,7 +181,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return err
 	}
 	defer leave()
-	if c.Replayed && counted(t.call, c) {
+	if c.Replayed && counted(t.call, c, b.cfg.StepUp.Needs(t.call.Risk)) {
 		b.log.Info("inbox: a click worked again was counted before; nothing changed", "batch", t.batch.ID, "call", t.call.Key, "user", c.User)
 		return nil
 	}
@@ -205,7 +205,7 @@ func (b *Bot) Decide(ctx context.Context, c Click) error {
 		return err
 	}
 	d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: t.revision,
-		Surface: b.clickSurface(ctx, conv, batch, c), Assurance: c.assurance, Credential: c.credential}
+		Surface: b.clickSurface(ctx, conv, batch, c), Assurance: c.assurance, Credential: c.credential, Need: b.cfg.StepUp.Needs(call.Risk)}
 	if c.Allow {
 		d.Status = confirm.DecisionAllowed
 		if c.Grant {

@@ -129,7 +129,8 @@ func (b *Bot) DecideAll(ctx context.Context, c Click) (AllResult, error) {
 			left(fmt.Sprintf("needs %d approvals: use its own Allow", call.Approvals))
 			continue
 		}
-		d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: call.Revision, Surface: surface}
+		d := confirm.Decide{BatchID: batchID, Key: call.Key, Status: confirm.DecisionDenied, By: c.User, Revision: call.Revision, Surface: surface,
+			Need: b.cfg.StepUp.Needs(call.Risk)}
 		if c.Allow {
 			d.Status = confirm.DecisionAllowed
 		} else {

@@ -175,6 +175,13 @@ func (b *Bot) Edit(ctx context.Context, c Click, text string) error {
 	// A critical call's Allow needs its phrase typed, for the edited
 	// arguments: the edit is stored and the call waits for it.
 	e.Hold = e.Risk == confirm.RiskCritical
+	// The editor's vote counts only with the assurance the edited call's
+	// tier needs (step_up): an edit made with less is stored, and the call
+	// waits for an allow that has it.
+	e.Assurance, e.Credential, e.Need = c.assurance, c.credential, b.cfg.StepUp.Needs(e.Risk)
+	if !e.Assurance.Counts(e.Need) {
+		e.Hold = true
+	}
 	for _, set := range e.Restrict {
 		if !b.cfg.Channels.Admits(ctx, conv.Platform, c.User, c.Roles, set) {
 			return refuse("editor not in a restriction", "with these arguments a rule lets only "+setText(set)+" decide this call, and you are not among them")

@@ -208,13 +208,26 @@ func (b *Bot) replayedStored(ctx context.Context, t Turn) (bool, error) {
 // counted reports whether a click's decision is already the call's: a
 // click worked again after it was counted (the process died before its
 // delivery was marked done) changes nothing and is answered with nothing.
-func counted(call confirm.Call, c Click) bool {
+// need is what a vote needs to count (step_up).
+func counted(call confirm.Call, c Click, need confirm.Assurance) bool {
 	if c.User == "" {
 		return false
 	}
 	if c.Allow {
-		return slices.ContainsFunc(call.Votes, func(v confirm.Vote) bool { return v.By == c.User }) ||
+		return slices.ContainsFunc(countingVotes(call.Votes, need), func(v confirm.Vote) bool { return v.By == c.User }) ||
 			(call.DecidedBy == c.User && call.Decision.Allowed())
 	}
 	return call.DecidedBy == c.User && call.Decision == confirm.DecisionDenied
+}
+
+// countingVotes are the votes made with need or more: a vote cast before
+// step_up asked more of the call's tier is not counted, nor shown as one.
+func countingVotes(votes []confirm.Vote, need confirm.Assurance) []confirm.Vote {
+	var out []confirm.Vote
+	for _, v := range votes {
+		if v.Via.Counts(need) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -146,15 +146,15 @@ func (c Call) Status() Status {
 	case Allowed:
 		ps := []Part{w("allowed by ")}
 		if c.Approvals > 1 && len(c.Votes) > 0 {
-			ps = append(ps, voters(c.Votes, " and ")...)
+			ps = append(ps, voters(c.Votes, " and ")...) // each says how
 		} else {
 			ps = append(ps, Part{Kind: Person, Text: st.By})
-		}
-		switch st.Via {
-		case confirm.AssurancePasskey:
-			ps = append(ps, w(" with a passkey"))
-		case confirm.AssuranceSSO:
-			ps = append(ps, w(" after a fresh sign-in"))
+			switch st.Via {
+			case confirm.AssurancePasskey:
+				ps = append(ps, w(" with a passkey"))
+			case confirm.AssuranceSSO:
+				ps = append(ps, w(" after a fresh sign-in"))
+			}
 		}
 		s.Decision = Line{IconAllowed, append(ps, at()...)}
 	default: // a state this version does not know
@@ -206,6 +206,12 @@ func voters(votes []confirm.Vote, sep string) []Part {
 			break
 		}
 		out = append(out, Part{Kind: Person, Text: v.By})
+		switch v.Via {
+		case confirm.AssurancePasskey:
+			out = append(out, Part{Kind: Words, Text: " (passkey)"})
+		case confirm.AssuranceSSO:
+			out = append(out, Part{Kind: Words, Text: " (fresh sign-in)"})
+		}
 	}
 	return out
 }

@@ -238,3 +238,17 @@ func TestStatusSaysHowTheDeciderProvedWhoTheyAre(t *testing.T) {
 		}
 	}
 }
+
+// Each vote of a quorum says how its voter proved who they are.
+func TestVotesSayHowEachVoterProvedWhoTheyAre(t *testing.T) {
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	votes := []confirm.Vote{{By: "U0ALICE", Via: confirm.AssurancePasskey}, {By: "U0BOB", Via: confirm.AssuranceSSO}, {By: "U0CAROL"}}
+	c := Call{Flagged: true, Approvals: 3, Votes: votes[:2], State: State{Kind: Waiting}}
+	if got, want := PlainText(c.Status().Decision.Parts), "waiting for a decision: 2 of 3 approvals: U0ALICE (passkey), U0BOB (fresh sign-in)"; got != want {
+		t.Errorf("waiting: %q, want %q", got, want)
+	}
+	c.Votes, c.State = votes, State{Kind: Allowed, By: "U0CAROL", At: &at}
+	if got, want := PlainText(c.Status().Decision.Parts), "allowed by U0ALICE (passkey) and U0BOB (fresh sign-in) and U0CAROL at 12:00:00 UTC"; got != want {
+		t.Errorf("allowed: %q, want %q", got, want)
+	}
+}

@@ -98,6 +98,11 @@ type EditCall struct {
 	// the call goes on waiting (a critical call, whose Allow needs its
 	// confirmation phrase typed for the edited arguments).
 	Hold bool
+	// Assurance, Credential and Need are as in Decide, for the editor's
+	// vote (an edit on the web console's page).
+	Assurance  Assurance
+	Credential string
+	Need       Assurance
 }
 
 // RunArgs are the arguments a call runs with: an approver's edit, else

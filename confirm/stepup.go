@@ -27,6 +27,22 @@ func (a Assurance) Rank() int {
 	return 0
 }
 
+// Counts reports whether a vote made with a counts where need is
+// needed ("" is a chat click).
+func (a Assurance) Counts(need Assurance) bool { return a.Rank() >= need.Rank() }
+
+// CountedBy lists the stored assurances of votes that count where need is
+// needed ("" is a chat click's), for storage's queries.
+func CountedBy(need Assurance) []Assurance {
+	var out []Assurance
+	for _, a := range []Assurance{"", AssuranceChat, AssuranceSSO, AssurancePasskey} {
+		if a.Counts(need) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // Valid reports whether a is one of the assurances.
 func (a Assurance) Valid() bool {
 	return a == AssuranceChat || a == AssuranceSSO || a == AssurancePasskey
@@ -49,4 +65,4 @@ func (s StepUp) Needs(risk Risk) Assurance {
 }
 
 // Satisfied reports whether a vote made with a counts for a call of risk.
-func (s StepUp) Satisfied(risk Risk, a Assurance) bool { return a.Rank() >= s.Needs(risk).Rank() }
+func (s StepUp) Satisfied(risk Risk, a Assurance) bool { return a.Counts(s.Needs(risk)) }

@@ -180,6 +180,9 @@ type Call struct {
 type Vote struct {
 	By string
 	At time.Time
+	// Via is how the voter proved who they are (a vote on the web
+	// console's page); "" for a chat click.
+	Via Assurance
 }
 
 // Decide is one person's decision on one call.
@@ -197,6 +200,11 @@ type Decide struct {
 	Assurance Assurance
 	// Credential is the passkey's id of a passkey vote, for the audit.
 	Credential string
+	// Need is the assurance a vote needs to count toward the call's
+	// quorum (confirmation.step_up, as configured now): votes stored with
+	// less (cast before the setting changed) are not counted, and their
+	// voters may vote again. An allow made with less is refused.
+	Need Assurance
 	// Revision is the revision of the call's arguments the decider saw: a
 	// decision at another revision changes nothing (DecideResult.Stale).
 	Revision int

@@ -54,7 +54,12 @@ type ApproverStats struct {
 	Approver      string  `json:"approver"`
 	Decisions     int     `json:"decisions"`
 	MedianSeconds float64 `json:"median_seconds"`
-	times         []time.Duration
+	// Passkey and SSO count the decisions made on the web console's page
+	// with a passkey, and after a fresh sign-in (step-up); the others
+	// were chat clicks (or a page without either).
+	Passkey int `json:"passkey"`
+	SSO     int `json:"sso"`
+	times   []time.Duration
 }
 
 // AuditStats are the decision figures of the audit rows from Since on.
@@ -135,6 +140,7 @@ func (db *DB) AuditStats(ctx context.Context, since time.Time) (AuditStats, erro
 			var d struct {
 				Status    string `json:"status"`
 				Abandoned bool   `json:"abandoned"`
+				Assurance string `json:"assurance"`
 			}
 			_ = json.Unmarshal([]byte(r.Detail), &d)
 			t := tool(c.tool)
@@ -164,6 +170,12 @@ func (db *DB) AuditStats(ctx context.Context, since time.Time) (AuditStats, erro
 			}
 			a.Decisions++
 			a.times = append(a.times, took)
+			switch confirm.Assurance(d.Assurance) {
+			case confirm.AssurancePasskey:
+				a.Passkey++
+			case confirm.AssuranceSSO:
+				a.SSO++
+			}
 		}
 		return nil
 	})

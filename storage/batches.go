@@ -267,11 +267,11 @@ func (db *DB) batchQuery(where string) string {
 	if q, ok := db.batchQueries.Load(where); ok {
 		return q.(string)
 	}
-	votes := `CASE WHEN c.approvals > 1 THEN (SELECT json_group_array(json_array(v.approver, v.at) ORDER BY v.at, v.id) FROM votes v
+	votes := `CASE WHEN c.approvals > 1 THEN (SELECT json_group_array(json_array(v.approver, v.at, v.assurance) ORDER BY v.at, v.id) FROM votes v
 		WHERE v.batch_id = c.batch_id AND v.key = c.key) END`
 	steps := `(SELECT json_group_array(e.step ORDER BY e.step) FROM batch_escalations e WHERE e.batch_id = b.id)`
 	if db.driver == DriverPostgres {
-		votes = `CASE WHEN c.approvals > 1 THEN (SELECT json_agg(json_build_array(v.approver, v.at) ORDER BY v.at, v.id) FROM votes v
+		votes = `CASE WHEN c.approvals > 1 THEN (SELECT json_agg(json_build_array(v.approver, v.at, v.assurance) ORDER BY v.at, v.id) FROM votes v
 		WHERE v.batch_id = c.batch_id AND v.key = c.key) END`
 		steps = `(SELECT json_agg(e.step ORDER BY e.step) FROM batch_escalations e WHERE e.batch_id = b.id)`
 	}
@@ -284,7 +284,7 @@ func (db *DB) batchQuery(where string) string {
 // loadBatch loads the batch where selects (a condition on batches b) with
 // its calls, their votes and the batch's fired escalation steps in one
 // statement: a row per call, in position order, its votes as a JSON array
-// of [approver, at] pairs, oldest first, and the steps as a JSON array in
+// of [approver, at, assurance] triples, oldest first, and the steps as a JSON array in
 // ascending order (the first row's is used; the primary key lookup per
 // row is cheaper than a second round trip). Votes are looked up only for
 // a call needing more than one approval (a call needing one keeps none,
@@ -339,17 +339,17 @@ func parseVotes(s string) ([]confirm.Vote, error) {
 	if s == "" || s == "[]" {
 		return nil, nil
 	}
-	var pairs [][2]string
-	if err := json.Unmarshal([]byte(s), &pairs); err != nil {
+	var votes [][3]string // approver, at, assurance
+	if err := json.Unmarshal([]byte(s), &votes); err != nil {
 		return nil, err
 	}
-	out := make([]confirm.Vote, len(pairs))
-	for i, p := range pairs {
+	out := make([]confirm.Vote, len(votes))
+	for i, v := range votes {
 		var at dbTime
-		if err := at.parse(p[1]); err != nil {
+		if err := at.parse(v[1]); err != nil {
 			return nil, err
 		}
-		out[i] = confirm.Vote{By: p[0], At: at.t}
+		out[i] = confirm.Vote{By: v[0], At: at.t, Via: confirm.Assurance(v[2])}
 	}
 	return out, nil
 }
@@ -459,7 +459,7 @@ func (db *DB) UnknownCalls(ctx context.Context, conversationID int64) ([]confirm
 	if err != nil {
 		return nil, fmt.Errorf("unknown calls: %w", err)
 	}
-	if err := db.attachVotes(ctx, out, `SELECT v.batch_id, v.key, v.approver, v.at FROM votes v
+	if err := db.attachVotes(ctx, out, `SELECT v.batch_id, v.key, v.approver, v.at, v.assurance FROM votes v
 		JOIN calls c ON c.batch_id = v.batch_id AND c.key = v.key JOIN batches b ON b.id = v.batch_id
 		WHERE b.conversation_id = ? AND c.run_status = 'unknown' AND c.checked_at IS NULL ORDER BY v.at, v.id`, conversationID); err != nil {
 		return nil, fmt.Errorf("unknown calls: votes: %w", err)
@@ -555,7 +555,7 @@ func (db *DB) AskedBatch(ctx context.Context, conversationID int64, tool string,
 	return ids[0], nil
 }
 
-// attachVotes loads the votes query selects (batch_id, key, approver, at;
+// attachVotes loads the votes query selects (batch_id, key, approver, at, assurance;
 // oldest first) and sets each call's Votes.
 func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, args ...any) error {
 	var rows []voteRow
@@ -572,7 +572,7 @@ func (db *DB) attachVotes(ctx context.Context, cs []confirm.Call, query string, 
 	}
 	for _, v := range rows {
 		if i, ok := at[callKey{v.BatchID, v.Key}]; ok {
-			cs[i].Votes = append(cs[i].Votes, confirm.Vote{By: v.Approver, At: v.At.t})
+			cs[i].Votes = append(cs[i].Votes, confirm.Vote{By: v.Approver, At: v.At.t, Via: confirm.Assurance(v.Assurance)})
 		}
 	}
 	return nil

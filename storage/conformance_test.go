@@ -58,6 +58,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"Reasons", testReasons},
 		{"Quorum", testQuorum},
 		{"QuorumDeny", testQuorumDeny},
+		{"QuorumAssurance", testQuorumAssurance},
 		{"QuorumExpiry", testQuorumExpiry},
 		{"RaceQuorum", testRaceQuorum},
 		{"RaceSameApprover", testRaceSameApprover},

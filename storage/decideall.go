@@ -47,6 +47,9 @@ func (db *DB) DecideAll(ctx context.Context, ds []confirm.Decide) (confirm.Decid
 				res.Stale = true
 				continue
 			}
+			if d.Status == confirm.DecisionAllowed && !d.Assurance.Counts(d.Need) {
+				return fmt.Errorf("decide all: call %s: an allow made with %q where %q is needed", d.Key, d.Assurance, d.Need)
+			}
 			if d.Status == confirm.DecisionAllowed && res.Required > 1 {
 				return fmt.Errorf("decide all: call %s needs %d approvals; one allow does not decide it", d.Key, res.Required)
 			}

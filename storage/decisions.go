@@ -72,14 +72,14 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 		event := confirm.AuditEvent{At: tx.now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
 
 		if allow {
-			if err := db.castVote(ctx, tx, event, &res); err != nil {
+			if err := db.castVote(ctx, tx, event, &res, d.Assurance, d.Need); err != nil {
 				return err
 			}
 			if res.Votes < res.Required {
 				return nil
 			}
 		} else if res.Required > 1 { // a pending call needing one has no votes
-			if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key); err != nil {
+			if res.Votes, err = db.countVotes(ctx, tx, d.BatchID, d.Key, d.Need); err != nil {
 				return err
 			}
 		}
@@ -177,23 +177,31 @@ func (db *DB) lockPendingCall(ctx context.Context, tx *txn, batchID, key string)
 }
 
 // castVote records event.Actor's allow of the call event names (pending,
-// its row locked; res.Required set). On a call needing more than one it
-// is a vote row, audited as an approval; on a call needing one it decides
-// the call in this transaction, which stores who (decided_by), so no row
-// is kept. It sets res.Votes and res.Won, or res.AlreadyVoted with
-// errAlreadyVoted when that person had voted before.
-func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, res *confirm.DecideResult) error {
+// its row locked; res.Required set), made with assurance, where a vote
+// needs need to count. On a call needing more than one it is a vote row,
+// audited as an approval; on a call needing one it decides the call in
+// this transaction, which stores who (decided_by), so no row is kept. A
+// voter whose earlier vote does not count (made with less than need, before
+// step_up changed) votes again: the row takes this vote's assurance. It
+// sets res.Votes (the votes that count) and res.Won, or res.AlreadyVoted
+// with errAlreadyVoted when that person's counting vote was there before.
+func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, res *confirm.DecideResult, assurance, need confirm.Assurance) error {
 	now := tx.now
+	if !assurance.Counts(need) {
+		return fmt.Errorf("a vote made with %q where %q is needed", assurance, need)
+	}
 	if res.Required == 1 {
 		res.Votes, res.Won = 1, true
 		return nil
 	}
-	n, err := db.execCount(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (batch_id, key, approver) DO NOTHING`), event.BatchID, event.CallKey, event.Actor, db.ts(now))
+	counted, in := countedBy(need)
+	n, err := db.execCount(ctx, tx, db.q(`INSERT INTO votes (batch_id, key, approver, at, assurance) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (batch_id, key, approver) DO UPDATE SET at = excluded.at, assurance = excluded.assurance
+		WHERE votes.assurance NOT IN (`+in+`)`), append([]any{event.BatchID, event.CallKey, event.Actor, db.ts(now), string(assurance)}, counted...)...)
 	if err != nil {
 		return fmt.Errorf("insert vote: %w", err)
 	}
-	if res.Votes, err = db.countVotes(ctx, tx, event.BatchID, event.CallKey); err != nil {
+	if res.Votes, err = db.countVotes(ctx, tx, event.BatchID, event.CallKey, need); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -204,10 +212,24 @@ func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, r
 	e := event
 	e.Kind = confirm.AuditApproval
 	e.Detail = jsonDetail(struct {
-		Votes    int `json:"votes"`
-		Required int `json:"required"`
-	}{res.Votes, res.Required})
+		Votes     int    `json:"votes"`
+		Required  int    `json:"required"`
+		Assurance string `json:"assurance,omitempty"`
+	}{res.Votes, res.Required, string(assurance)})
 	return db.insertAudit(ctx, tx, e)
+}
+
+// countedBy is confirm.CountedBy(need) as query arguments and their
+// placeholders.
+func countedBy(need confirm.Assurance) (args []any, in string) {
+	for i, a := range confirm.CountedBy(need) {
+		if i > 0 {
+			in += ", "
+		}
+		in += "?"
+		args = append(args, string(a))
+	}
+	return args, in
 }
 
 // decideCall takes the call event names (pending, its row locked) to
@@ -230,10 +252,12 @@ func (db *DB) decideCall(ctx context.Context, tx *txn, event confirm.AuditEvent,
 	return db.insertAudit(ctx, tx, e)
 }
 
-// countVotes counts a call's votes.
-func (db *DB) countVotes(ctx context.Context, tx *txn, batchID, key string) (int, error) {
+// countVotes counts a call's votes that count where need is needed.
+func (db *DB) countVotes(ctx context.Context, tx *txn, batchID, key string, need confirm.Assurance) (int, error) {
 	var n int
-	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM votes WHERE batch_id = ? AND key = ?`), batchID, key); err != nil {
+	counted, in := countedBy(need)
+	if err := db.get(ctx, tx, &n, db.q(`SELECT COUNT(*) FROM votes WHERE batch_id = ? AND key = ? AND assurance IN (`+in+`)`),
+		append([]any{batchID, key}, counted...)...); err != nil {
 		return 0, fmt.Errorf("count votes: %w", err)
 	}
 	return n, nil

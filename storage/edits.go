@@ -111,13 +111,13 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return nil
 		}
 
-		if err := db.castVote(ctx, tx, event, &res); err != nil {
+		if err := db.castVote(ctx, tx, event, &res, e.Assurance, e.Need); err != nil {
 			return err // errAlreadyVoted cannot happen: the votes are gone
 		}
 		if res.Votes < res.Required {
 			return nil
 		}
-		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, "", ""); err != nil {
+		if err := db.decideCall(ctx, tx, event, confirm.DecisionAllowed, "", "", confirm.SurfaceEdit, e.Assurance, e.Credential); err != nil {
 			return err
 		}
 		res.Decided = true

@@ -536,3 +536,76 @@ func seedGrant(t *testing.T, db *DB, convID int64, id, tool string) {
 		t.Fatalf("seed grant: %v", err)
 	}
 }
+
+// testQuorumAssurance: votes are stored with how they were made, and a
+// quorum counts only the votes of the assurance the call needs now. A vote
+// made in chat before step_up asked for sso does not count: its voter
+// votes again on the page, which counts once; a vote made with less than
+// is needed is refused by the store and changes nothing.
+func testQuorumAssurance(t *testing.T, db *DB) {
+	b := quorumBatch(t, db, 2, later())
+	vote := func(by string, via, need confirm.Assurance) (confirm.DecideResult, error) {
+		return db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: by, Assurance: via, Need: need})
+	}
+	// Alice votes in chat while the tier needs a chat click.
+	if res, err := vote("U-alice", "", confirm.AssuranceChat); err != nil || !res.Won || res.Votes != 1 {
+		t.Fatalf("a chat vote = %+v, %v", res, err)
+	}
+	// step_up now asks for sso: a chat vote is refused, nothing changes.
+	if _, err := vote("U-bob", "", confirm.AssuranceSSO); err == nil {
+		t.Fatal("a chat vote where sso is needed was stored")
+	}
+	if c := callByKey(t, loadBatch(t, db, b.ID), "q"); voters(c) != "U-alice" || c.Votes[0].Via != "" {
+		t.Fatalf("votes after a refused vote: %+v", c.Votes)
+	}
+	// Bob's sso vote is the only one that counts: the call still waits.
+	res, err := vote("U-bob", confirm.AssuranceSSO, confirm.AssuranceSSO)
+	if want := (confirm.DecideResult{Won: true, Votes: 1, Required: 2}); err != nil || res != want {
+		t.Fatalf("an sso vote after a chat vote = %+v, %v; want %+v", res, err, want)
+	}
+	// Bob again: already voted, and nothing changes.
+	if res, err := vote("U-bob", confirm.AssurancePasskey, confirm.AssuranceSSO); err != nil || !res.AlreadyVoted || res.Votes != 1 {
+		t.Fatalf("bob again = %+v, %v", res, err)
+	}
+	// Alice again, with a passkey: her vote now counts, and decides.
+	res, err = vote("U-alice", confirm.AssurancePasskey, confirm.AssuranceSSO)
+	if want := (confirm.DecideResult{Won: true, Decided: true, Votes: 2, Required: 2}); err != nil || res != want {
+		t.Fatalf("alice's vote again with a passkey = %+v, %v; want %+v", res, err, want)
+	}
+	c := callByKey(t, loadBatch(t, db, b.ID), "q")
+	if c.Decision != confirm.DecisionAllowed || c.DecidedBy != "U-alice" || c.DecidedVia != confirm.AssurancePasskey || len(c.Votes) != 2 {
+		t.Fatalf("the call = %+v (votes %+v)", c, c.Votes)
+	}
+	via := map[string]confirm.Assurance{}
+	for _, v := range c.Votes {
+		via[v.By] = v.Via
+	}
+	if via["U-alice"] != confirm.AssurancePasskey || via["U-bob"] != confirm.AssuranceSSO {
+		t.Fatalf("the votes' assurances = %v", via)
+	}
+	approvals := auditOf(t, db, b.ConversationID, confirm.AuditApproval)
+	var got []string
+	for _, e := range approvals {
+		var d struct {
+			Votes     int
+			Assurance string
+		}
+		_ = json.Unmarshal([]byte(e.Detail), &d)
+		got = append(got, fmt.Sprintf("%s:%d:%s", e.Actor, d.Votes, d.Assurance))
+	}
+	if want := "U-alice:1: U-bob:1:sso U-alice:2:passkey"; strings.Join(got, " ") != want {
+		t.Fatalf("approval events %q, want %q", strings.Join(got, " "), want)
+	}
+	// The one-approval call: an allow made with less than needed is refused.
+	if _, err := db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "other", Status: confirm.DecisionAllowed, By: "U-carol",
+		Assurance: confirm.AssuranceSSO, Need: confirm.AssurancePasskey}); err == nil {
+		t.Fatal("an sso allow where a passkey is needed decided the call")
+	}
+	if _, err := db.DecideAll(t.Context(), []confirm.Decide{{BatchID: b.ID, Key: "other", Status: confirm.DecisionAllowed, By: "U-carol",
+		Need: confirm.AssurancePasskey}}); err == nil {
+		t.Fatal("a chat Allow all where a passkey is needed decided the call")
+	}
+	if c := callByKey(t, loadBatch(t, db, b.ID), "other"); c.Decision != confirm.DecisionPending {
+		t.Fatalf("the call after refused allows: %+v", c)
+	}
+}

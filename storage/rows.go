@@ -270,10 +270,11 @@ func unmarshalList[T any](s string, v *[]T) error {
 
 // voteRow is one row of votes.
 type voteRow struct {
-	BatchID  string `db:"batch_id"`
-	Key      string `db:"key"`
-	Approver string `db:"approver"`
-	At       dbTime `db:"at"`
+	BatchID   string `db:"batch_id"`
+	Key       string `db:"key"`
+	Approver  string `db:"approver"`
+	At        dbTime `db:"at"`
+	Assurance string `db:"assurance"`
 }
 
 type grantRow struct {

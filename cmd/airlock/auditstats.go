@@ -98,9 +98,11 @@ func printStats(w io.Writer, s storage.AuditStats) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "APPROVER\tDECISIONS\tMEDIAN")
+	// PASSKEY and FRESH SIGN-IN: decisions made on the console's page with
+	// that proof (step-up); the rest were chat clicks.
+	fmt.Fprintln(tw, "APPROVER\tDECISIONS\tMEDIAN\tPASSKEY\tFRESH SIGN-IN")
 	for _, a := range s.Approvers {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", a.Approver, a.Decisions, secs(a.MedianSeconds))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\n", a.Approver, a.Decisions, secs(a.MedianSeconds), a.Passkey, a.SSO)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nrubber-stamped? (allowed in >= %.0f%% of >= %d cards, median under %s)\n", 100*storage.StampShare, storage.StampMinCards, storage.StampWithin)

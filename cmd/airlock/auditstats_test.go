@@ -45,7 +45,8 @@ func TestAuditStatsPostgres(t *testing.T) {
 //	waiting; 1 of 6 allowed within 10 s.
 //
 // Approvers: U-alice 20 decisions (1×4 … 5×3 and 6: median 3 s); U-bob 3
-// (40, 20, 5: median 20 s).
+// (40, 20, 5: median 20 s), the restart allowed with a passkey and the
+// edit made after a fresh sign-in.
 func statsHistory(t *testing.T, driver, dsn string) {
 	ctx := context.Background()
 	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
@@ -70,10 +71,11 @@ func statsHistory(t *testing.T, driver, dsn string) {
 		}
 		return b
 	}
+	var via confirm.Assurance // how the next decision is made ("": a chat click)
 	decide := func(b *confirm.Batch, after time.Duration, s confirm.DecisionStatus, by string, rev int, g *confirm.Grant) {
 		t.Helper()
 		now = now.Add(after)
-		if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k", Status: s, By: by, Surface: confirm.SurfaceThread, Revision: rev, Grant: g}); err != nil {
+		if _, err := db.Decide(ctx, confirm.Decide{BatchID: b.ID, Key: "k", Status: s, By: by, Surface: confirm.SurfaceThread, Revision: rev, Grant: g, Assurance: via}); err != nil {
 			t.Fatal(err)
 		}
 		now = now.Add(time.Minute)
@@ -96,7 +98,9 @@ func statsHistory(t *testing.T, driver, dsn string) {
 		t.Fatal(err)
 	}
 
+	via = confirm.AssurancePasskey
 	decide(card("restart", confirm.DecisionPending), 20*time.Second, confirm.DecisionAllowed, "U-bob", 0, nil)
+	via = ""
 	decide(card("restart", confirm.DecisionPending), 6*time.Second, confirm.DecisionDenied, "U-alice", 0, nil)
 	exp := card("restart", confirm.DecisionPending)
 	now = now.Add(30 * time.Minute)
@@ -105,7 +109,8 @@ func statsHistory(t *testing.T, driver, dsn string) {
 	}
 	ed := card("restart", confirm.DecisionPending)
 	now = now.Add(5 * time.Second)
-	if _, err := db.EditCall(ctx, confirm.EditCall{BatchID: ed.ID, Key: "k", Args: json.RawMessage(`{"x":1}`), Summary: "restart x", By: "U-bob", Revision: 0, Approvals: 1, Grantable: true}); err != nil {
+	if _, err := db.EditCall(ctx, confirm.EditCall{BatchID: ed.ID, Key: "k", Args: json.RawMessage(`{"x":1}`), Summary: "restart x", By: "U-bob", Revision: 0, Approvals: 1, Grantable: true,
+		Assurance: confirm.AssuranceSSO}); err != nil {
 		t.Fatal(err)
 	}
 	card("status", confirm.DecisionAllowedByPolicy)
@@ -146,7 +151,7 @@ func testAuditStats(t *testing.T, driver, dsn string) {
 	if fmt.Sprintf("%+v", got.Tools) != fmt.Sprintf("%+v", want) {
 		t.Fatalf("tools:\n got  %+v\n want %+v", got.Tools, want)
 	}
-	wantA := []storage.ApproverStats{{Approver: "U-alice", Decisions: 20, MedianSeconds: 3}, {Approver: "U-bob", Decisions: 3, MedianSeconds: 20}}
+	wantA := []storage.ApproverStats{{Approver: "U-alice", Decisions: 20, MedianSeconds: 3}, {Approver: "U-bob", Decisions: 3, MedianSeconds: 20, Passkey: 1, SSO: 1}}
 	if fmt.Sprintf("%+v", got.Approvers) != fmt.Sprintf("%+v", wantA) {
 		t.Fatalf("approvers:\n got  %+v\n want %+v", got.Approvers, wantA)
 	}
@@ -160,8 +165,9 @@ func testAuditStats(t *testing.T, driver, dsn string) {
 		`TOOL\s+CARDS\s+ALLOWED\s+DENIED\s+EXPIRED\s+ABANDONED\s+WAITING\s+EDITED\s+MEDIAN`,
 		`deploy\s+20\s+19\s+1\s+0\s+0\s+0\s+0\s+3\.0s\s+5\.0s\s+95%\s+1\s+1`,
 		`restart\s+6\s+2\s+1\s+1\s+1\s+1\s+1\s+6\.0s\s+20\.0s\s+17%\s+0\s+0`,
-		`U-alice\s+20\s+3\.0s`,
-		`U-bob\s+3\s+20\.0s`,
+		`APPROVER\s+DECISIONS\s+MEDIAN\s+PASSKEY\s+FRESH SIGN-IN`,
+		`U-alice\s+20\s+3\.0s\s+0\s+0`,
+		`U-bob\s+3\s+20\.0s\s+1\s+1`,
 		`(?s)rubber-stamped\?.*\n  deploy: 19 of 20 cards allowed, median 3\.0s\n    gate only the risky calls`,
 	} {
 		if !regexp.MustCompile(`(?m)` + line).MatchString(text) {
