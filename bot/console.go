@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/web"
 )
@@ -149,24 +150,64 @@ func (b *Bot) Approval(ctx context.Context, batchID string, p web.Who) (web.Appr
 // DecideOnPage implements web.Console: the person's decision on the page, as
 // a click of theirs on the platform of the request's conversation.
 func (b *Bot) DecideOnPage(ctx context.Context, p web.Who, d web.Decision) error {
-	ref, err := confirm.ParseCallRef(d.Ref)
-	if err != nil {
-		return confirm.ErrBadRef
-	}
-	batch, err := b.store.Batch(ctx, ref.Batch)
-	if err != nil {
-		return confirm.ErrBadRef
-	}
-	conv, err := b.conversation(ctx, batch.ConversationID)
+	c, err := b.pageClick(ctx, p, d.Ref, d.Assurance)
 	if err != nil {
 		return err
 	}
+	c.Allow, c.Reason, c.Phrase, c.credential = d.Allow, d.Reason, d.Phrase, d.Credential
+	return b.Decide(ctx, c)
+}
+
+// EditPage implements web.Console: the Edit… form of chat, whose words
+// say what saving does for this person (held when their sign-in is short
+// of the call's step-up).
+func (b *Bot) EditPage(ctx context.Context, p web.Who, ref string, a confirm.Assurance) (web.EditPage, error) {
+	c, err := b.pageClick(ctx, p, ref, a)
+	if err != nil {
+		return web.EditPage{}, err
+	}
+	f, err := b.EditForm(ctx, c)
+	if err != nil {
+		return web.EditPage{}, err
+	}
+	form := card.EditForm(f.Number, f.Tool, f.Summary, f.Args, f.Holds)
+	if f.Needs != "" {
+		form = card.EditFormStepUp(f.Number, f.Tool, f.Summary, f.Args, f.Needs)
+	}
+	return web.EditPage{Ref: ref, Form: form}, nil
+}
+
+// EditOnPage implements web.Console: the person's Edit… on the page, as
+// theirs in chat (Edit), made with the page's assurance.
+func (b *Bot) EditOnPage(ctx context.Context, p web.Who, e web.Edit) error {
+	c, err := b.pageClick(ctx, p, e.Ref, e.Assurance)
+	if err != nil {
+		return err
+	}
+	return b.Edit(ctx, c, e.Args)
+}
+
+// pageClick is the person's click on the page, on the call of ref, made
+// with assurance a: a click of theirs on the platform of the request's
+// conversation.
+func (b *Bot) pageClick(ctx context.Context, p web.Who, ref string, a confirm.Assurance) (Click, error) {
+	r, err := confirm.ParseCallRef(ref)
+	if err != nil {
+		return Click{}, confirm.ErrBadRef
+	}
+	batch, err := b.store.Batch(ctx, r.Batch)
+	if err != nil {
+		return Click{}, confirm.ErrBadRef
+	}
+	conv, err := b.conversation(ctx, batch.ConversationID)
+	if err != nil {
+		return Click{}, err
+	}
 	user := p.IDs[conv.Platform]
 	if user == "" {
-		return ErrNotApprover
+		return Click{}, ErrNotApprover
 	}
-	return b.Decide(ctx, Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Ref: d.Ref,
-		Allow: d.Allow, Reason: d.Reason, Phrase: d.Phrase, page: true, assurance: d.Assurance, credential: d.Credential})
+	return Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Ref: ref, page: true, assurance: a}, nil
 }
 
 // RunPage implements web.Console.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/airlockhq/airlock/bot"
+	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/web"
 )
@@ -233,5 +234,51 @@ func TestChatEditRaisingTheTierWaitsForTheStepUp(t *testing.T) {
 	}
 	if n := h.tools["deploy"].Runs.Load(); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
+	}
+}
+
+// Edit… on the page: made without the step-up the call's tier needs (a
+// sign-in older than 5 minutes), it is stored and says so on its form,
+// and the call waits; with it, the edit is the editor's allow and the
+// edited call runs, once.
+func TestEditOnThePage(t *testing.T) {
+	h, ref := stepUpHarness(t)
+	ctx := context.Background()
+	batch, _, _ := strings.Cut(ref, ".")
+	alice := web.Who{IDs: map[string]string{"test": "alice"}}
+	f, err := h.bot.EditPage(ctx, alice, ref, confirm.AssuranceChat)
+	if err != nil || f.Form.Submit != "Save edit" || !strings.Contains(cardpkg.PlainText(f.Form.Note.Parts), "Allowing this call needs a fresh sign-in") {
+		t.Fatalf("a stale session's edit form: %+v, %v", f, err)
+	}
+	if err := h.bot.EditOnPage(ctx, alice, web.Edit{Ref: ref, Args: `{"svc":"web"}`, Assurance: confirm.AssuranceChat}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.plat.LastCard().Calls[0]
+	if !c.Open() || !strings.Contains(c.Args, "web") || h.tools["deploy"].Runs.Load() != 0 {
+		t.Fatalf("after a stale session's edit: open %v, args %s, %d runs", c.Open(), c.Args, h.tools["deploy"].Runs.Load())
+	}
+	// The old reference is stale now; bob (the requester, no approver) may
+	// not edit.
+	if err := h.bot.EditOnPage(ctx, alice, web.Edit{Ref: ref, Args: `{"svc":"db"}`, Assurance: confirm.AssuranceSSO}); err == nil {
+		t.Fatal("an edit of the call's earlier revision counted")
+	}
+	if _, err := h.bot.EditPage(ctx, web.Who{IDs: map[string]string{"test": "bob"}}, c.Ref, confirm.AssuranceSSO); !errors.Is(err, bot.ErrNotApprover) {
+		t.Fatalf("the requester's edit form: %v", err)
+	}
+	if err := h.bot.EditOnPage(ctx, alice, web.Edit{Ref: c.Ref, Args: `{"svc": 1, `, Assurance: confirm.AssuranceSSO}); !errors.As(err, new(*bot.EditError)) {
+		t.Fatalf("arguments that are not JSON: %v", err)
+	}
+	// Fresh: the edit allows the call.
+	f, err = h.bot.EditPage(ctx, alice, c.Ref, confirm.AssuranceSSO)
+	if err != nil || f.Form.Submit != "Allow edited" {
+		t.Fatalf("a fresh session's edit form: %+v, %v", f, err)
+	}
+	if err := h.bot.EditOnPage(ctx, alice, web.Edit{Ref: c.Ref, Args: `{"svc":"api2"}`, Assurance: confirm.AssuranceSSO}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deploy", func() bool { return h.tools["deploy"].Runs.Load() == 1 })
+	a, err := h.bot.Approval(ctx, batch, alice)
+	if err != nil || a.Card.Calls[0].Open() || !strings.Contains(a.Card.Calls[0].Args, "api2") {
+		t.Fatalf("the page after the edit: %+v, %v", a.Card.Calls[0], err)
 	}
 }

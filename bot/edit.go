@@ -25,6 +25,10 @@ type EditForm struct {
 	// Holds: the call is critical, so submitting stores the edit without
 	// allowing it; Allow… then asks for the edited arguments' phrase.
 	Holds bool
+	// Needs is the step-up an allow of the call needs that the editor
+	// (on the web console's page) is not signed in with: submitting
+	// stores the edit, and the call waits for an allow made with it.
+	Needs confirm.Assurance
 }
 
 // EditError is an edit refused for what it says (not JSON, not valid for
@@ -52,9 +56,13 @@ func (b *Bot) EditForm(ctx context.Context, c Click) (EditForm, error) {
 	defer leave()
 	// Shown with secrets as [redacted] (Edit refuses to run that marker
 	// in a secret's place); the call's arguments stay exact.
-	return EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool,
+	f := EditForm{Ref: c.Ref, Number: t.call.Position + 1, Tool: t.call.Tool,
 		Args: b.cfg.Redact(prettyJSON(t.call.RunArgs())), Summary: b.cfg.Redact(t.call.Summary),
-		Holds: t.call.Risk == confirm.RiskCritical}, nil
+		Holds: t.call.Risk == confirm.RiskCritical}
+	if need := b.cfg.StepUp.Needs(t.call.Risk); !c.assurance.Counts(need) {
+		f.Needs = need // only on the page: in chat such an edit is refused
+	}
+	return f, nil
 }
 
 // editTarget resolves and checks a click that edits a call: on one of its
@@ -76,7 +84,10 @@ func (b *Bot) editTarget(ctx context.Context, c Click) (clicked, error) {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "self-approval (edit)")
 		return clicked{}, ErrSelfApproval
 	}
-	if err := b.stepUpRefusal(t.batch, t.call, c); err != nil { // an edit is its editor's Allow
+	// An edit is its editor's Allow: in chat one that needs a step-up is
+	// refused with the page's link; on the page it is stored and, without
+	// the step-up, the call waits for an allow made with it (Edit).
+	if err := b.stepUpRefusal(t.batch, t.call, c); err != nil && !c.page {
 		b.rejectClick(ctx, c, t.conv.ID, t.batch.ID, t.call.Key, "step-up needed (edit)")
 		return clicked{}, err
 	}

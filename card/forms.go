@@ -3,6 +3,8 @@ package card
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/airlockhq/airlock/confirm"
 )
 
 // Forms. A button that asks for words (Deny with reason…, Edit…, a
@@ -93,6 +95,21 @@ func EditForm(number int, tool, summary, args string, holds bool) Form {
 	if tool != "" {
 		f.About, f.Quote = callAbout("editing", number, tool), summary
 	}
+	return f
+}
+
+// EditFormStepUp is EditForm for an editor whose allow of the call would
+// need the step-up needs (confirmation.step_up) they are not signed in
+// with: saving stores the edit and the call waits for an allow made with
+// it, on its page.
+func EditFormStepUp(number int, tool, summary, args string, needs confirm.Assurance) Form {
+	f := EditForm(number, tool, summary, args, true)
+	how := "a fresh sign-in (within 5 minutes)"
+	if needs == confirm.AssurancePasskey {
+		how = "your passkey"
+	}
+	f.Note = Line{Parts: []Part{words("Allowing this call needs "), {Kind: Strong, Text: how},
+		words(": saving the edit does not allow it. Allow the edited call on its page then. Earlier approvals of this call no longer count; the original arguments stay in the audit log.")}}
 	return f
 }
 

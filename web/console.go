@@ -23,10 +23,32 @@ type Console interface {
 	// its page by the person, with the single-use decision of a click;
 	// its errors are the click's (bot.UserMessage says them).
 	DecideOnPage(ctx context.Context, p Who, d Decision) error
+	// EditPage is the Edit… form of the waiting call of ref (the card's
+	// call reference, with its revision), for a person who may allow it,
+	// signed in with assurance a; the errors are a click's.
+	EditPage(ctx context.Context, p Who, ref string, a confirm.Assurance) (EditPage, error)
+	// EditOnPage applies the person's edited arguments (JSON text) to the
+	// call, as an Edit… in chat does: it counts as their Allow when made
+	// with the assurance the call's tier needs, else it is stored and the
+	// call waits. Its errors are a click's (bot.UserMessage says them).
+	EditOnPage(ctx context.Context, p Who, e Edit) error
 	// RunPage is a runbook run as its message shows it, with its steps'
 	// requests, to the person who started it or an approver of its
 	// channel; confirm.ErrNotFound for anyone else.
 	RunPage(ctx context.Context, runID string, p Who) (Run, error)
+}
+
+// EditPage is a call's Edit… form on the page.
+type EditPage struct {
+	Ref  string // the call's reference, with the revision the form shows
+	Form card.Form
+}
+
+// Edit is a person's edited arguments of the call of Ref.
+type Edit struct {
+	Ref       string
+	Args      string // JSON text, as typed
+	Assurance confirm.Assurance
 }
 
 // Run is a runbook run's page: its message, and each step's request

@@ -26,6 +26,7 @@ var funcs = template.FuncMap{
 	"isAllow": func(a card.Action) bool { return a.Kind == card.ActAllow || a.Kind == card.ActAllowTyped },
 	"isTyped": func(a card.Action) bool { return a.Kind == card.ActAllowTyped },
 	"isDeny":  func(a card.Action) bool { return a.Kind == card.ActDeny },
+	"isEdit":  func(a card.Action) bool { return a.Kind == card.ActEdit },
 }
 
 // partsHTML is parts as escaped HTML.

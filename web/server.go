@@ -138,6 +138,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/{$}", s.signedIn(s.inbox))
 	mux.HandleFunc("GET /ui/approvals/{id}", s.signedIn(s.approval))
 	mux.HandleFunc("POST /ui/approvals/{id}", s.signedIn(s.decide))
+	mux.HandleFunc("GET /ui/approvals/{id}/edit", s.signedIn(s.editForm))
+	mux.HandleFunc("POST /ui/approvals/{id}/edit", s.signedIn(s.edit))
 	mux.HandleFunc("POST /ui/approvals/{id}/passkey/begin", s.signedIn(s.script(s.voteBegin)))
 	mux.HandleFunc("POST /ui/approvals/{id}/passkey/finish", s.signedIn(s.script(s.voteFinish)))
 	mux.HandleFunc("GET /ui/passkeys", s.signedIn(s.passkeys))
@@ -441,6 +443,64 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
 	http.Redirect(w, r, "/ui/approvals/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
 }
 
+// editForm shows a call's Edit… form: the arguments to change, and what
+// saving does for this person. A refusal (not theirs to allow, decided
+// since) is said on the request's page.
+func (s *Server) editForm(w http.ResponseWriter, r *http.Request, se session) {
+	ref := r.URL.Query().Get("ref")
+	if b, _, err := confirm.ParseRef(ref); err != nil || b != r.PathValue("id") {
+		s.notFound(w, r)
+		return
+	}
+	e, err := s.console.EditPage(r.Context(), se.who, ref, s.assurance(se))
+	if err != nil {
+		s.log.Info("web: edit form refused", "email", se.who.Email, "ref", ref, "err", err)
+		s.showApproval(w, r, se, http.StatusConflict, s.say(err))
+		return
+	}
+	s.page(w, http.StatusOK, "edit", pageData{Title: e.Form.Title, Who: se.who, CSRF: se.csrf, Edit: &e, BatchID: r.PathValue("id")})
+}
+
+// edit takes an Edit… from the page: the session's own form, for a call
+// of a request the person may see; the edit is the core's. A refusal
+// shows the form again with what was typed and why; nothing changed.
+func (s *Server) edit(w http.ResponseWriter, r *http.Request, se session) {
+	if !s.csrfOK(r, se) {
+		s.page(w, http.StatusForbidden, "message", pageData{Title: "Refused", Who: se.who, Message: "This request did not come from the console's own page. Nothing changed."})
+		return
+	}
+	id, ref := r.PathValue("id"), r.PostFormValue("ref")
+	if b, _, err := confirm.ParseRef(ref); err != nil || b != id {
+		s.notFound(w, r)
+		return
+	}
+	if _, err := s.console.Approval(r.Context(), id, se.who); err != nil {
+		if errors.Is(err, confirm.ErrNotFound) {
+			s.notFound(w, r)
+			return
+		}
+		s.fail(w, r, "approval", err)
+		return
+	}
+	args := r.PostFormValue("args")
+	a := s.assurance(se)
+	if err := s.console.EditOnPage(r.Context(), se.who, Edit{Ref: ref, Args: args, Assurance: a}); err != nil {
+		s.log.Info("web: edit refused", "email", se.who.Email, "ref", ref, "err", err)
+		e, ferr := s.console.EditPage(r.Context(), se.who, ref, a)
+		if ferr != nil { // no longer editable: say why on the request's page
+			s.showApproval(w, r, se, http.StatusConflict, s.say(err))
+			return
+		}
+		for i := range e.Form.Fields {
+			e.Form.Fields[i].Value = args
+		}
+		s.page(w, http.StatusUnprocessableEntity, "edit", pageData{Title: e.Form.Title, Who: se.who, CSRF: se.csrf, Edit: &e, BatchID: id, Message: s.say(err)})
+		return
+	}
+	s.log.Info("web: edited", "email", se.who.Email, "ref", ref)
+	http.Redirect(w, r, "/ui/approvals/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
 // assurance is what the session proves: a sign-in within FreshSignIn is
 // sso; an older one, no more than a chat click.
 func (s *Server) assurance(se session) confirm.Assurance {
@@ -489,6 +549,8 @@ type pageData struct {
 	Auditor  bool   // the person may read the audit
 	Audit    *auditView
 	Run      *Run
+	Edit     *EditPage
+	BatchID  string // the request an edit form is of
 }
 
 func (s *Server) page(w http.ResponseWriter, status int, name string, d pageData) {

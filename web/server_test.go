@@ -3,12 +3,15 @@ package web_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +24,10 @@ import (
 )
 
 // console is a core with one request, b1, which alice may decide.
-type console struct{ decided []web.Decision }
+type console struct {
+	decided []web.Decision
+	edited  []web.Edit
+}
 
 func (c *console) Inbox(context.Context, web.Who) ([]web.Entry, error) { return nil, nil }
 
@@ -32,7 +38,7 @@ func (c *console) Approval(_ context.Context, id string, p web.Who) (web.Approva
 	return web.Approval{Platform: "slack", MayDecide: true, Card: card.Card{BatchID: "b1", Calls: []card.Call{{
 		Ref: confirm.Ref("b1", 0), Number: 1, Tool: "deploy", Flagged: true, Approvals: 1,
 		Summary: `deploy <script>alert(1)</script>`, Args: `{"service": "<img src=x onerror=alert(1)>"}`,
-		State: card.State{Kind: card.Waiting}}}}}, nil
+		State: card.State{Kind: card.Waiting}, Editable: true}}}}, nil
 }
 
 func (c *console) RunPage(_ context.Context, id string, p web.Who) (web.Run, error) {
@@ -45,6 +51,24 @@ func (c *console) RunPage(_ context.Context, id string, p web.Who) (web.Run, err
 
 func (c *console) DecideOnPage(_ context.Context, _ web.Who, d web.Decision) error {
 	c.decided = append(c.decided, d)
+	return nil
+}
+
+// EditPage: alice's form for call 1 of b1, whose arguments are hostile.
+func (c *console) EditPage(_ context.Context, p web.Who, ref string, _ confirm.Assurance) (web.EditPage, error) {
+	if ref != confirm.Ref("b1", 0) || p.IDs["slack"] != "UALICE" {
+		return web.EditPage{}, errors.New("you can't allow this call")
+	}
+	return web.EditPage{Ref: ref, Form: card.EditForm(1, "deploy", "deploy <script>alert(1)</script>", `{"service": "</textarea><img src=x onerror=alert(1)>"}`, false)}, nil
+}
+
+// EditOnPage takes a JSON object, else refuses it as the core does.
+func (c *console) EditOnPage(_ context.Context, _ web.Who, e web.Edit) error {
+	var v map[string]any
+	if json.Unmarshal([]byte(e.Args), &v) != nil {
+		return errors.New("edit refused: the arguments must be one JSON object; nothing changed")
+	}
+	c.edited = append(c.edited, e)
 	return nil
 }
 
@@ -286,5 +310,63 @@ func TestRunPage(t *testing.T) {
 	}
 	if resp, _ := get(t, alice, r.srv.URL+"/ui/runs/r2"); resp.StatusCode != 404 {
 		t.Fatalf("another run: %d", resp.StatusCode)
+	}
+}
+
+// Edit… on the page: its form shows the call's arguments as text; a
+// refusal shows the form again with what was typed and why, and changes
+// nothing; a form without the page's token, or for another request's
+// call, is refused; a good edit goes to the core with the session's
+// assurance and back to the request's page.
+func TestEditOnThePage(t *testing.T) {
+	r := newRig(t)
+	r.idp.SignIn("alice@example.com", true, time.Time{})
+	c := r.client(true)
+	ref := confirm.Ref("b1", 0)
+	_, page := get(t, c, r.srv.URL+"/ui/approvals/b1")
+	if !strings.Contains(page, `href="/ui/approvals/b1/edit?ref=`+url.QueryEscape(ref)+`"`) && !strings.Contains(page, `href="/ui/approvals/b1/edit?ref=`+ref+`"`) {
+		t.Fatalf("no Edit… on the page:\n%s", page)
+	}
+	resp, form := get(t, c, r.srv.URL+"/ui/approvals/b1/edit?ref="+url.QueryEscape(ref))
+	if resp.StatusCode != 200 || strings.Contains(form, "<img") || !strings.Contains(form, "&lt;/textarea&gt;&lt;img") || !strings.Contains(form, "Allow edited") {
+		t.Fatalf("the edit form: %d\n%s", resp.StatusCode, form)
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(form)[1]
+	post := func(v url.Values, site string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/ui/approvals/b1/edit", strings.NewReader(v.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", site)
+		nc := *c
+		nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := nc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, page := post(url.Values{"csrf": {csrf}, "ref": {ref}, "args": {`{"service": <b>`}}, "same-origin"); code != 422 ||
+		!strings.Contains(page, "one JSON object") || !strings.Contains(page, `{&#34;service&#34;: &lt;b&gt;`) {
+		t.Fatalf("a refused edit: %d\n%s", code, page)
+	}
+	if code, _ := post(url.Values{"ref": {ref}, "args": {`{"service":"web"}`}}, "same-origin"); code != 403 {
+		t.Fatalf("an edit without the page's token: %d", code)
+	}
+	if code, _ := post(url.Values{"csrf": {csrf}, "ref": {ref}, "args": {`{"service":"web"}`}}, "cross-site"); code != 403 {
+		t.Fatalf("a cross-site edit: %d", code)
+	}
+	if code, _ := post(url.Values{"csrf": {csrf}, "ref": {confirm.Ref("b2", 0)}, "args": {`{"service":"web"}`}}, "same-origin"); code != 404 {
+		t.Fatalf("another request's call: %d", code)
+	}
+	if len(r.core.edited) != 0 {
+		t.Fatalf("refused edits reached the core: %+v", r.core.edited)
+	}
+	if code, _ := post(url.Values{"csrf": {csrf}, "ref": {ref}, "args": {`{"service":"web"}`}}, "same-origin"); code != 303 {
+		t.Fatalf("a good edit: %d", code)
+	}
+	if len(r.core.edited) != 1 || r.core.edited[0].Args != `{"service":"web"}` || r.core.edited[0].Assurance != confirm.AssuranceSSO {
+		t.Fatalf("the core got %+v", r.core.edited)
 	}
 }

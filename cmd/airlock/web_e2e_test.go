@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -320,27 +321,37 @@ func TestWebStepUpOverSlack(t *testing.T) {
 		t.Fatalf("a stale session's allow: %d\n%s", code, page)
 	}
 
-	// A fresh sign-in: the phrase must still be right.
+	// Edit… with the stale session: the form says saving won't allow the
+	// call; the edit is stored and nothing runs.
+	code, form := alice.get("/ui/approvals/" + batch + "/edit?ref=" + url.QueryEscape(callRef))
+	if code != 200 || !strings.Contains(form, "<strong>a fresh sign-in (within 5 minutes)</strong>: saving the edit does not allow it") || !strings.Contains(form, "Save edit") {
+		t.Fatalf("a stale session's edit form: %d\n%s", code, form)
+	}
+	if code, _ := alice.post("/ui/approvals/"+batch+"/edit", url.Values{"csrf": {csrf}, "ref": {callRef}, "args": {`{"service":"db"}`}}, ""); code != 303 {
+		t.Fatalf("a stale session's edit: %d", code)
+	}
+
+	// A fresh sign-in: the phrase must be the edited call's.
 	idp.SignIn("alice@example.com", true, time.Time{})
 	if code, _ := alice.get("/ui/login?fresh=1&return=" + url.QueryEscape("/ui/approvals/"+batch)); code != 200 {
 		t.Fatalf("signing in again: %d", code)
 	}
 	code, page = alice.get("/ui/approvals/" + batch)
-	if code != 200 || !strings.Contains(page, `value="allow"`) || !strings.Contains(page, `name="phrase"`) {
+	if code != 200 || !strings.Contains(page, `value="allow"`) || !strings.Contains(page, `name="phrase"`) || !strings.Contains(page, `&#34;service&#34;: &#34;db&#34;`) {
 		t.Fatalf("a fresh session's page: %d\n%s", code, page)
 	}
-	csrf = field(t, csrfField, page)
-	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {callRef}, "action": {"allow"}, "phrase": {"prod/db"}}, ""); code != 409 {
-		t.Fatalf("a wrong phrase: %d", code)
+	csrf, callRef = field(t, csrfField, page), field(t, refField, page)
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {callRef}, "action": {"allow"}, "phrase": {"prod/api"}}, ""); code != 409 {
+		t.Fatalf("the model's arguments' phrase: %d", code)
 	}
 	time.Sleep(200 * time.Millisecond)
 	if n := tools.countPrefix("/deploy/"); n != 0 {
 		t.Fatalf("deploy ran %d times before the step-up allow", n)
 	}
-	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {callRef}, "action": {"allow"}, "phrase": {"prod/api"}}, ""); code != 303 {
+	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {callRef}, "action": {"allow"}, "phrase": {"prod/db"}}, ""); code != 303 {
 		t.Fatalf("the step-up allow: %d", code)
 	}
-	waitUntil(t, "the deploy", func() bool { return tools.count("/deploy/api") == 1 })
+	waitUntil(t, "the deploy", func() bool { return tools.count("/deploy/db") == 1 })
 	var out, errOut strings.Builder
 	if code := run(t.Context(), []string{"audit", "export", "-config", path, "-format", "jsonl"}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("audit export: %d %s", code, errOut.String())
@@ -350,5 +361,71 @@ func TestWebStepUpOverSlack(t *testing.T) {
 	}
 	if n := tools.countPrefix("/deploy/"); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
+	}
+}
+
+var argsField = regexp.MustCompile(`(?s)<textarea name="args"[^>]*>(.*?)</textarea>`)
+
+// TestWebEditOverSlack drives Edit… on the console's page against a real
+// `airlock run`: the form shows the call's arguments; arguments the tool
+// does not take, or that are not JSON, are refused on the form (what was
+// typed shown again) and nothing runs; a form without the page's token or
+// from another site changes nothing; a good edit is the approver's Allow:
+// the tool runs once with the edited arguments, the Slack card shows them,
+// and the form of the earlier revision changes nothing more.
+func TestWebEditOverSlack(t *testing.T) {
+	skipShort(t)
+	r := newConsoleRig(t, `{"service":"api"}`, func(u string) string { return deployToolYAML(u, "service") }, "", alicePerson, false)
+	batch, _, _ := strings.Cut(r.mention(t, "EvEdit1", "1800000110.000001", slack.ActionAllow), ".")
+	alice := newBrowser(t, r.base)
+	r.idp.SignIn("alice@example.com", true, time.Time{})
+	code, page := alice.get("/ui/approvals/" + batch)
+	m := regexp.MustCompile(`href="(/ui/approvals/[^"]+/edit\?ref=[^"]+)"`).FindStringSubmatch(page)
+	if code != 200 || m == nil {
+		t.Fatalf("no Edit… on the page: %d\n%s", code, page)
+	}
+	code, form := alice.get(html.UnescapeString(m[1]))
+	if code != 200 || !strings.Contains(html.UnescapeString(field(t, argsField, form)), `"service": "api"`) {
+		t.Fatalf("the edit form: %d\n%s", code, form)
+	}
+	csrf, ref := field(t, csrfField, form), field(t, refField, form)
+	edit := func(args, origin string, token string) (int, string) {
+		t.Helper()
+		return alice.post("/ui/approvals/"+batch+"/edit", url.Values{"csrf": {token}, "ref": {ref}, "args": {args}}, origin)
+	}
+	for _, bad := range []string{`{"service": 5}`, `{"service": "web"`} {
+		code, page := edit(bad, "", csrf)
+		if code != 422 || html.UnescapeString(field(t, argsField, page)) != bad || !strings.Contains(page, `class="refused"`) {
+			t.Fatalf("arguments %s: %d\n%s", bad, code, page)
+		}
+	}
+	if code, _ := edit(`{"service":"web"}`, "http://evil.example", csrf); code != 403 {
+		t.Fatalf("a cross-site edit: %d", code)
+	}
+	if code, _ := edit(`{"service":"web"}`, "", "not-the-token"); code != 403 {
+		t.Fatalf("an edit without the page's token: %d", code)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := r.tools.countPrefix("/deploy/"); n != 0 {
+		t.Fatalf("deploy ran %d times before a good edit", n)
+	}
+	if code, page := edit(`{"service":"web"}`, "", csrf); code != 303 {
+		t.Fatalf("a good edit: %d\n%s", code, page)
+	}
+	waitUntil(t, "the edited deploy", func() bool { return r.tools.count("/deploy/web") == 1 })
+	waitUntil(t, "the card showing the edit", func() bool {
+		for _, u := range r.api.updates() {
+			if all, _ := formatted(t, u.Get("blocks")); strings.Contains(all, "web") && strings.Contains(all, "UALICE") {
+				return true
+			}
+		}
+		return false
+	})
+	if code, _ := edit(`{"service":"db"}`, "", csrf); code != 409 {
+		t.Fatalf("the earlier revision's form again: %d", code)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n, api := r.tools.countPrefix("/deploy/"), r.tools.count("/deploy/api"); n != 1 || api != 0 {
+		t.Fatalf("deploy ran %d times (%d with the model's arguments)", n, api)
 	}
 }
