@@ -249,6 +249,7 @@ type Bot struct {
 	posted      postedCache              // each batch's card messages, as this process posted them
 	stepDecided cache[string, time.Time] // when a finished step's call was decided, by batch (run messages)
 	cs          *cardSync                // the card-sync job's wake-up and the platforms' rate limits
+	hs          *homes                   // the home views opened
 	rb          *runbook.Engine          // runbook runs (runbook.go)
 	agent       *agent.Agent             // our model's turn loop, one source of requests
 	inboxOnce   sync.Once
@@ -307,7 +308,8 @@ func New(cfg Config) (*Bot, error) {
 		cfg.WorkerID = "airlock"
 	}
 	_, off := cfg.Tracer.(noop.Tracer)
-	b := &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off, cs: newCardSync()}
+	b := &Bot{cfg: cfg, store: cfg.Store, now: cfg.Now, log: cfg.Logger, platforms: map[string]Platform{}, tracing: !off, cs: newCardSync(),
+		hs: &homes{at: map[string]time.Time{}, users: map[string][]string{}}}
 	b.rb = newRunbookEngine(b)
 	a, err := agent.New(agent.Config{Core: agentCore{b}, Messages: cfg.Store, Model: cfg.Model, SystemPrompt: cfg.SystemPrompt,
 		MaxToolRounds: cfg.MaxToolRounds, MaxCallsPerReply: cfg.MaxCallsPerReply,

@@ -216,6 +216,7 @@ func (b *Bot) refreshCard(ctx context.Context, conv confirm.Conversation, batchI
 		}
 	}
 	b.synced(ctx, conv, batch, claimed, listed, cerr, batch)
+	b.homesChanged(ctx, conv, batch)
 	return batch
 }
 
@@ -237,6 +238,7 @@ func (b *Bot) refreshCardOf(ctx context.Context, conv confirm.Conversation, batc
 	cc := b.cardClaim()
 	claimed, listed, err := b.store.ChangeAndClaimCards(ctx, batch.ID, cc.Holder, cc.TTL, cc.Limit)
 	b.synced(ctx, conv, batch, claimed, listed, err, nil)
+	b.homesChanged(ctx, conv, batch)
 }
 
 // synced renders the messages a change claimed (with loaded, the batch
@@ -479,6 +481,7 @@ type subjectState struct {
 	batch *confirm.Batch
 	run   *runView
 	grant *confirm.Grant
+	home  confirm.HomeKey
 	conv  confirm.Conversation
 	err   error
 }
@@ -496,6 +499,12 @@ func (b *Bot) loadSubject(ctx context.Context, s confirm.Subject) *subjectState 
 		if l.grant, l.err = b.store.Grant(ctx, s.ID); l.err == nil {
 			convID = l.grant.ConversationID
 		}
+	case confirm.SubjectHome:
+		var ok bool
+		if l.home, ok = confirm.ParseHomeID(s.ID); !ok {
+			l.err = fmt.Errorf("a home's id %q", s.ID)
+		}
+		return l // a home is no conversation's
 	default:
 		if l.batch, l.err = b.store.Batch(ctx, s.ID); l.err == nil {
 			convID = l.batch.ConversationID
@@ -532,6 +541,8 @@ func (b *Bot) renderSynced(ctx context.Context, l *subjectState, m confirm.CardM
 			return nil
 		}
 		return gn.UpdateGrantNotice(ctx, where, m.Ref, grantNotice(*l.grant))
+	case confirm.CardHome:
+		return b.renderHome(ctx, l.home)
 	}
 	return b.renderMessage(ctx, l.conv, l.batch, m)
 }

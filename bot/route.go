@@ -132,6 +132,7 @@ func (b *Bot) postCard(ctx context.Context, conv confirm.Conversation, p Platfor
 			b.log.Error("record a card's copies posted; recovery looks for them", "batch", batch.ID, "err", err)
 		}
 	}
+	b.homesChanged(ctx, conv, stored)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package confirm
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -15,6 +16,7 @@ const (
 	CardPointer = "pointer" // the thread's "waiting for approval in #…" line; no buttons
 	CardRun     = "run"     // a runbook run's message (RunID)
 	CardGrant   = "grant"   // a grant's notice, with Revoke (GrantID)
+	CardHome    = "home"    // a person's home view (Slack's Home tab; HomeID), in HomeChannel
 )
 
 // Surfaces a decision came from, recorded in its audit row's detail
@@ -38,6 +40,7 @@ type CardMessage struct {
 	BatchID   string // kinds CardMain, CardDM, CardPointer
 	RunID     string // kind CardRun
 	GrantID   string // kind CardGrant
+	HomeID    string // kind CardHome (HomeKey.ID)
 	Kind      string
 	Platform  string
 	Channel   string
@@ -53,7 +56,7 @@ type CardMessage struct {
 // Subject is what a synced message shows: a batch, a runbook run or a
 // grant. Each counts the changes of its state (its card version).
 type Subject struct {
-	Kind string // SubjectBatch, SubjectRun or SubjectGrant
+	Kind string // SubjectBatch, SubjectRun, SubjectGrant or SubjectHome
 	ID   string
 }
 
@@ -62,7 +65,43 @@ const (
 	SubjectBatch = "batch"
 	SubjectRun   = "run"
 	SubjectGrant = "grant"
+	SubjectHome  = "home"
 )
+
+// HomeChannel is the channel of every home view's message: a home is no
+// channel's, and a platform's limit on publishing home views holds them
+// all (and only them).
+const HomeChannel = "~home"
+
+// HomeKey names a person's home view: their user id on a platform.
+type HomeKey struct {
+	Platform string
+	User     string
+}
+
+// ID is the home's subject id, "<platform>:<user>".
+func (k HomeKey) ID() string { return k.Platform + ":" + k.User }
+
+// ParseHomeID reads a home's subject id.
+func ParseHomeID(id string) (HomeKey, bool) {
+	platform, user, ok := strings.Cut(id, ":")
+	if !ok || platform == "" || user == "" {
+		return HomeKey{}, false
+	}
+	return HomeKey{Platform: platform, User: user}, true
+}
+
+// HomeStore keeps the home views people opened: each is a card-sync
+// message (kind CardHome, subject SubjectHome) rendered again whenever a
+// request it lists changes.
+type HomeStore interface {
+	// OpenHome records that the person opened their home view: the home
+	// and its message are stored once (opening again changes nothing
+	// but the time).
+	OpenHome(ctx context.Context, k HomeKey) error
+	// OpenHomes lists the homes opened on a platform.
+	OpenHomes(ctx context.Context, platform string) ([]HomeKey, error)
+}
 
 // Subject is the batch, run or grant the message shows.
 func (m CardMessage) Subject() Subject {
@@ -71,6 +110,8 @@ func (m CardMessage) Subject() Subject {
 		return Subject{Kind: SubjectRun, ID: m.RunID}
 	case CardGrant:
 		return Subject{Kind: SubjectGrant, ID: m.GrantID}
+	case CardHome:
+		return Subject{Kind: SubjectHome, ID: m.HomeID}
 	}
 	return Subject{Kind: SubjectBatch, ID: m.BatchID}
 }

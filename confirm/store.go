@@ -332,6 +332,7 @@ type Store interface {
 	CoordinationStore
 	CardStore
 	CardSyncStore
+	HomeStore
 	AuditStore
 	CheckStore
 	PreviewStore

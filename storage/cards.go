@@ -14,6 +14,7 @@ type cardRow struct {
 	BatchID   string `db:"batch_id"`
 	RunID     string `db:"run_id"`
 	GrantID   string `db:"grant_id"`
+	HomeID    string `db:"home_id"`
 	Kind      string `db:"kind"`
 	Platform  string `db:"platform"`
 	Channel   string `db:"channel"`
@@ -22,11 +23,11 @@ type cardRow struct {
 	CreatedAt dbTime `db:"created_at"`
 }
 
-const cardColumns = `batch_id, run_id, grant_id, kind, platform, channel, thread, ref, created_at`
+const cardColumns = `batch_id, run_id, grant_id, home_id, kind, platform, channel, thread, ref, created_at`
 
 func (r cardRow) card() confirm.CardMessage {
 	return confirm.CardMessage{
-		BatchID: r.BatchID, RunID: r.RunID, GrantID: r.GrantID, Kind: r.Kind, Platform: r.Platform, Channel: r.Channel, Thread: r.Thread,
+		BatchID: r.BatchID, RunID: r.RunID, GrantID: r.GrantID, HomeID: r.HomeID, Kind: r.Kind, Platform: r.Platform, Channel: r.Channel, Thread: r.Thread,
 		Ref: r.Ref, CreatedAt: r.CreatedAt.t,
 	}
 }
@@ -41,6 +42,8 @@ func subjectOf(s confirm.Subject) (table, column string, err error) {
 		table, column = "runbook_runs", "run_id"
 	case confirm.SubjectGrant:
 		table, column = "grants", "grant_id"
+	case confirm.SubjectHome:
+		table, column = "homes", "home_id"
 	default:
 		return "", "", fmt.Errorf("unknown subject kind %q", s.Kind)
 	}
@@ -61,14 +64,16 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 	var other string // an id of another subject's kind set
 	switch m.Kind {
 	case confirm.CardMain, confirm.CardDM, confirm.CardPointer:
-		other = m.RunID + m.GrantID
+		other = m.RunID + m.GrantID + m.HomeID
 	case confirm.CardRun:
-		other = m.BatchID + m.GrantID
+		other = m.BatchID + m.GrantID + m.HomeID
 	case confirm.CardGrant:
-		other = m.BatchID + m.RunID
+		other = m.BatchID + m.RunID + m.HomeID
+	case confirm.CardHome:
+		other = m.BatchID + m.RunID + m.GrantID
 	default:
-		return fmt.Errorf("add card message: unknown kind %q (want %s, %s, %s, %s or %s)", m.Kind,
-			confirm.CardMain, confirm.CardDM, confirm.CardPointer, confirm.CardRun, confirm.CardGrant)
+		return fmt.Errorf("add card message: unknown kind %q (want %s, %s, %s, %s, %s or %s)", m.Kind,
+			confirm.CardMain, confirm.CardDM, confirm.CardPointer, confirm.CardRun, confirm.CardGrant, confirm.CardHome)
 	}
 	table, column, err := subjectOf(subject)
 	switch {
@@ -98,7 +103,7 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 			SELECT id, ?, ?, ?, ?, ?, ?, card_version, CASE WHEN card_version > ? THEN ? ELSE card_version END,
 				CASE WHEN card_version > ? THEN `+stamp+` ELSE NULL END
 			FROM `+table+` WHERE id = ?
-			ON CONFLICT (batch_id, run_id, grant_id, ref) DO NOTHING`),
+			ON CONFLICT (batch_id, run_id, grant_id, home_id, ref) DO NOTHING`),
 			m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(tx.nowOr(m.CreatedAt)), m.Version, m.Version, m.Version, db.ts(tx.now), subject.ID)
 		return err
 	})

@@ -80,7 +80,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *DB) {
 		{"OutboxClaimsInOrder", testOutboxClaimsInOrder},
 		{"OutboxClaimExpiry", testOutboxClaimExpiry},
 	}
-	for _, tc := range slices.Concat(tests, chainTamperTests, routeTests, integrityTests, boundsTests, checkedTests, runbookTests, checkpointTests, retentionTests, cardSyncTests, previewTests, messageSyncTests, inboxTests, answerTests, callbackTests, questionTests, webTests) {
+	for _, tc := range slices.Concat(tests, chainTamperTests, routeTests, integrityTests, boundsTests, checkedTests, runbookTests, checkpointTests, retentionTests, cardSyncTests, previewTests, messageSyncTests, inboxTests, answerTests, callbackTests, questionTests, webTests, homeTests) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, open(t))
 		})

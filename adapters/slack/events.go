@@ -254,7 +254,7 @@ const emptyMentionHint = "Hi! Mention me with what you need, for example: “@Ai
 // turn or keeps the aside.
 func (a *Adapter) handleEvent(ctx context.Context, act eventAction, retry int) {
 	if act.Kind == actHome {
-		a.publishHome(ctx, act.Turn.User) // idempotent: no dedup needed
+		a.homeOpened(ctx, act.Turn.User) // idempotent: no dedup needed
 		return
 	}
 	th := bot.Thread{Platform: Platform, Channel: act.Turn.Channel, Thread: act.Turn.Thread}

@@ -70,9 +70,9 @@ type Config struct {
 	// (http mode) or the Socket Mode ack being sent. *metrics.Metrics has
 	// it.
 	Metrics AckMetrics
-	// Home gives a person's Home tab (*bot.Bot); nil: the tab is not
-	// published.
-	Home Homes
+	// Home takes a person's opening of their Home tab (*bot.Bot); nil:
+	// the tab is not published.
+	Home HomeOpener
 	// Trace, when set, is called at named points of a delivery's path
 	// ("slack-acked-interaction", "slack-acked-event": acknowledged, its
 	// work not yet started); tests kill the process there.

@@ -260,6 +260,16 @@ func TestWebConsoleOverSlack(t *testing.T) {
 		t.Fatalf("deploy ran %d times before the approver's allow", n)
 	}
 
+	// The Home tab opened again uses Slack's whole allowance of
+	// views.publish for a while: the change the allow makes meets a 429.
+	api.fake.Limit("views.publish", 1, 4*time.Second)
+	home2, _ := json.Marshal(map[string]any{"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvHome2",
+		"event_time": time.Now().Unix(), "event": map[string]any{"type": "app_home_opened", "user": "UALICE", "channel": "D0HOME", "tab": "home", "event_ts": "1800000060.000010"}})
+	if code, err := postSigned(r.addr, home2, "application/json"); err != nil || code != 200 {
+		t.Fatalf("app_home_opened again: %d %v", code, err)
+	}
+	waitUntil(t, "the Home tab again", func() bool { return len(api.callsTo("views.publish")) == 2 })
+
 	// The approver's Allow: the tool runs once; a second is refused.
 	if code, _ := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {ref}, "action": {"allow"}}, ""); code != 303 {
 		t.Fatalf("alice's allow: %d", code)
@@ -275,6 +285,13 @@ func TestWebConsoleOverSlack(t *testing.T) {
 	if n := tools.countPrefix("/deploy/"); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
 	}
+	// Alice's Home tab is kept current: published again once Slack's
+	// limit lets it, the call no longer waiting on her.
+	testkit.Eventually(t, 15*time.Second, "the Home tab kept current", func() bool {
+		pubs := api.callsTo("views.publish")
+		last := pubs[len(pubs)-1].Get("view")
+		return api.fake.Limited("views.publish") > 0 && strings.Contains(last, "Nothing waits on you.") && !strings.Contains(last, base+"/ui/approvals/"+batch+`"`)
+	})
 
 	// Signing out ends the session: the next page asks to sign in again.
 	if code, _ := alice.post("/ui/logout", url.Values{"csrf": {csrf}}, ""); code != 200 {
