@@ -282,3 +282,13 @@ func TestEditOnThePage(t *testing.T) {
 		t.Fatalf("the page after the edit: %+v, %v", a.Card.Calls[0], err)
 	}
 }
+
+// With the console, a run's message links to the run's page.
+func TestRunMessageLinksToItsPage(t *testing.T) {
+	h := newRBHarness(t, func(c *bot.Config) { c.ConsoleURL = "https://airlock.example.com/" })
+	id := h.start(restartBook(), "bob")
+	r, err := h.bot.RunPage(context.Background(), id, web.Who{IDs: map[string]string{"test": "alice"}})
+	if err != nil || r.Run.PageURL != "https://airlock.example.com/ui/runs/"+id {
+		t.Fatalf("the run's message: %+v, %v", r.Run, err)
+	}
+}

@@ -416,7 +416,11 @@ func (b *Bot) loadRun(ctx context.Context, id string) (*runView, error) {
 
 // runCard is the run message of v, scrubbed.
 func (b *Bot) runCard(ctx context.Context, v *runView) card.Run {
-	return scrubRun(RunCard(v.run, v.rb, v.steps, b.stepsDecided(ctx, v.steps)), b.cfg.Redact)
+	r := scrubRun(RunCard(v.run, v.rb, v.steps, b.stepsDecided(ctx, v.steps)), b.cfg.Redact)
+	if b.cfg.ConsoleURL != "" {
+		r.PageURL = strings.TrimSuffix(b.cfg.ConsoleURL, "/") + "/ui/runs/" + v.run.ID
+	}
+	return r
 }
 
 // runPosting serialises, per run, this process's post of the run's

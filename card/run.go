@@ -22,6 +22,18 @@ type Run struct {
 	Steps       []RunStep
 	// HaltedAt is the step whose outcome is unknown (Status halted).
 	HaltedAt string
+	// PageURL is the run's page on the web console (web.base_url); ""
+	// without the console.
+	PageURL string
+}
+
+// Footer is the run message's last line: the link to its page on the web
+// console; none without it.
+func (r Run) Footer() []Line {
+	if r.PageURL == "" {
+		return nil
+	}
+	return []Line{{Parts: []Part{{Kind: Link, Text: PageLinkWords, URL: r.PageURL}}}}
 }
 
 // RunStep is one step's line on the run message.

@@ -2,6 +2,8 @@ package discord
 
 import (
 	"fmt"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -259,8 +261,12 @@ func faceLine(l card.Line, perSet int) string {
 
 // safeLink is u when it is a Discord jump URL (see Adapter.Link):
 // https://discord.com/channels/ then a server id or @me, a channel id and
-// optionally a message id; else "". Nothing else goes in a card's links.
+// optionally a message id; or a page of the web console (consolePage);
+// else "". Nothing else goes in a card's links.
 func safeLink(u string) string {
+	if consolePage(u) {
+		return u
+	}
 	rest, ok := strings.CutPrefix(u, JumpBase)
 	if !ok {
 		return ""
@@ -275,6 +281,21 @@ func safeLink(u string) string {
 		}
 	}
 	return u
+}
+
+// consolePageRe is the path of a request's or a run's page on the web
+// console (card.PageURL, card.Run.PageURL: web.base_url's, from the
+// config, and an id of Airlock's).
+var consolePageRe = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)*/ui/(approvals|runs)/[A-Za-z0-9_-]+$`)
+
+// consolePage reports whether u is a web console page's URL: http or
+// https, a host, no user, query or fragment, and the path of a page
+// (under web.base_url's own path, if any). Nothing in it can close the
+// markdown link it goes in.
+func consolePage(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "https" || p.Scheme == "http") && p.Host != "" && p.User == nil && p.RawQuery == "" &&
+		p.Fragment == "" && p.RawPath == "" && !strings.ContainsAny(u, "<>()[] \n") && consolePageRe.MatchString(p.Path)
 }
 
 // approverListMax names at most n people, roles and groups of a set; the

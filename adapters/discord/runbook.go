@@ -16,13 +16,18 @@ const maxRunText = maxContent - 16
 // parses nothing (no markdown, no mentions), so nothing a model, a tool or
 // a person wrote in it (parameters, results) formats or pings; then,
 // while the run goes, its buttons (card.Run.Actions), each carrying the
-// run's reference only.
+// run's reference only; and the link to the run's page on the web
+// console (card.Run.Footer).
 func RenderRun(r card.Run) CardMessage {
-	text := codeText(r.Text())
-	if utf8.RuneCountInString(text) > maxRunText {
-		text = string([]rune(text)[:maxRunText-1]) + "…"
+	var foot string
+	for _, l := range r.Footer() {
+		foot += "\n" + parts(l.Parts)
 	}
-	m := CardMessage{Content: "```\n" + text + "\n```", Components: []discordgo.MessageComponent{}}
+	text, limit := codeText(r.Text()), maxRunText-utf8.RuneCountInString(foot)
+	if utf8.RuneCountInString(text) > limit {
+		text = string([]rune(text)[:limit-1]) + "…"
+	}
+	m := CardMessage{Content: "```\n" + text + "\n```" + foot, Components: []discordgo.MessageComponent{}}
 	var row []discordgo.MessageComponent
 	for _, a := range r.Actions() {
 		if b, ok := button(a, false); ok {

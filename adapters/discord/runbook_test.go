@@ -135,3 +135,50 @@ func TestRunStopButton(t *testing.T) {
 		t.Fatalf("second click: %v", fu)
 	}
 }
+
+// With the web console, the run message ends with the link to the run's
+// page, after its code block, and a long run still fits one message.
+func TestRenderRunLinksToThePage(t *testing.T) {
+	r := sampleRun(confirm.RunbookRunning)
+	r.PageURL = "https://airlock.example.com/ui/runs/" + r.ID
+	m := RenderRun(r)
+	if !strings.HasSuffix(m.Content, "```\n["+card.PageLinkWords+"](<"+r.PageURL+">)") {
+		t.Fatalf("the run message: %q", m.Content)
+	}
+	r.Params = strings.Repeat("x", 5000)
+	if m := RenderRun(r); len([]rune(m.Content)) > maxContent || !strings.Contains(m.Content, r.PageURL) {
+		t.Fatalf("a long run's message: %d characters, link kept: %v", len([]rune(m.Content)), strings.Contains(m.Content, r.PageURL))
+	}
+}
+
+// Only the console's pages and Discord's jump URLs go in a link: a URL of
+// another shape, or one that could close the markdown, is dropped.
+func TestSafeLinkTakesConsolePages(t *testing.T) {
+	for u, ok := range map[string]bool{
+		"https://airlock.example.com/ui/approvals/3u6ppomm5zvh22m33cscq5chua": true,
+		"https://airlock.example.com/ui/runs/r7k2":                            true,
+		"http://localhost:8080/airlock/ui/runs/r7k2":                          true,
+		JumpBase + "1100000000000000001/1100000000000000002":                  true,
+		"https://airlock.example.com/ui/approvals/x?next=https://evil":        false,
+		"https://airlock.example.com/ui/approvals/x#frag":                     false,
+		"https://user@airlock.example.com/ui/approvals/x":                     false,
+		"https://airlock.example.com/ui/audit":                                false,
+		"https://airlock.example.com/ui/approvals/x>)[y](<https://evil":       false,
+		"javascript:alert(1)//ui/approvals/x":                                 false,
+		"https://evil.example/login":                                          false,
+	} {
+		if got := safeLink(u) != ""; got != ok {
+			t.Errorf("safeLink(%q) kept %v, want %v", u, got, ok)
+		}
+	}
+}
+
+// With the web console, a card's footer links to its page.
+func TestCardLinksToItsPage(t *testing.T) {
+	c := sampleCard()
+	c.PageURL = "https://airlock.example.com/ui/approvals/" + c.BatchID
+	content, _, _ := Render(c)
+	if !strings.Contains(content, "["+card.PageLinkWords+"](<"+c.PageURL+">)") {
+		t.Fatalf("the card's content: %q", content)
+	}
+}

@@ -251,3 +251,24 @@ func TestRunHaltedButtons(t *testing.T) {
 		t.Fatalf("a click on the ended run changed something: %s", st)
 	}
 }
+
+// With the web console, the run message ends with the link to the run's
+// page; without it, no link.
+func TestRunBlocksLinkToThePage(t *testing.T) {
+	r := cardpkg.Run{ID: "r1", Runbook: "restart", RequestedBy: bob, Status: confirm.RunbookRunning}
+	blocks, _ := RenderRun(r)
+	for _, b := range blocks {
+		if b.ID() == "run_footer" {
+			t.Fatalf("a link without the console: %+v", b)
+		}
+	}
+	r.PageURL = "https://airlock.example.com/ui/runs/r1"
+	blocks, _ = RenderRun(r)
+	last, ok := blocks[len(blocks)-1].(*slack.ContextBlock)
+	if !ok || last.BlockID != "run_footer" {
+		t.Fatalf("the last block: %+v", blocks[len(blocks)-1])
+	}
+	if txt := last.ContextElements.Elements[0].(*slack.TextBlockObject).Text; txt != "<https://airlock.example.com/ui/runs/r1|"+cardpkg.PageLinkWords+">" {
+		t.Fatalf("the link: %q", txt)
+	}
+}
