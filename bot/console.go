@@ -15,11 +15,44 @@ import (
 // known on each platform by the ids web.people gives, sees the requests
 // they may decide or asked for, each as its card shows it, and decides
 // on the page with the single-use decision of a click (surface "web").
-// Who may decide is the channel's, as for a click; a person known only
-// by roles (Discord approver_roles) is not one here, as the page knows no
-// roles.
+// Who may decide is the channel's, as for a click; on a platform whose
+// approvers may be roles (Discord approver_roles), the person's roles are
+// asked of the platform (RoleLookup), as no click carries them here.
 
 var _ web.Console = (*Bot)(nil)
+
+// RoleLookup gives a person's roles where channel is (Discord: in its
+// server), for decisions made off the platform (the web console). A
+// platform with roles must have it: without, its role approvers could
+// never decide on the page.
+type RoleLookup interface {
+	MemberRoles(ctx context.Context, channel, user string) ([]string, error)
+}
+
+// pageRoles are the roles of the people of one page's view, by platform
+// and channel, each asked once.
+type pageRoles map[[2]string][]string
+
+// rolesOf is user's roles where conv is, asked of the platform once per
+// view (rs); none where the platform has no roles, or could not say
+// (which can only take a permission away).
+func (b *Bot) rolesOf(ctx context.Context, rs pageRoles, conv confirm.Conversation, user string) []string {
+	key := [2]string{conv.Platform, conv.Channel}
+	if roles, ok := rs[key]; ok {
+		return roles
+	}
+	var roles []string
+	if p, err := b.platform(conv.Platform); err == nil {
+		if rl, ok := p.(RoleLookup); ok {
+			if roles, err = rl.MemberRoles(ctx, conv.Channel, user); err != nil {
+				b.log.Error("web: a person's roles; taken as none", "platform", conv.Platform, "channel", conv.Channel, "user", user, "err", err)
+				roles = nil
+			}
+		}
+	}
+	rs[key] = roles
+	return roles
+}
 
 // consoleLimit bounds the requests the inbox looks at, of each kind.
 const consoleLimit = 200
@@ -60,6 +93,7 @@ func (b *Bot) inbox(ctx context.Context, p web.Who) ([]inboxed, error) {
 	}
 	var out []inboxed
 	seen := map[string]bool{}
+	rs := pageRoles{}
 	for _, id := range slices.Concat(pending, asked) {
 		if seen[id] {
 			continue
@@ -73,7 +107,7 @@ func (b *Bot) inbox(ctx context.Context, p web.Who) ([]inboxed, error) {
 		if err != nil {
 			return nil, fmt.Errorf("inbox: %w", err)
 		}
-		v := b.visibility(ctx, conv, batch, p)
+		v := b.visibility(ctx, rs, conv, batch, p)
 		if !v.approver && !v.mine {
 			continue
 		}
@@ -101,14 +135,15 @@ type visible struct {
 	decide   bool // a call waits that they may decide
 }
 
-func (b *Bot) visibility(ctx context.Context, conv confirm.Conversation, batch *confirm.Batch, p web.Who) visible {
+func (b *Bot) visibility(ctx context.Context, rs pageRoles, conv confirm.Conversation, batch *confirm.Batch, p web.Who) visible {
 	user := p.IDs[conv.Platform]
 	if user == "" {
 		return visible{}
 	}
 	v := visible{mine: batch.RequestedBy == user}
+	roles := b.rolesOf(ctx, rs, conv, user)
 	for _, c := range batch.Calls {
-		if !c.Flagged || !b.mayDecide(ctx, conv, batch, c, user, nil) {
+		if !c.Flagged || !b.mayDecide(ctx, conv, batch, c, user, roles) {
 			continue
 		}
 		v.approver = true
@@ -131,7 +166,7 @@ func (b *Bot) Approval(ctx context.Context, batchID string, p web.Who) (web.Appr
 	if err != nil {
 		return web.Approval{}, err
 	}
-	v := b.visibility(ctx, conv, batch, p)
+	v := b.visibility(ctx, pageRoles{}, conv, batch, p)
 	if !v.approver && !v.mine {
 		return web.Approval{}, confirm.ErrNotFound
 	}
@@ -207,7 +242,8 @@ func (b *Bot) pageClick(ctx context.Context, p web.Who, ref string, a confirm.As
 	if user == "" {
 		return Click{}, ErrNotApprover
 	}
-	return Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Ref: ref, page: true, assurance: a}, nil
+	return Click{Platform: conv.Platform, Channel: conv.Channel, User: user, Roles: b.rolesOf(ctx, pageRoles{}, conv, user), Ref: ref,
+		page: true, assurance: a}, nil
 }
 
 // RunPage implements web.Console.
@@ -223,7 +259,7 @@ func (b *Bot) RunPage(ctx context.Context, runID string, p web.Who) (web.Run, er
 		return web.Run{}, err
 	}
 	user := p.IDs[conv.Platform]
-	if user == "" || (v.run.RequestedBy != user && !b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, user, nil)) {
+	if user == "" || (v.run.RequestedBy != user && !b.cfg.Channels.CanApprove(ctx, conv.Platform, conv.Channel, conv.DM, user, b.rolesOf(ctx, pageRoles{}, conv, user))) {
 		return web.Run{}, confirm.ErrNotFound
 	}
 	out := web.Run{Run: b.runCard(ctx, v), Requests: map[string]string{}}

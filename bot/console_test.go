@@ -5,9 +5,11 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/airlockhq/airlock/bot"
+	"github.com/airlockhq/airlock/bot/bottest"
 	cardpkg "github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 	"github.com/airlockhq/airlock/web"
@@ -291,4 +293,76 @@ func TestRunMessageLinksToItsPage(t *testing.T) {
 	if err != nil || r.Run.PageURL != "https://airlock.example.com/ui/runs/"+id {
 		t.Fatalf("the run's message: %+v, %v", r.Run, err)
 	}
+}
+
+// rolePlatform is the test platform whose people hold roles, as Discord's
+// do; its lookups are counted.
+type rolePlatform struct {
+	*bottest.Platform
+	roles  map[string][]string
+	asked  atomic.Int64
+	broken bool
+}
+
+var _ bot.RoleLookup = (*rolePlatform)(nil)
+
+func (p *rolePlatform) MemberRoles(_ context.Context, _, user string) ([]string, error) {
+	p.asked.Add(1)
+	if p.broken {
+		return nil, errors.New("the platform could not say")
+	}
+	return p.roles[user], nil
+}
+
+// On a platform of roles, a person who approves by role sees and decides
+// on the page what they would in chat: their roles are asked of the
+// platform (once per page), never taken from the request. Without the
+// role, or when the platform cannot say, they see nothing (404) and their
+// allow changes nothing.
+func TestConsoleAsksThePlatformForRoles(t *testing.T) {
+	h := newHarnessWith(t, "", func(c *bot.Config) {
+		c.Channels = bot.NewChannels([]bot.Channel{{Platform: "test", ID: "C1", ApproverRoles: []string{"R-mod"}}})
+	})
+	rp := &rolePlatform{Platform: h.plat, roles: map[string][]string{"mia": {"R-mod"}, "otto": {"R-other"}}}
+	h.bot.Register("test", rp)
+	h.push(calls(tc("a", "deploy", `{}`)))
+	h.turn("bob", "deploy")
+	ref := h.plat.LastCard().Calls[0].Ref
+	batch, _, _ := strings.Cut(ref, ".")
+	ctx := context.Background()
+	mia, otto := web.Who{IDs: map[string]string{"test": "mia"}}, web.Who{IDs: map[string]string{"test": "otto"}}
+	h.push(calls(tc("b", "deploy", `{"again":true}`)))
+	if err := h.bot.HandleTurn(ctx, bot.Turn{Platform: "test", Channel: "C1", Thread: "T2", User: "bob", Text: "deploy again"}); err != nil {
+		t.Fatal(err)
+	}
+	rp.asked.Store(0)
+	es, err := h.bot.Inbox(ctx, mia)
+	if err != nil || len(es) != 2 || !es[0].MayDecide || !es[1].MayDecide || rp.asked.Load() != 1 {
+		t.Fatalf("mia's inbox: %+v, %v (roles asked %d times)", es, err, rp.asked.Load())
+	}
+	if es, _ := h.bot.Inbox(ctx, otto); len(es) != 0 {
+		t.Fatalf("otto's inbox: %+v", es)
+	}
+	if _, err := h.bot.Approval(ctx, batch, otto); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("otto's page: %v", err)
+	}
+	if err := h.bot.DecideOnPage(ctx, otto, web.Decision{Ref: ref, Allow: true, Assurance: confirm.AssuranceSSO}); err == nil {
+		t.Fatal("otto's allow counted")
+	}
+	rp.broken = true
+	if _, err := h.bot.Approval(ctx, batch, mia); !errors.Is(err, confirm.ErrNotFound) {
+		t.Fatalf("mia's page while the platform cannot say her roles: %v", err)
+	}
+	if err := h.bot.DecideOnPage(ctx, mia, web.Decision{Ref: ref, Allow: true, Assurance: confirm.AssuranceSSO}); err == nil {
+		t.Fatal("an allow counted while the platform could not say the roles")
+	}
+	if n := h.tools["deploy"].Runs.Load(); n != 0 {
+		t.Fatalf("deploy ran %d times", n)
+	}
+	rp.broken = false
+	h.push(text("deployed"))
+	if err := h.bot.DecideOnPage(ctx, mia, web.Decision{Ref: ref, Allow: true, Assurance: confirm.AssuranceSSO}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deploy", func() bool { return h.tools["deploy"].Runs.Load() == 1 })
 }

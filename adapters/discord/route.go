@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
@@ -91,4 +92,32 @@ func (a *Adapter) UpdatePointer(ctx context.Context, th bot.Thread, ref string, 
 		return fmt.Errorf("discord: pointer reference %q is not a message id", ref)
 	}
 	return a.editWith(ctx, th, ref, RenderPointer(p), "pointer", true)
+}
+
+var _ bot.RoleLookup = (*Adapter)(nil)
+
+// MemberRoles implements bot.RoleLookup: the role ids the user holds in
+// the server of channel (GET /guilds/{guild}/members/{user}), for the web
+// console, where no interaction carries them. None for a DM, or for a
+// user who is not a member; an error when Discord could not say.
+func (a *Adapter) MemberRoles(ctx context.Context, channel, user string) ([]string, error) {
+	if !isSnowflake(channel) || !isSnowflake(user) {
+		return nil, nil
+	}
+	info, err := a.channel(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	if info.guild == "" {
+		return nil, nil // a DM: no roles
+	}
+	m, err := a.s.GuildMember(info.guild, user, discordgo.WithContext(ctx))
+	if err != nil {
+		var rest *discordgo.RESTError
+		if errors.As(err, &rest) && rest.Response != nil && rest.Response.StatusCode == http.StatusNotFound {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("discord: the roles of %s: %w", user, err)
+	}
+	return m.Roles, nil
 }

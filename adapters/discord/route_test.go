@@ -457,3 +457,29 @@ func TestPostCardAndPointer(t *testing.T) {
 		}
 	}
 }
+
+// MemberRoles asks Discord for a person's roles in the server of a
+// channel (the web console's decisions carry none): a moderator's are
+// theirs, a stranger has none, a DM has none, and what is not a Discord
+// id is not asked about.
+func TestMemberRoles(t *testing.T) {
+	f := newFakeDiscord(t, false)
+	a := nopAdapter(t, f)
+	ctx := context.Background()
+	if roles, err := a.MemberRoles(ctx, channelID, moderator); err != nil || len(roles) != 1 || roles[0] != modRole {
+		t.Fatalf("the moderator's roles: %v, %v", roles, err)
+	}
+	if roles, err := a.MemberRoles(ctx, channelID, stranger); err != nil || len(roles) != 0 {
+		t.Fatalf("a stranger's roles: %v, %v", roles, err)
+	}
+	if roles, err := a.MemberRoles(ctx, dmChannel, moderator); err != nil || len(roles) != 0 {
+		t.Fatalf("roles in a DM: %v, %v", roles, err)
+	}
+	asked := len(f.Recorded("GET", "/guilds/"+guildID+"/members/"+moderator))
+	if roles, err := a.MemberRoles(ctx, channelID, "<@&"+modRole+">"); err != nil || len(roles) != 0 {
+		t.Fatalf("a mention as a user: %v, %v", roles, err)
+	}
+	if n := len(f.Recorded("GET", "/guilds/"+guildID+"/members/"+moderator)); n != asked {
+		t.Fatalf("Discord was asked about a mention")
+	}
+}
