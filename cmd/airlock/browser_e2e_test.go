@@ -88,7 +88,7 @@ func TestConsoleInChromium(t *testing.T) {
 	skipShort(t)
 	ctx := browserCtx(t)
 	r := newConsoleRig(t, `{"service":"api","note":"<img src=x onerror=alert(1)>"}`, func(u string) string { return deployToolYAML(u, "service", "note") },
-		"", alicePerson, false)
+		"", alicePerson+"\n    - {email: carol@example.com, slack: UCAROL}", false)
 	tools, idp, base := r.tools, r.idp, r.base
 	batch, _, _ := strings.Cut(r.mention(t, "EvChrome1", "1800000080.000001", slack.ActionAllow), ".")
 
@@ -169,6 +169,38 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	if n := tools.countPrefix("/deploy/"); n != 1 {
 		t.Fatalf("deploy ran %d times", n)
+	}
+
+	// Signed out, then in as carol, who is no approver of the request:
+	// its page is 404, and says nothing of it.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`header form button`)), chromedp.WaitVisible(chromedp.CSS(`p.message`))); err != nil {
+		t.Fatalf("sign out: %v", err)
+	}
+	idp.SignIn("carol@example.com", true, time.Time{})
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/approvals/"+batch), chromedp.WaitVisible(chromedp.CSS(`p.message`))); err != nil {
+		t.Fatalf("carol's visit: %v", err)
+	}
+	title, err := chromedp.Run(ctx, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(title, "Not found") || strings.Contains(body, "deploy") || strings.Contains(body, batch) {
+		t.Fatalf("carol's view of the request: %q\n%s", title, body)
+	}
+	// She is signed in: her inbox is hers, without the request.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`p.empty`))); err != nil {
+		t.Fatalf("carol's inbox: %v", err)
+	}
+	page, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, "carol@example.com") || strings.Contains(page, batch) {
+		t.Fatalf("carol's inbox:\n%s", page)
 	}
 }
 
