@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -171,6 +173,9 @@ func (b *Bot) Approval(ctx context.Context, batchID string, p web.Who) (web.Appr
 		return web.Approval{}, confirm.ErrNotFound
 	}
 	a := web.Approval{Card: b.cardOf(conv, batch, ""), Platform: conv.Platform, MayDecide: v.decide}
+	if a.History, err = b.history(ctx, batch); err != nil {
+		return web.Approval{}, err
+	}
 	for _, c := range a.Card.Calls {
 		if need := b.cfg.StepUp.Needs(c.Risk); need.Rank() > 0 && c.Flagged {
 			if a.StepUp == nil {
@@ -180,6 +185,49 @@ func (b *Bot) Approval(ctx context.Context, batchID string, p web.Who) (web.Appr
 		}
 	}
 	return a, nil
+}
+
+// maxHistory bounds a request's history on its page (the newest are
+// kept; the audit holds the rest).
+const maxHistory = 200
+
+// history is the request's audit rows as lines, oldest first; the words
+// are card's, from the rows' typed details (nothing of a detail's text
+// but Airlock's own reasons).
+func (b *Bot) history(ctx context.Context, batch *confirm.Batch) ([]card.Line, error) {
+	evs, err := b.store.AuditEvents(ctx, confirm.AuditFilter{ConversationID: batch.ConversationID})
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	number, tool := map[string]int{}, map[string]string{}
+	for _, c := range batch.Calls {
+		number[c.Key], tool[c.Key] = c.Position+1, c.Tool
+	}
+	var out []card.Line
+	for _, e := range evs {
+		if e.BatchID != batch.ID {
+			continue
+		}
+		var d struct {
+			Status    string `json:"status"`
+			Abandoned bool   `json:"abandoned"`
+			Assurance string `json:"assurance"`
+			Votes     int    `json:"votes"`
+			Required  int    `json:"required"`
+			Why       string `json:"why"`
+		}
+		_ = json.Unmarshal([]byte(e.Detail), &d)
+		he := card.HistoryEvent{At: e.At, Kind: e.Kind, Actor: e.Actor, Call: number[e.CallKey], Tool: cmp.Or(e.Tool, tool[e.CallKey]), Status: d.Status,
+			Abandoned: d.Abandoned, Via: confirm.Assurance(d.Assurance), Votes: d.Votes, Required: d.Required}
+		if e.Kind == confirm.AuditRejectedClick {
+			he.Why = d.Why // Airlock's own words (rejectClick)
+		}
+		out = append(out, he.Line())
+	}
+	if len(out) > maxHistory {
+		out = out[len(out)-maxHistory:]
+	}
+	return out, nil
 }
 
 // DecideOnPage implements web.Console: the person's decision on the page, as

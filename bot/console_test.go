@@ -366,3 +366,42 @@ func TestConsoleAsksThePlatformForRoles(t *testing.T) {
 	}
 	eventually(t, "the deploy", func() bool { return h.tools["deploy"].Runs.Load() == 1 })
 }
+
+// The page tells the request's history from the audit, in card's words:
+// the agent's call, the card, a click that changed nothing and why, the
+// allow and how it was made, the run.
+func TestApprovalPageHistory(t *testing.T) {
+	h, ref := stepUpHarness(t)
+	ctx := context.Background()
+	batch, _, _ := strings.Cut(ref, ".")
+	alice := web.Who{IDs: map[string]string{"test": "alice"}}
+	_ = h.bot.Decide(ctx, bot.Click{Platform: "test", Channel: "C1", User: "alice", Ref: ref, Message: cardMsg(ref), Allow: true})
+	if err := h.bot.DecideOnPage(ctx, alice, web.Decision{Ref: ref, Allow: true, Assurance: confirm.AssuranceSSO}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deploy", func() bool { return h.tools["deploy"].Runs.Load() == 1 })
+	var got []string
+	eventually(t, "the run in the history", func() bool {
+		a, err := h.bot.Approval(ctx, batch, alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, l := range a.History {
+			got = append(got, cardpkg.PlainText(l.Parts))
+		}
+		return strings.Contains(strings.Join(got, "\n"), "ran: succeeded")
+	})
+	all := strings.Join(got, "\n")
+	for _, want := range []string{
+		"bob asked for call 1, deploy",
+		"the card asked for a decision",
+		"alice's click on call 1, deploy changed nothing: step-up needed",
+		"alice allowed call 1, deploy after a fresh sign-in",
+		"call 1, deploy ran: succeeded",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the history lacks %q:\n%s", want, all)
+		}
+	}
+}

@@ -87,6 +87,8 @@ type Approval struct {
 	// StepUp names, by call reference, what an allow of the call needs
 	// when it is more than a chat click (confirmation.step_up).
 	StepUp map[string]confirm.Assurance
+	// History is the request's audit rows, oldest first, as lines.
+	History []card.Line
 }
 
 // Decision is a person's Allow or Deny of the call of Ref (the card's

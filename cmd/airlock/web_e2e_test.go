@@ -278,6 +278,13 @@ func TestWebConsoleOverSlack(t *testing.T) {
 	if code, page := alice.post("/ui/approvals/"+batch, url.Values{"csrf": {csrf}, "ref": {ref}, "action": {"allow"}}, ""); code != 409 || !strings.Contains(page, "already decided") {
 		t.Fatalf("a second allow: %d\n%s", code, page)
 	}
+	// The page's history: the requester's call, the requester's refused
+	// allow and why, alice's allow.
+	if _, page := alice.get("/ui/approvals/" + batch); !strings.Contains(page, `id="history"`) ||
+		!regexp.MustCompile(`<span class="person">@UREQ</span>&#39;s click on call 1, <code>deploy</code> changed nothing: not an approver`).MatchString(page) ||
+		!strings.Contains(page, `<span class="person">@UALICE</span> allowed call 1, <code>deploy</code>`) {
+		t.Fatalf("the page's history:\n%s", page)
+	}
 	testkit.Eventually(t, 10*time.Second, "the card updated", func() bool {
 		us := api.updates()
 		return len(us) > 0 && strings.Contains(us[len(us)-1].Get("blocks"), "UALICE")
