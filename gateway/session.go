@@ -50,3 +50,9 @@ func IsMCPSession(thread string) bool {
 // CallbackTarget is the events outbox's target of a client's callbacks
 // (a webhook's target is its URL's hash, never of this form).
 func CallbackTarget(client string) string { return "callback/" + client }
+
+// ClientThreads are the thread prefixes of every session of a client, of
+// the approval API and of MCP (the audit's filter by client).
+func ClientThreads(client string) []string {
+	return []string{SessionThread(client, ""), MCPThread(client, "")}
+}

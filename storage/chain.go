@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -305,6 +306,10 @@ type AuditRecordFilter struct {
 	Since, Until   time.Time // at >= Since, at < Until
 	ConversationID int64
 	Tool, Actor    string
+	// ThreadPrefixes, when set, keep the rows of conversations whose thread
+	// begins with one of them (a gateway client's sessions:
+	// gateway.ClientThreads).
+	ThreadPrefixes []string
 }
 
 func (db *DB) auditWhere(f AuditRecordFilter) (string, []any) {
@@ -328,6 +333,14 @@ func (db *DB) auditWhere(f AuditRecordFilter) (string, []any) {
 	}
 	if f.Actor != "" {
 		add("actor = ?", f.Actor)
+	}
+	if len(f.ThreadPrefixes) > 0 {
+		var or []string
+		for _, p := range f.ThreadPrefixes {
+			or = append(or, "substr(thread, 1, ?) = ?")
+			args = append(args, len(p), p)
+		}
+		where += " AND conversation_id IN (SELECT id FROM conversations WHERE " + strings.Join(or, " OR ") + ")"
 	}
 	return where, args
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,31 @@ func testAuditExportFilters(t *testing.T, db *DB) {
 	recs, err := csv.NewReader(&out).ReadAll()
 	if err != nil || len(recs) != 2 || strings.Join(recs[0], ",") != strings.Join(exportColumns, ",") || recs[1][7] != "U2" || len(recs[1][10]) != 64 {
 		t.Fatalf("csv export: %q, %v", recs, err)
+	}
+	// By thread prefix (a gateway client's sessions): only the rows of
+	// conversations whose thread begins so; a prefix's LIKE wildcards are
+	// plain characters.
+	for _, th := range []string{"gateway/cc/s1", "mcp/cc/s2", "gateway/ccx/s3", "gateway/c%/s4"} {
+		c, err := db.Conversation(ctx, "gateway", "cc", th, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditDecision, ConversationID: c.ID, Tool: "deploy", Actor: th}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for prefixes, want := range map[string]string{"gateway/cc/ mcp/cc/": "gateway/cc/s1 mcp/cc/s2", "gateway/c%/": "gateway/c%/s4", "gateway/c_/": ""} {
+		rs, err := db.RecentAudit(ctx, AuditRecordFilter{ThreadPrefixes: strings.Fields(prefixes)}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.Actor)
+		}
+		slices.Sort(got)
+		if strings.Join(got, " ") != want {
+			t.Errorf("rows of %s: %q, want %q", prefixes, got, want)
+		}
 	}
 }

@@ -7,14 +7,16 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/storage"
 )
 
 // The audit page (/ui/audit), for the people web.auditors names (anyone
 // else gets 404): the newest rows the filters select (conversation, tool,
-// actor, since), the chain's verification on demand, and the export of
+// actor, gateway client, since and until a date), the chain's verification on demand, and the export of
 // the filtered rows as JSON lines or CSV, as `airlock audit export`
 // writes them.
 
@@ -40,14 +42,21 @@ type auditView struct {
 }
 
 type auditQuery struct {
-	Conversation, Tool, Actor, Since string
+	Conversation, Tool, Actor, Client, Since, Until string
 }
 
 // auditFilter reads the filters; a malformed one is an error naming it.
 func auditFilter(r *http.Request) (storage.AuditRecordFilter, auditQuery, error) {
 	q := r.URL.Query()
-	aq := auditQuery{Conversation: q.Get("conversation"), Tool: q.Get("tool"), Actor: q.Get("actor"), Since: q.Get("since")}
+	aq := auditQuery{Conversation: q.Get("conversation"), Tool: q.Get("tool"), Actor: q.Get("actor"), Client: q.Get("client"),
+		Since: q.Get("since"), Until: q.Get("until")}
 	f := storage.AuditRecordFilter{Tool: aq.Tool, Actor: aq.Actor}
+	if aq.Client != "" {
+		if strings.Contains(aq.Client, "/") {
+			return f, aq, errors.New("client: a gateway client's name, such as claude-code")
+		}
+		f.ThreadPrefixes = gateway.ClientThreads(aq.Client)
+	}
 	if aq.Conversation != "" {
 		id, err := strconv.ParseInt(aq.Conversation, 10, 64)
 		if err != nil || id <= 0 {
@@ -61,6 +70,13 @@ func auditFilter(r *http.Request) (storage.AuditRecordFilter, auditQuery, error)
 			return f, aq, errors.New("since: a date, such as 2026-12-01")
 		}
 		f.Since = t
+	}
+	if aq.Until != "" {
+		t, err := time.Parse("2006-01-02", aq.Until)
+		if err != nil {
+			return f, aq, errors.New("until: a date, such as 2026-12-07 (its rows included)")
+		}
+		f.Until = t.Add(24 * time.Hour)
 	}
 	return f, aq, nil
 }

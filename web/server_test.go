@@ -283,6 +283,25 @@ func TestAuditPageIsTheAuditors(t *testing.T) {
 	if resp, page := get(t, alice, r.srv.URL+"/ui/audit?since=yesterday"); resp.StatusCode != 400 || !strings.Contains(page, "since: a date") {
 		t.Fatalf("a bad filter: %d", resp.StatusCode)
 	}
+	for q, key := range map[string]string{"until=tomorrow": "until: a date", "client=a/b": "client: a gateway client"} {
+		if resp, page := get(t, alice, r.srv.URL+"/ui/audit?"+q); resp.StatusCode != 400 || !strings.Contains(page, key) {
+			t.Fatalf("%s: %d", q, resp.StatusCode)
+		}
+	}
+	// By client: the rows of its sessions (of the approval API and MCP).
+	for _, th := range []string{"gateway/claude-code/s1", "mcp/claude-code/s2", "gateway/codex/s3"} {
+		c, err := r.db.Conversation(ctx, "gateway", "claude-code", th, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.db.Audit(ctx, confirm.AuditEvent{Kind: confirm.AuditToolCall, ConversationID: c.ID, Tool: "client-" + th[:3], Actor: "UBOB"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, page := get(t, alice, r.srv.URL+"/ui/audit?client=claude-code&until=2999-01-01"); strings.Count(page, "<code>client-gat</code>") != 1 ||
+		strings.Count(page, "<code>client-mcp</code>") != 1 || strings.Contains(page, "<code>deploy</code>") {
+		t.Fatalf("claude-code's rows:\n%s", page)
+	}
 	hand, err := sql.Open("sqlite3", "file:"+r.path+"?_busy_timeout=5000")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlockhq/airlock/config"
+	"github.com/airlockhq/airlock/gateway"
 	"github.com/airlockhq/airlock/storage"
 )
 
@@ -160,11 +161,12 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	conv := fs.Int64("conversation", 0, "only this conversation id")
 	tool := fs.String("tool", "", "only this tool")
 	actor := fs.String("actor", "", "only this actor")
+	client := fs.String("client", "", "only the sessions of this gateway client (gateway.clients[].name)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 0 || (*format != "jsonl" && *format != "csv") {
-		fmt.Fprintln(stderr, "usage: airlock audit export -config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID]")
+		fmt.Fprintln(stderr, "usage: airlock audit export -config FILE -format jsonl|csv [-since T] [-until T] [-conversation ID] [-tool NAME] [-actor ID] [-client NAME]")
 		return 2
 	}
 	from, err := parseWhen("since", *since)
@@ -183,6 +185,9 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	defer db.Close()
 	f := storage.AuditRecordFilter{ConversationID: *conv, Tool: *tool, Actor: *actor, Since: from.time(db.Clock()), Until: to.time(db.Clock())}
+	if *client != "" {
+		f.ThreadPrefixes = gateway.ClientThreads(*client)
+	}
 	if err := db.ExportAudit(ctx, f, *format, stdout); err != nil {
 		fmt.Fprintf(stderr, "airlock: audit export: %v\n", err)
 		return 1
