@@ -89,9 +89,9 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request, se session) {
 		return
 	}
 	f, aq, err := auditFilter(r)
-	d := pageData{Title: "Audit", Who: se.who, CSRF: se.csrf, Auditor: true}
+	d := pageData{Title: s.w.Audit, Who: se.who, CSRF: se.csrf, Auditor: true}
 	if err != nil {
-		d.Message = "A filter does not read: " + err.Error()
+		d.Message = s.w.FilterUnreadable + err.Error()
 		d.Audit = &auditView{Filter: aq}
 		s.page(w, http.StatusBadRequest, "audit", d)
 		return

@@ -80,13 +80,10 @@ func (s *Server) personOf(ctx context.Context, email string) (person, error) {
 	return p, nil
 }
 
-// noPasskeys says why a console on an IP address has no passkeys.
-const noPasskeys = "Passkeys need the console on a domain name (web.base_url), not an IP address."
-
 // passkeys is the page that lists and registers the person's passkeys.
 func (s *Server) passkeys(w http.ResponseWriter, r *http.Request, se session) {
 	if s.wa == nil {
-		s.page(w, http.StatusNotFound, "message", pageData{Title: "No passkeys here", Who: se.who, CSRF: se.csrf, Message: noPasskeys})
+		s.page(w, http.StatusNotFound, "message", pageData{Title: s.w.NoPasskeysTitle, Who: se.who, CSRF: se.csrf, Message: s.w.NoPasskeys})
 		return
 	}
 	p, err := s.personOf(r.Context(), se.who.Email)
@@ -94,7 +91,7 @@ func (s *Server) passkeys(w http.ResponseWriter, r *http.Request, se session) {
 		s.fail(w, r, "passkeys", err)
 		return
 	}
-	s.page(w, http.StatusOK, "passkeys", pageData{Title: "Passkeys", Who: se.who, CSRF: se.csrf, Fresh: s.assurance(se) == confirm.AssuranceSSO,
+	s.page(w, http.StatusOK, "passkeys", pageData{Title: s.w.Passkeys, Who: se.who, CSRF: se.csrf, Fresh: s.assurance(se) == confirm.AssuranceSSO,
 		Here: r.URL.Path, Passkeys: len(p.creds)})
 }
 
@@ -110,9 +107,9 @@ func (s *Server) script(h func(http.ResponseWriter, *http.Request, session)) fun
 	return func(w http.ResponseWriter, r *http.Request, se session) {
 		switch {
 		case s.wa == nil:
-			jsonError(w, http.StatusNotFound, noPasskeys)
+			jsonError(w, http.StatusNotFound, s.w.NoPasskeys)
 		case !jsonCSRF(r, se):
-			jsonError(w, http.StatusForbidden, "This request did not come from the console's own page. Nothing changed.")
+			jsonError(w, http.StatusForbidden, s.w.ForeignForm)
 		default:
 			h(w, r, se)
 		}
@@ -139,7 +136,7 @@ func jsonError(w http.ResponseWriter, status int, msg string) {
 // registerBegin starts a registration: within FreshSignIn only.
 func (s *Server) registerBegin(w http.ResponseWriter, r *http.Request, se session) {
 	if s.assurance(se) != confirm.AssuranceSSO {
-		jsonError(w, http.StatusForbidden, "Adding a passkey needs a fresh sign-in (within the last 5 minutes). Sign in again, then add it.")
+		jsonError(w, http.StatusForbidden, s.w.AddPasskeyNeedsFresh+s.w.AddPasskeyFreshLink+s.w.AddPasskeyFreshAfter)
 		return
 	}
 	p, err := s.personOf(r.Context(), se.who.Email)
@@ -205,7 +202,7 @@ func (s *Server) takeCeremony(r *http.Request, se session, kind string) (ceremon
 func (s *Server) registerFinish(w http.ResponseWriter, r *http.Request, se session) {
 	c, err := s.takeCeremony(r, se, ceremonyRegister)
 	if err != nil {
-		jsonError(w, http.StatusConflict, "This registration expired or was already used. Start again.")
+		jsonError(w, http.StatusConflict, s.w.PasskeyExpired)
 		return
 	}
 	p, err := s.personOf(r.Context(), se.who.Email)
@@ -216,7 +213,7 @@ func (s *Server) registerFinish(w http.ResponseWriter, r *http.Request, se sessi
 	cred, err := s.wa.FinishRegistration(p, c.Session, r)
 	if err != nil {
 		s.log.Info("web: passkey registration refused", "email", se.who.Email, "err", err)
-		jsonError(w, http.StatusBadRequest, "The passkey could not be verified. Nothing changed.")
+		jsonError(w, http.StatusBadRequest, s.w.PasskeyNotVerified)
 		return
 	}
 	b, _ := json.Marshal(cred)
@@ -243,12 +240,12 @@ func (s *Server) voteBegin(w http.ResponseWriter, r *http.Request, se session) {
 		Phrase string `json:"phrase"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&in); err != nil {
-		jsonError(w, http.StatusBadRequest, "A malformed request. Nothing changed.")
+		jsonError(w, http.StatusBadRequest, s.w.Malformed)
 		return
 	}
 	a, err := s.console.Approval(r.Context(), r.PathValue("id"), se.who)
 	if errors.Is(err, confirm.ErrNotFound) {
-		jsonError(w, http.StatusNotFound, "There is nothing here for you.")
+		jsonError(w, http.StatusNotFound, s.w.NotFound)
 		return
 	} else if err != nil {
 		s.jsonFail(w, "approval", err)
@@ -256,7 +253,7 @@ func (s *Server) voteBegin(w http.ResponseWriter, r *http.Request, se session) {
 	}
 	call := a.Card.Call(in.Ref)
 	if call == nil || !call.Open() {
-		jsonError(w, http.StatusConflict, "This call no longer waits, or changed since the page was loaded: reload it. Nothing changed.")
+		jsonError(w, http.StatusConflict, s.w.CallChanged)
 		return
 	}
 	p, err := s.personOf(r.Context(), se.who.Email)
@@ -265,7 +262,7 @@ func (s *Server) voteBegin(w http.ResponseWriter, r *http.Request, se session) {
 		return
 	}
 	if len(p.creds) == 0 {
-		jsonError(w, http.StatusConflict, "You have no passkey yet: add one on the Passkeys page.")
+		jsonError(w, http.StatusConflict, s.w.NoPasskeyYet)
 		return
 	}
 	v := &vote{Ref: in.Ref, ArgsHash: argsHash(call.Args), Phrase: in.Phrase}
@@ -286,7 +283,7 @@ func (s *Server) voteBegin(w http.ResponseWriter, r *http.Request, se session) {
 func (s *Server) voteFinish(w http.ResponseWriter, r *http.Request, se session) {
 	c, err := s.takeCeremony(r, se, ceremonyVote)
 	if err != nil || c.Vote == nil {
-		jsonError(w, http.StatusConflict, "This passkey request expired or was already used. Try again. Nothing changed.")
+		jsonError(w, http.StatusConflict, s.w.VoteExpired)
 		return
 	}
 	p, err := s.personOf(r.Context(), se.who.Email)
@@ -297,7 +294,7 @@ func (s *Server) voteFinish(w http.ResponseWriter, r *http.Request, se session) 
 	cred, err := s.wa.FinishLogin(p, c.Session, r)
 	if err != nil {
 		s.log.Info("web: passkey vote refused", "email", se.who.Email, "err", err)
-		jsonError(w, http.StatusBadRequest, "The passkey's answer could not be verified. Nothing changed.")
+		jsonError(w, http.StatusBadRequest, s.w.VoteNotVerified)
 		return
 	}
 	if b, err := json.Marshal(cred); err == nil {
@@ -307,13 +304,13 @@ func (s *Server) voteFinish(w http.ResponseWriter, r *http.Request, se session) 
 	}
 	a, err := s.console.Approval(r.Context(), r.PathValue("id"), se.who)
 	if err != nil {
-		jsonError(w, http.StatusNotFound, "There is nothing here for you.")
+		jsonError(w, http.StatusNotFound, s.w.NotFound)
 		return
 	}
 	call := a.Card.Call(c.Vote.Ref)
 	if call == nil || argsHash(call.Args) != c.Vote.ArgsHash {
 		s.log.Info("web: passkey vote for arguments that changed since", "email", se.who.Email, "ref", c.Vote.Ref)
-		jsonError(w, http.StatusConflict, "The call's arguments changed since your passkey signed them: reload the page. Nothing changed.")
+		jsonError(w, http.StatusConflict, s.w.ArgumentsChanged)
 		return
 	}
 	err = s.console.DecideOnPage(r.Context(), se.who, Decision{Ref: c.Vote.Ref, Allow: true, Phrase: c.Vote.Phrase,

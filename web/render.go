@@ -23,11 +23,10 @@ var funcs = template.FuncMap{
 	"actions": func(c card.Card, call card.Call) []card.Action {
 		return c.Actions(call, nil)
 	},
-	"isAllow":        func(a card.Action) bool { return a.Kind == card.ActAllow || a.Kind == card.ActAllowTyped },
-	"isTyped":        func(a card.Action) bool { return a.Kind == card.ActAllowTyped },
-	"isDeny":         func(a card.Action) bool { return a.Kind == card.ActDeny },
-	"isEdit":         func(a card.Action) bool { return a.Kind == card.ActEdit },
-	"historyHeading": func() string { return card.HistoryHeading },
+	"isAllow": func(a card.Action) bool { return a.Kind == card.ActAllow || a.Kind == card.ActAllowTyped },
+	"isTyped": func(a card.Action) bool { return a.Kind == card.ActAllowTyped },
+	"isDeny":  func(a card.Action) bool { return a.Kind == card.ActDeny },
+	"isEdit":  func(a card.Action) bool { return a.Kind == card.ActEdit },
 }
 
 // partsHTML is parts as escaped HTML.

@@ -23,6 +23,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 	"golang.org/x/oauth2"
 
+	"github.com/airlockhq/airlock/card"
 	"github.com/airlockhq/airlock/confirm"
 )
 
@@ -80,6 +81,7 @@ type Server struct {
 	pages   *template.Template
 	cop     *http.CrossOriginProtection
 	say     func(error) string
+	w       card.ConsoleWords
 	now     func() time.Time
 	audit   Audit
 
@@ -125,7 +127,7 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	return &Server{cfg: o.Config, console: o.Console, store: o.Store, log: o.Log, client: o.HTTPClient, base: base,
-		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say, now: o.Now, wa: wa, audit: o.Audit}, nil
+		secure: base.Scheme == "https", pages: pages, cop: cop, say: o.Say, w: card.Console(), now: o.Now, wa: wa, audit: o.Audit}, nil
 }
 
 // Handler serves the console: /ui/ and below.
@@ -194,7 +196,7 @@ func (s *Server) signedIn(h func(http.ResponseWriter, *http.Request, session)) h
 			}
 		}
 		if r.Method != http.MethodGet {
-			s.page(w, http.StatusForbidden, "message", pageData{Title: "Signed out", Message: "You are not signed in (or your session ended). Nothing changed. Sign in and try again."})
+			s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.SignedOutTitle, Message: s.w.NoSession})
 			return
 		}
 		http.Redirect(w, r, "/ui/login?return="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -238,7 +240,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	_, oc, err := s.oauth(r.Context())
 	if err != nil {
 		s.log.Error("web: sign-in provider unreachable", "err", err)
-		s.page(w, http.StatusServiceUnavailable, "message", pageData{Title: "Sign-in unavailable", Message: "The sign-in provider can't be reached right now. Try again in a minute."})
+		s.page(w, http.StatusServiceUnavailable, "message", pageData{Title: s.w.SignInUnavailableTitle, Message: s.w.SignInUnavailable})
 		return
 	}
 	state, nonce, verifier := token(), token(), oauth2.GenerateVerifier()
@@ -276,7 +278,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: "/ui/callback", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
 	refuse := func(why string, args ...any) {
 		s.log.Warn("web: sign-in refused", append([]any{"why", why}, args...)...)
-		s.page(w, http.StatusForbidden, "message", pageData{Title: "Sign-in failed", Message: "This sign-in can't be completed. Start again from the sign-in page.", Link: "/ui/login"})
+		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.SignInFailedTitle, Message: s.w.SignInFailed, Link: "/ui/login"})
 	}
 	if err != nil || state == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
 		refuse("state does not match this browser's")
@@ -324,8 +326,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	person, ok := s.cfg.Person(claims.Email)
 	if !ok {
 		s.log.Warn("web: sign-in of an email not in web.people", "email", claims.Email)
-		s.page(w, http.StatusForbidden, "message", pageData{Title: "Not a known person",
-			Message: "You signed in as " + claims.Email + ", who is not in Airlock's web.people. Ask an operator to add you."})
+		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.UnknownPersonTitle, Message: s.w.SignedInAs + claims.Email + s.w.UnknownPerson})
 		return
 	}
 	auth := idt.IssuedAt
@@ -347,7 +348,7 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 // logout ends the session.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, se session) {
 	if !s.csrfOK(r, se) {
-		s.page(w, http.StatusForbidden, "message", pageData{Title: "Refused", Message: "This request did not come from the console's own page. Nothing changed."})
+		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.RefusedTitle, Message: s.w.ForeignForm})
 		return
 	}
 	if err := s.store.EndWebSession(r.Context(), se.idHash); err != nil {
@@ -355,7 +356,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, se session) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/ui/", MaxAge: -1, HttpOnly: true, Secure: s.secure, SameSite: http.SameSiteLaxMode})
-	s.page(w, http.StatusOK, "message", pageData{Title: "Signed out", Message: "You are signed out.", Link: "/ui/login"})
+	s.page(w, http.StatusOK, "message", pageData{Title: s.w.SignedOutTitle, Message: s.w.SignedOut, Link: "/ui/login"})
 }
 
 // csrfOK checks a state-changing form: its token is the session's (the
@@ -370,7 +371,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, se session) {
 		s.fail(w, r, "inbox", err)
 		return
 	}
-	d := pageData{Title: "Inbox", Who: se.who, CSRF: se.csrf}
+	d := pageData{Title: s.w.Inbox, Who: se.who, CSRF: se.csrf}
 	for _, e := range es {
 		if e.MayDecide {
 			d.Waiting = append(d.Waiting, e)
@@ -400,7 +401,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, se session
 		s.fail(w, r, "passkeys", err)
 		return
 	}
-	s.page(w, status, "approval", pageData{Title: "Request " + a.Card.BatchID, Who: se.who, CSRF: se.csrf, Approval: &a, Message: message,
+	s.page(w, status, "approval", pageData{Title: s.w.Request + " " + a.Card.BatchID, Who: se.who, CSRF: se.csrf, Approval: &a, Message: message,
 		Fresh: s.assurance(se) == confirm.AssuranceSSO, Here: r.URL.Path, Passkeys: len(keys)})
 }
 
@@ -408,7 +409,7 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, se session
 // form, for a request the person may see; the decision is the core's.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
 	if !s.csrfOK(r, se) {
-		s.page(w, http.StatusForbidden, "message", pageData{Title: "Refused", Who: se.who, Message: "This request did not come from the console's own page. Nothing changed."})
+		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.RefusedTitle, Who: se.who, Message: s.w.ForeignForm})
 		return
 	}
 	if _, err := s.console.Approval(r.Context(), r.PathValue("id"), se.who); err != nil {
@@ -431,7 +432,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
 		d.Allow = true
 	case "deny":
 	default:
-		s.showApproval(w, r, se, http.StatusBadRequest, "Choose Allow or Deny. Nothing changed.")
+		s.showApproval(w, r, se, http.StatusBadRequest, s.w.ChooseAllowOrDeny)
 		return
 	}
 	if err := s.console.DecideOnPage(r.Context(), se.who, d); err != nil {
@@ -466,7 +467,7 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request, se session) {
 // shows the form again with what was typed and why; nothing changed.
 func (s *Server) edit(w http.ResponseWriter, r *http.Request, se session) {
 	if !s.csrfOK(r, se) {
-		s.page(w, http.StatusForbidden, "message", pageData{Title: "Refused", Who: se.who, Message: "This request did not come from the console's own page. Nothing changed."})
+		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.RefusedTitle, Who: se.who, Message: s.w.ForeignForm})
 		return
 	}
 	id, ref := r.PathValue("id"), r.PostFormValue("ref")
@@ -520,21 +521,22 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, se session) {
 		s.fail(w, r, "run", err)
 		return
 	}
-	s.page(w, http.StatusOK, "run", pageData{Title: "Run " + run.Run.ID, Who: se.who, CSRF: se.csrf, Run: &run})
+	s.page(w, http.StatusOK, "run", pageData{Title: s.w.Run + " " + run.Run.ID, Who: se.who, CSRF: se.csrf, Run: &run})
 }
 
 func (s *Server) notFound(w http.ResponseWriter, _ *http.Request) {
-	s.page(w, http.StatusNotFound, "message", pageData{Title: "Not found", Message: "There is nothing here for you.", Link: "/ui/"})
+	s.page(w, http.StatusNotFound, "message", pageData{Title: s.w.NotFoundTitle, Message: s.w.NotFound, Link: "/ui/"})
 }
 
 // fail answers an error of Airlock's own: logged in detail, said safely.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	s.log.Error("web: "+what, "path", r.URL.Path, "err", err)
-	s.page(w, http.StatusInternalServerError, "message", pageData{Title: "Something went wrong", Message: "Something went wrong; nothing changed. The operators have the details in the logs."})
+	s.page(w, http.StatusInternalServerError, "message", pageData{Title: s.w.FailedTitle, Message: s.w.Failed})
 }
 
 // pageData is what a page's template reads.
 type pageData struct {
+	W        card.ConsoleWords // the console's words (page() sets them)
 	Title    string
 	Who      Who
 	CSRF     string
@@ -559,6 +561,7 @@ func (s *Server) page(w http.ResponseWriter, status int, name string, d pageData
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
+	d.W = s.w
 	if err := s.pages.ExecuteTemplate(w, name+".html", d); err != nil {
 		s.log.Error("web: render", "page", name, "err", err)
 	}

@@ -1,6 +1,7 @@
 // The console's one script: passkeys (WebAuthn). It registers a passkey on
 // the Passkeys page and casts a passkey vote on an approval page; the
-// server checks everything it sends.
+// server checks everything it sends. Its words come from the page (data
+// attributes: card.ConsoleWords), as every word of the console.
 "use strict";
 (function () {
   const csrf = () => document.querySelector('meta[name="csrf"]').content;
@@ -15,8 +16,8 @@
       method: "POST", credentials: "same-origin", body: JSON.stringify(body),
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf() },
     });
-    const j = await r.json().catch(() => ({ error: "An unexpected answer. Nothing changed." }));
-    if (!r.ok) throw new Error(j.error || "Refused. Nothing changed.");
+    const j = await r.json().catch(() => ({ error: document.body.dataset.unexpected }));
+    if (!r.ok) throw new Error(j.error || document.body.dataset.refused);
     return j;
   }
   function say(out, msg, state) {
@@ -43,7 +44,7 @@
             transports: cred.response.getTransports ? cred.response.getTransports() : [],
           },
         });
-        say(out, "Passkey added.", "added");
+        say(out, add.dataset.done, "added");
       } catch (e) {
         say(out, e.message, "failed");
       }
@@ -70,7 +71,7 @@
             userHandle: a.response.userHandle ? enc(a.response.userHandle) : null,
           },
         });
-        say(out, "Allowed with your passkey.", "allowed");
+        say(out, btn.dataset.done, "allowed");
         location.reload();
       } catch (e) {
         say(out, e.message, "failed");
