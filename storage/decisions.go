@@ -72,7 +72,7 @@ func (db *DB) Decide(ctx context.Context, d confirm.Decide) (confirm.DecideResul
 		event := confirm.AuditEvent{At: tx.now, ConversationID: info.ConversationID, BatchID: d.BatchID, CallKey: d.Key, Tool: info.Tool, Actor: d.By}
 
 		if allow {
-			if err := db.castVote(ctx, tx, event, &res, d.Assurance, d.Need); err != nil {
+			if err := db.castVote(ctx, tx, event, &res, d.Assurance, d.Need, d.Credential); err != nil {
 				return err
 			}
 			if res.Votes < res.Required {
@@ -177,7 +177,8 @@ func (db *DB) lockPendingCall(ctx context.Context, tx *txn, batchID, key string)
 }
 
 // castVote records event.Actor's allow of the call event names (pending,
-// its row locked; res.Required set), made with assurance, where a vote
+// its row locked; res.Required set), made with assurance (and a
+// passkey's credential, for the audit), where a vote
 // needs need to count. On a call needing more than one it is a vote row,
 // audited as an approval; on a call needing one it decides the call in
 // this transaction, which stores who (decided_by), so no row is kept. A
@@ -185,7 +186,7 @@ func (db *DB) lockPendingCall(ctx context.Context, tx *txn, batchID, key string)
 // step_up changed) votes again: the row takes this vote's assurance. It
 // sets res.Votes (the votes that count) and res.Won, or res.AlreadyVoted
 // with errAlreadyVoted when that person's counting vote was there before.
-func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, res *confirm.DecideResult, assurance, need confirm.Assurance) error {
+func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, res *confirm.DecideResult, assurance, need confirm.Assurance, credential string) error {
 	now := tx.now
 	if !assurance.Counts(need) {
 		return fmt.Errorf("a vote made with %q where %q is needed", assurance, need)
@@ -212,10 +213,11 @@ func (db *DB) castVote(ctx context.Context, tx *txn, event confirm.AuditEvent, r
 	e := event
 	e.Kind = confirm.AuditApproval
 	e.Detail = jsonDetail(struct {
-		Votes     int    `json:"votes"`
-		Required  int    `json:"required"`
-		Assurance string `json:"assurance,omitempty"`
-	}{res.Votes, res.Required, string(assurance)})
+		Votes      int    `json:"votes"`
+		Required   int    `json:"required"`
+		Assurance  string `json:"assurance,omitempty"`
+		Credential string `json:"credential,omitempty"`
+	}{res.Votes, res.Required, string(assurance), credential})
 	return db.insertAudit(ctx, tx, e)
 }
 

@@ -111,7 +111,7 @@ func (db *DB) EditCall(ctx context.Context, e confirm.EditCall) (confirm.DecideR
 			return nil
 		}
 
-		if err := db.castVote(ctx, tx, event, &res, e.Assurance, e.Need); err != nil {
+		if err := db.castVote(ctx, tx, event, &res, e.Assurance, e.Need, e.Credential); err != nil {
 			return err // errAlreadyVoted cannot happen: the votes are gone
 		}
 		if res.Votes < res.Required {

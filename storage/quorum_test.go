@@ -568,7 +568,8 @@ func testQuorumAssurance(t *testing.T, db *DB) {
 		t.Fatalf("bob again = %+v, %v", res, err)
 	}
 	// Alice again, with a passkey: her vote now counts, and decides.
-	res, err = vote("U-alice", confirm.AssurancePasskey, confirm.AssuranceSSO)
+	res, err = db.Decide(t.Context(), confirm.Decide{BatchID: b.ID, Key: "q", Status: confirm.DecisionAllowed, By: "U-alice",
+		Assurance: confirm.AssurancePasskey, Credential: "cred-1", Need: confirm.AssuranceSSO})
 	if want := (confirm.DecideResult{Won: true, Decided: true, Votes: 2, Required: 2}); err != nil || res != want {
 		t.Fatalf("alice's vote again with a passkey = %+v, %v; want %+v", res, err, want)
 	}
@@ -587,13 +588,14 @@ func testQuorumAssurance(t *testing.T, db *DB) {
 	var got []string
 	for _, e := range approvals {
 		var d struct {
-			Votes     int
-			Assurance string
+			Votes      int
+			Assurance  string
+			Credential string
 		}
 		_ = json.Unmarshal([]byte(e.Detail), &d)
-		got = append(got, fmt.Sprintf("%s:%d:%s", e.Actor, d.Votes, d.Assurance))
+		got = append(got, fmt.Sprintf("%s:%d:%s%s", e.Actor, d.Votes, d.Assurance, d.Credential))
 	}
-	if want := "U-alice:1: U-bob:1:sso U-alice:2:passkey"; strings.Join(got, " ") != want {
+	if want := "U-alice:1: U-bob:1:sso U-alice:2:passkeycred-1"; strings.Join(got, " ") != want {
 		t.Fatalf("approval events %q, want %q", strings.Join(got, " "), want)
 	}
 	// The one-approval call: an allow made with less than needed is refused.

@@ -70,8 +70,9 @@ type extension struct {
 }
 
 type approval struct {
-	By string    `json:"by"`
-	At time.Time `json:"at"`
+	By  string    `json:"by"`
+	At  time.Time `json:"at"`
+	Via string    `json:"via,omitempty"` // how the voter proved who they are: passkey, sso (the web console)
 }
 
 // grantStory is a grant as the audit tells it: created by an "Allow for"
@@ -152,11 +153,19 @@ func auditRecords(events []confirm.AuditEvent) []*callRecord {
 				r.DenyMessage = d.Reason
 			}
 			if d.Status == string(confirm.DecisionAllowed) && r.Approvals > 1 && (len(r.ApprovedBy) == 0 || r.ApprovedBy[len(r.ApprovedBy)-1].By != e.Actor) {
-				r.ApprovedBy = append(r.ApprovedBy, approval{By: e.Actor, At: e.At})
+				r.ApprovedBy = append(r.ApprovedBy, approval{By: e.Actor, At: e.At, Via: r.DecidedVia})
 			}
 		case confirm.AuditApproval:
+			var d struct {
+				Assurance string `json:"assurance"`
+			}
+			_ = json.Unmarshal([]byte(e.Detail), &d)
 			r := get(e)
-			r.ApprovedBy = append(r.ApprovedBy, approval{By: e.Actor, At: e.At})
+			a := approval{By: e.Actor, At: e.At}
+			if d.Assurance != string(confirm.AssuranceChat) {
+				a.Via = d.Assurance
+			}
+			r.ApprovedBy = append(r.ApprovedBy, a)
 		case confirm.AuditGrantCreated, confirm.AuditGrantUsed, confirm.AuditGrantRevoked:
 			var d struct {
 				GrantID   string    `json:"grant_id"`
@@ -332,7 +341,11 @@ func printRecords(w io.Writer, records []*callRecord) {
 			fmt.Fprintf(tw, "\t\t\t\t  refused by rule\t%s\t\t\t\t\n", r.Rule)
 		}
 		for _, a := range r.ApprovedBy {
-			fmt.Fprintf(tw, "\t\t\t\t  approval\t\t%s\t%s\t\t\n", a.By, a.At.UTC().Format(time.DateTime))
+			by := a.By
+			if a.Via != "" {
+				by += " (" + a.Via + ")"
+			}
+			fmt.Fprintf(tw, "\t\t\t\t  approval\t\t%s\t%s\t\t\n", by, a.At.UTC().Format(time.DateTime))
 		}
 		if c := r.Checked; c != nil {
 			fmt.Fprintf(tw, "\t\t\t\t  checked\t\t%s\t%s\t\t\n", c.By, c.At.UTC().Format(time.DateTime))
