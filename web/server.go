@@ -405,24 +405,36 @@ func (s *Server) showApproval(w http.ResponseWriter, r *http.Request, se session
 		Fresh: s.assurance(se) == confirm.AssuranceSSO, Here: r.URL.Path, Passkeys: len(keys)})
 }
 
+// callForm checks a form posted about one call of a request: the
+// session's own (its token), a call of the request of the path, which the
+// person may see. It answers anything else itself (403, 404) and returns
+// the call's reference.
+func (s *Server) callForm(w http.ResponseWriter, r *http.Request, se session) (string, bool) {
+	if !s.csrfOK(r, se) {
+		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.RefusedTitle, Who: se.who, Message: s.w.ForeignForm})
+		return "", false
+	}
+	id, ref := r.PathValue("id"), r.PostFormValue("ref")
+	if b, _, err := confirm.ParseRef(ref); err != nil || b != id {
+		s.notFound(w, r)
+		return "", false
+	}
+	if _, err := s.console.Approval(r.Context(), id, se.who); err != nil {
+		if errors.Is(err, confirm.ErrNotFound) {
+			s.notFound(w, r)
+		} else {
+			s.fail(w, r, "approval", err)
+		}
+		return "", false
+	}
+	return ref, true
+}
+
 // decide takes an Allow or a Deny from the page: the session's own
 // form, for a request the person may see; the decision is the core's.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, se session) {
-	if !s.csrfOK(r, se) {
-		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.RefusedTitle, Who: se.who, Message: s.w.ForeignForm})
-		return
-	}
-	if _, err := s.console.Approval(r.Context(), r.PathValue("id"), se.who); err != nil {
-		if errors.Is(err, confirm.ErrNotFound) {
-			s.notFound(w, r)
-			return
-		}
-		s.fail(w, r, "approval", err)
-		return
-	}
-	ref := r.PostFormValue("ref")
-	if b, _, err := confirm.ParseRef(ref); err != nil || b != r.PathValue("id") {
-		s.notFound(w, r)
+	ref, ok := s.callForm(w, r, se)
+	if !ok {
 		return
 	}
 	d := Decision{Ref: ref, Reason: strings.TrimSpace(r.PostFormValue("reason")), Phrase: r.PostFormValue("phrase"),
@@ -466,23 +478,11 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request, se session) {
 // of a request the person may see; the edit is the core's. A refusal
 // shows the form again with what was typed and why; nothing changed.
 func (s *Server) edit(w http.ResponseWriter, r *http.Request, se session) {
-	if !s.csrfOK(r, se) {
-		s.page(w, http.StatusForbidden, "message", pageData{Title: s.w.RefusedTitle, Who: se.who, Message: s.w.ForeignForm})
+	ref, ok := s.callForm(w, r, se)
+	if !ok {
 		return
 	}
-	id, ref := r.PathValue("id"), r.PostFormValue("ref")
-	if b, _, err := confirm.ParseRef(ref); err != nil || b != id {
-		s.notFound(w, r)
-		return
-	}
-	if _, err := s.console.Approval(r.Context(), id, se.who); err != nil {
-		if errors.Is(err, confirm.ErrNotFound) {
-			s.notFound(w, r)
-			return
-		}
-		s.fail(w, r, "approval", err)
-		return
-	}
+	id := r.PathValue("id")
 	args := r.PostFormValue("args")
 	a := s.assurance(se)
 	if err := s.console.EditOnPage(r.Context(), se.who, Edit{Ref: ref, Args: args, Assurance: a}); err != nil {
