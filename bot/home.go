@@ -93,19 +93,19 @@ func (b *Bot) openHomes(ctx context.Context, platform string) []string {
 	b.hs.mu.Lock()
 	defer b.hs.mu.Unlock()
 	if at, ok := b.hs.at[platform]; ok && b.now().Sub(at) < homesTTL {
-		return b.hs.users[platform]
+		return slices.Clone(b.hs.users[platform])
 	}
 	ks, err := b.store.OpenHomes(ctx, platform)
 	if err != nil {
 		b.log.Error("list the home views opened; trying again at the next change", "platform", platform, "err", err)
-		return b.hs.users[platform]
+		return slices.Clone(b.hs.users[platform])
 	}
 	users := make([]string, len(ks))
 	for i, k := range ks {
 		users[i] = k.User
 	}
 	b.hs.users[platform], b.hs.at[platform] = users, b.now()
-	return users
+	return slices.Clone(users)
 }
 
 // homesChanged records a change of the home views that list batch (its
