@@ -96,8 +96,8 @@ func ParseHomeID(id string) (HomeKey, bool) {
 // request it lists changes.
 type HomeStore interface {
 	// OpenHome records that the person opened their home view: the home
-	// and its message are stored once (opening again changes nothing
-	// but the time).
+	// and its message (Ref: the home's id) are stored once (opening again
+	// changes nothing but the time).
 	OpenHome(ctx context.Context, k HomeKey) error
 	// OpenHomes lists the homes opened on a platform.
 	OpenHomes(ctx context.Context, platform string) ([]HomeKey, error)

@@ -103,7 +103,7 @@ func (db *DB) AddCardMessage(ctx context.Context, m confirm.CardMessage) error {
 			SELECT id, ?, ?, ?, ?, ?, ?, card_version, CASE WHEN card_version > ? THEN ? ELSE card_version END,
 				CASE WHEN card_version > ? THEN `+stamp+` ELSE NULL END
 			FROM `+table+` WHERE id = ?
-			ON CONFLICT (batch_id, run_id, grant_id, home_id, ref) DO NOTHING`),
+			ON CONFLICT (batch_id, run_id, grant_id, ref) DO NOTHING`),
 			m.Kind, m.Platform, m.Channel, m.Thread, m.Ref, db.ts(tx.nowOr(m.CreatedAt)), m.Version, m.Version, m.Version, db.ts(tx.now), subject.ID)
 		return err
 	})

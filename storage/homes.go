@@ -27,7 +27,7 @@ func (db *DB) OpenHome(ctx context.Context, k confirm.HomeKey) error {
 		return fmt.Errorf("open home %s: %w", k.ID(), err)
 	}
 	return db.AddCardMessage(ctx, confirm.CardMessage{HomeID: k.ID(), Kind: confirm.CardHome, Platform: k.Platform,
-		Channel: confirm.HomeChannel, Ref: k.User})
+		Channel: confirm.HomeChannel, Ref: k.ID()})
 }
 
 // OpenHomes implements confirm.HomeStore.

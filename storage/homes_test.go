@@ -38,7 +38,7 @@ func testHomes(t *testing.T, db *DB) {
 		t.Fatalf("a change of the home: %+v, %v, %v", claimed, listed, err)
 	}
 	m := claimed[0].Message
-	if m.Kind != confirm.CardHome || m.HomeID != alice.ID() || m.Channel != confirm.HomeChannel || m.Ref != "UALICE" || m.Subject() != subject {
+	if m.Kind != confirm.CardHome || m.HomeID != alice.ID() || m.Channel != confirm.HomeChannel || m.Ref != alice.ID() || m.Subject() != subject {
 		t.Fatalf("the home's message: %+v", m)
 	}
 	if _, ok, err := db.ClaimCard(ctx, claimed[0].ID, "w2", time.Minute); err != nil || ok {
@@ -52,7 +52,7 @@ func testHomes(t *testing.T, db *DB) {
 	}
 	// A message of a home naming a batch too is refused.
 	if err := db.AddCardMessage(ctx, confirm.CardMessage{HomeID: alice.ID(), BatchID: "b1", Kind: confirm.CardHome, Platform: "slack",
-		Channel: confirm.HomeChannel, Ref: "UALICE"}); err == nil {
+		Channel: confirm.HomeChannel, Ref: alice.ID()}); err == nil {
 		t.Fatal("a home message naming a batch was stored")
 	}
 }

@@ -3,7 +3,7 @@
 -- A person who opened their home view has a row of homes (its id
 -- '<platform>:<user id>', its card_version counting the changes it shows)
 -- and one card-sync message of kind 'home' (home_id set, channel '~home',
--- ref the user id), rendered again after each change of a request it
+-- ref its id too), rendered again after each change of a request it
 -- lists. cards is rebuilt for its one-subject check.
 CREATE TABLE homes (
     id           TEXT PRIMARY KEY,
@@ -47,7 +47,8 @@ INSERT INTO cards_new (id, batch_id, run_id, grant_id, kind, platform, channel, 
 DROP TABLE cards;
 ALTER TABLE cards_new RENAME TO cards;
 
-CREATE UNIQUE INDEX cards_ref ON cards (batch_id, run_id, grant_id, home_id, ref);
+-- cards_ref as before: a home's ref is its id, so unique there too.
+CREATE UNIQUE INDEX cards_ref ON cards (batch_id, run_id, grant_id, ref);
 CREATE INDEX cards_batch ON cards (batch_id, created_at, id);
 CREATE INDEX cards_run ON cards (run_id) WHERE run_id <> '';
 CREATE INDEX cards_grant ON cards (grant_id) WHERE grant_id <> '';
