@@ -195,7 +195,7 @@ const maxHistory = 200
 // are card's, from the rows' typed details (nothing of a detail's text
 // but Airlock's own reasons).
 func (b *Bot) history(ctx context.Context, batch *confirm.Batch) ([]card.Line, error) {
-	evs, err := b.store.AuditEvents(ctx, confirm.AuditFilter{ConversationID: batch.ConversationID})
+	evs, err := b.store.AuditEvents(ctx, confirm.AuditFilter{ConversationID: batch.ConversationID, BatchID: batch.ID})
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
@@ -205,9 +205,6 @@ func (b *Bot) history(ctx context.Context, batch *confirm.Batch) ([]card.Line, e
 	}
 	var out []card.Line
 	for _, e := range evs {
-		if e.BatchID != batch.ID {
-			continue
-		}
 		var d struct {
 			Status    string `json:"status"`
 			Abandoned bool   `json:"abandoned"`

@@ -314,6 +314,7 @@ type AuditEvent struct {
 // AuditFilter selects audit events; zero fields select everything.
 type AuditFilter struct {
 	ConversationID int64
+	BatchID        string // with ConversationID: only the rows of this request
 	Since          time.Time
 }
 

@@ -72,6 +72,7 @@ func (db *DB) writeAudit(ctx context.Context, ex dbtx, e confirm.AuditEvent) err
 func (db *DB) AuditEvents(ctx context.Context, f confirm.AuditFilter) ([]confirm.AuditEvent, error) {
 	var c conditions
 	c.add(f.ConversationID != 0, "conversation_id = ?", f.ConversationID)
+	c.add(f.BatchID != "", "batch_id = ?", f.BatchID)
 	c.add(!f.Since.IsZero(), "at >= ?", db.ts(f.Since))
 	query := `SELECT id, at, kind, conversation_id, batch_id, call_key, tool, actor, detail FROM audit` + c.sql() + ` ORDER BY id`
 	var rows []auditRow

@@ -37,6 +37,9 @@ func testAuditEvents(t *testing.T, db *DB) {
 	if len(all) != 4 {
 		t.Fatalf("got %d events, want 4", len(all))
 	}
+	if b1, err := db.AuditEvents(ctx, confirm.AuditFilter{ConversationID: conv.ID, BatchID: "b1"}); err != nil || len(b1) != 1 || b1[0].Actor != "U-mallory" {
+		t.Fatalf("the rows of request b1: %+v, %v", b1, err)
+	}
 	for i, e := range all {
 		if e.Kind != events[i].Kind || (i > 0 && e.ID <= all[i-1].ID) {
 			t.Errorf("event %d = %+v, want kind %s in id order", i, e, events[i].Kind)
