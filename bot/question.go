@@ -45,7 +45,7 @@ var (
 // whyNoForms is said of a question on a platform that cannot show forms.
 const whyNoForms = "this chat cannot show forms"
 
-// running remembers the calls this process is running, by idempotency
+// runningCall remembers a call this process is running, by idempotency
 // key, so a question asked during one finds its conversation.
 func (b *Bot) runningCall(key string, c confirm.Call) func() {
 	if key == "" {
